@@ -1,0 +1,7 @@
+"""``python -m evidencestore``."""
+
+import sys
+
+from ._cli import main
+
+sys.exit(main())

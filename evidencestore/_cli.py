@@ -1,0 +1,63 @@
+"""The ``evstore`` command line: a thin layer over the library.
+
+Exit codes: 0 verified / success, 1 verification failed, 2 usage or environment
+error (``evstore media`` adds 3 INCONCLUSIVE and 4 UNAVAILABLE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .errors import EvidenceStoreError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        raise _UsageError(f"{self.prog}: error: {message}")
+
+
+class _UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser with every subcommand registered."""
+    from . import __version__, _cli_core, _cli_lpips, _cli_media, _cli_remote
+
+    parser = _Parser(prog="evstore", description="A content-addressed evidence store.")
+    parser.add_argument("--version", action="version", version=f"evstore {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for module in (_cli_core, _cli_remote, _cli_media, _cli_lpips):
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``evstore`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help, --version
+        return int(exc.code or 0)
+    try:
+        code: int = args.func(args)
+    except EvidenceStoreError as exc:
+        print(f"evstore: error: {exc.diagnostics()}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("evstore: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    return code

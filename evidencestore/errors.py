@@ -1,0 +1,69 @@
+"""The exception hierarchy: one root, each error carrying a human diagnostic."""
+
+from __future__ import annotations
+
+
+class EvidenceStoreError(Exception):
+    """Root of every error raised by evidencestore.
+
+    ``str(error)`` is the one-line diagnostic: it names the file, bundle, entry or
+    digest concerned and what was expected.
+    """
+
+    def diagnostics(self) -> str:
+        """Return the diagnostic, with the chained cause if there is one."""
+        cause = self.__cause__
+        if cause is None or isinstance(cause, EvidenceStoreError):
+            return str(self)
+        return f"{self} (caused by {type(cause).__name__}: {cause})"
+
+
+class InvalidDigestError(EvidenceStoreError, ValueError):
+    """A string is not a well-formed ``blake3:<64 lowercase hex>`` digest."""
+
+
+class IntegrityError(EvidenceStoreError):
+    """Bytes do not match the digest or size they were addressed by."""
+
+
+class BlobNotFoundError(EvidenceStoreError, KeyError):
+    """A digest is absent from a store (or from every place looked)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ReadOnlyStoreError(EvidenceStoreError):
+    """A write or delete was attempted on a read-only store."""
+
+
+class StorageError(EvidenceStoreError):
+    """A backend failed (I/O error, unreachable remote, denied access)."""
+
+
+class ManifestError(EvidenceStoreError):
+    """A manifest or registration is malformed or inconsistent."""
+
+
+class BundleError(EvidenceStoreError):
+    """A bundle cannot be created as asked."""
+
+
+class ConfigError(EvidenceStoreError):
+    """``evstore.toml`` or a command's options are unusable."""
+
+
+class VerificationError(EvidenceStoreError):
+    """Verification found errors; ``report`` holds every finding."""
+
+    def __init__(self, message: str, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class MediaError(EvidenceStoreError):
+    """A media file cannot be probed or decoded, or an expectation file is unusable."""
+
+
+class ScorerError(EvidenceStoreError):
+    """A perceptual scorer cannot be loaded from authenticated weights."""

@@ -1,0 +1,168 @@
+"""Merkle trees over bundle entries, RFC 6962 / RFC 9162 style.
+
+``leaf = H(0x00 || canonical(entry))``, ``node = H(0x01 || left || right)``; the
+bundle digest is ``H(0x02 || canonical(header))`` where the header binds the root to
+the bundle's name, schema version and metadata. ``H`` is BLAKE3-256. The empty tree's
+root is ``H()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from blake3 import blake3
+
+from ._canonical import canonical
+from .digest import digest_hex
+from .errors import ManifestError
+from .models import BundleHeader, BundleManifest, Entry, InclusionProof
+
+__all__ = [
+    "bundle_digest",
+    "entries_root",
+    "inclusion_proof",
+    "leaf_hash",
+    "merkle_root",
+    "verify_inclusion",
+]
+
+_LEAF = b"\x00"
+_NODE = b"\x01"
+_BUNDLE = b"\x02"
+_PREFIX = "blake3:"
+
+
+def leaf_hash(entry: Entry) -> bytes:
+    """Return the 32-byte leaf hash of an entry."""
+    return blake3(_LEAF + canonical(entry)).digest()
+
+
+def _node(left: bytes, right: bytes) -> bytes:
+    return blake3(_NODE + left + right).digest()
+
+
+def merkle_root(leaves: Sequence[bytes]) -> bytes:
+    """Return the RFC 6962 Merkle tree hash over leaf hashes (bottom-up, iterative)."""
+    if not leaves:
+        return blake3().digest()
+    level = list(leaves)
+    # Pairing left to right and promoting an odd last node gives exactly the RFC's
+    # "split at the largest power of two" tree.
+    while len(level) > 1:
+        nxt = [_node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+def entries_root(entries: Sequence[Entry]) -> str:
+    """Return the Merkle root of entries as a digest string."""
+    return _PREFIX + merkle_root([leaf_hash(e) for e in entries]).hex()
+
+
+def bundle_digest(manifest: BundleManifest, root: str | None = None) -> str:
+    """Return the bundle digest binding the Merkle root to name, schema and metadata."""
+    header = BundleHeader(
+        schema_version=manifest.schema_version,
+        name=manifest.name,
+        metadata=manifest.metadata,
+        root=root if root is not None else entries_root(manifest.entries),
+    )
+    return header_digest(header)
+
+
+def header_digest(header: BundleHeader) -> str:
+    """Return the digest of a bundle header."""
+    return _PREFIX + blake3(_BUNDLE + canonical(header)).hexdigest()
+
+
+def _audit_path(index: int, leaves: list[bytes]) -> list[bytes]:
+    # RFC 6962 section 2.1.1, PATH(m, D[n]).
+    n = len(leaves)
+    if n <= 1:
+        return []
+    k = 1 << ((n - 1).bit_length() - 1)
+    if index < k:
+        return [*_audit_path(index, leaves[:k]), merkle_root(leaves[k:])]
+    return [*_audit_path(index - k, leaves[k:]), merkle_root(leaves[:k])]
+
+
+def inclusion_proof(manifest: BundleManifest, path: str) -> InclusionProof:
+    """Return the inclusion proof of the entry at ``path`` (raises if absent)."""
+    for index, entry in enumerate(manifest.entries):
+        if entry.path == path:
+            break
+    else:
+        raise ManifestError(f"bundle {manifest.name!r} has no entry {path!r}")
+    leaves = [leaf_hash(e) for e in manifest.entries]
+    root = _PREFIX + merkle_root(leaves).hex()
+    return InclusionProof(
+        bundle=manifest.name,
+        bundle_digest=bundle_digest(manifest, root),
+        schema_version=manifest.schema_version,
+        metadata=manifest.metadata,
+        entry=entry,
+        leaf_index=index,
+        tree_size=len(leaves),
+        audit_path=tuple(_PREFIX + h.hex() for h in _audit_path(index, leaves)),
+        root=root,
+    )
+
+
+def root_from_proof(leaf: bytes, index: int, size: int, path: Sequence[bytes]) -> bytes | None:
+    """Recompute the root from a leaf and its audit path (RFC 9162 section 2.1.3.2).
+
+    Returns None when the path's length does not fit the index and tree size.
+    """
+    if index >= size:
+        return None
+    fn, sn = index, size - 1
+    r = leaf
+    for p in path:
+        if sn == 0:
+            return None
+        if fn & 1 or fn == sn:
+            r = _node(p, r)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            r = _node(r, p)
+        fn >>= 1
+        sn >>= 1
+    return r if sn == 0 else None
+
+
+def verify_inclusion(proof: InclusionProof, expected_bundle_digest: str | None = None) -> list[str]:
+    """Check a proof; return the list of problems (empty when it holds)."""
+    problems: list[str] = []
+    path = [bytes.fromhex(digest_hex(d)) for d in proof.audit_path]
+    computed = root_from_proof(leaf_hash(proof.entry), proof.leaf_index, proof.tree_size, path)
+    if computed is None:
+        problems.append(
+            f"audit path of {len(path)} hashes does not fit leaf {proof.leaf_index} "
+            f"of a tree of {proof.tree_size}"
+        )
+    elif _PREFIX + computed.hex() != proof.root:
+        problems.append(
+            f"entry {proof.entry.path!r} does not hash to root {proof.root} "
+            f"(recomputed {_PREFIX + computed.hex()})"
+        )
+    header = BundleHeader(
+        schema_version=proof.schema_version,
+        name=proof.bundle,
+        metadata=proof.metadata,
+        root=proof.root,
+    )
+    digest = header_digest(header)
+    if digest != proof.bundle_digest:
+        problems.append(
+            f"bundle header hashes to {digest}, but the proof claims {proof.bundle_digest}"
+        )
+    if expected_bundle_digest is not None and proof.bundle_digest != expected_bundle_digest:
+        problems.append(
+            f"proof is for bundle digest {proof.bundle_digest}, expected {expected_bundle_digest}"
+        )
+    return problems

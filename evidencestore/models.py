@@ -1,0 +1,206 @@
+"""Frozen msgspec structs: the schema source for descriptors, bundles and reports.
+
+Settings are declared once in :class:`Model`: frozen, keyword-only, unknown fields
+rejected, defaults omitted when encoding (so canonical bytes stay stable when an
+optional field is added later with a default).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+from .digest import DIGEST_PATTERN
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "BundleHeader",
+    "BundleManifest",
+    "BundleReport",
+    "Descriptor",
+    "Entry",
+    "Finding",
+    "InclusionProof",
+    "Metadata",
+    "Model",
+    "Registration",
+    "Totals",
+    "VerifyReport",
+    "entry_path_problem",
+]
+
+SCHEMA_VERSION = 1
+
+DigestStr = Annotated[
+    str, Meta(pattern=DIGEST_PATTERN, description="blake3:<64 lowercase hex>")
+]
+Size = Annotated[int, Meta(ge=0, description="size in bytes")]
+MediaType = Annotated[
+    str, Meta(pattern=r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(;.*)?$", description="IANA media type")
+]
+BundleName = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
+        description="letters, digits, '.', '_', '-'; starts with a letter or digit",
+    ),
+]
+Timestamp = Annotated[
+    str,
+    Meta(
+        pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$",
+        description="UTC, whole seconds, RFC 3339 (YYYY-MM-DDTHH:MM:SSZ)",
+    ),
+]
+EntryPath = Annotated[
+    str, Meta(min_length=1, max_length=4096, description="normalised relative POSIX path")
+]
+Annotations = dict[str, str]
+Location = Literal["repo", "store"]
+
+
+class Model(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """Base of every evidencestore struct."""
+
+
+class Descriptor(Model):
+    """Content identified by digest and size, OCI style."""
+
+    digest: DigestStr
+    size: Size
+    media_type: MediaType = "application/octet-stream"
+    annotations: Annotations = {}
+
+
+class Entry(Model):
+    """One file of a bundle: where it sits in the bundle and where its bytes live."""
+
+    path: EntryPath
+    descriptor: Descriptor
+    location: Location
+    role: str | None = None
+    annotations: Annotations = {}
+
+
+class Metadata(Model):
+    """What a bundle is about; hashed into the bundle digest."""
+
+    created: Timestamp
+    producer: str
+    references: tuple[str, ...] = ()
+    annotations: Annotations = {}
+
+
+class BundleManifest(Model, kw_only=True):
+    """An immutable named set of entries, sorted by path."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    name: BundleName
+    metadata: Metadata
+    entries: tuple[Entry, ...]
+
+
+class BundleHeader(Model):
+    """What the bundle digest is computed over: the Merkle root bound to the rest."""
+
+    schema_version: int
+    name: str
+    metadata: Metadata
+    root: DigestStr
+
+
+class Registration(Model):
+    """``evidence/<name>/bundle.json``: a manifest with its Merkle root and digest."""
+
+    digest: DigestStr
+    root: DigestStr
+    manifest: BundleManifest
+
+
+class InclusionProof(Model):
+    """Proof that one entry belongs to a bundle, checkable without the other entries."""
+
+    bundle: str
+    bundle_digest: DigestStr
+    schema_version: int
+    metadata: Metadata
+    entry: Entry
+    leaf_index: Annotated[int, Meta(ge=0)]
+    tree_size: Annotated[int, Meta(ge=1)]
+    audit_path: tuple[DigestStr, ...]
+    root: DigestStr
+
+
+Severity = Literal["error", "warning", "info"]
+
+
+class Finding(Model, omit_defaults=False):
+    """One verification result worth telling: what, where, and how bad."""
+
+    severity: Severity
+    code: str
+    message: str
+    bundle: str | None = None
+    path: str | None = None
+    digest: str | None = None
+
+
+class BundleReport(Model, omit_defaults=False):
+    """Verification of one bundle."""
+
+    name: str
+    ok: bool
+    digest: str | None
+    entries: int
+    checked: int
+    unavailable: int
+    findings: tuple[Finding, ...]
+
+
+class Totals(Model, omit_defaults=False):
+    """Sums over the bundles verified; computed, never pinned anywhere."""
+
+    bundles: int
+    entries: int
+    checked: int
+    unavailable: int
+    errors: int
+    warnings: int
+
+
+class VerifyReport(Model, omit_defaults=False):
+    """The outcome of ``evstore verify``: every finding, per bundle and repository-wide."""
+
+    ok: bool
+    root: str
+    bundles: tuple[BundleReport, ...]
+    findings: tuple[Finding, ...]
+    totals: Totals
+
+
+_WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def entry_path_problem(path: str) -> str | None:
+    """Return why ``path`` is not a normalised relative POSIX entry path, or None."""
+    if not path:
+        return "is empty"
+    if "\x00" in path:
+        return "contains a NUL byte"
+    if "\\" in path:
+        return "contains a backslash (entry paths use '/')"
+    if path.startswith("/") or _WINDOWS_DRIVE.match(path):
+        return "is absolute"
+    parts = path.split("/")
+    if "" in parts:
+        return "has an empty segment ('//' or a trailing '/')"
+    if ".." in parts:
+        return "has a '..' segment"
+    if "." in parts:
+        return "has a '.' segment"
+    if any(ord(c) < 0x20 for c in path):
+        return "contains a control character"
+    return None

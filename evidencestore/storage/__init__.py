@@ -1,0 +1,37 @@
+"""Blob stores: an ABC, local, memory and fsspec implementations, and ``open_store``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ._base import DEFAULT_MEDIA_TYPE, BlobStore, VerifyingReader, blob_key
+from ._fsspec import FsspecBlobStore
+from ._local import LocalBlobStore
+from ._memory import MemoryBlobStore
+
+__all__ = [
+    "DEFAULT_MEDIA_TYPE",
+    "BlobStore",
+    "FsspecBlobStore",
+    "LocalBlobStore",
+    "MemoryBlobStore",
+    "VerifyingReader",
+    "blob_key",
+    "open_store",
+]
+
+
+def open_store(
+    url: str | os.PathLike[str],
+    *,
+    read_only: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> BlobStore:
+    """Open a store by path or URL: local paths and ``file://`` bypass fsspec."""
+    text = os.fspath(url)
+    if "://" not in text:
+        return LocalBlobStore(text, read_only=read_only)
+    if text.startswith("file://"):
+        return LocalBlobStore(text[len("file://") :], read_only=read_only)
+    return FsspecBlobStore(text, read_only=read_only, storage_options=storage_options)

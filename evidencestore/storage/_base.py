@@ -1,0 +1,247 @@
+"""The ``BlobStore`` ABC and the verifying reader every backend returns."""
+
+from __future__ import annotations
+
+import io
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from blake3 import blake3
+
+from ..digest import digest_hex, hash_bytes, parse_digest
+from ..errors import BlobNotFoundError, IntegrityError, ReadOnlyStoreError
+from ..models import Descriptor
+
+__all__ = ["DEFAULT_MEDIA_TYPE", "BlobStore", "VerifyingReader", "blob_key"]
+
+DEFAULT_MEDIA_TYPE = "application/octet-stream"
+
+
+def blob_key(digest: str) -> str:
+    """Return a digest's key below a store root: ``blobs/blake3/<2 hex>/<64 hex>``."""
+    hexd = digest_hex(digest)
+    return f"blobs/blake3/{hexd[:2]}/{hexd}"
+
+
+class VerifyingReader(io.RawIOBase):
+    """A read-only stream that hashes what it returns and checks it at EOF.
+
+    Raises :class:`IntegrityError` on the read that reaches EOF when the bytes read do
+    not match the digest (or the expected size), and as soon as more bytes arrive than
+    the expected size allows. Callers that consume the stream to EOF therefore never
+    accept corrupt content.
+    """
+
+    def __init__(
+        self,
+        raw: BinaryIO,
+        digest: str,
+        *,
+        size: int | None = None,
+        where: str = "store",
+    ) -> None:
+        super().__init__()
+        self._raw = raw
+        self._digest = digest
+        self._size = size
+        self._where = where
+        self._hasher = blake3()
+        self._count = 0
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self._raw.read(len(buffer))
+        n = len(data)
+        if n:
+            buffer[:n] = data
+            self._hasher.update(data)
+            self._count += n
+            if self._size is not None and self._count > self._size:
+                raise IntegrityError(
+                    f"{self._digest} in {self._where}: more than the expected "
+                    f"{self._size} bytes"
+                )
+        elif not self._done:
+            self._done = True
+            self._check()
+        return n
+
+    def _check(self) -> None:
+        if self._size is not None and self._count != self._size:
+            raise IntegrityError(
+                f"{self._digest} in {self._where}: read {self._count} bytes, "
+                f"expected {self._size}"
+            )
+        observed = "blake3:" + self._hasher.hexdigest()
+        if observed != self._digest:
+            raise IntegrityError(
+                f"{self._digest} in {self._where}: content hashes to {observed} "
+                f"({self._count} bytes)"
+            )
+
+    @property
+    def verified(self) -> bool:
+        """Whether EOF was reached and the content matched."""
+        return self._done
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
+
+
+class BlobStore(ABC):
+    """Blobs addressed by digest. Writes are create-only; every read is verified.
+
+    Subclasses implement the ``_``-prefixed primitives; the public methods add
+    validation, verification and the read-only guard.
+    """
+
+    def __init__(self, *, read_only: bool = False) -> None:
+        self._read_only = read_only
+
+    # -- capabilities -------------------------------------------------------
+    @property
+    def read_only(self) -> bool:
+        """Whether writes and deletes are refused."""
+        return self._read_only
+
+    @property
+    def supports_writes(self) -> bool:
+        """Whether ``put`` can be called."""
+        return not self._read_only
+
+    @property
+    def supports_deletes(self) -> bool:
+        """Whether ``delete`` can be called."""
+        return not self._read_only
+
+    @property
+    def supports_listing(self) -> bool:
+        """Whether ``iter_digests`` is available."""
+        return True
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the store lives, for messages (a path or URL)."""
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyStoreError(f"store {self.location} is read-only")
+
+    # -- primitives ---------------------------------------------------------
+    @abstractmethod
+    def _exists(self, digest: str) -> bool: ...
+
+    @abstractmethod
+    def _size(self, digest: str) -> int | None:
+        """The stored size, or None when absent."""
+
+    @abstractmethod
+    def _open_raw(self, digest: str) -> BinaryIO:
+        """Open the stored bytes; raise BlobNotFoundError when absent."""
+
+    @abstractmethod
+    def _write(self, digest: str, data: bytes) -> None:
+        """Store verified bytes atomically under ``digest`` (replacing a corrupt copy)."""
+
+    def _write_file(self, digest: str, path: str, size: int) -> None:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if len(data) != size:
+            raise IntegrityError(f"{path}: changed while being stored ({len(data)} != {size})")
+        self._write(digest, data)
+
+    @abstractmethod
+    def _delete(self, digest: str) -> None: ...
+
+    @abstractmethod
+    def _iter(self) -> Iterator[str]: ...
+
+    # -- public API ---------------------------------------------------------
+    def has(self, digest: str) -> bool:
+        """Return whether a blob is present (presence only; nothing is hashed)."""
+        return self._exists(parse_digest(digest))
+
+    def size(self, digest: str) -> int | None:
+        """Return the stored size of a blob, or None when absent (nothing is hashed)."""
+        return self._size(parse_digest(digest))
+
+    def open(self, digest: str, size: int | None = None) -> VerifyingReader:
+        """Open a blob for reading; the reader raises at EOF if the bytes are wrong."""
+        digest = parse_digest(digest)
+        return VerifyingReader(self._open_raw(digest), digest, size=size, where=self.location)
+
+    def get(self, digest: str, size: int | None = None) -> bytes:
+        """Return a blob's bytes after verifying them."""
+        with self.open(digest, size) as reader:
+            return reader.read()
+
+    def verify(self, digest: str, size: int | None = None) -> None:
+        """Re-read and hash a blob; raise :class:`IntegrityError` or BlobNotFoundError."""
+        with self.open(digest, size) as reader:
+            while reader.read(1 << 20):
+                pass
+
+    def put(
+        self,
+        data: bytes | bytearray | memoryview,
+        media_type: str = DEFAULT_MEDIA_TYPE,
+        *,
+        expected: str | None = None,
+    ) -> Descriptor:
+        """Store bytes; idempotent for identical content. Returns their descriptor.
+
+        With ``expected``, bytes that do not hash to it are refused.
+        """
+        self._check_writable()
+        digest, size = hash_bytes(data)
+        if expected is not None and digest != parse_digest(expected):
+            raise IntegrityError(f"refusing to store {size} bytes as {expected}: they hash to {digest}")
+        if not self._present_and_intact(digest, size):
+            self._write(digest, bytes(data))
+        return Descriptor(digest=digest, size=size, media_type=media_type)
+
+    def put_file(
+        self, path: str | os.PathLike[str], media_type: str = DEFAULT_MEDIA_TYPE
+    ) -> Descriptor:
+        """Store a file's bytes; idempotent for identical content. Returns the descriptor."""
+        from ..digest import hash_file
+
+        self._check_writable()
+        path = os.fspath(path)
+        digest, size = hash_file(path)
+        if not self._present_and_intact(digest, size):
+            self._write_file(digest, path, size)
+        return Descriptor(digest=digest, size=size, media_type=media_type)
+
+    def _present_and_intact(self, digest: str, size: int) -> bool:
+        # Create-only: an intact existing blob is kept; a corrupt one is replaced.
+        if self._size(digest) != size:
+            return False
+        try:
+            self.verify(digest, size)
+        except (IntegrityError, BlobNotFoundError):
+            return False
+        return True
+
+    def delete(self, digest: str) -> None:
+        """Remove a blob (absent blobs are ignored)."""
+        self._check_writable()
+        self._delete(parse_digest(digest))
+
+    def iter_digests(self) -> Iterator[str]:
+        """Yield the digest of every blob present."""
+        return self._iter()
+
+    def __contains__(self, digest: object) -> bool:
+        return isinstance(digest, str) and self.has(digest)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r})"

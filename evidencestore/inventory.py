@@ -1,0 +1,153 @@
+"""The inventory: every ``evidence/<name>/bundle.json`` found, strictly decoded.
+
+Nothing pins a global count: totals are computed from the registrations present, so
+pull requests that each add one bundle directory merge without touching shared files.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from ._canonical import decode
+from .errors import ManifestError
+from .models import Finding, Registration
+
+__all__ = [
+    "EVIDENCE_DIR",
+    "REGISTRATION_NAME",
+    "Inventory",
+    "decode_registration",
+    "load_inventory",
+    "load_registration",
+    "registration_path",
+]
+
+EVIDENCE_DIR = "evidence"
+REGISTRATION_NAME = "bundle.json"
+
+
+def registration_path(root: str | os.PathLike[str], name: str) -> Path:
+    """Return ``<root>/evidence/<name>/bundle.json``."""
+    return Path(root) / EVIDENCE_DIR / name / REGISTRATION_NAME
+
+
+def decode_registration(data: bytes, source: str) -> Registration:
+    """Strictly decode a registration; errors name ``source`` and the JSON path."""
+    try:
+        return decode(data, Registration)
+    except msgspec.ValidationError as exc:
+        raise ManifestError(f"{source}: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise ManifestError(f"{source}: malformed JSON: {exc}") from None
+
+
+def load_registration(path: str | os.PathLike[str]) -> Registration:
+    """Read and decode one registration file."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from exc
+    return decode_registration(data, os.fspath(path))
+
+
+@dataclass
+class Inventory:
+    """Registrations by bundle name, and findings about ones that could not be read."""
+
+    root: Path
+    registrations: dict[str, Registration] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.registrations)
+
+    @property
+    def names(self) -> list[str]:
+        """Bundle names, sorted."""
+        return sorted(self.registrations)
+
+
+def load_inventory(root: str | os.PathLike[str]) -> Inventory:
+    """Assemble the inventory of the evidence repository at ``root``.
+
+    Unreadable or invalid registrations, and directories without one, become error
+    findings rather than exceptions, so a verifier can list every problem.
+    """
+    root = Path(root)
+    inventory = Inventory(root=root)
+    evidence = root / EVIDENCE_DIR
+    if not evidence.is_dir():
+        inventory.findings.append(
+            Finding(
+                severity="error",
+                code="no-evidence-dir",
+                message=f"{evidence}: no evidence directory (expected evidence/<bundle>/bundle.json)",
+            )
+        )
+        return inventory
+    dirs = sorted(p for p in evidence.iterdir() if not p.name.startswith("."))
+    for entry in dirs:
+        rel = f"{EVIDENCE_DIR}/{entry.name}"
+        if not entry.is_dir():
+            inventory.findings.append(
+                Finding(
+                    severity="error",
+                    code="stray-file",
+                    path=rel,
+                    message=f"{rel}: a file directly under evidence/ (only bundle directories belong there)",
+                )
+            )
+            continue
+        reg_file = entry / REGISTRATION_NAME
+        if not reg_file.is_file():
+            inventory.findings.append(
+                Finding(
+                    severity="error",
+                    code="missing-registration",
+                    bundle=entry.name,
+                    path=f"{rel}/{REGISTRATION_NAME}",
+                    message=f"{rel}: no {REGISTRATION_NAME} in this bundle directory",
+                )
+            )
+            continue
+        try:
+            registration = load_registration(reg_file)
+        except ManifestError as exc:
+            inventory.findings.append(
+                Finding(
+                    severity="error",
+                    code="invalid-registration",
+                    bundle=entry.name,
+                    path=f"{rel}/{REGISTRATION_NAME}",
+                    message=str(exc).replace(str(root) + os.sep, ""),
+                )
+            )
+            continue
+        if registration.manifest.name != entry.name:
+            inventory.findings.append(
+                Finding(
+                    severity="error",
+                    code="name-mismatch",
+                    bundle=entry.name,
+                    path=f"{rel}/{REGISTRATION_NAME}",
+                    message=(
+                        f"{rel}/{REGISTRATION_NAME}: manifest name {registration.manifest.name!r} "
+                        f"disagrees with its directory {entry.name!r}"
+                    ),
+                )
+            )
+        inventory.registrations[entry.name] = registration
+    if not dirs:
+        inventory.findings.append(
+            Finding(
+                severity="error",
+                code="empty-evidence-dir",
+                path=EVIDENCE_DIR,
+                message=f"{evidence}: the evidence directory holds no bundle",
+            )
+        )
+    return inventory

@@ -1,0 +1,335 @@
+"""Verification: checks that return a report of every finding, and raising twins.
+
+``verify_repository`` never stops at the first problem: each bundle's registration,
+Merkle root and digest are recomputed, every ``repo`` entry is hashed against the
+working tree (size first), files that no entry names are reported, ``store`` entries
+are re-hashed in the local store (or reported unavailable), and with ``base`` the
+registrations at a git revision must be unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from .digest import Hashed, hash_files
+from .errors import ConfigError, IntegrityError, ManifestError, VerificationError
+from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, decode_registration, load_inventory
+from .merkle import bundle_digest, entries_root
+from .models import BundleReport, Finding, Registration, Totals, VerifyReport, entry_path_problem
+from .storage import BlobStore, LocalBlobStore
+
+__all__ = [
+    "RemoteChecker",
+    "base_registrations",
+    "check_repository",
+    "verify_registration",
+    "verify_repository",
+]
+
+RemoteChecker = Callable[[Mapping[str, Registration]], Mapping[str, Sequence[Finding]]]
+
+
+def _err(code: str, message: str, bundle: str, path: str | None = None, digest: str | None = None) -> Finding:
+    return Finding(severity="error", code=code, message=message, bundle=bundle, path=path, digest=digest)
+
+
+def _structure_findings(reg: Registration) -> list[Finding]:
+    """Entry paths, order, duplicates, Merkle root and bundle digest."""
+    m = reg.manifest
+    out: list[Finding] = []
+    prev: str | None = None
+    seen: set[str] = set()
+    for entry in m.entries:
+        problem = entry_path_problem(entry.path)
+        if problem:
+            out.append(_err("bad-path", f"entry path {entry.path!r} {problem}", m.name, entry.path))
+        elif entry.path == REGISTRATION_NAME:
+            out.append(_err("bad-path", f"entry path {entry.path!r} is reserved", m.name, entry.path))
+        if entry.path in seen:
+            out.append(_err("duplicate-path", f"entry path {entry.path!r} appears more than once", m.name, entry.path))
+        elif prev is not None and entry.path < prev:
+            out.append(_err("unsorted-entries", f"entry {entry.path!r} is out of path order (after {prev!r})", m.name, entry.path))
+        seen.add(entry.path)
+        prev = entry.path
+    root = entries_root(m.entries)
+    if root != reg.root:
+        out.append(_err("root-mismatch", f"entries hash to Merkle root {root}, registration says {reg.root}", m.name, REGISTRATION_NAME))
+    digest = bundle_digest(m, root)
+    if digest != reg.digest:
+        out.append(_err("digest-mismatch", f"manifest hashes to bundle digest {digest}, registration says {reg.digest}", m.name, REGISTRATION_NAME))
+    return out
+
+
+def _within(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _dir_inside(bdir: Path, parent: str, real_root: Path, cache: dict[str, bool]) -> bool:
+    """Whether a bundle subdirectory resolves inside the repository (cached)."""
+    ok = cache.get(parent)
+    if ok is None:
+        ok = _within((bdir / parent).resolve(), real_root)
+        cache[parent] = ok
+    return ok
+
+
+def verify_registration(
+    root: str | os.PathLike[str],
+    reg: Registration,
+    *,
+    dir_name: str | None = None,
+    store: BlobStore | None = None,
+    require_available: bool = False,
+) -> BundleReport:
+    """Verify one registered bundle against the working tree and the local store."""
+    repo_root = Path(root).absolute()
+    real_root = repo_root.resolve()
+    m = reg.manifest
+    name = dir_name or m.name
+    bdir = repo_root / EVIDENCE_DIR / name
+    findings = _structure_findings(reg)
+    checked = 0
+    unavailable = 0
+
+    # repo entries: one lstat each; symlinks may not leave the repository
+    to_hash: list[tuple[str, str, int, str]] = []  # (entry path, file path, size, digest)
+    named: set[str] = set()
+    bdir_s = str(bdir) + os.sep
+    safe_dirs: dict[str, bool] = {}
+    for entry in m.entries:
+        d = entry.descriptor
+        if entry.location != "repo" or entry_path_problem(entry.path):
+            continue
+        named.add(entry.path)
+        fpath = bdir_s + entry.path
+        rel = f"{EVIDENCE_DIR}/{name}/{entry.path}"
+        parent = entry.path.rpartition("/")[0]
+        if parent and not _dir_inside(bdir, parent, real_root, safe_dirs):
+            target = Path(fpath).resolve()
+            findings.append(_err("symlink-escape", f"{rel} resolves to {target}, outside the repository", name, entry.path, d.digest))
+            continue
+        try:
+            st = os.lstat(fpath)
+        except FileNotFoundError:
+            findings.append(_err("missing-file", f"{rel} is missing (expected {d.size} bytes, {d.digest})", name, entry.path, d.digest))
+            continue
+        except OSError as exc:
+            findings.append(_err("unreadable", f"{rel}: cannot read: {exc.strerror}", name, entry.path, d.digest))
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            target = Path(fpath).resolve()
+            if not _within(target, real_root):
+                findings.append(_err("symlink-escape", f"{rel} is a symlink to {target}, outside the repository", name, entry.path, d.digest))
+                continue
+            if not target.is_file():
+                findings.append(_err("missing-file", f"{rel} is a symlink to {target}, which is not a regular file", name, entry.path, d.digest))
+                continue
+        elif not stat.S_ISREG(st.st_mode):
+            findings.append(_err("not-a-file", f"{rel} is not a regular file", name, entry.path, d.digest))
+            continue
+        to_hash.append((entry.path, fpath, d.size, d.digest))
+
+    # store entries: re-hash local blobs (fast path for a local store)
+    store_paths: list[tuple[str, str, int, str]] = []
+    for entry in m.entries:
+        if entry.location != "store":
+            continue
+        d = entry.descriptor
+        present = store is not None and store.size(d.digest) is not None
+        if not present:
+            unavailable += 1
+            where = store.location if store is not None else "no local store"
+            findings.append(
+                Finding(
+                    severity="error" if require_available else "warning",
+                    code="unavailable",
+                    message=f"store entry {entry.path!r} ({d.digest}, {d.size} bytes) is not in {where}",
+                    bundle=name,
+                    path=entry.path,
+                    digest=d.digest,
+                )
+            )
+        elif isinstance(store, LocalBlobStore):
+            store_paths.append((entry.path, str(store.path_of(d.digest)), d.size, d.digest))
+        else:
+            assert store is not None
+            try:
+                store.verify(d.digest, d.size)
+                checked += 1
+            except IntegrityError as exc:
+                findings.append(_err("blob-corrupt", f"store entry {entry.path!r}: {exc}", name, entry.path, d.digest))
+
+    jobs = to_hash + store_paths
+    outcomes = hash_files([j[1] for j in jobs], [j[2] for j in jobs])
+    for k, ((epath, fpath, size, digest), outcome) in enumerate(zip(jobs, outcomes, strict=True)):
+        in_store = k >= len(to_hash)
+        what = f"store blob of {epath!r}" if in_store else f"{EVIDENCE_DIR}/{name}/{epath}"
+        if isinstance(outcome, Hashed):
+            if outcome.digest == digest:
+                checked += 1
+                continue
+            code = "blob-corrupt" if in_store else "hash-mismatch"
+            msg = f"{what}: content hashes to {outcome.digest}, expected {digest}"
+        elif isinstance(outcome, IntegrityError):
+            code = "blob-corrupt" if in_store else "size-mismatch"
+            msg = f"{what}: {str(outcome).split(': ', 1)[-1]}"
+        else:
+            code = "unreadable"
+            msg = f"{what}: cannot read: {outcome.strerror or outcome}"
+        findings.append(_err(code, msg, name, epath, digest))
+
+    # files in the bundle directory that no entry names
+    if bdir.is_dir():
+        store_names = {e.path for e in m.entries if e.location == "store"}
+        for dirpath, dirnames, filenames in os.walk(bdir):
+            dirnames.sort()
+            for fname in sorted(filenames):
+                rel_in = (Path(dirpath) / fname).relative_to(bdir).as_posix()
+                if rel_in == REGISTRATION_NAME or rel_in in named:
+                    continue
+                why = (
+                    "a store entry's bytes must not be kept in git"
+                    if rel_in in store_names
+                    else "no entry names it"
+                )
+                findings.append(_err("unregistered-file", f"{EVIDENCE_DIR}/{name}/{rel_in}: {why}", name, rel_in))
+
+    errors = sum(f.severity == "error" for f in findings)
+    return BundleReport(
+        name=name,
+        ok=errors == 0,
+        digest=reg.digest,
+        entries=len(m.entries),
+        checked=checked,
+        unavailable=unavailable,
+        findings=tuple(findings),
+    )
+
+
+def _git(root: Path, *args: str) -> bytes:
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False)
+    except FileNotFoundError as exc:
+        raise ConfigError("git is not installed; --base needs it") from exc
+    if proc.returncode != 0:
+        raise ConfigError(f"git {' '.join(args)}: {proc.stderr.decode(errors='replace').strip()}")
+    return proc.stdout
+
+
+def base_registrations(root: str | os.PathLike[str], rev: str) -> dict[str, bytes]:
+    """Return the raw ``bundle.json`` bytes registered at git revision ``rev``, by name."""
+    repo = Path(root).absolute()
+    _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    prefix = _git(repo, "rev-parse", "--show-prefix").decode().strip()
+    listing = _git(repo, "ls-tree", "-r", "-z", "--name-only", rev, "--", f"{EVIDENCE_DIR}/")
+    out: dict[str, bytes] = {}
+    for raw in listing.split(b"\0"):
+        path = raw.decode("utf-8", errors="surrogateescape")
+        parts = path.split("/")
+        if len(parts) == 3 and parts[2] == REGISTRATION_NAME:
+            out[parts[1]] = _git(repo, "show", f"{rev}:{prefix}{path}")
+    return out
+
+
+def _base_findings(root: Path, rev: str, current: Mapping[str, Registration]) -> list[Finding]:
+    findings: list[Finding] = []
+    for name, data in sorted(base_registrations(root, rev).items()):
+        rel = f"{EVIDENCE_DIR}/{name}/{REGISTRATION_NAME}"
+        if name not in current:
+            findings.append(_err("bundle-removed", f"bundle {name!r} registered at {rev} was removed or made unreadable; registered bundles are immutable", name, REGISTRATION_NAME))
+            continue
+        try:
+            old = decode_registration(data, f"{rev}:{rel}")
+        except ManifestError:
+            continue  # the base's own problem; the current registration is judged on its own
+        now = current[name]
+        if old != now:
+            what = "bundle digest" if old.digest != now.digest else "registration"
+            findings.append(_err("bundle-changed", f"bundle {name!r} was changed after it was registered at {rev} ({what} {old.digest} -> {now.digest}); add a new bundle instead", name, REGISTRATION_NAME, now.digest))
+    return findings
+
+
+def verify_repository(
+    root: str | os.PathLike[str],
+    *,
+    bundles: Iterable[str] | None = None,
+    store: BlobStore | None = None,
+    require_available: bool = False,
+    base: str | None = None,
+    remote_checker: RemoteChecker | None = None,
+) -> VerifyReport:
+    """Verify the evidence repository at ``root`` and return every finding.
+
+    ``bundles`` restricts the per-bundle checks (unknown names are errors);
+    ``remote_checker`` adds findings about ``store`` entries on a remote.
+    """
+    repo = Path(root).absolute()
+    inventory = load_inventory(repo)
+    repo_findings = list(inventory.findings)
+    selected = sorted(inventory.registrations)
+    if bundles is not None:
+        wanted = list(dict.fromkeys(bundles))
+        for name in wanted:
+            if name not in inventory.registrations:
+                repo_findings.append(Finding(severity="error", code="unknown-bundle", bundle=name, message=f"no registration evidence/{name}/{REGISTRATION_NAME} found"))
+        selected = [n for n in wanted if n in inventory.registrations]
+        # Findings about other bundles' registrations do not fail a selective run.
+        repo_findings = [f for f in repo_findings if f.bundle is None or f.bundle in wanted]
+    if base is not None:
+        extra = _base_findings(repo, base, inventory.registrations)
+        repo_findings.extend(f for f in extra if bundles is None or f.bundle in selected or f.code == "bundle-removed")
+    regs = {n: inventory.registrations[n] for n in selected}
+    remote_found = remote_checker(regs) if remote_checker is not None else {}
+    reports: list[BundleReport] = []
+    for name in selected:
+        rep = verify_registration(repo, regs[name], dir_name=name, store=store, require_available=require_available)
+        extra_findings = tuple(remote_found.get(name, ()))
+        if extra_findings:
+            all_f = rep.findings + extra_findings
+            rep = BundleReport(
+                name=rep.name,
+                ok=not any(f.severity == "error" for f in all_f),
+                digest=rep.digest,
+                entries=rep.entries,
+                checked=rep.checked,
+                unavailable=rep.unavailable,
+                findings=all_f,
+            )
+        reports.append(rep)
+    all_findings = [f for r in reports for f in r.findings] + repo_findings
+    errors = sum(f.severity == "error" for f in all_findings)
+    totals = Totals(
+        bundles=len(reports),
+        entries=sum(r.entries for r in reports),
+        checked=sum(r.checked for r in reports),
+        unavailable=sum(r.unavailable for r in reports),
+        errors=errors,
+        warnings=sum(f.severity == "warning" for f in all_findings),
+    )
+    return VerifyReport(ok=errors == 0, root=str(repo), bundles=tuple(reports), findings=tuple(repo_findings), totals=totals)
+
+
+def check_repository(root: str | os.PathLike[str], **kwargs: object) -> VerifyReport:
+    """Like :func:`verify_repository`, but raise :class:`VerificationError` on any error."""
+    report = verify_repository(root, **kwargs)  # type: ignore[arg-type]
+    if not report.ok:
+        lines = [
+            f"{f.bundle or '-'}: {f.path or '-'}: {f.code}: {f.message}"
+            for r in report.bundles
+            for f in r.findings
+            if f.severity == "error"
+        ] + [f"{f.code}: {f.message}" for f in report.findings if f.severity == "error"]
+        raise VerificationError(
+            f"verification of {report.root} failed with {report.totals.errors} error(s):\n  "
+            + "\n  ".join(lines),
+            report,
+        )
+    return report

@@ -35,7 +35,7 @@ __all__ = [
 
 ALGORITHM = "blake3"
 DIGEST_PATTERN = r"^blake3:[0-9a-f]{64}$"
-_DIGEST_RE = re.compile(DIGEST_PATTERN)
+_DIGEST_RE = re.compile(r"blake3:[0-9a-f]{64}")
 _PREFIX = "blake3:"
 
 # Files at least this large are memory-mapped and hashed with every core.
@@ -57,7 +57,7 @@ class Hashed(NamedTuple):
 
 def is_digest(text: object) -> bool:
     """Return whether ``text`` is a well-formed digest string."""
-    return isinstance(text, str) and _DIGEST_RE.match(text) is not None
+    return isinstance(text, str) and _DIGEST_RE.fullmatch(text) is not None
 
 
 def parse_digest(text: str) -> str:

@@ -1,0 +1,64 @@
+"""Test helpers shipped with the package: ``assert_bundle`` and a store conformance suite.
+
+``evidencestore.testing.store_suite`` imports pytest; this module does not.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..models import BundleReport, VerifyReport
+from ..storage import BlobStore
+
+__all__ = ["assert_bundle"]
+
+
+def _describe(findings: object) -> str:
+    return "\n".join(
+        f"  {f.severity}: {f.code}: {f.bundle or '-'}/{f.path or '-'}: {f.message}"  # type: ignore[attr-defined]
+        for f in findings  # type: ignore[attr-defined]
+    )
+
+
+def assert_bundle(
+    root: str | os.PathLike[str],
+    name: str,
+    *,
+    entries: int | None = None,
+    digest: str | None = None,
+    unavailable: int = 0,
+    store: BlobStore | None = None,
+) -> BundleReport:
+    """Assert that bundle ``name`` verifies fully and the whole inventory verifies.
+
+    Checks that the bundle is registered, that its own findings hold no error, its
+    entry count, digest and number of unavailable store entries when given, and that
+    the inventory it belongs to verifies, without asserting any global total, so
+    parallel pull requests that each add a bundle never conflict here.
+    """
+    from ..remotes import local_store
+    from ..verify import verify_repository
+
+    report: VerifyReport = verify_repository(root, store=store or local_store(root))
+    mine = [b for b in report.bundles if b.name == name]
+    if not mine:
+        raise AssertionError(
+            f"bundle {name!r} is not registered under {root}/evidence "
+            f"(found: {', '.join(b.name for b in report.bundles) or 'none'})"
+        )
+    bundle = mine[0]
+    if not bundle.ok:
+        raise AssertionError(f"bundle {name!r} does not verify:\n{_describe(bundle.findings)}")
+    if entries is not None and bundle.entries != entries:
+        raise AssertionError(f"bundle {name!r} has {bundle.entries} entries, expected {entries}")
+    if digest is not None and bundle.digest != digest:
+        raise AssertionError(f"bundle {name!r} has digest {bundle.digest}, expected {digest}")
+    if bundle.unavailable != unavailable:
+        raise AssertionError(
+            f"bundle {name!r} has {bundle.unavailable} unavailable store entries, expected {unavailable}"
+        )
+    if not report.ok:
+        others = [f for b in report.bundles if b.name != name for f in b.findings if f.severity == "error"]
+        others += [f for f in report.findings if f.severity == "error"]
+        raise AssertionError(f"bundle {name!r} verifies, but the inventory does not:\n{_describe(others)}")
+    return bundle

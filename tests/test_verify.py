@@ -1,0 +1,162 @@
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from evidencestore._canonical import pretty
+from evidencestore.errors import VerificationError
+from evidencestore.inventory import registration_path
+from evidencestore.models import VerifyReport
+from evidencestore.remotes import local_store
+from evidencestore.verify import check_repository, verify_repository
+
+from evhelpers import add_bundle, git, init_repo
+
+
+def _codes(report: VerifyReport) -> list[tuple[str, str | None, str | None]]:
+    out = [(f.code, f.bundle, f.path) for b in report.bundles for f in b.findings if f.severity == "error"]
+    out += [(f.code, f.bundle, f.path) for f in report.findings if f.severity == "error"]
+    return sorted(out, key=str)
+
+
+def _verify(root: Path, **kw: object) -> VerifyReport:
+    return verify_repository(root, store=local_store(root), **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    add_bundle(tmp_path, "alpha", {"res/a.csv": b"1,2\n", "res/b.csv": b"3,4\n" * 100, "raw.bin": b"R" * 4096}, external=("*.bin",))
+    add_bundle(tmp_path, "beta", {"log.txt": b"hello\n"})
+    return tmp_path
+
+
+def test_clean_repository_verifies(repo: Path) -> None:
+    report = _verify(repo)
+    assert report.ok, _codes(report)
+    assert report.totals.bundles == 2
+    assert report.totals.entries == 4
+    assert report.totals.checked == 4
+    assert report.totals.unavailable == 0
+    assert [b.name for b in report.bundles] == ["alpha", "beta"]
+
+
+def _flip_bit(path: Path, offset: int = 0) -> None:
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_every_tampering_is_listed(repo: Path) -> None:
+    store = local_store(repo)
+    alpha = json.loads(registration_path(repo, "alpha").read_text())
+    raw = next(e for e in alpha["manifest"]["entries"] if e["path"] == "raw.bin")
+    _flip_bit(repo / "evidence/alpha/res/a.csv")  # same size, one bit
+    _flip_bit(store.path_of(raw["descriptor"]["digest"]), 100)  # stored blob, one bit
+    (repo / "evidence/alpha/res/b.csv").unlink()  # deleted entry file
+    (repo / "evidence/alpha/notes.txt").write_text("sneaked in")  # unregistered
+    beta = registration_path(repo, "beta")
+    doc = json.loads(beta.read_text())
+    doc["manifest"]["metadata"]["producer"] = "someone else"  # edited manifest field
+    beta.write_text(json.dumps(doc))
+    report = _verify(repo)
+    assert not report.ok
+    assert _codes(report) == sorted(
+        [
+            ("hash-mismatch", "alpha", "res/a.csv"),
+            ("blob-corrupt", "alpha", "raw.bin"),
+            ("missing-file", "alpha", "res/b.csv"),
+            ("unregistered-file", "alpha", "notes.txt"),
+            ("digest-mismatch", "beta", "bundle.json"),
+        ],
+        key=str,
+    )
+    msgs = {f.code: f.message for b in report.bundles for f in b.findings}
+    assert "evidence/alpha/res/a.csv: content hashes to blake3:" in msgs["hash-mismatch"]
+    assert raw["descriptor"]["digest"] in msgs["blob-corrupt"]
+    assert report.totals.errors == 5
+    with pytest.raises(VerificationError, match="failed with 5 error"):
+        check_repository(repo, store=store)
+
+
+def test_edited_entry_digest_breaks_root(repo: Path) -> None:
+    path = registration_path(repo, "beta")
+    doc = json.loads(path.read_text())
+    doc["manifest"]["entries"][0]["descriptor"]["size"] = 7
+    path.write_text(json.dumps(doc))
+    codes = _codes(_verify(repo))
+    assert ("root-mismatch", "beta", "bundle.json") in codes
+    assert ("digest-mismatch", "beta", "bundle.json") in codes
+    assert ("size-mismatch", "beta", "log.txt") in codes
+
+
+def test_unavailable_store_entries(repo: Path) -> None:
+    store = local_store(repo)
+    for d in list(store.iter_digests()):
+        store.delete(d)
+    report = _verify(repo)
+    assert report.ok
+    assert report.totals.unavailable == 1
+    warn = [f for b in report.bundles for f in b.findings if f.code == "unavailable"]
+    assert warn[0].severity == "warning" and warn[0].path == "raw.bin"
+    strict = _verify(repo, require_available=True)
+    assert not strict.ok and _codes(strict) == [("unavailable", "alpha", "raw.bin")]
+
+
+def test_symlink_escaping_repository(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    outside = tmp_path_factory.mktemp("outside") / "log.txt"
+    outside.write_bytes(b"hello\n")
+    target = repo / "evidence/beta/log.txt"
+    target.unlink()
+    target.symlink_to(outside)
+    assert _codes(_verify(repo)) == [("symlink-escape", "beta", "log.txt")]
+
+
+def test_symlink_inside_repository_is_followed(repo: Path) -> None:
+    target = repo / "evidence/beta/log.txt"
+    (repo / "kept.txt").write_bytes(target.read_bytes())
+    target.unlink()
+    target.symlink_to(repo / "kept.txt")
+    assert _verify(repo).ok
+
+
+def test_selected_bundles(repo: Path) -> None:
+    _flip_bit(repo / "evidence/beta/log.txt")
+    only_alpha = _verify(repo, bundles=["alpha"])
+    assert only_alpha.ok and [b.name for b in only_alpha.bundles] == ["alpha"]
+    missing = _verify(repo, bundles=["alpha", "nope"])
+    assert _codes(missing) == [("unknown-bundle", "nope", None)]
+
+
+def test_base_revision_immutability(repo: Path) -> None:
+    init_repo(repo)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    assert _verify(repo, base="HEAD").ok
+    add_bundle(repo, "gamma", {"new.txt": b"new"})
+    assert _verify(repo, base="HEAD").ok  # adding is allowed
+    # changing a registered bundle in place, consistently re-sealed, is caught
+    from evidencestore.bundle import make_manifest, seal
+    from evidencestore.inventory import load_registration
+
+    old = load_registration(registration_path(repo, "beta"))
+    resealed = seal(make_manifest("beta", old.manifest.entries, created="2027-01-01T00:00:00Z", producer="x"))
+    registration_path(repo, "beta").write_bytes(pretty(resealed))
+    report = _verify(repo, base="HEAD")
+    assert _codes(report) == [("bundle-changed", "beta", "bundle.json")]
+    assert old.digest in report.findings[0].message
+    # removing one is caught
+    import shutil
+
+    shutil.rmtree(repo / "evidence/alpha")
+    codes = _codes(_verify(repo, base="HEAD"))
+    assert ("bundle-removed", "alpha", "bundle.json") in codes
+
+
+def test_base_revision_unknown(repo: Path) -> None:
+    from evidencestore.errors import ConfigError
+
+    init_repo(repo)
+    with pytest.raises(ConfigError, match="git rev-parse"):
+        _verify(repo, base="no-such-rev")

@@ -37,7 +37,7 @@ def _err(code: str, message: str, bundle: str, path: str | None = None, digest: 
     return Finding(severity="error", code=code, message=message, bundle=bundle, path=path, digest=digest)
 
 
-def _structure_findings(reg: Registration) -> list[Finding]:
+def _structure_findings(reg: Registration, name: str) -> list[Finding]:
     """Entry paths, order, duplicates, Merkle root and bundle digest."""
     m = reg.manifest
     out: list[Finding] = []
@@ -46,21 +46,21 @@ def _structure_findings(reg: Registration) -> list[Finding]:
     for entry in m.entries:
         problem = entry_path_problem(entry.path)
         if problem:
-            out.append(_err("bad-path", f"entry path {entry.path!r} {problem}", m.name, entry.path))
+            out.append(_err("bad-path", f"entry path {entry.path!r} {problem}", name, entry.path))
         elif entry.path == REGISTRATION_NAME:
-            out.append(_err("bad-path", f"entry path {entry.path!r} is reserved", m.name, entry.path))
+            out.append(_err("bad-path", f"entry path {entry.path!r} is reserved", name, entry.path))
         if entry.path in seen:
-            out.append(_err("duplicate-path", f"entry path {entry.path!r} appears more than once", m.name, entry.path))
+            out.append(_err("duplicate-path", f"entry path {entry.path!r} appears more than once", name, entry.path))
         elif prev is not None and entry.path < prev:
-            out.append(_err("unsorted-entries", f"entry {entry.path!r} is out of path order (after {prev!r})", m.name, entry.path))
+            out.append(_err("unsorted-entries", f"entry {entry.path!r} is out of path order (after {prev!r})", name, entry.path))
         seen.add(entry.path)
         prev = entry.path
     root = entries_root(m.entries)
     if root != reg.root:
-        out.append(_err("root-mismatch", f"entries hash to Merkle root {root}, registration says {reg.root}", m.name, REGISTRATION_NAME))
+        out.append(_err("root-mismatch", f"entries hash to Merkle root {root}, registration says {reg.root}", name, REGISTRATION_NAME))
     digest = bundle_digest(m, root)
     if digest != reg.digest:
-        out.append(_err("digest-mismatch", f"manifest hashes to bundle digest {digest}, registration says {reg.digest}", m.name, REGISTRATION_NAME))
+        out.append(_err("digest-mismatch", f"manifest hashes to bundle digest {digest}, registration says {reg.digest}", name, REGISTRATION_NAME))
     return out
 
 
@@ -95,7 +95,7 @@ def verify_registration(
     m = reg.manifest
     name = dir_name or m.name
     bdir = repo_root / EVIDENCE_DIR / name
-    findings = _structure_findings(reg)
+    findings = _structure_findings(reg, name)
     checked = 0
     unavailable = 0
 

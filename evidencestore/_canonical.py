@@ -23,6 +23,11 @@ def canonical(obj: Any) -> bytes:
     return _encoder.encode(obj)
 
 
+def canonical_lines(items: Any) -> bytes:
+    """Return the canonical bytes of each item of an iterable, newline-terminated."""
+    return _encoder.encode_lines(items)
+
+
 def pretty(obj: Any) -> bytes:
     """Return indented JSON for files people read (key order as declared)."""
     return msgspec.json.format(_pretty_encoder.encode(obj), indent=2) + b"\n"

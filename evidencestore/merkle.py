@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from blake3 import blake3
 
-from ._canonical import canonical
+from ._canonical import canonical, canonical_lines
 from .digest import digest_hex
 from .errors import ManifestError
 from .models import BundleHeader, BundleManifest, Entry, InclusionProof
@@ -22,6 +22,7 @@ __all__ = [
     "entries_root",
     "inclusion_proof",
     "leaf_hash",
+    "leaf_hashes",
     "merkle_root",
     "verify_inclusion",
 ]
@@ -56,9 +57,19 @@ def merkle_root(leaves: Sequence[bytes]) -> bytes:
     return level[0]
 
 
+def leaf_hashes(entries: Sequence[Entry]) -> list[bytes]:
+    """Return the leaf hashes of entries, encoding them all in one call."""
+    if not entries:
+        return []
+    # Canonical JSON never holds a raw newline (it is escaped inside strings), so the
+    # lines of one encode_lines call are exactly each entry's canonical bytes.
+    lines = canonical_lines(entries).split(b"\n")
+    return [blake3(_LEAF + line).digest() for line in lines[:-1]]
+
+
 def entries_root(entries: Sequence[Entry]) -> str:
     """Return the Merkle root of entries as a digest string."""
-    return _PREFIX + merkle_root([leaf_hash(e) for e in entries]).hex()
+    return _PREFIX + merkle_root(leaf_hashes(entries)).hex()
 
 
 def bundle_digest(manifest: BundleManifest, root: str | None = None) -> str:
@@ -95,7 +106,7 @@ def inclusion_proof(manifest: BundleManifest, path: str) -> InclusionProof:
             break
     else:
         raise ManifestError(f"bundle {manifest.name!r} has no entry {path!r}")
-    leaves = [leaf_hash(e) for e in manifest.entries]
+    leaves = leaf_hashes(manifest.entries)
     root = _PREFIX + merkle_root(leaves).hex()
     return InclusionProof(
         bundle=manifest.name,

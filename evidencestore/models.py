@@ -62,8 +62,19 @@ Annotations = dict[str, str]
 Location = Literal["repo", "store"]
 
 
-class Model(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
-    """Base of every evidencestore struct."""
+class Model(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    gc=False,
+):
+    """Base of every evidencestore struct.
+
+    ``gc=False``: these structs never form reference cycles, and untracked instances
+    make decoding a 100,000-entry manifest several times faster.
+    """
 
 
 class Descriptor(Model):

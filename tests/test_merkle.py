@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 from blake3 import blake3
 
@@ -65,3 +67,31 @@ def test_tampered_proofs_fail() -> None:
     renamed = msgspec.structs.replace(proof, bundle="c")
     assert any("bundle header hashes to" in p for p in merkle.verify_inclusion(renamed))
     assert any("expected blake3:" in p for p in merkle.verify_inclusion(proof, "blake3:" + "0" * 64))
+
+
+def test_digest_recomputable_from_json_alone(tmp_path: Path) -> None:
+    """schemas/CANONICAL.md is enough: recompute with the json module and blake3 only."""
+    import json
+
+    from evhelpers import add_bundle
+
+    add_bundle(tmp_path, "doc", {"a.txt": b"a", "sub/b.csv": b"b", "c.bin": b"c"}, external=("*.bin",), refs=("PR-1",))
+    doc = json.loads((tmp_path / "evidence/doc/bundle.json").read_text())
+
+    def canon(obj: object) -> bytes:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def h(data: bytes) -> bytes:
+        return blake3(data).digest()
+
+    def mth(leaves: list[bytes]) -> bytes:
+        if len(leaves) == 1:
+            return leaves[0]
+        k = 1 << ((len(leaves) - 1).bit_length() - 1)
+        return h(b"\x01" + mth(leaves[:k]) + mth(leaves[k:]))
+
+    m = doc["manifest"]
+    root = mth([h(b"\x00" + canon(e)) for e in m["entries"]])
+    assert "blake3:" + root.hex() == doc["root"]
+    header = {"metadata": m["metadata"], "name": m["name"], "root": doc["root"], "schema_version": m.get("schema_version", 1)}
+    assert "blake3:" + h(b"\x02" + canon(header)).hex() == doc["digest"]

@@ -9,8 +9,11 @@ hashing to dominate.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
+import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO, NamedTuple
@@ -53,6 +56,9 @@ class Hashed(NamedTuple):
 
     digest: str
     size: int
+
+
+HashOutcome = Hashed | OSError | IntegrityError
 
 
 def is_digest(text: object) -> bool:
@@ -103,58 +109,91 @@ def _size_mismatch(path: str | os.PathLike[str], expected: int, observed: int) -
     return IntegrityError(f"{os.fspath(path)}: size is {observed} bytes, expected {expected}")
 
 
-def _hash_fd(fd: int, size: int, path: str | os.PathLike[str]) -> Hashed:
-    if size <= _WHOLE_READ_MAX:
-        data = os.read(fd, size + 1)
-        if len(data) != size:
-            raise _size_mismatch(path, size, len(data))
-        return Hashed(_PREFIX + blake3(data).hexdigest(), size)
-    hasher = blake3()
-    total = 0
-    buf = bytearray(_CHUNK)
+_local = threading.local()
+
+
+def _buffer() -> bytearray:
+    """This thread's read buffer (allocated once: zero-filling 8 MiB per call would cost)."""
+    buf: bytearray | None = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = bytearray(_WHOLE_READ_MAX + 1)
+    return buf
+
+
+class NotRegularFileError(OSError):
+    """A path names a directory, device or other non-regular file."""
+
+
+def _hash_batch(
+    paths: Sequence[str | os.PathLike[str]],
+    sizes: Sequence[int | None],
+    flags: int = os.O_RDONLY,
+) -> list[HashOutcome]:
+    # The hot loop of verification: one open, fstat, read and close per file, into a
+    # buffer reused across files (fresh large buffers would page-fault on every file).
+    out: list[HashOutcome] = []
+    append = out.append
+    buf = _buffer()
     view = memoryview(buf)
-    while n := os.readv(fd, [buf]):
-        hasher.update(view[:n])
-        total += n
-    if total != size:
-        raise _size_mismatch(path, size, total)
-    return Hashed(_format(hasher), size)
+    osopen, fstat, readv, close = os.open, os.fstat, os.readv, os.close
+    is_reg = stat.S_ISREG
+    for path, expected in zip(paths, sizes, strict=True):
+        try:
+            fd = osopen(path, flags)
+        except OSError as exc:
+            append(exc)
+            continue
+        try:
+            st = fstat(fd)
+            size = st.st_size
+            if not is_reg(st.st_mode):
+                append(NotRegularFileError(errno.EINVAL, "not a regular file", os.fspath(path)))
+            elif expected is not None and size != expected:
+                append(_size_mismatch(path, expected, size))
+            elif size >= MMAP_THRESHOLD:
+                hasher = blake3(max_threads=blake3.AUTO)
+                hasher.update_mmap(path)
+                append(Hashed(_format(hasher), size))
+            elif size <= _WHOLE_READ_MAX:
+                # Asking for one byte more than expected: a short read means EOF on a
+                # regular file, so growth since fstat is caught without a second read.
+                want = view[: size + 1]
+                n = readv(fd, [want])
+                while 0 < n < size and (m := readv(fd, [want[n:]])):
+                    n += m  # interrupted read: continue
+                if n != size:
+                    append(_size_mismatch(path, size, n))
+                else:
+                    append(Hashed(_PREFIX + blake3(view[:n]).hexdigest(), size))
+            else:
+                hasher = blake3()
+                total = 0
+                while n := readv(fd, [buf]):
+                    hasher.update(view[:n])
+                    total += n
+                append(
+                    _size_mismatch(path, size, total)
+                    if total != size
+                    else Hashed(_format(hasher), size)
+                )
+        except OSError as exc:
+            append(exc)
+        finally:
+            close(fd)
+    return out
 
 
 def hash_file(path: str | os.PathLike[str], expected_size: int | None = None) -> Hashed:
     """Hash a file; if ``expected_size`` is given it is checked before hashing.
 
-    Raises :class:`IntegrityError` on a size mismatch and ``OSError`` when the file
-    cannot be read.
+    Large files are memory-mapped and hashed on every core. Raises
+    :class:`IntegrityError` on a size mismatch and ``OSError`` when the file cannot be
+    read.
     """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-    try:
-        size = os.fstat(fd).st_size
-        if expected_size is not None and size != expected_size:
-            raise _size_mismatch(path, expected_size, size)
-        if size >= MMAP_THRESHOLD:
-            hasher = blake3(max_threads=blake3.AUTO)
-            hasher.update_mmap(path)
-            return Hashed(_format(hasher), size)
-        return _hash_fd(fd, size, path)
-    finally:
-        os.close(fd)
-
-
-HashOutcome = Hashed | OSError | IntegrityError
-
-
-def _hash_batch(
-    paths: Sequence[str | os.PathLike[str]], sizes: Sequence[int | None]
-) -> list[HashOutcome]:
-    out: list[HashOutcome] = []
-    append = out.append
-    for path, expected in zip(paths, sizes, strict=True):
-        try:
-            append(hash_file(path, expected))
-        except (OSError, IntegrityError) as exc:
-            append(exc)
-    return out
+    [outcome] = _hash_batch([path], [expected_size])
+    if isinstance(outcome, Hashed):
+        return outcome
+    raise outcome
 
 
 def hash_files(
@@ -162,14 +201,17 @@ def hash_files(
     expected_sizes: Iterable[int | None] | None = None,
     *,
     threads: int | None = None,
+    follow_symlinks: bool = True,
 ) -> list[HashOutcome]:
     """Hash many files, returning one outcome per path, in order.
 
     Each outcome is a :class:`Hashed`, the ``OSError`` that prevented reading, or the
     :class:`IntegrityError` of a size that disagreed with ``expected_sizes`` (checked
     before hashing). Batches of large-enough files are split across ``threads``
-    (default: the CPU count) in contiguous slices; small files stay on one thread.
+    (default: the CPU count); small files stay on one thread. With
+    ``follow_symlinks=False`` a symlink's outcome is an ``OSError`` with ``errno.ELOOP``.
     """
+    flags = os.O_RDONLY | (0 if follow_symlinks else getattr(os, "O_NOFOLLOW", 0))
     sizes: list[int | None] = (
         list(expected_sizes) if expected_sizes is not None else [None] * len(paths)
     )
@@ -179,11 +221,11 @@ def hash_files(
     known = [s for s in sizes if s is not None]
     average = sum(known) / len(known) if known else _THREADED_MIN_AVERAGE
     if workers <= 1 or len(paths) < 2 * workers or average < _THREADED_MIN_AVERAGE:
-        return _hash_batch(paths, sizes)
+        return _hash_batch(paths, sizes, flags)
     # Interleaved slices balance the threads when sizes vary along the list.
     with ThreadPoolExecutor(max_workers=workers) as pool:
         parts = list(
-            pool.map(lambda k: _hash_batch(paths[k::workers], sizes[k::workers]), range(workers))
+            pool.map(lambda k: _hash_batch(paths[k::workers], sizes[k::workers], flags), range(workers))
         )
     out: list[HashOutcome] = [None] * len(paths)  # type: ignore[list-item]
     for k, part in enumerate(parts):

@@ -195,8 +195,19 @@ class VerifyReport(Model, omit_defaults=False):
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
+_PLAIN_PATH = re.compile(r"[^\x00-\x1f/\\]+(?:/[^\x00-\x1f/\\]+)*")
+
+
 def entry_path_problem(path: str) -> str | None:
     """Return why ``path`` is not a normalised relative POSIX entry path, or None."""
+    if (
+        _PLAIN_PATH.fullmatch(path)
+        and "." not in (path[:1], path[-1:])
+        and "/." not in path
+        and "./" not in path
+        and not _WINDOWS_DRIVE.match(path)
+    ):
+        return None  # the common case, decided without splitting
     if not path:
         return "is empty"
     if "\x00" in path:

@@ -9,17 +9,25 @@ registrations at a git revision must be unchanged.
 
 from __future__ import annotations
 
+import errno
 import os
-import stat
 import subprocess
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from .digest import Hashed, hash_files
+from .digest import Hashed, NotRegularFileError, hash_files
 from .errors import ConfigError, IntegrityError, ManifestError, VerificationError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, decode_registration, load_inventory
 from .merkle import bundle_digest, entries_root
-from .models import BundleReport, Finding, Registration, Totals, VerifyReport, entry_path_problem
+from .models import (
+    BundleReport,
+    Entry,
+    Finding,
+    Registration,
+    Totals,
+    VerifyReport,
+    entry_path_problem,
+)
 from .storage import BlobStore, LocalBlobStore
 
 __all__ = [
@@ -72,6 +80,33 @@ def _within(path: Path, root: Path) -> bool:
     return True
 
 
+def _unavailable(entry: Entry, bundle: str, store: BlobStore | None, required: bool) -> Finding:
+    d = entry.descriptor
+    where = store.location if store is not None else "no local store"
+    return Finding(
+        severity="error" if required else "warning",
+        code="unavailable",
+        message=f"store entry {entry.path!r} ({d.digest}, {d.size} bytes) is not in {where}",
+        bundle=bundle,
+        path=entry.path,
+        digest=d.digest,
+    )
+
+
+def _walk_files(base: str, prefix: str = "") -> Iterator[str]:
+    """Yield the relative POSIX paths of every non-directory below ``base`` (no symlink following)."""
+    try:
+        with os.scandir(base) as it:
+            items = sorted(it, key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for item in items:
+        if item.is_dir(follow_symlinks=False):
+            yield from _walk_files(item.path, f"{prefix}{item.name}/")
+        else:
+            yield prefix + item.name
+
+
 def _dir_inside(bdir: Path, parent: str, real_root: Path, cache: dict[str, bool]) -> bool:
     """Whether a bundle subdirectory resolves inside the repository (cached)."""
     ok = cache.get(parent)
@@ -99,108 +134,80 @@ def verify_registration(
     checked = 0
     unavailable = 0
 
-    # repo entries: one lstat each; symlinks may not leave the repository
-    to_hash: list[tuple[str, str, int, str]] = []  # (entry path, file path, size, digest)
-    named: set[str] = set()
-    bdir_s = str(bdir) + os.sep
+    bad = {f.path for f in findings if f.code == "bad-path"}
+    local = store if isinstance(store, LocalBlobStore) else None
+    blob_base = f"{local.root}{os.sep}blobs{os.sep}blake3{os.sep}" if local else ""
+    bdir_s = f"{bdir}{os.sep}"
     safe_dirs: dict[str, bool] = {}
+    jobs: list[tuple[Entry, str]] = []  # entries whose bytes are hashed here, and where
     for entry in m.entries:
-        d = entry.descriptor
-        if entry.location != "repo" or entry_path_problem(entry.path):
-            continue
-        named.add(entry.path)
-        fpath = bdir_s + entry.path
-        rel = f"{EVIDENCE_DIR}/{name}/{entry.path}"
-        parent = entry.path.rpartition("/")[0]
-        if parent and not _dir_inside(bdir, parent, real_root, safe_dirs):
-            target = Path(fpath).resolve()
-            findings.append(_err("symlink-escape", f"{rel} resolves to {target}, outside the repository", name, entry.path, d.digest))
-            continue
-        try:
-            st = os.lstat(fpath)
-        except FileNotFoundError:
-            findings.append(_err("missing-file", f"{rel} is missing (expected {d.size} bytes, {d.digest})", name, entry.path, d.digest))
-            continue
-        except OSError as exc:
-            findings.append(_err("unreadable", f"{rel}: cannot read: {exc.strerror}", name, entry.path, d.digest))
-            continue
-        if stat.S_ISLNK(st.st_mode):
-            target = Path(fpath).resolve()
-            if not _within(target, real_root):
-                findings.append(_err("symlink-escape", f"{rel} is a symlink to {target}, outside the repository", name, entry.path, d.digest))
-                continue
-            if not target.is_file():
-                findings.append(_err("missing-file", f"{rel} is a symlink to {target}, which is not a regular file", name, entry.path, d.digest))
-                continue
-        elif not stat.S_ISREG(st.st_mode):
-            findings.append(_err("not-a-file", f"{rel} is not a regular file", name, entry.path, d.digest))
-            continue
-        to_hash.append((entry.path, fpath, d.size, d.digest))
-
-    # store entries: re-hash local blobs (fast path for a local store)
-    store_paths: list[tuple[str, str, int, str]] = []
-    for entry in m.entries:
-        if entry.location != "store":
+        if entry.path in bad:
             continue
         d = entry.descriptor
-        present = store is not None and store.size(d.digest) is not None
-        if not present:
-            unavailable += 1
-            where = store.location if store is not None else "no local store"
-            findings.append(
-                Finding(
-                    severity="error" if require_available else "warning",
-                    code="unavailable",
-                    message=f"store entry {entry.path!r} ({d.digest}, {d.size} bytes) is not in {where}",
-                    bundle=name,
-                    path=entry.path,
-                    digest=d.digest,
-                )
-            )
-        elif isinstance(store, LocalBlobStore):
-            store_paths.append((entry.path, str(store.path_of(d.digest)), d.size, d.digest))
-        else:
-            assert store is not None
+        if entry.location == "repo":
+            parent = entry.path.rpartition("/")[0]
+            if parent and not _dir_inside(bdir, parent, real_root, safe_dirs):
+                target = Path(bdir_s + entry.path).resolve()
+                findings.append(_err("symlink-escape", f"{EVIDENCE_DIR}/{name}/{entry.path} resolves to {target}, outside the repository", name, entry.path, d.digest))
+                continue
+            jobs.append((entry, bdir_s + entry.path))
+        elif local is not None:
+            hexd = d.digest[7:]
+            jobs.append((entry, f"{blob_base}{hexd[:2]}{os.sep}{hexd}"))
+        elif store is not None and store.size(d.digest) is not None:
             try:
                 store.verify(d.digest, d.size)
                 checked += 1
             except IntegrityError as exc:
                 findings.append(_err("blob-corrupt", f"store entry {entry.path!r}: {exc}", name, entry.path, d.digest))
+        else:
+            unavailable += 1
+            findings.append(_unavailable(entry, name, store, require_available))
 
-    jobs = to_hash + store_paths
-    outcomes = hash_files([j[1] for j in jobs], [j[2] for j in jobs])
-    for k, ((epath, fpath, size, digest), outcome) in enumerate(zip(jobs, outcomes, strict=True)):
-        in_store = k >= len(to_hash)
-        what = f"store blob of {epath!r}" if in_store else f"{EVIDENCE_DIR}/{name}/{epath}"
+    outcomes = hash_files([j[1] for j in jobs], [j[0].descriptor.size for j in jobs], follow_symlinks=False)
+    for (entry, fpath), outcome in zip(jobs, outcomes, strict=True):
+        d = entry.descriptor
+        in_store = entry.location == "store"
+        what = f"store blob of {entry.path!r}" if in_store else f"{EVIDENCE_DIR}/{name}/{entry.path}"
+        if not in_store and isinstance(outcome, OSError) and outcome.errno == errno.ELOOP:
+            target = Path(fpath).resolve()
+            if not _within(target, real_root):
+                findings.append(_err("symlink-escape", f"{what} is a symlink to {target}, outside the repository", name, entry.path, d.digest))
+                continue
+            [outcome] = hash_files([str(target)], [d.size])
+            what = f"{what} (symlink to {target})"
         if isinstance(outcome, Hashed):
-            if outcome.digest == digest:
+            if outcome.digest == d.digest:
                 checked += 1
                 continue
             code = "blob-corrupt" if in_store else "hash-mismatch"
-            msg = f"{what}: content hashes to {outcome.digest}, expected {digest}"
+            msg = f"{what}: content hashes to {outcome.digest}, expected {d.digest}"
         elif isinstance(outcome, IntegrityError):
             code = "blob-corrupt" if in_store else "size-mismatch"
             msg = f"{what}: {str(outcome).split(': ', 1)[-1]}"
+        elif isinstance(outcome, FileNotFoundError):
+            if in_store:
+                unavailable += 1
+                findings.append(_unavailable(entry, name, store, require_available))
+                continue
+            code = "missing-file"
+            msg = f"{what} is missing (expected {d.size} bytes, {d.digest})"
+        elif isinstance(outcome, NotRegularFileError):
+            code = "not-a-file"
+            msg = f"{what} is not a regular file"
         else:
             code = "unreadable"
             msg = f"{what}: cannot read: {outcome.strerror or outcome}"
-        findings.append(_err(code, msg, name, epath, digest))
+        findings.append(_err(code, msg, name, entry.path, d.digest))
 
     # files in the bundle directory that no entry names
-    if bdir.is_dir():
-        store_names = {e.path for e in m.entries if e.location == "store"}
-        for dirpath, dirnames, filenames in os.walk(bdir):
-            dirnames.sort()
-            for fname in sorted(filenames):
-                rel_in = (Path(dirpath) / fname).relative_to(bdir).as_posix()
-                if rel_in == REGISTRATION_NAME or rel_in in named:
-                    continue
-                why = (
-                    "a store entry's bytes must not be kept in git"
-                    if rel_in in store_names
-                    else "no entry names it"
-                )
-                findings.append(_err("unregistered-file", f"{EVIDENCE_DIR}/{name}/{rel_in}: {why}", name, rel_in))
+    named = {e.path for e in m.entries if e.location == "repo"}
+    store_names = {e.path for e in m.entries if e.location == "store"}
+    for rel_in in _walk_files(bdir_s):
+        if rel_in == REGISTRATION_NAME or rel_in in named:
+            continue
+        why = "a store entry's bytes must not be kept in git" if rel_in in store_names else "no entry names it"
+        findings.append(_err("unregistered-file", f"{EVIDENCE_DIR}/{name}/{rel_in}: {why}", name, rel_in))
 
     errors = sum(f.severity == "error" for f in findings)
     return BundleReport(

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._base import DEFAULT_MEDIA_TYPE, BlobStore, VerifyingReader, blob_key
-from ._fsspec import FsspecBlobStore
 from ._local import LocalBlobStore
 from ._memory import MemoryBlobStore
+
+if TYPE_CHECKING:
+    from ._fsspec import FsspecBlobStore
+
+
+def __getattr__(name: str) -> Any:
+    # fsspec (and asyncio with it) is imported only when a non-local store is used,
+    # so `evstore verify` on the local store starts fast.
+    if name == "FsspecBlobStore":
+        from ._fsspec import FsspecBlobStore
+
+        return FsspecBlobStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DEFAULT_MEDIA_TYPE",
@@ -34,4 +46,6 @@ def open_store(
         return LocalBlobStore(text, read_only=read_only)
     if text.startswith("file://"):
         return LocalBlobStore(text[len("file://") :], read_only=read_only)
+    from ._fsspec import FsspecBlobStore
+
     return FsspecBlobStore(text, read_only=read_only, storage_options=storage_options)

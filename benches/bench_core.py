@@ -53,10 +53,19 @@ def bench_big_file(work: Path, size: int, repeats: int) -> list[object]:
     )
     path.unlink()
     gib = size / (1 << 30)
-    return [f"1 file of {gib:.0f} GiB (page cache)", "GiB/s", f"{gib / t['evstore hash']:.2f}", f"{gib / t['b3sum']:.2f}", f"{t['b3sum'] / t['evstore hash']:.2f}x", "0.95x"]
+    return [
+        f"1 file of {gib:.0f} GiB (page cache)",
+        "GiB/s",
+        f"{gib / t['evstore hash']:.2f}",
+        f"{gib / t['b3sum']:.2f}",
+        f"{t['b3sum'] / t['evstore hash']:.2f}x",
+        "0.95x",
+    ]
 
 
-def bench_verify(work: Path, name: str, count: int, size: int, repeats: int, target: str) -> list[object]:
+def bench_verify(
+    work: Path, name: str, count: int, size: int, repeats: int, target: str
+) -> list[object]:
     repo = work / f"repo-{name}"
     src = work / f"src-{name}"
     files = _files(src / "data", count, size)
@@ -68,12 +77,16 @@ def bench_verify(work: Path, name: str, count: int, size: int, repeats: int, tar
     import subprocess
 
     with open(sums, "w") as fh:
-        subprocess.run([B3SUM or "b3sum", *sorted(os.listdir(bdir))], cwd=bdir, stdout=fh, check=True)
+        subprocess.run(
+            [B3SUM or "b3sum", *sorted(os.listdir(bdir))], cwd=bdir, stdout=fh, check=True
+        )
     files = sorted(bdir.iterdir())
     _read_all(files)
     t = interleaved(
         {
-            "evstore": lambda: run_quiet([*EVSTORE, "verify", "--root", str(repo), "--bundle", name]),
+            "evstore": lambda: run_quiet(
+                [*EVSTORE, "verify", "--root", str(repo), "--bundle", name]
+            ),
             "b3sum": lambda: run_quiet([B3SUM or "b3sum", "--check", str(sums)], cwd=bdir),
         },
         repeats,
@@ -82,8 +95,22 @@ def bench_verify(work: Path, name: str, count: int, size: int, repeats: int, tar
     label = f"verify {count} files of {size // 1024} KiB"
     if size >= 1 << 20:
         mib = count * size / (1 << 20)
-        return [label, "MiB/s", f"{mib / t['evstore']:.0f}", f"{mib / t['b3sum']:.0f}", f"{t['b3sum'] / t['evstore']:.2f}x", target]
-    return [label, "files/s", f"{count / t['evstore']:.0f}", f"{count / t['b3sum']:.0f}", f"{t['b3sum'] / t['evstore']:.2f}x", target]
+        return [
+            label,
+            "MiB/s",
+            f"{mib / t['evstore']:.0f}",
+            f"{mib / t['b3sum']:.0f}",
+            f"{t['b3sum'] / t['evstore']:.2f}x",
+            target,
+        ]
+    return [
+        label,
+        "files/s",
+        f"{count / t['evstore']:.0f}",
+        f"{count / t['b3sum']:.0f}",
+        f"{t['b3sum'] / t['evstore']:.2f}x",
+        target,
+    ]
 
 
 def bench_manifest(entries: int, repeats: int) -> list[object]:
@@ -97,7 +124,13 @@ def bench_manifest(entries: int, repeats: int) -> list[object]:
     es = []
     for i in range(entries):
         h = hash_bytes(i.to_bytes(4, "little"))
-        es.append(Entry(path=f"run{i % 100:03d}/frame{i:06d}.png", descriptor=Descriptor(digest=h.digest, size=h.size, media_type="image/png"), location="store" if i % 3 else "repo"))
+        es.append(
+            Entry(
+                path=f"run{i % 100:03d}/frame{i:06d}.png",
+                descriptor=Descriptor(digest=h.digest, size=h.size, media_type="image/png"),
+                location="store" if i % 3 else "repo",
+            )
+        )
     reg = seal(make_manifest("big", es, producer="bench"))
     data = pretty(reg)
     best = []
@@ -110,7 +143,14 @@ def bench_manifest(entries: int, repeats: int) -> list[object]:
     import statistics
 
     med = statistics.median(best)
-    return [f"decode + digest a {entries:,}-entry manifest ({len(data) / 1e6:.0f} MB)", "s", f"{med:.3f}", "-", "-", "<= 0.5 s"]
+    return [
+        f"decode + digest a {entries:,}-entry manifest ({len(data) / 1e6:.0f} MB)",
+        "s",
+        f"{med:.3f}",
+        "-",
+        "-",
+        "<= 0.5 s",
+    ]
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -119,11 +159,17 @@ def main(argv: list[str] | None = None) -> str:
     if not B3SUM:
         raise SystemExit("b3sum not found: apt-get install b3sum")
     rows = []
-    with tempfile.TemporaryDirectory(prefix="evstore-bench-", dir=os.environ.get("BENCH_DIR")) as tmp:
+    with tempfile.TemporaryDirectory(
+        prefix="evstore-bench-", dir=os.environ.get("BENCH_DIR")
+    ) as tmp:
         work = Path(tmp)
         rows.append(bench_big_file(work, (256 << 20) if quick else (2 << 30), 3 if quick else 5))
-        rows.append(bench_verify(work, "mib", 200 if quick else 2000, 1 << 20, 3 if quick else 5, "1.1x"))
-        rows.append(bench_verify(work, "kib", 2000 if quick else 20000, 4096, 3 if quick else 5, "1.1x"))
+        rows.append(
+            bench_verify(work, "mib", 200 if quick else 2000, 1 << 20, 3 if quick else 5, "1.1x")
+        )
+        rows.append(
+            bench_verify(work, "kib", 2000 if quick else 20000, 4096, 3 if quick else 5, "1.1x")
+        )
     rows.append(bench_manifest(100_000, 5))
     out = table(
         f"core vs b3sum ({os.cpu_count()} CPUs; medians of interleaved runs; evstore timed as a CLI process)",

@@ -7,7 +7,6 @@ fields at their default value omitted, and no floats in hashed structures (see
 
 from __future__ import annotations
 
-import functools
 from typing import Any, TypeVar
 
 import msgspec
@@ -33,10 +32,15 @@ def pretty(obj: Any) -> bytes:
     return msgspec.json.format(_pretty_encoder.encode(obj), indent=2) + b"\n"
 
 
-@functools.cache
+_decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
+
+
 def decoder(type_: type[T]) -> msgspec.json.Decoder[T]:
     """Return a cached strict JSON decoder for ``type_``."""
-    return msgspec.json.Decoder(type_)
+    dec = _decoders.get(type_)
+    if dec is None:
+        dec = _decoders[type_] = msgspec.json.Decoder(type_)
+    return dec
 
 
 def decode(data: bytes | str, type_: type[T]) -> T:

@@ -26,7 +26,11 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _add_root(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", metavar="DIR", help="evidence repository root (default: found from the current directory)")
+    p.add_argument(
+        "--root",
+        metavar="DIR",
+        help="evidence repository root (default: found from the current directory)",
+    )
 
 
 def _key_values(items: list[str], flag: str) -> dict[str, str]:
@@ -56,7 +60,11 @@ def _cmd_hash(args: argparse.Namespace) -> int:
         if isinstance(outcome, Hashed):
             out.write(f"{outcome.digest}  {outcome.size}  {path}\n")
         else:
-            reason = outcome.strerror if isinstance(outcome, OSError) and outcome.strerror else str(outcome)
+            reason = (
+                outcome.strerror
+                if isinstance(outcome, OSError) and outcome.strerror
+                else str(outcome)
+            )
             print(f"evstore: error: {path}: {reason}", file=sys.stderr)
             code = EXIT_USAGE
     return code
@@ -79,7 +87,9 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
     )
     m = reg.manifest
     n_store = sum(e.location == "store" for e in m.entries)
-    print(f"registered {m.name}: {len(m.entries)} entries ({len(m.entries) - n_store} in git, {n_store} in the store)")
+    print(
+        f"registered {m.name}: {len(m.entries)} entries ({len(m.entries) - n_store} in git, {n_store} in the store)"
+    )
     print(f"  digest {reg.digest}")
     print(f"  evidence/{m.name}/bundle.json")
     return EXIT_OK
@@ -95,7 +105,11 @@ def _cmd_bundle_list(args: argparse.Namespace) -> int:
         print(f"{name}  {len(reg.manifest.entries)} entries  {size} bytes  {reg.digest}")
     for f in inv.findings:
         print(f"evstore: {f.severity}: {f.message}", file=sys.stderr)
-    return EXIT_OK if not any(f.severity == "error" for f in inv.findings) or inv.registrations else EXIT_FAILED
+    return (
+        EXIT_OK
+        if not any(f.severity == "error" for f in inv.findings) or inv.registrations
+        else EXIT_FAILED
+    )
 
 
 # -- verify --------------------------------------------------------------------
@@ -104,7 +118,9 @@ def _print_human(report: Any) -> None:
     out.write(f"evstore verify {report.root}\n")
     for b in report.bundles:
         status = "ok" if b.ok else "FAILED"
-        out.write(f"  {b.name}: {b.entries} entries, {b.checked} hashed, {b.unavailable} unavailable: {status}\n")
+        out.write(
+            f"  {b.name}: {b.entries} entries, {b.checked} hashed, {b.unavailable} unavailable: {status}\n"
+        )
         for f in b.findings:
             out.write(f"    {f.severity}: {f.code}: {f.path or '-'}: {f.message}\n")
     for f in report.findings:
@@ -126,11 +142,17 @@ def _print_github(report: Any) -> None:
     for f in [*(f for b in report.bundles for f in b.findings), *report.findings]:
         if f.severity == "info":
             continue
-        file = f"evidence/{f.bundle}/{f.path}" if f.bundle and f.path else (f"evidence/{f.bundle}" if f.bundle else "evidence")
+        file = (
+            f"evidence/{f.bundle}/{f.path}"
+            if f.bundle and f.path
+            else (f"evidence/{f.bundle}" if f.bundle else "evidence")
+        )
         props = f"file={_gh_escape(file).replace(',', '%2C').replace(':', '%3A')},title=evstore {f.code}"
         print(f"::{f.severity} {props}::{_gh_escape(f.message)}")
     t = report.totals
-    print(f"evstore: {t.bundles} bundles, {t.entries} entries, {t.checked} hashes checked, {t.unavailable} unavailable, {t.errors} errors")
+    print(
+        f"evstore: {t.bundles} bundles, {t.entries} entries, {t.checked} hashes checked, {t.unavailable} unavailable, {t.errors} errors"
+    )
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -172,7 +194,9 @@ def _cmd_prove(args: argparse.Namespace) -> int:
     reg = load_registration(registration_path(_root(args), args.bundle))
     proof = inclusion_proof(reg.manifest, args.path)
     if proof.bundle_digest != reg.digest:
-        raise ManifestError(f"bundle {args.bundle!r}: registration digest {reg.digest} does not match its manifest ({proof.bundle_digest}); run evstore verify")
+        raise ManifestError(
+            f"bundle {args.bundle!r}: registration digest {reg.digest} does not match its manifest ({proof.bundle_digest}); run evstore verify"
+        )
     sys.stdout.buffer.write(pretty(proof))
     return EXIT_OK
 
@@ -197,7 +221,9 @@ def _cmd_check_proof(args: argparse.Namespace) -> int:
             print(f"evstore: proof FAILED: {p}", file=sys.stderr)
         return EXIT_FAILED
     d = proof.entry.descriptor
-    print(f"proof holds: {proof.entry.path} ({d.digest}, {d.size} bytes) is entry {proof.leaf_index} of {proof.tree_size} in bundle {proof.bundle} {proof.bundle_digest}")
+    print(
+        f"proof holds: {proof.entry.path} ({d.digest}, {d.size} bytes) is entry {proof.leaf_index} of {proof.tree_size} in bundle {proof.bundle} {proof.bundle_digest}"
+    )
     return EXIT_OK
 
 
@@ -213,7 +239,10 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     if args.check:
         stale = _schemas.stale(directory)
         for name in stale:
-            print(f"evstore: {directory / name} is out of date; run evstore schema --write", file=sys.stderr)
+            print(
+                f"evstore: {directory / name} is out of date; run evstore schema --write",
+                file=sys.stderr,
+            )
         return EXIT_FAILED if stale else EXIT_OK
     for name, data in _schemas.generate().items():
         if args.name in (None, name.removesuffix(".schema.json")):
@@ -233,24 +262,58 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p = bsub.add_parser("create", help="register a new bundle")
     p.add_argument("name", metavar="NAME")
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--external", action="append", default=[], metavar="GLOB", help="entries matching GLOB go to the blob store, not git")
-    p.add_argument("--ref", action="append", default=[], metavar="TEXT", help="reference such as a PR or issue id")
-    p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE", help="metadata annotation")
+    p.add_argument(
+        "--external",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="entries matching GLOB go to the blob store, not git",
+    )
+    p.add_argument(
+        "--ref",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="reference such as a PR or issue id",
+    )
+    p.add_argument(
+        "--meta", action="append", default=[], metavar="KEY=VALUE", help="metadata annotation"
+    )
     _add_root(p)
     p.set_defaults(func=_cmd_bundle_create)
     p = bsub.add_parser("list", help="list registered bundles")
     _add_root(p)
     p.set_defaults(func=_cmd_bundle_list)
 
-    p = sub.add_parser("verify", help="verify every bundle (exit 0 verified, 1 failed, 2 usage error)")
+    p = sub.add_parser(
+        "verify", help="verify every bundle (exit 0 verified, 1 failed, 2 usage error)"
+    )
     _add_root(p)
-    p.add_argument("--bundle", action="append", default=[], metavar="NAME", help="verify only this bundle (repeatable)")
-    p.add_argument("--require-available", action="store_true", help="store entries absent from the local store are errors")
-    p.add_argument("--base", metavar="REV", help="git revision whose registered bundles must be unchanged")
+    p.add_argument(
+        "--bundle",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="verify only this bundle (repeatable)",
+    )
+    p.add_argument(
+        "--require-available",
+        action="store_true",
+        help="store entries absent from the local store are errors",
+    )
+    p.add_argument(
+        "--base", metavar="REV", help="git revision whose registered bundles must be unchanged"
+    )
     p.add_argument("--remote", metavar="NAME", help="also check store entries exist on this remote")
-    p.add_argument("--deep", action="store_true", help="with --remote: download and hash store entries")
+    p.add_argument(
+        "--deep", action="store_true", help="with --remote: download and hash store entries"
+    )
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="print the report as JSON (schemas/verify-report.schema.json)")
+    fmt.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON (schemas/verify-report.schema.json)",
+    )
     fmt.add_argument("--github", action="store_true", help="print GitHub workflow annotations")
     p.set_defaults(func=_cmd_verify)
 
@@ -271,4 +334,3 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--check", action="store_true", help="exit 1 if schemas/ is out of date")
     p.add_argument("--dir", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_schema)
-

@@ -38,14 +38,42 @@ def build_sample(repo: Path) -> None:
     """Write three campaigns' outputs and register each as a bundle."""
     os.chdir(repo)
     (repo / ".gitignore").write_text(".evstore/\nout/\n")
-    for run, (seconds, speedup) in {"baseline-5s": (5, "1.00"), "optimised-5s": (5, "1.38"), "optimised-15s": (15, "1.41")}.items():
+    for run, (seconds, speedup) in {
+        "baseline-5s": (5, "1.00"),
+        "optimised-5s": (5, "1.38"),
+        "optimised-15s": (15, "1.41"),
+    }.items():
         out = repo / "out" / run
-        _write(out / "results" / "timing.json", json.dumps({"run": run, "clip_seconds": seconds, "end_to_end_s": "400.9", "speedup": speedup}, indent=1).encode())
+        _write(
+            out / "results" / "timing.json",
+            json.dumps(
+                {"run": run, "clip_seconds": seconds, "end_to_end_s": "400.9", "speedup": speedup},
+                indent=1,
+            ).encode(),
+        )
         _write(out / "results" / "summary.md", f"# {run}\nEnd to end: 400.9 s\n".encode())
         _write(out / "logs" / "host.log", b"".join(b"step %d ok\n" % i for i in range(20000)))
         _write(out / "raw" / "trace.bin", os.urandom(3 << 20))
         rel = f"out/{run}"
-        assert _run("bundle", "create", run, f"{rel}/results", f"{rel}/logs", f"{rel}/raw", "--external", "raw/*", "--external", "logs/*", "--ref", "PR-42", "--meta", f"clip_seconds={seconds}") == 0
+        assert (
+            _run(
+                "bundle",
+                "create",
+                run,
+                f"{rel}/results",
+                f"{rel}/logs",
+                f"{rel}/raw",
+                "--external",
+                "raw/*",
+                "--external",
+                "logs/*",
+                "--ref",
+                "PR-42",
+                "--meta",
+                f"clip_seconds={seconds}",
+            )
+            == 0
+        )
 
 
 def tamper(repo: Path) -> None:
@@ -100,7 +128,9 @@ def main() -> int:
                 sys.stdout = saved
         ok &= _run("check-proof", str(proof)) == 0
         proof.unlink()
-        _say("4. a tampered copy: a flipped bit in git, a flipped bit in a blob, an edited manifest, a stray file")
+        _say(
+            "4. a tampered copy: a flipped bit in git, a flipped bit in a blob, an edited manifest, a stray file"
+        )
         copy = Path(tmp) / "tampered"
         shutil.copytree(repo, copy, symlinks=True)
         tamper(copy)

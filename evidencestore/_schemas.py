@@ -11,7 +11,7 @@ import msgspec
 from .config import Config
 from .models import InclusionProof, Registration, VerifyReport
 
-__all__ = ["SCHEMA_DIR", "generate", "schema_types", "write", "stale"]
+__all__ = ["SCHEMA_DIR", "generate", "schema_types", "stale", "write"]
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 
@@ -38,7 +38,11 @@ def generate() -> dict[str, bytes]:
     out: dict[str, bytes] = {}
     for stem, type_ in schema_types().items():
         schema = msgspec.json.schema(type_)
-        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"https://evidencestore.invalid/schemas/{stem}.schema.json", **schema}
+        schema = {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": f"https://evidencestore.invalid/schemas/{stem}.schema.json",
+            **schema,
+        }
         out[f"{stem}.schema.json"] = (json.dumps(schema, indent=2, sort_keys=True) + "\n").encode()
     return out
 
@@ -46,7 +50,8 @@ def generate() -> dict[str, bytes]:
 def stale(directory: Path = SCHEMA_DIR) -> list[str]:
     """Return the schema files in ``directory`` that differ from the models (or are missing)."""
     return sorted(
-        name for name, data in generate().items()
+        name
+        for name, data in generate().items()
         if not (directory / name).is_file() or (directory / name).read_bytes() != data
     )
 

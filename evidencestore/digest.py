@@ -10,6 +10,7 @@ hashing to dominate.
 from __future__ import annotations
 
 import errno
+import marshal
 import os
 import re
 import stat
@@ -220,14 +221,99 @@ def hash_files(
     workers = threads or os.cpu_count() or 1
     known = [s for s in sizes if s is not None]
     average = sum(known) / len(known) if known else _THREADED_MIN_AVERAGE
-    if workers <= 1 or len(paths) < 2 * workers or average < _THREADED_MIN_AVERAGE:
+    if workers <= 1 or len(paths) < 2 * workers:
+        return _hash_batch(paths, sizes, flags)
+    if average < _THREADED_MIN_AVERAGE:
+        if len(paths) >= _FORK_MIN_FILES and _can_fork():
+            return _hash_forked(paths, sizes, flags, workers)
         return _hash_batch(paths, sizes, flags)
     # Interleaved slices balance the threads when sizes vary along the list.
     with ThreadPoolExecutor(max_workers=workers) as pool:
         parts = list(
-            pool.map(lambda k: _hash_batch(paths[k::workers], sizes[k::workers], flags), range(workers))
+            pool.map(
+                lambda k: _hash_batch(paths[k::workers], sizes[k::workers], flags), range(workers)
+            )
         )
     out: list[HashOutcome] = [None] * len(paths)  # type: ignore[list-item]
     for k, part in enumerate(parts):
+        out[k::workers] = part
+    return out
+
+
+# Small files: hashing is dominated by per-file interpreter work that holds the GIL, so
+# threads cannot overlap it; forked workers can. Only from a single-threaded process
+# (forking with live threads can deadlock), and never when disabled by the environment.
+_FORK_MIN_FILES = 2000
+
+
+def _can_fork() -> bool:
+    return (
+        hasattr(os, "fork")
+        and threading.active_count() == 1
+        and os.environ.get("EVSTORE_NO_FORK", "") in ("", "0")
+    )
+
+
+def _encode(outcomes: list[HashOutcome]) -> bytes:
+    items: list[object] = []
+    for o in outcomes:
+        if isinstance(o, Hashed):
+            items.append((o.digest, o.size))
+        elif isinstance(o, IntegrityError):
+            items.append(("I", str(o)))
+        elif isinstance(o, NotRegularFileError):
+            items.append(("N", o.errno, o.strerror, o.filename))
+        else:
+            items.append(("O", o.errno, o.strerror, o.filename))
+    return marshal.dumps(items)
+
+
+def _decode(data: bytes) -> list[HashOutcome]:
+    out: list[HashOutcome] = []
+    for item in marshal.loads(data):
+        if len(item) == 2 and item[0] not in ("I",):
+            out.append(Hashed(item[0], item[1]))
+        elif item[0] == "I":
+            out.append(IntegrityError(item[1]))
+        elif item[0] == "N":
+            out.append(NotRegularFileError(item[1], item[2], item[3]))
+        else:
+            exc = OSError(item[1], item[2], item[3])  # OSError picks the errno subclass
+            out.append(exc)
+    return out
+
+
+def _hash_forked(
+    paths: Sequence[str | os.PathLike[str]],
+    sizes: Sequence[int | None],
+    flags: int,
+    workers: int,
+) -> list[HashOutcome]:
+    children: list[tuple[int, int, int]] = []
+    for k in range(1, workers):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: hash slice k, send the outcomes, exit without cleanup
+            status = 1
+            try:
+                os.close(r)
+                data = _encode(_hash_batch(paths[k::workers], sizes[k::workers], flags))
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(w, view) :]
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(w)
+        children.append((k, r, pid))
+    out: list[HashOutcome] = [None] * len(paths)  # type: ignore[list-item]
+    out[0::workers] = _hash_batch(paths[0::workers], sizes[0::workers], flags)
+    for k, r, pid in children:
+        with os.fdopen(r, "rb") as fh:
+            data = fh.read()
+        _, status = os.waitpid(pid, 0)
+        part = _decode(data) if status == 0 else None
+        if part is None or len(part) != len(out[k::workers]):
+            part = _hash_batch(paths[k::workers], sizes[k::workers], flags)  # worker died
         out[k::workers] = part
     return out

@@ -67,3 +67,11 @@ class MediaError(EvidenceStoreError):
 
 class ScorerError(EvidenceStoreError):
     """A perceptual scorer cannot be loaded from authenticated weights."""
+
+
+class TransferError(StorageError):
+    """A push, pull or fetch left some blobs untransferred; ``summary`` says which."""
+
+    def __init__(self, message: str, summary: object = None) -> None:
+        super().__init__(message)
+        self.summary = summary

@@ -101,11 +101,10 @@ def _audit_path(index: int, leaves: list[bytes]) -> list[bytes]:
 
 def inclusion_proof(manifest: BundleManifest, path: str) -> InclusionProof:
     """Return the inclusion proof of the entry at ``path`` (raises if absent)."""
-    for index, entry in enumerate(manifest.entries):
-        if entry.path == path:
-            break
-    else:
+    index = next((i for i, e in enumerate(manifest.entries) if e.path == path), None)
+    if index is None:
         raise ManifestError(f"bundle {manifest.name!r} has no entry {path!r}")
+    entry = manifest.entries[index]
     leaves = leaf_hashes(manifest.entries)
     root = _PREFIX + merkle_root(leaves).hex()
     return InclusionProof(

@@ -34,9 +34,7 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 
-DigestStr = Annotated[
-    str, Meta(pattern=DIGEST_PATTERN, description="blake3:<64 lowercase hex>")
-]
+DigestStr = Annotated[str, Meta(pattern=DIGEST_PATTERN, description="blake3:<64 lowercase hex>")]
 Size = Annotated[int, Meta(ge=0, description="size in bytes")]
 MediaType = Annotated[
     str, Meta(pattern=r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(;.*)?$", description="IANA media type")
@@ -77,7 +75,7 @@ class Model(
     """
 
 
-class Descriptor(Model):
+class Descriptor(Model, frozen=True):
     """Content identified by digest and size, OCI style."""
 
     digest: DigestStr
@@ -86,7 +84,7 @@ class Descriptor(Model):
     annotations: Annotations = {}
 
 
-class Entry(Model):
+class Entry(Model, frozen=True):
     """One file of a bundle: where it sits in the bundle and where its bytes live."""
 
     path: EntryPath
@@ -96,7 +94,7 @@ class Entry(Model):
     annotations: Annotations = {}
 
 
-class Metadata(Model):
+class Metadata(Model, frozen=True):
     """What a bundle is about; hashed into the bundle digest."""
 
     created: Timestamp
@@ -105,16 +103,16 @@ class Metadata(Model):
     annotations: Annotations = {}
 
 
-class BundleManifest(Model, kw_only=True):
+class BundleManifest(Model, frozen=True, kw_only=True):
     """An immutable named set of entries, sorted by path."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     name: BundleName
     metadata: Metadata
     entries: tuple[Entry, ...]
 
 
-class BundleHeader(Model):
+class BundleHeader(Model, frozen=True):
     """What the bundle digest is computed over: the Merkle root bound to the rest."""
 
     schema_version: int
@@ -123,7 +121,7 @@ class BundleHeader(Model):
     root: DigestStr
 
 
-class Registration(Model):
+class Registration(Model, frozen=True):
     """``evidence/<name>/bundle.json``: a manifest with its Merkle root and digest."""
 
     digest: DigestStr
@@ -131,7 +129,7 @@ class Registration(Model):
     manifest: BundleManifest
 
 
-class InclusionProof(Model):
+class InclusionProof(Model, frozen=True):
     """Proof that one entry belongs to a bundle, checkable without the other entries."""
 
     bundle: str
@@ -148,7 +146,7 @@ class InclusionProof(Model):
 Severity = Literal["error", "warning", "info"]
 
 
-class Finding(Model, omit_defaults=False):
+class Finding(Model, frozen=True, omit_defaults=False):
     """One verification result worth telling: what, where, and how bad."""
 
     severity: Severity
@@ -159,7 +157,7 @@ class Finding(Model, omit_defaults=False):
     digest: str | None = None
 
 
-class BundleReport(Model, omit_defaults=False):
+class BundleReport(Model, frozen=True, omit_defaults=False):
     """Verification of one bundle."""
 
     name: str
@@ -171,7 +169,7 @@ class BundleReport(Model, omit_defaults=False):
     findings: tuple[Finding, ...]
 
 
-class Totals(Model, omit_defaults=False):
+class Totals(Model, frozen=True, omit_defaults=False):
     """Sums over the bundles verified; computed, never pinned anywhere."""
 
     bundles: int
@@ -182,7 +180,7 @@ class Totals(Model, omit_defaults=False):
     warnings: int
 
 
-class VerifyReport(Model, omit_defaults=False):
+class VerifyReport(Model, frozen=True, omit_defaults=False):
     """The outcome of ``evstore verify``: every finding, per bundle and repository-wide."""
 
     ok: bool

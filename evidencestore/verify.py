@@ -41,8 +41,12 @@ __all__ = [
 RemoteChecker = Callable[[Mapping[str, Registration]], Mapping[str, Sequence[Finding]]]
 
 
-def _err(code: str, message: str, bundle: str, path: str | None = None, digest: str | None = None) -> Finding:
-    return Finding(severity="error", code=code, message=message, bundle=bundle, path=path, digest=digest)
+def _err(
+    code: str, message: str, bundle: str, path: str | None = None, digest: str | None = None
+) -> Finding:
+    return Finding(
+        severity="error", code=code, message=message, bundle=bundle, path=path, digest=digest
+    )
 
 
 def _structure_findings(reg: Registration, name: str) -> list[Finding]:
@@ -58,17 +62,45 @@ def _structure_findings(reg: Registration, name: str) -> list[Finding]:
         elif entry.path == REGISTRATION_NAME:
             out.append(_err("bad-path", f"entry path {entry.path!r} is reserved", name, entry.path))
         if entry.path in seen:
-            out.append(_err("duplicate-path", f"entry path {entry.path!r} appears more than once", name, entry.path))
+            out.append(
+                _err(
+                    "duplicate-path",
+                    f"entry path {entry.path!r} appears more than once",
+                    name,
+                    entry.path,
+                )
+            )
         elif prev is not None and entry.path < prev:
-            out.append(_err("unsorted-entries", f"entry {entry.path!r} is out of path order (after {prev!r})", name, entry.path))
+            out.append(
+                _err(
+                    "unsorted-entries",
+                    f"entry {entry.path!r} is out of path order (after {prev!r})",
+                    name,
+                    entry.path,
+                )
+            )
         seen.add(entry.path)
         prev = entry.path
     root = entries_root(m.entries)
     if root != reg.root:
-        out.append(_err("root-mismatch", f"entries hash to Merkle root {root}, registration says {reg.root}", name, REGISTRATION_NAME))
+        out.append(
+            _err(
+                "root-mismatch",
+                f"entries hash to Merkle root {root}, registration says {reg.root}",
+                name,
+                REGISTRATION_NAME,
+            )
+        )
     digest = bundle_digest(m, root)
     if digest != reg.digest:
-        out.append(_err("digest-mismatch", f"manifest hashes to bundle digest {digest}, registration says {reg.digest}", name, REGISTRATION_NAME))
+        out.append(
+            _err(
+                "digest-mismatch",
+                f"manifest hashes to bundle digest {digest}, registration says {reg.digest}",
+                name,
+                REGISTRATION_NAME,
+            )
+        )
     return out
 
 
@@ -148,7 +180,15 @@ def verify_registration(
             parent = entry.path.rpartition("/")[0]
             if parent and not _dir_inside(bdir, parent, real_root, safe_dirs):
                 target = Path(bdir_s + entry.path).resolve()
-                findings.append(_err("symlink-escape", f"{EVIDENCE_DIR}/{name}/{entry.path} resolves to {target}, outside the repository", name, entry.path, d.digest))
+                findings.append(
+                    _err(
+                        "symlink-escape",
+                        f"{EVIDENCE_DIR}/{name}/{entry.path} resolves to {target}, outside the repository",
+                        name,
+                        entry.path,
+                        d.digest,
+                    )
+                )
                 continue
             jobs.append((entry, bdir_s + entry.path))
         elif local is not None:
@@ -159,20 +199,40 @@ def verify_registration(
                 store.verify(d.digest, d.size)
                 checked += 1
             except IntegrityError as exc:
-                findings.append(_err("blob-corrupt", f"store entry {entry.path!r}: {exc}", name, entry.path, d.digest))
+                findings.append(
+                    _err(
+                        "blob-corrupt",
+                        f"store entry {entry.path!r}: {exc}",
+                        name,
+                        entry.path,
+                        d.digest,
+                    )
+                )
         else:
             unavailable += 1
             findings.append(_unavailable(entry, name, store, require_available))
 
-    outcomes = hash_files([j[1] for j in jobs], [j[0].descriptor.size for j in jobs], follow_symlinks=False)
+    outcomes = hash_files(
+        [j[1] for j in jobs], [j[0].descriptor.size for j in jobs], follow_symlinks=False
+    )
     for (entry, fpath), outcome in zip(jobs, outcomes, strict=True):
         d = entry.descriptor
         in_store = entry.location == "store"
-        what = f"store blob of {entry.path!r}" if in_store else f"{EVIDENCE_DIR}/{name}/{entry.path}"
+        what = (
+            f"store blob of {entry.path!r}" if in_store else f"{EVIDENCE_DIR}/{name}/{entry.path}"
+        )
         if not in_store and isinstance(outcome, OSError) and outcome.errno == errno.ELOOP:
             target = Path(fpath).resolve()
             if not _within(target, real_root):
-                findings.append(_err("symlink-escape", f"{what} is a symlink to {target}, outside the repository", name, entry.path, d.digest))
+                findings.append(
+                    _err(
+                        "symlink-escape",
+                        f"{what} is a symlink to {target}, outside the repository",
+                        name,
+                        entry.path,
+                        d.digest,
+                    )
+                )
                 continue
             [outcome] = hash_files([str(target)], [d.size])
             what = f"{what} (symlink to {target})"
@@ -206,8 +266,14 @@ def verify_registration(
     for rel_in in _walk_files(bdir_s):
         if rel_in == REGISTRATION_NAME or rel_in in named:
             continue
-        why = "a store entry's bytes must not be kept in git" if rel_in in store_names else "no entry names it"
-        findings.append(_err("unregistered-file", f"{EVIDENCE_DIR}/{name}/{rel_in}: {why}", name, rel_in))
+        why = (
+            "a store entry's bytes must not be kept in git"
+            if rel_in in store_names
+            else "no entry names it"
+        )
+        findings.append(
+            _err("unregistered-file", f"{EVIDENCE_DIR}/{name}/{rel_in}: {why}", name, rel_in)
+        )
 
     errors = sum(f.severity == "error" for f in findings)
     return BundleReport(
@@ -251,7 +317,14 @@ def _base_findings(root: Path, rev: str, current: Mapping[str, Registration]) ->
     for name, data in sorted(base_registrations(root, rev).items()):
         rel = f"{EVIDENCE_DIR}/{name}/{REGISTRATION_NAME}"
         if name not in current:
-            findings.append(_err("bundle-removed", f"bundle {name!r} registered at {rev} was removed or made unreadable; registered bundles are immutable", name, REGISTRATION_NAME))
+            findings.append(
+                _err(
+                    "bundle-removed",
+                    f"bundle {name!r} registered at {rev} was removed or made unreadable; registered bundles are immutable",
+                    name,
+                    REGISTRATION_NAME,
+                )
+            )
             continue
         try:
             old = decode_registration(data, f"{rev}:{rel}")
@@ -260,7 +333,15 @@ def _base_findings(root: Path, rev: str, current: Mapping[str, Registration]) ->
         now = current[name]
         if old != now:
             what = "bundle digest" if old.digest != now.digest else "registration"
-            findings.append(_err("bundle-changed", f"bundle {name!r} was changed after it was registered at {rev} ({what} {old.digest} -> {now.digest}); add a new bundle instead", name, REGISTRATION_NAME, now.digest))
+            findings.append(
+                _err(
+                    "bundle-changed",
+                    f"bundle {name!r} was changed after it was registered at {rev} ({what} {old.digest} -> {now.digest}); add a new bundle instead",
+                    name,
+                    REGISTRATION_NAME,
+                    now.digest,
+                )
+            )
     return findings
 
 
@@ -286,18 +367,31 @@ def verify_repository(
         wanted = list(dict.fromkeys(bundles))
         for name in wanted:
             if name not in inventory.registrations:
-                repo_findings.append(Finding(severity="error", code="unknown-bundle", bundle=name, message=f"no registration evidence/{name}/{REGISTRATION_NAME} found"))
+                repo_findings.append(
+                    Finding(
+                        severity="error",
+                        code="unknown-bundle",
+                        bundle=name,
+                        message=f"no registration evidence/{name}/{REGISTRATION_NAME} found",
+                    )
+                )
         selected = [n for n in wanted if n in inventory.registrations]
         # Findings about other bundles' registrations do not fail a selective run.
         repo_findings = [f for f in repo_findings if f.bundle is None or f.bundle in wanted]
     if base is not None:
         extra = _base_findings(repo, base, inventory.registrations)
-        repo_findings.extend(f for f in extra if bundles is None or f.bundle in selected or f.code == "bundle-removed")
+        repo_findings.extend(
+            f
+            for f in extra
+            if bundles is None or f.bundle in selected or f.code == "bundle-removed"
+        )
     regs = {n: inventory.registrations[n] for n in selected}
     remote_found = remote_checker(regs) if remote_checker is not None else {}
     reports: list[BundleReport] = []
     for name in selected:
-        rep = verify_registration(repo, regs[name], dir_name=name, store=store, require_available=require_available)
+        rep = verify_registration(
+            repo, regs[name], dir_name=name, store=store, require_available=require_available
+        )
         extra_findings = tuple(remote_found.get(name, ()))
         if extra_findings:
             all_f = rep.findings + extra_findings
@@ -321,7 +415,13 @@ def verify_repository(
         errors=errors,
         warnings=sum(f.severity == "warning" for f in all_findings),
     )
-    return VerifyReport(ok=errors == 0, root=str(repo), bundles=tuple(reports), findings=tuple(repo_findings), totals=totals)
+    return VerifyReport(
+        ok=errors == 0,
+        root=str(repo),
+        bundles=tuple(reports),
+        findings=tuple(repo_findings),
+        totals=totals,
+    )
 
 
 def check_repository(root: str | os.PathLike[str], **kwargs: object) -> VerifyReport:

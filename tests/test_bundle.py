@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+from evhelpers import add_bundle, make_files
 
 from evidencestore import merkle
 from evidencestore.bundle import create_bundle, make_manifest, seal
@@ -9,8 +10,6 @@ from evidencestore.errors import BundleError
 from evidencestore.inventory import load_registration, registration_path
 from evidencestore.models import Descriptor, Entry
 from evidencestore.remotes import local_store
-
-from evhelpers import add_bundle, make_files
 
 
 def _entry(path: str, data: bytes = b"x") -> Entry:
@@ -22,7 +21,11 @@ def test_create_bundle_repo_and_store_entries(tmp_path: Path) -> None:
     reg = add_bundle(
         tmp_path,
         "run-1",
-        {"results/table.csv": b"a,b\n1,2\n", "logs/host.log": b"L" * 5000, "weights.bin": b"W" * 9000},
+        {
+            "results/table.csv": b"a,b\n1,2\n",
+            "logs/host.log": b"L" * 5000,
+            "weights.bin": b"W" * 9000,
+        },
         external=("*.bin", "logs/*"),
         refs=("PR-12",),
     )
@@ -86,16 +89,29 @@ def test_make_manifest_rejects_paths(path: str, why: str) -> None:
 
 def test_make_manifest_rejects_duplicates() -> None:
     with pytest.raises(BundleError, match="duplicate entry path 'a'"):
-        make_manifest("b", [_entry("a"), _entry("a", b"y")], created="2026-01-01T00:00:00Z", producer="t")
+        make_manifest(
+            "b", [_entry("a"), _entry("a", b"y")], created="2026-01-01T00:00:00Z", producer="t"
+        )
 
 
 def test_digest_binds_name_metadata_and_entries() -> None:
-    base = make_manifest("b", [_entry("a"), _entry("c")], created="2026-01-01T00:00:00Z", producer="t")
+    base = make_manifest(
+        "b", [_entry("a"), _entry("c")], created="2026-01-01T00:00:00Z", producer="t"
+    )
     d0 = seal(base).digest
     renamed = make_manifest("b2", base.entries, created="2026-01-01T00:00:00Z", producer="t")
     later = make_manifest("b", base.entries, created="2026-01-01T00:00:01Z", producer="t")
-    other = make_manifest("b", [_entry("a"), _entry("c", b"z")], created="2026-01-01T00:00:00Z", producer="t")
+    other = make_manifest(
+        "b", [_entry("a"), _entry("c", b"z")], created="2026-01-01T00:00:00Z", producer="t"
+    )
     digests = {d0, seal(renamed).digest, seal(later).digest, seal(other).digest}
     assert len(digests) == 4
     # deterministic
-    assert seal(make_manifest("b", [_entry("c"), _entry("a")], created="2026-01-01T00:00:00Z", producer="t")).digest == d0
+    assert (
+        seal(
+            make_manifest(
+                "b", [_entry("c"), _entry("a")], created="2026-01-01T00:00:00Z", producer="t"
+            )
+        ).digest
+        == d0
+    )

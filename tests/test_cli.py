@@ -2,11 +2,10 @@ import json
 from pathlib import Path
 
 import pytest
+from evhelpers import add_bundle, make_files
 
 from evidencestore._cli import main
 from evidencestore.digest import hash_bytes
-
-from evhelpers import add_bundle, make_files
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -28,10 +27,24 @@ def test_hash_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "missing: No such file or directory" in err
 
 
-def test_bundle_create_and_verify_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bundle_create_and_verify_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     make_files(tmp_path / "out", {"metrics.json": b"{}", "video.mp4": b"\x00" * 2048})
-    code, out, _ = _run(capsys, "bundle", "create", "run-7", "out", "--external", "*.mp4", "--ref", "PR-7", "--meta", "gpu=H200")
+    code, out, _ = _run(
+        capsys,
+        "bundle",
+        "create",
+        "run-7",
+        "out",
+        "--external",
+        "*.mp4",
+        "--ref",
+        "PR-7",
+        "--meta",
+        "gpu=H200",
+    )
     assert code == 0 and "registered run-7: 2 entries (1 in git, 1 in the store)" in out
     code, out, _ = _run(capsys, "bundle", "create", "run-7", "out")
     assert code == 2
@@ -41,7 +54,14 @@ def test_bundle_create_and_verify_json(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 0
     report = json.loads(out)
     assert report["ok"] is True
-    assert report["totals"] == {"bundles": 1, "entries": 2, "checked": 2, "unavailable": 0, "errors": 0, "warnings": 0}
+    assert report["totals"] == {
+        "bundles": 1,
+        "entries": 2,
+        "checked": 2,
+        "unavailable": 0,
+        "errors": 0,
+        "warnings": 0,
+    }
     [b] = report["bundles"]
     assert b["name"] == "run-7" and b["findings"] == [] and b["digest"].startswith("blake3:")
     reg = json.loads((tmp_path / "evidence/run-7/bundle.json").read_text())
@@ -85,7 +105,11 @@ def test_prove_and_check_proof(tmp_path: Path, capsys: pytest.CaptureFixture[str
     code, out, _ = _run(capsys, "prove", "p", "f3.txt", "--root", str(tmp_path))
     assert code == 0
     proof = json.loads(out)
-    assert proof["bundle_digest"] == reg.digest and proof["leaf_index"] == 3 and proof["tree_size"] == 7
+    assert (
+        proof["bundle_digest"] == reg.digest
+        and proof["leaf_index"] == 3
+        and proof["tree_size"] == 7
+    )
     path = tmp_path / "proof.json"
     path.write_text(out)
     code, out, _ = _run(capsys, "check-proof", str(path), "--digest", reg.digest)
@@ -106,6 +130,10 @@ def test_module_entry_point(tmp_path: Path) -> None:
     import sys
 
     add_bundle(tmp_path, "m", {"a": b"a"})
-    proc = subprocess.run([sys.executable, "-m", "evidencestore", "verify", "--root", str(tmp_path)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evidencestore", "verify", "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "1 bundles, 1 entries, 1 hashes checked" in proc.stdout

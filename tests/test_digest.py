@@ -20,7 +20,15 @@ def test_hash_bytes_known_vector() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "blake3:", "blake3:" + "g" * 64, "BLAKE3:" + "0" * 64, "blake3:" + "0" * 63, "sha256:" + "0" * 64, "blake3:" + "0" * 64 + "\n"],
+    [
+        "",
+        "blake3:",
+        "blake3:" + "g" * 64,
+        "BLAKE3:" + "0" * 64,
+        "blake3:" + "0" * 63,
+        "sha256:" + "0" * 64,
+        "blake3:" + "0" * 64 + "\n",
+    ],
 )
 def test_parse_digest_rejects(bad: str) -> None:
     with pytest.raises(InvalidDigestError, match="expected 'blake3:' followed by 64 lowercase hex"):
@@ -68,7 +76,9 @@ def test_hash_files_outcomes_in_order(tmp_path: Path) -> None:
         if i not in (3, 7):
             assert o == expected[i]
     single = dg.hash_files(paths, sizes, threads=1)
-    assert [o for o in single if isinstance(o, dg.Hashed)] == [o for o in out if isinstance(o, dg.Hashed)]
+    assert [o for o in single if isinstance(o, dg.Hashed)] == [
+        o for o in out if isinstance(o, dg.Hashed)
+    ]
 
 
 def test_matches_b3sum_when_installed(tmp_path: Path) -> None:
@@ -79,3 +89,34 @@ def test_matches_b3sum_when_installed(tmp_path: Path) -> None:
     path.write_bytes(os.urandom(3_000_000))
     out = subprocess.run([exe, str(path)], capture_output=True, text=True, check=True).stdout
     assert dg.hash_file(path).digest == "blake3:" + out.split()[0]
+
+
+def test_forked_small_file_path_matches_serial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    n = dg._FORK_MIN_FILES + 10
+    paths = []
+    for i in range(n):
+        p = tmp_path / f"s{i}"
+        p.write_bytes(i.to_bytes(4, "little") * 100)
+        paths.append(str(p))
+    sizes: list[int | None] = [400] * n
+    sizes[1] = 3
+    paths[2] = str(tmp_path / "absent")
+    (tmp_path / "dir").mkdir()
+    paths[5] = str(tmp_path / "dir")
+    os.symlink(paths[0], tmp_path / "link")
+    paths[9] = str(tmp_path / "link")
+    forked = dg.hash_files(paths, sizes, threads=2, follow_symlinks=False)
+    monkeypatch.setenv("EVSTORE_NO_FORK", "1")
+    serial = dg.hash_files(paths, sizes, threads=2, follow_symlinks=False)
+
+    def norm(o: object) -> object:
+        return o if isinstance(o, dg.Hashed) else (type(o), str(o))
+
+    assert [norm(o) for o in forked] == [norm(o) for o in serial]
+    assert isinstance(forked[1], IntegrityError) and "expected 3" in str(forked[1])
+    assert isinstance(forked[2], FileNotFoundError)
+    assert isinstance(forked[5], dg.NotRegularFileError)
+    assert isinstance(forked[9], OSError) and forked[9].errno == __import__("errno").ELOOP
+    assert forked[7] == dg.hash_bytes((7).to_bytes(4, "little") * 100)

@@ -5,12 +5,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evhelpers import add_bundle
 
 from evidencestore.inventory import load_inventory, registration_path
 from evidencestore.remotes import local_store
 from evidencestore.verify import verify_repository
-
-from evhelpers import add_bundle
 
 
 @pytest.fixture
@@ -45,18 +44,62 @@ def _entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
     ("edit", "code", "needle"),
     [
         (lambda d: d.update(extra=1), "invalid-registration", "unknown field `extra`"),
-        (lambda d: d["manifest"].update(colour="red"), "invalid-registration", "unknown field `colour` - at `$.manifest`"),
-        (lambda d: _entries(d)[0].update(path=5), "invalid-registration", "Expected `str`, got `int` - at `$.manifest.entries[0].path`"),
-        (lambda d: _entries(d)[1]["descriptor"].update(size="12"), "invalid-registration", "at `$.manifest.entries[1].descriptor.size`"),
-        (lambda d: _entries(d)[1]["descriptor"].update(size=-1), "invalid-registration", ">= 0 - at `$.manifest.entries[1].descriptor.size`"),
-        (lambda d: _entries(d)[0]["descriptor"].update(digest="sha256:" + "0" * 64), "invalid-registration", "at `$.manifest.entries[0].descriptor.digest`"),
+        (
+            lambda d: d["manifest"].update(colour="red"),
+            "invalid-registration",
+            "unknown field `colour` - at `$.manifest`",
+        ),
+        (
+            lambda d: _entries(d)[0].update(path=5),
+            "invalid-registration",
+            "Expected `str`, got `int` - at `$.manifest.entries[0].path`",
+        ),
+        (
+            lambda d: _entries(d)[1]["descriptor"].update(size="12"),
+            "invalid-registration",
+            "at `$.manifest.entries[1].descriptor.size`",
+        ),
+        (
+            lambda d: _entries(d)[1]["descriptor"].update(size=-1),
+            "invalid-registration",
+            ">= 0 - at `$.manifest.entries[1].descriptor.size`",
+        ),
+        (
+            lambda d: _entries(d)[0]["descriptor"].update(digest="sha256:" + "0" * 64),
+            "invalid-registration",
+            "at `$.manifest.entries[0].descriptor.digest`",
+        ),
         (lambda d: d.update(digest="blake3:XYZ"), "invalid-registration", "at `$.digest`"),
-        (lambda d: _entries(d)[0].update(location="cloud"), "invalid-registration", "at `$.manifest.entries[0].location`"),
-        (lambda d: d["manifest"].update(schema_version=2), "invalid-registration", "at `$.manifest.schema_version`"),
-        (lambda d: d["manifest"]["metadata"].update(created="yesterday"), "invalid-registration", "at `$.manifest.metadata.created`"),
-        (lambda d: d["manifest"].pop("entries"), "invalid-registration", "missing required field `entries`"),
-        (lambda d: _entries(d)[0]["descriptor"].update(size=2), "root-mismatch", "registration says"),
-        (lambda d: d["manifest"].update(name="other"), "name-mismatch", "manifest name 'other' disagrees with its directory 'victim'"),
+        (
+            lambda d: _entries(d)[0].update(location="cloud"),
+            "invalid-registration",
+            "at `$.manifest.entries[0].location`",
+        ),
+        (
+            lambda d: d["manifest"].update(schema_version=2),
+            "invalid-registration",
+            "at `$.manifest.schema_version`",
+        ),
+        (
+            lambda d: d["manifest"]["metadata"].update(created="yesterday"),
+            "invalid-registration",
+            "at `$.manifest.metadata.created`",
+        ),
+        (
+            lambda d: d["manifest"].pop("entries"),
+            "invalid-registration",
+            "missing required field `entries`",
+        ),
+        (
+            lambda d: _entries(d)[0]["descriptor"].update(size=2),
+            "root-mismatch",
+            "registration says",
+        ),
+        (
+            lambda d: d["manifest"].update(name="other"),
+            "name-mismatch",
+            "manifest name 'other' disagrees with its directory 'victim'",
+        ),
     ],
 )
 def test_bad_registration_fields(repo: Path, edit: Any, code: str, needle: str) -> None:
@@ -79,10 +122,11 @@ def test_bad_registration_fields(repo: Path, edit: Any, code: str, needle: str) 
     ],
 )
 def test_bad_entry_paths(repo: Path, path: str, needle: str) -> None:
+    import msgspec
+
+    from evidencestore._canonical import pretty
     from evidencestore.bundle import seal
     from evidencestore.inventory import load_registration
-    from evidencestore._canonical import pretty
-    import msgspec
 
     reg = load_registration(registration_path(repo, "victim"))
     entries = list(reg.manifest.entries)
@@ -99,7 +143,11 @@ def test_bad_entry_paths(repo: Path, path: str, needle: str) -> None:
 def test_malformed_json(repo: Path) -> None:
     registration_path(repo, "victim").write_text('{"digest": ')
     [(code, msg)] = _errors(repo)
-    assert code == "invalid-registration" and "malformed JSON" in msg and "evidence/victim/bundle.json" in msg
+    assert (
+        code == "invalid-registration"
+        and "malformed JSON" in msg
+        and "evidence/victim/bundle.json" in msg
+    )
 
 
 def test_missing_registration_and_stray_file(repo: Path) -> None:

@@ -24,7 +24,13 @@ def _entries(n: int) -> list[Entry]:
     out = []
     for i in range(n):
         h = hash_bytes(str(i).encode())
-        out.append(Entry(path=f"f{i:04d}", descriptor=Descriptor(digest=h.digest, size=h.size), location="repo"))
+        out.append(
+            Entry(
+                path=f"f{i:04d}",
+                descriptor=Descriptor(digest=h.digest, size=h.size),
+                location="repo",
+            )
+        )
     return out
 
 
@@ -58,15 +64,22 @@ def test_tampered_proofs_fail() -> None:
     m = make_manifest("b", _entries(6), created="2026-01-01T00:00:00Z", producer="t")
     proof = merkle.inclusion_proof(m, "f0003")
     other = hash_bytes(b"evil")
-    forged_entry = msgspec.structs.replace(proof.entry, descriptor=Descriptor(digest=other.digest, size=other.size))
-    assert any("does not hash to root" in p for p in merkle.verify_inclusion(msgspec.structs.replace(proof, entry=forged_entry)))
+    forged_entry = msgspec.structs.replace(
+        proof.entry, descriptor=Descriptor(digest=other.digest, size=other.size)
+    )
+    assert any(
+        "does not hash to root" in p
+        for p in merkle.verify_inclusion(msgspec.structs.replace(proof, entry=forged_entry))
+    )
     wrong_index = msgspec.structs.replace(proof, leaf_index=2)
     assert merkle.verify_inclusion(wrong_index) != []
     short_path = msgspec.structs.replace(proof, audit_path=proof.audit_path[:-1])
     assert any("does not fit" in p for p in merkle.verify_inclusion(short_path))
     renamed = msgspec.structs.replace(proof, bundle="c")
     assert any("bundle header hashes to" in p for p in merkle.verify_inclusion(renamed))
-    assert any("expected blake3:" in p for p in merkle.verify_inclusion(proof, "blake3:" + "0" * 64))
+    assert any(
+        "expected blake3:" in p for p in merkle.verify_inclusion(proof, "blake3:" + "0" * 64)
+    )
 
 
 def test_digest_recomputable_from_json_alone(tmp_path: Path) -> None:
@@ -75,7 +88,13 @@ def test_digest_recomputable_from_json_alone(tmp_path: Path) -> None:
 
     from evhelpers import add_bundle
 
-    add_bundle(tmp_path, "doc", {"a.txt": b"a", "sub/b.csv": b"b", "c.bin": b"c"}, external=("*.bin",), refs=("PR-1",))
+    add_bundle(
+        tmp_path,
+        "doc",
+        {"a.txt": b"a", "sub/b.csv": b"b", "c.bin": b"c"},
+        external=("*.bin",),
+        refs=("PR-1",),
+    )
     doc = json.loads((tmp_path / "evidence/doc/bundle.json").read_text())
 
     def canon(obj: object) -> bytes:
@@ -93,5 +112,10 @@ def test_digest_recomputable_from_json_alone(tmp_path: Path) -> None:
     m = doc["manifest"]
     root = mth([h(b"\x00" + canon(e)) for e in m["entries"]])
     assert "blake3:" + root.hex() == doc["root"]
-    header = {"metadata": m["metadata"], "name": m["name"], "root": doc["root"], "schema_version": m.get("schema_version", 1)}
+    header = {
+        "metadata": m["metadata"],
+        "name": m["name"],
+        "root": doc["root"],
+        "schema_version": m.get("schema_version", 1),
+    }
     assert "blake3:" + h(b"\x02" + canon(header)).hex() == doc["digest"]

@@ -3,13 +3,12 @@
 from pathlib import Path
 
 import pytest
+from evhelpers import add_bundle, git, init_repo
 
 from evidencestore._cli import main
 from evidencestore.remotes import local_store
 from evidencestore.testing import assert_bundle
 from evidencestore.verify import verify_repository
-
-from evhelpers import add_bundle, git, init_repo
 
 
 def _files(i: int) -> dict[str, bytes]:
@@ -19,7 +18,9 @@ def _files(i: int) -> dict[str, bytes]:
     return files
 
 
-def test_three_prs_on_same_base_merge_without_conflict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_three_prs_on_same_base_merge_without_conflict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     repo = init_repo(tmp_path / "repo")
     expected_entries = 0
     for i in range(20):
@@ -69,7 +70,9 @@ def test_assert_bundle_failures(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="has digest"):
         assert_bundle(tmp_path, "one", digest="blake3:" + "0" * 64)
     (tmp_path / "evidence/two/b.txt").write_bytes(b"c")
-    with pytest.raises(AssertionError, match=r"(?s)verifies, but the inventory does not.*two/b.txt"):
+    with pytest.raises(
+        AssertionError, match=r"(?s)verifies, but the inventory does not.*two/b.txt"
+    ):
         assert_bundle(tmp_path, "one")
     with pytest.raises(AssertionError, match="bundle 'two' does not verify"):
         assert_bundle(tmp_path, "two")

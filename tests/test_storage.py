@@ -92,7 +92,9 @@ def test_layout_and_read_only_files(tmp_path: Path) -> None:
     assert not list(path.parent.glob(".tmp-*"))
 
 
-def test_put_file_changed_while_storing_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_put_file_changed_while_storing_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     src = tmp_path / "src"
     src.write_bytes(b"a" * 1000)
     store = LocalBlobStore(tmp_path / "store")

@@ -3,6 +3,7 @@ import os
 from pathlib import Path
 
 import pytest
+from evhelpers import add_bundle, git, init_repo
 
 from evidencestore._canonical import pretty
 from evidencestore.errors import VerificationError
@@ -11,11 +12,14 @@ from evidencestore.models import VerifyReport
 from evidencestore.remotes import local_store
 from evidencestore.verify import check_repository, verify_repository
 
-from evhelpers import add_bundle, git, init_repo
-
 
 def _codes(report: VerifyReport) -> list[tuple[str, str | None, str | None]]:
-    out = [(f.code, f.bundle, f.path) for b in report.bundles for f in b.findings if f.severity == "error"]
+    out = [
+        (f.code, f.bundle, f.path)
+        for b in report.bundles
+        for f in b.findings
+        if f.severity == "error"
+    ]
     out += [(f.code, f.bundle, f.path) for f in report.findings if f.severity == "error"]
     return sorted(out, key=str)
 
@@ -26,7 +30,12 @@ def _verify(root: Path, **kw: object) -> VerifyReport:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    add_bundle(tmp_path, "alpha", {"res/a.csv": b"1,2\n", "res/b.csv": b"3,4\n" * 100, "raw.bin": b"R" * 4096}, external=("*.bin",))
+    add_bundle(
+        tmp_path,
+        "alpha",
+        {"res/a.csv": b"1,2\n", "res/b.csv": b"3,4\n" * 100, "raw.bin": b"R" * 4096},
+        external=("*.bin",),
+    )
     add_bundle(tmp_path, "beta", {"log.txt": b"hello\n"})
     return tmp_path
 
@@ -141,7 +150,9 @@ def test_base_revision_immutability(repo: Path) -> None:
     from evidencestore.inventory import load_registration
 
     old = load_registration(registration_path(repo, "beta"))
-    resealed = seal(make_manifest("beta", old.manifest.entries, created="2027-01-01T00:00:00Z", producer="x"))
+    resealed = seal(
+        make_manifest("beta", old.manifest.entries, created="2027-01-01T00:00:00Z", producer="x")
+    )
     registration_path(repo, "beta").write_bytes(pretty(resealed))
     report = _verify(repo, base="HEAD")
     assert _codes(report) == [("bundle-changed", "beta", "bundle.json")]

@@ -22,6 +22,7 @@ def __getattr__(name: str) -> Any:
         return FsspecBlobStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = [
     "DEFAULT_MEDIA_TYPE",
     "BlobStore",

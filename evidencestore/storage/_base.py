@@ -63,8 +63,7 @@ class VerifyingReader(io.RawIOBase):
             self._count += n
             if self._size is not None and self._count > self._size:
                 raise IntegrityError(
-                    f"{self._digest} in {self._where}: more than the expected "
-                    f"{self._size} bytes"
+                    f"{self._digest} in {self._where}: more than the expected {self._size} bytes"
                 )
         elif not self._done:
             self._done = True
@@ -74,8 +73,7 @@ class VerifyingReader(io.RawIOBase):
     def _check(self) -> None:
         if self._size is not None and self._count != self._size:
             raise IntegrityError(
-                f"{self._digest} in {self._where}: read {self._count} bytes, "
-                f"expected {self._size}"
+                f"{self._digest} in {self._where}: read {self._count} bytes, expected {self._size}"
             )
         observed = "blake3:" + self._hasher.hexdigest()
         if observed != self._digest:
@@ -203,7 +201,9 @@ class BlobStore(ABC):
         self._check_writable()
         digest, size = hash_bytes(data)
         if expected is not None and digest != parse_digest(expected):
-            raise IntegrityError(f"refusing to store {size} bytes as {expected}: they hash to {digest}")
+            raise IntegrityError(
+                f"refusing to store {size} bytes as {expected}: they hash to {digest}"
+            )
         if not self._present_and_intact(digest, size):
             self._write(digest, bytes(data))
         return Descriptor(digest=digest, size=size, media_type=media_type)

@@ -6,17 +6,18 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
-from ..models import BundleReport, VerifyReport
+from ..models import BundleReport, Finding, VerifyReport
 from ..storage import BlobStore
 
 __all__ = ["assert_bundle"]
 
 
-def _describe(findings: object) -> str:
+def _describe(findings: Iterable[Finding]) -> str:
     return "\n".join(
-        f"  {f.severity}: {f.code}: {f.bundle or '-'}/{f.path or '-'}: {f.message}"  # type: ignore[attr-defined]
-        for f in findings  # type: ignore[attr-defined]
+        f"  {f.severity}: {f.code}: {f.bundle or '-'}/{f.path or '-'}: {f.message}"
+        for f in findings
     )
 
 
@@ -58,7 +59,11 @@ def assert_bundle(
             f"bundle {name!r} has {bundle.unavailable} unavailable store entries, expected {unavailable}"
         )
     if not report.ok:
-        others = [f for b in report.bundles if b.name != name for f in b.findings if f.severity == "error"]
+        others = [
+            f for b in report.bundles if b.name != name for f in b.findings if f.severity == "error"
+        ]
         others += [f for f in report.findings if f.severity == "error"]
-        raise AssertionError(f"bundle {name!r} verifies, but the inventory does not:\n{_describe(others)}")
+        raise AssertionError(
+            f"bundle {name!r} verifies, but the inventory does not:\n{_describe(others)}"
+        )
     return bundle

@@ -63,7 +63,13 @@ class BlobStoreSuite:
             store.get(_ABSENT)
 
     def test_invalid_digest(self, store: BlobStore) -> None:
-        for bad in ["sha256:" + "0" * 64, "blake3:" + "A" * 64, "blake3:abc", "", "blake3:" + "0" * 65]:
+        for bad in [
+            "sha256:" + "0" * 64,
+            "blake3:" + "A" * 64,
+            "blake3:abc",
+            "",
+            "blake3:" + "0" * 65,
+        ]:
             with pytest.raises(InvalidDigestError, match="expected 'blake3:'"):
                 store.has(bad)
 

@@ -43,6 +43,27 @@ def _key_values(items: list[str], flag: str) -> dict[str, str]:
     return out
 
 
+# -- init ----------------------------------------------------------------------
+def _cmd_init(args: argparse.Namespace) -> int:
+    from .config import CONFIG_NAME, Config, save_config
+
+    root = Path(args.root or ".").absolute()
+    root.mkdir(parents=True, exist_ok=True)
+    if (root / CONFIG_NAME).exists():
+        print(f"{root / CONFIG_NAME} already exists; left unchanged")
+    else:
+        save_config(root, Config())
+        print(f"wrote {root / CONFIG_NAME}")
+    (root / "evidence").mkdir(exist_ok=True)
+    ignore = root / ".gitignore"
+    lines = ignore.read_text().splitlines() if ignore.exists() else []
+    if ".evstore/" not in lines and "/.evstore/" not in lines:
+        with open(ignore, "a") as fh:
+            fh.write(("\n" if lines and lines[-1] else "") + ".evstore/\n")
+        print(f"added .evstore/ to {ignore}")
+    return EXIT_OK
+
+
 # -- hash ----------------------------------------------------------------------
 def _cmd_hash(args: argparse.Namespace) -> int:
     from .bundle import collect_sources
@@ -252,6 +273,10 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add the core subcommands to the ``evstore`` parser."""
+    p = sub.add_parser("init", help="make this directory an evidence repository")
+    p.add_argument("--root", metavar="DIR", help="directory to initialise (default: .)")
+    p.set_defaults(func=_cmd_init)
+
     p = sub.add_parser("hash", help="print blake3 digests and sizes of files")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.set_defaults(func=_cmd_hash)

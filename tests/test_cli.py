@@ -137,3 +137,17 @@ def test_module_entry_point(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "1 bundles, 1 entries, 1 hashes checked" in proc.stdout
+
+
+def test_init(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / ".gitignore").write_text("build/")
+    assert _run(capsys, "init", "--root", str(tmp_path))[0] == 0
+    from evidencestore.config import load_config
+
+    assert (tmp_path / "evstore.toml").is_file()
+    assert load_config(tmp_path).store.path == ".evstore"
+    assert (tmp_path / ".gitignore").read_text() == "build/\n.evstore/\n"
+    assert (tmp_path / "evidence").is_dir()
+    code, out, _ = _run(capsys, "init", "--root", str(tmp_path))
+    assert code == 0 and "already exists" in out
+    assert (tmp_path / ".gitignore").read_text() == "build/\n.evstore/\n"

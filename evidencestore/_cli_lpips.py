@@ -1,10 +1,144 @@
-"""``evstore`` subcommands: lpips."""
+"""``evstore`` subcommands: lpips.
+
+``evstore lpips import --backbone PATH [--linear PATH] [--state-digest DIGEST]
+[--no-pin-state]`` stores both weight files in the local blob store, trial-loads the
+scorer from the stored bytes and pins the descriptors (and the scorer-state digest) in
+``evstore.toml`` ``[lpips]``. ``evstore lpips show`` loads the configured scorer and
+prints its provenance as JSON.
+"""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+from pathlib import Path
 from typing import Any
 
+import msgspec
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
+from .errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
+    parser = sub.add_parser(
+        "lpips",
+        help="authenticated LPIPS scorer weights",
+        description="Manage the LPIPS (AlexNet, v0.1) weights pinned in evstore.toml.",
+    )
+    commands = parser.add_subparsers(dest="lpips_command", metavar="SUBCOMMAND")
+    commands.required = True
+
+    imp = commands.add_parser(
+        "import",
+        help="store the LPIPS weight files and pin them in evstore.toml",
+        description=(
+            "Store torchvision's AlexNet backbone and lpips's linear weights in the local "
+            "blob store, trial-load the scorer from the stored bytes, and pin both "
+            "descriptors and the scorer-state digest in evstore.toml [lpips]."
+        ),
+    )
+    imp.add_argument(
+        "--backbone",
+        required=True,
+        metavar="PATH",
+        help="torchvision's alexnet-owt-7be5be79.pth; its SHA-256 must start with the "
+        "hex prefix in its file name",
+    )
+    imp.add_argument(
+        "--linear",
+        metavar="PATH",
+        help="lpips's linear weights (default: weights/v0.1/alex.pth of the installed lpips)",
+    )
+    imp.add_argument(
+        "--state-digest",
+        metavar="DIGEST",
+        help="refuse the import unless the loaded scorer's state digest is this one",
+    )
+    imp.add_argument(
+        "--no-pin-state",
+        action="store_true",
+        help="do not pin the scorer-state digest in evstore.toml (the weight digests are)",
+    )
+    imp.set_defaults(func=_import)
+
+    show = commands.add_parser(
+        "show",
+        help="load the configured scorer and print its provenance",
+        description="Load the LPIPS scorer pinned in evstore.toml and print its provenance.",
+    )
+    show.set_defaults(func=_show)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(4 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _import(args: argparse.Namespace) -> int:
+    from .config import LpipsConfig, find_root, load_config, save_config
+    from .digest import parse_digest
+    from .perceptual import (
+        SHA256_ANNOTATION,
+        TITLE_ANNOTATION,
+        TORCHVISION_BACKBONE_NAME,
+        check_backbone_file,
+        default_linear_path,
+        load_scorer,
+    )
+    from .remotes import local_store
+
+    root = find_root()
+    config = load_config(root)  # an unusable evstore.toml is reported before any work
+    pinned = parse_digest(args.state_digest) if args.state_digest is not None else None
+    backbone_path = Path(args.backbone)
+    if not backbone_path.is_file():
+        raise ConfigError(f"{backbone_path}: no such backbone file")
+    linear_path = Path(args.linear) if args.linear is not None else default_linear_path()
+    if not linear_path.is_file():
+        raise ConfigError(f"{linear_path}: no such linear weights file")
+
+    backbone_sha = check_backbone_file(backbone_path)
+    linear_sha = _sha256(linear_path)
+    store = local_store(root)
+    backbone = store.put_file(backbone_path)
+    backbone = msgspec.structs.replace(
+        backbone,
+        annotations={TITLE_ANNOTATION: backbone_path.name, SHA256_ANNOTATION: backbone_sha},
+    )
+    linear = store.put_file(linear_path)
+    linear = msgspec.structs.replace(
+        linear, annotations={TITLE_ANNOTATION: linear_path.name, SHA256_ANNOTATION: linear_sha}
+    )
+    # Trial load from the stored bytes: malformed weights are refused before pinning.
+    scorer = load_scorer(store, backbone, linear, state_digest=pinned, device="cpu")
+
+    lpips = LpipsConfig(
+        backbone=backbone,
+        linear=linear,
+        state_digest=None if args.no_pin_state else scorer.state_digest,
+    )
+    path = save_config(root, msgspec.structs.replace(config, lpips=lpips))
+    note = (
+        ""
+        if backbone_path.name == TORCHVISION_BACKBONE_NAME
+        else (f" (not torchvision's release file name {TORCHVISION_BACKBONE_NAME})")
+    )
+    print(f"backbone {backbone.digest} {backbone.size} bytes  {backbone_path}{note}")
+    print(f"linear   {linear.digest} {linear.size} bytes  {linear_path}")
+    state = "not pinned" if args.no_pin_state else "pinned"
+    print(f"scorer state {scorer.state_digest} ({state})")
+    print(f"wrote [lpips] to {path}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .perceptual import load_configured_scorer
+
+    scorer = load_configured_scorer()
+    print(json.dumps(scorer.provenance(), indent=2, sort_keys=True))
+    return 0

@@ -1,10 +1,240 @@
-"""``evstore`` subcommands: media."""
+"""``evstore`` subcommands: media (probe, check, compare).
+
+Exit codes: ``check`` 0 when every check holds, 1 otherwise; ``compare`` 0 PASS, 1 FAIL,
+3 INCONCLUSIVE, 4 UNAVAILABLE; 2 for usage errors and unusable inputs or files.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import MediaError, ScorerError
+
+if TYPE_CHECKING:
+    from .media.records import Check, Expectations
 
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
+def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
+    media = sub.add_parser(
+        "media",
+        help="probe, check and compare media by path or digest",
+        description="Media validators: full decode, expectations, exact and metric comparison.",
+    )
+    msub = media.add_subparsers(dest="media_command", metavar="SUBCOMMAND")
+    msub.required = True
+
+    p = msub.add_parser("probe", help="show what a container declares about its streams")
+    p.add_argument("source", metavar="FILE|DIGEST")
+    p.add_argument("--json", action="store_true", help="print the probe report as JSON")
+    p.set_defaults(func=_probe)
+
+    c = msub.add_parser(
+        "check",
+        help="decode every frame and sample and check against expectations",
+        description="Exit 0 when every check holds, 1 otherwise.",
+    )
+    c.add_argument("source", metavar="FILE|DIGEST")
+    _expectation_args(c)
+    c.add_argument("--json", action="store_true", help="print the full report as JSON")
+    c.add_argument("--record", metavar="OUT.json", help="also write the report to this file")
+    c.set_defaults(func=_check)
+
+    m = msub.add_parser(
+        "compare",
+        help="compare a reference and a candidate",
+        description="Exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 4 UNAVAILABLE, 2 usage error.",
+    )
+    m.add_argument("reference", metavar="REF")
+    m.add_argument("candidate", metavar="CAND")
+    _expectation_args(m)
+    m.add_argument("--thresholds", metavar="T.toml", help="thresholds file (TOML or JSON)")
+    m.add_argument(
+        "--lpips",
+        action="store_true",
+        help="also score frames with LPIPS from the weights pinned in evstore.toml",
+    )
+    m.add_argument("--json", action="store_true", help="print the comparison record as JSON")
+    m.add_argument("--record", metavar="OUT.json", help="write the comparison record here")
+    m.set_defaults(func=_compare)
+
+
+def _expectation_args(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("expectations (flags override the file)")
+    g.add_argument("--expect", metavar="EXPECT.toml", help="expectations file (TOML or JSON)")
+    g.add_argument("--width", type=int)
+    g.add_argument("--height", type=int)
+    g.add_argument("--pix-fmt")
+    g.add_argument("--frame-rate", help="e.g. 30 or 30000/1001")
+    g.add_argument("--frames", type=int, help="expected video frame count")
+    g.add_argument("--video-duration", type=float, metavar="SECONDS")
+    g.add_argument("--sample-rate", type=int)
+    g.add_argument("--channels", type=int)
+    g.add_argument("--samples", type=int, help="expected audio samples per channel")
+    g.add_argument("--audio-duration", type=float, metavar="SECONDS")
+
+
+def _expectations(args: argparse.Namespace) -> Expectations:
+    from .media.expectations import load_expectations, with_overrides
+
+    video = {
+        "width": args.width,
+        "height": args.height,
+        "pix_fmt": args.pix_fmt,
+        "frame_rate": args.frame_rate,
+        "frames": args.frames,
+        "duration": args.video_duration,
+    }
+    audio = {
+        "sample_rate": args.sample_rate,
+        "channels": args.channels,
+        "samples": args.samples,
+        "duration": args.audio_duration,
+    }
+    flags = any(v is not None for v in (*video.values(), *audio.values()))
+    if args.expect is None and not flags:
+        raise MediaError(
+            "no expectations: give --expect EXPECT.toml (or flags such as --frames, "
+            "--audio-duration); media are checked against what was requested"
+        )
+    base = load_expectations(args.expect) if args.expect else None
+    return with_overrides(base, video, audio)
+
+
+def _write(path: str, data: bytes) -> None:
+    try:
+        Path(path).write_bytes(data)
+    except OSError as exc:
+        raise MediaError(f"{path}: cannot write record: {exc.strerror}") from exc
+
+
+def _show(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "none" if value is None else str(value)
+
+
+def _print_checks(checks: tuple[Check, ...], indent: str = "  ", failed_only: bool = False) -> None:
+    for c in checks:
+        if failed_only and c.ok:
+            continue
+        mark = "ok  " if c.ok else "FAIL"
+        detail = "" if c.ok else f" [expected {_show(c.expected)}, observed {_show(c.observed)}]"
+        print(f"{indent}{mark} {c.name}: {c.message}{detail}")
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from ._canonical import pretty
+    from .media.probe import probe
+
+    report = probe(args.source)
+    if args.json:
+        sys.stdout.write(pretty(report).decode())
+        return 0
+    print(f"{report.name}: {report.container}, {report.source.size} bytes, {report.source.digest}")
+    if report.duration_us is not None:
+        print(f"  duration {report.duration_us / 1e6:.6f} s (declared)")
+    if not report.streams:
+        print("  no streams")
+    for s in report.streams:
+        if s.type == "video":
+            what = f"{s.width}x{s.height} {s.pix_fmt} {s.frame_rate} fps"
+        elif s.type == "audio":
+            what = f"{s.sample_rate} Hz {s.channels} ch ({s.layout}) {s.sample_format}"
+            if s.codec_frame_size:
+                what += f", codec frame {s.codec_frame_size}"
+        else:
+            what = ""
+        declared = f"time base {s.time_base}, start {s.start_time}, duration {s.duration}"
+        if s.frames is not None:
+            declared += f", {s.frames} frames"
+        print(f"  #{s.index} {s.type} {s.codec}: {what}; {declared}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from ._canonical import pretty
+    from .media.expectations import check
+
+    expectations = _expectations(args)
+    report = check(args.source, expectations)
+    if args.record:
+        _write(args.record, pretty(report))
+    if args.json:
+        sys.stdout.write(pretty(report).decode())
+    else:
+        print(f"{report.report.probe.name}: {report.verdict}")
+        for s in report.report.decoded:
+            print(f"  #{s.index} {s.type}: {s.frames} frames, root {s.root}")
+        _print_checks(report.checks)
+    return 0 if report.verdict == "PASS" else 1
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from ._canonical import pretty
+    from .config import find_root
+    from .media.compare import EXIT_CODES, compare
+    from .media.thresholds import load_thresholds
+
+    expectations = _expectations(args)
+    thresholds = load_thresholds(args.thresholds)
+    root = find_root()
+    scorers: list[Any] = []
+    if args.lpips:
+        try:
+            from .perceptual import (  # type: ignore[import-not-found,unused-ignore]
+                load_configured_scorer,
+            )
+        except ImportError as exc:
+            raise ScorerError(
+                "--lpips: LPIPS scoring is not available in this installation "
+                "(install evidencestore[lpips])"
+            ) from exc
+        scorers.append(load_configured_scorer(root))
+    record = compare(
+        args.reference, args.candidate, expectations, thresholds, scorers=scorers, root=root
+    )
+    if args.record:
+        _write(args.record, pretty(record))
+    if args.json:
+        sys.stdout.write(pretty(record).decode())
+        return EXIT_CODES[record.verdict]
+    print(f"{record.verdict}: {record.reference.name} vs {record.candidate.name}")
+    for reason in record.reasons:
+        print(f"  {reason}")
+    for side in (record.reference, record.candidate):
+        state = "valid" if side.valid else "INVALID"
+        print(f"  {side.name} ({side.source.digest}): {state}")
+        _print_checks(side.checks, indent="    ", failed_only=True)
+    for e in record.equality:
+        print(
+            f"  {e.type}: {'exactly equal' if e.equal else 'not equal'}"
+            + (
+                f" (first difference at frame {e.first_difference})"
+                if e.first_difference is not None
+                else ""
+            )
+        )
+    _print_checks(record.compatibility, failed_only=True)
+    if record.metrics is not None:
+        v, a = record.metrics.video, record.metrics.audio
+        if v is not None:
+            psnr = "inf" if v.min_psnr is None else f"{v.min_psnr:.3f} dB"
+            print(
+                f"  video: {v.identical_frames}/{v.frames} frames identical, max MSE "
+                f"{v.max_mse:.6g}, min PSNR {psnr}"
+            )
+            for name, summary in v.perceptual.items():
+                print(f"  video {name}: max {summary.max:.6g}, mean {summary.mean:.6g}")
+        if a is not None:
+            snr = "inf" if a.snr_db is None else f"{a.snr_db:.3f} dB"
+            print(
+                f"  audio: max abs diff {a.max_abs_diff:.6g}, RMS diff {a.rms_diff:.6g}, SNR {snr}"
+            )
+        _print_checks(record.threshold_checks)
+    if args.record:
+        print(f"  record written to {args.record}")
+    return EXIT_CODES[record.verdict]

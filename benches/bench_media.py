@@ -1,0 +1,204 @@
+"""Media check (full decode + per-frame digests) against ``ffmpeg -f null`` (issue 4).
+
+Encodes a 5 s 1280x720 30 fps H.264 + AAC clip with PyAV (libx264 ``veryfast``: CABAC,
+B-frames), then, interleaved and after a warm-up, times ``evstore media check`` (every
+frame and sample decoded, hashed, checked; a CLI process including interpreter start-up)
+against ``ffmpeg -nostdin -i clip.mp4 -f null -`` (Debian's ffmpeg; it decodes with its
+default frame threads, as does evstore with ``thread_type="AUTO"``). Peak RSS of checking
+a 60 s clip is compared with a 5 s clip, each measured in a fresh process.
+
+Run: ``python benches/bench_media.py [--quick]`` (or ``python -m benches.bench_media``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FFMPEG = shutil.which("ffmpeg") or "/usr/bin/ffmpeg"
+EVSTORE = [sys.executable, "-m", "evidencestore"]
+EXPECT = """\
+[video]
+width = 1280
+height = 720
+pix_fmt = "yuv420p"
+frame_rate = 30
+duration = {seconds}
+
+[audio]
+sample_rate = 48000
+channels = 2
+duration = {seconds}
+"""
+
+
+def encode(path: Path, seconds: int) -> Path:
+    """Encode a ``seconds`` long 1280x720 30 fps H.264 + AAC clip."""
+    from evidencestore.media.synth import AudioSpec, VideoSpec, write_clip
+
+    video = VideoSpec(
+        width=1280, height=720, rate=30, frames=30 * seconds, options={"preset": "veryfast"}
+    )
+    write_clip(path, video=video, audio=AudioSpec(samples=48000 * seconds))
+    return path
+
+
+def _run(cmd: list[str]) -> None:
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _peak_rss_kib(cmd: list[str]) -> int:
+    """Peak resident set size of ``cmd`` (KiB), measured from a fresh wrapper process."""
+    probe = (
+        "import resource, subprocess, sys;"
+        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, *cmd], check=True, capture_output=True)
+    return int(out.stdout.split()[-1])
+
+
+def _timed(cases: dict[str, list[str]], repeats: int) -> dict[str, float]:
+    for cmd in cases.values():
+        _run(cmd)
+    samples: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(repeats):
+        for name, cmd in cases.items():
+            t0 = time.perf_counter()
+            _run(cmd)
+            samples[name].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def _in_process(clip: Path, expect: Path, ffmpeg: list[str], repeats: int) -> dict[str, float]:
+    """Median of ``check()`` called in this process, interleaved with ffmpeg runs."""
+    from evidencestore.media import check, load_expectations
+
+    expectations = load_expectations(expect)
+    assert check(clip, expectations).verdict == "PASS"
+    samples: dict[str, list[float]] = {"evstore": [], "ffmpeg": []}
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        check(clip, expectations)
+        samples["evstore"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        _run(ffmpeg)
+        samples["ffmpeg"].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def _table(title: str, header: list[str], rows: list[list[object]]) -> str:
+    lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> str:
+    """Run the media benchmarks; print and return a Markdown table."""
+    args = argv if argv is not None else sys.argv[1:]
+    quick = "--quick" in args
+    repeats = 3 if quick else 7
+    long_seconds = 20 if quick else 60
+    rows: list[list[object]] = []
+    with tempfile.TemporaryDirectory(
+        prefix="evstore-bench-media-", dir=os.environ.get("BENCH_DIR")
+    ) as tmp:
+        work = Path(tmp)
+        short = encode(work / "clip5.mp4", 5)
+        long = encode(work / f"clip{long_seconds}.mp4", long_seconds)
+        for seconds in (5, long_seconds):
+            (work / f"e{seconds}.toml").write_text(EXPECT.format(seconds=seconds))
+
+        def check(clip: Path, seconds: int) -> list[str]:
+            return [
+                *EVSTORE,
+                "media",
+                "check",
+                str(clip),
+                "--expect",
+                str(work / f"e{seconds}.toml"),
+            ]
+
+        subprocess.run(check(short, 5), check=True, stdout=subprocess.DEVNULL)  # must PASS
+        ffmpeg = [FFMPEG, "-nostdin", "-v", "error", "-i", str(short), "-f", "null", "-"]
+        medians = _timed({"evstore": check(short, 5), "ffmpeg": ffmpeg}, repeats)
+        ratio = medians["evstore"] / medians["ffmpeg"]
+        rows.append(
+            [
+                "check 5 s 1280x720 30 fps H.264+AAC (150 frames, 240k samples)",
+                f"{medians['evstore']:.3f} s",
+                f"{medians['ffmpeg']:.3f} s",
+                f"{ratio:.2f}x",
+                "<= 1.3x",
+                "ok" if ratio <= 1.3 else "MISSED",
+            ]
+        )
+        ffmpeg_long = [FFMPEG, "-nostdin", "-v", "error", "-i", str(long), "-f", "null", "-"]
+        long_medians = _timed(
+            {"evstore": check(long, long_seconds), "ffmpeg": ffmpeg_long}, max(1, repeats // 2)
+        )
+        long_ratio = long_medians["evstore"] / long_medians["ffmpeg"]
+        rows.append(
+            [
+                f"check {long_seconds} s clip (same settings)",
+                f"{long_medians['evstore']:.3f} s",
+                f"{long_medians['ffmpeg']:.3f} s",
+                f"{long_ratio:.2f}x",
+                "(informative)",
+                "",
+            ]
+        )
+        lib = _in_process(short, work / "e5.toml", ffmpeg, repeats)
+        rows.append(
+            [
+                "same 5 s check as a library call (no interpreter or CLI start-up)",
+                f"{lib['evstore']:.3f} s",
+                f"{lib['ffmpeg']:.3f} s",
+                f"{lib['evstore'] / lib['ffmpeg']:.2f}x",
+                "(informative)",
+                "",
+            ]
+        )
+        startup = _timed({"evstore --version": [*EVSTORE, "--version"]}, repeats)
+        rows.append(
+            [
+                "evstore CLI start-up alone (`evstore --version`), included above",
+                f"{startup['evstore --version']:.3f} s",
+                "-",
+                "-",
+                "(informative)",
+                "",
+            ]
+        )
+        rss_short = _peak_rss_kib(check(short, 5))
+        rss_long = _peak_rss_kib(check(long, long_seconds))
+        mem_ratio = rss_long / rss_short
+        rows.append(
+            [
+                f"peak RSS, check {long_seconds} s vs 5 s clip",
+                f"{rss_long / 1024:.1f} MiB",
+                f"{rss_short / 1024:.1f} MiB (5 s)",
+                f"{mem_ratio:.2f}x",
+                "<= 1.5x",
+                "ok" if mem_ratio <= 1.5 else "MISSED",
+            ]
+        )
+    out = _table(
+        f"media check vs ffmpeg -f null ({os.cpu_count()} CPUs; medians of {repeats} "
+        "interleaved runs after a warm-up; both timed as CLI processes)",
+        ["case", "evstore", "reference", "ratio", "target", ""],
+        rows,
+    )
+    print(out)
+    return out
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    main()

@@ -1,0 +1,546 @@
+"""Comparison of a reference and a candidate, with verdicts as in DESIGN.md.
+
+Order: each input is decoded fully and checked against the request's expectations (an
+invalid input makes the comparison FAIL whatever else holds); then compatibility
+(geometry, pixel format, frame count and timestamps, sample rate, layout, sample format,
+sample count); incompatible inputs are UNAVAILABLE and no metric is computed (nothing is
+resized, resampled, padded or trimmed). Exact equality per stream comes from the decoded
+content digests: all equal is PASS. Otherwise metrics are computed frame by frame in
+lockstep (memory does not grow with duration): a violated threshold is FAIL, and unequal
+outputs within every threshold are INCONCLUSIVE, never PASS.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from .decode import _row_bytes, analyse, decodable, iter_frames
+from .expectations import check_report
+from .probe import opened
+from .records import (
+    AudioMetrics,
+    Check,
+    ComparisonMetrics,
+    ComparisonRecord,
+    DecodedStream,
+    DecodeErrorRecord,
+    Expectations,
+    FrameMetrics,
+    InputRecord,
+    MediaReport,
+    PerceptualSummary,
+    PlaneMetrics,
+    StreamEquality,
+    Thresholds,
+    Value,
+    Verdict,
+    VideoMetrics,
+)
+from .scoring import FrameScorer
+from .source import MediaSource, resolve
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["EXIT_CODES", "compare", "compare_reports"]
+
+EXIT_CODES: dict[str, int] = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3, "UNAVAILABLE": 4}
+
+
+def _first(report: MediaReport, kind: str) -> DecodedStream | None:
+    return next((s for s in report.decoded if s.type == kind), None)
+
+
+def _check(name: str, expected: Value, observed: Value, what: str) -> Check:
+    ok = expected == observed
+    message = f"{what}: reference {expected!r}, candidate {observed!r}"
+    return Check(name=name, ok=ok, expected=expected, observed=observed, message=message)
+
+
+def _times(s: DecodedStream) -> list[Fraction | None]:
+    tb = Fraction(s.time_base) if s.time_base else None
+    return [None if r.pts is None or tb is None else r.pts * tb for r in s.frame_records]
+
+
+def compatibility(ref: MediaReport, cand: MediaReport) -> tuple[Check, ...]:
+    """Checks that the two inputs can be compared as they are (reference = expected)."""
+    out: list[Check] = []
+    for kind in ("video", "audio"):
+        r, c = _first(ref, kind), _first(cand, kind)
+        out.append(_check(f"compat.{kind}.present", r is not None, c is not None, f"{kind} stream"))
+        if r is None or c is None:
+            continue
+        if kind == "video":
+            out.append(_check("compat.video.width", r.width, c.width, "width"))
+            out.append(_check("compat.video.height", r.height, c.height, "height"))
+            out.append(_check("compat.video.pix_fmt", r.pix_fmt, c.pix_fmt, "pixel format"))
+            out.append(_check("compat.video.frames", r.frames, c.frames, "frame count"))
+            out.append(_timestamps(r, c))
+        else:
+            out.append(_check("compat.audio.sample_rate", r.sample_rate, c.sample_rate, "rate"))
+            out.append(_check("compat.audio.channels", r.channels, c.channels, "channels"))
+            out.append(_check("compat.audio.layout", r.layout, c.layout, "channel layout"))
+            out.append(
+                _check("compat.audio.sample_format", r.sample_format, c.sample_format, "format")
+            )
+            out.append(_check("compat.audio.samples", r.samples, c.samples, "samples"))
+            out.append(_timestamps(r, c, first_only=True))
+    return tuple(out)
+
+
+def _timestamps(r: DecodedStream, c: DecodedStream, *, first_only: bool = False) -> Check:
+    """Frame times must agree within half a tick of each stream's time base."""
+    name = f"compat.{r.type}.timestamps"
+    tr, tc = _times(r), _times(c)
+    if first_only:
+        tr, tc = tr[:1], tc[:1]
+    tol = (
+        (Fraction(r.time_base) + Fraction(c.time_base)) / 2
+        if r.time_base and c.time_base
+        else Fraction(0)
+    )
+    mismatched = [
+        i
+        for i, (a, b) in enumerate(zip(tr, tc, strict=False))
+        if a is None or b is None or abs(a - b) > tol
+    ]
+    if len(tr) != len(tc):
+        mismatched.append(min(len(tr), len(tc)))
+    what = "first timestamp" if first_only else "frame timestamps"
+    if mismatched:
+        i = mismatched[0]
+        a = tr[i] if i < len(tr) else None
+        b = tc[i] if i < len(tc) else None
+        message = (
+            f"{len(mismatched)} {r.type} {what} differ; first at frame {i}: reference "
+            f"{None if a is None else float(a)}, candidate {None if b is None else float(b)}"
+        )
+    else:
+        message = f"{r.type} {what} agree within half a tick"
+    return Check(
+        name=name, ok=not mismatched, expected=0, observed=len(mismatched), message=message
+    )
+
+
+def equality(ref: MediaReport, cand: MediaReport) -> tuple[StreamEquality, ...]:
+    """Exact equality of the decoded content of the first video and audio streams."""
+    out: list[StreamEquality] = []
+    for kind in ("video", "audio"):
+        r, c = _first(ref, kind), _first(cand, kind)
+        if r is None and c is None:
+            continue
+        key = "root" if kind == "video" else "content_digest"
+        a = getattr(r, key) if r is not None else None
+        b = getattr(c, key) if c is not None else None
+        first: int | None = None
+        if r is not None and c is not None and a != b:
+            pairs = zip(r.frame_records, c.frame_records, strict=False)
+            first = next((x.index for x, y in pairs if x.digest != y.digest), None)
+            if first is None:
+                first = min(len(r.frame_records), len(c.frame_records))
+        out.append(
+            StreamEquality(
+                type=kind,
+                equal=a is not None and a == b,
+                reference=a,
+                candidate=b,
+                first_difference=first,
+            )
+        )
+    return tuple(out)
+
+
+def _input_record(report: MediaReport, checks: tuple[Check, ...]) -> InputRecord:
+    import msgspec
+
+    return InputRecord(
+        name=report.probe.name,
+        source=report.probe.source,
+        container=report.probe.container,
+        valid=all(c.ok for c in checks),
+        checks=checks,
+        streams=tuple(msgspec.structs.replace(s, frame_records=()) for s in report.decoded),
+        errors=report.errors,
+    )
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+class _Mismatch(Exception):
+    """The decoded streams turned out not to pair up frame by frame."""
+
+
+def _stream_frames(source: MediaSource, kind: str) -> Iterator[Any]:
+    with opened(source) as container:
+        streams = [s for s in container.streams if s.type == kind and decodable(s)][:1]
+        errors: list[DecodeErrorRecord] = []  # already recorded by the validity pass
+        for _index, frame in iter_frames(container, streams, errors):
+            yield frame
+
+
+def _lockstep(a: Iterator[Any], b: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
+    sentinel = object()
+    while True:
+        x, y = next(a, sentinel), next(b, sentinel)
+        if x is sentinel and y is sentinel:
+            return
+        if x is sentinel or y is sentinel:
+            raise _Mismatch("one stream has more frames than the other")
+        yield x, y
+
+
+def _plane_arrays(frame: Any) -> list[tuple[np.ndarray, int]]:
+    """Visible samples of each plane (no copy) and the plane's peak value."""
+    import numpy as np
+
+    fmt = frame.format
+    depth = [0] * len(frame.planes)
+    for comp in fmt.components:
+        if comp.plane < len(depth):
+            depth[comp.plane] = max(depth[comp.plane], comp.bits)
+    out: list[tuple[np.ndarray, int]] = []
+    for plane, row, bits in zip(frame.planes, _row_bytes(frame), depth, strict=True):
+        bits = bits or 8
+        item = 1 if bits <= 8 else 2
+        dtype = np.dtype(np.uint8) if item == 1 else np.dtype(">u2" if fmt.is_big_endian else "<u2")
+        line = abs(plane.line_size)
+        arr = np.frombuffer(memoryview(plane), dtype=dtype)[: line // item * plane.height]
+        arr = arr.reshape(plane.height, line // item)[:, : row // item]
+        out.append((arr, (1 << bits) - 1))
+    return out
+
+
+def _psnr(mse: float, peak: int) -> float | None:
+    return None if mse == 0 else 10 * math.log10(peak * peak / mse)
+
+
+def _video_metrics(
+    ref: MediaSource, cand: MediaSource, scorers: Sequence[FrameScorer]
+) -> VideoMetrics:
+    import numpy as np
+
+    per_frame: list[tuple[int, bool, tuple[PlaneMetrics, ...]]] = []
+    scores: dict[str, list[float]] = {s.name: [] for s in scorers}
+    batches: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {
+        s.name: ([], []) for s in scorers
+    }
+
+    def flush(scorer: FrameScorer) -> None:
+        refs, cands = batches[scorer.name]
+        if not refs:
+            return
+        got = scorer.score(np.stack(refs), np.stack(cands))
+        if len(got) != len(refs):
+            raise _Mismatch(f"scorer {scorer.name} returned {len(got)} scores for {len(refs)}")
+        scores[scorer.name].extend(float(x) for x in got)
+        refs.clear()
+        cands.clear()
+
+    for index, (fr, fc) in enumerate(
+        _lockstep(_stream_frames(ref, "video"), _stream_frames(cand, "video"))
+    ):
+        if (fr.width, fr.height, fr.format.name) != (fc.width, fc.height, fc.format.name):
+            raise _Mismatch(f"frame {index} geometry or pixel format differs")
+        planes: list[PlaneMetrics] = []
+        for p, ((a, peak), (b, _)) in enumerate(
+            zip(_plane_arrays(fr), _plane_arrays(fc), strict=True)
+        ):
+            diff = a.astype(np.int32) - b.astype(np.int32)
+            mse = float(np.mean(np.square(diff, dtype=np.int64))) if diff.size else 0.0
+            planes.append(PlaneMetrics(plane=p, mse=mse, psnr=_psnr(mse, peak), identical=mse == 0))
+        per_frame.append((index, all(x.identical for x in planes), tuple(planes)))
+        for scorer in scorers:
+            refs, cands = batches[scorer.name]
+            refs.append(fr.to_ndarray(format="rgb24"))
+            cands.append(fc.to_ndarray(format="rgb24"))
+            if len(refs) >= max(1, scorer.batch_size):
+                flush(scorer)
+    for scorer in scorers:
+        flush(scorer)
+    frames = [
+        FrameMetrics(
+            index=i,
+            identical=ident,
+            planes=planes,
+            perceptual={name: vals[i] for name, vals in scores.items()},
+        )
+        for i, ident, planes in per_frame
+    ]
+    all_planes = [p for f in frames for p in f.planes]
+    psnrs = [p.psnr for p in all_planes if p.psnr is not None]
+    return VideoMetrics(
+        frames=len(frames),
+        identical_frames=sum(f.identical for f in frames),
+        max_mse=max((p.mse for p in all_planes), default=0.0),
+        min_psnr=min(psnrs) if psnrs else None,
+        identical=all(f.identical for f in frames),
+        per_frame=tuple(frames),
+        perceptual={
+            name: PerceptualSummary(
+                frames=len(vals),
+                max=max(vals, default=0.0),
+                mean=sum(vals) / len(vals) if vals else 0.0,
+            )
+            for name, vals in scores.items()
+        },
+    )
+
+
+def _audio_array(frame: Any) -> np.ndarray:
+    """Samples as float64, shape (channels, samples), in full-scale units."""
+    import numpy as np
+
+    arr = frame.to_ndarray()
+    channels = frame.layout.nb_channels
+    if not frame.format.is_planar:
+        arr = arr.reshape(-1, channels).T
+    name = frame.format.name.rstrip("p")
+    data: np.ndarray = arr.astype(np.float64)
+    if name == "u8":
+        data = (data - 128.0) / 128.0
+    elif name in ("s16", "s32", "s64"):
+        data /= float(1 << (8 * frame.format.bytes - 1))
+    return data
+
+
+def _audio_metrics(ref: MediaSource, cand: MediaSource) -> AudioMetrics:
+    import numpy as np
+
+    pending_r: list[np.ndarray] = []
+    pending_c: list[np.ndarray] = []
+    count = 0
+    channels = 0
+    max_abs = 0.0
+    err_sq = 0.0
+    sig_sq = 0.0
+
+    def take(pending: list[np.ndarray], n: int) -> np.ndarray:
+        out: list[np.ndarray] = []
+        while n:
+            head = pending[0]
+            k = min(n, head.shape[1])
+            out.append(head[:, :k])
+            if k == head.shape[1]:
+                pending.pop(0)
+            else:
+                pending[0] = head[:, k:]
+            n -= k
+        return out[0] if len(out) == 1 else np.concatenate(out, axis=1)
+
+    def avail(pending: list[np.ndarray]) -> int:
+        return sum(x.shape[1] for x in pending)
+
+    sentinel = object()
+    it_r, it_c = _stream_frames(ref, "audio"), _stream_frames(cand, "audio")
+    done_r = done_c = False
+    while True:
+        # Pull from the side with fewer pending samples; compare the overlap, so at most
+        # about one frame per side is ever held.
+        if not done_r and (avail(pending_r) <= avail(pending_c) or done_c):
+            fr = next(it_r, sentinel)
+            if fr is sentinel:
+                done_r = True
+            else:
+                pending_r.append(_audio_array(fr))
+        elif not done_c:
+            fc = next(it_c, sentinel)
+            if fc is sentinel:
+                done_c = True
+            else:
+                pending_c.append(_audio_array(fc))
+        else:
+            break
+        n = min(avail(pending_r), avail(pending_c))
+        if n:
+            a, b = take(pending_r, n), take(pending_c, n)
+            if a.shape[0] != b.shape[0]:
+                raise _Mismatch("channel counts differ")
+            channels = a.shape[0]
+            d = a - b
+            max_abs = max(max_abs, float(np.max(np.abs(d))))
+            err_sq += float(np.sum(d * d))
+            sig_sq += float(np.sum(a * a))
+            count += n
+    if avail(pending_r) or avail(pending_c):
+        raise _Mismatch("sample counts differ")
+    identical = err_sq == 0.0
+    rms = math.sqrt(err_sq / (count * channels)) if count and channels else 0.0
+    snr = None if identical or sig_sq == 0 else 10 * math.log10(sig_sq / err_sq)
+    return AudioMetrics(
+        samples=count,
+        channels=channels,
+        max_abs_diff=max_abs,
+        rms_diff=rms,
+        snr_db=snr,
+        identical=identical,
+    )
+
+
+def _threshold_checks(
+    metrics: ComparisonMetrics, thresholds: Thresholds, scorers: Sequence[FrameScorer]
+) -> tuple[Check, ...]:
+    out: list[Check] = []
+    v, a = metrics.video, metrics.audio
+    if v is not None:
+        ok = v.min_psnr is None or v.min_psnr >= thresholds.video_psnr_min
+        shown = "infinite (identical)" if v.min_psnr is None else f"{v.min_psnr:.3f} dB"
+        out.append(
+            Check(
+                name="threshold.video_psnr_min",
+                ok=ok,
+                expected=thresholds.video_psnr_min,
+                observed=v.min_psnr,
+                message=f"lowest per-frame, per-plane PSNR {shown}; minimum allowed "
+                f"{thresholds.video_psnr_min} dB",
+            )
+        )
+        for scorer in scorers:
+            summary = v.perceptual.get(scorer.name)
+            limit = thresholds.perceptual_max.get(scorer.name)
+            worst = summary.max if summary else None
+            out.append(
+                Check(
+                    name=f"threshold.perceptual.{scorer.name}",
+                    ok=limit is None or (worst is not None and worst <= limit),
+                    expected=limit,
+                    observed=worst,
+                    message=f"largest per-frame {scorer.name} score {worst}; "
+                    + (
+                        "no threshold configured (recorded only)"
+                        if limit is None
+                        else f"maximum allowed {limit}"
+                    ),
+                )
+            )
+    if a is not None:
+        if a.identical:
+            snr_ok, shown = True, "infinite (identical)"
+        elif a.snr_db is None:
+            snr_ok, shown = False, "undefined (silent reference, non-zero difference)"
+        else:
+            snr_ok, shown = a.snr_db >= thresholds.audio_snr_min, f"{a.snr_db:.3f} dB"
+        out.append(
+            Check(
+                name="threshold.audio_snr_min",
+                ok=snr_ok,
+                expected=thresholds.audio_snr_min,
+                observed=a.snr_db,
+                message=f"audio SNR {shown}; minimum allowed {thresholds.audio_snr_min} dB",
+            )
+        )
+        out.append(
+            Check(
+                name="threshold.audio_max_abs_diff",
+                ok=a.max_abs_diff <= thresholds.audio_max_abs_diff,
+                expected=thresholds.audio_max_abs_diff,
+                observed=a.max_abs_diff,
+                message=f"largest sample difference {a.max_abs_diff:.6g} full scale; maximum "
+                f"allowed {thresholds.audio_max_abs_diff}",
+            )
+        )
+    return tuple(out)
+
+
+def _failed(prefix: str, checks: Sequence[Check]) -> list[str]:
+    return [f"{prefix}{c.name}: {c.message}" for c in checks if not c.ok]
+
+
+def compare_reports(
+    ref_source: MediaSource,
+    cand_source: MediaSource,
+    ref: MediaReport,
+    cand: MediaReport,
+    expectations: Expectations | None = None,
+    thresholds: Thresholds | None = None,
+    *,
+    scorers: Sequence[FrameScorer] = (),
+) -> ComparisonRecord:
+    """Compare two already-analysed inputs (see :func:`compare`)."""
+    from .versions import tool_versions
+
+    expectations = expectations or Expectations()
+    thresholds = thresholds or Thresholds()
+    ref_checks = check_report(ref, expectations)
+    cand_checks = check_report(cand, expectations)
+    reference = _input_record(ref, ref_checks)
+    candidate = _input_record(cand, cand_checks)
+    compat = compatibility(ref, cand) if ref.decoded and cand.decoded else ()
+    equal = equality(ref, cand)
+    metrics: ComparisonMetrics | None = None
+    limits: tuple[Check, ...] = ()
+    reasons: list[str] = []
+    verdict: Verdict
+    if not (reference.valid and candidate.valid):
+        verdict = "FAIL"
+        reasons += _failed("reference: ", ref_checks) + _failed("candidate: ", cand_checks)
+    elif not all(c.ok for c in compat):
+        verdict = "UNAVAILABLE"
+        reasons += _failed("", compat)
+        reasons.append("not comparable as they are: no metric computed")
+    elif equal and all(e.equal for e in equal):
+        verdict = "PASS"
+        reasons.append(
+            "both valid against expectations; decoded "
+            + " and ".join(e.type for e in equal)
+            + " exactly equal"
+        )
+    else:
+        try:
+            has = {e.type for e in equal}
+            metrics = ComparisonMetrics(
+                video=_video_metrics(ref_source, cand_source, scorers) if "video" in has else None,
+                audio=_audio_metrics(ref_source, cand_source) if "audio" in has else None,
+            )
+        except _Mismatch as exc:
+            verdict = "UNAVAILABLE"
+            reasons.append(f"streams do not pair up frame by frame: {exc}; no metric computed")
+        else:
+            limits = _threshold_checks(metrics, thresholds, scorers)
+            differing = ", ".join(e.type for e in equal if not e.equal)
+            if all(c.ok for c in limits):
+                verdict = "INCONCLUSIVE"
+                reasons.append(
+                    f"both valid; decoded {differing} not exactly equal, every threshold met: "
+                    "not a no-degradation certificate"
+                )
+            else:
+                verdict = "FAIL"
+                reasons += _failed("", limits)
+    return ComparisonRecord(
+        verdict=verdict,
+        reasons=tuple(reasons),
+        reference=reference,
+        candidate=candidate,
+        expectations=expectations,
+        thresholds=thresholds,
+        compatibility=compat,
+        equality=equal,
+        metrics=metrics,
+        threshold_checks=limits,
+        scorers={s.name: dict(s.provenance()) for s in scorers},
+        versions=tool_versions(),
+    )
+
+
+def compare(
+    reference: str | os.PathLike[str] | MediaSource,
+    candidate: str | os.PathLike[str] | MediaSource,
+    expectations: Expectations | None = None,
+    thresholds: Thresholds | None = None,
+    *,
+    scorers: Sequence[FrameScorer] = (),
+    root: str | os.PathLike[str] | None = None,
+) -> ComparisonRecord:
+    """Compare ``reference`` and ``candidate`` (``FILE|DIGEST`` each); see module doc."""
+    ref_source = resolve(reference, root)
+    cand_source = resolve(candidate, root)
+    ref = analyse(ref_source)
+    cand = analyse(cand_source)
+    return compare_reports(
+        ref_source, cand_source, ref, cand, expectations, thresholds, scorers=scorers
+    )

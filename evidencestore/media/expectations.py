@@ -1,0 +1,535 @@
+"""Expectations from the generation request, and the checks of a decoded file against them.
+
+Timing rules (``tb`` is the stream time base):
+
+* a timestamp matches when it is within half a tick of the ideal time; in sample-based
+  time bases (1/48000 for 48 kHz audio, 1/15360 for 30 fps MP4 video) ideal times are whole
+  ticks, so the rule is exact equality; in coarse ones (1/1000) it tolerates rounding only;
+* audio sample counts follow the codec padding rule: ``expected <= decoded < expected +
+  one codec frame`` (1024 for AAC, 960 for Opus, exact for PCM); the excess is recorded;
+* the first timestamp is 0 after the container's edit list / pre-skip trimming (FFmpeg
+  applies it while decoding); continuity compares every frame with the ideal time given
+  by the frames or samples before it, so a gap or an overlap anywhere is caught.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..errors import MediaError
+from .records import (
+    AudioExpectation,
+    Check,
+    CheckReport,
+    DecodedStream,
+    Expectations,
+    FrameRecord,
+    MediaReport,
+    StreamInfo,
+    Value,
+    VideoExpectation,
+)
+
+__all__ = [
+    "CODEC_FRAME_SIZES",
+    "check_report",
+    "expectations_from_mapping",
+    "load_expectations",
+    "parse_rate",
+    "with_overrides",
+]
+
+# Padding allowance (one codec frame) for decoders whose context does not declare it.
+CODEC_FRAME_SIZES: dict[str, int] = {
+    "aac": 1024,
+    "libfdk_aac": 1024,
+    "opus": 960,
+    "libopus": 960,
+    "mp3": 1152,
+    "mp3float": 1152,
+    "mp2": 1152,
+    "ac3": 1536,
+    "eac3": 1536,
+    "vorbis": 2048,
+    "libvorbis": 2048,
+    "flac": 0,
+}
+
+
+def parse_rate(value: int | float | str) -> Fraction:
+    """Parse a frame rate: ``30``, ``"30000/1001"`` or ``"29.97"``."""
+    try:
+        rate = Fraction(str(value))
+    except (ValueError, ZeroDivisionError) as exc:
+        raise MediaError(f"invalid frame rate {value!r}: expected e.g. 30 or '30000/1001'") from exc
+    if rate <= 0:
+        raise MediaError(f"invalid frame rate {value!r}: expected a positive rate")
+    return rate
+
+
+def expectations_from_mapping(data: Mapping[str, Any], where: str = "expectations") -> Expectations:
+    """Validate a mapping (parsed TOML or JSON) as :class:`Expectations`."""
+    try:
+        exp = msgspec.convert(dict(data), Expectations)
+    except msgspec.ValidationError as exc:
+        raise MediaError(
+            f"{where}: {exc}; expected [video] (width, height, pix_fmt, frame_rate, "
+            "frames or duration) and/or [audio] (sample_rate, channels, samples or duration)"
+        ) from exc
+    if exp.video is not None and exp.video.frame_rate is not None:
+        parse_rate(exp.video.frame_rate)
+    return exp
+
+
+def load_expectations(path: str | os.PathLike[str]) -> Expectations:
+    """Read expectations from a ``.toml`` or ``.json`` file."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise MediaError(f"{p}: cannot read expectations: {exc.strerror}") from exc
+    try:
+        text = raw.decode("utf-8")
+        data = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
+    except (UnicodeDecodeError, ValueError) as exc:
+        kind = "JSON" if p.suffix.lower() == ".json" else "TOML"
+        raise MediaError(f"{p}: not valid {kind}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise MediaError(f"{p}: expected a table/object of expectations")
+    return expectations_from_mapping(data, str(p))
+
+
+def with_overrides(
+    base: Expectations | None,
+    video: Mapping[str, Any] | None = None,
+    audio: Mapping[str, Any] | None = None,
+) -> Expectations:
+    """Return ``base`` with the non-None values of ``video`` / ``audio`` applied (flags)."""
+    base = base or Expectations()
+    out = msgspec.to_builtins(base)
+    for key, values in (("video", video), ("audio", audio)):
+        given = {k: v for k, v in (values or {}).items() if v is not None}
+        if given:
+            out[key] = {**(out.get(key) or {}), **given}
+    return expectations_from_mapping(out, "expectation flags")
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _sec(value: Fraction | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _fmt(value: Fraction | float | None) -> str:
+    return "none" if value is None else f"{float(value):.6f} s"
+
+
+def _tb(stream: DecodedStream) -> Fraction | None:
+    return Fraction(stream.time_base) if stream.time_base else None
+
+
+class _Checks:
+    def __init__(self) -> None:
+        self.items: list[Check] = []
+
+    def add(
+        self,
+        name: str,
+        ok: bool,
+        expected: Value,
+        observed: Value,
+        message: str,
+        stream: int | None = None,
+    ) -> None:
+        self.items.append(
+            Check(
+                name=name,
+                ok=bool(ok),
+                expected=expected,
+                observed=observed,
+                message=message,
+                stream=stream,
+            )
+        )
+
+    def equal(self, name: str, expected: Value, observed: Value, what: str, stream: int) -> None:
+        ok = expected == observed
+        message = f"{what} is {observed!r}" + ("" if ok else f", expected {expected!r}")
+        self.add(name, ok, expected, observed, message, stream)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+def _first(report: MediaReport, kind: str) -> DecodedStream | None:
+    return next((s for s in report.decoded if s.type == kind), None)
+
+
+def _info(report: MediaReport, index: int) -> StreamInfo | None:
+    return next((s for s in report.probe.streams if s.index == index), None)
+
+
+def _common(checks: _Checks, s: DecodedStream) -> None:
+    kind = s.type
+    checks.add(
+        f"{kind}.decoded",
+        s.frames > 0,
+        "at least one frame",
+        s.frames,
+        f"{s.frames} {kind} frames decoded",
+        s.index,
+    )
+    checks.add(
+        f"{kind}.corrupt_frames",
+        s.corrupt_frames == 0,
+        0,
+        s.corrupt_frames,
+        f"{s.corrupt_frames} frames flagged corrupt by the decoder",
+        s.index,
+    )
+    checks.add(
+        f"{kind}.format_changes",
+        s.format_changes == 0,
+        0,
+        s.format_changes,
+        f"{s.format_changes} mid-stream changes of geometry or sample format",
+        s.index,
+    )
+    missing = sum(1 for r in s.frame_records if r.pts is None)
+    checks.add(
+        f"{kind}.timestamps",
+        missing == 0,
+        0,
+        missing,
+        f"{missing} frames without a presentation timestamp",
+        s.index,
+    )
+
+
+def _first_timestamp(checks: _Checks, s: DecodedStream) -> None:
+    tb = _tb(s)
+    if s.first_pts is None or tb is None:
+        return
+    t = s.first_pts * tb
+    checks.add(
+        f"{s.type}.first_timestamp",
+        abs(t) <= tb / 2,
+        0.0,
+        float(t),
+        f"first {s.type} timestamp {_fmt(t)} (after edit-list trimming), expected 0",
+        s.index,
+    )
+
+
+def _continuity(checks: _Checks, s: DecodedStream, ideal_step: Any, basis: str) -> None:
+    """Every frame's time must be within half a tick of first + the ideal offset."""
+    tb = _tb(s)
+    records = [r for r in s.frame_records if r.pts is not None]
+    if tb is None or not records:
+        return
+    anchor = records[0].pts * tb  # type: ignore[operator]
+    offset = Fraction(0)
+    bad: list[tuple[FrameRecord, Fraction, Fraction]] = []
+    worst = Fraction(0)
+    prev: FrameRecord | None = None
+    for r in records:
+        if prev is not None:
+            offset += ideal_step(prev)
+        ideal = anchor + offset
+        t = r.pts * tb  # type: ignore[operator]
+        dev = abs(t - ideal)
+        if dev > tb / 2:
+            bad.append((r, t, ideal))
+            # Re-anchor so one gap counts once, not once per frame after it.
+            anchor, offset = t, Fraction(0)
+        else:
+            worst = max(worst, dev)
+        prev = r
+    if bad:
+        r, t, ideal = bad[0]
+        kind = "gap" if t > ideal else "overlap"
+        message = (
+            f"{len(bad)} discontinuit{'y' if len(bad) == 1 else 'ies'} in the {s.type} "
+            f"timeline ({basis}); first: "
+            f"frame {r.index} at {_fmt(t)}, expected {_fmt(ideal)} ({kind} of "
+            f"{_fmt(abs(t - ideal))}); tolerance half a tick ({_fmt(tb / 2)})"
+        )
+    else:
+        message = (
+            f"{len(records)} {s.type} frames continuous ({basis}); largest deviation "
+            f"{_fmt(worst)}, tolerance half a tick ({_fmt(tb / 2)})"
+        )
+    checks.add(f"{s.type}.continuity", not bad, 0, len(bad), message, s.index)
+
+
+def _video(
+    checks: _Checks, s: DecodedStream, info: StreamInfo | None, exp: VideoExpectation | None
+) -> None:
+    _common(checks, s)
+    i = s.index
+    if exp is not None:
+        if exp.codec is not None:
+            checks.equal("video.codec", exp.codec, s.codec, "video codec", i)
+        if exp.width is not None:
+            checks.equal("video.width", exp.width, s.width, "decoded width", i)
+        if exp.height is not None:
+            checks.equal("video.height", exp.height, s.height, "decoded height", i)
+        if exp.pix_fmt is not None:
+            checks.equal("video.pix_fmt", exp.pix_fmt, s.pix_fmt, "decoded pixel format", i)
+    declared_rate = parse_rate(info.frame_rate) if info and info.frame_rate else None
+    rate = parse_rate(exp.frame_rate) if exp and exp.frame_rate is not None else declared_rate
+    if exp is not None and exp.frame_rate is not None:
+        assert rate is not None
+        checks.add(
+            "video.frame_rate",
+            declared_rate == rate,
+            str(rate),
+            None if declared_rate is None else str(declared_rate),
+            f"declared frame rate {declared_rate}, expected {rate}",
+            i,
+        )
+    _first_timestamp(checks, s)
+    tb = _tb(s)
+    if rate is not None:
+        _continuity(checks, s, lambda _r: 1 / rate, f"1/{rate} s per frame")
+    # Declared vs decoded.
+    if info is not None and info.frames is not None:
+        checks.equal("video.declared_frames", info.frames, s.frames, "decoded frame count", i)
+    records = [r for r in s.frame_records if r.pts is not None]
+    end: Fraction | None = None
+    if records and tb is not None:
+        last = records[-1]
+        step = last.duration * tb if last.duration else (1 / rate if rate else None)
+        end = last.pts * tb + step if step is not None else None  # type: ignore[operator]
+    if info is not None and info.duration is not None and tb is not None and end is not None:
+        declared = info.duration * tb
+        checks.add(
+            "video.declared_duration",
+            abs(end - declared) <= tb / 2,
+            float(declared),
+            float(end),
+            f"decoded video ends at {_fmt(end)}; the container declares {_fmt(declared)}",
+            i,
+        )
+    if exp is None:
+        return
+    frames: int | None = exp.frames
+    if frames is None and exp.duration is not None and rate is not None:
+        frames = round(Fraction(str(exp.duration)) * rate)
+    if frames is None:
+        return
+    checks.add(
+        "video.frames",
+        s.frames == frames,
+        frames,
+        s.frames,
+        f"decoded {s.frames} video frames, expected {frames}",
+        i,
+    )
+    if rate is None or tb is None or not records:
+        return
+    want_last = (frames - 1) / rate
+    last_t = records[-1].pts * tb  # type: ignore[operator]
+    checks.add(
+        "video.last_timestamp",
+        abs(last_t - want_last) <= tb / 2,
+        float(want_last),
+        float(last_t),
+        f"last video frame at {_fmt(last_t)}, expected {_fmt(want_last)}",
+        i,
+    )
+    want_end = frames / rate
+    checks.add(
+        "video.end_time",
+        end is not None and abs(end - want_end) <= tb / 2,
+        float(want_end),
+        _sec(end),
+        f"video ends at {_fmt(end)}, expected {_fmt(want_end)}",
+        i,
+    )
+
+
+def _padding_ok(excess: int, allowance: int) -> bool:
+    return excess == 0 if allowance <= 0 else 0 <= excess < allowance
+
+
+def _audio(
+    checks: _Checks, s: DecodedStream, info: StreamInfo | None, exp: AudioExpectation | None
+) -> None:
+    _common(checks, s)
+    i = s.index
+    if exp is not None:
+        if exp.codec is not None:
+            checks.equal("audio.codec", exp.codec, s.codec, "audio codec", i)
+        if exp.sample_rate is not None:
+            checks.equal("audio.sample_rate", exp.sample_rate, s.sample_rate, "sample rate", i)
+        if exp.channels is not None:
+            checks.equal("audio.channels", exp.channels, s.channels, "channel count", i)
+        if exp.layout is not None:
+            checks.equal("audio.layout", exp.layout, s.layout, "channel layout", i)
+        if exp.sample_format is not None:
+            checks.equal(
+                "audio.sample_format", exp.sample_format, s.sample_format, "sample format", i
+            )
+    rate = s.sample_rate
+    tb = _tb(s)
+    decoded = s.samples or 0
+    if exp is not None and exp.codec_frame_size is not None:
+        allowance = exp.codec_frame_size
+    elif info is not None and info.codec_frame_size:
+        allowance = info.codec_frame_size
+    else:
+        allowance = CODEC_FRAME_SIZES.get(s.codec or "", 0)
+    _first_timestamp(checks, s)
+    if rate:
+        _continuity(
+            checks,
+            s,
+            lambda r: Fraction(r.samples or 0, rate),
+            "by decoded sample count",
+        )
+    if info is not None and info.duration is not None and tb is not None and rate:
+        declared = info.duration * tb * rate
+        diff = decoded - declared
+        ok = abs(diff) < allowance if allowance > 0 else abs(diff) <= tb * rate / 2
+        checks.add(
+            "audio.declared_samples",
+            ok,
+            float(declared),
+            decoded,
+            f"decoded {decoded} samples per channel; the container declares {float(declared):g} "
+            f"(allowed difference: less than one codec frame, {allowance})",
+            i,
+        )
+    if exp is None:
+        return
+    expected: int | None = exp.samples
+    want_rate = exp.sample_rate or rate
+    if expected is None and exp.duration is not None and want_rate:
+        expected = round(Fraction(str(exp.duration)) * want_rate)
+    if expected is None:
+        return
+    excess = decoded - expected
+    ok = _padding_ok(excess, allowance)
+    rule = (
+        f"{expected} <= decoded < {expected + allowance}"
+        if allowance > 0
+        else f"exactly {expected}"
+    )
+    what = f"{-excess} samples short (truncated)" if excess < 0 else f"excess {excess}"
+    checks.add(
+        "audio.samples",
+        ok,
+        expected,
+        decoded,
+        f"decoded {decoded} samples per channel, expected {rule}: {what}",
+        i,
+    )
+    checks.add(
+        "audio.padding",
+        ok,
+        allowance,
+        excess,
+        (f"{excess} samples beyond" if excess >= 0 else f"{-excess} samples short of")
+        + f" the expected {expected} (codec padding allowance: less than one codec frame, "
+        f"{allowance})",
+        i,
+    )
+    records = [r for r in s.frame_records if r.pts is not None]
+    if not records or tb is None or not rate:
+        return
+    last = records[-1]
+    end = last.pts * tb + Fraction(last.samples or 0, rate)  # type: ignore[operator]
+    want_end = Fraction(expected, want_rate)
+    low = want_end - tb / 2
+    high = want_end + Fraction(allowance, rate) + tb / 2
+    end_ok = low <= end < high if allowance > 0 else abs(end - want_end) <= tb / 2
+    checks.add(
+        "audio.end_time",
+        end_ok,
+        float(want_end),
+        float(end),
+        f"audio ends at {_fmt(end)}, expected {_fmt(want_end)}"
+        + (f" (plus less than {allowance} samples of codec padding)" if allowance else ""),
+        i,
+    )
+
+
+def check_report(
+    report: MediaReport, expectations: Expectations | None = None
+) -> tuple[Check, ...]:
+    """Return every check of ``report`` against ``expectations`` (intrinsic checks always)."""
+    exp = expectations or Expectations()
+    checks = _Checks()
+    name = report.probe.name
+    open_errors = [e for e in report.errors if e.stage == "open"]
+    if open_errors:
+        checks.add("open", False, "a media container", None, open_errors[0].message)
+        return tuple(checks.items)
+    checks.add("open", True, "a media container", report.probe.container, f"{name}: opened")
+    others = [e for e in report.errors if e.stage != "open"]
+    if others:
+        first = others[0]
+        where = f" in stream {first.stream}" if first.stream is not None else ""
+        message = f"{len(others)} {first.stage} errors{where}; first: {first.message}"
+    else:
+        message = "no demux or decode errors"
+    checks.add("decode.errors", not others, 0, len(others), message)
+    kinds: list[str] = [s.type for s in report.decoded]
+    checks.add(
+        "streams.decodable",
+        bool(kinds),
+        "at least one audio or video stream",
+        len(kinds),
+        f"{len(kinds)} audio/video streams"
+        + ("" if kinds else f" in {name} (container {report.probe.container})"),
+    )
+    for kind, section in (("video", exp.video), ("audio", exp.audio)):
+        if section is not None:
+            n = kinds.count(kind)
+            checks.add(
+                f"streams.{kind}",
+                n > 0,
+                "present",
+                n,
+                f"{n} {kind} streams" + ("" if n else f": expected {_article(kind)} {kind} stream"),
+            )
+    first_video = _first(report, "video")
+    first_audio = _first(report, "audio")
+    for s in report.decoded:
+        info = _info(report, s.index)
+        if s.type == "video":
+            _video(checks, s, info, exp.video if s is first_video else None)
+        else:
+            _audio(checks, s, info, exp.audio if s is first_audio else None)
+    return tuple(checks.items)
+
+
+def check(
+    ref: Any,
+    expectations: Expectations | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> CheckReport:
+    """Decode ``FILE|DIGEST`` fully and check it against ``expectations``."""
+    from .decode import analyse
+    from .versions import tool_versions
+
+    report = analyse(ref, root)
+    checks = check_report(report, expectations)
+    return CheckReport(
+        verdict="PASS" if all(c.ok for c in checks) else "FAIL",
+        checks=checks,
+        expectations=expectations or Expectations(),
+        report=report,
+        versions=tool_versions(),
+    )

@@ -1,0 +1,115 @@
+"""Opening containers with PyAV and reading what they declare about their streams."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MediaError
+from .records import ProbeReport, StreamInfo
+from .source import MediaSource, resolve
+
+if TYPE_CHECKING:
+    from av.container import InputContainer
+
+__all__ = ["NotMediaError", "opened", "probe", "probe_container"]
+
+
+class NotMediaError(MediaError):
+    """The content is readable but is not a media container FFmpeg can demux."""
+
+
+# Nested opens (playlists, references to other files) may only read local files; the
+# main input always goes through a Python file object (see MediaSource).
+_CONTAINER_OPTIONS = {"protocol_whitelist": "file"}
+
+
+@contextmanager
+def opened(source: MediaSource) -> Iterator[InputContainer]:
+    """Open ``source`` for demuxing; raise :class:`MediaError` naming it when FFmpeg
+    cannot recognise a media container in it."""
+    import av
+
+    if source.descriptor.size == 0:
+        raise NotMediaError(f"{source.name}: empty file (0 bytes): expected a media container")
+    with source.open() as stream:
+        try:
+            container = av.open(stream, "r", options=dict(_CONTAINER_OPTIONS))
+        except av.error.FFmpegError as exc:
+            reason = exc.strerror or str(exc)
+            raise NotMediaError(
+                f"{source.name}: not a readable media container ({reason}); "
+                "expected a file FFmpeg can demux (e.g. MP4, WebM, Ogg, WAV)"
+            ) from None
+        try:
+            yield container
+        finally:
+            container.close()
+
+
+def fraction_text(value: Fraction | None) -> str | None:
+    """Return ``"num/den"`` for a rational, or None."""
+    if value is None:
+        return None
+    return f"{value.numerator}/{value.denominator}"
+
+
+def _positive(value: int | None) -> int | None:
+    return value if value is not None and value > 0 else None
+
+
+def stream_info(stream: Any) -> StreamInfo:
+    """Return the declared properties of one PyAV stream."""
+    ctx = stream.codec_context
+    common: dict[str, Any] = {
+        "index": stream.index,
+        "type": stream.type,
+        "codec": ctx.name if ctx is not None else None,
+        "time_base": fraction_text(stream.time_base),
+        "start_time": stream.start_time,
+        "duration": stream.duration,
+        "frames": _positive(stream.frames),
+    }
+    if stream.type == "video":
+        rate = stream.average_rate or stream.guessed_rate
+        fmt = ctx.format
+        common.update(
+            width=ctx.width or None,
+            height=ctx.height or None,
+            pix_fmt=fmt.name if fmt is not None else None,
+            frame_rate=fraction_text(rate) if rate else None,
+        )
+    elif stream.type == "audio":
+        fmt = ctx.format
+        common.update(
+            sample_rate=ctx.sample_rate or None,
+            channels=ctx.layout.nb_channels or None,
+            layout=ctx.layout.name,
+            sample_format=fmt.name if fmt is not None else None,
+            codec_frame_size=_positive(ctx.frame_size),
+        )
+    return StreamInfo(**common)
+
+
+def probe_container(container: InputContainer, source: MediaSource) -> ProbeReport:
+    """Return what an open container declares."""
+    return ProbeReport(
+        name=source.name,
+        source=source.descriptor,
+        container=container.format.name,
+        duration_us=container.duration,
+        start_time_us=container.start_time,
+        streams=tuple(stream_info(s) for s in container.streams),
+    )
+
+
+def probe(
+    ref: str | os.PathLike[str] | MediaSource, root: str | os.PathLike[str] | None = None
+) -> ProbeReport:
+    """Probe ``FILE|DIGEST`` (see :func:`~evidencestore.media.source.resolve`)."""
+    source = resolve(ref, root)
+    with opened(source) as container:
+        return probe_container(container, source)

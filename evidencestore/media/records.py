@@ -1,0 +1,332 @@
+"""Media reports, expectations, thresholds and comparison records (msgspec structs).
+
+These are evidence, not bundle manifests: they may hold floats (MSE, PSNR, SNR,
+perceptual scores), so they are stored as blobs and added to bundles as entries, never
+hashed into a bundle structure themselves.
+
+Conventions:
+
+* Timestamps are integers in the stream's ``time_base`` (a ``"num/den"`` string).
+* An infinite PSNR or SNR (identical content) is written as ``null`` with
+  ``identical: true`` beside it: JSON has no infinity, and no finite cap is invented.
+* Audio differences are in full-scale units: float samples as decoded, integer samples
+  divided by ``2**(bits-1)`` (``u8`` is centred on 128 first).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from ..models import Descriptor, DigestStr, Model
+
+__all__ = [
+    "MEDIA_SCHEMA_TYPES",
+    "AudioExpectation",
+    "AudioMetrics",
+    "Check",
+    "CheckReport",
+    "ComparisonMetrics",
+    "ComparisonRecord",
+    "DecodeErrorRecord",
+    "DecodedStream",
+    "Expectations",
+    "FrameMetrics",
+    "FrameRecord",
+    "InputRecord",
+    "MediaReport",
+    "PerceptualSummary",
+    "PlaneMetrics",
+    "ProbeReport",
+    "StreamEquality",
+    "StreamInfo",
+    "Thresholds",
+    "Value",
+    "Verdict",
+    "VideoExpectation",
+    "VideoMetrics",
+]
+
+COMPARISON_KIND = "evidencestore/media-comparison"
+REPORT_KIND = "evidencestore/media-check"
+
+Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "UNAVAILABLE"]
+StreamType = Literal["video", "audio", "subtitle", "data", "attachment", "unknown"]
+Value = int | float | str | bool | None
+
+
+class StreamInfo(Model, frozen=True, kw_only=True):
+    """What a container declares about one stream (before decoding anything)."""
+
+    index: int
+    type: StreamType
+    codec: str | None = None
+    time_base: str | None = None
+    start_time: int | None = None
+    duration: int | None = None
+    frames: int | None = None
+    width: int | None = None
+    height: int | None = None
+    pix_fmt: str | None = None
+    frame_rate: str | None = None
+    sample_rate: int | None = None
+    channels: int | None = None
+    layout: str | None = None
+    sample_format: str | None = None
+    codec_frame_size: int | None = None
+
+
+class ProbeReport(Model, frozen=True, kw_only=True):
+    """A container's declared properties."""
+
+    name: str
+    source: Descriptor
+    container: str
+    duration_us: int | None = None
+    start_time_us: int | None = None
+    streams: tuple[StreamInfo, ...] = ()
+
+
+class FrameRecord(Model, frozen=True, kw_only=True):
+    """One decoded frame: timestamps in the stream time base and a content digest.
+
+    Video digests cover the pixel format, geometry and visible bytes of every native
+    plane (no colour conversion, no row padding); audio digests cover the format, rate,
+    layout and exact samples in the decoded sample format.
+    """
+
+    index: int
+    pts: int | None
+    duration: int | None = None
+    samples: int | None = None
+    digest: DigestStr
+    corrupt: bool = False
+
+
+class DecodedStream(Model, frozen=True, kw_only=True):
+    """What full decoding observed for one stream.
+
+    ``root`` is the Merkle root over the frames' leaves, ``H(0x00 || canonical({"digest":
+    d, "index": i}))``: it identifies decoded content only, so identical decoded streams in
+    different containers (different time bases) share it. ``content_digest`` (audio)
+    hashes the samples per channel independent of how they were cut into frames.
+    """
+
+    index: int
+    type: StreamType
+    codec: str | None = None
+    time_base: str | None = None
+    frames: int = 0
+    samples: int | None = None
+    first_pts: int | None = None
+    last_pts: int | None = None
+    end_pts: int | None = None
+    width: int | None = None
+    height: int | None = None
+    pix_fmt: str | None = None
+    sample_rate: int | None = None
+    channels: int | None = None
+    layout: str | None = None
+    sample_format: str | None = None
+    format_changes: int = 0
+    corrupt_frames: int = 0
+    root: DigestStr
+    content_digest: DigestStr | None = None
+    frame_records: tuple[FrameRecord, ...] = ()
+
+
+class DecodeErrorRecord(Model, frozen=True, kw_only=True):
+    """A failure while opening, demuxing, decoding or flushing; never swallowed."""
+
+    stage: Literal["open", "demux", "decode", "flush"]
+    message: str
+    stream: int | None = None
+    pts: int | None = None
+
+
+class MediaReport(Model, frozen=True, kw_only=True):
+    """A probe plus a full streaming decode of every frame and sample."""
+
+    probe: ProbeReport
+    decoded: tuple[DecodedStream, ...] = ()
+    errors: tuple[DecodeErrorRecord, ...] = ()
+
+
+class Check(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One check, with what was expected and what was observed."""
+
+    name: str
+    ok: bool
+    expected: Value
+    observed: Value
+    message: str
+    stream: int | None = None
+
+
+class VideoExpectation(Model, frozen=True, kw_only=True):
+    """What the request asked for: ``frames`` or ``duration`` (seconds) with ``frame_rate``."""
+
+    width: int | None = None
+    height: int | None = None
+    pix_fmt: str | None = None
+    frame_rate: int | str | None = None
+    duration: float | None = None
+    frames: int | None = None
+    codec: str | None = None
+
+
+class AudioExpectation(Model, frozen=True, kw_only=True):
+    """What the request asked for: ``samples`` (per channel) or ``duration`` (seconds).
+
+    ``codec_frame_size`` overrides the padding allowance (default: the codec's frame
+    size, e.g. 1024 for AAC, 960 for Opus, 0 for PCM).
+    """
+
+    sample_rate: int | None = None
+    channels: int | None = None
+    layout: str | None = None
+    sample_format: str | None = None
+    duration: float | None = None
+    samples: int | None = None
+    codec: str | None = None
+    codec_frame_size: int | None = None
+
+
+class Expectations(Model, frozen=True, kw_only=True):
+    """Expectations from the generation request; a missing section is not checked."""
+
+    video: VideoExpectation | None = None
+    audio: AudioExpectation | None = None
+
+
+class Thresholds(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """Thresholds a comparison of unequal outputs must meet (violations FAIL).
+
+    Defaults: every plane of every frame at least 40 dB PSNR; audio SNR at least 40 dB
+    and no sample differing by more than 0.01 full scale; LPIPS at most 0.01 per frame.
+    Meeting them gives INCONCLUSIVE, never PASS.
+    """
+
+    video_psnr_min: float = 40.0
+    audio_snr_min: float = 40.0
+    audio_max_abs_diff: float = 0.01
+    perceptual_max: dict[str, float] = msgspec.field(default_factory=lambda: {"lpips": 0.01})
+
+
+class CheckReport(Model, frozen=True, kw_only=True):
+    """``evstore media check``: a report, the expectations and every check."""
+
+    kind: str = REPORT_KIND
+    verdict: Literal["PASS", "FAIL"]
+    checks: tuple[Check, ...]
+    expectations: Expectations
+    report: MediaReport
+    versions: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class PlaneMetrics(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """MSE and PSNR of one plane; ``psnr`` is null (infinite) when ``identical``."""
+
+    plane: int
+    mse: float
+    psnr: float | None
+    identical: bool
+
+
+class FrameMetrics(Model, frozen=True, kw_only=True):
+    """Per-frame metrics; ``perceptual`` maps scorer names to this frame's score."""
+
+    index: int
+    identical: bool
+    planes: tuple[PlaneMetrics, ...]
+    perceptual: dict[str, float] = msgspec.field(default_factory=dict)
+
+
+class PerceptualSummary(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """A scorer's summary over every frame pair (lower is more similar)."""
+
+    frames: int
+    max: float
+    mean: float
+
+
+class VideoMetrics(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """Video metrics over every frame pair, in decode order."""
+
+    frames: int
+    identical_frames: int
+    max_mse: float
+    min_psnr: float | None
+    identical: bool
+    per_frame: tuple[FrameMetrics, ...]
+    perceptual: dict[str, PerceptualSummary] = msgspec.field(default_factory=dict)
+
+
+class AudioMetrics(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """Audio metrics over every sample of every channel (full-scale units)."""
+
+    samples: int
+    channels: int
+    max_abs_diff: float
+    rms_diff: float
+    snr_db: float | None
+    identical: bool
+
+
+class ComparisonMetrics(Model, frozen=True, kw_only=True):
+    """Metrics, computed only for two valid, compatible, unequal outputs."""
+
+    video: VideoMetrics | None = None
+    audio: AudioMetrics | None = None
+
+
+class StreamEquality(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """Exact equality of one stream type, by decoded-content digests."""
+
+    type: StreamType
+    equal: bool
+    reference: str | None
+    candidate: str | None
+    first_difference: int | None = None
+
+
+class InputRecord(Model, frozen=True, kw_only=True):
+    """One compared input: descriptor, validity against expectations, stream summaries."""
+
+    name: str
+    source: Descriptor
+    container: str
+    valid: bool
+    checks: tuple[Check, ...]
+    streams: tuple[DecodedStream, ...] = ()
+    errors: tuple[DecodeErrorRecord, ...] = ()
+
+
+class ComparisonRecord(Model, frozen=True, kw_only=True):
+    """A comparison bound to its provenance: inputs, expectations, thresholds, versions."""
+
+    kind: str = COMPARISON_KIND
+    schema_version: int = 1
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    reference: InputRecord
+    candidate: InputRecord
+    expectations: Expectations
+    thresholds: Thresholds
+    compatibility: tuple[Check, ...] = ()
+    equality: tuple[StreamEquality, ...] = ()
+    metrics: ComparisonMetrics | None = None
+    threshold_checks: tuple[Check, ...] = ()
+    scorers: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
+    versions: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+MEDIA_SCHEMA_TYPES: dict[str, type] = {
+    "media-probe": ProbeReport,
+    "media-report": MediaReport,
+    "media-check": CheckReport,
+    "comparison-record": ComparisonRecord,
+    "expectations": Expectations,
+    "thresholds": Thresholds,
+}

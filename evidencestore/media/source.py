@@ -1,0 +1,74 @@
+"""Media inputs: a file path, a digest served (verified) by the repository store, or bytes."""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from ..digest import hash_bytes, hash_file, is_digest
+from ..errors import EvidenceStoreError, MediaError
+from ..models import Descriptor
+
+__all__ = ["MediaSource", "resolve"]
+
+
+@dataclass(frozen=True)
+class MediaSource:
+    """Media content with its descriptor; ``open()`` gives a fresh binary stream.
+
+    Paths are read through Python file objects, never handed to FFmpeg as URLs, so a
+    name such as ``http://...`` or ``concat:...`` cannot make FFmpeg fetch anything.
+    """
+
+    name: str
+    descriptor: Descriptor
+    path: str | None = None
+    data: bytes | None = None
+
+    def open(self) -> BinaryIO:
+        """Return a new binary stream over the content."""
+        if self.data is not None:
+            return io.BytesIO(self.data)
+        assert self.path is not None
+        try:
+            return open(self.path, "rb")  # the caller closes it
+        except OSError as exc:
+            raise MediaError(f"{self.name}: cannot read: {exc.strerror}") from exc
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str]) -> MediaSource:
+        """Describe a file (hashing it) without keeping its bytes in memory."""
+        name = os.fspath(path)
+        try:
+            digest, size = hash_file(name)
+        except OSError as exc:
+            raise MediaError(f"{name}: cannot read media file: {exc.strerror}") from exc
+        return cls(name=name, descriptor=Descriptor(digest=digest, size=size), path=name)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str | None = None) -> MediaSource:
+        """Describe in-memory content."""
+        digest, size = hash_bytes(data)
+        return cls(name=name or digest, descriptor=Descriptor(digest=digest, size=size), data=data)
+
+
+def resolve(
+    ref: str | os.PathLike[str] | MediaSource, root: str | os.PathLike[str] | None = None
+) -> MediaSource:
+    """Resolve ``FILE|DIGEST``: a well-formed digest is read, verified, from the store of
+    the repository at (or above) ``root``; anything else is a path."""
+    if isinstance(ref, MediaSource):
+        return ref
+    text = os.fspath(ref)
+    if is_digest(text):
+        from ..config import find_root
+        from ..remotes import repository_store
+
+        try:
+            data = repository_store(find_root(root)).get(text)
+        except EvidenceStoreError as exc:
+            raise MediaError(f"{text}: cannot get media from the store: {exc}") from exc
+        return MediaSource(name=text, descriptor=Descriptor(digest=text, size=len(data)), data=data)
+    return MediaSource.from_path(text)

@@ -1,0 +1,156 @@
+"""Probe and full decode: content digests over native planes / exact samples, roots."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from blake3 import blake3
+from media_helpers import AudioSpec, VideoSpec, clip, lossless
+
+from evidencestore._canonical import canonical
+from evidencestore.errors import MediaError
+from evidencestore.media import analyse, probe
+from evidencestore.media.decode import frame_leaf
+from evidencestore.media.source import MediaSource
+from evidencestore.merkle import merkle_root
+
+
+def test_probe_declares_streams_of_h264_aac_mp4(tmp_path: Path) -> None:
+    path = clip(tmp_path, "a.mp4", video=VideoSpec(), audio=AudioSpec())
+    report = probe(path)
+    assert report.container.startswith("mov,mp4")
+    video, audio = report.streams
+    assert (video.type, video.codec, video.width, video.height) == ("video", "h264", 64, 64)
+    assert (video.pix_fmt, video.frame_rate, video.frames) == ("yuv420p", "30/1", 15)
+    assert (audio.type, audio.codec, audio.sample_rate, audio.channels) == (
+        "audio",
+        "aac",
+        48000,
+        2,
+    )
+    assert audio.codec_frame_size == 1024
+    assert audio.sample_format == "fltp"
+    assert report.source.size == Path(path).stat().st_size
+
+
+def test_probe_of_garbage_raises_media_error_naming_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "garbage.mp4"
+    bad.write_bytes(b"\x00\x01garbage" * 100)
+    with pytest.raises(MediaError, match=r"garbage\.mp4: not a readable media container"):
+        probe(bad)
+
+
+def test_video_frame_digest_covers_visible_native_planes(tmp_path: Path) -> None:
+    # 68x52: chroma rows of 34 bytes sit in padded lines, so row padding must be skipped.
+    path = clip(tmp_path, "v.mkv", video=lossless(width=68, height=52, frames=3))
+    report = analyse(path)
+    (stream,) = report.decoded
+    assert (stream.width, stream.height, stream.pix_fmt, stream.frames) == (68, 52, "yuv420p", 3)
+    with av.open(path) as container:
+        frames = list(container.decode(video=0))
+    for record, frame in zip(stream.frame_records, frames, strict=True):
+        arr = frame.to_ndarray()  # (h * 3/2, w) for yuv420p: planes without padding
+        y = arr[:52].tobytes()
+        assert frame.planes[1].line_size > 34  # the padding really is there
+        header = canonical({"format": "yuv420p", "height": 52, "width": 68})
+        chroma = [
+            bytes(memoryview(p))[row * p.line_size : row * p.line_size + 34]
+            for p in frame.planes[1:]
+            for row in range(26)
+        ]
+        expected = blake3(header + y + b"".join(chroma)).hexdigest()
+        assert record.digest == f"blake3:{expected}"
+    leaves = [frame_leaf(r.index, r.digest) for r in stream.frame_records]
+    assert stream.root == "blake3:" + merkle_root(leaves).hex()
+    # Lossless H.264: decoded luma equals what was encoded.
+    from evidencestore.media.synth import video_planes
+
+    assert np.array_equal(frames[1].to_ndarray(), video_planes(1, 68, 52))
+
+
+def test_identical_decoded_streams_share_roots_across_containers(tmp_path: Path) -> None:
+    mp4 = analyse(clip(tmp_path, "v.mp4", video=VideoSpec()))
+    mkv = analyse(clip(tmp_path, "v.mkv", video=VideoSpec()))
+    assert mp4.probe.source.digest != mkv.probe.source.digest
+    assert mp4.decoded[0].time_base != mkv.decoded[0].time_base
+    assert mp4.decoded[0].root == mkv.decoded[0].root
+    ogg = analyse(clip(tmp_path, "a.ogg", audio=AudioSpec(codec="libopus")))
+    webm = analyse(clip(tmp_path, "a.webm", audio=AudioSpec(codec="libopus")))
+    assert ogg.decoded[0].root == webm.decoded[0].root
+    assert ogg.decoded[0].content_digest == webm.decoded[0].content_digest
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "fmt", "samples"),
+    [
+        ("a.mp4", AudioSpec(), "fltp", 24576),  # AAC: tail padding kept, < 1024 extra
+        ("o.ogg", AudioSpec(codec="libopus"), "fltp", 24000),
+        ("o.webm", AudioSpec(codec="libopus"), "fltp", 24000),
+        ("o.mp4", AudioSpec(codec="libopus"), "fltp", 24648),
+        ("p.wav", AudioSpec(codec="pcm_s16le"), "s16", 24000),
+    ],
+)
+def test_audio_decode_counts_every_sample(
+    tmp_path: Path, name: str, spec: AudioSpec, fmt: str, samples: int
+) -> None:
+    report = analyse(clip(tmp_path, name, audio=spec))
+    (stream,) = report.decoded
+    assert report.errors == ()
+    assert stream.sample_format == fmt
+    assert stream.samples == samples
+    assert sum(r.samples or 0 for r in stream.frame_records) == samples
+    assert stream.first_pts == 0
+
+
+def test_float_audio_is_hashed_without_quantisation(tmp_path: Path) -> None:
+    # A change far below 16-bit resolution must still change the digest (framemd5 would not).
+    def tiny(start: int, data: np.ndarray) -> np.ndarray:
+        if start == 0:
+            data = data.copy()
+            data[0, 100] += np.float32(1e-6)
+        return data
+
+    spec = AudioSpec(codec="pcm_f32le")
+    a = analyse(clip(tmp_path, "a.wav", audio=spec))
+    b = analyse(clip(tmp_path, "b.wav", audio=spec, audio_hook=tiny))
+    assert a.decoded[0].sample_format == "flt"
+    assert a.decoded[0].frame_records[0].digest != b.decoded[0].frame_records[0].digest
+    assert a.decoded[0].frame_records[1].digest == b.decoded[0].frame_records[1].digest
+    assert a.decoded[0].content_digest != b.decoded[0].content_digest
+
+
+def test_decode_errors_are_recorded_for_a_cut_faststart_mp4(tmp_path: Path) -> None:
+    path = clip(
+        tmp_path,
+        "fs.mp4",
+        video=VideoSpec(frames=60),
+        audio=AudioSpec(samples=96000),
+        container_options={"movflags": "faststart"},
+    )
+    data = Path(path).read_bytes()
+    assert data[4:8] == b"ftyp" and b"moov" in data[: len(data) // 4]  # moov up front
+    report = analyse(MediaSource.from_bytes(data[: len(data) // 2], name="cut.mp4"))
+    assert report.probe.streams[0].frames == 60  # full declared metadata
+    assert report.errors, "the cut must be recorded, not swallowed"
+    assert report.errors[0].stage in ("decode", "demux")
+    assert report.decoded[0].frames < 60
+
+
+def test_missing_file_is_a_media_error(tmp_path: Path) -> None:
+    with pytest.raises(MediaError, match=r"nope\.mp4: cannot read media file"):
+        analyse(tmp_path / "nope.mp4")
+
+
+def test_importing_the_package_needs_neither_pyav_nor_numpy() -> None:
+    code = (
+        "import sys, evidencestore, evidencestore.media, evidencestore._cli;"
+        "evidencestore._cli.build_parser();"
+        "bad = [m for m in ('av', 'numpy') if m in sys.modules];"
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,200 @@
+"""Checks of one decoded file against the request's expectations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from media_helpers import (
+    AV_EXPECT,
+    AudioSpec,
+    VideoSpec,
+    audio_gap_hook,
+    checks_by_name,
+    clip,
+    failed,
+)
+
+from evidencestore.errors import MediaError
+from evidencestore.media import check, load_expectations, with_overrides
+from evidencestore.media.records import AudioExpectation, Expectations, VideoExpectation
+from evidencestore.media.source import MediaSource
+
+AUDIO_ONLY = Expectations(audio=AudioExpectation(sample_rate=48000, channels=2, duration=0.5))
+VIDEO_ONLY = Expectations(
+    video=VideoExpectation(width=64, height=64, pix_fmt="yuv420p", frame_rate=30, duration=0.5)
+)
+
+
+@pytest.mark.parametrize("faststart", [False, True])
+def test_h264_aac_mp4_passes_with_aac_priming_and_padding(tmp_path: Path, faststart: bool) -> None:
+    options = {"movflags": "faststart"} if faststart else None
+    path = clip(tmp_path, "a.mp4", video=VideoSpec(), audio=AudioSpec(), container_options=options)
+    result = check(path, AV_EXPECT)
+    assert result.verdict == "PASS", failed(result.checks)
+    c = checks_by_name(result.checks)
+    # The priming frame was trimmed by the edit list: audio starts at 0.
+    assert (c["audio.first_timestamp"].expected, c["audio.first_timestamp"].observed) == (0.0, 0.0)
+    # Tail padding: 24576 decoded for 24000 requested, the 576 excess recorded.
+    assert (c["audio.samples"].expected, c["audio.samples"].observed) == (24000, 24576)
+    assert (c["audio.padding"].expected, c["audio.padding"].observed) == (1024, 576)
+    assert "excess 576" in c["audio.samples"].message
+    assert (c["video.frames"].expected, c["video.frames"].observed) == (15, 15)
+    assert c["video.last_timestamp"].observed == pytest.approx(14 / 30)
+    assert c["video.end_time"].observed == pytest.approx(0.5)
+    assert c["video.continuity"].observed == 0
+    assert c["video.declared_frames"].ok and c["video.declared_duration"].ok
+    assert c["audio.declared_samples"].ok
+
+
+@pytest.mark.parametrize(
+    ("name", "codec", "padding"),
+    [("o.ogg", "libopus", 0), ("o.webm", "libopus", 0), ("o.mp4", "libopus", 648)],
+)
+def test_opus_in_ogg_webm_mp4_passes(tmp_path: Path, name: str, codec: str, padding: int) -> None:
+    result = check(clip(tmp_path, name, audio=AudioSpec(codec=codec)), AUDIO_ONLY)
+    assert result.verdict == "PASS", failed(result.checks)
+    c = checks_by_name(result.checks)
+    assert (c["audio.padding"].expected, c["audio.padding"].observed) == (960, padding)
+    if name.endswith(".webm"):
+        # 1/1000 time base: frame starts are rounded, within half a tick.
+        assert result.report.decoded[0].time_base == "1/1000"
+        assert c["audio.continuity"].ok
+
+
+def test_pcm_in_wav_must_be_exact(tmp_path: Path) -> None:
+    ok = check(clip(tmp_path, "p.wav", audio=AudioSpec(codec="pcm_s16le")), AUDIO_ONLY)
+    assert ok.verdict == "PASS", failed(ok.checks)
+    assert checks_by_name(ok.checks)["audio.padding"].expected == 0
+    # One sample too many is not padding for PCM.
+    long = check(
+        clip(tmp_path, "l.wav", audio=AudioSpec(codec="pcm_s16le", samples=24001)), AUDIO_ONLY
+    )
+    assert long.verdict == "FAIL"
+    c = checks_by_name(long.checks)
+    assert not c["audio.samples"].ok
+    assert (c["audio.samples"].expected, c["audio.samples"].observed) == (24000, 24001)
+
+
+def test_video_only_and_audio_only_files(tmp_path: Path) -> None:
+    video = check(clip(tmp_path, "v.mkv", video=VideoSpec()), VIDEO_ONLY)
+    assert video.verdict == "PASS", failed(video.checks)
+    # MKV time base 1/1000: 1/30 s steps are rounded, still within half a tick.
+    assert video.report.decoded[0].time_base == "1/1000"
+    # A video-only file checked against audio expectations fails by name.
+    missing = check(clip(tmp_path, "v2.mp4", video=VideoSpec()), AV_EXPECT)
+    assert missing.verdict == "FAIL"
+    assert failed(missing.checks) == {"streams.audio"}
+    assert "expected an audio stream" in checks_by_name(missing.checks)["streams.audio"].message
+
+
+def test_truncated_audio_fails_against_the_request(tmp_path: Path) -> None:
+    path = clip(tmp_path, "short.mp4", video=VideoSpec(), audio=AudioSpec(samples=12000))
+    result = check(path, AV_EXPECT)
+    assert result.verdict == "FAIL"
+    assert {"audio.samples", "audio.padding", "audio.end_time"} <= failed(result.checks)
+    c = checks_by_name(result.checks)
+    assert c["audio.samples"].expected == 24000
+    assert c["audio.samples"].observed < 24000
+    assert "short (truncated)" in c["audio.samples"].message
+
+
+def test_gap_in_audio_timestamps_fails_continuity(tmp_path: Path) -> None:
+    for name in ("gap.mp4", "gap.mkv"):
+        path = clip(tmp_path, name, audio=AudioSpec(), packet_hook=audio_gap_hook())
+        result = check(path, AUDIO_ONLY)
+        assert result.verdict == "FAIL"
+        c = checks_by_name(result.checks)
+        assert not c["audio.continuity"].ok
+        assert c["audio.continuity"].observed == 1
+        assert "gap of 0.100000 s" in c["audio.continuity"].message
+        # Sample count alone would not have caught it.
+        assert c["audio.samples"].ok
+
+
+def test_faststart_mp4_cut_in_the_middle_fails(tmp_path: Path) -> None:
+    path = clip(
+        tmp_path,
+        "fs.mp4",
+        video=VideoSpec(frames=60),
+        audio=AudioSpec(samples=96000),
+        container_options={"movflags": "faststart"},
+    )
+    data = Path(path).read_bytes()
+    cut = MediaSource.from_bytes(data[: len(data) // 2], name="cut.mp4")
+    expect = with_overrides(AV_EXPECT, video={"frames": 60}, audio={"duration": 2.0})
+    result = check(cut, expect)
+    assert result.verdict == "FAIL"
+    bad = failed(result.checks)
+    assert {"decode.errors", "video.frames", "video.declared_frames", "audio.samples"} <= bad
+    c = checks_by_name(result.checks)
+    assert c["video.declared_frames"].expected == 60
+    assert "Invalid data" in c["decode.errors"].message
+
+
+@pytest.mark.parametrize(
+    ("content", "check_name", "text"),
+    [
+        (b"", "open", "empty file (0 bytes)"),
+        (np.random.default_rng(0).bytes(4096), "open", "not a readable media container"),
+        (b";FFMETADATA1\ntitle=no streams\n", "streams.decodable", "0 audio/video streams"),
+    ],
+)
+def test_unusable_inputs_fail_with_a_clear_message(
+    tmp_path: Path, content: bytes, check_name: str, text: str
+) -> None:
+    path = tmp_path / "input.bin"
+    path.write_bytes(content)
+    result = check(path, AV_EXPECT)
+    assert result.verdict == "FAIL"
+    c = checks_by_name(result.checks)
+    assert not c[check_name].ok
+    assert text in c[check_name].message
+
+
+def test_wrong_geometry_rate_and_format_are_named(tmp_path: Path) -> None:
+    path = clip(
+        tmp_path,
+        "a.mp4",
+        video=VideoSpec(width=32, height=48),
+        audio=AudioSpec(rate=44100, samples=22050),
+    )
+    result = check(path, AV_EXPECT)
+    bad = failed(result.checks)
+    assert {"video.width", "video.height", "audio.sample_rate"} <= bad
+    c = checks_by_name(result.checks)
+    assert (c["video.width"].expected, c["video.width"].observed) == (64, 32)
+    assert (c["audio.sample_rate"].expected, c["audio.sample_rate"].observed) == (48000, 44100)
+
+
+def test_expectations_from_toml_json_and_flags(tmp_path: Path) -> None:
+    toml = tmp_path / "e.toml"
+    toml.write_text(
+        '[video]\nwidth = 64\nheight = 64\nframe_rate = "30000/1001"\nframes = 15\n'
+        "[audio]\nsample_rate = 48000\nduration = 0.5\n"
+    )
+    exp = load_expectations(toml)
+    assert exp.video is not None and exp.video.frame_rate == "30000/1001"
+    jsn = tmp_path / "e.json"
+    jsn.write_text(json.dumps({"audio": {"samples": 24000, "channels": 2}}))
+    assert load_expectations(jsn).audio == AudioExpectation(samples=24000, channels=2)
+    merged = with_overrides(exp, video={"frames": 30, "width": None}, audio={"channels": 1})
+    assert merged.video is not None and merged.video.frames == 30 and merged.video.width == 64
+    assert merged.audio == AudioExpectation(sample_rate=48000, duration=0.5, channels=1)
+
+
+def test_bad_expectation_files_are_media_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[video]\nwidth = 'wide'\n")
+    with pytest.raises(MediaError, match=r"bad\.toml: .*width"):
+        load_expectations(bad)
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("[video]\nwidht = 64\n")
+    with pytest.raises(MediaError, match="widht"):
+        load_expectations(unknown)
+    rate = tmp_path / "rate.toml"
+    rate.write_text("[video]\nframe_rate = 'fast'\n")
+    with pytest.raises(MediaError, match="invalid frame rate"):
+        load_expectations(rate)

@@ -185,7 +185,7 @@ def _compare(args: argparse.Namespace) -> int:
     scorers: list[Any] = []
     if args.lpips:
         try:
-            from .perceptual import (  # type: ignore[import-not-found,unused-ignore]
+            from .perceptual import (
                 load_configured_scorer,
             )
         except ImportError as exc:

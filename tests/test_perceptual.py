@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tomllib
 import warnings
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -185,9 +186,9 @@ def _frames(seed: int, n: int = 5, size: int = 64) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (n, size, size, 3), dtype=np.uint8)
 
 
-def _serialised(obj: Any) -> bytes:
+def _serialised(obj: Any, *, legacy: bool = False) -> bytes:
     buf = io.BytesIO()
-    torch.save(obj, buf)
+    torch.save(obj, buf, _use_new_zipfile_serialization=not legacy)
     return buf.getvalue()
 
 
@@ -300,8 +301,8 @@ def _documented_digest(state: dict[str, Any]) -> str:
     for name, t in state.items():
         data = t.detach().cpu().contiguous().numpy().astype("<f4").tobytes()
         dims = ",".join(str(d) for d in t.shape)
-        header = f'{{"dtype":"float32","name":"{name}","nbytes":{len(data)},"shape":[{dims}]}}'
-        header = header.encode()
+        text = f'{{"dtype":"float32","name":"{name}","nbytes":{len(data)},"shape":[{dims}]}}'
+        header = text.encode()
         h.update(struct.pack(">Q", len(header)) + header + data)
     return "blake3:" + h.hexdigest()
 
@@ -489,7 +490,7 @@ def test_refuses_old_torch(
     assert torch_loads == []
 
 
-# -- refused with clear messages after the weights-only load -------------------------------
+# -- refused with clear messages before unpickling (static pre-scan) ---------------------
 
 
 def _load_with(hub: Hub, linear_path: Path, *, backbone: Any = None, linear: Any = None) -> None:
@@ -499,15 +500,21 @@ def _load_with(hub: Hub, linear_path: Path, *, backbone: Any = None, linear: Any
     load_scorer(store, b, lin, device="cpu")
 
 
-def test_refuses_backbone_missing_tensor(hub: Hub, linear_path: Path) -> None:
+def test_refuses_backbone_missing_tensor(
+    hub: Hub, linear_path: Path, torch_loads: list[dict[str, Any]]
+) -> None:
     state = {k: v for k, v in hub.state.items() if k != "classifier.1.weight"}
     with pytest.raises(
-        ScorerError, match=r"backbone .*missing classifier\.1\.weight \[4096, 9216\]"
+        ScorerError,
+        match=r"backbone .*missing classifier\.1\.weight \[4096, 9216\].*before unpickling",
     ):
         _load_with(hub, linear_path, backbone=state)
+    assert torch_loads == []
 
 
-def test_refuses_backbone_misshaped_tensor(hub: Hub, linear_path: Path) -> None:
+def test_refuses_backbone_misshaped_tensor(
+    hub: Hub, linear_path: Path, torch_loads: list[dict[str, Any]]
+) -> None:
     state = dict(hub.state)
     state["classifier.1.weight"] = torch.zeros(4096, 10)
     with pytest.raises(
@@ -515,17 +522,25 @@ def test_refuses_backbone_misshaped_tensor(hub: Hub, linear_path: Path) -> None:
         match=r"classifier\.1\.weight has shape \[4096, 10\], expected \[4096, 9216\]",
     ):
         _load_with(hub, linear_path, backbone=state)
+    assert torch_loads == []
 
 
-def test_refuses_linear_extra_tensor(hub: Hub, linear_path: Path) -> None:
+def test_refuses_linear_extra_tensor(
+    hub: Hub, linear_path: Path, torch_loads: list[dict[str, Any]]
+) -> None:
     state = _linear_state(linear_path)
+    torch_loads.clear()
     state["lin5.model.1.weight"] = torch.zeros(1, 512, 1, 1)
     with pytest.raises(ScorerError, match=r"linear .*unexpected 'lin5\.model\.1\.weight'"):
         _load_with(hub, linear_path, linear=state)
+    assert torch_loads == []  # not even the (valid) backbone was unpickled
 
 
-def test_refuses_linear_missing_and_misshaped(hub: Hub, linear_path: Path) -> None:
+def test_refuses_linear_missing_and_misshaped(
+    hub: Hub, linear_path: Path, torch_loads: list[dict[str, Any]]
+) -> None:
     state = _linear_state(linear_path)
+    torch_loads.clear()
     del state["lin4.model.1.weight"]
     state["lin2.model.1.weight"] = torch.zeros(1, 383, 1, 1)
     with pytest.raises(ScorerError) as info:
@@ -533,15 +548,144 @@ def test_refuses_linear_missing_and_misshaped(hub: Hub, linear_path: Path) -> No
     message = str(info.value)
     assert "missing lin4.model.1.weight [1, 256, 1, 1]" in message
     assert "lin2.model.1.weight has shape [1, 383, 1, 1], expected [1, 384, 1, 1]" in message
+    assert "refused before unpickling" in message
+    assert torch_loads == []
 
 
-def test_refuses_wrong_dtype_and_non_tensors(hub: Hub, linear_path: Path) -> None:
+def test_refuses_wrong_dtype_and_non_tensors(
+    hub: Hub, linear_path: Path, torch_loads: list[dict[str, Any]]
+) -> None:
     state = _linear_state(linear_path)
+    values = list(_linear_state(linear_path).values())
+    torch_loads.clear()
     state["lin0.model.1.weight"] = state["lin0.model.1.weight"].double()
     with pytest.raises(ScorerError, match=r"lin0\.model\.1\.weight is torch\.float64"):
         _load_with(hub, linear_path, linear=state)
-    with pytest.raises(ScorerError, match="expected a state dict, found list"):
-        _load_with(hub, linear_path, linear=list(_linear_state(linear_path).values()))
+    with pytest.raises(ScorerError, match="before unpickling: expected a state dict, found list"):
+        _load_with(hub, linear_path, linear=values)
+    state["lin0.model.1.weight"] = 7
+    with pytest.raises(ScorerError, match=r"lin0\.model\.1\.weight is a int, expected a tensor"):
+        _load_with(hub, linear_path, linear=state)
+    assert torch_loads == []
+
+
+def test_post_load_checks_remain(
+    hub: Hub, linear_path: Path, monkeypatch: pytest.MonkeyPatch, torch_loads: list[dict[str, Any]]
+) -> None:
+    # Defence in depth: with the pre-scan bypassed, the loaded state is checked again.
+    monkeypatch.setattr(perceptual, "_prescan", lambda *args: None)
+    state = _linear_state(linear_path)
+    del state["lin4.model.1.weight"]
+    state["lin2.model.1.weight"] = torch.zeros(1, 383, 1, 1)
+    with pytest.raises(ScorerError) as info:
+        _load_with(hub, linear_path, linear=state)
+    message = str(info.value)
+    assert "missing lin4.model.1.weight [1, 256, 1, 1]" in message
+    assert "lin2.model.1.weight has shape [1, 383, 1, 1]" in message
+    assert "before unpickling" not in message
+    assert torch_loads[-1] == {"weights_only": True, "map_location": "cpu"}
+
+
+def _shapes(state: dict[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    return {k: (str(v.dtype).removeprefix("torch."), tuple(v.shape)) for k, v in state.items()}
+
+
+def test_scan_state_dict_reads_torch_save_output(
+    hub: Hub, linear_path: Path, torch_loads: list[dict[str, Any]]
+) -> None:
+    scanned = perceptual.scan_state_dict(hub.backbone.read_bytes())
+    assert list(scanned.items()) == list(_shapes(hub.state).items())  # same order
+    # lpips's alex.pth is in torch's legacy (pre-zip) format.
+    linear_bytes = linear_path.read_bytes()
+    assert not linear_bytes.startswith(b"PK\x03\x04")
+    scanned = perceptual.scan_state_dict(linear_bytes)
+    assert scanned == {k: ("float32", v) for k, v in perceptual.LINEAR_SHAPES.items()}
+    assert torch_loads == []
+    assert list(scanned.items()) == list(_shapes(_linear_state(linear_path)).items())
+    # Other dtypes, views, scalars, empty and shared storages; both formats.
+    base = torch.arange(12, dtype=torch.float64)
+    various = {
+        "view": base[3:7],
+        "same": base.view(3, 4),
+        "transposed": torch.zeros(4, 5).t(),
+        "scalar": torch.tensor(1.5),
+        "empty": torch.zeros(0, 5),
+        "half": torch.ones(2, 3, dtype=torch.bfloat16),
+        "long": torch.arange(3),
+        "flags": torch.tensor([True, False]),
+    }
+    for zipped in (True, False):
+        buf = io.BytesIO()
+        torch.save(various, buf, _use_new_zipfile_serialization=zipped)
+        assert perceptual.scan_state_dict(buf.getvalue()) == _shapes(various), zipped
+
+
+def test_scan_state_dict_refuses_malformed_files(hub: Hub) -> None:
+    data = hub.backbone.read_bytes()
+    with pytest.raises(ScorerError, match="W: refused before unpickling: not a torch file"):
+        perceptual.scan_state_dict(b"garbage", "W")
+    with pytest.raises(ScorerError, match="refused before unpickling: unreadable zip archive"):
+        perceptual.scan_state_dict(data[: len(data) // 2], "W")
+    with pytest.raises(ScorerError, match="malformed pickle"):
+        perceptual.scan_state_dict(_serialised({"x": torch.zeros(2)}, legacy=True)[:40])
+    # A storage record shorter than its tensors need.
+    buf = io.BytesIO()
+    original = io.BytesIO(_serialised({"x": torch.zeros(4)}))
+    with zipfile.ZipFile(original) as src, zipfile.ZipFile(buf, "w") as dst:
+        for info in src.infolist():
+            body = src.read(info)
+            dst.writestr(info, body[:8] if info.filename.endswith("data/0") else body)
+    with pytest.raises(ScorerError, match=r"storage record archive/data/0 is 8 bytes, expected 16"):
+        perceptual.scan_state_dict(buf.getvalue())
+    # A tensor claiming more elements than its storage holds.
+    short = _serialised({"x": torch.zeros(4)}, legacy=True).replace(b"K\x04\x85", b"K\x09\x85", 1)
+    with pytest.raises(ScorerError, match=r"tensor .*reaches past its storage of 4 elements"):
+        perceptual.scan_state_dict(short)
+    # A dict key whose hash would take 2**80 steps (tuples of memoised tuples): refused
+    # at once, as any key other than a str or int.
+    nested = b"\x80\x02}q\x00)q\x01" + b"".join(
+        b"h" + bytes([i]) + b"\x86q" + bytes([i + 1]) for i in range(1, 81)
+    )
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as dst:
+        dst.writestr("archive/data.pkl", nested + b"Ns.")
+    with pytest.raises(ScorerError, match=r"dict key \(tuple\) at byte \d+ is not a string"):
+        perceptual.scan_state_dict(buf.getvalue())
+
+
+class _SystemPayload:
+    """Unpickling this runs ``os.system``: it creates ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {str(self.marker)!r}",))
+
+
+@pytest.mark.parametrize("container", ["torch.save", "pickle"])
+def test_prescan_refuses_unexpected_global_executing_nothing(
+    container: str,
+    stored: Stored,
+    linear_path: Path,
+    tmp_path: Path,
+    torch_loads: list[dict[str, Any]],
+) -> None:
+    marker = tmp_path / "pwned"
+    # The payload first, so that it is the first global met, also in a plain pickle.
+    state: dict[str, Any] = {"payload": _SystemPayload(marker), **_linear_state(linear_path)}
+    torch_loads.clear()
+    data = _serialised(state) if container == "torch.save" else pickle.dumps(state)
+    with pytest.raises(ScorerError, match=r"unexpected global '(os|posix|nt) system'"):
+        perceptual.scan_state_dict(data)
+    linear = stored.store.put(data)
+    with pytest.raises(ScorerError) as info:
+        load_scorer(stored.store, stored.backbone, linear, device="cpu")
+    message = str(info.value)
+    assert f"LPIPS linear weights {linear.digest}: refused before unpickling" in message
+    assert "system'" in message and "nothing was unpickled or executed" in message
+    assert not marker.exists()
+    assert torch_loads == []
 
 
 class _Payload:
@@ -555,9 +699,11 @@ class _Payload:
 
 
 @pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+@pytest.mark.parametrize("layer", ["pre-scan", "weights-only loader"])
 @pytest.mark.parametrize("container", ["torch.save", "pickle"])
 def test_code_execution_payload_is_refused_even_when_pinned(
     container: str,
+    layer: str,
     stored: Stored,
     linear_path: Path,
     tmp_path: Path,
@@ -584,12 +730,19 @@ def test_code_execution_payload_is_refused_even_when_pinned(
     linear = stored.store.put(data)  # stored and pinned by its digest: integrity holds
     # torch's opt-out of weights-only loading cannot override the explicit weights_only=True.
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-    with pytest.raises(
-        ScorerError, match=f"linear weights {linear.digest}: refused by torch's weights-only loader"
-    ):
+    if layer == "pre-scan":
+        expected = f"linear weights {linear.digest}: refused before unpickling: unexpected global"
+    else:
+        # Either layer alone refuses it: bypass the static pre-scan.
+        monkeypatch.setattr(perceptual, "_prescan", lambda *args: None)
+        expected = f"linear weights {linear.digest}: refused by torch's weights-only loader"
+    with pytest.raises(ScorerError, match=expected):
         load_scorer(stored.store, stored.backbone, linear, device="cpu")
     assert not marker.exists()
-    assert torch_loads[-1] == {"weights_only": True, "map_location": "cpu"}
+    if layer == "pre-scan":
+        assert torch_loads == []
+    else:
+        assert torch_loads[-1] == {"weights_only": True, "map_location": "cpu"}
 
 
 # -- scoring input -----------------------------------------------------------------------
@@ -766,7 +919,9 @@ def test_cli_import_refuses_malformed_linear(
     torch.save(state, bad)
     args = ["lpips", "import", "--backbone", str(hub.backbone), "--linear", str(bad)]
     assert main(args) == 2
-    assert "missing lin1.model.1.weight [1, 192, 1, 1]" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "missing lin1.model.1.weight [1, 192, 1, 1]" in err
+    assert "refused before unpickling" in err
     assert not (repo / "evstore.toml").exists()
 
 

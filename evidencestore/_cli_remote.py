@@ -1,10 +1,283 @@
-"""``evstore`` subcommands: remote."""
+"""``evstore`` subcommands for remotes: remote, push, pull, fetch, cat, gc."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _root(args: argparse.Namespace) -> Path:
+    from .config import find_root
+
+    if getattr(args, "root", None):
+        root = Path(args.root)
+        if not root.is_dir():
+            raise ConfigError(f"--root {args.root}: not a directory")
+        return root.absolute()
+    return find_root()
+
+
+def _add_common(p: argparse.ArgumentParser, *, jobs: bool = False) -> None:
+    p.add_argument(
+        "--root", metavar="DIR", help="evidence repository root (default: found from here)"
+    )
+    if jobs:
+        p.add_argument(
+            "-j",
+            "--jobs",
+            type=int,
+            default=None,
+            metavar="N",
+            help="parallel transfers (default 16)",
+        )
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    from ._transfer import DEFAULT_JOBS
+
+    jobs: int | None = args.jobs
+    if jobs is None:
+        return DEFAULT_JOBS
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {jobs}")
+    return jobs
+
+
+# -- remote ------------------------------------------------------------------------
+def _cmd_remote_add(args: argparse.Namespace) -> int:
+    from .config import (
+        Config,
+        RemoteConfig,
+        load_config,
+        parse_option,
+        remote_name_problem,
+        save_config,
+    )
+
+    root = _root(args)
+    problem = remote_name_problem(args.name)
+    if problem:
+        raise ConfigError(f"remote {args.name!r}: {problem}")
+    config = load_config(root)
+    if args.name in config.remotes and not args.force:
+        raise ConfigError(
+            f"remote {args.name!r} already exists ({config.remotes[args.name].url}); "
+            "use --force to replace it"
+        )
+    options: dict[str, Any] = {}
+    for text in args.option:
+        keys, value = parse_option(text)
+        cursor = options
+        for key in keys[:-1]:
+            nxt = cursor.setdefault(key, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"option {text!r}: {key!r} is already a plain value")
+            cursor = nxt
+        cursor[keys[-1]] = value
+    remote = RemoteConfig(url=args.url, options=options, read_only=args.read_only)
+    remotes = dict(config.remotes)
+    remotes[args.name] = remote
+    new = Config(store=config.store, remotes=remotes, lpips=config.lpips)
+    path = save_config(root, new)
+    print(f"remote {args.name!r} -> {args.url} added to {path}")
+    return EXIT_OK
+
+
+def _cmd_remote_remove(args: argparse.Namespace) -> int:
+    from .config import Config, load_config, save_config
+
+    root = _root(args)
+    config = load_config(root)
+    if args.name not in config.remotes:
+        known = ", ".join(repr(n) for n in config.remotes) or "none configured"
+        raise ConfigError(f"unknown remote {args.name!r} (remotes: {known})")
+    remotes = {k: v for k, v in config.remotes.items() if k != args.name}
+    save_config(root, Config(store=config.store, remotes=remotes, lpips=config.lpips))
+    print(f"remote {args.name!r} removed")
+    return EXIT_OK
+
+
+def _cmd_remote_list(args: argparse.Namespace) -> int:
+    from .config import load_config
+
+    config = load_config(_root(args))
+    for name, remote in config.remotes.items():
+        flags = " (read-only)" if remote.read_only else ""
+        options = " ".join(f"{k}={v}" for k, v in _flatten(remote.options))
+        print(f"{name}\t{remote.url}{flags}" + (f"\t{options}" if options else ""))
+    return EXIT_OK
+
+
+def _flatten(options: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for key, value in options.items():
+        if isinstance(value, dict):
+            out.extend(_flatten(value, f"{prefix}{key}."))
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
+# -- transfers ---------------------------------------------------------------------
+def _cmd_push(args: argparse.Namespace) -> int:
+    from .remotes import push
+
+    summary = push(
+        _root(args), args.bundles or None, remote=args.remote, jobs=_jobs(args), progress=sys.stderr
+    )
+    print(summary.line())
+    return EXIT_OK
+
+
+def _cmd_pull(args: argparse.Namespace) -> int:
+    from .remotes import pull
+
+    summary = pull(
+        _root(args), args.bundles or None, remote=args.remote, jobs=_jobs(args), progress=sys.stderr
+    )
+    print(summary.line())
+    return EXIT_OK
+
+
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    from .digest import digest_hex, parse_digest
+    from .remotes import export_blob, fetch, local_store
+
+    root = _root(args)
+    digests = list(dict.fromkeys(parse_digest(d) for d in args.digests))
+    output = Path(args.output) if args.output else None
+    if output is not None and len(digests) > 1 and output.exists() and not output.is_dir():
+        raise ConfigError(f"-o {output}: several digests need a directory")
+    summary = fetch(root, digests, remote=args.remote, jobs=_jobs(args), progress=sys.stderr)
+    cache = local_store(root)
+    for digest in digests:
+        if output is None:
+            print(f"{digest}\t{cache.path_of(digest)}")
+            continue
+        dest = output / digest_hex(digest) if len(digests) > 1 or output.is_dir() else output
+        export_blob(cache, digest, dest)
+        print(f"{digest}\t{dest}")
+    print(summary.line(), file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_cat(args: argparse.Namespace) -> int:
+    from .digest import parse_digest
+    from .remotes import repository_store
+
+    digest = parse_digest(args.digest)
+    store = repository_store(_root(args))
+    if args.remote:
+        from .remotes import ReadThroughStore, configured_remotes
+
+        store = ReadThroughStore(store.cache, configured_remotes(_root(args), args.remote))
+    store.fetch(digest)
+    out = sys.stdout.buffer
+    size = store.cache.size(digest) or 0
+    if size <= 256 << 20:
+        out.write(store.get(digest))
+    else:
+        with store.open(digest) as reader:
+            while chunk := reader.read(8 << 20):
+                out.write(chunk)
+    out.flush()
+    return EXIT_OK
+
+
+def _cmd_gc(args: argparse.Namespace) -> int:
+    from .gc import collect_garbage
+
+    plan = collect_garbage(
+        _root(args), remote=args.remote, revs=args.rev, grace=args.grace, delete=args.yes
+    )
+    if args.verbose or not args.yes:
+        for blob in plan.garbage:
+            print(f"{'removed' if plan.deleted else 'would remove'}\t{blob.digest}\t{blob.size}")
+        for key in plan.temporaries:
+            print(f"{'removed' if plan.deleted else 'would remove'}\t{key}")
+    print(plan.line())
+    if not args.yes and (plan.garbage or plan.temporaries):
+        print("dry run: nothing was deleted; rerun with --yes to delete", file=sys.stderr)
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
+    from .gc import DEFAULT_GRACE
+
+    remote = sub.add_parser("remote", help="add, remove and list remotes")
+    rsub = remote.add_subparsers(dest="remote_command", metavar="ACTION")
+    rsub.required = True
+    p = rsub.add_parser("add", help="add a remote: an fsspec URL with storage options")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("url", metavar="URL", help="e.g. s3://bucket/prefix, a directory, https://...")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="storage option (dotted keys nest; never credentials)",
+    )
+    p.add_argument("--read-only", action="store_true", help="never push or gc this remote")
+    p.add_argument("--force", action="store_true", help="replace an existing remote")
+    _add_common(p)
+    p.set_defaults(func=_cmd_remote_add)
+    p = rsub.add_parser("remove", help="remove a remote")
+    p.add_argument("name", metavar="NAME")
+    _add_common(p)
+    p.set_defaults(func=_cmd_remote_remove)
+    p = rsub.add_parser("list", help="list remotes, in the order they are tried")
+    _add_common(p)
+    p.set_defaults(func=_cmd_remote_list)
+
+    p = sub.add_parser("push", help="upload store entries a remote lacks")
+    p.add_argument("bundles", nargs="*", metavar="BUNDLE", help="default: every bundle")
+    p.add_argument("--remote", metavar="NAME", help="default: the first writable remote")
+    _add_common(p, jobs=True)
+    p.set_defaults(func=_cmd_push)
+
+    p = sub.add_parser("pull", help="fetch every store entry of bundles into the local store")
+    p.add_argument("bundles", nargs="*", metavar="BUNDLE", help="default: every bundle")
+    p.add_argument("--remote", metavar="NAME", help="only this remote (default: all, in order)")
+    _add_common(p, jobs=True)
+    p.set_defaults(func=_cmd_pull)
+
+    p = sub.add_parser("fetch", help="get blobs by digest, verified, into the local store")
+    p.add_argument("digests", nargs="+", metavar="DIGEST")
+    p.add_argument("-o", "--output", metavar="PATH", help="also write the blob(s) here")
+    p.add_argument("--remote", metavar="NAME", help="only this remote (default: all, in order)")
+    _add_common(p, jobs=True)
+    p.set_defaults(func=_cmd_fetch)
+
+    p = sub.add_parser("cat", help="write one blob, verified, to stdout")
+    p.add_argument("digest", metavar="DIGEST")
+    p.add_argument("--remote", metavar="NAME", help="only this remote (default: all, in order)")
+    _add_common(p)
+    p.set_defaults(func=_cmd_cat)
+
+    p = sub.add_parser("gc", help="remove unreferenced blobs (dry run unless --yes)")
+    p.add_argument("--remote", metavar="NAME", help="collect on this remote (default: local store)")
+    p.add_argument(
+        "--rev",
+        action="append",
+        default=[],
+        metavar="REV",
+        help="also keep blobs referenced at this git revision (repeatable)",
+    )
+    p.add_argument("--yes", action="store_true", help="really delete")
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=DEFAULT_GRACE,
+        metavar="SECONDS",
+        help=f"never delete blobs younger than this (default {DEFAULT_GRACE:.0f})",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="list what was deleted")
+    _add_common(p)
+    p.set_defaults(func=_cmd_gc)

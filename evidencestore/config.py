@@ -6,35 +6,86 @@ Credentials never live here; backends take them from their usual sources.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+from msgspec import Meta
 
 from .errors import ConfigError
 from .models import Descriptor, DigestStr, Model
 
-__all__ = ["CONFIG_NAME", "Config", "LpipsConfig", "RemoteConfig", "StoreConfig", "find_root", "load_config", "save_config"]
+__all__ = [
+    "CONFIG_NAME",
+    "CREDENTIAL_OPTIONS",
+    "Config",
+    "LpipsConfig",
+    "RemoteConfig",
+    "StoreConfig",
+    "find_root",
+    "load_config",
+    "parse_option",
+    "remote_name_problem",
+    "save_config",
+]
 
 CONFIG_NAME = "evstore.toml"
 
+# Option names that would put a secret in evstore.toml; they are refused.
+CREDENTIAL_OPTIONS = frozenset(
+    {
+        "key",
+        "secret",
+        "token",
+        "password",
+        "username",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "access_key",
+        "secret_key",
+        "account_key",
+        "sas_token",
+        "client_secret",
+        "connection_string",
+        "credentials",
+        "auth",
+    }
+)
+_REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
-class StoreConfig(Model):
+
+class StoreConfig(Model, frozen=True):
     """The local blob store."""
 
     path: str = ".evstore"
 
 
-class RemoteConfig(Model):
-    """A named remote: an fsspec URL and its storage options (never credentials)."""
+PositiveInt = Annotated[int, Meta(ge=1)]
+NonNegativeFloat = Annotated[float, Meta(ge=0)]
+PositiveFloat = Annotated[float, Meta(gt=0)]
+
+
+class RemoteConfig(Model, frozen=True):
+    """A named remote: an fsspec URL and its storage options (never credentials).
+
+    ``attempts`` bounds the tries of each request (retrying transient failures with
+    exponential backoff starting at ``backoff`` seconds, capped at ``max_backoff``);
+    ``timeout`` bounds each connection and read, in seconds.
+    """
 
     url: str
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
     read_only: bool = False
+    attempts: PositiveInt = 4
+    backoff: NonNegativeFloat = 0.25
+    max_backoff: NonNegativeFloat = 8.0
+    timeout: PositiveFloat = 60.0
 
 
-class LpipsConfig(Model):
+class LpipsConfig(Model, frozen=True):
     """Pinned LPIPS weights, by descriptor, and optionally the scorer-state digest."""
 
     backbone: Descriptor | None = None
@@ -42,11 +93,11 @@ class LpipsConfig(Model):
     state_digest: DigestStr | None = None
 
 
-class Config(Model):
+class Config(Model, frozen=True):
     """The whole of ``evstore.toml``; remotes are tried in file order."""
 
     store: StoreConfig = StoreConfig()
-    remotes: dict[str, RemoteConfig] = {}
+    remotes: dict[str, RemoteConfig] = msgspec.field(default_factory=dict)
     lpips: LpipsConfig | None = None
 
 
@@ -74,9 +125,65 @@ def load_config(root: str | os.PathLike[str]) -> Config:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     try:
-        return msgspec.convert(data, Config)
+        config = msgspec.convert(data, Config)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    for name, remote in config.remotes.items():
+        problem = remote_name_problem(name) or _credential_problem(remote.options)
+        if problem:
+            raise ConfigError(f"{path}: remote {name!r}: {problem}")
+    return config
+
+
+def remote_name_problem(name: str) -> str | None:
+    """Return why ``name`` cannot name a remote, or None."""
+    if not _REMOTE_NAME.match(name):
+        return (
+            "a remote name is 1 to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return None
+
+
+def _credential_problem(options: dict[str, Any], prefix: str = "") -> str | None:
+    for key, value in options.items():
+        if key.lower() in CREDENTIAL_OPTIONS:
+            return (
+                f"option {prefix}{key!r} would store a credential in {CONFIG_NAME}; "
+                "credentials come from the backend's usual sources (environment, profiles)"
+            )
+        if isinstance(value, dict):
+            problem = _credential_problem(value, f"{prefix}{key}.")
+            if problem:
+                return problem
+    return None
+
+
+def parse_option(text: str) -> tuple[list[str], Any]:
+    """Parse ``KEY=VALUE`` (``KEY`` may be dotted for nested options).
+
+    ``VALUE`` is read as a TOML value when it is one (``true``, ``3``, ``"x"``) and
+    kept as a string otherwise. Credential option names are refused.
+    """
+    key, sep, raw = text.partition("=")
+    parts = key.strip().split(".")
+    if not sep or not all(p.strip() for p in parts):
+        raise ConfigError(f"option {text!r}: expected KEY=VALUE")
+    parts = [p.strip() for p in parts]
+    value: Any
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    nested: dict[str, Any] = {}
+    cursor = nested
+    for part in parts[:-1]:
+        cursor = cursor.setdefault(part, {})
+    cursor[parts[-1]] = value
+    problem = _credential_problem(nested)
+    if problem:
+        raise ConfigError(problem)
+    return parts, value
 
 
 def save_config(root: str | os.PathLike[str], config: Config) -> Path:

@@ -1,13 +1,76 @@
-"""Remotes from ``evstore.toml`` and the read-through store validators use."""
+"""Remotes from ``evstore.toml``, push / pull / fetch by digest, and the read-through store.
+
+Bytes only ever come from the local store or a configured remote, and are verified
+(size, then BLAKE3) before they are cached or returned. Remotes are tried in the order
+``evstore.toml`` lists them; a corrupt copy on one is refused and the next is tried.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, BinaryIO, NamedTuple
 
-from .config import find_root, load_config
-from .storage import BlobStore, LocalBlobStore
+from ._transfer import (
+    DEFAULT_JOBS,
+    Progress,
+    Source,
+    TransferSummary,
+    download,
+    parallel,
+    sizes_of,
+    upload,
+)
+from .config import RemoteConfig, find_root, load_config
+from .digest import hash_file, parse_digest
+from .errors import (
+    BlobNotFoundError,
+    ConfigError,
+    IntegrityError,
+    StorageError,
+    TransferError,
+)
+from .inventory import load_inventory
+from .models import Descriptor, Finding, Registration
+from .storage import DEFAULT_MEDIA_TYPE, BlobStore, LocalBlobStore, VerifyingReader, blob_key
+from .storage._fsspec import FsspecBlobStore, RetryPolicy
 
-__all__ = ["local_store", "repository_store"]
+__all__ = [
+    "DEFAULT_JOBS",
+    "ReadThroughStore",
+    "Remote",
+    "TransferSummary",
+    "check_remote",
+    "configured_remotes",
+    "export_blob",
+    "fetch",
+    "local_store",
+    "open_remote",
+    "pull",
+    "push",
+    "remote_store",
+    "repository_store",
+    "store_entries",
+]
+
+log = logging.getLogger("evidencestore")
+_LOCAL = "local store"
+
+
+class Remote(NamedTuple):
+    """A configured remote: its name, its configuration and its opened store."""
+
+    name: str
+    config: RemoteConfig
+    store: BlobStore
+
+    @property
+    def source(self) -> Source:
+        """The remote as a transfer source."""
+        return Source(self.name, self.store)
 
 
 def local_store(root: str | os.PathLike[str] | None = None) -> LocalBlobStore:
@@ -18,6 +81,505 @@ def local_store(root: str | os.PathLike[str] | None = None) -> LocalBlobStore:
     return LocalBlobStore(path)
 
 
-def repository_store(root: str | os.PathLike[str] | None = None) -> BlobStore:
-    """Return the store that serves digests for a repository: local, then remotes."""
-    return local_store(root)
+def remote_store(config: RemoteConfig, base: str | os.PathLike[str] = ".") -> BlobStore:
+    """Open the store of a remote; relative local paths are relative to ``base``."""
+    url = config.url
+    if "://" not in url or url.startswith("file://"):
+        path = Path(os.path.expanduser(url.removeprefix("file://")))
+        if not path.is_absolute():
+            path = Path(os.path.normpath(Path(base).absolute() / path))
+        return LocalBlobStore(path, read_only=config.read_only)
+    retry = RetryPolicy(
+        attempts=config.attempts,
+        backoff=config.backoff,
+        max_backoff=config.max_backoff,
+        timeout=config.timeout,
+    )
+    return FsspecBlobStore(
+        url, read_only=config.read_only, storage_options=dict(config.options), retry=retry
+    )
+
+
+def configured_remotes(
+    root: str | os.PathLike[str] | None = None, only: str | None = None
+) -> list[Remote]:
+    """Return the remotes of ``evstore.toml`` in order (just ``only`` when named)."""
+    base = find_root(root)
+    config = load_config(base)
+    if only is not None and only not in config.remotes:
+        known = ", ".join(repr(n) for n in config.remotes) or "none configured"
+        raise ConfigError(f"unknown remote {only!r} (remotes: {known})")
+    return [
+        Remote(name, cfg, remote_store(cfg, base))
+        for name, cfg in config.remotes.items()
+        if only is None or name == only
+    ]
+
+
+def open_remote(root: str | os.PathLike[str] | None, name: str) -> Remote:
+    """Return the remote called ``name``; an unknown name is a :class:`ConfigError`."""
+    return configured_remotes(root, name)[0]
+
+
+class ReadThroughStore(BlobStore):
+    """The local store, filled on demand from remotes in order, verifying everything.
+
+    Reads are served from the local cache; a miss fetches the blob from the first
+    remote holding an intact copy (size, then hash, checked before caching) and a
+    copy that fails verification is refused and the next remote tried. It never
+    reaches any network location but the configured remotes. Writes and deletes go
+    to the local store only (``push`` publishes).
+    """
+
+    def __init__(self, cache: LocalBlobStore, remotes: Sequence[Remote] = ()) -> None:
+        super().__init__(read_only=cache.read_only)
+        self.cache = cache
+        self.remotes = tuple(remotes)
+
+    @property
+    def location(self) -> str:
+        return self.cache.location
+
+    @property
+    def sources(self) -> list[Source]:
+        """The remotes, in the order they are tried."""
+        return [r.source for r in self.remotes]
+
+    def fetch(self, digest: str, size: int | None = None) -> str:
+        """Make sure ``digest`` is in the local store; return where it came from
+        (``"local store"`` or the remote's name)."""
+        digest = parse_digest(digest)
+        cached = self.cache.size(digest)
+        if cached is not None and (size is None or cached == size):
+            return _LOCAL
+        state = "absent" if cached is None else f"{cached} bytes, expected {size}"
+        where, _ = download(
+            self.sources,
+            self.cache,
+            digest,
+            size,
+            looked_before=[f"local store ({self.cache.location}): {state}"],
+        )
+        return where
+
+    def open(self, digest: str, size: int | None = None) -> VerifyingReader:
+        """Open a blob (fetching it first if needed); the reader verifies at EOF."""
+        digest = parse_digest(digest)
+        self.fetch(digest, size)
+        return self.cache.open(digest, size)
+
+    def get(self, digest: str, size: int | None = None) -> bytes:
+        """Return a blob's verified bytes, fetching and caching it first if needed.
+
+        A cached copy that fails verification is replaced from the remotes.
+        """
+        digest = parse_digest(digest)
+        self.fetch(digest, size)
+        try:
+            return self.cache.get(digest, size)
+        except IntegrityError as exc:
+            if not self.remotes:
+                raise
+            log.warning("%s; fetching it again from the remotes", exc)
+        download(
+            self.sources,
+            self.cache,
+            digest,
+            size,
+            looked_before=[f"local store ({self.cache.location}): corrupt"],
+        )
+        return self.cache.get(digest, size)
+
+    def verify(self, digest: str, size: int | None = None) -> None:
+        """Hash the local copy (fetching it first if needed)."""
+        self.get(digest, size)
+
+    def put(
+        self,
+        data: bytes | bytearray | memoryview,
+        media_type: str = DEFAULT_MEDIA_TYPE,
+        *,
+        expected: str | None = None,
+    ) -> Descriptor:
+        """Store bytes in the local store."""
+        return self.cache.put(data, media_type, expected=expected)
+
+    def put_file(
+        self, path: str | os.PathLike[str], media_type: str = DEFAULT_MEDIA_TYPE
+    ) -> Descriptor:
+        """Store a file in the local store."""
+        return self.cache.put_file(path, media_type)
+
+    # -- primitives ---------------------------------------------------------
+    def _exists(self, digest: str) -> bool:
+        return self._size(digest) is not None
+
+    def _size(self, digest: str) -> int | None:
+        size = self.cache._size(digest)
+        for remote in self.remotes:
+            if size is not None:
+                break
+            size = remote.store.size(digest)
+        return size
+
+    def _open_raw(self, digest: str) -> BinaryIO:
+        self.fetch(digest)
+        return self.cache._open_raw(digest)
+
+    def _write(self, digest: str, data: bytes) -> None:
+        self.cache._write(digest, data)
+
+    def _delete(self, digest: str) -> None:
+        self.cache._delete(digest)
+
+    def _iter(self) -> Iterator[str]:
+        return self.cache._iter()
+
+
+def repository_store(root: str | os.PathLike[str] | None = None) -> ReadThroughStore:
+    """Return the store that serves digests for a repository: the local store, then the
+    remotes of ``evstore.toml`` in order, verified and cached locally."""
+    base = find_root(root)
+    return ReadThroughStore(local_store(base), configured_remotes(base))
+
+
+# -- bundles ------------------------------------------------------------------------
+def store_entries(
+    root: str | os.PathLike[str], bundles: Iterable[str] | None = None
+) -> dict[str, int]:
+    """Return digest -> size of every ``store`` entry of the named bundles (default: all
+    registered). An unknown bundle name is a :class:`ConfigError`."""
+    inventory = load_inventory(root)
+    names = list(dict.fromkeys(bundles)) if bundles else sorted(inventory.registrations)
+    unknown = [n for n in names if n not in inventory.registrations]
+    if unknown:
+        raise ConfigError(
+            f"no registered bundle named {', '.join(repr(n) for n in unknown)} "
+            f"(no evidence/<name>/bundle.json under {Path(root)})"
+        )
+    out: dict[str, int] = {}
+    for name in names:
+        for entry in inventory.registrations[name].manifest.entries:
+            if entry.location == "store":
+                out[entry.descriptor.digest] = entry.descriptor.size
+    return out
+
+
+def _known_sizes(root: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for registration in load_inventory(root).registrations.values():
+        for entry in registration.manifest.entries:
+            out[entry.descriptor.digest] = entry.descriptor.size
+    return out
+
+
+def _push_target(base: Path, name: str | None) -> Remote:
+    if name is not None:
+        remote = open_remote(base, name)
+        if remote.store.read_only:
+            raise ConfigError(f"remote {name!r} ({remote.store.location}) is read-only")
+        return remote
+    for remote in configured_remotes(base):
+        if not remote.store.read_only:
+            return remote
+    raise ConfigError(
+        "no writable remote configured in evstore.toml: add one with `evstore remote add NAME URL`"
+    )
+
+
+def _finish(summary: TransferSummary, started: float) -> TransferSummary:
+    summary.seconds = time.monotonic() - started
+    if summary.failures:
+        shown = summary.failures[:20]
+        more = len(summary.failures) - len(shown)
+        tail = f"\n  ... and {more} more" if more else ""
+        raise TransferError(
+            summary.line() + ":\n  " + "\n  ".join(shown) + tail,
+            summary,
+        )
+    return summary
+
+
+def push(
+    root: str | os.PathLike[str] | None = None,
+    bundles: Iterable[str] | None = None,
+    *,
+    remote: str | None = None,
+    jobs: int = DEFAULT_JOBS,
+    progress: IO[str] | None = None,
+) -> TransferSummary:
+    """Upload every ``store`` entry of ``bundles`` (default: all) that ``remote``
+    (default: the first writable one) lacks.
+
+    Missing blobs are found with batched queries, then uploaded on ``jobs`` threads;
+    each is re-hashed before upload and appears under its final key only once
+    complete. Raises :class:`TransferError` listing every blob that failed.
+    """
+    base = find_root(root)
+    started = time.monotonic()
+    wanted = store_entries(base, bundles)
+    target = _push_target(base, remote)
+    summary = TransferSummary("push", f"remote {target.name!r}", blobs=len(wanted))
+    try:
+        stored = sizes_of(target.store, wanted)
+    except StorageError as exc:
+        raise StorageError(f"{target.source.label}: {exc}") from exc
+    missing = [(d, s) for d, s in sorted(wanted.items()) if stored.get(d) != s]
+    summary.present = len(wanted) - len(missing)
+    cache = local_store(base)
+    bar = Progress(f"push {target.name}", len(missing), sum(s for _, s in missing), progress)
+
+    def one(item: tuple[str, int]) -> int:
+        digest, size = item
+        upload(cache, target.source, digest, size)
+        bar.advance(size)
+        return size
+
+    for (_digest, size), _, error in parallel(missing, one, jobs):
+        if error is not None:
+            summary.failures.append(error.diagnostics())
+        else:
+            summary.transferred += 1
+            summary.bytes += size
+    bar.close()
+    return _finish(summary, started)
+
+
+def _sources(base: Path, remote: str | None) -> list[Source]:
+    sources = [r.source for r in configured_remotes(base, remote)]
+    return sources
+
+
+def pull(
+    root: str | os.PathLike[str] | None = None,
+    bundles: Iterable[str] | None = None,
+    *,
+    remote: str | None = None,
+    jobs: int = DEFAULT_JOBS,
+    progress: IO[str] | None = None,
+) -> TransferSummary:
+    """Fetch every ``store`` entry of ``bundles`` (default: all) missing from the local
+    store, from ``remote`` or the remotes in order, verified before caching."""
+    base = find_root(root)
+    started = time.monotonic()
+    wanted = store_entries(base, bundles)
+    cache = local_store(base)
+    missing = [(d, s) for d, s in sorted(wanted.items()) if cache.size(d) != s]
+    summary = TransferSummary(
+        "pull",
+        f"remote {remote!r}" if remote else "remotes",
+        blobs=len(wanted),
+        present=len(wanted) - len(missing),
+    )
+    sources = _sources(base, remote)
+    return _download_all(summary, started, sources, cache, missing, jobs, progress)
+
+
+def _download_all(
+    summary: TransferSummary,
+    started: float,
+    sources: list[Source],
+    cache: LocalBlobStore,
+    missing: Sequence[tuple[str, int | None]],
+    jobs: int,
+    progress: IO[str] | None,
+) -> TransferSummary:
+    if missing and not sources:
+        raise ConfigError(
+            f"{len(missing)} blob(s) are not in the local store ({cache.location}) and no "
+            "remote is configured: add one with `evstore remote add NAME URL`"
+        )
+    bar = Progress(summary.action, len(missing), sum(s or 0 for _, s in missing), progress)
+
+    def one(item: tuple[str, int | None]) -> int:
+        digest, size = item
+        state = "absent" if cache.size(digest) is None else "wrong size or corrupt"
+        _, got = download(
+            sources,
+            cache,
+            digest,
+            size,
+            looked_before=[f"local store ({cache.location}): {state}"],
+        )
+        bar.advance(got)
+        return got
+
+    results = parallel(missing, one, jobs)
+    bar.close()
+    for _, got, error in results:
+        if error is not None:
+            summary.failures.append(error.diagnostics())
+        else:
+            summary.transferred += 1
+            summary.bytes += got or 0
+    return _finish(summary, started)
+
+
+def fetch(
+    root: str | os.PathLike[str] | None,
+    digests: Iterable[str],
+    *,
+    remote: str | None = None,
+    jobs: int = DEFAULT_JOBS,
+    progress: IO[str] | None = None,
+) -> TransferSummary:
+    """Make sure each digest is in the local store, verified: a local copy is re-hashed,
+    a missing or corrupt one is fetched from ``remote`` or the remotes in order.
+
+    Sizes are taken from the registrations that mention a digest, when any does.
+    Raises :class:`InvalidDigestError` for a malformed digest before any transfer.
+    """
+    base = find_root(root)
+    started = time.monotonic()
+    wanted = list(dict.fromkeys(parse_digest(d) for d in digests))
+    known = _known_sizes(base) if (base / "evidence").is_dir() else {}
+    cache = local_store(base)
+    missing: list[tuple[str, int | None]] = []
+    for digest in wanted:
+        size = known.get(digest)
+        try:
+            cache.verify(digest, size)
+        except (BlobNotFoundError, IntegrityError):
+            missing.append((digest, size))
+    summary = TransferSummary(
+        "fetch",
+        f"remote {remote!r}" if remote else "remotes",
+        blobs=len(wanted),
+        present=len(wanted) - len(missing),
+    )
+    sources = _sources(base, remote) if missing else []
+    return _download_all(summary, started, sources, cache, missing, jobs, progress)
+
+
+def export_blob(
+    store: BlobStore, digest: str, dest: str | os.PathLike[str], size: int | None = None
+) -> Path:
+    """Copy a blob from ``store`` to ``dest`` atomically, verifying while copying; a
+    copy that fails verification never appears at ``dest``."""
+    dest = Path(dest)
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with store.open(digest, size) as reader, open(tmp, "wb") as out:
+            while chunk := reader.read(8 << 20):
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, dest)
+    except OSError as exc:
+        raise StorageError(f"{dest}: cannot write: {exc.strerror or exc}") from exc
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return dest
+
+
+# -- verification against a remote -------------------------------------------------
+def _hash_remote(source: Source, digest: str, size: int) -> None:
+    """Download and hash a remote copy without caching it."""
+    store = source.store
+    if isinstance(store, FsspecBlobStore) and size > 64 << 20:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="evstore-verify-") as tmpdir:
+            path = os.path.join(tmpdir, "blob")
+            store.download_to(digest, path)
+            observed = hash_file(path, size).digest
+    else:
+        try:
+            with store.open(digest, size) as reader:
+                while reader.read(8 << 20):
+                    pass
+            return
+        except IntegrityError as exc:
+            raise IntegrityError(f"{source.label}: {exc}") from None
+    if observed != digest:
+        raise IntegrityError(f"{source.label}: {digest}: content hashes to {observed}")
+
+
+def check_remote(
+    root: str | os.PathLike[str],
+    registrations: Mapping[str, Registration],
+    remote: str,
+    *,
+    deep: bool = False,
+    jobs: int = DEFAULT_JOBS,
+) -> dict[str, list[Finding]]:
+    """Check that every ``store`` entry of ``registrations`` is on ``remote`` with the
+    right size (one batched query, no download); ``deep`` also downloads and hashes.
+
+    Returns bundle name -> error findings (an empty list for a bundle that checks
+    out). An unknown remote is a :class:`ConfigError`; an unreachable one a
+    :class:`StorageError`.
+    """
+    target = open_remote(root, remote)
+    source = target.source
+    refs: dict[str, list[tuple[str, str, int]]] = {}
+    for name, registration in registrations.items():
+        for entry in registration.manifest.entries:
+            if entry.location == "store":
+                refs.setdefault(entry.descriptor.digest, []).append(
+                    (name, entry.path, entry.descriptor.size)
+                )
+    try:
+        stored = sizes_of(target.store, refs)
+    except StorageError as exc:
+        raise StorageError(f"{source.label}: {exc}") from exc
+    problems: dict[tuple[str, str, str], Finding] = {}
+    to_hash: list[tuple[str, int]] = []
+    for digest, users in refs.items():
+        for bundle, path, size in users:
+            have = stored.get(digest)
+            where = _place(target.store, digest)
+            if have is None:
+                problems[(bundle, path, digest)] = Finding(
+                    severity="error",
+                    code="remote-missing",
+                    bundle=bundle,
+                    path=path,
+                    digest=digest,
+                    message=(
+                        f"{bundle}: {path}: {digest} ({size} bytes) is not on remote "
+                        f"{remote!r}; looked at {where}"
+                    ),
+                )
+            elif have != size:
+                problems[(bundle, path, digest)] = Finding(
+                    severity="error",
+                    code="remote-size-mismatch",
+                    bundle=bundle,
+                    path=path,
+                    digest=digest,
+                    message=(
+                        f"{bundle}: {path}: {digest} on remote {remote!r} is {have} bytes, "
+                        f"expected {size} ({where})"
+                    ),
+                )
+        first_size = users[0][2]
+        if deep and stored.get(digest) == first_size:
+            to_hash.append((digest, first_size))
+    for (digest, _size), _, error in parallel(
+        to_hash, lambda item: _hash_remote(source, *item), jobs
+    ):
+        if error is None:
+            continue
+        code = "remote-corrupt" if isinstance(error, IntegrityError) else "remote-unreadable"
+        for bundle, path, _size in refs[digest]:
+            problems[(bundle, path, digest)] = Finding(
+                severity="error",
+                code=code,
+                bundle=bundle,
+                path=path,
+                digest=digest,
+                message=f"{bundle}: {path}: {error.diagnostics()}",
+            )
+    out: dict[str, list[Finding]] = {name: [] for name in registrations}
+    for (bundle, _path, _digest), finding in sorted(problems.items()):
+        out[bundle].append(finding)
+    return out
+
+
+def _place(store: BlobStore, digest: str) -> str:
+    if isinstance(store, LocalBlobStore):
+        return str(store.path_of(digest))
+    return f"{store.location}/{blob_key(digest)}"

@@ -1,21 +1,168 @@
-"""A blob store on any fsspec filesystem (``s3://``, ``gs://``, ``memory://``, ``http://``)."""
+"""A blob store on any fsspec filesystem (``s3://``, ``gs://``, ``memory://``, ``http://``).
+
+Every request is retried on transient failures (connection errors, timeouts, 5xx)
+with bounded exponential backoff (:class:`RetryPolicy`), then reported as a
+:class:`StorageError` naming the store, the digest and the cause. Object stores make
+a PUT visible only once complete, so blobs are written straight to their final key;
+elsewhere a temporary key under ``<root>/tmp/`` is written then moved. HTTP(S)
+stores are read-only, and their presence checks tell a missing blob (404) from a
+failing server (which ``fsspec``'s own ``info`` does not).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import datetime as _dt
+import io
+import random
 import secrets
-from collections.abc import Iterator
-from typing import Any, BinaryIO
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO, NamedTuple, TypeVar
 
-from ..errors import BlobNotFoundError, StorageError
+from ..digest import parse_digest
+from ..errors import BlobNotFoundError, EvidenceStoreError, StorageError
 from ._base import BlobStore, blob_key
 
-__all__ = ["FsspecBlobStore"]
+__all__ = ["BlobInfo", "FsspecBlobStore", "RetryPolicy", "is_transient"]
 
-# Object stores make a PUT visible only once complete, so blobs are written straight
-# to their final key; elsewhere a temporary key is written then moved.
+T = TypeVar("T")
+
 _ATOMIC_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory"})
 _READ_ONLY = frozenset({"http", "https"})
+_LISTING_CACHED = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
+TMP_DIR = "tmp"
+# Batches at least this large are answered by listing key prefixes, not per-key HEADs.
+_LIST_THRESHOLD = 16
+# A remote this many listing pages (1,000 keys each) or smaller is listed whole, in
+# sequence; a bigger one is listed per ``<2 hex>/`` prefix, concurrently.
+_FULL_LISTING_PAGES = 8
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries: ``attempts`` tries per request, backoff doubling from
+    ``backoff`` seconds up to ``max_backoff`` (with jitter), ``timeout`` seconds per
+    connection and read (None: the backend's default)."""
+
+    attempts: int = 4
+    backoff: float = 0.25
+    max_backoff: float = 8.0
+    timeout: float | None = 60.0
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait after the ``failures``-th consecutive failure (1-based)."""
+        base = min(self.max_backoff, self.backoff * 2.0 ** (failures - 1))
+        return base * (0.5 + random.random() / 2)
+
+
+class BlobInfo(NamedTuple):
+    """A blob found by listing: digest, stored size, modification time (epoch s)."""
+
+    digest: str
+    size: int
+    mtime: float | None
+
+
+_PERMANENT = (
+    FileNotFoundError,
+    PermissionError,
+    IsADirectoryError,
+    NotADirectoryError,
+    FileExistsError,
+    ValueError,
+    TypeError,
+    NotImplementedError,
+    KeyError,
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Return whether a failure may go away if the request is retried."""
+    if isinstance(exc, (*_PERMANENT, EvidenceStoreError)) or _is_credentials_error(exc):
+        return False
+    status = getattr(exc, "status", None)  # aiohttp.ClientResponseError
+    if isinstance(status, int):
+        return status >= 500 or status in (408, 429)
+    response = getattr(exc, "response", None)  # botocore.exceptions.ClientError
+    if isinstance(response, dict):
+        code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if isinstance(code, int):
+            return code >= 500 or code in (408, 429)
+    return isinstance(exc, Exception)
+
+
+def _is_credentials_error(exc: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(
+        names
+        & {
+            "NoCredentialsError",
+            "PartialCredentialsError",
+            "CredentialRetrievalError",
+            "NoAuthTokenError",
+            "DefaultCredentialsError",
+        }
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip() or repr(exc)
+    return f"{type(exc).__name__}: {text}"
+
+
+def _mtime(info: dict[str, Any]) -> float | None:
+    for key in ("LastModified", "mtime", "created", "last_modified", "updated"):
+        value = info.get(key)
+        if isinstance(value, _dt.datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=_dt.UTC)
+            return value.timestamp()
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, str) and value:
+            with contextlib.suppress(ValueError):
+                return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return None
+
+
+def prepare_options(url: str, options: dict[str, Any], policy: RetryPolicy) -> dict[str, Any]:
+    """Return storage options for ``url`` with timeouts and single-shot backend retries
+    (the store retries itself, so its policy bounds the total), keeping any the user
+    set explicitly."""
+    import fsspec.core
+
+    protocol = fsspec.core.split_protocol(url)[0] or "file"
+    out = dict(options)
+    if protocol in ("s3", "s3a"):
+        config = dict(out.get("config_kwargs") or {})
+        if policy.timeout is not None:
+            config.setdefault("connect_timeout", policy.timeout)
+            config.setdefault("read_timeout", policy.timeout)
+        config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
+        config.setdefault("max_pool_connections", 64)
+        endpoint = str(out.get("endpoint_url") or "")
+        if endpoint.startswith("http://"):
+            # Over plain HTTP botocore signs a SHA-256 of every body, which the server
+            # checks: an extra CRC32 of each upload would only repeat that check.
+            config.setdefault("request_checksum_calculation", "when_required")
+        out["config_kwargs"] = config
+    elif protocol in ("http", "https") and policy.timeout is not None:
+        import aiohttp
+
+        client = dict(out.get("client_kwargs") or {})
+        client.setdefault(
+            "timeout",
+            aiohttp.ClientTimeout(
+                total=None, sock_connect=policy.timeout, sock_read=policy.timeout
+            ),
+        )
+        out["client_kwargs"] = client
+    if protocol in _LISTING_CACHED:
+        out.setdefault("use_listings_cache", False)
+    return out
 
 
 class FsspecBlobStore(BlobStore):
@@ -28,19 +175,30 @@ class FsspecBlobStore(BlobStore):
         read_only: bool = False,
         storage_options: dict[str, Any] | None = None,
         fs: Any = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         import fsspec
 
+        self.retry = retry or RetryPolicy()
+        self.url = url.rstrip("/")
         if fs is None:
-            fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+            options = prepare_options(url, storage_options or {}, self.retry)
+            try:
+                fs, path = fsspec.core.url_to_fs(url, **options)
+            except (ImportError, ValueError, TypeError) as exc:
+                raise StorageError(
+                    f"{self.url}: cannot open this location: {_describe(exc)}"
+                ) from exc
         else:
             path = fs._strip_protocol(url)
         protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
         self.fs = fs
-        self.url = url.rstrip("/")
+        if hasattr(fs, "retries"):
+            fs.retries = 1  # s3fs: our own loop retries, with our policy
         self._path = str(path).rstrip("/")
         self._protocols = frozenset(protocols)
-        super().__init__(read_only=read_only or bool(self._protocols & _READ_ONLY))
+        self._http = bool(self._protocols & _READ_ONLY)
+        super().__init__(read_only=read_only or self._http)
 
     @property
     def location(self) -> str:
@@ -48,80 +206,337 @@ class FsspecBlobStore(BlobStore):
 
     @property
     def supports_listing(self) -> bool:
-        return not self._protocols & _READ_ONLY
+        return not self._http
+
+    @property
+    def atomic_put(self) -> bool:
+        """Whether a PUT becomes visible only once complete."""
+        return bool(self._protocols & _ATOMIC_PUT)
 
     def key_of(self, digest: str) -> str:
         """Return the backend path of a blob."""
-        if self._protocols & _READ_ONLY:
+        if self._http:
             return f"{self.url}/{blob_key(digest)}"
         return f"{self._path}/{blob_key(digest)}"
 
-    def _wrap(self, digest: str, exc: Exception) -> StorageError:
-        return StorageError(f"{self.url}: {digest}: {type(exc).__name__}: {exc}")
+    # -- retries ------------------------------------------------------------
+    def _fail(self, what: str, exc: BaseException, attempts: int = 1) -> StorageError:
+        if _is_credentials_error(exc):
+            return StorageError(
+                f"{self.url}: no usable credentials ({_describe(exc)}); they come from the "
+                "backend's usual sources (environment variables, profiles), never evstore.toml"
+            )
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        return StorageError(f"{self.url}: {what} failed{tries}: {_describe(exc)}")
 
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` with retries; FileNotFoundError passes through untouched."""
+        failures = 0
+        while True:
+            try:
+                return fn()
+            except FileNotFoundError:
+                raise
+            except Exception as exc:
+                failures += 1
+                if not is_transient(exc) or failures >= self.retry.attempts:
+                    raise self._fail(what, exc, failures) from exc
+                time.sleep(self.retry.delay(failures))
+
+    async def _acall(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
+        failures = 0
+        while True:
+            try:
+                return await fn()
+            except FileNotFoundError:
+                raise
+            except Exception as exc:
+                failures += 1
+                if not is_transient(exc) or failures >= self.retry.attempts:
+                    raise self._fail(what, exc, failures) from exc
+                await asyncio.sleep(self.retry.delay(failures))
+
+    def _run(self, coro: Awaitable[T]) -> T:
+        from fsspec.asyn import sync
+
+        return sync(self.fs.loop, lambda: coro)  # type: ignore[no-any-return]
+
+    # -- primitives ---------------------------------------------------------
     def _exists(self, digest: str) -> bool:
         return self._size(digest) is not None
 
     def _size(self, digest: str) -> int | None:
+        return self.sizes([digest])[digest]
+
+    async def _http_size(self, digest: str) -> int | None:
+        url = self.key_of(digest)
+
+        async def head() -> int | None:
+            session = await self.fs.set_session()
+            headers = {**self.fs.kwargs.get("headers", {}), "Accept-Encoding": "identity"}
+            kwargs = {k: v for k, v in self.fs.kwargs.items() if k != "headers"}
+            async with session.head(
+                self.fs.encode_url(url), allow_redirects=True, headers=headers, **kwargs
+            ) as response:
+                if response.status in (404, 410):
+                    return None
+                response.raise_for_status()
+                length = response.headers.get("Content-Length")
+                if length is None:
+                    raise StorageError(f"{url}: the server gave no Content-Length")
+                return int(length)
+
+        return await self._acall(f"HEAD {digest}", head)
+
+    async def _info_size(self, digest: str) -> int | None:
+        key = self.key_of(digest)
         try:
-            info = self.fs.info(self.key_of(digest))
+            info = await self._acall(f"HEAD {digest}", lambda: self.fs._info(key))
         except FileNotFoundError:
             return None
-        except Exception as exc:
-            raise self._wrap(digest, exc) from exc
         size = info.get("size")
-        return int(size) if size is not None else None
+        return int(size) if size is not None and info.get("type") != "directory" else None
+
+    async def _list_all(self, limit: int) -> dict[str, int] | None:
+        """List every blob in one paginated listing, or None past ``limit`` keys."""
+        bucket, _, key = f"{self._path}/blobs/blake3/".partition("/")
+
+        async def listing() -> dict[str, int] | None:
+            entries = []
+            async for entry in self.fs._iterdir(bucket, delimiter="", prefix=key):
+                entries.append(entry)
+                if len(entries) > limit:
+                    return None
+            return _sizes_from_listing(entries)
+
+        try:
+            return await self._acall("list", listing)
+        except FileNotFoundError:
+            return {}
+
+    async def _list_prefix(self, prefix: str) -> dict[str, int]:
+        base = f"{self._path}/blobs/blake3/{prefix}"
+
+        async def ls() -> list[dict[str, Any]]:
+            if hasattr(self.fs, "_lsdir"):  # s3fs: one paginated listing, no fallbacks
+                return await self.fs._lsdir(base, refresh=True)  # type: ignore[no-any-return]
+            return await self.fs._ls(base, detail=True, refresh=True)  # type: ignore[no-any-return]
+
+        try:
+            entries = await self._acall(f"list {prefix}", ls)
+        except FileNotFoundError:
+            return {}
+        return _sizes_from_listing(entries)
+
+    def sizes(self, digests: Iterable[str], *, concurrency: int = 32) -> dict[str, int | None]:
+        """Return the stored size of each digest (None when absent), asking in batches.
+
+        Large batches on listable backends list each ``<2 hex>/`` key prefix once
+        (like REAPI's FindMissingBlobs); otherwise one concurrent HEAD per blob.
+        """
+        wanted = sorted({parse_digest(d) for d in digests})
+        if not wanted:
+            return {}
+        by_listing = not self._http and len(wanted) >= _LIST_THRESHOLD
+        if by_listing:
+            prefixes = sorted({d[7:9] for d in wanted})
+            found: dict[str, int] | None = None
+            if hasattr(self.fs, "_iterdir"):  # s3fs: a small remote lists in a few pages
+                found = self._run(self._list_all(_FULL_LISTING_PAGES * 1000))
+            if found is None:
+                found = {}
+                if self.fs.async_impl:
+                    coros = [self._list_prefix(p) for p in prefixes]
+                    for listing in self._run(self._gather(coros, concurrency)):
+                        found.update(listing)
+                else:
+                    for prefix in prefixes:
+                        found.update(self._sync_list_prefix(prefix))
+            return {d: found.get(d) for d in wanted}
+        if self.fs.async_impl:
+            probe = self._http_size if self._http else self._info_size
+            values = self._run(self._gather([probe(d) for d in wanted], concurrency))
+            return dict(zip(wanted, values, strict=True))
+        return {d: self._sync_info_size(d) for d in wanted}
+
+    @staticmethod
+    async def _gather(coros: Sequence[Awaitable[T]], concurrency: int) -> list[T]:
+        semaphore = asyncio.Semaphore(concurrency)
+
+        async def bounded(coro: Awaitable[T]) -> T:
+            async with semaphore:
+                return await coro
+
+        return await asyncio.gather(*(bounded(c) for c in coros))
+
+    def _sync_list_prefix(self, prefix: str) -> dict[str, int]:
+        base = f"{self._path}/blobs/blake3/{prefix}"
+        try:
+            entries = self._call(f"list {prefix}", lambda: self.fs.ls(base, detail=True))
+        except FileNotFoundError:
+            return {}
+        return _sizes_from_listing(entries)
+
+    def _sync_info_size(self, digest: str) -> int | None:
+        key = self.key_of(digest)
+        try:
+            info = self._call(f"HEAD {digest}", lambda: self.fs.info(key))
+        except FileNotFoundError:
+            return None
+        size = info.get("size")
+        return int(size) if size is not None and info.get("type") != "directory" else None
 
     def _open_raw(self, digest: str) -> BinaryIO:
+        return io.BytesIO(self.read_bytes(digest))
+
+    def read_bytes(self, digest: str) -> bytes:
+        """Return a blob's stored bytes, unverified (callers verify); retried."""
+        key = self.key_of(digest)
+
+        def cat() -> bytes:
+            if self.fs.async_impl:
+                # One GET: no size probe first, whatever the backend's default.
+                kwargs = {"max_concurrency": 1} if hasattr(self.fs, "max_concurrency") else {}
+                data: bytes = self._run(self.fs._cat_file(key, **kwargs))
+                return data
+            return self.fs.cat_file(key)  # type: ignore[no-any-return]
+
         try:
-            return self.fs.open(self.key_of(digest), "rb")  # type: ignore[no-any-return]
+            return self._call(f"GET {digest}", cat)
         except FileNotFoundError:
             raise BlobNotFoundError(f"{digest} is not in store {self.url}") from None
-        except Exception as exc:
-            raise self._wrap(digest, exc) from exc
+
+    def download_to(self, digest: str, path: str) -> None:
+        """Copy a blob's stored bytes to a local file, unverified (callers verify)."""
+        key = self.key_of(digest)
+        try:
+            self._call(f"GET {digest}", lambda: self.fs.get_file(key, path))
+        except FileNotFoundError:
+            raise BlobNotFoundError(f"{digest} is not in store {self.url}") from None
 
     def _write(self, digest: str, data: bytes) -> None:
+        self._check_writable()
         final = self.key_of(digest)
+        if self.atomic_put:
+            self._call(f"PUT {digest}", lambda: self.fs.pipe_file(final, data))
+            return
+        self._via_temporary(digest, final, lambda tmp: self.fs.pipe_file(tmp, data))
+
+    def _write_file(self, digest: str, path: str, size: int) -> None:
+        self.upload_file(digest, path, size)
+
+    def upload_file(self, digest: str, path: str, size: int) -> None:
+        """Upload a local file as ``digest`` (the caller has hashed it); the final key
+        appears only once the upload is complete, and its size is checked."""
+        self._check_writable()
+        final = self.key_of(digest)
+        if self.atomic_put:
+            self._call(f"PUT {digest}", lambda: self.fs.put_file(path, final))
+        else:
+            self._via_temporary(digest, final, lambda tmp: self.fs.put_file(path, tmp))
+        stored = self._size(digest)
+        if stored != size:
+            raise StorageError(
+                f"{self.url}: {digest}: stored {stored} bytes after upload, expected {size}"
+            )
+
+    def _via_temporary(self, digest: str, final: str, write: Callable[[str], Any]) -> None:
+        tmp = f"{self._path}/{TMP_DIR}/{secrets.token_hex(16)}"
         try:
-            if self._protocols & _ATOMIC_PUT:
-                self.fs.pipe_file(final, data)
-                return
-            tmp = f"{self._path}/tmp/{secrets.token_hex(16)}"
-            self.fs.makedirs(self.fs._parent(final), exist_ok=True)
-            self.fs.makedirs(f"{self._path}/tmp", exist_ok=True)
-            try:
-                self.fs.pipe_file(tmp, data)
+
+            def publish() -> None:
+                self.fs.makedirs(self.fs._parent(final), exist_ok=True)
+                self.fs.makedirs(f"{self._path}/{TMP_DIR}", exist_ok=True)
+                write(tmp)
                 self.fs.mv(tmp, final)
-            finally:
-                with contextlib.suppress(Exception):
-                    if self.fs.exists(tmp):
-                        self.fs.rm(tmp)
-        except Exception as exc:
-            raise self._wrap(digest, exc) from exc
+
+            self._call(f"PUT {digest}", publish)
+        finally:
+            with contextlib.suppress(Exception):
+                if self.fs.exists(tmp):
+                    self.fs.rm(tmp)
 
     def _delete(self, digest: str) -> None:
-        try:
-            self.fs.rm(self.key_of(digest))
-        except FileNotFoundError:
-            pass
-        except Exception as exc:
-            raise self._wrap(digest, exc) from exc
+        key = self.key_of(digest)
+        with contextlib.suppress(FileNotFoundError):
+            self._call(f"DELETE {digest}", lambda: self.fs.rm(key))
 
-    def _iter(self) -> Iterator[str]:
+    def _find(self, base: str) -> dict[str, dict[str, Any]]:
         if not self.supports_listing:
             raise StorageError(f"{self.url}: listing is not supported by this backend")
-        base = f"{self._path}/blobs/blake3"
         try:
-            found = self.fs.find(base)
+            found = self._call("list", lambda: self.fs.find(base, detail=True))
         except FileNotFoundError:
-            return
-        except Exception as exc:
-            raise StorageError(f"{self.url}: cannot list blobs: {exc}") from exc
-        for key in sorted(found):
-            parts = str(key).rsplit("/", 2)
-            if len(parts) == 3 and len(parts[2]) == 64 and parts[2].startswith(parts[1]):
-                digest = "blake3:" + parts[2]
-                with contextlib.suppress(ValueError):
-                    from ..digest import parse_digest
+            return {}
+        return found if isinstance(found, dict) else {}
 
-                    yield parse_digest(digest)
+    def iter_blobs(self) -> Iterator[BlobInfo]:
+        """Yield every blob present with its size and modification time."""
+        found = self._find(f"{self._path}/blobs/blake3")
+        for key in sorted(found):
+            digest = _digest_of_key(str(key))
+            if digest is not None:
+                info = found[key]
+                yield BlobInfo(digest, int(info.get("size") or 0), _mtime(info))
+
+    def _iter(self) -> Iterator[str]:
+        for info in self.iter_blobs():
+            yield info.digest
+
+    def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
+        """Yield ``(key, mtime)`` of leftovers of interrupted writes: temporary keys and,
+        on S3, incomplete multipart uploads (keys prefixed ``upload:<id>:``)."""
+        if self._http:
+            return
+        found = self._find(f"{self._path}/{TMP_DIR}")
+        for key in sorted(found):
+            yield str(key), _mtime(found[key])
+        if self._protocols & {"s3", "s3a"}:
+            bucket, _, prefix = self._path.partition("/")
+            response = self._call(
+                "list multipart uploads",
+                lambda: self.fs.call_s3(
+                    "list_multipart_uploads", Bucket=bucket, Prefix=f"{prefix}/" if prefix else ""
+                ),
+            )
+            for upload in response.get("Uploads", []):
+                yield (
+                    f"upload:{upload['UploadId']}:{bucket}/{upload['Key']}",
+                    _mtime({"LastModified": upload.get("Initiated")}),
+                )
+
+    def remove_temporary(self, key: str) -> None:
+        """Remove a leftover yielded by :meth:`iter_temporaries`."""
+        self._check_writable()
+        if key.startswith("upload:"):
+            _, upload_id, path = key.split(":", 2)
+            bucket, _, name = path.partition("/")
+            self._call(
+                "abort multipart upload",
+                lambda: self.fs.call_s3(
+                    "abort_multipart_upload", Bucket=bucket, Key=name, UploadId=upload_id
+                ),
+            )
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self._call("remove temporary", lambda: self.fs.rm(key))
+
+
+def _digest_of_key(key: str) -> str | None:
+    parts = key.rstrip("/").rsplit("/", 2)
+    if len(parts) == 3 and len(parts[2]) == 64 and parts[2].startswith(parts[1]):
+        digest = "blake3:" + parts[2]
+        with contextlib.suppress(ValueError):
+            return parse_digest(digest)
+    return None
+
+
+def _sizes_from_listing(entries: Iterable[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for entry in entries:
+        if entry.get("type") == "directory":
+            continue
+        digest = _digest_of_key(str(entry.get("name", "")))
+        if digest is not None and entry.get("size") is not None:
+            out[digest] = int(entry["size"])
+    return out

@@ -1,0 +1,362 @@
+"""Moving blobs between the local store and remotes: verified, atomic, in parallel.
+
+Every byte that arrives is checked against the size and digest it was asked for
+before it is published under its final name; a local blob is re-hashed before it is
+uploaded, so a corrupt cache is never pushed. Failures name the remote, the digest and
+what was observed against what was expected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, NamedTuple, TypeVar
+
+from .digest import hash_bytes, hash_file
+from .errors import (
+    BlobNotFoundError,
+    EvidenceStoreError,
+    IntegrityError,
+    StorageError,
+)
+from .storage import BlobStore, LocalBlobStore
+from .storage._fsspec import FsspecBlobStore
+
+__all__ = [
+    "STREAM_THRESHOLD",
+    "Progress",
+    "Source",
+    "TransferSummary",
+    "download",
+    "parallel",
+    "sizes_of",
+    "upload",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# Blobs above this size are streamed through a temporary file instead of memory.
+STREAM_THRESHOLD = 64 << 20
+DEFAULT_JOBS = 16
+
+# Test-only: ``EVSTORE_TEST_STALL=<point>:<n>:<marker file>`` makes the n-th arrival
+# at ``point`` create the marker file and hang, so a test can kill the process there.
+_STALL_ENV = "EVSTORE_TEST_STALL"
+_stall_lock = threading.Lock()
+_stall_counts: dict[str, int] = {}
+
+
+def test_hook(point: str) -> None:
+    """Stall here forever when the test-only environment variable asks for it."""
+    spec = os.environ.get(_STALL_ENV)
+    if not spec:
+        return
+    want, _, rest = spec.partition(":")
+    count, _, marker = rest.partition(":")
+    if want != point:
+        return
+    with _stall_lock:
+        _stall_counts[point] = _stall_counts.get(point, 0) + 1
+        reached = _stall_counts[point] == int(count or 1)
+    if reached:
+        with open(marker, "w") as fh:
+            fh.write(str(os.getpid()))
+        while True:
+            time.sleep(3600)
+
+
+class Source(NamedTuple):
+    """A place blobs can come from: ``name`` is ``"local store"`` or a remote's name."""
+
+    name: str
+    store: BlobStore
+
+    @property
+    def label(self) -> str:
+        """How messages name this place."""
+        if self.name == "local store":
+            return f"local store ({self.store.location})"
+        return f"remote {self.name!r} ({self.store.location})"
+
+
+@dataclass
+class TransferSummary:
+    """What a push, pull or fetch did."""
+
+    action: str
+    target: str
+    blobs: int = 0
+    present: int = 0
+    transferred: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        """One line for logs and non-terminal output."""
+        mib = self.bytes / (1 << 20)
+        rate = f", {mib / self.seconds:.1f} MiB/s" if self.seconds > 0 and self.bytes else ""
+        failed = f"; {len(self.failures)} FAILED" if self.failures else ""
+        return (
+            f"{self.action} {self.target}: {self.transferred} of {self.blobs} blobs transferred "
+            f"({mib:.1f} MiB in {self.seconds:.2f} s{rate}), {self.present} already present"
+            f"{failed}"
+        )
+
+
+class Progress:
+    """A progress line when ``stream`` is a terminal; silent otherwise (or without one)."""
+
+    def __init__(self, label: str, total: int, total_bytes: int, stream: IO[str] | None = None):
+        self.label = label
+        self.total = total
+        self.total_bytes = total_bytes
+        self.done = 0
+        self.done_bytes = 0
+        self._stream = stream if stream is not None else sys.stderr
+        self._enabled = stream is not None and bool(getattr(stream, "isatty", lambda: False)())
+        self._lock = threading.Lock()
+        self._last = 0.0
+
+    def advance(self, nbytes: int) -> None:
+        """Count one finished blob of ``nbytes``."""
+        with self._lock:
+            self.done += 1
+            self.done_bytes += nbytes
+            now = time.monotonic()
+            if self._enabled and (now - self._last >= 0.1 or self.done == self.total):
+                self._last = now
+                self._stream.write(
+                    f"\r{self.label}: {self.done}/{self.total} blobs, "
+                    f"{self.done_bytes / (1 << 20):.1f}/{self.total_bytes / (1 << 20):.1f} MiB"
+                )
+                self._stream.flush()
+
+    def close(self) -> None:
+        """Clear the progress line."""
+        if self._enabled and self.total:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+
+
+def parallel(
+    items: Sequence[T], fn: Callable[[T], R], jobs: int
+) -> list[tuple[T, R | None, EvidenceStoreError | None]]:
+    """Apply ``fn`` to every item on ``jobs`` threads; collect results and errors."""
+
+    def one(item: T) -> tuple[T, R | None, EvidenceStoreError | None]:
+        try:
+            return item, fn(item), None
+        except EvidenceStoreError as exc:
+            return item, None, exc
+        except OSError as exc:
+            return item, None, StorageError(f"{exc}")
+
+    if jobs <= 1 or len(items) <= 1:
+        return [one(i) for i in items]
+    with ThreadPoolExecutor(max_workers=min(jobs, len(items))) as pool:
+        return list(pool.map(one, items))
+
+
+def sizes_of(store: BlobStore, digests: Iterable[str]) -> dict[str, int | None]:
+    """Return each digest's stored size (None when absent), batched where possible."""
+    wanted = sorted(set(digests))
+    if isinstance(store, FsspecBlobStore):
+        return store.sizes(wanted)
+    return {d: store.size(d) for d in wanted}
+
+
+# -- downloads ---------------------------------------------------------------------
+def _read_raw(store: BlobStore, digest: str) -> bytes:
+    if isinstance(store, FsspecBlobStore):
+        return store.read_bytes(digest)
+    with store._open_raw(digest) as fh:
+        return fh.read()
+
+
+def _check_bytes(source: Source, digest: str, size: int | None, data: bytes | memoryview) -> None:
+    if size is not None and len(data) != size:
+        raise IntegrityError(
+            f"{source.label}: {digest}: got {len(data)} bytes, expected {size}; refused"
+        )
+    observed = hash_bytes(data).digest
+    if observed != digest:
+        raise IntegrityError(
+            f"{source.label}: {digest}: content hashes to {observed} ({len(data)} bytes), "
+            f"expected {digest}; refused"
+        )
+
+
+def _publish_bytes(cache: BlobStore, digest: str, data: bytes) -> None:
+    """Store already-verified bytes in the cache atomically."""
+    if not isinstance(cache, LocalBlobStore):
+        cache.put(data, expected=digest)
+        return
+    final = cache.path_of(digest)
+    tmp = cache._tmp_in(final)
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(data)
+        test_hook("fetch-written")
+        _link_into_place(cache, tmp, final, digest)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _link_into_place(cache: LocalBlobStore, tmp: Path, final: Path, digest: str) -> None:
+    """Publish a verified temporary under its final name (create-only, atomic).
+
+    Fetched copies are not fsynced one by one: they can be fetched again, and a copy
+    torn by a power loss fails the size or hash check of the next read, which the
+    read-through store and ``pull`` answer by fetching it again.
+    """
+    os.chmod(tmp, 0o444)
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        if cache.size(digest) != os.stat(tmp).st_size or not _intact(cache, digest):
+            os.replace(tmp, final)
+    except OSError:  # filesystems without hard links: rename is atomic too
+        os.replace(tmp, final)
+
+
+def _intact(cache: LocalBlobStore, digest: str) -> bool:
+    try:
+        cache.verify(digest)
+    except (IntegrityError, BlobNotFoundError):
+        return False
+    return True
+
+
+def _download_streamed(source: Source, cache: LocalBlobStore, digest: str, size: int) -> None:
+    final = cache.path_of(digest)
+    tmp = cache._tmp_in(final)
+    try:
+        if isinstance(source.store, FsspecBlobStore):
+            source.store.download_to(digest, str(tmp))
+        else:
+            with source.store._open_raw(digest) as src, open(tmp, "xb") as dst:
+                while chunk := src.read(8 << 20):
+                    dst.write(chunk)
+        observed_size = os.stat(tmp).st_size
+        if observed_size != size:
+            raise IntegrityError(
+                f"{source.label}: {digest}: got {observed_size} bytes, expected {size}; refused"
+            )
+        observed = hash_file(tmp, size).digest
+        if observed != digest:
+            raise IntegrityError(
+                f"{source.label}: {digest}: content hashes to {observed} ({size} bytes), "
+                f"expected {digest}; refused"
+            )
+        test_hook("fetch-written")
+        _link_into_place(cache, tmp, final, digest)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def download(
+    sources: Sequence[Source],
+    cache: BlobStore,
+    digest: str,
+    size: int | None = None,
+    *,
+    looked_before: Sequence[str] = (),
+) -> tuple[str, int]:
+    """Fetch ``digest`` from the first source holding an intact copy into ``cache``.
+
+    Sources are tried in order; a copy of the wrong size or content is refused (never
+    cached) and the next source is tried. Returns the source's name and the size.
+    Raises :class:`BlobNotFoundError` when no source has it, or the
+    :class:`IntegrityError` / :class:`StorageError` class of the failures met, with a
+    message naming every place looked (``looked_before`` first) and what was found.
+    """
+    looked: list[str] = list(looked_before)
+    errors: list[EvidenceStoreError] = []
+    for source in sources:
+        try:
+            expected = size
+            if expected is None or expected > STREAM_THRESHOLD:
+                stored = source.store.size(digest)
+                if stored is None:
+                    raise BlobNotFoundError(digest)
+                if expected is not None and stored != expected:
+                    raise IntegrityError(
+                        f"{source.label}: {digest}: stores {stored} bytes, expected {expected}; "
+                        "refused"
+                    )
+                expected = stored
+            if expected > STREAM_THRESHOLD and isinstance(cache, LocalBlobStore):
+                _download_streamed(source, cache, digest, expected)
+            else:
+                data = _read_raw(source.store, digest)
+                _check_bytes(source, digest, expected, data)
+                _publish_bytes(cache, digest, data)
+            return source.name, expected
+        except BlobNotFoundError:
+            looked.append(f"{source.label}: absent")
+        except IntegrityError as exc:
+            errors.append(exc)
+            looked.append(str(exc))
+        except StorageError as exc:
+            errors.append(exc)
+            looked.append(f"{source.label}: {exc}")
+    places = "; ".join(looked) if looked else "no local store or remote configured"
+    message = f"{digest} could not be fetched: {places}"
+    if any(isinstance(e, IntegrityError) for e in errors):
+        raise IntegrityError(message)
+    if errors:
+        raise StorageError(message)
+    raise BlobNotFoundError(message)
+
+
+# -- uploads -----------------------------------------------------------------------
+def upload(cache: LocalBlobStore, remote: Source, digest: str, size: int) -> None:
+    """Upload a blob from the local store to a remote, re-hashing it first.
+
+    The remote never shows a partial blob under its final key: object stores publish
+    a PUT only once complete; other backends write a temporary then move it.
+    """
+    path = cache.path_of(digest)
+    local = Source("local store", cache)
+    try:
+        if size <= STREAM_THRESHOLD:
+            with open(path, "rb") as fh:
+                data = fh.read()
+            _check_bytes(local, digest, size, data)
+        else:
+            observed = hash_file(path, size).digest
+            if observed != digest:
+                raise IntegrityError(
+                    f"{local.label}: {digest}: content hashes to {observed}, expected {digest}"
+                )
+    except FileNotFoundError:
+        raise BlobNotFoundError(
+            f"{digest} cannot be pushed to {remote.label}: it is not in the {local.label}"
+        ) from None
+    except IntegrityError as exc:
+        raise IntegrityError(f"refusing to push a corrupt blob: {exc}") from None
+    store = remote.store
+    try:
+        if isinstance(store, FsspecBlobStore):
+            if size <= STREAM_THRESHOLD:
+                store._write(digest, data)
+            else:
+                store.upload_file(digest, str(path), size)
+        elif size <= STREAM_THRESHOLD:
+            store.put(data, expected=digest)
+        else:
+            store.put_file(path)
+    except StorageError as exc:
+        raise StorageError(f"{remote.label}: {exc}") from exc
+    test_hook("push-uploaded")

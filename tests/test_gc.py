@@ -1,0 +1,223 @@
+"""``evstore gc``: dry run by default, grace period, git revisions, temporaries,
+local store and remotes (directory, memory, S3)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import fsspec
+import pytest
+from evhelpers import git
+from remotes_support import blob_path, blobs, digest_of, make_repo, run, set_remotes, store_files
+
+from evidencestore.config import Config, LpipsConfig, load_config, save_config
+from evidencestore.gc import collect_garbage
+from evidencestore.models import Descriptor
+from evidencestore.remotes import local_store
+from evidencestore.storage import LocalBlobStore, blob_key
+from evidencestore.testing.s3 import s3_options
+
+OLD = 7 * 24 * 3600  # seconds in the past: well beyond the default grace
+
+
+def _age(path: Path, seconds: float = OLD) -> None:
+    when = time.time() - seconds
+    os.utime(path, (when, when))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    root = tmp_path / "repo"
+    files = blobs(3)
+    make_repo(root, files)
+    return root, files
+
+
+def test_local_gc_dry_run_then_delete(repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, files = repo
+    cache = local_store(root)
+    stale = cache.put(b"unreferenced and old").digest
+    fresh = cache.put(b"unreferenced, written just now by a concurrent push").digest
+    _age(cache.path_of(stale))
+    for data in files.values():
+        _age(cache.path_of(digest_of(data)))
+
+    code, out, err = run("gc", "--root", str(root))
+    assert code == 0, err
+    assert f"would remove\t{stale}\t20" in out
+    assert fresh not in out
+    assert "would remove 1 unreferenced blob(s)" in out
+    assert "kept 3 referenced, 1 unreferenced within the grace period" in out
+    assert "dry run: nothing was deleted" in err
+    assert cache.has(stale) and cache.has(fresh)
+
+    code, out, err = run("gc", "--yes", "--root", str(root))
+    assert code == 0, err
+    assert "removed 1 unreferenced blob(s)" in out
+    assert not cache.has(stale)
+    assert cache.has(fresh)  # within the grace period: never deleted
+    for data in files.values():
+        cache.verify(digest_of(data), len(data))
+
+    code, out, _ = run("gc", "--yes", "--grace", "0", "--root", str(root))
+    assert code == 0 and not cache.has(fresh)
+    assert sorted(cache.iter_digests()) == sorted(digest_of(d) for d in files.values())
+
+
+def test_gc_removes_old_temporaries_only(repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, files = repo
+    cache = local_store(root)
+    digest = digest_of(next(iter(files.values())))
+    folder = cache.path_of(digest).parent
+    old_tmp = folder / ".tmp-0123456789abcdef-1-deadbeef"
+    new_tmp = folder / ".tmp-0123456789abcdef-2-feedface"
+    old_tmp.write_bytes(b"half a blob")
+    new_tmp.write_bytes(b"being written")
+    _age(old_tmp)
+    code, out, _ = run("gc", "--root", str(root))
+    assert code == 0 and f"would remove\t{old_tmp}" in out and str(new_tmp) not in out
+    assert old_tmp.exists()
+    code, out, _ = run("gc", "--yes", "--root", str(root))
+    assert code == 0 and "1 leftover temporary file(s)" in out
+    assert not old_tmp.exists() and new_tmp.exists()
+
+
+def test_gc_keeps_blobs_referenced_at_revisions(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    old_files = blobs(2, seed="old")
+    make_repo(root, old_files, "old")
+    git(root, "add", "evidence")
+    git(root, "commit", "-q", "-m", "old bundle")
+    shutil.rmtree(root / "evidence" / "old")
+    make_repo(root, blobs(1, seed="new"), "new")
+    old_digests = {digest_of(d) for d in old_files.values()}
+
+    plan = collect_garbage(root, grace=0)
+    assert {b.digest for b in plan.garbage} == old_digests
+    plan = collect_garbage(root, grace=0, revs=["HEAD"])
+    assert plan.garbage == [] and plan.kept == 3
+    code, _out, err = run("gc", "--grace", "0", "--yes", "--rev", "main", "--root", str(root))
+    assert code == 0, err
+    assert all(local_store(root).has(d) for d in old_digests)
+    code, _, err = run("gc", "--rev", "no-such-rev", "--root", str(root))
+    assert code == 2 and "--rev no-such-rev: not a git revision" in err
+
+
+def test_gc_keeps_pinned_weights(repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, _ = repo
+    cache = local_store(root)
+    weights = cache.put(b"pretend lpips weights")
+    config = load_config(root)
+    save_config(
+        root,
+        Config(
+            store=config.store,
+            remotes=config.remotes,
+            lpips=LpipsConfig(backbone=Descriptor(digest=weights.digest, size=weights.size)),
+        ),
+    )
+    plan = collect_garbage(root, grace=0, delete=True)
+    assert plan.garbage == [] and cache.has(weights.digest)
+
+
+def test_gc_refuses_unreadable_inventory(repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, files = repo
+    (root / "evidence" / "broken").mkdir()
+    (root / "evidence" / "broken" / "bundle.json").write_text("{not json")
+    code, _, err = run("gc", "--yes", "--grace", "0", "--root", str(root))
+    assert code == 2 and "gc refused" in err and "broken" in err
+    for data in files.values():
+        assert local_store(root).has(digest_of(data))
+
+
+def test_gc_directory_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
+    root, files = repo
+    remote = tmp_path / "remote"
+    set_remotes(root, origin={"url": str(remote)})
+    assert run("push", "--root", str(root))[0] == 0
+    store = LocalBlobStore(remote)
+    stray = store.put(b"stray blob on the remote").digest
+    _age(store.path_of(stray))
+    code, out, err = run("gc", "--remote", "origin", "--yes", "--root", str(root))
+    assert code == 0, err
+    assert f"gc remote 'origin' ({remote}): removed 1 unreferenced blob(s)" in out
+    assert not store.has(stray)
+    assert sorted(p.name for p in store_files(remote)) == sorted(
+        digest_of(d)[7:] for d in files.values()
+    )
+
+
+def test_gc_memory_remote(repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, files = repo
+    base = f"/evstore-gc-{uuid.uuid4().hex}"
+    set_remotes(root, mem={"url": f"memory://{base}"})
+    try:
+        assert run("push", "--root", str(root))[0] == 0
+        fs = fsspec.filesystem("memory")
+        stray = digest_of(b"stray")
+        fs.pipe_file(f"{base}/{blob_key(stray)}", b"stray")
+        fs.pipe_file(f"{base}/tmp/0123abcd", b"half")
+        plan = collect_garbage(root, remote="mem", grace=3600)
+        assert plan.garbage == [] and len(plan.young) == 1  # just written: kept
+        plan = collect_garbage(root, remote="mem", grace=0, delete=True)
+        assert [b.digest for b in plan.garbage] == [stray]
+        assert plan.temporaries == [f"{base}/tmp/0123abcd"]
+        assert not fs.exists(f"{base}/{blob_key(stray)}")
+        assert not fs.exists(f"{base}/tmp/0123abcd")
+        for data in files.values():
+            assert fs.cat_file(f"{base}/{blob_key(digest_of(data))}") == data
+    finally:
+        fsspec.filesystem("memory").rm(base, recursive=True)
+
+
+def test_gc_s3_remote(
+    repo: tuple[Path, dict[str, bytes]], s3_endpoint: str, s3_bucket: str
+) -> None:
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("s3fs")
+    root, files = repo
+    set_remotes(root, s3={"url": f"s3://{s3_bucket}/ev", "options": s3_options(s3_endpoint)})
+    assert run("push", "--root", str(root))[0] == 0
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    stray = digest_of(b"stray on s3")
+    client.put_object(Bucket=s3_bucket, Key=f"ev/{blob_key(stray)}", Body=b"stray on s3")
+    upload = client.create_multipart_upload(Bucket=s3_bucket, Key=f"ev/{blob_key(stray)}")
+
+    # Just written: the default grace period protects the blob. (moto dates every
+    # multipart upload in 2010, so the abandoned upload is already old enough.)
+    plan = collect_garbage(root, remote="s3")
+    assert plan.garbage == [] and [b.digest for b in plan.young] == [stray]
+    assert plan.temporaries == [f"upload:{upload['UploadId']}:{s3_bucket}/ev/{blob_key(stray)}"]
+    code, out, err = run("gc", "--remote", "s3", "--root", str(root))
+    assert code == 0, err
+    assert (
+        "would remove 0 unreferenced blob(s)" in out
+        and "1 unreferenced within the grace period" in out
+    )
+    assert client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads")  # dry run
+
+    plan = collect_garbage(root, remote="s3", grace=0)
+    assert [b.digest for b in plan.garbage] == [stray]
+    code, out, err = run("gc", "--remote", "s3", "--yes", "--grace", "0", "--root", str(root))
+    assert code == 0, err
+    keys = {o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])}
+    assert keys == {f"ev/{blob_key(digest_of(d))}" for d in files.values()}
+    assert client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", []) == []
+
+
+def test_gc_negative_grace(repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, _ = repo
+    code, _, err = run("gc", "--grace", "-1", "--root", str(root))
+    assert code == 2 and "--grace must be 0 or more" in err
+
+
+def test_gc_unused_blob_path_helper(repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, files = repo
+    data = next(iter(files.values()))
+    assert blob_path(local_store(root).root, data).is_file()

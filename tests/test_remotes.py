@@ -1,0 +1,484 @@
+"""Remotes on a local directory and ``memory://``: configuration, push / pull / fetch /
+cat, the read-through store, corrupt copies, and remote verification."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import fsspec
+import pytest
+from remotes_support import (
+    blob_path,
+    blobs,
+    digest_of,
+    make_repo,
+    overwrite,
+    run,
+    set_remotes,
+    store_files,
+)
+
+from evidencestore._cli import main
+from evidencestore.config import load_config
+from evidencestore.errors import BlobNotFoundError, IntegrityError
+from evidencestore.inventory import load_inventory
+from evidencestore.remotes import (
+    ReadThroughStore,
+    check_remote,
+    configured_remotes,
+    local_store,
+    repository_store,
+)
+from evidencestore.storage import LocalBlobStore, blob_key
+
+ABSENT = "blake3:" + "7" * 64
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    root = tmp_path / "repo"
+    files = blobs(5)
+    make_repo(root, files)
+    return root, files
+
+
+@pytest.fixture
+def memory_url() -> Iterator[str]:
+    path = f"/evstore-test-{uuid.uuid4().hex}"
+    yield f"memory://{path}"
+    fs = fsspec.filesystem("memory")
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+def _local(root: Path) -> Path:
+    return local_store(root).root
+
+
+# -- configuration -------------------------------------------------------------------
+def test_remote_add_list_remove(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    code, out, err = run(
+        "remote", "add", "origin", "s3://bkt/prefix",
+        "--option", "endpoint_url=http://127.0.0.1:1",
+        "--option", "client_kwargs.region_name=us-east-1",
+        "--option", "anon=false",
+        "--root", root,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "remote 'origin' -> s3://bkt/prefix" in out
+    code, _, err = run("remote", "add", "mirror", "../mirror", "--read-only", "--root", root)
+    assert code == 0, err
+    config = load_config(tmp_path)
+    assert list(config.remotes) == ["origin", "mirror"]
+    assert config.remotes["origin"].options == {
+        "endpoint_url": "http://127.0.0.1:1",
+        "client_kwargs": {"region_name": "us-east-1"},
+        "anon": False,
+    }
+    assert config.remotes["mirror"].read_only
+    code, out, _ = run("remote", "list", "--root", root)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("origin\ts3://bkt/prefix\t")
+    assert "client_kwargs.region_name=us-east-1" in lines[0]
+    assert lines[1] == "mirror\t../mirror (read-only)"
+
+    code, _, err = run("remote", "add", "origin", "s3://other", "--root", root)
+    assert code == 2 and "remote 'origin' already exists (s3://bkt/prefix)" in err
+    code, _, err = run("remote", "add", "origin", "s3://other", "--force", "--root", root)
+    assert code == 0 and load_config(tmp_path).remotes["origin"].url == "s3://other"
+    assert list(load_config(tmp_path).remotes) == ["origin", "mirror"]
+
+    code, _, _ = run("remote", "remove", "origin", "--root", root)
+    assert code == 0 and list(load_config(tmp_path).remotes) == ["mirror"]
+    code, _, err = run("remote", "remove", "origin", "--root", root)
+    assert code == 2 and "unknown remote 'origin' (remotes: 'mirror')" in err
+
+
+@pytest.mark.parametrize(
+    "option", ["key=AKIAXXXX", "secret=s", "client_kwargs.aws_secret_access_key=s", "token=t"]
+)
+def test_remote_add_refuses_credentials(tmp_path: Path, option: str) -> None:
+    code, _, err = run(
+        "remote", "add", "origin", "s3://bkt", "--option", option, "--root", str(tmp_path)
+    )
+    assert code == 2
+    assert "would store a credential in evstore.toml" in err
+    assert not (tmp_path / "evstore.toml").exists()
+
+
+@pytest.mark.parametrize("name", ["-x", "a b", "", "x" * 65, "a/b"])
+def test_remote_add_refuses_bad_names(tmp_path: Path, name: str) -> None:
+    code, _, err = run("remote", "add", name, "s3://bkt", "--root", str(tmp_path))
+    assert code == 2
+    assert "remote name" in err or "error" in err
+
+
+def test_bad_option_syntax(tmp_path: Path) -> None:
+    code, _, err = run(
+        "remote", "add", "o", "s3://bkt", "--option", "novalue", "--root", str(tmp_path)
+    )
+    assert code == 2 and "expected KEY=VALUE" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[remotes\n", "not valid TOML"),
+        ('[remotes.o]\nurl = "s3://b"\noptions = { secret = "x" }\n', "would store a credential"),
+        ('[remotes.o]\nurl = "s3://b"\nbogus = 1\n', "bogus"),
+        ('[remotes.o]\nurl = "s3://b"\nattempts = 0\n', "attempts"),
+        ('[remotes."bad name"]\nurl = "s3://b"\n', "remote name"),
+    ],
+)
+def test_unreadable_configuration(
+    repo: tuple[Path, dict[str, bytes]], text: str, message: str
+) -> None:
+    root, _ = repo
+    (root / "evstore.toml").write_text(text)
+    for argv in (["push"], ["pull"], ["fetch", ABSENT], ["remote", "list"], ["gc"]):
+        code, _, err = run(*argv, "--root", str(root))
+        assert code == 2, argv
+        assert err.startswith("evstore: error: ") and message in err, err
+        assert "Traceback" not in err
+
+
+def test_unknown_remote_name(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
+    root, _ = repo
+    set_remotes(root, origin={"url": str(tmp_path / "remote")})
+    for argv in (
+        ["push", "--remote", "nope"],
+        ["pull", "--remote", "nope"],
+        ["fetch", ABSENT, "--remote", "nope"],
+        ["cat", ABSENT, "--remote", "nope"],
+        ["gc", "--remote", "nope"],
+    ):
+        code, _, err = run(*argv, "--root", str(root))
+        assert code == 2, argv
+        assert "unknown remote 'nope' (remotes: 'origin')" in err
+
+
+@pytest.mark.parametrize("bad", ["blake3:XYZ", "sha256:" + "0" * 64, "blake3:" + "A" * 64, "nope"])
+def test_malformed_digest(repo: tuple[Path, dict[str, bytes]], bad: str) -> None:
+    root, _ = repo
+    for argv in (["fetch", bad], ["cat", bad], ["fetch", ABSENT, bad]):
+        code, _, err = run(*argv, "--root", str(root))
+        assert code == 2
+        assert "invalid digest" in err and "expected 'blake3:' followed by 64" in err
+    assert not (_local(root) / "blobs" / "blake3" / "77").exists()
+
+
+def test_unknown_digest_names_every_place(
+    repo: tuple[Path, dict[str, bytes]], tmp_path: Path
+) -> None:
+    root, _ = repo
+    set_remotes(root, a={"url": str(tmp_path / "a")}, b={"url": str(tmp_path / "b")})
+    code, _, err = run("fetch", ABSENT, "--root", str(root))
+    assert code == 2
+    assert f"{ABSENT} could not be fetched" in err
+    assert f"local store ({_local(root)}): absent" in err
+    assert f"remote 'a' ({tmp_path / 'a'}): absent" in err
+    assert f"remote 'b' ({tmp_path / 'b'}): absent" in err
+    assert err.index("remote 'a'") < err.index("remote 'b'")
+
+
+def test_no_remote_configured(repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, _ = repo
+    code, _, err = run("push", "--root", str(root))
+    assert code == 2 and "no writable remote configured" in err
+    local_store(root).delete(digest_of(next(iter(repo[1].values()))))
+    code, _, err = run("pull", "--root", str(root))
+    assert code == 2 and "no remote is configured" in err
+
+
+# -- push / pull on a local directory remote -----------------------------------------
+def test_push_then_pull_local_directory(
+    repo: tuple[Path, dict[str, bytes]], tmp_path: Path
+) -> None:
+    root, files = repo
+    remote = tmp_path / "remote"
+    set_remotes(root, origin={"url": str(remote)})
+    code, out, err = run("push", "--root", str(root))
+    assert code == 0, err
+    assert "push remote 'origin': 5 of 5 blobs transferred" in out
+    assert "0 already present" in out
+    # Exactly the store entries, byte for byte, read-only, nothing else left behind.
+    expected = sorted(blob_path(remote, data) for data in files.values())
+    assert store_files(remote) == expected
+    for data in files.values():
+        assert blob_path(remote, data).read_bytes() == data
+
+    code, out, _ = run("push", "--root", str(root))
+    assert code == 0 and "0 of 5 blobs transferred" in out and "5 already present" in out
+
+    for path in store_files(_local(root)):
+        os.unlink(path)
+    code, out, err = run("pull", "--root", str(root))
+    assert code == 0, err
+    assert "pull remotes: 5 of 5 blobs transferred" in out
+    cache = local_store(root)
+    for data in files.values():
+        assert cache.get(digest_of(data), len(data)) == data
+    code, out, _ = run("pull", "--root", str(root))
+    assert code == 0 and "0 of 5 blobs transferred" in out
+
+
+def test_push_and_pull_selected_bundles(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    first, second = blobs(2, seed="one"), blobs(3, seed="two")
+    make_repo(root, first, "one")
+    make_repo(root, second, "two")
+    remote = tmp_path / "remote"
+    set_remotes(root, origin={"url": str(remote)})
+    code, out, err = run("push", "two", "--root", str(root))
+    assert code == 0, err
+    assert "3 of 3 blobs transferred" in out
+    assert store_files(remote) == sorted(blob_path(remote, d) for d in second.values())
+    code, _, err = run("push", "three", "--root", str(root))
+    assert code == 2 and "no registered bundle named 'three'" in err
+
+
+def test_push_refuses_corrupt_local_blob(
+    repo: tuple[Path, dict[str, bytes]], tmp_path: Path
+) -> None:
+    root, files = repo
+    remote = tmp_path / "remote"
+    set_remotes(root, origin={"url": str(remote)})
+    victim = next(iter(files.values()))
+    overwrite(blob_path(_local(root), victim), b"X" * len(victim))
+    code, _out, err = run("push", "--root", str(root))
+    assert code == 2
+    assert "4 of 5 blobs transferred" in err and "1 FAILED" in err
+    assert (
+        f"refusing to push a corrupt blob: local store ({_local(root)}): {digest_of(victim)}" in err
+    )
+    assert "content hashes to blake3:" in err
+    assert not blob_path(remote, victim).exists()
+    assert len(store_files(remote)) == 4
+
+
+def test_push_to_read_only_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
+    root, _ = repo
+    set_remotes(root, mirror={"url": str(tmp_path / "m"), "read_only": True})
+    code, _, err = run("push", "--remote", "mirror", "--root", str(root))
+    assert code == 2 and "remote 'mirror'" in err and "is read-only" in err
+    code, _, err = run("push", "--root", str(root))
+    assert code == 2 and "no writable remote" in err
+
+
+def test_memory_remote(repo: tuple[Path, dict[str, bytes]], memory_url: str) -> None:
+    root, files = repo
+    set_remotes(root, mem={"url": memory_url})
+    code, out, err = run("push", "--root", str(root))
+    assert code == 0, err
+    fs = fsspec.filesystem("memory")
+    base = memory_url.removeprefix("memory://")
+    for data in files.values():
+        assert fs.cat_file(f"{base}/{blob_key(digest_of(data))}") == data
+    for path in store_files(_local(root)):
+        os.unlink(path)
+    code, out, err = run("pull", "--root", str(root))
+    assert code == 0, err
+    assert "5 of 5 blobs transferred" in out
+
+
+# -- fetch / cat ---------------------------------------------------------------------
+def test_fetch_and_cat(
+    repo: tuple[Path, dict[str, bytes]], tmp_path: Path, capfdbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    root, files = repo
+    set_remotes(root, origin={"url": str(tmp_path / "remote")})
+    assert run("push", "--root", str(root))[0] == 0
+    for path in store_files(_local(root)):
+        os.unlink(path)
+    datas = list(files.values())
+    one = digest_of(datas[0])
+    out_file = tmp_path / "out" / "blob.bin"
+    code, _out, err = run("fetch", one, "-o", str(out_file), "--root", str(root))
+    assert code == 0, err
+    assert out_file.read_bytes() == datas[0]
+    assert blob_path(_local(root), one).read_bytes() == datas[0]  # cached
+    out_dir = tmp_path / "many"
+    out_dir.mkdir()
+    digests = [digest_of(d) for d in datas[1:3]]
+    code, _out, err = run("fetch", *digests, "-o", str(out_dir), "--root", str(root))
+    assert code == 0, err
+    for digest, data in zip(digests, datas[1:3], strict=True):
+        assert (out_dir / digest.removeprefix("blake3:")).read_bytes() == data
+    capfdbinary.readouterr()
+    assert main(["cat", digest_of(datas[3]), "--root", str(root)]) == 0
+    assert capfdbinary.readouterr().out == datas[3]
+    assert blob_path(_local(root), datas[3]).read_bytes() == datas[3]
+
+
+def test_fetch_without_remote_reverifies_local_copy(repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, files = repo
+    data = next(iter(files.values()))
+    code, _, err = run("fetch", digest_of(data), "--root", str(root))
+    assert code == 0 and "1 already present" in err
+    overwrite(blob_path(_local(root), data), b"Y" * len(data))
+    code, _, err = run("fetch", digest_of(data), "--root", str(root))
+    assert code == 2 and "no remote is configured" in err
+
+
+# -- corrupt copies on a remote ------------------------------------------------------
+CORRUPTIONS = {
+    "changed": lambda data: data[:-1] + bytes([data[-1] ^ 1]),
+    "truncated": lambda data: data[: len(data) // 2],
+    "extended": lambda data: data + b"extra",
+}
+
+
+@pytest.mark.parametrize("how", sorted(CORRUPTIONS))
+def test_corrupt_remote_copy_refused_next_remote_tried(
+    repo: tuple[Path, dict[str, bytes]], tmp_path: Path, how: str
+) -> None:
+    root, files = repo
+    bad, good = tmp_path / "bad", tmp_path / "good"
+    set_remotes(root, good={"url": str(good)})
+    assert run("push", "--root", str(root))[0] == 0
+    set_remotes(root, bad={"url": str(bad)})
+    assert run("push", "--root", str(root))[0] == 0
+    data = next(iter(files.values()))
+    digest = digest_of(data)
+    corrupted = CORRUPTIONS[how](data)
+    overwrite(blob_path(bad, digest), corrupted)
+    for path in store_files(_local(root)):
+        os.unlink(path)
+
+    # Only the corrupt remote: refused, named, nothing cached.
+    code, _, err = run("fetch", digest, "--root", str(root))
+    assert code == 2
+    assert f"remote 'bad' ({bad}): {digest}:" in err
+    if how == "changed":
+        observed = digest_of(corrupted)
+        assert f"content hashes to {observed} ({len(data)} bytes), expected {digest}" in err
+    else:
+        assert f"{len(corrupted)} bytes, expected {len(data)}" in err
+    assert store_files(_local(root)) == []
+
+    # The read-through store says the same, and caches nothing either.
+    with pytest.raises(IntegrityError, match=f"remote 'bad'.*{digest}"):
+        repository_store(root).get(digest, len(data))
+    assert store_files(_local(root)) == []
+
+    # With a good remote after it: the next one is tried and its copy cached.
+    set_remotes(root, bad={"url": str(bad)}, good={"url": str(good)})
+    store = repository_store(root)
+    assert store.get(digest, len(data)) == data
+    assert blob_path(_local(root), digest).read_bytes() == data
+    assert blob_path(bad, digest).read_bytes() == corrupted  # remotes are never repaired silently
+
+
+def test_read_through_store(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
+    root, files = repo
+    first, second = tmp_path / "first", tmp_path / "second"
+    datas = list(files.values())
+    LocalBlobStore(first).put(datas[0])
+    LocalBlobStore(second).put(datas[1])
+    for path in store_files(_local(root)):
+        os.unlink(path)
+    set_remotes(root, first={"url": str(first)}, second={"url": str(second)})
+    store = repository_store(root)
+    assert isinstance(store, ReadThroughStore)
+    assert [r.name for r in store.remotes] == ["first", "second"]
+    assert store.fetch(digest_of(datas[0]), len(datas[0])) == "first"
+    assert store.fetch(digest_of(datas[1])) == "second"
+    assert store.fetch(digest_of(datas[1])) == "local store"
+    assert store.get(digest_of(datas[1]), len(datas[1])) == datas[1]
+    with store.open(digest_of(datas[0]), len(datas[0])) as reader:
+        assert reader.read() == datas[0]
+    with pytest.raises(BlobNotFoundError) as info:
+        store.get(digest_of(datas[2]))
+    message = str(info.value)
+    assert f"local store ({_local(root)}): absent" in message
+    assert f"remote 'first' ({first}): absent" in message
+    assert f"remote 'second' ({second}): absent" in message
+    # Writes stay local.
+    desc = store.put(b"local only")
+    assert local_store(root).has(desc.digest) and not LocalBlobStore(first).has(desc.digest)
+
+
+def test_read_through_repairs_corrupt_cached_copy(
+    repo: tuple[Path, dict[str, bytes]], tmp_path: Path
+) -> None:
+    root, files = repo
+    set_remotes(root, origin={"url": str(tmp_path / "remote")})
+    assert run("push", "--root", str(root))[0] == 0
+    data = next(iter(files.values()))
+    overwrite(blob_path(_local(root), data), b"Z" * len(data))
+    assert repository_store(root).get(digest_of(data), len(data)) == data
+    assert blob_path(_local(root), data).read_bytes() == data
+
+
+def test_read_through_without_remotes_only_local(repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, files = repo
+    store = repository_store(root)
+    assert store.remotes == ()
+    data = next(iter(files.values()))
+    assert store.get(digest_of(data)) == data
+    with pytest.raises(BlobNotFoundError, match="local store"):
+        store.get(ABSENT)
+
+
+# -- verification against a remote ---------------------------------------------------
+def test_check_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
+    root, files = repo
+    remote = tmp_path / "remote"
+    set_remotes(root, origin={"url": str(remote)})
+    regs = load_inventory(root).registrations
+    assert run("push", "--root", str(root))[0] == 0
+    assert check_remote(root, regs, "origin") == {"run1": []}
+    assert check_remote(root, regs, "origin", deep=True) == {"run1": []}
+
+    (p_missing, d_missing), (p_short, d_short), (p_flip, d_flip) = list(files.items())[:3]
+    os.unlink(blob_path(remote, d_missing))
+    overwrite(blob_path(remote, d_short), d_short[:10])
+    overwrite(blob_path(remote, d_flip), d_flip[::-1])
+
+    shallow = check_remote(root, regs, "origin")["run1"]
+    assert sorted((f.code, f.path) for f in shallow) == sorted(
+        [("remote-missing", p_missing), ("remote-size-mismatch", p_short)]
+    )
+    missing = next(f for f in shallow if f.code == "remote-missing")
+    assert missing.severity == "error" and missing.bundle == "run1"
+    assert missing.digest == digest_of(d_missing)
+    assert f"run1: {p_missing}: {digest_of(d_missing)}" in missing.message
+    assert str(blob_path(remote, d_missing)) in missing.message  # the place looked
+    short = next(f for f in shallow if f.code == "remote-size-mismatch")
+    assert f"is 10 bytes, expected {len(d_short)}" in short.message
+
+    deep = check_remote(root, regs, "origin", deep=True)["run1"]
+    codes = sorted((f.code, f.path) for f in deep)
+    assert codes == sorted(
+        [
+            ("remote-missing", p_missing),
+            ("remote-size-mismatch", p_short),
+            ("remote-corrupt", p_flip),
+        ]
+    )
+    corrupt = next(f for f in deep if f.code == "remote-corrupt")
+    assert "hashes to blake3:" in corrupt.message and corrupt.digest == digest_of(d_flip)
+    # Nothing was cached by verification.
+    assert not any(".tmp-" in p.name for p in store_files(_local(root)))
+
+
+def test_check_remote_unknown_name(repo: tuple[Path, dict[str, bytes]]) -> None:
+    from evidencestore.errors import ConfigError
+
+    root, _ = repo
+    with pytest.raises(ConfigError, match="unknown remote 'origin'"):
+        check_remote(root, load_inventory(root).registrations, "origin")
+
+
+def test_configured_remotes_order(tmp_path: Path) -> None:
+    set_remotes(tmp_path, z={"url": "z"}, a={"url": "memory://a"}, m={"url": "file:///tmp/m"})
+    names = [r.name for r in configured_remotes(tmp_path)]
+    assert names == ["z", "a", "m"]
+    stores = {r.name: r.store for r in configured_remotes(tmp_path)}
+    assert isinstance(stores["z"], LocalBlobStore) and stores["z"].root == tmp_path / "z"
+    assert isinstance(stores["m"], LocalBlobStore) and str(stores["m"].root) == "/tmp/m"

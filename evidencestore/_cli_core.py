@@ -94,7 +94,7 @@ def _cmd_hash(args: argparse.Namespace) -> int:
 # -- bundle --------------------------------------------------------------------
 def _cmd_bundle_create(args: argparse.Namespace) -> int:
     from .bundle import create_bundle
-    from .remotes import local_store
+    from .config import local_store
 
     root = _root(args)
     reg = create_bundle(
@@ -177,7 +177,7 @@ def _print_github(report: Any) -> None:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from .remotes import local_store
+    from .config import local_store
     from .verify import verify_repository
 
     root = _root(args)

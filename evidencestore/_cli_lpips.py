@@ -80,7 +80,7 @@ def _sha256(path: Path) -> str:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from .config import LpipsConfig, find_root, load_config, save_config
+    from .config import LpipsConfig, find_root, load_config, local_store, save_config
     from .digest import parse_digest
     from .perceptual import (
         SHA256_ANNOTATION,
@@ -90,7 +90,6 @@ def _import(args: argparse.Namespace) -> int:
         default_linear_path,
         load_scorer,
     )
-    from .remotes import local_store
 
     root = find_root()
     config = load_config(root)  # an unusable evstore.toml is reported before any work

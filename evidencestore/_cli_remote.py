@@ -9,6 +9,8 @@ from typing import Any
 
 from .errors import ConfigError
 
+_DEFAULT_GRACE = 3600.0  # seconds; the same as evidencestore.gc.DEFAULT_GRACE (tested)
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -209,8 +211,6 @@ def _cmd_gc(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
-    from .gc import DEFAULT_GRACE
-
     remote = sub.add_parser("remote", help="add, remove and list remotes")
     rsub = remote.add_subparsers(dest="remote_command", metavar="ACTION")
     rsub.required = True
@@ -274,9 +274,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--grace",
         type=float,
-        default=DEFAULT_GRACE,
+        default=_DEFAULT_GRACE,
         metavar="SECONDS",
-        help=f"never delete blobs younger than this (default {DEFAULT_GRACE:.0f})",
+        help=f"never delete blobs younger than this (default {_DEFAULT_GRACE:.0f})",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="list what was deleted")
     _add_common(p)

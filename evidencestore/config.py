@@ -9,13 +9,16 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 from msgspec import Meta
 
 from .errors import ConfigError
 from .models import Descriptor, DigestStr, Model
+
+if TYPE_CHECKING:
+    from .storage import LocalBlobStore
 
 __all__ = [
     "CONFIG_NAME",
@@ -26,6 +29,7 @@ __all__ = [
     "StoreConfig",
     "find_root",
     "load_config",
+    "local_store",
     "parse_option",
     "remote_name_problem",
     "save_config",
@@ -196,3 +200,12 @@ def save_config(root: str | os.PathLike[str], config: Config) -> Path:
     tmp.write_text(tomli_w.dumps(data), encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def local_store(root: str | os.PathLike[str] | None = None) -> LocalBlobStore:
+    """Return the local blob store of the evidence repository at (or above) ``root``."""
+    from .storage import LocalBlobStore
+
+    base = find_root(root)
+    config = load_config(base)
+    return LocalBlobStore(os.path.join(base, os.path.expanduser(config.store.path)))

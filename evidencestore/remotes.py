@@ -24,7 +24,7 @@ from ._transfer import (
     sizes_of,
     upload,
 )
-from .config import RemoteConfig, find_root, load_config
+from .config import RemoteConfig, find_root, load_config, local_store
 from .digest import hash_file, parse_digest
 from .errors import (
     BlobNotFoundError,
@@ -71,14 +71,6 @@ class Remote(NamedTuple):
     def source(self) -> Source:
         """The remote as a transfer source."""
         return Source(self.name, self.store)
-
-
-def local_store(root: str | os.PathLike[str] | None = None) -> LocalBlobStore:
-    """Return the local blob store of the evidence repository at (or above) ``root``."""
-    base = find_root(root)
-    config = load_config(base)
-    path = os.path.join(base, os.path.expanduser(config.store.path))
-    return LocalBlobStore(path)
 
 
 def remote_store(config: RemoteConfig, base: str | os.PathLike[str] = ".") -> BlobStore:

@@ -221,3 +221,9 @@ def test_gc_unused_blob_path_helper(repo: tuple[Path, dict[str, bytes]]) -> None
     root, files = repo
     data = next(iter(files.values()))
     assert blob_path(local_store(root).root, data).is_file()
+
+
+def test_cli_grace_default_matches_library() -> None:
+    from evidencestore import _cli_remote, gc
+
+    assert _cli_remote._DEFAULT_GRACE == gc.DEFAULT_GRACE

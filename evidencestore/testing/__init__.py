@@ -37,7 +37,7 @@ def assert_bundle(
     the inventory it belongs to verifies, without asserting any global total, so
     parallel pull requests that each add a bundle never conflict here.
     """
-    from ..remotes import local_store
+    from ..config import local_store
     from ..verify import verify_repository
 
     report: VerifyReport = verify_repository(root, store=store or local_store(root))

@@ -48,7 +48,8 @@ STREAM_THRESHOLD = 64 << 20
 DEFAULT_JOBS = 16
 
 # Test-only: ``EVSTORE_TEST_STALL=<point>:<n>:<marker file>`` makes the n-th arrival
-# at ``point`` create the marker file and hang, so a test can kill the process there.
+# at ``point`` create the marker file and hang (and every later arrival hang too), so a
+# test can kill the process there.
 _STALL_ENV = "EVSTORE_TEST_STALL"
 _stall_lock = threading.Lock()
 _stall_counts: dict[str, int] = {}
@@ -65,10 +66,12 @@ def test_hook(point: str) -> None:
         return
     with _stall_lock:
         _stall_counts[point] = _stall_counts.get(point, 0) + 1
-        reached = _stall_counts[point] == int(count or 1)
-    if reached:
-        with open(marker, "w") as fh:
-            fh.write(str(os.getpid()))
+        arrival = _stall_counts[point]
+    # From the n-th arrival on every worker holds, so the state at the kill is bounded.
+    if arrival >= int(count or 1):
+        if arrival == int(count or 1):
+            with open(marker, "w") as fh:
+                fh.write(str(os.getpid()))
         while True:
             time.sleep(3600)
 

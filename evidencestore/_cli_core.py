@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._canonical import decode, pretty
 from .errors import ConfigError, ManifestError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -198,6 +197,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         remote_checker=checker,
     )
     if args.json:
+        from ._canonical import pretty
+
         sys.stdout.buffer.write(pretty(report))
         sys.stdout.flush()
     elif args.github:
@@ -209,6 +210,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 # -- proofs --------------------------------------------------------------------
 def _cmd_prove(args: argparse.Namespace) -> int:
+    from ._canonical import pretty
     from .inventory import load_registration, registration_path
     from .merkle import inclusion_proof
 
@@ -225,6 +227,7 @@ def _cmd_prove(args: argparse.Namespace) -> int:
 def _cmd_check_proof(args: argparse.Namespace) -> int:
     import msgspec
 
+    from ._canonical import decode
     from .merkle import verify_inclusion
     from .models import InclusionProof
 

@@ -10,12 +10,8 @@ prints its provenance as JSON.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
-
-import msgspec
 
 from .errors import ConfigError
 
@@ -72,6 +68,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _sha256(path: Path) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(4 << 20):
@@ -80,6 +78,8 @@ def _sha256(path: Path) -> str:
 
 
 def _import(args: argparse.Namespace) -> int:
+    import msgspec
+
     from .config import LpipsConfig, find_root, load_config, local_store, save_config
     from .digest import parse_digest
     from .perceptual import (
@@ -139,5 +139,7 @@ def _show(args: argparse.Namespace) -> int:
     from .perceptual import load_configured_scorer
 
     scorer = load_configured_scorer()
+    import json
+
     print(json.dumps(scorer.provenance(), indent=2, sort_keys=True))
     return 0

@@ -65,12 +65,13 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 # -- hash ----------------------------------------------------------------------
 def _cmd_hash(args: argparse.Namespace) -> int:
-    from .bundle import collect_sources
     from .digest import Hashed, hash_files
 
     files: list[str] = []
     for p in args.paths:
         if os.path.isdir(p):
+            from .bundle import collect_sources
+
             files.extend(str(s.source) for s in collect_sources([p]))
         else:
             files.append(p)

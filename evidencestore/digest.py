@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import marshal
+import mmap
 import os
 import re
 import stat
@@ -113,11 +114,12 @@ def _size_mismatch(path: str | os.PathLike[str], expected: int, observed: int) -
 _local = threading.local()
 
 
-def _buffer() -> bytearray:
-    """This thread's read buffer (allocated once: zero-filling 8 MiB per call would cost)."""
-    buf: bytearray | None = getattr(_local, "buf", None)
+def _buffer() -> mmap.mmap:
+    """This thread's read buffer: anonymous memory, so only the pages used are touched."""
+    buf: mmap.mmap | None = getattr(_local, "buf", None)
     if buf is None:
-        buf = _local.buf = bytearray(_WHOLE_READ_MAX + 1)
+        # MAP_PRIVATE: a forked worker must get its own copy, never share this one.
+        buf = _local.buf = mmap.mmap(-1, _WHOLE_READ_MAX + 1, flags=mmap.MAP_PRIVATE)
     return buf
 
 

@@ -9,12 +9,32 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from .errors import EvidenceStoreError
+from .errors import ConfigError, EvidenceStoreError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+
+def add_root(p: argparse.ArgumentParser) -> None:
+    """Add ``--root DIR`` to a subcommand."""
+    p.add_argument(
+        "--root", metavar="DIR", help="evidence repository root (default: found from here)"
+    )
+
+
+def repo_root(args: argparse.Namespace) -> Path:
+    """Return ``--root`` (checked) or the repository found from the current directory."""
+    from .config import find_root
+
+    if getattr(args, "root", None):
+        root = Path(args.root)
+        if not root.is_dir():
+            raise ConfigError(f"--root {args.root}: not a directory")
+        return root.absolute()
+    return find_root()
 
 
 class _Parser(argparse.ArgumentParser):

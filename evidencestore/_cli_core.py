@@ -8,28 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._cli import add_root, repo_root
 from .errors import ConfigError, ManifestError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-def _root(args: argparse.Namespace) -> Path:
-    from .config import find_root
-
-    if getattr(args, "root", None):
-        root = Path(args.root)
-        if not root.is_dir():
-            raise ConfigError(f"--root {args.root}: not a directory")
-        return root.absolute()
-    return find_root()
-
-
-def _add_root(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--root",
-        metavar="DIR",
-        help="evidence repository root (default: found from the current directory)",
-    )
 
 
 def _key_values(items: list[str], flag: str) -> dict[str, str]:
@@ -96,7 +78,7 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
     from .bundle import create_bundle
     from .config import local_store
 
-    root = _root(args)
+    root = repo_root(args)
     reg = create_bundle(
         root,
         args.name,
@@ -119,7 +101,7 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
 def _cmd_bundle_list(args: argparse.Namespace) -> int:
     from .inventory import load_inventory
 
-    inv = load_inventory(_root(args))
+    inv = load_inventory(repo_root(args))
     for name in inv.names:
         reg = inv.registrations[name]
         size = sum(e.descriptor.size for e in reg.manifest.entries)
@@ -180,7 +162,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from .config import local_store
     from .verify import verify_repository
 
-    root = _root(args)
+    root = repo_root(args)
     checker = None
     if args.remote:
         from .remotes import check_remote
@@ -215,7 +197,7 @@ def _cmd_prove(args: argparse.Namespace) -> int:
     from .inventory import load_registration, registration_path
     from .merkle import inclusion_proof
 
-    reg = load_registration(registration_path(_root(args), args.bundle))
+    reg = load_registration(registration_path(repo_root(args), args.bundle))
     proof = inclusion_proof(reg.manifest, args.path)
     if proof.bundle_digest != reg.digest:
         raise ManifestError(
@@ -308,16 +290,16 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--meta", action="append", default=[], metavar="KEY=VALUE", help="metadata annotation"
     )
-    _add_root(p)
+    add_root(p)
     p.set_defaults(func=_cmd_bundle_create)
     p = bsub.add_parser("list", help="list registered bundles")
-    _add_root(p)
+    add_root(p)
     p.set_defaults(func=_cmd_bundle_list)
 
     p = sub.add_parser(
         "verify", help="verify every bundle (exit 0 verified, 1 failed, 2 usage error)"
     )
-    _add_root(p)
+    add_root(p)
     p.add_argument(
         "--bundle",
         action="append",
@@ -349,7 +331,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser("prove", help="print an inclusion proof of one entry as JSON")
     p.add_argument("bundle", metavar="BUNDLE")
     p.add_argument("path", metavar="PATH")
-    _add_root(p)
+    add_root(p)
     p.set_defaults(func=_cmd_prove)
 
     p = sub.add_parser("check-proof", help="check an inclusion proof without the other entries")

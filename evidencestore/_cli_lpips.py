@@ -67,16 +67,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     show.set_defaults(func=_show)
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(4 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _import(args: argparse.Namespace) -> int:
     import msgspec
 
@@ -89,6 +79,7 @@ def _import(args: argparse.Namespace) -> int:
         check_backbone_file,
         default_linear_path,
         load_scorer,
+        sha256_file,
     )
 
     root = find_root()
@@ -102,7 +93,7 @@ def _import(args: argparse.Namespace) -> int:
         raise ConfigError(f"{linear_path}: no such linear weights file")
 
     backbone_sha = check_backbone_file(backbone_path)
-    linear_sha = _sha256(linear_path)
+    linear_sha = sha256_file(linear_path)
     store = local_store(root)
     backbone = store.put_file(backbone_path)
     backbone = msgspec.structs.replace(

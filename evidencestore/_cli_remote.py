@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._cli import add_root, repo_root
 from .errors import ConfigError
 
 _DEFAULT_GRACE = 3600.0  # seconds; the same as evidencestore.gc.DEFAULT_GRACE (tested)
@@ -14,21 +15,8 @@ _DEFAULT_GRACE = 3600.0  # seconds; the same as evidencestore.gc.DEFAULT_GRACE (
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-def _root(args: argparse.Namespace) -> Path:
-    from .config import find_root
-
-    if getattr(args, "root", None):
-        root = Path(args.root)
-        if not root.is_dir():
-            raise ConfigError(f"--root {args.root}: not a directory")
-        return root.absolute()
-    return find_root()
-
-
 def _add_common(p: argparse.ArgumentParser, *, jobs: bool = False) -> None:
-    p.add_argument(
-        "--root", metavar="DIR", help="evidence repository root (default: found from here)"
-    )
+    add_root(p)
     if jobs:
         p.add_argument(
             "-j",
@@ -62,7 +50,7 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
         save_config,
     )
 
-    root = _root(args)
+    root = repo_root(args)
     problem = remote_name_problem(args.name)
     if problem:
         raise ConfigError(f"remote {args.name!r}: {problem}")
@@ -94,7 +82,7 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
 def _cmd_remote_remove(args: argparse.Namespace) -> int:
     from .config import Config, load_config, save_config
 
-    root = _root(args)
+    root = repo_root(args)
     config = load_config(root)
     if args.name not in config.remotes:
         known = ", ".join(repr(n) for n in config.remotes) or "none configured"
@@ -108,7 +96,7 @@ def _cmd_remote_remove(args: argparse.Namespace) -> int:
 def _cmd_remote_list(args: argparse.Namespace) -> int:
     from .config import load_config
 
-    config = load_config(_root(args))
+    config = load_config(repo_root(args))
     for name, remote in config.remotes.items():
         flags = " (read-only)" if remote.read_only else ""
         options = " ".join(f"{k}={v}" for k, v in _flatten(remote.options))
@@ -131,7 +119,11 @@ def _cmd_push(args: argparse.Namespace) -> int:
     from .remotes import push
 
     summary = push(
-        _root(args), args.bundles or None, remote=args.remote, jobs=_jobs(args), progress=sys.stderr
+        repo_root(args),
+        args.bundles or None,
+        remote=args.remote,
+        jobs=_jobs(args),
+        progress=sys.stderr,
     )
     print(summary.line())
     return EXIT_OK
@@ -141,7 +133,11 @@ def _cmd_pull(args: argparse.Namespace) -> int:
     from .remotes import pull
 
     summary = pull(
-        _root(args), args.bundles or None, remote=args.remote, jobs=_jobs(args), progress=sys.stderr
+        repo_root(args),
+        args.bundles or None,
+        remote=args.remote,
+        jobs=_jobs(args),
+        progress=sys.stderr,
     )
     print(summary.line())
     return EXIT_OK
@@ -151,7 +147,7 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     from .digest import digest_hex, parse_digest
     from .remotes import export_blob, fetch, local_store
 
-    root = _root(args)
+    root = repo_root(args)
     digests = list(dict.fromkeys(parse_digest(d) for d in args.digests))
     output = Path(args.output) if args.output else None
     if output is not None and len(digests) > 1 and output.exists() and not output.is_dir():
@@ -174,11 +170,11 @@ def _cmd_cat(args: argparse.Namespace) -> int:
     from .remotes import repository_store
 
     digest = parse_digest(args.digest)
-    store = repository_store(_root(args))
+    store = repository_store(repo_root(args))
     if args.remote:
         from .remotes import ReadThroughStore, configured_remotes
 
-        store = ReadThroughStore(store.cache, configured_remotes(_root(args), args.remote))
+        store = ReadThroughStore(store.cache, configured_remotes(repo_root(args), args.remote))
     store.fetch(digest)
     out = sys.stdout.buffer
     size = store.cache.size(digest) or 0
@@ -196,7 +192,7 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     from .gc import collect_garbage
 
     plan = collect_garbage(
-        _root(args), remote=args.remote, revs=args.rev, grace=args.grace, delete=args.yes
+        repo_root(args), remote=args.remote, revs=args.rev, grace=args.grace, delete=args.yes
     )
     if args.verbose or not args.yes:
         for blob in plan.garbage:

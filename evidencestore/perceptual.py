@@ -81,6 +81,7 @@ __all__ = [
     "load_configured_scorer",
     "load_scorer",
     "scan_state_dict",
+    "sha256_file",
     "torchvision_hash_prefix",
 ]
 
@@ -161,7 +162,8 @@ def torchvision_hash_prefix(name: str) -> str | None:
     return match.group(1) if match else None
 
 
-def _sha256_of(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Return the hex SHA-256 of a file (as torchvision checks its downloads)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(4 << 20):
@@ -184,7 +186,7 @@ def check_backbone_file(path: str | os.PathLike[str]) -> str:
             f"(the AlexNet backbone is {TORCHVISION_BACKBONE_NAME})"
         )
     try:
-        sha = _sha256_of(p)
+        sha = sha256_file(p)
     except OSError as exc:
         raise ScorerError(f"{p}: cannot read: {exc.strerror or exc}") from exc
     if not sha.startswith(prefix):

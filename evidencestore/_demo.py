@@ -136,7 +136,7 @@ def main() -> int:
         tamper(copy)
         os.chdir(copy)
         ok &= _run("verify") == 1
-        _say("5. the same report as JSON for CI (first lines)")
+        _say("5. the same report as JSON for CI (its totals)")
         saved = sys.stdout
         report_path = copy / "report.json"
         with open(report_path, "w") as fh:

@@ -171,9 +171,19 @@ def verify_registration(
     blob_base = f"{local.root}{os.sep}blobs{os.sep}blake3{os.sep}" if local else ""
     bdir_s = f"{bdir}{os.sep}"
     safe_dirs: dict[str, bool] = {}
+    outside = bdir.resolve()
+    bdir_escapes = not _within(outside, real_root)
+    if bdir_escapes:
+        findings.append(
+            _err(
+                "symlink-escape",
+                f"{EVIDENCE_DIR}/{name} resolves to {outside}, outside the repository: its files are not checked",
+                name,
+            )
+        )
     jobs: list[tuple[Entry, str]] = []  # entries whose bytes are hashed here, and where
     for entry in m.entries:
-        if entry.path in bad:
+        if entry.path in bad or (bdir_escapes and entry.location == "repo"):
             continue
         d = entry.descriptor
         if entry.location == "repo":
@@ -263,7 +273,7 @@ def verify_registration(
     # files in the bundle directory that no entry names
     named = {e.path for e in m.entries if e.location == "repo"}
     store_names = {e.path for e in m.entries if e.location == "store"}
-    for rel_in in _walk_files(bdir_s):
+    for rel_in in () if bdir_escapes else _walk_files(bdir_s):
         if rel_in == REGISTRATION_NAME or rel_in in named:
             continue
         why = (

@@ -171,3 +171,17 @@ def test_base_revision_unknown(repo: Path) -> None:
     init_repo(repo)
     with pytest.raises(ConfigError, match="git rev-parse"):
         _verify(repo, base="no-such-rev")
+
+
+def test_bundle_directory_symlinked_outside(
+    repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import shutil
+
+    outside = tmp_path_factory.mktemp("elsewhere") / "beta"
+    shutil.move(str(repo / "evidence/beta"), outside)
+    (repo / "evidence/beta").symlink_to(outside)
+    report = _verify(repo)
+    assert _codes(report) == [("symlink-escape", "beta", None)]
+    beta = next(b for b in report.bundles if b.name == "beta")
+    assert beta.checked == 0 and "outside the repository" in beta.findings[0].message

@@ -15,6 +15,8 @@ class EvidenceStoreError(Exception):
         cause = self.__cause__
         if cause is None or isinstance(cause, EvidenceStoreError):
             return str(self)
+        if isinstance(cause, OSError) and cause.strerror and cause.strerror in str(self):
+            return str(self)  # the message already says what the OS said
         return f"{self} (caused by {type(cause).__name__}: {cause})"
 
 

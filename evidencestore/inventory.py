@@ -49,6 +49,8 @@ def load_registration(path: str | os.PathLike[str]) -> Registration:
     """Read and decode one registration file."""
     try:
         data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ManifestError(f"{os.fspath(path)}: no such registration") from None
     except OSError as exc:
         raise ManifestError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from exc
     return decode_registration(data, os.fspath(path))

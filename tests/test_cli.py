@@ -151,3 +151,12 @@ def test_init(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "init", "--root", str(tmp_path))
     assert code == 0 and "already exists" in out
     assert (tmp_path / ".gitignore").read_text() == "build/\n.evstore/\n"
+
+
+def test_os_errors_are_reported_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "prove", "nope", "x", "--root", str(tmp_path))
+    assert code == 2
+    assert err.strip() == f"evstore: error: {tmp_path}/evidence/nope/bundle.json: no such registration"
+    code, _, err = _run(capsys, "check-proof", str(tmp_path / "missing.json"))
+    assert code == 2
+    assert err.strip() == f"evstore: error: {tmp_path}/missing.json: cannot read: No such file or directory"

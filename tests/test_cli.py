@@ -156,7 +156,12 @@ def test_init(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_os_errors_are_reported_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "prove", "nope", "x", "--root", str(tmp_path))
     assert code == 2
-    assert err.strip() == f"evstore: error: {tmp_path}/evidence/nope/bundle.json: no such registration"
+    assert (
+        err.strip() == f"evstore: error: {tmp_path}/evidence/nope/bundle.json: no such registration"
+    )
     code, _, err = _run(capsys, "check-proof", str(tmp_path / "missing.json"))
     assert code == 2
-    assert err.strip() == f"evstore: error: {tmp_path}/missing.json: cannot read: No such file or directory"
+    assert (
+        err.strip()
+        == f"evstore: error: {tmp_path}/missing.json: cannot read: No such file or directory"
+    )

@@ -92,7 +92,6 @@ _LAZY = {
 }
 
 __all__ = [
-    "__version__",
     "BlobNotFoundError",
     "BlobStore",
     "BundleError",
@@ -118,6 +117,7 @@ __all__ = [
     "StorageError",
     "VerificationError",
     "VerifyReport",
+    "__version__",
     "bundle_digest",
     "check_repository",
     "create_bundle",

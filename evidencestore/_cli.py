@@ -7,6 +7,7 @@ error (``evstore media`` adds 3 INCONCLUSIVE and 4 UNAVAILABLE).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -80,4 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # a bug: report it plainly, never as a verification verdict
+        if os.environ.get("EVSTORE_DEBUG"):
+            raise
+        print(
+            f"evstore: internal error: {type(exc).__name__}: {exc} "
+            "(set EVSTORE_DEBUG=1 for a traceback, and please report it)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     return code

@@ -127,10 +127,15 @@ class NotRegularFileError(OSError):
     """A path names a directory, device or other non-regular file."""
 
 
+# O_NONBLOCK: opening a FIFO must not hang (it is then refused as not a regular file);
+# it changes nothing for regular files.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+
+
 def _hash_batch(
     paths: Sequence[str | os.PathLike[str]],
     sizes: Sequence[int | None],
-    flags: int = os.O_RDONLY,
+    flags: int = _OPEN_FLAGS,
 ) -> list[HashOutcome]:
     # The hot loop of verification: one open, fstat, read and close per file, into a
     # buffer reused across files (fresh large buffers would page-fault on every file).
@@ -214,7 +219,7 @@ def hash_files(
     (default: the CPU count); small files stay on one thread. With
     ``follow_symlinks=False`` a symlink's outcome is an ``OSError`` with ``errno.ELOOP``.
     """
-    flags = os.O_RDONLY | (0 if follow_symlinks else getattr(os, "O_NOFOLLOW", 0))
+    flags = _OPEN_FLAGS | (0 if follow_symlinks else getattr(os, "O_NOFOLLOW", 0))
     sizes: list[int | None] = (
         list(expected_sizes) if expected_sizes is not None else [None] * len(paths)
     )

@@ -165,3 +165,20 @@ def test_os_errors_are_reported_once(tmp_path: Path, capsys: pytest.CaptureFixtu
         err.strip()
         == f"evstore: error: {tmp_path}/missing.json: cannot read: No such file or directory"
     )
+
+
+def test_unexpected_exception_is_an_internal_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import evidencestore.verify as verify
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise TypeError("simulated bug")
+
+    monkeypatch.setattr(verify, "verify_repository", boom)
+    code, _, err = _run(capsys, "verify", "--root", str(tmp_path))
+    assert code == 2  # never 1, which CI would read as "verification failed"
+    assert "evstore: internal error: TypeError: simulated bug" in err
+    monkeypatch.setenv("EVSTORE_DEBUG", "1")
+    with pytest.raises(TypeError):
+        main(["verify", "--root", str(tmp_path)])

@@ -120,3 +120,10 @@ def test_forked_small_file_path_matches_serial(
     assert isinstance(forked[5], dg.NotRegularFileError)
     assert isinstance(forked[9], OSError) and forked[9].errno == __import__("errno").ELOOP
     assert forked[7] == dg.hash_bytes((7).to_bytes(4, "little") * 100)
+
+
+def test_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(dg.NotRegularFileError, match="not a regular file"):
+        dg.hash_file(fifo)

@@ -38,6 +38,18 @@ def repo_root(args: argparse.Namespace) -> Path:
     return find_root()
 
 
+# Optional dependencies and the extra that installs each.
+_EXTRAS = {
+    "av": "media",
+    "numpy": "media",
+    "torch": "lpips",
+    "torchvision": "lpips",
+    "lpips": "lpips",
+    "s3fs": "s3",
+    "aiohttp": "http",
+}
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
@@ -81,6 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except ModuleNotFoundError as exc:
+        extra = _EXTRAS.get((exc.name or "").split(".")[0])
+        hint = f"pip install 'evidencestore[{extra}]'" if extra else "install it"
+        print(
+            f"evstore: error: this command needs {exc.name!r}, which is not installed: {hint}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     except Exception as exc:  # a bug: report it plainly, never as a verification verdict
         if os.environ.get("EVSTORE_DEBUG"):
             raise

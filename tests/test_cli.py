@@ -182,3 +182,19 @@ def test_unexpected_exception_is_an_internal_error(
     monkeypatch.setenv("EVSTORE_DEBUG", "1")
     with pytest.raises(TypeError):
         main(["verify", "--root", str(tmp_path)])
+
+
+def test_missing_optional_dependency_names_the_extra(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import evidencestore.verify as verify
+
+    def needs_av(*args: object, **kwargs: object) -> None:
+        raise ModuleNotFoundError("No module named 'av'", name="av")
+
+    monkeypatch.setattr(verify, "verify_repository", needs_av)
+    code, _, err = _run(capsys, "verify", "--root", str(tmp_path))
+    assert code == 2
+    assert (
+        "this command needs 'av', which is not installed: pip install 'evidencestore[media]'" in err
+    )

@@ -48,10 +48,11 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
         parse_option,
         remote_name_problem,
         save_config,
+        url_problem,
     )
 
     root = repo_root(args)
-    problem = remote_name_problem(args.name)
+    problem = remote_name_problem(args.name) or url_problem(args.url)
     if problem:
         raise ConfigError(f"remote {args.name!r}: {problem}")
     config = load_config(root)
@@ -175,12 +176,15 @@ def _cmd_cat(args: argparse.Namespace) -> int:
         from .remotes import ReadThroughStore, configured_remotes
 
         store = ReadThroughStore(store.cache, configured_remotes(repo_root(args), args.remote))
-    store.fetch(digest)
     out = sys.stdout.buffer
+    store.fetch(digest)
     size = store.cache.size(digest) or 0
     if size <= 256 << 20:
         out.write(store.get(digest))
     else:
+        # Verify (repairing a corrupt cached copy from the remotes) before the first
+        # byte goes out: a stream cut short by a late IntegrityError would be half a blob.
+        store.verify(digest)
         with store.open(digest) as reader:
             while chunk := reader.read(8 << 20):
                 out.write(chunk)
@@ -197,10 +201,10 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     if args.verbose or not args.yes:
         for blob in plan.garbage:
             print(f"{'removed' if plan.deleted else 'would remove'}\t{blob.digest}\t{blob.size}")
-        for key in plan.temporaries:
+        for key in (*plan.temporaries, *plan.leases):
             print(f"{'removed' if plan.deleted else 'would remove'}\t{key}")
     print(plan.line())
-    if not args.yes and (plan.garbage or plan.temporaries):
+    if not args.yes and (plan.garbage or plan.temporaries or plan.leases):
         print("dry run: nothing was deleted; rerun with --yes to delete", file=sys.stderr)
     return EXIT_OK
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, NamedTuple, TypeVar
+from typing import IO, TypeVar
 
 from .digest import hash_bytes, hash_file
 from .errors import (
@@ -34,6 +34,7 @@ __all__ = [
     "Progress",
     "Source",
     "TransferSummary",
+    "check_bytes",
     "download",
     "parallel",
     "sizes_of",
@@ -76,18 +77,71 @@ def test_hook(point: str) -> None:
             time.sleep(3600)
 
 
-class Source(NamedTuple):
-    """A place blobs can come from: ``name`` is ``"local store"`` or a remote's name."""
+class Source:
+    """A place blobs can come from: ``name`` is ``"local store"`` or a remote's name.
 
-    name: str
-    store: BlobStore
+    ``store`` may be given as an ``opener``: it is then opened on first use, so a
+    remote that cannot be opened fails only when (and where) it is tried.
+    """
+
+    __slots__ = ("_location", "_lock", "_opener", "_store", "name")
+
+    def __init__(
+        self,
+        name: str,
+        store: BlobStore | None = None,
+        *,
+        opener: Callable[[], BlobStore] | None = None,
+        location: str | None = None,
+    ) -> None:
+        if store is None and opener is None:
+            raise TypeError("Source needs a store or an opener")
+        self.name = name
+        self._store = store
+        self._opener = opener
+        self._location = location
+        self._lock = threading.Lock()
+
+    @property
+    def store(self) -> BlobStore:
+        """The store (opened now if it was not yet); a :class:`StorageError` naming this
+        place when it cannot be opened."""
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    assert self._opener is not None
+                    self._store = self._opener()
+        return self._store
+
+    @property
+    def location(self) -> str:
+        """Where the place is (known without opening it)."""
+        if self._location is not None:
+            return self._location
+        return self.store.location
 
     @property
     def label(self) -> str:
         """How messages name this place."""
         if self.name == "local store":
-            return f"local store ({self.store.location})"
-        return f"remote {self.name!r} ({self.store.location})"
+            return f"local store ({self.location})"
+        return f"remote {self.name!r} ({self.location})"
+
+    def labelled(self, exc: BaseException) -> str:
+        """``exc``'s message prefixed with this place's label (once)."""
+        text = str(exc)
+        return text if text.startswith(self.label) else f"{self.label}: {text}"
+
+
+class _LocalStoreError(StorageError):
+    """The local store could not be written: not the remote's fault, so no other
+    remote is tried."""
+
+
+def _local_failure(cache: BlobStore, digest: str, exc: OSError) -> _LocalStoreError:
+    return _LocalStoreError(
+        f"local store ({cache.location}): {digest}: cannot write: {exc.strerror or exc}"
+    )
 
 
 @dataclass
@@ -161,12 +215,18 @@ def parallel(
         except EvidenceStoreError as exc:
             return item, None, exc
         except OSError as exc:
-            return item, None, StorageError(f"{exc}")
+            return item, None, StorageError(f"{_item_name(item)}: {exc.strerror or exc}")
 
     if jobs <= 1 or len(items) <= 1:
         return [one(i) for i in items]
     with ThreadPoolExecutor(max_workers=min(jobs, len(items))) as pool:
         return list(pool.map(one, items))
+
+
+def _item_name(item: object) -> str:
+    if isinstance(item, tuple) and item:
+        return str(item[0])
+    return str(item)
 
 
 def sizes_of(store: BlobStore, digests: Iterable[str]) -> dict[str, int | None]:
@@ -178,14 +238,21 @@ def sizes_of(store: BlobStore, digests: Iterable[str]) -> dict[str, int | None]:
 
 
 # -- downloads ---------------------------------------------------------------------
-def _read_raw(store: BlobStore, digest: str) -> bytes:
+def _read_raw(store: BlobStore, digest: str, limit: int | None = None) -> bytes:
+    """Read a blob's stored bytes, at most ``limit`` of them when given (so an object
+    bigger than expected cannot exhaust memory: one byte past the expected size is
+    enough to refuse it)."""
     if isinstance(store, FsspecBlobStore):
-        return store.read_bytes(digest)
+        return store.read_bytes(digest, limit=limit)
     with store._open_raw(digest) as fh:
-        return fh.read()
+        return fh.read() if limit is None else fh.read(limit)
 
 
-def _check_bytes(source: Source, digest: str, size: int | None, data: bytes | memoryview) -> None:
+def check_bytes(source: Source, digest: str, size: int | None, data: bytes | memoryview) -> None:
+    if size is not None and len(data) > size:
+        raise IntegrityError(
+            f"{source.label}: {digest}: holds more than the expected {size} bytes; refused"
+        )
     if size is not None and len(data) != size:
         raise IntegrityError(
             f"{source.label}: {digest}: got {len(data)} bytes, expected {size}; refused"
@@ -204,15 +271,19 @@ def _publish_bytes(cache: BlobStore, digest: str, data: bytes) -> None:
         cache.put(data, expected=digest)
         return
     final = cache.path_of(digest)
-    tmp = cache._tmp_in(final)
+    tmp: Path | None = None
     try:
+        tmp = cache._tmp_in(final)
         with open(tmp, "xb") as fh:
             fh.write(data)
         test_hook("fetch-written")
         _link_into_place(cache, tmp, final, digest)
+    except OSError as exc:
+        raise _local_failure(cache, digest, exc) from exc
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _link_into_place(cache: LocalBlobStore, tmp: Path, final: Path, digest: str) -> None:
@@ -242,15 +313,27 @@ def _intact(cache: LocalBlobStore, digest: str) -> bool:
 
 def _download_streamed(source: Source, cache: LocalBlobStore, digest: str, size: int) -> None:
     final = cache.path_of(digest)
-    tmp = cache._tmp_in(final)
+    tmp: Path | None = None
     try:
+        try:
+            tmp = cache._tmp_in(final)
+            with open(tmp, "xb"):
+                pass
+        except OSError as exc:
+            raise _local_failure(cache, digest, exc) from exc
         if isinstance(source.store, FsspecBlobStore):
-            source.store.download_to(digest, str(tmp))
+            source.store.download_to(digest, str(tmp), limit=size + 1)
         else:
-            with source.store._open_raw(digest) as src, open(tmp, "xb") as dst:
-                while chunk := src.read(8 << 20):
+            with source.store._open_raw(digest) as src, open(tmp, "wb") as dst:
+                written = 0
+                while written <= size and (chunk := src.read(min(8 << 20, size + 1 - written))):
                     dst.write(chunk)
+                    written += len(chunk)
         observed_size = os.stat(tmp).st_size
+        if observed_size > size:
+            raise IntegrityError(
+                f"{source.label}: {digest}: holds more than the expected {size} bytes; refused"
+            )
         if observed_size != size:
             raise IntegrityError(
                 f"{source.label}: {digest}: got {observed_size} bytes, expected {size}; refused"
@@ -262,10 +345,14 @@ def _download_streamed(source: Source, cache: LocalBlobStore, digest: str, size:
                 f"expected {digest}; refused"
             )
         test_hook("fetch-written")
-        _link_into_place(cache, tmp, final, digest)
+        try:
+            _link_into_place(cache, tmp, final, digest)
+        except OSError as exc:
+            raise _local_failure(cache, digest, exc) from exc
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def download(
@@ -289,7 +376,7 @@ def download(
     for source in sources:
         try:
             expected = size
-            if expected is None or expected > STREAM_THRESHOLD:
+            if expected is None or expected == 0 or expected > STREAM_THRESHOLD:
                 stored = source.store.size(digest)
                 if stored is None:
                     raise BlobNotFoundError(digest)
@@ -302,18 +389,20 @@ def download(
             if expected > STREAM_THRESHOLD and isinstance(cache, LocalBlobStore):
                 _download_streamed(source, cache, digest, expected)
             else:
-                data = _read_raw(source.store, digest)
-                _check_bytes(source, digest, expected, data)
+                data = _read_raw(source.store, digest, limit=expected + 1) if expected else b""
+                check_bytes(source, digest, expected, data)
                 _publish_bytes(cache, digest, data)
             return source.name, expected
+        except _LocalStoreError:
+            raise
         except BlobNotFoundError:
             looked.append(f"{source.label}: absent")
         except IntegrityError as exc:
             errors.append(exc)
-            looked.append(str(exc))
+            looked.append(source.labelled(exc))
         except StorageError as exc:
             errors.append(exc)
-            looked.append(f"{source.label}: {exc}")
+            looked.append(source.labelled(exc))
     places = "; ".join(looked) if looked else "no local store or remote configured"
     message = f"{digest} could not be fetched: {places}"
     if any(isinstance(e, IntegrityError) for e in errors):
@@ -336,7 +425,7 @@ def upload(cache: LocalBlobStore, remote: Source, digest: str, size: int) -> Non
         if size <= STREAM_THRESHOLD:
             with open(path, "rb") as fh:
                 data = fh.read()
-            _check_bytes(local, digest, size, data)
+            check_bytes(local, digest, size, data)
         else:
             observed = hash_file(path, size).digest
             if observed != digest:
@@ -349,8 +438,8 @@ def upload(cache: LocalBlobStore, remote: Source, digest: str, size: int) -> Non
         ) from None
     except IntegrityError as exc:
         raise IntegrityError(f"refusing to push a corrupt blob: {exc}") from None
-    store = remote.store
     try:
+        store = remote.store
         if isinstance(store, FsspecBlobStore):
             if size <= STREAM_THRESHOLD:
                 store._write(digest, data)
@@ -359,7 +448,16 @@ def upload(cache: LocalBlobStore, remote: Source, digest: str, size: int) -> Non
         elif size <= STREAM_THRESHOLD:
             store.put(data, expected=digest)
         else:
-            store.put_file(path)
-    except StorageError as exc:
-        raise StorageError(f"{remote.label}: {exc}") from exc
+            stored = store.put_file(path)
+            if stored.digest != digest or stored.size != size:
+                raise IntegrityError(
+                    f"{remote.label}: {digest}: the local file changed while being uploaded "
+                    f"(now {stored.digest}, {stored.size} bytes)"
+                )
+    except (StorageError, OSError) as exc:
+        detail = exc.strerror or exc if isinstance(exc, OSError) else exc
+        text = str(detail)
+        if text.startswith(remote.label):  # already says where
+            text = text[len(remote.label) :].lstrip(": ")
+        raise StorageError(f"{remote.label}: {digest}: cannot upload: {text}") from exc
     test_hook("push-uploaded")

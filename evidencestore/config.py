@@ -5,8 +5,10 @@ Credentials never live here; backends take them from their usual sources.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import secrets
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -33,6 +35,7 @@ __all__ = [
     "parse_option",
     "remote_name_problem",
     "save_config",
+    "url_problem",
 ]
 
 CONFIG_NAME = "evstore.toml"
@@ -56,8 +59,20 @@ CREDENTIAL_OPTIONS = frozenset(
         "connection_string",
         "credentials",
         "auth",
+        "authorization",
+        "cookie",
+        "cookies",
+        "proxy_auth",
+        "api_key",
+        "apikey",
+        "x-api-key",
+        "private_key",
+        "session_token",
     }
 )
+# A header whose name contains one of these (case-insensitive) carries a secret.
+_SECRET_HEADER_PARTS = ("auth", "token", "key", "cookie")
+_HEADER_OPTIONS = frozenset({"headers", "header"})
 _REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -68,6 +83,7 @@ class StoreConfig(Model, frozen=True):
 
 
 PositiveInt = Annotated[int, Meta(ge=1)]
+Attempts = Annotated[int, Meta(ge=1, le=20)]
 NonNegativeFloat = Annotated[float, Meta(ge=0)]
 PositiveFloat = Annotated[float, Meta(gt=0)]
 
@@ -83,7 +99,7 @@ class RemoteConfig(Model, frozen=True):
     url: str
     options: dict[str, Any] = msgspec.field(default_factory=dict)
     read_only: bool = False
-    attempts: PositiveInt = 4
+    attempts: Attempts = 4
     backoff: NonNegativeFloat = 0.25
     max_backoff: NonNegativeFloat = 8.0
     timeout: PositiveFloat = 60.0
@@ -133,7 +149,11 @@ def load_config(root: str | os.PathLike[str]) -> Config:
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     for name, remote in config.remotes.items():
-        problem = remote_name_problem(name) or _credential_problem(remote.options)
+        problem = (
+            remote_name_problem(name)
+            or url_problem(remote.url)
+            or _credential_problem(remote.options)
+        )
         if problem:
             raise ConfigError(f"{path}: remote {name!r}: {problem}")
     return config
@@ -149,17 +169,52 @@ def remote_name_problem(name: str) -> str | None:
     return None
 
 
-def _credential_problem(options: dict[str, Any], prefix: str = "") -> str | None:
-    for key, value in options.items():
-        if key.lower() in CREDENTIAL_OPTIONS:
-            return (
-                f"option {prefix}{key!r} would store a credential in {CONFIG_NAME}; "
-                "credentials come from the backend's usual sources (environment, profiles)"
+def url_problem(url: str, what: str = "the URL") -> str | None:
+    """Return why ``url`` cannot be stored in ``evstore.toml`` (it embeds a user name or
+    password), or None."""
+    if "://" not in url:
+        return None
+    netloc = url.split("://", 1)[1].split("/", 1)[0]
+    if "@" in netloc:
+        return (
+            f"{what} embeds a user name or password ({url.split('://', 1)[0]}://...@...); "
+            f"that would store a credential in {CONFIG_NAME}: "
+            "credentials come from the backend's usual sources (environment, profiles)"
+        )
+    return None
+
+
+def _secret_name(key: str, in_headers: bool) -> bool:
+    lowered = key.lower()
+    if lowered in CREDENTIAL_OPTIONS:
+        return True
+    return in_headers and any(part in lowered for part in _SECRET_HEADER_PARTS)
+
+
+def _credential_problem(options: Any, prefix: str = "", in_headers: bool = False) -> str | None:
+    """Return why ``options`` would put a secret in ``evstore.toml``, or None: a credential
+    option name at any depth (lists included), a header that carries a secret (its name
+    mentions auth, token, key or cookie), or a URL with a user name or password."""
+    if isinstance(options, dict):
+        for key, value in options.items():
+            name = str(key)
+            if _secret_name(name, in_headers):
+                return (
+                    f"option {prefix + name!r} would store a credential in {CONFIG_NAME}; "
+                    "credentials come from the backend's usual sources (environment, profiles)"
+                )
+            problem = _credential_problem(
+                value, f"{prefix}{name}.", in_headers=name.lower() in _HEADER_OPTIONS
             )
-        if isinstance(value, dict):
-            problem = _credential_problem(value, f"{prefix}{key}.")
             if problem:
                 return problem
+    elif isinstance(options, list | tuple):
+        for i, item in enumerate(options):
+            problem = _credential_problem(item, f"{prefix}{i}.", in_headers=in_headers)
+            if problem:
+                return problem
+    elif isinstance(options, str):
+        return url_problem(options, f"option {prefix.rstrip('.')!r}")
     return None
 
 
@@ -195,10 +250,19 @@ def save_config(root: str | os.PathLike[str], config: Config) -> Path:
     import tomli_w
 
     path = Path(root) / CONFIG_NAME
-    data = msgspec.to_builtins(config)
-    tmp = path.with_name(f".{CONFIG_NAME}.tmp-{os.getpid()}")
-    tmp.write_text(tomli_w.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    text = tomli_w.dumps(msgspec.to_builtins(config))
+    tmp = path.with_name(f".{CONFIG_NAME}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    created = False
+    try:
+        with open(tmp, "x", encoding="utf-8") as fh:
+            created = True
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if created:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from exc
     return path
 
 

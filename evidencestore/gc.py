@@ -6,6 +6,14 @@ in the working tree and at the listed git revisions, and the LPIPS weights pinne
 blob just written by a concurrent push (whose registration is not visible yet) is
 never deleted; leftovers of interrupted writes older than the grace period are
 removed too. Dry run unless ``delete`` is set.
+
+A push may also rely on blobs that are already on the remote (and old): before asking
+which blobs are missing it writes one lease, ``<root>/leases/<UTC time>-<random>.json``,
+listing every digest it wants. gc keeps the digests of leases younger than the grace
+period, and removes older leases. Just before deleting, gc lists the leases again and
+re-reads each blob's size and modification time, skipping any that became young or
+leased. So the grace period must cover a push and the time until its registrations are
+visible to gc (committed, or listed with ``--rev``).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from pathlib import Path
 from .config import find_root, load_config
 from .errors import ConfigError, ManifestError, StorageError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, decode_registration, load_inventory
-from .remotes import local_store, open_remote
+from .remotes import iter_leases, local_store, open_remote, read_lease, remove_lease
 from .storage import BlobStore, LocalBlobStore
 from .storage._fsspec import BlobInfo, FsspecBlobStore
 
@@ -39,6 +47,8 @@ class GcPlan:
     garbage: list[BlobInfo] = field(default_factory=list)
     young: list[BlobInfo] = field(default_factory=list)
     temporaries: list[str] = field(default_factory=list)
+    leased: int = 0
+    leases: list[str] = field(default_factory=list)
     deleted: bool = False
 
     @property
@@ -53,7 +63,8 @@ class GcPlan:
             f"gc {self.store}: {verb} {len(self.garbage)} unreferenced blob(s) "
             f"({self.garbage_bytes / (1 << 20):.1f} MiB) and {len(self.temporaries)} "
             f"leftover temporary file(s); kept {self.kept} referenced, "
-            f"{len(self.young)} unreferenced within the grace period"
+            f"{len(self.young)} unreferenced within the grace period, "
+            f"{self.leased} leased by a recent push; {verb} {len(self.leases)} expired lease(s)"
         )
 
 
@@ -172,6 +183,43 @@ def _remove_temporary(store: BlobStore, key: str) -> None:
             raise StorageError(f"{key}: cannot remove: {exc.strerror}") from exc
 
 
+def _blob_info(store: BlobStore, digest: str) -> BlobInfo | None:
+    """A blob's size and modification time as stored right now (None when absent)."""
+    if isinstance(store, FsspecBlobStore):
+        return store.blob_info(digest)
+    if isinstance(store, LocalBlobStore):
+        try:
+            st = store.path_of(digest).stat()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"{store.path_of(digest)}: {exc.strerror}") from exc
+        return BlobInfo(digest, st.st_size, st.st_mtime)
+    size = store.size(digest)
+    return None if size is None else BlobInfo(digest, size, None)
+
+
+def _leases(store: BlobStore, cutoff: float, grace: float) -> tuple[set[str], list[str]]:
+    """Return the digests of leases younger than the grace period, and the keys of
+    the expired ones. A young lease that cannot be read stops gc (what it protects
+    cannot be known); an unreadable expired one is just expired."""
+    leased: set[str] = set()
+    expired: list[str] = []
+    for lease in iter_leases(store):
+        newest = lease.newest
+        if grace == 0 or (newest is not None and newest < cutoff):
+            expired.append(lease.key)
+            continue
+        try:
+            leased.update(read_lease(store, lease.key))
+        except StorageError as exc:
+            raise StorageError(
+                f"gc refused: a recent push's lease cannot be read, so what it protects "
+                f"cannot be known: {exc}"
+            ) from exc
+    return leased, expired
+
+
 def collect_garbage(
     root: str | os.PathLike[str] | None = None,
     *,
@@ -203,24 +251,49 @@ def collect_garbage(
         if delete and store.read_only:
             raise ConfigError(f"{label} is read-only")
     cutoff = (time.time() if now is None else now) - grace
+
+    def old(mtime: float | None) -> bool:
+        return grace == 0 or (mtime is not None and mtime < cutoff)
+
     plan = GcPlan(store=label, referenced=len(keep))
     try:
+        leased, plan.leases = _leases(store, cutoff, grace)
         for blob in _blobs(store):
             if blob.digest in keep:
                 plan.kept += 1
-            elif grace == 0 or (blob.mtime is not None and blob.mtime < cutoff):
+            elif blob.digest in leased:
+                plan.leased += 1
+            elif old(blob.mtime):
                 plan.garbage.append(blob)
             else:
                 plan.young.append(blob)
         for key, mtime in _temporaries(store):
-            if grace == 0 or (mtime is not None and mtime < cutoff):
+            if old(mtime):
                 plan.temporaries.append(key)
         if delete:
+            # A push may have started since the listing: read the leases again, and
+            # each blob's size and age just before deleting it.
+            leased |= _leases(store, cutoff, grace)[0]
+            removed: list[BlobInfo] = []
             for blob in plan.garbage:
+                if blob.digest in leased:
+                    plan.leased += 1
+                    continue
+                current = _blob_info(store, blob.digest)
+                if current is None:
+                    continue
+                if current.size != blob.size or not old(current.mtime):
+                    plan.young.append(current)
+                    continue
                 store.delete(blob.digest)
+                removed.append(blob)
+            plan.garbage = removed
             for key in plan.temporaries:
                 _remove_temporary(store, key)
+            for key in plan.leases:
+                remove_lease(store, key)
             plan.deleted = True
     except StorageError as exc:
-        raise StorageError(f"{label}: {exc}") from exc
+        text = str(exc)
+        raise StorageError(text if text.startswith(label) else f"{label}: {text}") from exc
     return plan

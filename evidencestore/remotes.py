@@ -7,8 +7,13 @@ Bytes only ever come from the local store or a configured remote, and are verifi
 
 from __future__ import annotations
 
+import calendar
+import contextlib
+import json
 import logging
 import os
+import re
+import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -16,9 +21,11 @@ from typing import IO, BinaryIO, NamedTuple
 
 from ._transfer import (
     DEFAULT_JOBS,
+    STREAM_THRESHOLD,
     Progress,
     Source,
     TransferSummary,
+    check_bytes,
     download,
     parallel,
     sizes_of,
@@ -30,6 +37,7 @@ from .errors import (
     BlobNotFoundError,
     ConfigError,
     IntegrityError,
+    ReadOnlyStoreError,
     StorageError,
     TransferError,
 )
@@ -40,6 +48,8 @@ from .storage._fsspec import FsspecBlobStore, RetryPolicy
 
 __all__ = [
     "DEFAULT_JOBS",
+    "LEASE_DIR",
+    "Lease",
     "ReadThroughStore",
     "Remote",
     "TransferSummary",
@@ -47,39 +57,81 @@ __all__ = [
     "configured_remotes",
     "export_blob",
     "fetch",
+    "iter_leases",
     "local_store",
     "open_remote",
     "pull",
     "push",
+    "read_lease",
     "remote_store",
+    "remove_lease",
     "repository_store",
     "store_entries",
+    "write_lease",
 ]
 
 log = logging.getLogger("evidencestore")
 _LOCAL = "local store"
 
 
-class Remote(NamedTuple):
-    """A configured remote: its name, its configuration and its opened store."""
+class Remote:
+    """A configured remote: its name, its configuration and its store, opened lazily.
 
-    name: str
-    config: RemoteConfig
-    store: BlobStore
+    Nothing is imported or contacted until the store is first used, so one remote
+    that cannot be opened (a backend that is not installed, an unknown protocol)
+    fails only where it is used, as that remote's :class:`StorageError`.
+    """
+
+    def __init__(self, name: str, config: RemoteConfig, base: str | os.PathLike[str] = ".") -> None:
+        self.name = name
+        self.config = config
+        self.base = Path(base)
+        self.source = Source(name, opener=self._open, location=_location(config, self.base))
+
+    def __repr__(self) -> str:
+        return f"Remote({self.name!r}, {self.config.url!r})"
+
+    def _open(self) -> BlobStore:
+        try:
+            return remote_store(self.config, self.base)
+        except StorageError as exc:
+            text = str(exc).removeprefix(f"{self.location}: ")
+            raise StorageError(f"{self.source.label}: {text}") from exc
+        except Exception as exc:  # a backend failing to initialise: this remote's error
+            raise StorageError(
+                f"{self.source.label}: cannot open this location: {type(exc).__name__}: {exc}"
+            ) from exc
 
     @property
-    def source(self) -> Source:
-        """The remote as a transfer source."""
-        return Source(self.name, self.store)
+    def store(self) -> BlobStore:
+        """The remote's store (opened on first use)."""
+        return self.source.store
+
+    @property
+    def location(self) -> str:
+        """The remote's URL or directory, for messages."""
+        return self.source.location
+
+
+def _local_path(url: str, base: Path) -> Path | None:
+    if "://" in url and not url.startswith("file://"):
+        return None
+    path = Path(os.path.expanduser(url.removeprefix("file://")))
+    if not path.is_absolute():
+        path = Path(os.path.normpath(base.absolute() / path))
+    return path
+
+
+def _location(config: RemoteConfig, base: Path) -> str:
+    path = _local_path(config.url, base)
+    return str(path) if path is not None else config.url.rstrip("/")
 
 
 def remote_store(config: RemoteConfig, base: str | os.PathLike[str] = ".") -> BlobStore:
     """Open the store of a remote; relative local paths are relative to ``base``."""
     url = config.url
-    if "://" not in url or url.startswith("file://"):
-        path = Path(os.path.expanduser(url.removeprefix("file://")))
-        if not path.is_absolute():
-            path = Path(os.path.normpath(Path(base).absolute() / path))
+    path = _local_path(url, Path(base))
+    if path is not None:
         return LocalBlobStore(path, read_only=config.read_only)
     retry = RetryPolicy(
         attempts=config.attempts,
@@ -102,7 +154,7 @@ def configured_remotes(
         known = ", ".join(repr(n) for n in config.remotes) or "none configured"
         raise ConfigError(f"unknown remote {only!r} (remotes: {known})")
     return [
-        Remote(name, cfg, remote_store(cfg, base))
+        Remote(name, cfg, base)
         for name, cfg in config.remotes.items()
         if only is None or name == only
     ]
@@ -183,8 +235,25 @@ class ReadThroughStore(BlobStore):
         return self.cache.get(digest, size)
 
     def verify(self, digest: str, size: int | None = None) -> None:
-        """Hash the local copy (fetching it first if needed)."""
-        self.get(digest, size)
+        """Hash the local copy, streaming (fetching it first if needed); a cached copy
+        that fails verification is replaced from the remotes."""
+        digest = parse_digest(digest)
+        self.fetch(digest, size)
+        try:
+            self.cache.verify(digest, size)
+            return
+        except IntegrityError as exc:
+            if not self.remotes:
+                raise
+            log.warning("%s; fetching it again from the remotes", exc)
+        download(
+            self.sources,
+            self.cache,
+            digest,
+            size,
+            looked_before=[f"local store ({self.cache.location}): corrupt"],
+        )
+        self.cache.verify(digest, size)
 
     def put(
         self,
@@ -235,6 +304,121 @@ def repository_store(root: str | os.PathLike[str] | None = None) -> ReadThroughS
     return ReadThroughStore(local_store(base), configured_remotes(base))
 
 
+# -- leases -------------------------------------------------------------------------
+LEASE_DIR = "leases"
+_LEASE_NAME = re.compile(r"^(\d{8}T\d{6}Z)-[0-9a-f]{16}\.json$")
+
+
+class Lease(NamedTuple):
+    """A push's lease on a remote: where it is, when it was written (from its name and,
+    when the backend says, its modification time)."""
+
+    key: str
+    created: float | None
+    mtime: float | None
+
+    @property
+    def newest(self) -> float | None:
+        """The later of the two times (the safer one to judge age by)."""
+        times = [t for t in (self.created, self.mtime) if t is not None]
+        return max(times) if times else None
+
+
+def write_lease(store: BlobStore, digests: Iterable[str], now: float | None = None) -> str:
+    """Write one lease object ``<root>/leases/<UTC time>-<random>.json`` listing
+    ``digests``: gc keeps them while the lease is younger than its grace period.
+    Returns the lease's key (or path)."""
+    when = time.time() if now is None else now
+    name = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when)) + f"-{secrets.token_hex(8)}.json"
+    body = json.dumps({"created": when, "digests": sorted(set(digests))}).encode()
+    if isinstance(store, FsspecBlobStore):
+        return store.write_lease(name, body)
+    if isinstance(store, LocalBlobStore):
+        folder = store.root / LEASE_DIR
+        final = folder / name
+        tmp = folder / f".tmp-{name}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "xb") as fh:
+                fh.write(body)
+            os.replace(tmp, final)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise StorageError(f"{final}: cannot write the push's lease: {exc.strerror}") from exc
+        return str(final)
+    return ""
+
+
+def _lease_created(name: str) -> float | None:
+    match = _LEASE_NAME.match(name)
+    if not match:
+        return None
+    try:
+        return calendar.timegm(time.strptime(match.group(1), "%Y%m%dT%H%M%SZ"))
+    except ValueError:
+        return None
+
+
+def iter_leases(store: BlobStore) -> Iterator[Lease]:
+    """Yield the leases on ``store`` (none on a store that cannot have them)."""
+    if isinstance(store, FsspecBlobStore):
+        for key, mtime in store.iter_leases():
+            name = key.rsplit("/", 1)[-1]
+            if _LEASE_NAME.match(name):
+                yield Lease(key, _lease_created(name), mtime)
+    elif isinstance(store, LocalBlobStore):
+        folder = store.root / LEASE_DIR
+        try:
+            names = sorted(os.listdir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            raise StorageError(f"{folder}: cannot list leases: {exc.strerror}") from exc
+        for name in names:
+            if not _LEASE_NAME.match(name):
+                continue
+            try:
+                mtime = os.stat(folder / name).st_mtime
+            except FileNotFoundError:
+                continue
+            yield Lease(str(folder / name), _lease_created(name), mtime)
+
+
+def read_lease(store: BlobStore, key: str) -> list[str]:
+    """Return the digests a lease lists; a :class:`StorageError` when it is unreadable."""
+    try:
+        if isinstance(store, FsspecBlobStore):
+            raw = store.read_lease(key)
+        else:
+            with open(key, "rb") as fh:
+                raw = fh.read()
+        data = json.loads(raw)
+        digests = data["digests"]
+        if not isinstance(digests, list):
+            raise TypeError("digests is not a list")
+        return [parse_digest(d) for d in digests]
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise StorageError(f"{key}: cannot read lease: {exc.strerror or exc}") from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StorageError(f"{key}: unreadable lease: {exc}") from exc
+
+
+def remove_lease(store: BlobStore, key: str) -> None:
+    """Remove a lease (absent ones are ignored)."""
+    if isinstance(store, FsspecBlobStore):
+        store.remove_lease(key)
+        return
+    try:
+        os.unlink(key)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise StorageError(f"{key}: cannot remove lease: {exc.strerror}") from exc
+
+
 # -- bundles ------------------------------------------------------------------------
 def store_entries(
     root: str | os.PathLike[str], bundles: Iterable[str] | None = None
@@ -268,11 +452,14 @@ def _known_sizes(root: Path) -> dict[str, int]:
 def _push_target(base: Path, name: str | None) -> Remote:
     if name is not None:
         remote = open_remote(base, name)
-        if remote.store.read_only:
-            raise ConfigError(f"remote {name!r} ({remote.store.location}) is read-only")
+        if remote.config.read_only or remote.store.read_only:
+            raise ConfigError(f"{remote.source.label} is read-only")
         return remote
     for remote in configured_remotes(base):
-        if not remote.store.read_only:
+        # Decided from the configuration, so an unusable remote before it costs nothing.
+        if not remote.config.read_only and not remote.config.url.startswith(
+            ("http://", "https://")
+        ):
             return remote
     raise ConfigError(
         "no writable remote configured in evstore.toml: add one with `evstore remote add NAME URL`"
@@ -312,12 +499,19 @@ def push(
     wanted = store_entries(base, bundles)
     target = _push_target(base, remote)
     summary = TransferSummary("push", f"remote {target.name!r}", blobs=len(wanted))
-    try:
-        stored = sizes_of(target.store, wanted)
-    except StorageError as exc:
-        raise StorageError(f"{target.source.label}: {exc}") from exc
+    stored: Mapping[str, int | None] = {}
+    if wanted:
+        try:
+            # The lease first: from now on a concurrent gc keeps every blob this push
+            # relies on, including those the query below finds already present.
+            write_lease(target.store, wanted)
+            stored = sizes_of(target.store, wanted)
+        except (StorageError, ReadOnlyStoreError) as exc:
+            raise StorageError(target.source.labelled(exc)) from exc
     missing = [(d, s) for d, s in sorted(wanted.items()) if stored.get(d) != s]
     summary.present = len(wanted) - len(missing)
+    if isinstance(target.store, LocalBlobStore):
+        _touch(target.store, (d for d in wanted if stored.get(d) == wanted[d]))
     cache = local_store(base)
     bar = Progress(f"push {target.name}", len(missing), sum(s for _, s in missing), progress)
 
@@ -335,6 +529,31 @@ def push(
             summary.bytes += size
     bar.close()
     return _finish(summary, started)
+
+
+def _unverified(
+    cache: LocalBlobStore, items: Sequence[tuple[str, int | None]], jobs: int
+) -> list[tuple[str, int | None]]:
+    """Return the items whose local copy is absent or fails verification (re-hashed,
+    like every read: a same-size corrupt copy is not "present")."""
+
+    def check(item: tuple[str, int | None]) -> bool:
+        try:
+            cache.verify(item[0], item[1])
+        except (BlobNotFoundError, IntegrityError):
+            return False
+        return True
+
+    results = parallel(items, check, jobs)
+    return [item for item, ok, error in results if error is not None or not ok]
+
+
+def _touch(store: LocalBlobStore, digests: Iterable[str]) -> None:
+    """Refresh the modification time of blobs a push relies on (a local directory
+    remote), so gc's age check sees them as young too."""
+    for digest in digests:
+        with contextlib.suppress(OSError):
+            os.utime(store.path_of(digest))
 
 
 def _sources(base: Path, remote: str | None) -> list[Source]:
@@ -355,15 +574,15 @@ def pull(
     base = find_root(root)
     started = time.monotonic()
     wanted = store_entries(base, bundles)
+    sources = _sources(base, remote)
     cache = local_store(base)
-    missing = [(d, s) for d, s in sorted(wanted.items()) if cache.size(d) != s]
+    missing = _unverified(cache, sorted(wanted.items()), jobs)
     summary = TransferSummary(
         "pull",
         f"remote {remote!r}" if remote else "remotes",
         blobs=len(wanted),
         present=len(wanted) - len(missing),
     )
-    sources = _sources(base, remote)
     return _download_all(summary, started, sources, cache, missing, jobs, progress)
 
 
@@ -424,22 +643,16 @@ def fetch(
     base = find_root(root)
     started = time.monotonic()
     wanted = list(dict.fromkeys(parse_digest(d) for d in digests))
+    sources = _sources(base, remote)  # an unknown remote name is an error, cached or not
     known = _known_sizes(base) if (base / "evidence").is_dir() else {}
     cache = local_store(base)
-    missing: list[tuple[str, int | None]] = []
-    for digest in wanted:
-        size = known.get(digest)
-        try:
-            cache.verify(digest, size)
-        except (BlobNotFoundError, IntegrityError):
-            missing.append((digest, size))
+    missing = _unverified(cache, [(d, known.get(d)) for d in wanted], jobs)
     summary = TransferSummary(
         "fetch",
         f"remote {remote!r}" if remote else "remotes",
         blobs=len(wanted),
         present=len(wanted) - len(missing),
     )
-    sources = _sources(base, remote) if missing else []
     return _download_all(summary, started, sources, cache, missing, jobs, progress)
 
 
@@ -468,25 +681,31 @@ def export_blob(
 
 # -- verification against a remote -------------------------------------------------
 def _hash_remote(source: Source, digest: str, size: int) -> None:
-    """Download and hash a remote copy without caching it."""
+    """Download and hash a remote copy without caching it (never reading more than one
+    byte past ``size``)."""
     store = source.store
-    if isinstance(store, FsspecBlobStore) and size > 64 << 20:
+    if isinstance(store, FsspecBlobStore) and size > STREAM_THRESHOLD:
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="evstore-verify-") as tmpdir:
             path = os.path.join(tmpdir, "blob")
-            store.download_to(digest, path)
+            store.download_to(digest, path, limit=size + 1)
+            got = os.stat(path).st_size
+            if got != size:
+                raise IntegrityError(f"{source.label}: {digest}: got {got} bytes, expected {size}")
             observed = hash_file(path, size).digest
-    else:
-        try:
-            with store.open(digest, size) as reader:
-                while reader.read(8 << 20):
-                    pass
-            return
-        except IntegrityError as exc:
-            raise IntegrityError(f"{source.label}: {exc}") from None
-    if observed != digest:
-        raise IntegrityError(f"{source.label}: {digest}: content hashes to {observed}")
+        if observed != digest:
+            raise IntegrityError(f"{source.label}: {digest}: content hashes to {observed}")
+        return
+    if isinstance(store, FsspecBlobStore):
+        check_bytes(source, digest, size, store.read_bytes(digest, limit=size + 1))
+        return
+    try:
+        with store.open(digest, size) as reader:
+            while reader.read(8 << 20):
+                pass
+    except IntegrityError as exc:
+        raise IntegrityError(f"{source.label}: {exc}") from None
 
 
 def check_remote(

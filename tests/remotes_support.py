@@ -80,6 +80,16 @@ def store_files(store_root: Path) -> list[Path]:
     return sorted(p for p in store_root.rglob("*") if p.is_file())
 
 
+def blob_files(store_root: Path) -> list[Path]:
+    """Every file under a store's ``blobs/`` (blobs and temporaries, not leases)."""
+    return store_files(store_root / "blobs")
+
+
+def lease_files(store_root: Path) -> list[Path]:
+    """The push leases under a store directory."""
+    return store_files(store_root / "leases")
+
+
 @contextlib.contextmanager
 def cwd(path: Path) -> Iterator[None]:
     old = os.getcwd()

@@ -48,7 +48,7 @@ def _kill_when_stalled(proc: subprocess.Popen[bytes], marker: Path) -> None:
 
 
 def _final_blobs(store_root: Path) -> list[Path]:
-    return [p for p in store_files(store_root) if not p.name.startswith(".tmp-")]
+    return [p for p in store_files(store_root / "blobs") if not p.name.startswith(".tmp-")]
 
 
 def test_interrupted_push_to_directory_then_rerun(tmp_path: Path) -> None:
@@ -145,6 +145,16 @@ def test_interrupted_fetch_then_rerun(tmp_path: Path) -> None:
     digests = [digest_of(d) for d in files.values()]
     marker = tmp_path / "held"
     _kill_when_stalled(_start(root, ["fetch", *digests], "fetch-written:1", marker), marker)
+
+    # At the kill: the blob being written is only a temporary, never under its final
+    # name; whatever is under a final name is complete and intact.
+    cache_root = local_store(root).root
+    assert [p for p in store_files(cache_root) if p.name.startswith(".tmp-")]
+    finals = _final_blobs(cache_root)
+    assert len(finals) < len(digests)
+    for path in finals:
+        local_store(root).verify("blake3:" + path.name)
+
     code, _out, err = run("fetch", *digests, "--root", str(root))
     assert code == 0, err
     cache = local_store(root)

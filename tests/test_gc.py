@@ -12,7 +12,7 @@ from pathlib import Path
 import fsspec
 import pytest
 from evhelpers import git
-from remotes_support import blob_path, blobs, digest_of, make_repo, run, set_remotes, store_files
+from remotes_support import blobs, digest_of, make_repo, run, set_remotes, store_files
 
 from evidencestore.config import Config, LpipsConfig, load_config, save_config
 from evidencestore.gc import collect_garbage
@@ -148,7 +148,7 @@ def test_gc_directory_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path
     assert code == 0, err
     assert f"gc remote 'origin' ({remote}): removed 1 unreferenced blob(s)" in out
     assert not store.has(stray)
-    assert sorted(p.name for p in store_files(remote)) == sorted(
+    assert sorted(p.name for p in store_files(remote / "blobs")) == sorted(
         digest_of(d)[7:] for d in files.values()
     )
 
@@ -162,14 +162,18 @@ def test_gc_memory_remote(repo: tuple[Path, dict[str, bytes]]) -> None:
         fs = fsspec.filesystem("memory")
         stray = digest_of(b"stray")
         fs.pipe_file(f"{base}/{blob_key(stray)}", b"stray")
-        fs.pipe_file(f"{base}/tmp/0123abcd", b"half")
+        # Not evstore's: memory:// PUTs are atomic, so evstore never writes temporaries
+        # there, and gc touches nothing but blob keys and leases.
+        fs.pipe_file(f"{base}/tmp/0123abcd", b"someone else's")
+        fs.pipe_file(f"{base}/blobs/.tmp/{'ab' * 16}", b"someone else's")
         plan = collect_garbage(root, remote="mem", grace=3600)
         assert plan.garbage == [] and len(plan.young) == 1  # just written: kept
         plan = collect_garbage(root, remote="mem", grace=0, delete=True)
         assert [b.digest for b in plan.garbage] == [stray]
-        assert plan.temporaries == [f"{base}/tmp/0123abcd"]
+        assert plan.temporaries == []
         assert not fs.exists(f"{base}/{blob_key(stray)}")
-        assert not fs.exists(f"{base}/tmp/0123abcd")
+        assert fs.cat_file(f"{base}/tmp/0123abcd") == b"someone else's"
+        assert fs.exists(f"{base}/blobs/.tmp/{'ab' * 16}")
         for data in files.values():
             assert fs.cat_file(f"{base}/{blob_key(digest_of(data))}") == data
     finally:
@@ -215,12 +219,6 @@ def test_gc_negative_grace(repo: tuple[Path, dict[str, bytes]]) -> None:
     root, _ = repo
     code, _, err = run("gc", "--grace", "-1", "--root", str(root))
     assert code == 2 and "--grace must be 0 or more" in err
-
-
-def test_gc_unused_blob_path_helper(repo: tuple[Path, dict[str, bytes]]) -> None:
-    root, files = repo
-    data = next(iter(files.values()))
-    assert blob_path(local_store(root).root, data).is_file()
 
 
 def test_cli_grace_default_matches_library() -> None:

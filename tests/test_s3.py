@@ -23,7 +23,7 @@ from remotes_support import (
 
 from evidencestore.errors import StorageError
 from evidencestore.inventory import load_inventory
-from evidencestore.remotes import check_remote, configured_remotes, local_store, repository_store
+from evidencestore.remotes import check_remote, local_store, repository_store
 from evidencestore.storage import BlobStore, blob_key
 from evidencestore.storage._fsspec import FsspecBlobStore, RetryPolicy
 from evidencestore.testing.s3 import s3_options
@@ -115,12 +115,13 @@ def test_push_pull_s3(
     assert code == 0, err
     assert "push remote 's3': 40 of 40 blobs transferred" in out
     expected = {f"evidence/{blob_key(digest_of(d))}": len(d) for d in files.values()}
-    assert _keys(s3_endpoint, s3_bucket) == expected
+    assert _keys(s3_endpoint, s3_bucket, "evidence/blobs/") == expected
+    assert len(_keys(s3_endpoint, s3_bucket, "evidence/leases/")) == 1  # the push's lease
     for data in list(files.values())[:5]:
         assert _get(s3_endpoint, s3_bucket, f"evidence/{blob_key(digest_of(data))}") == data
     # The missing-blob query is batched: one listing of a small remote, or one per key
     # prefix of a large one; never one HEAD per blob.
-    assert s3_calls["PutObject"] == 40
+    assert s3_calls["PutObject"] == 40 + 1  # the blobs and the push's one lease
     assert s3_calls["HeadObject"] == 0
     prefixes = {digest_of(d)[7:9] for d in files.values()}
     assert s3_calls["ListObjectsV2"] == 1  # the remote is empty either way
@@ -130,7 +131,9 @@ def test_push_pull_s3(
     assert code == 0, err
     assert "0 of 40 blobs transferred" in out and "40 already present" in out
     queries = 1 if whole_listing else 1 + len(prefixes)  # the aborted whole listing, then prefixes
-    assert dict(s3_calls) == {"ListObjectsV2": queries}  # only the queries, no upload
+    # Only the queries and the push's one lease (what keeps a concurrent gc from
+    # deleting the blobs just found present); no per-blob upload.
+    assert dict(s3_calls) == {"ListObjectsV2": queries, "PutObject": 1}
 
     for path in store_files(local_store(root).root):
         os.unlink(path)
@@ -262,12 +265,3 @@ def test_s3_check_remote(
     assert sorted((f.code, f.path) for f in deep) == sorted(
         [("remote-missing", p1), ("remote-corrupt", p2)]
     )
-
-
-def test_s3_remote_store_is_lazy_about_s3fs(tmp_path: Path) -> None:
-    # Configuring an S3 remote costs nothing until it is used.
-    set_remotes(
-        tmp_path, s3={"url": "s3://bucket/x", "options": {"endpoint_url": "http://127.0.0.1:9"}}
-    )
-    [remote] = configured_remotes(tmp_path)
-    assert isinstance(remote.store, FsspecBlobStore) and remote.store.atomic_put

@@ -4,7 +4,7 @@ Every request is retried on transient failures (connection errors, timeouts, 5xx
 with bounded exponential backoff (:class:`RetryPolicy`), then reported as a
 :class:`StorageError` naming the store, the digest and the cause. Object stores make
 a PUT visible only once complete, so blobs are written straight to their final key;
-elsewhere a temporary key under ``<root>/tmp/`` is written then moved. HTTP(S)
+elsewhere a temporary key ``<root>/blobs/.tmp/<32 hex>`` is written then moved. HTTP(S)
 stores are read-only, and their presence checks tell a missing blob (404) from a
 failing server (which ``fsspec``'s own ``info`` does not).
 """
@@ -16,8 +16,10 @@ import contextlib
 import datetime as _dt
 import io
 import random
+import re
 import secrets
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple, TypeVar
@@ -33,7 +35,13 @@ T = TypeVar("T")
 _ATOMIC_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory"})
 _READ_ONLY = frozenset({"http", "https"})
 _LISTING_CACHED = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
-TMP_DIR = "tmp"
+# Temporaries of non-atomic backends: ``<root>/blobs/.tmp/<32 hex>``; gc only ever
+# treats keys of exactly that shape as its own.
+TMP_DIR = "blobs/.tmp"
+LEASE_DIR = "leases"
+_TMP_NAME = re.compile(r"^[0-9a-f]{32}$")
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_MAX_REDIRECTS = 5
 # Batches at least this large are answered by listing key prefixes, not per-key HEADs.
 _LIST_THRESHOLD = 16
 # A remote this many listing pages (1,000 keys each) or smaller is listed whole, in
@@ -76,6 +84,11 @@ _PERMANENT = (
     TypeError,
     NotImplementedError,
     KeyError,
+    # Programming errors: retrying cannot help.
+    AttributeError,
+    NameError,
+    AssertionError,
+    ImportError,
 )
 
 
@@ -149,17 +162,21 @@ def prepare_options(url: str, options: dict[str, Any], policy: RetryPolicy) -> d
             # checks: an extra CRC32 of each upload would only repeat that check.
             config.setdefault("request_checksum_calculation", "when_required")
         out["config_kwargs"] = config
-    elif protocol in ("http", "https") and policy.timeout is not None:
-        import aiohttp
+    elif protocol in ("http", "https"):
+        # Only the configured remote is contacted: the store follows a redirect itself,
+        # and only to the same scheme, host and port.
+        out["allow_redirects"] = False
+        if policy.timeout is not None:
+            import aiohttp
 
-        client = dict(out.get("client_kwargs") or {})
-        client.setdefault(
-            "timeout",
-            aiohttp.ClientTimeout(
-                total=None, sock_connect=policy.timeout, sock_read=policy.timeout
-            ),
-        )
-        out["client_kwargs"] = client
+            client = dict(out.get("client_kwargs") or {})
+            client.setdefault(
+                "timeout",
+                aiohttp.ClientTimeout(
+                    total=None, sock_connect=policy.timeout, sock_read=policy.timeout
+                ),
+            )
+            out["client_kwargs"] = client
     if protocol in _LISTING_CACHED:
         out.setdefault("use_listings_cache", False)
     return out
@@ -268,16 +285,45 @@ class FsspecBlobStore(BlobStore):
     def _size(self, digest: str) -> int | None:
         return self.sizes([digest])[digest]
 
+    def _http_kwargs(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        headers = {**self.fs.kwargs.get("headers", {}), "Accept-Encoding": "identity"}
+        kwargs = {
+            k: v for k, v in self.fs.kwargs.items() if k not in ("headers", "allow_redirects")
+        }
+        return headers, kwargs
+
+    async def _http_request(self, method: str, digest: str) -> Any:
+        """Send ``method`` for a blob, following redirects only to the same scheme, host
+        and port (another host is refused: only configured remotes are contacted).
+        Returns the response, which the caller releases."""
+        session = await self.fs.set_session()
+        headers, kwargs = self._http_kwargs()
+        url = self.fs.encode_url(self.key_of(digest))
+        origin = urllib.parse.urlsplit(str(url))
+        for _ in range(_MAX_REDIRECTS + 1):
+            response = await session.request(
+                method, url, allow_redirects=False, headers=headers, **kwargs
+            )
+            if response.status not in _REDIRECTS:
+                return response
+            location = response.headers.get("Location", "")
+            response.release()
+            target = urllib.parse.urljoin(str(url), location)
+            there = urllib.parse.urlsplit(target)
+            if (there.scheme, there.netloc) != (origin.scheme, origin.netloc):
+                raise StorageError(
+                    f"{self.url}: {digest}: the server redirects to {target}, another host; "
+                    "refused (only configured remotes are contacted)"
+                )
+            url = target
+        raise StorageError(f"{self.url}: {digest}: more than {_MAX_REDIRECTS} redirects")
+
     async def _http_size(self, digest: str) -> int | None:
         url = self.key_of(digest)
 
         async def head() -> int | None:
-            session = await self.fs.set_session()
-            headers = {**self.fs.kwargs.get("headers", {}), "Accept-Encoding": "identity"}
-            kwargs = {k: v for k, v in self.fs.kwargs.items() if k != "headers"}
-            async with session.head(
-                self.fs.encode_url(url), allow_redirects=True, headers=headers, **kwargs
-            ) as response:
+            response = await self._http_request("HEAD", digest)
+            async with response:
                 if response.status in (404, 410):
                     return None
                 response.raise_for_status()
@@ -287,6 +333,36 @@ class FsspecBlobStore(BlobStore):
                 return int(length)
 
         return await self._acall(f"HEAD {digest}", head)
+
+    async def _http_get(self, digest: str, limit: int | None, dest: str | None) -> bytes:
+        """GET a blob, stopping after ``limit`` bytes; into ``dest`` when given."""
+
+        async def get() -> bytes:
+            response = await self._http_request("GET", digest)
+            async with response:
+                if response.status in (404, 410):
+                    raise FileNotFoundError(self.key_of(digest))
+                response.raise_for_status()
+                chunks: list[bytes] = []
+                total = 0
+                out = open(dest, "wb") if dest is not None else None  # noqa: SIM115
+                try:
+                    async for chunk in response.content.iter_chunked(1 << 20):
+                        if limit is not None and total + len(chunk) > limit:
+                            chunk = chunk[: limit - total]
+                        total += len(chunk)
+                        if out is not None:
+                            out.write(chunk)
+                        else:
+                            chunks.append(chunk)
+                        if limit is not None and total >= limit:
+                            break  # enough to refuse an oversized copy
+                finally:
+                    if out is not None:
+                        out.close()
+                return b"".join(chunks)
+
+        return await self._acall(f"GET {digest}", get)
 
     async def _info_size(self, digest: str) -> int | None:
         key = self.key_of(digest)
@@ -389,16 +465,30 @@ class FsspecBlobStore(BlobStore):
     def _open_raw(self, digest: str) -> BinaryIO:
         return io.BytesIO(self.read_bytes(digest))
 
-    def read_bytes(self, digest: str) -> bytes:
-        """Return a blob's stored bytes, unverified (callers verify); retried."""
+    def read_bytes(self, digest: str, *, limit: int | None = None) -> bytes:
+        """Return a blob's stored bytes, unverified (callers verify); retried. With
+        ``limit``, at most that many bytes are read (a ranged GET), so an oversized
+        object cannot exhaust memory."""
         key = self.key_of(digest)
+
+        if self._http:  # retried inside, with the same policy
+            try:
+                return self._run(self._http_get(digest, limit, None))
+            except FileNotFoundError:
+                raise BlobNotFoundError(f"{digest} is not in store {self.url}") from None
 
         def cat() -> bytes:
             if self.fs.async_impl:
                 # One GET: no size probe first, whatever the backend's default.
-                kwargs = {"max_concurrency": 1} if hasattr(self.fs, "max_concurrency") else {}
+                kwargs: dict[str, Any] = (
+                    {"max_concurrency": 1} if hasattr(self.fs, "max_concurrency") else {}
+                )
+                if limit is not None:
+                    kwargs.update(start=0, end=limit)
                 data: bytes = self._run(self.fs._cat_file(key, **kwargs))
                 return data
+            if limit is not None:
+                return self.fs.cat_file(key, start=0, end=limit)  # type: ignore[no-any-return]
             return self.fs.cat_file(key)  # type: ignore[no-any-return]
 
         try:
@@ -406,21 +496,49 @@ class FsspecBlobStore(BlobStore):
         except FileNotFoundError:
             raise BlobNotFoundError(f"{digest} is not in store {self.url}") from None
 
-    def download_to(self, digest: str, path: str) -> None:
-        """Copy a blob's stored bytes to a local file, unverified (callers verify)."""
+    def download_to(self, digest: str, path: str, *, limit: int | None = None) -> None:
+        """Copy a blob's stored bytes to a local file, unverified (callers verify); with
+        ``limit``, stop after that many bytes."""
         key = self.key_of(digest)
+
+        if self._http:  # retried inside, with the same policy
+            try:
+                self._run(self._http_get(digest, limit, path))
+                return
+            except FileNotFoundError:
+                raise BlobNotFoundError(f"{digest} is not in store {self.url}") from None
+
+        def get() -> None:
+            with self.fs.open(key, "rb", block_size=8 << 20) as src, open(path, "wb") as dst:
+                written = 0
+                while limit is None or written < limit:
+                    want = 8 << 20 if limit is None else min(8 << 20, limit - written)
+                    chunk = src.read(want)
+                    if not chunk:
+                        break
+                    dst.write(chunk)
+                    written += len(chunk)
+
         try:
-            self._call(f"GET {digest}", lambda: self.fs.get_file(key, path))
+            self._call(f"GET {digest}", get)
         except FileNotFoundError:
             raise BlobNotFoundError(f"{digest} is not in store {self.url}") from None
+
+    def _not_found(self, digest: str, exc: FileNotFoundError) -> StorageError:
+        return StorageError(
+            f"{self.url}: {digest}: cannot write: bucket or prefix not found ({_describe(exc)})"
+        )
 
     def _write(self, digest: str, data: bytes) -> None:
         self._check_writable()
         final = self.key_of(digest)
-        if self.atomic_put:
-            self._call(f"PUT {digest}", lambda: self.fs.pipe_file(final, data))
-            return
-        self._via_temporary(digest, final, lambda tmp: self.fs.pipe_file(tmp, data))
+        try:
+            if self.atomic_put:
+                self._call(f"PUT {digest}", lambda: self.fs.pipe_file(final, data))
+                return
+            self._via_temporary(digest, final, lambda tmp: self.fs.pipe_file(tmp, data))
+        except FileNotFoundError as exc:
+            raise self._not_found(digest, exc) from exc
 
     def _write_file(self, digest: str, path: str, size: int) -> None:
         self.upload_file(digest, path, size)
@@ -430,10 +548,13 @@ class FsspecBlobStore(BlobStore):
         appears only once the upload is complete, and its size is checked."""
         self._check_writable()
         final = self.key_of(digest)
-        if self.atomic_put:
-            self._call(f"PUT {digest}", lambda: self.fs.put_file(path, final))
-        else:
-            self._via_temporary(digest, final, lambda tmp: self.fs.put_file(path, tmp))
+        try:
+            if self.atomic_put:
+                self._call(f"PUT {digest}", lambda: self.fs.put_file(path, final))
+            else:
+                self._via_temporary(digest, final, lambda tmp: self.fs.put_file(path, tmp))
+        except FileNotFoundError as exc:
+            raise self._not_found(digest, exc) from exc
         stored = self._size(digest)
         if stored != size:
             raise StorageError(
@@ -446,7 +567,7 @@ class FsspecBlobStore(BlobStore):
 
             def publish() -> None:
                 self.fs.makedirs(self.fs._parent(final), exist_ok=True)
-                self.fs.makedirs(f"{self._path}/{TMP_DIR}", exist_ok=True)
+                self.fs.makedirs(self.fs._parent(tmp), exist_ok=True)
                 write(tmp)
                 self.fs.mv(tmp, final)
 
@@ -483,27 +604,89 @@ class FsspecBlobStore(BlobStore):
         for info in self.iter_blobs():
             yield info.digest
 
+    def blob_info(self, digest: str) -> BlobInfo | None:
+        """Return a blob's size and modification time as stored now (None if absent)."""
+        key = self.key_of(digest)
+        try:
+            info = self._call(f"HEAD {digest}", lambda: self.fs.info(key))
+        except FileNotFoundError:
+            return None
+        if info.get("type") == "directory" or info.get("size") is None:
+            return None
+        return BlobInfo(digest, int(info["size"]), _mtime(info))
+
     def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
-        """Yield ``(key, mtime)`` of leftovers of interrupted writes: temporary keys and,
-        on S3, incomplete multipart uploads (keys prefixed ``upload:<id>:``)."""
+        """Yield ``(key, mtime)`` of leftovers of this store's interrupted writes.
+
+        Only what evidencestore itself writes: on non-atomic backends, temporaries
+        ``<root>/blobs/.tmp/<32 hex>``; on S3, incomplete multipart uploads of blob keys
+        under ``<root>/blobs/blake3/`` (yielded as ``upload:<id>:<bucket>/<key>``).
+        Backends whose PUT is atomic never get temporaries, so none are looked for.
+        """
         if self._http:
             return
-        found = self._find(f"{self._path}/{TMP_DIR}")
-        for key in sorted(found):
-            yield str(key), _mtime(found[key])
+        if not self.atomic_put:
+            found = self._find(f"{self._path}/{TMP_DIR}")
+            for key in sorted(found):
+                if _TMP_NAME.match(str(key).rstrip("/").rsplit("/", 1)[-1]):
+                    yield str(key), _mtime(found[key])
         if self._protocols & {"s3", "s3a"}:
             bucket, _, prefix = self._path.partition("/")
-            response = self._call(
-                "list multipart uploads",
-                lambda: self.fs.call_s3(
-                    "list_multipart_uploads", Bucket=bucket, Prefix=f"{prefix}/" if prefix else ""
-                ),
-            )
+            blob_prefix = f"{prefix}/blobs/blake3/" if prefix else "blobs/blake3/"
+            try:
+                response = self._call(
+                    "list multipart uploads",
+                    lambda: self.fs.call_s3(
+                        "list_multipart_uploads", Bucket=bucket, Prefix=blob_prefix
+                    ),
+                )
+            except FileNotFoundError as exc:
+                raise StorageError(
+                    f"{self.url}: bucket or prefix not found ({_describe(exc)})"
+                ) from exc
             for upload in response.get("Uploads", []):
+                key = str(upload["Key"])
+                if not key.startswith(blob_prefix) or _digest_of_key(key) is None:
+                    continue
                 yield (
-                    f"upload:{upload['UploadId']}:{bucket}/{upload['Key']}",
+                    f"upload:{upload['UploadId']}:{bucket}/{key}",
                     _mtime({"LastModified": upload.get("Initiated")}),
                 )
+
+    # -- leases -------------------------------------------------------------
+    def write_lease(self, name: str, data: bytes) -> str:
+        """Write a push's lease ``<root>/leases/<name>``; returns its key."""
+        self._check_writable()
+        key = f"{self._path}/{LEASE_DIR}/{name}"
+        try:
+            if self.atomic_put:
+                self._call("PUT lease", lambda: self.fs.pipe_file(key, data))
+            else:
+                self._via_temporary(f"lease {name}", key, lambda tmp: self.fs.pipe_file(tmp, data))
+        except FileNotFoundError as exc:
+            raise StorageError(
+                f"{self.url}: cannot write the push's lease {name}: bucket or prefix not found "
+                f"({_describe(exc)})"
+            ) from exc
+        return key
+
+    def iter_leases(self) -> Iterator[tuple[str, float | None]]:
+        """Yield ``(key, mtime)`` of every object under ``<root>/leases/``."""
+        if self._http:
+            return
+        found = self._find(f"{self._path}/{LEASE_DIR}")
+        for key in sorted(found):
+            yield str(key), _mtime(found[key])
+
+    def read_lease(self, key: str) -> bytes:
+        """Return a lease's bytes."""
+        return self._call("GET lease", lambda: self.fs.cat_file(key))  # type: ignore[no-any-return]
+
+    def remove_lease(self, key: str) -> None:
+        """Remove a lease."""
+        self._check_writable()
+        with contextlib.suppress(FileNotFoundError):
+            self._call("remove lease", lambda: self.fs.rm(key))
 
     def remove_temporary(self, key: str) -> None:
         """Remove a leftover yielded by :meth:`iter_temporaries`."""

@@ -3,8 +3,9 @@
 ``serve_directory(path)`` is a context manager yielding a :class:`StoreServer` on
 127.0.0.1 and a free port. Its ``fail``, ``status`` and ``delay`` attributes can be
 changed while it runs: the next ``fail`` requests get ``status`` (``fail=-1``: all of
-them), and each request first waits ``delay`` seconds. ``requests`` records
-``(method, path)`` of every request received.
+them), and each request first waits ``delay`` seconds. With ``redirect`` set to a base
+URL, every request is answered ``302`` to that base plus the request's path.
+``requests`` records ``(method, path)`` of every request received.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class StoreServer:
         self.fail = 0
         self.status = 500
         self.delay = 0.0
+        self.redirect: str | None = None
         self.requests: list[tuple[str, str]] = []
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -61,6 +63,12 @@ class _Handler(SimpleHTTPRequestHandler):
         status = owner._take_fault(self.command, self.path)
         if owner.delay:
             owner.stopping.wait(owner.delay)
+        if status is None and owner.redirect is not None:
+            self.send_response(302)
+            self.send_header("Location", owner.redirect.rstrip("/") + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
         if status is None:
             return False
         self.send_response(status)

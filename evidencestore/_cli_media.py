@@ -104,6 +104,18 @@ def _expectations(args: argparse.Namespace) -> Expectations:
     return with_overrides(base, video, audio)
 
 
+def _resolve_checked(ref: str, expectations: Expectations, root: Any = None) -> Any:
+    """Resolve ``FILE|DIGEST`` and refuse (exit 2) expectations that give no length for a
+    stream kind it carries: it would be checked against nothing."""
+    from .media.decode import stream_kinds
+    from .media.expectations import require_lengths
+    from .media.source import resolve
+
+    source = resolve(ref, root)
+    require_lengths(expectations, stream_kinds(source), source.name)
+    return source
+
+
 def _write(path: str, data: bytes) -> None:
     try:
         Path(path).write_bytes(data)
@@ -160,7 +172,7 @@ def _check(args: argparse.Namespace) -> int:
     from .media.expectations import check
 
     expectations = _expectations(args)
-    report = check(args.source, expectations)
+    report = check(_resolve_checked(args.source, expectations), expectations)
     if args.record:
         _write(args.record, pretty(report))
     if args.json:
@@ -194,9 +206,9 @@ def _compare(args: argparse.Namespace) -> int:
                 "(install evidencestore[lpips])"
             ) from exc
         scorers.append(load_configured_scorer(root))
-    record = compare(
-        args.reference, args.candidate, expectations, thresholds, scorers=scorers, root=root
-    )
+    reference = _resolve_checked(args.reference, expectations, root)
+    candidate = _resolve_checked(args.candidate, expectations, root)
+    record = compare(reference, candidate, expectations, thresholds, scorers=scorers, root=root)
     if args.record:
         _write(args.record, pretty(record))
     if args.json:
@@ -210,8 +222,9 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"  {side.name} ({side.source.digest}): {state}")
         _print_checks(side.checks, indent="    ", failed_only=True)
     for e in record.equality:
+        which = f" (stream pair {e.pair})" if e.pair else ""
         print(
-            f"  {e.type}: {'exactly equal' if e.equal else 'not equal'}"
+            f"  {e.type}{which}: {'exactly equal' if e.equal else 'not equal'}"
             + (
                 f" (first difference at frame {e.first_difference})"
                 if e.first_difference is not None
@@ -220,19 +233,26 @@ def _compare(args: argparse.Namespace) -> int:
         )
     _print_checks(record.compatibility, failed_only=True)
     if record.metrics is not None:
-        v, a = record.metrics.video, record.metrics.audio
-        if v is not None:
+        m = record.metrics
+        for v in (m.video, *m.extra_video):
+            if v is None:
+                continue
+            which = f" (stream pair {v.pair})" if v.pair else ""
             psnr = "inf" if v.min_psnr is None else f"{v.min_psnr:.3f} dB"
             print(
-                f"  video: {v.identical_frames}/{v.frames} frames identical, max MSE "
+                f"  video{which}: {v.identical_frames}/{v.frames} frames identical, max MSE "
                 f"{v.max_mse:.6g}, min PSNR {psnr}"
             )
             for name, summary in v.perceptual.items():
                 print(f"  video {name}: max {summary.max:.6g}, mean {summary.mean:.6g}")
-        if a is not None:
+        for a in (m.audio, *m.extra_audio):
+            if a is None:
+                continue
+            which = f" (stream pair {a.pair})" if a.pair else ""
             snr = "inf" if a.snr_db is None else f"{a.snr_db:.3f} dB"
             print(
-                f"  audio: max abs diff {a.max_abs_diff:.6g}, RMS diff {a.rms_diff:.6g}, SNR {snr}"
+                f"  audio{which}: max abs diff {a.max_abs_diff:.6g}, RMS diff {a.rms_diff:.6g}, "
+                f"SNR {snr}"
             )
         _print_checks(record.threshold_checks)
     if args.record:

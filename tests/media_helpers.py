@@ -17,7 +17,7 @@ from evidencestore.media.records import (
     Expectations,
     VideoExpectation,
 )
-from evidencestore.media.synth import AudioSpec, VideoSpec, write_clip
+from evidencestore.media.synth import AudioSpec, VideoSpec, audio_samples, write_clip
 
 __all__ = [
     "AV_EXPECT",
@@ -28,6 +28,7 @@ __all__ = [
     "clip",
     "failed",
     "lossless",
+    "multi_audio_clip",
     "nudge_frame",
 ]
 
@@ -92,3 +93,41 @@ def checks_by_name(checks: tuple[Check, ...]) -> dict[str, Check]:
 def failed(checks: tuple[Check, ...]) -> set[str]:
     """Names of the checks that failed."""
     return {c.name for c in checks if not c.ok}
+
+
+def multi_audio_clip(
+    path: Path,
+    samples: tuple[int, ...] = (4800, 4800),
+    nudge: tuple[int, int] | None = None,
+) -> str:
+    """A Matroska file with one 16-bit PCM stereo track per entry of ``samples`` (48 kHz);
+    ``nudge=(track, sample)`` changes one sample of one track by one LSB."""
+    import av
+    import numpy as np
+
+    out = str(path)
+    with av.open(out, "w") as container:
+        streams = []
+        for _ in samples:
+            stream = container.add_stream("pcm_s16le", rate=48000)
+            stream.layout = "stereo"
+            streams.append(stream)
+        for track, (stream, total) in enumerate(zip(streams, samples, strict=True)):
+            done = 0
+            while done < total:
+                n = min(1024, total - done)
+                data = np.round(audio_samples(done, n, 2, 48000, 440.0) * 32767).astype(np.int16)
+                if nudge is not None and nudge[0] == track and done <= nudge[1] < done + n:
+                    data[0, nudge[1] - done] ^= 1
+                frame = av.AudioFrame.from_ndarray(
+                    np.ascontiguousarray(data.T.reshape(1, -1)), format="s16", layout="stereo"
+                )
+                frame.sample_rate = 48000
+                frame.pts = done
+                frame.time_base = Fraction(1, 48000)
+                for packet in stream.encode(frame):
+                    container.mux(packet)
+                done += n
+            for packet in stream.encode(None):
+                container.mux(packet)
+    return out

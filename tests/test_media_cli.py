@@ -96,7 +96,8 @@ def test_check_flags_override_the_file(
     )
     out = capsys.readouterr().out
     assert "FAIL video.frames: decoded 15 video frames, expected 16" in out
-    assert main(["media", "check", files["base"], "--frames", "15", "--frame-rate", "30"]) == 0
+    flags = ["--frames", "15", "--frame-rate", "30", "--audio-duration", "0.5"]
+    assert main(["media", "check", files["base"], *flags]) == 0
 
 
 @pytest.mark.parametrize("name", ["garbage", "empty"])

@@ -57,7 +57,8 @@ def test_video_frame_digest_covers_visible_native_planes(tmp_path: Path) -> None
         arr = frame.to_ndarray()  # (h * 3/2, w) for yuv420p: planes without padding
         y = arr[:52].tobytes()
         assert frame.planes[1].line_size > 34  # the padding really is there
-        header = canonical({"format": "yuv420p", "height": 52, "width": 68})
+        colour = [frame.color_range, frame.colorspace, frame.color_primaries, frame.color_trc]
+        header = canonical({"colour": colour, "format": "yuv420p", "height": 52, "width": 68})
         chroma = [
             bytes(memoryview(p))[row * p.line_size : row * p.line_size + 34]
             for p in frame.planes[1:]

@@ -51,14 +51,23 @@ __all__ = ["EXIT_CODES", "compare", "compare_reports"]
 EXIT_CODES: dict[str, int] = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3, "UNAVAILABLE": 4}
 
 
-def _first(report: MediaReport, kind: str) -> DecodedStream | None:
-    return next((s for s in report.decoded if s.type == kind), None)
+def _of_kind(report: MediaReport, kind: str) -> list[DecodedStream]:
+    return [s for s in report.decoded if s.type == kind]
 
 
-def _check(name: str, expected: Value, observed: Value, what: str) -> Check:
+def _pairs(ref: MediaReport, cand: MediaReport, kind: str) -> list[tuple[DecodedStream, ...]]:
+    """Stream pairs of one kind, matched by order within the kind."""
+    return list(zip(_of_kind(ref, kind), _of_kind(cand, kind), strict=False))
+
+
+def _check(
+    name: str, expected: Value, observed: Value, what: str, stream: int | None = None
+) -> Check:
     ok = expected == observed
     message = f"{what}: reference {expected!r}, candidate {observed!r}"
-    return Check(name=name, ok=ok, expected=expected, observed=observed, message=message)
+    return Check(
+        name=name, ok=ok, expected=expected, observed=observed, message=message, stream=stream
+    )
 
 
 def _times(s: DecodedStream) -> list[Fraction | None]:
@@ -67,28 +76,51 @@ def _times(s: DecodedStream) -> list[Fraction | None]:
 
 
 def compatibility(ref: MediaReport, cand: MediaReport) -> tuple[Check, ...]:
-    """Checks that the two inputs can be compared as they are (reference = expected)."""
+    """Checks that the two inputs can be compared as they are (reference = expected).
+
+    The number of decodable streams of each kind must agree; every pair (matched by order
+    within the kind) must then agree in geometry, pixel format, colour tags and sample
+    aspect ratio, frame count and timestamps (video) or rate, layout, sample format,
+    sample count and first timestamp (audio).
+    """
     out: list[Check] = []
     for kind in ("video", "audio"):
-        r, c = _first(ref, kind), _first(cand, kind)
-        out.append(_check(f"compat.{kind}.present", r is not None, c is not None, f"{kind} stream"))
-        if r is None or c is None:
-            continue
-        if kind == "video":
-            out.append(_check("compat.video.width", r.width, c.width, "width"))
-            out.append(_check("compat.video.height", r.height, c.height, "height"))
-            out.append(_check("compat.video.pix_fmt", r.pix_fmt, c.pix_fmt, "pixel format"))
-            out.append(_check("compat.video.frames", r.frames, c.frames, "frame count"))
-            out.append(_timestamps(r, c))
-        else:
-            out.append(_check("compat.audio.sample_rate", r.sample_rate, c.sample_rate, "rate"))
-            out.append(_check("compat.audio.channels", r.channels, c.channels, "channels"))
-            out.append(_check("compat.audio.layout", r.layout, c.layout, "channel layout"))
-            out.append(
-                _check("compat.audio.sample_format", r.sample_format, c.sample_format, "format")
-            )
-            out.append(_check("compat.audio.samples", r.samples, c.samples, "samples"))
-            out.append(_timestamps(r, c, first_only=True))
+        nr, nc = len(_of_kind(ref, kind)), len(_of_kind(cand, kind))
+        out.append(_check(f"compat.{kind}.present", nr > 0, nc > 0, f"{kind} stream"))
+        out.append(_check(f"compat.{kind}.streams", nr, nc, f"number of {kind} streams"))
+        for pair, (r, c) in enumerate(_pairs(ref, cand, kind)):
+            what = f" (stream pair {pair})" if pair else ""
+            if kind == "video":
+                fields = [
+                    ("width", "width"),
+                    ("height", "height"),
+                    ("pix_fmt", "pixel format"),
+                    ("color_range", "colour range"),
+                    ("colorspace", "colour matrix"),
+                    ("color_primaries", "colour primaries"),
+                    ("color_trc", "transfer characteristics"),
+                    ("sample_aspect_ratio", "sample aspect ratio"),
+                    ("frames", "frame count"),
+                ]
+            else:
+                fields = [
+                    ("sample_rate", "rate"),
+                    ("channels", "channels"),
+                    ("layout", "channel layout"),
+                    ("sample_format", "format"),
+                    ("samples", "samples"),
+                ]
+            for key, label in fields:
+                out.append(
+                    _check(
+                        f"compat.{kind}.{key}",
+                        getattr(r, key),
+                        getattr(c, key),
+                        label + what,
+                        r.index,
+                    )
+                )
+            out.append(_timestamps(r, c, first_only=kind == "audio"))
     return tuple(out)
 
 
@@ -122,35 +154,45 @@ def _timestamps(r: DecodedStream, c: DecodedStream, *, first_only: bool = False)
     else:
         message = f"{r.type} {what} agree within half a tick"
     return Check(
-        name=name, ok=not mismatched, expected=0, observed=len(mismatched), message=message
+        name=name,
+        ok=not mismatched,
+        expected=0,
+        observed=len(mismatched),
+        message=message,
+        stream=r.index,
     )
 
 
 def equality(ref: MediaReport, cand: MediaReport) -> tuple[StreamEquality, ...]:
-    """Exact equality of the decoded content of the first video and audio streams."""
+    """Exact equality of the decoded content of every stream pair (matched by order within
+    each kind; an unmatched stream is recorded as unequal)."""
     out: list[StreamEquality] = []
     for kind in ("video", "audio"):
-        r, c = _first(ref, kind), _first(cand, kind)
-        if r is None and c is None:
-            continue
+        rs, cs = _of_kind(ref, kind), _of_kind(cand, kind)
         key = "root" if kind == "video" else "content_digest"
-        a = getattr(r, key) if r is not None else None
-        b = getattr(c, key) if c is not None else None
-        first: int | None = None
-        if r is not None and c is not None and a != b:
-            pairs = zip(r.frame_records, c.frame_records, strict=False)
-            first = next((x.index for x, y in pairs if x.digest != y.digest), None)
-            if first is None:
-                first = min(len(r.frame_records), len(c.frame_records))
-        out.append(
-            StreamEquality(
-                type=kind,
-                equal=a is not None and a == b,
-                reference=a,
-                candidate=b,
-                first_difference=first,
+        for pair in range(max(len(rs), len(cs))):
+            r = rs[pair] if pair < len(rs) else None
+            c = cs[pair] if pair < len(cs) else None
+            a = getattr(r, key) if r is not None else None
+            b = getattr(c, key) if c is not None else None
+            first: int | None = None
+            if r is not None and c is not None and a != b:
+                pairs = zip(r.frame_records, c.frame_records, strict=False)
+                first = next((x.index for x, y in pairs if x.digest != y.digest), None)
+                if first is None:
+                    first = min(len(r.frame_records), len(c.frame_records))
+            out.append(
+                StreamEquality(
+                    type=kind,
+                    equal=a is not None and a == b,
+                    reference=a,
+                    candidate=b,
+                    first_difference=first,
+                    pair=pair,
+                    reference_stream=None if r is None else r.index,
+                    candidate_stream=None if c is None else c.index,
+                )
             )
-        )
     return tuple(out)
 
 
@@ -175,9 +217,11 @@ class _Mismatch(Exception):
     """The decoded streams turned out not to pair up frame by frame."""
 
 
-def _stream_frames(source: MediaSource, kind: str) -> Iterator[Any]:
+def _stream_frames(source: MediaSource, kind: str, pair: int = 0) -> Iterator[Any]:
+    """Frames of the ``pair``-th decodable stream of ``kind``."""
     with opened(source) as container:
-        streams = [s for s in container.streams if s.type == kind and decodable(s)][:1]
+        streams = [s for s in container.streams if s.type == kind and decodable(s)]
+        streams = streams[pair : pair + 1]
         errors: list[DecodeErrorRecord] = []  # already recorded by the validity pass
         for _index, frame in iter_frames(container, streams, errors):
             yield frame
@@ -194,11 +238,38 @@ def _lockstep(a: Iterator[Any], b: Iterator[Any]) -> Iterator[tuple[Any, Any]]:
         yield x, y
 
 
+class _NotMeasurable(Exception):
+    """The pixel format's samples cannot be read plane by plane as integers."""
+
+
+# Formats with 9-15 bit components stored LSB-aligned in 16-bit words (FFmpeg's planar
+# high-depth families); others (p010, y210, x2rgb10, ...) pack or shift their bits.
+_LSB_ALIGNED = ("yuv", "gbr", "gray")
+
+
+def not_measurable(fmt: Any) -> str | None:
+    """Why per-plane MSE/PSNR cannot be computed on ``fmt``'s native samples, or None."""
+    if fmt.has_palette:
+        return "palette format (samples are indices into a palette)"
+    if fmt.is_bit_stream or fmt.is_bayer:
+        return "bit-stream or Bayer format"
+    for comp in fmt.components:
+        if comp.bits == 8 or comp.bits == 16:
+            continue
+        if 8 < comp.bits < 16 and fmt.name.startswith(_LSB_ALIGNED):
+            continue
+        return f"{comp.bits}-bit components packed or shifted within their words"
+    return None  # every byte (8-bit) or 16-bit word of a row is one component sample
+
+
 def _plane_arrays(frame: Any) -> list[tuple[np.ndarray, int]]:
     """Visible samples of each plane (no copy) and the plane's peak value."""
     import numpy as np
 
     fmt = frame.format
+    why = not_measurable(fmt)
+    if why is not None:
+        raise _NotMeasurable(f"pixel format {fmt.name}: {why}; per-plane metrics not measurable")
     depth = [0] * len(frame.planes)
     for comp in fmt.components:
         if comp.plane < len(depth):
@@ -220,7 +291,7 @@ def _psnr(mse: float, peak: int) -> float | None:
 
 
 def _video_metrics(
-    ref: MediaSource, cand: MediaSource, scorers: Sequence[FrameScorer]
+    ref: MediaSource, cand: MediaSource, scorers: Sequence[FrameScorer], pair: int = 0
 ) -> VideoMetrics:
     import numpy as np
 
@@ -242,7 +313,7 @@ def _video_metrics(
         cands.clear()
 
     for index, (fr, fc) in enumerate(
-        _lockstep(_stream_frames(ref, "video"), _stream_frames(cand, "video"))
+        _lockstep(_stream_frames(ref, "video", pair), _stream_frames(cand, "video", pair))
     ):
         if (fr.width, fr.height, fr.format.name) != (fc.width, fc.height, fc.format.name):
             raise _Mismatch(f"frame {index} geometry or pixel format differs")
@@ -274,6 +345,7 @@ def _video_metrics(
     all_planes = [p for f in frames for p in f.planes]
     psnrs = [p.psnr for p in all_planes if p.psnr is not None]
     return VideoMetrics(
+        pair=pair,
         frames=len(frames),
         identical_frames=sum(f.identical for f in frames),
         max_mse=max((p.mse for p in all_planes), default=0.0),
@@ -308,7 +380,7 @@ def _audio_array(frame: Any) -> np.ndarray:
     return data
 
 
-def _audio_metrics(ref: MediaSource, cand: MediaSource) -> AudioMetrics:
+def _audio_metrics(ref: MediaSource, cand: MediaSource, pair: int = 0) -> AudioMetrics:
     import numpy as np
 
     pending_r: list[np.ndarray] = []
@@ -336,7 +408,7 @@ def _audio_metrics(ref: MediaSource, cand: MediaSource) -> AudioMetrics:
         return sum(x.shape[1] for x in pending)
 
     sentinel = object()
-    it_r, it_c = _stream_frames(ref, "audio"), _stream_frames(cand, "audio")
+    it_r, it_c = _stream_frames(ref, "audio", pair), _stream_frames(cand, "audio", pair)
     done_r = done_c = False
     while True:
         # Pull from the side with fewer pending samples; compare the overlap, so at most
@@ -372,6 +444,7 @@ def _audio_metrics(ref: MediaSource, cand: MediaSource) -> AudioMetrics:
     rms = math.sqrt(err_sq / (count * channels)) if count and channels else 0.0
     snr = None if identical or sig_sq == 0 else 10 * math.log10(sig_sq / err_sq)
     return AudioMetrics(
+        pair=pair,
         samples=count,
         channels=channels,
         max_abs_diff=max_abs,
@@ -385,8 +458,10 @@ def _threshold_checks(
     metrics: ComparisonMetrics, thresholds: Thresholds, scorers: Sequence[FrameScorer]
 ) -> tuple[Check, ...]:
     out: list[Check] = []
-    v, a = metrics.video, metrics.audio
-    if v is not None:
+    videos = [m for m in (metrics.video, *metrics.extra_video) if m is not None]
+    audios = [m for m in (metrics.audio, *metrics.extra_audio) if m is not None]
+    for v in videos:
+        pair = f" (video stream pair {v.pair})" if v.pair else ""
         ok = v.min_psnr is None or v.min_psnr >= thresholds.video_psnr_min
         shown = "infinite (identical)" if v.min_psnr is None else f"{v.min_psnr:.3f} dB"
         out.append(
@@ -396,7 +471,7 @@ def _threshold_checks(
                 expected=thresholds.video_psnr_min,
                 observed=v.min_psnr,
                 message=f"lowest per-frame, per-plane PSNR {shown}; minimum allowed "
-                f"{thresholds.video_psnr_min} dB",
+                f"{thresholds.video_psnr_min} dB{pair}",
             )
         )
         for scorer in scorers:
@@ -414,10 +489,12 @@ def _threshold_checks(
                         "no threshold configured (recorded only)"
                         if limit is None
                         else f"maximum allowed {limit}"
-                    ),
+                    )
+                    + pair,
                 )
             )
-    if a is not None:
+    for a in audios:
+        pair = f" (audio stream pair {a.pair})" if a.pair else ""
         if a.identical:
             snr_ok, shown = True, "infinite (identical)"
         elif a.snr_db is None:
@@ -430,7 +507,7 @@ def _threshold_checks(
                 ok=snr_ok,
                 expected=thresholds.audio_snr_min,
                 observed=a.snr_db,
-                message=f"audio SNR {shown}; minimum allowed {thresholds.audio_snr_min} dB",
+                message=f"audio SNR {shown}; minimum allowed {thresholds.audio_snr_min} dB{pair}",
             )
         )
         out.append(
@@ -440,7 +517,7 @@ def _threshold_checks(
                 expected=thresholds.audio_max_abs_diff,
                 observed=a.max_abs_diff,
                 message=f"largest sample difference {a.max_abs_diff:.6g} full scale; maximum "
-                f"allowed {thresholds.audio_max_abs_diff}",
+                f"allowed {thresholds.audio_max_abs_diff}{pair}",
             )
         )
     return tuple(out)
@@ -491,17 +568,35 @@ def compare_reports(
         )
     else:
         try:
-            has = {e.type for e in equal}
+            # Every pair is measured (equal pairs too: their metrics read identical), so
+            # each kind's first pair stays in ``video`` / ``audio`` as before.
+            videos = [
+                _video_metrics(ref_source, cand_source, scorers, e.pair)
+                for e in equal
+                if e.type == "video"
+            ]
+            audios = [
+                _audio_metrics(ref_source, cand_source, e.pair) for e in equal if e.type == "audio"
+            ]
             metrics = ComparisonMetrics(
-                video=_video_metrics(ref_source, cand_source, scorers) if "video" in has else None,
-                audio=_audio_metrics(ref_source, cand_source) if "audio" in has else None,
+                video=videos[0] if videos else None,
+                audio=audios[0] if audios else None,
+                extra_video=tuple(videos[1:]),
+                extra_audio=tuple(audios[1:]),
             )
         except _Mismatch as exc:
             verdict = "UNAVAILABLE"
             reasons.append(f"streams do not pair up frame by frame: {exc}; no metric computed")
+        except _NotMeasurable as exc:
+            verdict = "UNAVAILABLE"
+            reasons.append(f"not exactly equal and {exc}: no metric computed")
         else:
             limits = _threshold_checks(metrics, thresholds, scorers)
-            differing = ", ".join(e.type for e in equal if not e.equal)
+            differing = ", ".join(
+                e.type + (f" (stream pair {e.pair})" if e.pair else "")
+                for e in equal
+                if not e.equal
+            )
             if all(c.ok for c in limits):
                 verdict = "INCONCLUSIVE"
                 reasons.append(
@@ -511,6 +606,8 @@ def compare_reports(
             else:
                 verdict = "FAIL"
                 reasons += _failed("", limits)
+    ref_source.ensure_unchanged()
+    cand_source.ensure_unchanged()
     return ComparisonRecord(
         verdict=verdict,
         reasons=tuple(reasons),

@@ -28,7 +28,14 @@ from .records import (
 )
 from .source import MediaSource, resolve
 
-__all__ = ["analyse", "audio_frame_digest", "frame_leaf", "iter_frames", "video_frame_digest"]
+__all__ = [
+    "analyse",
+    "audio_frame_digest",
+    "frame_leaf",
+    "iter_frames",
+    "stream_kinds",
+    "video_frame_digest",
+]
 
 _PREFIX = "blake3:"
 
@@ -38,16 +45,32 @@ def frame_leaf(index: int, digest: str) -> bytes:
     return blake3(b"\x00" + canonical({"digest": digest, "index": index})).digest()
 
 
+PALETTE_BYTES = 1024  # 256 entries of 4 bytes (FFmpeg's AVPALETTE_SIZE)
+
+
+def _packed_width(fmt: Any, width: int) -> int:
+    """Pixels per row including the last macropixel of packed chroma-subsampled formats
+    (yuyv422, uyvy422, y210, ...): an odd width still stores a whole macropixel."""
+    chroma = fmt.chroma_width(width)
+    if chroma >= width or chroma <= 0:
+        return int(width)
+    ratio = (1 << 16) // max(1, fmt.chroma_width(1 << 16))
+    return int(chroma * ratio)
+
+
 def _row_bytes(frame: Any) -> tuple[int, ...]:
-    """Bytes of visible data per row of each plane of a video frame."""
+    """Bytes of visible data per row of each plane of a video frame (the palette plane of
+    palette formats: its 1024 bytes, as one row)."""
     fmt = frame.format
     planes = frame.planes
     rows: list[int] = []
     for i, plane in enumerate(planes):
         if fmt.has_palette and i == 1:
-            row = plane.buffer_size
-        elif not fmt.is_planar or len(planes) == 1:
-            row = math.ceil(plane.width * fmt.padded_bits_per_pixel / 8)
+            rows.append(min(PALETTE_BYTES, plane.buffer_size))
+            continue
+        if not fmt.is_planar or len(planes) == 1:
+            width = _packed_width(fmt, plane.width) if not fmt.is_planar else plane.width
+            row = math.ceil(width * fmt.padded_bits_per_pixel / 8)
         else:
             step = sum(math.ceil(c.bits / 8) for c in fmt.components if c.plane == i)
             row = plane.width * step
@@ -55,22 +78,41 @@ def _row_bytes(frame: Any) -> tuple[int, ...]:
     return tuple(rows)
 
 
+def colour_tags(frame: Any) -> tuple[int, int, int, int]:
+    """A video frame's colour range, matrix, primaries and transfer (FFmpeg enum values)."""
+    return (
+        int(frame.color_range),
+        int(frame.colorspace),
+        int(frame.color_primaries),
+        int(frame.color_trc),
+    )
+
+
 _row_cache: dict[tuple[str, int, int], tuple[int, ...]] = {}
 
 
 def video_frame_digest(frame: Any) -> str:
-    """Digest of a video frame: its pixel format, geometry and visible plane bytes."""
+    """Digest of a video frame: its pixel format, geometry, colour tags and visible plane
+    bytes (and the palette of palette formats)."""
     fmt_name = frame.format.name
     key = (fmt_name, frame.width, frame.height)
     rows = _row_cache.get(key)
     if rows is None:
         rows = _row_cache[key] = _row_bytes(frame)
-    hasher = blake3(canonical({"format": fmt_name, "height": frame.height, "width": frame.width}))
+    header = {
+        "colour": list(colour_tags(frame)),
+        "format": fmt_name,
+        "height": frame.height,
+        "width": frame.width,
+    }
+    hasher = blake3(canonical(header))
     for plane, row in zip(frame.planes, rows, strict=True):
         view = memoryview(plane)
         line = plane.line_size
         height = plane.height
-        if line == row:
+        if line == 0:  # the palette plane: one row
+            hasher.update(view[:row])
+        elif line == row:
             hasher.update(view[: row * height])
         else:
             for y in range(height):
@@ -106,10 +148,14 @@ def audio_frame_digest(frame: Any) -> str:
     return _PREFIX + hasher.hexdigest()
 
 
+AUDIO_BLOCK = 1024  # samples per channel in each leaf of an audio stream's root
+
+
 class _StreamAccumulator:
     """Folds decoded frames of one stream into a :class:`DecodedStream`."""
 
     def __init__(self, stream: Any, keep_frames: bool) -> None:
+        self.stream = stream
         self.index: int = stream.index
         self.type: str = stream.type
         self.codec: str | None = stream.codec_context.name
@@ -126,14 +172,52 @@ class _StreamAccumulator:
         self.format_changes = 0
         self.corrupt = 0
         self.channel_hashers: list[Any] = []
+        # Audio root: samples regrouped in blocks of AUDIO_BLOCK, whatever the framing.
+        self.block: list[bytearray] = []
+        self.block_format: tuple[Any, ...] | None = None
+        self.block_samples = 0
+        self.block_stride = 0  # bytes per sample in each buffer
+
+    def _emit_block(self, samples: int) -> None:
+        assert self.block_format is not None
+        rate, _channels, layout, sample_format = self.block_format
+        header = {"format": sample_format, "layout": layout, "rate": rate, "samples": samples}
+        hasher = blake3(canonical(header))
+        n = samples * self.block_stride
+        for buf in self.block:
+            hasher.update(memoryview(buf)[:n])
+            del buf[:n]
+        self.block_samples -= samples
+        self.leaves.append(frame_leaf(len(self.leaves), _PREFIX + hasher.hexdigest()))
+
+    def _flush_block(self) -> None:
+        if self.block_samples:
+            self._emit_block(self.block_samples)
+
+    def _add_audio_blocks(self, fmt: tuple[Any, ...], frame: Any, buffers: list[Any]) -> None:
+        if fmt != self.block_format:
+            self._flush_block()
+            self.block_format = fmt
+            self.block = [bytearray() for _ in buffers]
+            stride = frame.format.bytes
+            self.block_stride = stride if frame.format.is_planar else stride * fmt[1]
+        for acc, buf in zip(self.block, buffers, strict=False):
+            acc += buf
+        self.block_samples += frame.samples
+        while self.block_samples >= AUDIO_BLOCK:
+            self._emit_block(AUDIO_BLOCK)
 
     def add(self, frame: Any, digest: str | None = None) -> None:
         """Fold in the next frame (``digest``: its precomputed video digest, if any)."""
+        index = self.frames
         if self.type == "video":
+            sar = self.stream.codec_context.sample_aspect_ratio
             fmt: tuple[Any, ...] = (frame.width, frame.height, frame.format.name)
+            fmt += (*colour_tags(frame), fraction_text(sar) if sar is not None else None)
             if digest is None:
                 digest = video_frame_digest(frame)
             samples = None
+            self.leaves.append(frame_leaf(index, digest))
         else:
             fmt = (frame.sample_rate, frame.layout.nb_channels, frame.layout.name)
             fmt += (frame.format.name,)
@@ -147,6 +231,7 @@ class _StreamAccumulator:
             digest = _PREFIX + hasher.hexdigest()
             samples = frame.samples
             self.samples += samples
+            self._add_audio_blocks(fmt, frame, buffers)
         if self.format is None:
             self.format = fmt
         elif fmt != self.format:
@@ -166,8 +251,6 @@ class _StreamAccumulator:
                 self.end_pts = pts + duration
             else:
                 self.end_pts = None
-        index = self.frames
-        self.leaves.append(frame_leaf(index, digest))
         if self.keep_frames:
             self.records.append(
                 FrameRecord(
@@ -184,13 +267,24 @@ class _StreamAccumulator:
     def result(self) -> DecodedStream:
         extra: dict[str, Any] = {}
         if self.format is not None and self.type == "video":
-            extra.update(width=self.format[0], height=self.format[1], pix_fmt=self.format[2])
+            width, height, pix_fmt, crange, cspace, primaries, trc, sar = self.format
+            extra.update(
+                width=width,
+                height=height,
+                pix_fmt=pix_fmt,
+                color_range=crange,
+                colorspace=cspace,
+                color_primaries=primaries,
+                color_trc=trc,
+                sample_aspect_ratio=sar,
+            )
         elif self.format is not None:
             rate, channels, layout, sample_format = self.format
             extra.update(
                 sample_rate=rate, channels=channels, layout=layout, sample_format=sample_format
             )
         if self.type == "audio":
+            self._flush_block()
             content = {
                 "channels": [h.hexdigest() for h in self.channel_hashers],
                 "format": extra.get("sample_format"),
@@ -226,6 +320,16 @@ def decodable(stream: Any) -> bool:
     import av
 
     return not stream.disposition & av.stream.Disposition.attached_pic
+
+
+def stream_kinds(source: MediaSource) -> set[str]:
+    """The kinds (``video``, ``audio``) of the decodable streams ``source`` declares; empty
+    when it is not a readable container (a check then FAILs it)."""
+    try:
+        with opened(source) as container:
+            return {s.type for s in container.streams if decodable(s)}
+    except NotMediaError:
+        return set()
 
 
 def _message(exc: BaseException) -> str:
@@ -344,8 +448,10 @@ def analyse(
     """Probe and fully decode ``FILE|DIGEST``: every frame hashed, per-stream roots.
 
     A file FFmpeg cannot open gives a report with an ``open`` error (and no streams)
-    rather than an exception, so checks can FAIL it; an unreadable path or a digest
-    missing from the store raises :class:`~evidencestore.errors.MediaError`.
+    rather than an exception, so checks can FAIL it; an unreadable path, a digest
+    missing from the store, or a file that changed while it was decoded (the report
+    would describe bytes other than the digest it names) raises
+    :class:`~evidencestore.errors.MediaError`.
     """
     source = resolve(ref, root)
     try:
@@ -356,6 +462,7 @@ def analyse(
             errors: list[DecodeErrorRecord] = []
             frames = iter_frames(container, wanted, errors, threads=threads)
             _fold(frames, accumulators, on_frame, threads)
+        source.ensure_unchanged()
     except NotMediaError as exc:
         return MediaReport(
             probe=ProbeReport(name=source.name, source=source.descriptor, container=""),

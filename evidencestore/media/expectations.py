@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,9 @@ __all__ = [
     "check_report",
     "expectations_from_mapping",
     "load_expectations",
+    "missing_lengths",
     "parse_rate",
+    "require_lengths",
     "with_overrides",
 ]
 
@@ -84,9 +86,58 @@ def expectations_from_mapping(data: Mapping[str, Any], where: str = "expectation
             f"{where}: {exc}; expected [video] (width, height, pix_fmt, frame_rate, "
             "frames or duration) and/or [audio] (sample_rate, channels, samples or duration)"
         ) from exc
-    if exp.video is not None and exp.video.frame_rate is not None:
-        parse_rate(exp.video.frame_rate)
+    v, a = exp.video, exp.audio
+    if v is not None and v.frame_rate is not None:
+        rate = parse_rate(v.frame_rate)
+        if v.frames is not None and v.duration is not None:
+            implied = round(Fraction(str(v.duration)) * rate)
+            if implied != v.frames:
+                raise MediaError(
+                    f"{where}: inconsistent video length: frames = {v.frames} but duration "
+                    f"{v.duration} s at {rate} fps is {implied} frames; give one of them or "
+                    "make them agree"
+                )
+    if a is not None and a.sample_rate and a.samples is not None and a.duration is not None:
+        implied = round(Fraction(str(a.duration)) * a.sample_rate)
+        if implied != a.samples:
+            raise MediaError(
+                f"{where}: inconsistent audio length: samples = {a.samples} but duration "
+                f"{a.duration} s at {a.sample_rate} Hz is {implied} samples; give one of "
+                "them or make them agree"
+            )
     return exp
+
+
+LENGTH_KEYS = {"video": "frames or duration", "audio": "samples or duration"}
+
+
+def missing_lengths(expectations: Expectations, kinds: Iterable[str]) -> list[str]:
+    """The stream kinds among ``kinds`` for which ``expectations`` give no length."""
+    out: list[str] = []
+    for kind in ("video", "audio"):
+        if kind not in kinds:
+            continue
+        section = expectations.video if kind == "video" else expectations.audio
+        if section is None or (
+            section.duration is None
+            and (section.frames if isinstance(section, VideoExpectation) else section.samples)
+            is None
+        ):
+            out.append(kind)
+    return out
+
+
+def require_lengths(expectations: Expectations, kinds: Iterable[str], name: str) -> None:
+    """Raise :class:`MediaError` when the request gives no length for a kind ``name``
+    carries: outputs are checked against what was requested, and without a length two
+    equally truncated outputs would pass."""
+    missing = missing_lengths(expectations, kinds)
+    if missing:
+        wanted = "; ".join(f"[{k}] {LENGTH_KEYS[k]}" for k in missing)
+        raise MediaError(
+            f"{name} has {' and '.join(missing)} but the expectations give no length for it: "
+            f"expected {wanted} (e.g. --frames/--video-duration, --samples/--audio-duration)"
+        )
 
 
 def load_expectations(path: str | os.PathLike[str]) -> Expectations:
@@ -171,10 +222,6 @@ def _article(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
 
 
-def _first(report: MediaReport, kind: str) -> DecodedStream | None:
-    return next((s for s in report.decoded if s.type == kind), None)
-
-
 def _info(report: MediaReport, index: int) -> StreamInfo | None:
     return next((s for s in report.probe.streams if s.index == index), None)
 
@@ -205,6 +252,17 @@ def _common(checks: _Checks, s: DecodedStream) -> None:
         f"{s.format_changes} mid-stream changes of geometry or sample format",
         s.index,
     )
+    if len(s.frame_records) != s.frames:
+        checks.add(
+            f"{kind}.frame_records",
+            False,
+            s.frames,
+            len(s.frame_records),
+            f"{len(s.frame_records)} frame records for {s.frames} decoded frames: timestamp, "
+            "continuity and end-time checks need every frame's record (analyse with "
+            "keep_frames=True)",
+            s.index,
+        )
     missing = sum(1 for r in s.frame_records if r.pts is None)
     checks.add(
         f"{kind}.timestamps",
@@ -302,6 +360,16 @@ def _video(
     tb = _tb(s)
     if rate is not None:
         _continuity(checks, s, lambda _r: 1 / rate, f"1/{rate} s per frame")
+    else:
+        checks.add(
+            "video.continuity",
+            False,
+            "a frame rate",
+            None,
+            "no frame rate known (neither requested nor declared by the container): "
+            "continuity, last timestamp and end time cannot be checked; give frame_rate",
+            i,
+        )
     # Declared vs decoded.
     if info is not None and info.frames is not None:
         checks.equal("video.declared_frames", info.frames, s.frames, "decoded frame count", i)
@@ -321,11 +389,7 @@ def _video(
             f"decoded video ends at {_fmt(end)}; the container declares {_fmt(declared)}",
             i,
         )
-    if exp is None:
-        return
-    frames: int | None = exp.frames
-    if frames is None and exp.duration is not None and rate is not None:
-        frames = round(Fraction(str(exp.duration)) * rate)
+    frames = _video_length(checks, s, exp, rate)
     if frames is None:
         return
     checks.add(
@@ -357,6 +421,79 @@ def _video(
         f"video ends at {_fmt(end)}, expected {_fmt(want_end)}",
         i,
     )
+
+
+def _no_length(checks: _Checks, kind: str, s: DecodedStream, why: str) -> None:
+    checks.add(
+        f"{kind}.length",
+        False,
+        LENGTH_KEYS[kind],
+        None,
+        f"{why}: the request must give {LENGTH_KEYS[kind]} for every {kind} stream "
+        "(equally truncated outputs would otherwise pass)",
+        s.index,
+    )
+
+
+def _video_length(
+    checks: _Checks, s: DecodedStream, exp: VideoExpectation | None, rate: Fraction | None
+) -> int | None:
+    """The requested frame count (from ``frames`` and/or ``duration``), or None after
+    recording why it is missing."""
+    if exp is None:
+        _no_length(checks, "video", s, "no [video] expectations")
+        return None
+    if exp.frames is None and exp.duration is None:
+        _no_length(checks, "video", s, "no video frames or duration requested")
+        return None
+    implied: int | None = None
+    if exp.duration is not None:
+        if rate is None:
+            _no_length(checks, "video", s, "a duration was requested but no frame rate is known")
+            return None
+        implied = round(Fraction(str(exp.duration)) * rate)
+    if exp.frames is not None and implied is not None and implied != exp.frames:
+        checks.add(
+            "video.length",
+            False,
+            exp.frames,
+            implied,
+            f"inconsistent request: frames = {exp.frames} but duration {exp.duration} s at "
+            f"{rate} fps is {implied} frames",
+            s.index,
+        )
+        return None
+    return exp.frames if exp.frames is not None else implied
+
+
+def _audio_length(
+    checks: _Checks, s: DecodedStream, exp: AudioExpectation | None, rate: int | None
+) -> int | None:
+    """The requested samples per channel (from ``samples`` and/or ``duration``)."""
+    if exp is None:
+        _no_length(checks, "audio", s, "no [audio] expectations")
+        return None
+    if exp.samples is None and exp.duration is None:
+        _no_length(checks, "audio", s, "no audio samples or duration requested")
+        return None
+    implied: int | None = None
+    if exp.duration is not None:
+        if not rate:
+            _no_length(checks, "audio", s, "a duration was requested but no sample rate is known")
+            return None
+        implied = round(Fraction(str(exp.duration)) * rate)
+    if exp.samples is not None and implied is not None and implied != exp.samples:
+        checks.add(
+            "audio.length",
+            False,
+            exp.samples,
+            implied,
+            f"inconsistent request: samples = {exp.samples} but duration {exp.duration} s at "
+            f"{rate} Hz is {implied} samples",
+            s.index,
+        )
+        return None
+    return exp.samples if exp.samples is not None else implied
 
 
 def _padding_ok(excess: int, allowance: int) -> bool:
@@ -411,13 +548,9 @@ def _audio(
             f"(allowed difference: less than one codec frame, {allowance})",
             i,
         )
-    if exp is None:
-        return
-    expected: int | None = exp.samples
-    want_rate = exp.sample_rate or rate
-    if expected is None and exp.duration is not None and want_rate:
-        expected = round(Fraction(str(exp.duration)) * want_rate)
-    if expected is None:
+    want_rate = (exp.sample_rate if exp is not None else None) or rate
+    expected = _audio_length(checks, s, exp, want_rate)
+    if expected is None or not want_rate:
         return
     excess = decoded - expected
     ok = _padding_ok(excess, allowance)
@@ -504,14 +637,14 @@ def check_report(
                 n,
                 f"{n} {kind} streams" + ("" if n else f": expected {_article(kind)} {kind} stream"),
             )
-    first_video = _first(report, "video")
-    first_audio = _first(report, "audio")
+    # Every stream of a kind is checked against that kind's section (multi-track files:
+    # a second audio track truncated is as invalid as the first).
     for s in report.decoded:
         info = _info(report, s.index)
         if s.type == "video":
-            _video(checks, s, info, exp.video if s is first_video else None)
+            _video(checks, s, info, exp.video)
         else:
-            _audio(checks, s, info, exp.audio if s is first_audio else None)
+            _audio(checks, s, info, exp.audio)
     return tuple(checks.items)
 
 

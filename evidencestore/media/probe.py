@@ -22,9 +22,17 @@ class NotMediaError(MediaError):
     """The content is readable but is not a media container FFmpeg can demux."""
 
 
-# Nested opens (playlists, references to other files) may only read local files; the
-# main input always goes through a Python file object (see MediaSource).
-_CONTAINER_OPTIONS = {"protocol_whitelist": "file"}
+# No nested opens at all: a playlist (HLS, concat, ...) or a reference to another file
+# would make FFmpeg decode content the record's digest does not cover. The main input
+# always goes through a Python file object (see MediaSource), which this does not affect.
+_CONTAINER_OPTIONS = {"protocol_whitelist": "none"}
+
+
+def _not_media(source: MediaSource, reason: str) -> NotMediaError:
+    return NotMediaError(
+        f"{source.name}: not a readable media container ({reason}); "
+        "expected a file FFmpeg can demux (e.g. MP4, WebM, Ogg, WAV)"
+    )
 
 
 @contextmanager
@@ -37,13 +45,13 @@ def opened(source: MediaSource) -> Iterator[InputContainer]:
         raise NotMediaError(f"{source.name}: empty file (0 bytes): expected a media container")
     with source.open() as stream:
         try:
-            container = av.open(stream, "r", options=dict(_CONTAINER_OPTIONS))
+            container = av.open(
+                stream, "r", options=dict(_CONTAINER_OPTIONS), metadata_errors="replace"
+            )
         except av.error.FFmpegError as exc:
-            reason = exc.strerror or str(exc)
-            raise NotMediaError(
-                f"{source.name}: not a readable media container ({reason}); "
-                "expected a file FFmpeg can demux (e.g. MP4, WebM, Ogg, WAV)"
-            ) from None
+            raise _not_media(source, exc.strerror or str(exc)) from None
+        except Exception as exc:  # malformed metadata and the like: not a clean container
+            raise _not_media(source, f"{type(exc).__name__}: {exc}") from None
         try:
             yield container
         finally:
@@ -95,15 +103,20 @@ def stream_info(stream: Any) -> StreamInfo:
 
 
 def probe_container(container: InputContainer, source: MediaSource) -> ProbeReport:
-    """Return what an open container declares."""
-    return ProbeReport(
-        name=source.name,
-        source=source.descriptor,
-        container=container.format.name,
-        duration_us=container.duration,
-        start_time_us=container.start_time,
-        streams=tuple(stream_info(s) for s in container.streams),
-    )
+    """Return what an open container declares; :class:`NotMediaError` when PyAV cannot
+    describe it."""
+    try:
+        return ProbeReport(
+            name=source.name,
+            source=source.descriptor,
+            container=container.format.name,
+            duration_us=container.duration,
+            start_time_us=container.start_time,
+            streams=tuple(stream_info(s) for s in container.streams),
+        )
+    except Exception as exc:
+        reason = f"cannot read stream properties: {type(exc).__name__}: {exc}"
+        raise _not_media(source, reason) from None
 
 
 def probe(

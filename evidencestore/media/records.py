@@ -15,9 +15,11 @@ Conventions:
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Annotated, Literal
 
 import msgspec
+from msgspec import Meta
 
 from ..models import Descriptor, DigestStr, Model
 
@@ -54,6 +56,19 @@ REPORT_KIND = "evidencestore/media-check"
 Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "UNAVAILABLE"]
 StreamType = Literal["video", "audio", "subtitle", "data", "attachment", "unknown"]
 Value = int | float | str | bool | None
+
+# Constrained expectation and threshold values: msgspec rejects NaN with ``gt``/``ge`` but
+# accepts infinity, so the structs below also check finiteness in ``__post_init__``.
+Positive = Annotated[int, Meta(gt=0)]
+PositiveSeconds = Annotated[float, Meta(gt=0)]
+FrameSize = Annotated[int, Meta(ge=0, le=65536)]
+MAX_CODEC_FRAME_SIZE = 65536
+
+
+def _require_finite(owner: str, **values: float | None) -> None:
+    for key, value in values.items():
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"{owner}.{key} must be a finite number, got {value!r}")
 
 
 class StreamInfo(Model, frozen=True, kw_only=True):
@@ -107,10 +122,16 @@ class FrameRecord(Model, frozen=True, kw_only=True):
 class DecodedStream(Model, frozen=True, kw_only=True):
     """What full decoding observed for one stream.
 
-    ``root`` is the Merkle root over the frames' leaves, ``H(0x00 || canonical({"digest":
-    d, "index": i}))``: it identifies decoded content only, so identical decoded streams in
-    different containers (different time bases) share it. ``content_digest`` (audio)
-    hashes the samples per channel independent of how they were cut into frames.
+    ``root`` is the Merkle root over leaves ``H(0x00 || canonical({"digest": d, "index":
+    i}))``. For video, ``d`` is frame ``i``'s digest. For audio, ``d`` is the digest of
+    block ``i`` of 1024 samples per channel (the last block may be shorter), over the block's
+    format, layout, rate, sample count and exact samples: it does not depend on how the
+    codec or container cut the samples into frames. Both identify decoded content only, so
+    identical decoded streams in different containers (different time bases, different
+    framing) share their root. ``content_digest`` (audio) hashes the samples per channel.
+    Per-frame records (timestamps, frame digests) are kept separately in ``frame_records``.
+    Video colour tags (range, matrix, primaries, transfer) are part of every frame digest;
+    ``sample_aspect_ratio`` is the decoder's, ``"0/1"`` when unknown.
     """
 
     index: int
@@ -129,6 +150,11 @@ class DecodedStream(Model, frozen=True, kw_only=True):
     channels: int | None = None
     layout: str | None = None
     sample_format: str | None = None
+    color_range: int | None = None
+    colorspace: int | None = None
+    color_primaries: int | None = None
+    color_trc: int | None = None
+    sample_aspect_ratio: str | None = None
     format_changes: int = 0
     corrupt_frames: int = 0
     root: DigestStr
@@ -167,13 +193,16 @@ class Check(Model, frozen=True, kw_only=True, omit_defaults=False):
 class VideoExpectation(Model, frozen=True, kw_only=True):
     """What the request asked for: ``frames`` or ``duration`` (seconds) with ``frame_rate``."""
 
-    width: int | None = None
-    height: int | None = None
+    width: Positive | None = None
+    height: Positive | None = None
     pix_fmt: str | None = None
-    frame_rate: int | str | None = None
-    duration: float | None = None
-    frames: int | None = None
+    frame_rate: Positive | str | None = None
+    duration: PositiveSeconds | None = None
+    frames: Positive | None = None
     codec: str | None = None
+
+    def __post_init__(self) -> None:
+        _require_finite("video", duration=self.duration)
 
 
 class AudioExpectation(Model, frozen=True, kw_only=True):
@@ -183,21 +212,33 @@ class AudioExpectation(Model, frozen=True, kw_only=True):
     size, e.g. 1024 for AAC, 960 for Opus, 0 for PCM).
     """
 
-    sample_rate: int | None = None
-    channels: int | None = None
+    sample_rate: Positive | None = None
+    channels: Positive | None = None
     layout: str | None = None
     sample_format: str | None = None
-    duration: float | None = None
-    samples: int | None = None
+    duration: PositiveSeconds | None = None
+    samples: Positive | None = None
     codec: str | None = None
-    codec_frame_size: int | None = None
+    codec_frame_size: FrameSize | None = None
+
+    def __post_init__(self) -> None:
+        _require_finite("audio", duration=self.duration)
 
 
 class Expectations(Model, frozen=True, kw_only=True):
-    """Expectations from the generation request; a missing section is not checked."""
+    """Expectations from the generation request.
+
+    Each section applies to every stream of its kind. A section must give a length
+    (``frames`` or ``duration`` for video, ``samples`` or ``duration`` for audio) for every
+    kind the checked file carries: a missing length is a failing check, since two equally
+    truncated outputs would otherwise pass.
+    """
 
     video: VideoExpectation | None = None
     audio: AudioExpectation | None = None
+
+
+DEFAULT_PERCEPTUAL_MAX: dict[str, float] = {"lpips": 0.01}
 
 
 class Thresholds(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -210,8 +251,20 @@ class Thresholds(Model, frozen=True, kw_only=True, omit_defaults=False):
 
     video_psnr_min: float = 40.0
     audio_snr_min: float = 40.0
-    audio_max_abs_diff: float = 0.01
-    perceptual_max: dict[str, float] = msgspec.field(default_factory=lambda: {"lpips": 0.01})
+    audio_max_abs_diff: Annotated[float, Meta(ge=0)] = 0.01
+    perceptual_max: dict[str, Annotated[float, Meta(ge=0)]] = msgspec.field(
+        default_factory=lambda: dict(DEFAULT_PERCEPTUAL_MAX)
+    )
+
+    def __post_init__(self) -> None:
+        _require_finite(
+            "thresholds",
+            video_psnr_min=self.video_psnr_min,
+            audio_snr_min=self.audio_snr_min,
+            audio_max_abs_diff=self.audio_max_abs_diff,
+        )
+        for name, value in self.perceptual_max.items():
+            _require_finite("thresholds.perceptual_max", **{name: value})
 
 
 class CheckReport(Model, frozen=True, kw_only=True):
@@ -252,8 +305,10 @@ class PerceptualSummary(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 class VideoMetrics(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """Video metrics over every frame pair, in decode order."""
+    """Video metrics over every frame pair, in decode order; ``pair`` is the position of
+    the compared streams among the video streams of each input."""
 
+    pair: int = 0
     frames: int
     identical_frames: int
     max_mse: float
@@ -264,8 +319,10 @@ class VideoMetrics(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 class AudioMetrics(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """Audio metrics over every sample of every channel (full-scale units)."""
+    """Audio metrics over every sample of every channel (full-scale units); ``pair`` is
+    the position of the compared streams among the audio streams of each input."""
 
+    pair: int = 0
     samples: int
     channels: int
     max_abs_diff: float
@@ -275,20 +332,30 @@ class AudioMetrics(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 class ComparisonMetrics(Model, frozen=True, kw_only=True):
-    """Metrics, computed only for two valid, compatible, unequal outputs."""
+    """Metrics, computed only for two valid, compatible, unequal outputs.
+
+    ``video`` / ``audio``: the first stream pair of each kind; ``extra_video`` /
+    ``extra_audio``: the second and later pairs (matched by order within the kind).
+    """
 
     video: VideoMetrics | None = None
     audio: AudioMetrics | None = None
+    extra_video: tuple[VideoMetrics, ...] = ()
+    extra_audio: tuple[AudioMetrics, ...] = ()
 
 
 class StreamEquality(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """Exact equality of one stream type, by decoded-content digests."""
+    """Exact equality of one stream pair (matched by order within its type), by
+    decoded-content digests; ``pair`` is that position."""
 
     type: StreamType
     equal: bool
     reference: str | None
     candidate: str | None
     first_difference: int | None = None
+    pair: int = 0
+    reference_stream: int | None = None
+    candidate_stream: int | None = None
 
 
 class InputRecord(Model, frozen=True, kw_only=True):

@@ -26,6 +26,7 @@ class MediaSource:
     descriptor: Descriptor
     path: str | None = None
     data: bytes | None = None
+    stat: tuple[int, int] | None = None  # (size, mtime_ns) of a path when it was hashed
 
     def open(self) -> BinaryIO:
         """Return a new binary stream over the content."""
@@ -42,16 +43,50 @@ class MediaSource:
         """Describe a file (hashing it) without keeping its bytes in memory."""
         name = os.fspath(path)
         try:
+            before = _stat(name)
             digest, size = hash_file(name)
+            after = _stat(name)
         except OSError as exc:
             raise MediaError(f"{name}: cannot read media file: {exc.strerror}") from exc
-        return cls(name=name, descriptor=Descriptor(digest=digest, size=size), path=name)
+        if before != after or after[0] != size:
+            raise MediaError(f"{name}: the file changed while it was being hashed")
+        return cls(
+            name=name, descriptor=Descriptor(digest=digest, size=size), path=name, stat=after
+        )
+
+    def ensure_unchanged(self) -> None:
+        """Raise :class:`MediaError` if a path's content is no longer what was hashed.
+
+        Paths are hashed once and re-opened to decode, so a file rewritten in between (or
+        during decoding) would give a report about other bytes than its digest. A changed
+        size or modification time triggers a re-hash; a different digest is an error.
+        """
+        if self.path is None or self.stat is None:
+            return
+        try:
+            now = _stat(self.path)
+            if now == self.stat:
+                return
+            digest, size = hash_file(self.path)
+        except OSError as exc:
+            raise MediaError(f"{self.name}: cannot re-read media file: {exc.strerror}") from exc
+        if (digest, size) != (self.descriptor.digest, self.descriptor.size):
+            raise MediaError(
+                f"{self.name}: the file changed while it was being checked (hashed as "
+                f"{self.descriptor.digest}, {self.descriptor.size} bytes; now {digest}, "
+                f"{size} bytes); check a file that is not being written"
+            )
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str | None = None) -> MediaSource:
         """Describe in-memory content."""
         digest, size = hash_bytes(data)
         return cls(name=name or digest, descriptor=Descriptor(digest=digest, size=size), data=data)
+
+
+def _stat(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
 
 
 def resolve(

@@ -7,9 +7,23 @@ Timing rules (``tb`` is the stream time base):
   ticks, so the rule is exact equality; in coarse ones (1/1000) it tolerates rounding only;
 * audio sample counts follow the codec padding rule: ``expected <= decoded < expected +
   one codec frame`` (1024 for AAC, 960 for Opus, exact for PCM); the excess is recorded;
+  raw ADTS AAC (no edit list) also allows the encoder's untrimmed 1024-sample priming;
 * the first timestamp is 0 after the container's edit list / pre-skip trimming (FFmpeg
   applies it while decoding); continuity compares every frame with the ideal time given
-  by the frames or samples before it, so a gap or an overlap anywhere is caught.
+  by the frames or samples before it, so a gap or an overlap anywhere is caught; without
+  a known frame rate (requested or declared) video continuity is a failing check, never
+  silently absent.
+
+Coverage rules:
+
+* every stream of a kind is checked against that kind's section (a second audio track is
+  held to the same request as the first);
+* a kind the file carries must have a length in the request (``frames`` or ``duration``
+  for video, ``samples`` or ``duration`` for audio): a missing one is the failing check
+  ``video.length`` / ``audio.length``, and the CLI refuses such a request (exit 2);
+* when both a count and a duration are given they must agree (``round(duration * rate)``);
+  a disagreement is refused when loading, or a failing ``*.length`` check when the rate
+  is only known from the file.
 """
 
 from __future__ import annotations
@@ -500,8 +514,17 @@ def _padding_ok(excess: int, allowance: int) -> bool:
     return excess == 0 if allowance <= 0 else 0 <= excess < allowance
 
 
+# Raw ADTS AAC has no edit list, so the encoder's priming (1024 samples for FFmpeg's and
+# most AAC encoders) is decoded rather than trimmed: it is allowed on top of the padding.
+ADTS_PRIMING = 1024
+
+
 def _audio(
-    checks: _Checks, s: DecodedStream, info: StreamInfo | None, exp: AudioExpectation | None
+    checks: _Checks,
+    s: DecodedStream,
+    info: StreamInfo | None,
+    exp: AudioExpectation | None,
+    container: str = "",
 ) -> None:
     _common(checks, s)
     i = s.index
@@ -527,6 +550,8 @@ def _audio(
         allowance = info.codec_frame_size
     else:
         allowance = CODEC_FRAME_SIZES.get(s.codec or "", 0)
+    if container == "aac" and s.codec in ("aac", "libfdk_aac"):
+        allowance += ADTS_PRIMING  # untrimmed priming in raw ADTS (see ADTS_PRIMING)
     _first_timestamp(checks, s)
     if rate:
         _continuity(
@@ -644,7 +669,7 @@ def check_report(
         if s.type == "video":
             _video(checks, s, info, exp.video)
         else:
-            _audio(checks, s, info, exp.audio)
+            _audio(checks, s, info, exp.audio, report.probe.container)
     return tuple(checks.items)
 
 

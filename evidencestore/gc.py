@@ -28,7 +28,8 @@ from pathlib import Path
 from .config import find_root, load_config
 from .errors import ConfigError, ManifestError, StorageError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, decode_registration, load_inventory
-from .remotes import iter_leases, local_store, open_remote, read_lease, remove_lease
+from .leases import iter_leases, read_lease, remove_lease
+from .remotes import local_store, open_remote
 from .storage import BlobStore, LocalBlobStore
 from .storage._fsspec import BlobInfo, FsspecBlobStore
 

@@ -97,9 +97,11 @@ TITLE_ANNOTATION = "org.opencontainers.image.title"
 SHA256_ANNOTATION = "evidencestore.sha256"
 """Descriptor annotation holding the imported file's SHA-256 (hex)."""
 
-CPU_BATCH_SIZE = 2
-"""Default frames per batch on CPU: measured by ``benches/bench_lpips.py`` at 1280x720
-(2 frames per batch was faster per frame than 1; 4 and more were no faster or slower)."""
+CPU_BATCH_SIZE = 1
+"""Default frames per batch on CPU, measured by ``benches/bench_lpips.py`` at 1280x720 on
+2 cores: batches of 2 ran at 0.87-1.22x the per-frame rate of single frames across runs
+(no faster on the median), 4 and 8 at 0.73-0.90x; at this size one frame already keeps
+the cores busy, so larger CPU batches only add memory traffic."""
 
 CUDA_BATCH_SIZE = 8
 """Default frames per batch on CUDA (not measured here; batching amortises kernel launches)."""

@@ -116,24 +116,11 @@ def _flatten(options: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]
 
 
 # -- transfers ---------------------------------------------------------------------
-def _cmd_push(args: argparse.Namespace) -> int:
-    from .remotes import push
+def _cmd_push_pull(args: argparse.Namespace) -> int:
+    from . import remotes
 
-    summary = push(
-        repo_root(args),
-        args.bundles or None,
-        remote=args.remote,
-        jobs=_jobs(args),
-        progress=sys.stderr,
-    )
-    print(summary.line())
-    return EXIT_OK
-
-
-def _cmd_pull(args: argparse.Namespace) -> int:
-    from .remotes import pull
-
-    summary = pull(
+    transfer = remotes.push if args.command == "push" else remotes.pull
+    summary = transfer(
         repo_root(args),
         args.bundles or None,
         remote=args.remote,
@@ -240,13 +227,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("bundles", nargs="*", metavar="BUNDLE", help="default: every bundle")
     p.add_argument("--remote", metavar="NAME", help="default: the first writable remote")
     _add_common(p, jobs=True)
-    p.set_defaults(func=_cmd_push)
+    p.set_defaults(func=_cmd_push_pull)
 
     p = sub.add_parser("pull", help="fetch every store entry of bundles into the local store")
     p.add_argument("bundles", nargs="*", metavar="BUNDLE", help="default: every bundle")
     p.add_argument("--remote", metavar="NAME", help="only this remote (default: all, in order)")
     _add_common(p, jobs=True)
-    p.set_defaults(func=_cmd_pull)
+    p.set_defaults(func=_cmd_push_pull)
 
     p = sub.add_parser("fetch", help="get blobs by digest, verified, into the local store")
     p.add_argument("digests", nargs="+", metavar="DIGEST")

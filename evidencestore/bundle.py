@@ -11,7 +11,6 @@ import contextlib
 import fnmatch
 import mimetypes
 import os
-import secrets
 import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -188,7 +187,7 @@ def create_bundle(
         raise BundleError(f"bundle {name!r}: no files given")
     roles = dict(roles or {})
     evidence.mkdir(parents=True, exist_ok=True)
-    staging = evidence / f".{name}.tmp-{secrets.token_hex(4)}"
+    staging = evidence / f".{name}.tmp-{os.urandom(4).hex()}"
     staging.mkdir()
     try:
         entries: list[Entry] = []

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -251,7 +250,7 @@ def save_config(root: str | os.PathLike[str], config: Config) -> Path:
 
     path = Path(root) / CONFIG_NAME
     text = tomli_w.dumps(msgspec.to_builtins(config))
-    tmp = path.with_name(f".{CONFIG_NAME}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    tmp = path.with_name(f".{CONFIG_NAME}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
     created = False
     try:
         with open(tmp, "x", encoding="utf-8") as fh:

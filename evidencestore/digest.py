@@ -17,7 +17,6 @@ import re
 import stat
 import threading
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import BinaryIO, NamedTuple
 
 from blake3 import blake3
@@ -234,6 +233,8 @@ def hash_files(
         if len(paths) >= _FORK_MIN_FILES and _can_fork():
             return _hash_forked(paths, sizes, flags, workers)
         return _hash_batch(paths, sizes, flags)
+    from concurrent.futures import ThreadPoolExecutor
+
     # Interleaved slices balance the threads when sizes vary along the list.
     with ThreadPoolExecutor(max_workers=workers) as pool:
         parts = list(

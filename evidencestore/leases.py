@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import time
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
@@ -47,7 +46,7 @@ def write_lease(store: BlobStore, digests: Iterable[str], now: float | None = No
     ``digests``: gc keeps them while the lease is younger than its grace period.
     Returns the lease's key (or path)."""
     when = time.time() if now is None else now
-    name = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when)) + f"-{secrets.token_hex(8)}.json"
+    name = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when)) + f"-{os.urandom(8).hex()}.json"
     body = json.dumps({"created": when, "digests": sorted(set(digests))}).encode()
     if isinstance(store, FsspecBlobStore):
         return store.write_lease(name, body)

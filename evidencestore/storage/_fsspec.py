@@ -15,9 +15,9 @@ import asyncio
 import contextlib
 import datetime as _dt
 import io
+import os
 import random
 import re
-import secrets
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
@@ -562,7 +562,7 @@ class FsspecBlobStore(BlobStore):
             )
 
     def _via_temporary(self, digest: str, final: str, write: Callable[[str], Any]) -> None:
-        tmp = f"{self._path}/{TMP_DIR}/{secrets.token_hex(16)}"
+        tmp = f"{self._path}/{TMP_DIR}/{os.urandom(16).hex()}"
         try:
 
             def publish() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -71,7 +70,7 @@ class LocalBlobStore(BlobStore):
 
     def _tmp_in(self, final: Path) -> Path:
         final.parent.mkdir(parents=True, exist_ok=True)
-        return final.parent / f"{_TMP_PREFIX}{final.name[:16]}-{os.getpid()}-{secrets.token_hex(4)}"
+        return final.parent / f"{_TMP_PREFIX}{final.name[:16]}-{os.getpid()}-{os.urandom(4).hex()}"
 
     def _publish(self, tmp: Path, final: Path, digest: str) -> None:
         os.chmod(tmp, 0o444)

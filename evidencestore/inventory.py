@@ -81,75 +81,62 @@ def load_inventory(root: str | os.PathLike[str]) -> Inventory:
     """
     root = Path(root)
     inventory = Inventory(root=root)
+
+    def error(code: str, message: str, bundle: str | None = None, path: str | None = None) -> None:
+        inventory.findings.append(
+            Finding(severity="error", code=code, message=message, bundle=bundle, path=path)
+        )
+
     evidence = root / EVIDENCE_DIR
     if not evidence.is_dir():
-        inventory.findings.append(
-            Finding(
-                severity="error",
-                code="no-evidence-dir",
-                message=f"{evidence}: no evidence directory (expected evidence/<bundle>/bundle.json)",
-            )
+        error(
+            "no-evidence-dir",
+            f"{evidence}: no evidence directory (expected evidence/<bundle>/bundle.json)",
         )
         return inventory
     dirs = sorted(p for p in evidence.iterdir() if not p.name.startswith("."))
     for entry in dirs:
         rel = f"{EVIDENCE_DIR}/{entry.name}"
+        reg_rel = f"{rel}/{REGISTRATION_NAME}"
         if not entry.is_dir():
-            inventory.findings.append(
-                Finding(
-                    severity="error",
-                    code="stray-file",
-                    path=rel,
-                    message=f"{rel}: a file directly under evidence/ (only bundle directories belong there)",
-                )
+            error(
+                "stray-file",
+                f"{rel}: a file directly under evidence/ (only bundle directories belong there)",
+                path=rel,
             )
             continue
         reg_file = entry / REGISTRATION_NAME
         if not reg_file.is_file():
-            inventory.findings.append(
-                Finding(
-                    severity="error",
-                    code="missing-registration",
-                    bundle=entry.name,
-                    path=f"{rel}/{REGISTRATION_NAME}",
-                    message=f"{rel}: no {REGISTRATION_NAME} in this bundle directory",
-                )
+            error(
+                "missing-registration",
+                f"{rel}: no {REGISTRATION_NAME} in this bundle directory",
+                entry.name,
+                reg_rel,
             )
             continue
         try:
             registration = load_registration(reg_file)
         except ManifestError as exc:
-            inventory.findings.append(
-                Finding(
-                    severity="error",
-                    code="invalid-registration",
-                    bundle=entry.name,
-                    path=f"{rel}/{REGISTRATION_NAME}",
-                    message=str(exc).replace(str(root) + os.sep, ""),
-                )
+            error(
+                "invalid-registration",
+                str(exc).replace(str(root) + os.sep, ""),
+                entry.name,
+                reg_rel,
             )
             continue
         if registration.manifest.name != entry.name:
-            inventory.findings.append(
-                Finding(
-                    severity="error",
-                    code="name-mismatch",
-                    bundle=entry.name,
-                    path=f"{rel}/{REGISTRATION_NAME}",
-                    message=(
-                        f"{rel}/{REGISTRATION_NAME}: manifest name {registration.manifest.name!r} "
-                        f"disagrees with its directory {entry.name!r}"
-                    ),
-                )
+            error(
+                "name-mismatch",
+                f"{reg_rel}: manifest name {registration.manifest.name!r} "
+                f"disagrees with its directory {entry.name!r}",
+                entry.name,
+                reg_rel,
             )
         inventory.registrations[entry.name] = registration
     if not dirs:
-        inventory.findings.append(
-            Finding(
-                severity="error",
-                code="empty-evidence-dir",
-                path=EVIDENCE_DIR,
-                message=f"{evidence}: the evidence directory holds no bundle",
-            )
+        error(
+            "empty-evidence-dir",
+            f"{evidence}: the evidence directory holds no bundle",
+            path=EVIDENCE_DIR,
         )
     return inventory

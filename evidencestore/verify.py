@@ -434,9 +434,24 @@ def verify_repository(
     )
 
 
-def check_repository(root: str | os.PathLike[str], **kwargs: object) -> VerifyReport:
+def check_repository(
+    root: str | os.PathLike[str],
+    *,
+    bundles: Iterable[str] | None = None,
+    store: BlobStore | None = None,
+    require_available: bool = False,
+    base: str | None = None,
+    remote_checker: RemoteChecker | None = None,
+) -> VerifyReport:
     """Like :func:`verify_repository`, but raise :class:`VerificationError` on any error."""
-    report = verify_repository(root, **kwargs)  # type: ignore[arg-type]
+    report = verify_repository(
+        root,
+        bundles=bundles,
+        store=store,
+        require_available=require_available,
+        base=base,
+        remote_checker=remote_checker,
+    )
     if not report.ok:
         lines = [
             f"{f.bundle or '-'}: {f.path or '-'}: {f.code}: {f.message}"

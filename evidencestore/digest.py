@@ -266,7 +266,7 @@ def _encode(outcomes: list[HashOutcome]) -> bytes:
     items: list[object] = []
     for o in outcomes:
         if isinstance(o, Hashed):
-            items.append((o.digest, o.size))
+            items.append(("H", o.digest, o.size))
         elif isinstance(o, IntegrityError):
             items.append(("I", str(o)))
         elif isinstance(o, NotRegularFileError):
@@ -278,16 +278,15 @@ def _encode(outcomes: list[HashOutcome]) -> bytes:
 
 def _decode(data: bytes) -> list[HashOutcome]:
     out: list[HashOutcome] = []
-    for item in marshal.loads(data):
-        if len(item) == 2 and item[0] not in ("I",):
-            out.append(Hashed(item[0], item[1]))
-        elif item[0] == "I":
-            out.append(IntegrityError(item[1]))
-        elif item[0] == "N":
-            out.append(NotRegularFileError(item[1], item[2], item[3]))
+    for tag, *fields in marshal.loads(data):
+        if tag == "H":
+            out.append(Hashed(*fields))
+        elif tag == "I":
+            out.append(IntegrityError(*fields))
+        elif tag == "N":
+            out.append(NotRegularFileError(*fields))
         else:
-            exc = OSError(item[1], item[2], item[3])  # OSError picks the errno subclass
-            out.append(exc)
+            out.append(OSError(*fields))  # OSError picks the errno subclass
     return out
 
 

@@ -439,8 +439,7 @@ def _touch(store: LocalBlobStore, digests: Iterable[str]) -> None:
 
 
 def _sources(base: Path, remote: str | None) -> list[Source]:
-    sources = [r.source for r in configured_remotes(base, remote)]
-    return sources
+    return [r.source for r in configured_remotes(base, remote)]
 
 
 def pull(

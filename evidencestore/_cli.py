@@ -62,13 +62,32 @@ class _UsageError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with every subcommand registered."""
-    from . import __version__, _cli_core, _cli_lpips, _cli_media, _cli_remote
+    from . import (
+        __version__,
+        _cli_campaign,
+        _cli_core,
+        _cli_inspect,
+        _cli_lpips,
+        _cli_media,
+        _cli_remote,
+        _cli_report,
+        _cli_run,
+    )
 
     parser = _Parser(prog="evstore", description="A content-addressed evidence store.")
     parser.add_argument("--version", action="version", version=f"evstore {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module in (_cli_core, _cli_remote, _cli_media, _cli_lpips):
+    for module in (
+        _cli_core,
+        _cli_inspect,
+        _cli_remote,
+        _cli_media,
+        _cli_lpips,
+        _cli_run,
+        _cli_campaign,
+        _cli_report,
+    ):
         module.register(sub)
     return parser
 

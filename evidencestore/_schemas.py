@@ -24,13 +24,16 @@ def schema_types() -> dict[str, Any]:
         "verify-report": VerifyReport,
         "config": Config,
     }
-    try:
-        from .media.records import MEDIA_SCHEMA_TYPES
-    except ImportError:  # pragma: no cover - media records not importable
-        pass
-    else:
-        types.update(MEDIA_SCHEMA_TYPES)
+    import importlib
+
+    # Each feature package publishes its record types as ``SCHEMA_TYPES`` in one module.
+    for module_name in _SCHEMA_MODULES:
+        module = importlib.import_module(module_name, __package__)
+        types.update(module.SCHEMA_TYPES)
     return types
+
+
+_SCHEMA_MODULES = (".media.records", ".runs.models", ".campaign.models")
 
 
 def generate() -> dict[str, bytes]:

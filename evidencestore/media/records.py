@@ -397,3 +397,5 @@ MEDIA_SCHEMA_TYPES: dict[str, type] = {
     "expectations": Expectations,
     "thresholds": Thresholds,
 }
+
+SCHEMA_TYPES = MEDIA_SCHEMA_TYPES

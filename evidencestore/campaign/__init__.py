@@ -1,0 +1,1 @@
+"""Campaigns: protocols frozen before results, verdicts, speedup claims, status."""

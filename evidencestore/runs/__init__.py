@@ -1,0 +1,1 @@
+"""Run records: HTTP end-to-end benchmark runs kept as evidence."""

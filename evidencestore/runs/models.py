@@ -1,0 +1,5 @@
+"""Run record structs (schema source)."""
+
+from __future__ import annotations
+
+SCHEMA_TYPES: dict[str, type] = {}

@@ -59,6 +59,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     m.add_argument("--json", action="store_true", help="print the comparison record as JSON")
     m.add_argument("--record", metavar="OUT.json", help="write the comparison record here")
+    m.add_argument("--html", metavar="OUT.html", help="also write a self-contained HTML report")
     m.set_defaults(func=_compare)
 
 
@@ -211,6 +212,15 @@ def _compare(args: argparse.Namespace) -> int:
     record = compare(reference, candidate, expectations, thresholds, scorers=scorers, root=root)
     if args.record:
         _write(args.record, pretty(record))
+    if args.html:
+        from .digest import hash_bytes
+        from .report import render_comparison_html
+
+        sources = {s.descriptor.digest: s for s in (reference, candidate)}
+        # The page names the record file's digest when one is written, else the stored form's.
+        written = hash_bytes(pretty(record)).digest if args.record else None
+        html = render_comparison_html(record, record_digest=written, sources=sources, root=root)
+        _write(args.html, html.encode())
     if args.json:
         sys.stdout.write(pretty(record).decode())
         return EXIT_CODES[record.verdict]

@@ -1,10 +1,128 @@
-"""`evstore` subcommands: report."""
+"""``evstore`` subcommands: report (self-contained HTML) and attest (signed statements).
+
+Exit codes: ``report`` 0 when the page was written; ``attest`` 0 when the envelope was
+written; ``attest verify`` 0 when the signature and every subject verify, 1 when the
+attestation is refused; 2 for usage errors and unusable inputs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
+
+from ._cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_root, repo_root
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Register this group's subcommands."""
+    r = sub.add_parser(
+        "report",
+        help="write a self-contained HTML report of a comparison, run or campaign",
+        description="TARGET: a record file, a record digest, a bundle name, BUNDLE:PATH, or a "
+        "campaign name. The page needs no network access when opened.",
+    )
+    r.add_argument("target", metavar="TARGET")
+    r.add_argument("-o", "--output", metavar="OUT.html", required=True)
+    add_root(r)
+    r.set_defaults(func=_report)
+
+    a = sub.add_parser(
+        "attest",
+        help="sign an in-toto statement about a bundle or record, or verify one",
+        usage="evstore attest TARGET --key KEY [-o OUT]\n"
+        "       evstore attest verify ENVELOPE --key PUB [--json]\n"
+        "       evstore attest keygen KEYFILE",
+        description="TARGET: a bundle name, a record digest in the store, or a file in the "
+        "repository. `verify` checks the signature and re-hashes every subject "
+        "(exit 0 verified, 1 refused). `keygen` writes KEYFILE (private, 0600) and "
+        "KEYFILE.pub.",
+    )
+    a.add_argument("target", metavar="TARGET|verify|keygen")
+    a.add_argument("path", nargs="?", metavar="ENVELOPE|KEYFILE", help=argparse.SUPPRESS)
+    a.add_argument("--key", metavar="KEY", help="private key to sign with, public key to verify")
+    a.add_argument("-o", "--output", metavar="OUT", help="envelope file (default: stdout)")
+    a.add_argument("--json", action="store_true", help="verify: print the result as JSON")
+    add_root(a)
+    a.set_defaults(func=_attest)
+
+
+def _write(path: str, data: bytes, what: str) -> None:
+    from .report.targets import ReportError
+
+    try:
+        Path(path).write_bytes(data)
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot write {what}: {exc.strerror}") from exc
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import render_report
+
+    root = repo_root(args) if args.root else None
+    rendered = render_report(root, args.target)
+    _write(args.output, rendered.html.encode(), "report")
+    print(f"{rendered.kind} report of {rendered.digest} written to {args.output}")
+    return EXIT_OK
+
+
+def _usage(message: str) -> int:
+    print(f"evstore attest: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _attest(args: argparse.Namespace) -> int:
+    from . import attest
+
+    if args.target == "keygen":
+        if not args.path:
+            return _usage("keygen needs KEYFILE")
+        private, public = attest.generate_key(args.path)
+        print(f"private key {private} (keep it secret), public key {public}")
+        return EXIT_OK
+    if args.key is None:
+        return _usage("--key KEY is required")
+    if args.target == "verify":
+        if not args.path:
+            return _usage("verify needs ENVELOPE")
+        return _verify(args)
+    if args.path:
+        return _usage(f"unexpected argument {args.path!r}")
+    from ._canonical import pretty
+
+    envelope = attest.attest(repo_root(args), args.target, args.key)
+    data = pretty(envelope)
+    if args.output:
+        _write(args.output, data, "envelope")
+        print(f"attestation of {args.target} written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(data.decode())
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from . import attest
+    from ._canonical import pretty
+
+    root = repo_root(args)
+    try:
+        data = Path(args.path).read_bytes()
+    except OSError as exc:
+        raise attest.AttestationError(f"{args.path}: cannot read envelope: {exc.strerror}") from exc
+    result = attest.check_attestation(
+        root, data, attest.load_public_key(args.key), source=args.path
+    )
+    if args.json:
+        sys.stdout.write(pretty(result).decode())
+    elif result.ok:
+        assert result.statement is not None
+        print(
+            f"verified: {args.path} signed by {args.key}; {len(result.verified)} subject(s) "
+            f"match the repository ({result.statement.predicate_type})"
+        )
+    else:
+        print(f"REFUSED: {args.path}: {len(result.problems)} problem(s)")
+        for problem in result.problems:
+            print(f"  {problem}")
+    return EXIT_OK if result.ok else EXIT_FAILED

@@ -1,0 +1,489 @@
+"""Attestations: in-toto Statement v1 in a DSSE envelope, signed with a local ed25519 key.
+
+A statement names its subjects by repository-relative path with two digests each:
+``sha256`` (one of in-toto's named algorithms, for generic verifiers) and ``blake3`` (the
+store's address, so a verifier can find the bytes). A bundle's subjects are its
+registration file and every entry; a claim, campaign status or any other record is one
+blob (by digest, from the store) or one file. The envelope's signature covers the DSSE
+pre-authentication encoding ``PAE(payloadType, payload)`` (DSSE v1), never the bare
+payload, so a payload cannot be replayed under another type.
+
+Everything is offline: keys are PEM files (PKCS#8 private, SubjectPublicKeyInfo public),
+signing and verifying use ``cryptography``'s ed25519. Verification re-reads every subject
+(from the working tree, else the repository store with its remotes, verified) and
+recomputes both digests; it lists every problem, it does not stop at the first.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import msgspec
+
+from ._canonical import canonical
+from .digest import hash_bytes, is_digest, new_hasher
+from .errors import EvidenceStoreError
+from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
+from .models import Model, entry_path_problem
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+__all__ = [
+    "PAYLOAD_TYPE",
+    "PREDICATE_BUNDLE",
+    "PREDICATE_RECORD",
+    "STATEMENT_TYPE",
+    "AttestationError",
+    "AttestationResult",
+    "Envelope",
+    "Signature",
+    "Statement",
+    "Subject",
+    "attest",
+    "check_attestation",
+    "generate_key",
+    "key_id",
+    "load_private_key",
+    "load_public_key",
+    "pae",
+    "sign_statement",
+    "statement_for",
+    "verify_attestation",
+]
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+PREDICATE_BUNDLE = "https://evidencestore.dev/attestation/bundle/v1"
+PREDICATE_RECORD = "https://evidencestore.dev/attestation/record/v1"
+_CHUNK = 1 << 20
+
+
+class AttestationError(EvidenceStoreError):
+    """An attestation cannot be made, or does not verify; ``problems`` lists every one."""
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+class Subject(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """An artifact the statement is about: a name and its digests (hex, by algorithm)."""
+
+    name: str
+    digest: dict[str, str]
+
+
+class Statement(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """An in-toto Statement v1."""
+
+    type: str = msgspec.field(default=STATEMENT_TYPE, name="_type")
+    subject: tuple[Subject, ...]
+    predicate_type: str = msgspec.field(name="predicateType")
+    predicate: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Signature(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One DSSE signature: the signing key's id and the base64 signature."""
+
+    keyid: str = ""
+    sig: str
+
+
+class Envelope(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """A DSSE envelope: base64 payload, its type, and signatures over PAE."""
+
+    payload: str
+    payload_type: str = msgspec.field(name="payloadType")
+    signatures: tuple[Signature, ...]
+
+
+class AttestationResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of checking an envelope: the statement (when it could be read), the
+    subjects that matched, and every problem found."""
+
+    ok: bool
+    statement: Statement | None
+    verified: tuple[str, ...]
+    problems: tuple[str, ...]
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE v1 pre-authentication encoding."""
+    kind = payload_type.encode()
+    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
+
+
+# -- keys ---------------------------------------------------------------------------
+def _public_bytes(key: Ed25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def key_id(key: Ed25519PublicKey) -> str:
+    """The key's id: SHA-256 of its raw 32-byte public key, hex."""
+    return hashlib.sha256(_public_bytes(key)).hexdigest()
+
+
+def generate_key(path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Create an ed25519 key pair: ``path`` (private, mode 0600) and ``path.pub``.
+
+    Existing files are never overwritten.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private = Path(path)
+    public = private.with_name(private.name + ".pub")
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    pub = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    for target in (private, public):
+        if target.exists():
+            raise AttestationError(f"{target}: already exists; refusing to overwrite a key")
+    try:
+        fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(pem)
+        public.write_bytes(pub)
+    except OSError as exc:
+        raise AttestationError(f"{exc.filename}: cannot write key: {exc.strerror}") from exc
+    return private, public
+
+
+def _read_key_file(path: str | os.PathLike[str], what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise AttestationError(f"{os.fspath(path)}: cannot read {what}: {exc.strerror}") from exc
+
+
+def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
+    """Load an unencrypted PEM (PKCS#8) ed25519 private key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    data = _read_key_file(path, "private key")
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise AttestationError(
+            f"{os.fspath(path)}: not an unencrypted PEM private key ({exc})"
+        ) from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise AttestationError(f"{os.fspath(path)}: expected an ed25519 private key")
+    return key
+
+
+def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
+    """Load a PEM ed25519 public key (a private key file is accepted, its public half used)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    data = _read_key_file(path, "public key")
+    if b"PRIVATE KEY" in data:
+        return load_private_key(path).public_key()
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise AttestationError(f"{os.fspath(path)}: not a PEM public key ({exc})") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise AttestationError(f"{os.fspath(path)}: expected an ed25519 public key")
+    return key
+
+
+# -- subjects -------------------------------------------------------------------------
+def _digests(stream: BinaryIO | Any) -> dict[str, str]:
+    sha = hashlib.sha256()
+    b3 = new_hasher()
+    while chunk := stream.read(_CHUNK):
+        sha.update(chunk)
+        b3.update(chunk)
+    return {"blake3": b3.hexdigest(), "sha256": sha.hexdigest()}
+
+
+def _file_digests(path: Path) -> dict[str, str]:
+    with open(path, "rb") as fh:
+        return _digests(fh)
+
+
+def _blob_digests(root: Path, digest: str, size: int | None = None) -> dict[str, str]:
+    from .remotes import repository_store
+
+    with repository_store(root).open(digest, size) as reader:
+        got = _digests(reader)
+    return got
+
+
+def _bundle_subjects(root: Path, name: str) -> tuple[list[Subject], dict[str, Any]]:
+    reg_path = registration_path(root, name)
+    reg = load_registration(reg_path)
+    base = f"{EVIDENCE_DIR}/{name}"
+    subjects = [Subject(name=f"{base}/{REGISTRATION_NAME}", digest=_file_digests(reg_path))]
+    problems: list[str] = []
+    for entry in reg.manifest.entries:
+        try:
+            if entry.location == "repo":
+                got = _file_digests(root / EVIDENCE_DIR / name / entry.path)
+            else:
+                got = _blob_digests(root, entry.descriptor.digest, entry.descriptor.size)
+        except (OSError, EvidenceStoreError) as exc:
+            problems.append(f"entry {entry.path!r} ({entry.descriptor.digest}): {exc}")
+            continue
+        if "blake3:" + got["blake3"] != entry.descriptor.digest:
+            problems.append(
+                f"entry {entry.path!r}: content hashes to blake3:{got['blake3']}, the "
+                f"registration says {entry.descriptor.digest}"
+            )
+            continue
+        subjects.append(Subject(name=f"{base}/{entry.path}", digest=got))
+    if problems:
+        raise AttestationError(
+            f"bundle {name!r}: cannot attest: {len(problems)} entr"
+            f"{'y' if len(problems) == 1 else 'ies'} unreadable or wrong: " + "; ".join(problems),
+            tuple(problems),
+        )
+    predicate = {
+        "bundle": name,
+        "bundle_digest": reg.digest,
+        "root": reg.root,
+        "entries": len(reg.manifest.entries),
+    }
+    return subjects, predicate
+
+
+def _record_kind(data: bytes) -> str | None:
+    try:
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return None
+    kind = value.get("kind") if isinstance(value, dict) else None
+    if isinstance(kind, str):
+        return kind
+    meta = value.get("metadata") if isinstance(value, dict) else None
+    return (
+        meta.get("kind") if isinstance(meta, dict) and isinstance(meta.get("kind"), str) else None
+    )
+
+
+def statement_for(root: str | os.PathLike[str], target: str) -> Statement:
+    """The statement about ``target``: a registered bundle's name, a digest in the store
+    (a claim, status or any record), or a file inside the repository."""
+    base = Path(root).absolute()
+    if registration_path(base, target).is_file():
+        subjects, about = _bundle_subjects(base, target)
+        return Statement(subject=tuple(subjects), predicate_type=PREDICATE_BUNDLE, predicate=about)
+    if is_digest(target):
+        from .remotes import repository_store
+
+        try:
+            data = repository_store(base).get(target)
+        except EvidenceStoreError as exc:
+            raise AttestationError(f"{target}: cannot read from the store: {exc}") from exc
+        digests = {
+            "blake3": target.removeprefix("blake3:"),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }
+        subject = Subject(name=target, digest=digests)
+        kind = _record_kind(data)
+    else:
+        path = Path(target)
+        full = path if path.is_absolute() else Path.cwd() / path
+        if not full.is_file():
+            raise AttestationError(
+                f"{target}: not a registered bundle, a digest in the store, or a file"
+            )
+        try:
+            rel = full.resolve().relative_to(base.resolve()).as_posix()
+        except ValueError:
+            raise AttestationError(
+                f"{target}: outside the repository {base}; attest a file inside it, or store it "
+                "and attest its digest"
+            ) from None
+        try:
+            data = full.read_bytes()
+        except OSError as exc:
+            raise AttestationError(f"{target}: cannot read: {exc.strerror}") from exc
+        subject = Subject(
+            name=rel,
+            digest={
+                "blake3": hash_bytes(data).digest.removeprefix("blake3:"),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            },
+        )
+        kind = _record_kind(data)
+    predicate: dict[str, Any] = {"size": len(data)}
+    if kind:
+        predicate["kind"] = kind
+    return Statement(subject=(subject,), predicate_type=PREDICATE_RECORD, predicate=predicate)
+
+
+def sign_statement(statement: Statement, key: Ed25519PrivateKey) -> Envelope:
+    """Sign ``statement`` (canonical JSON) into a DSSE envelope."""
+    payload = canonical(statement)
+    sig = key.sign(pae(PAYLOAD_TYPE, payload))
+    return Envelope(
+        payload=base64.b64encode(payload).decode("ascii"),
+        payload_type=PAYLOAD_TYPE,
+        signatures=(
+            Signature(keyid=key_id(key.public_key()), sig=base64.b64encode(sig).decode("ascii")),
+        ),
+    )
+
+
+def attest(root: str | os.PathLike[str], target: str, key: str | os.PathLike[str]) -> Envelope:
+    """Make and sign the statement about ``target`` (see :func:`statement_for`)."""
+    private = load_private_key(key)
+    return sign_statement(statement_for(root, target), private)
+
+
+# -- verification ---------------------------------------------------------------------
+def _subject_problems(base: Path, subject: Subject) -> Iterator[str]:
+    want = subject.digest
+    if set(want) < {"sha256", "blake3"}:
+        yield f"subject {subject.name!r}: needs both sha256 and blake3 digests, has {sorted(want)}"
+        return
+    where = "the working tree"
+    got: dict[str, str] | None = None
+    problem = entry_path_problem(subject.name)
+    path = base / subject.name
+    if problem is None and path.is_file():
+        try:
+            got = _file_digests(path)
+        except OSError as exc:
+            yield f"subject {subject.name!r}: cannot read {path}: {exc.strerror}"
+            return
+    else:
+        where = "the store"
+        digest = "blake3:" + want["blake3"]
+        if not is_digest(digest):
+            yield f"subject {subject.name!r}: malformed blake3 digest {want['blake3']!r}"
+            return
+        try:
+            got = _blob_digests(base, digest)
+        except EvidenceStoreError as exc:
+            yield (
+                f"subject {subject.name!r} ({digest}): missing: not in the working tree and "
+                f"not available from the store ({exc})"
+            )
+            return
+    for alg in ("sha256", "blake3"):
+        if got[alg] != want[alg]:
+            yield (
+                f"subject {subject.name!r}: {alg} of the bytes in {where} is {got[alg]}, the "
+                f"statement says {want[alg]}"
+            )
+
+
+def _decode_envelope(data: bytes, source: str) -> Envelope:
+    try:
+        return msgspec.json.decode(data, type=Envelope)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise AttestationError(f"{source}: not a DSSE envelope: {exc}") from None
+
+
+def check_attestation(
+    root: str | os.PathLike[str],
+    envelope: bytes,
+    public_key: Ed25519PublicKey,
+    *,
+    source: str = "envelope",
+) -> AttestationResult:
+    """Check an envelope's signature with ``public_key``, its statement, and every subject
+    against the repository at ``root``; return every problem found."""
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        env = _decode_envelope(envelope, source)
+    except AttestationError as exc:
+        return _result(None, (), [str(exc)])
+    problems: list[str] = []
+    if env.payload_type != PAYLOAD_TYPE:
+        problems.append(f"{source}: payloadType {env.payload_type!r}, expected {PAYLOAD_TYPE!r}")
+    try:
+        payload = base64.b64decode(env.payload, validate=True)
+    except ValueError:
+        return _result(None, (), [*problems, f"{source}: payload is not valid base64"])
+    kid = key_id(public_key)
+    signed = False
+    for s in env.signatures:
+        if s.keyid and s.keyid != kid:
+            continue
+        try:
+            public_key.verify(
+                base64.b64decode(s.sig, validate=True), pae(env.payload_type, payload)
+            )
+        except (InvalidSignature, ValueError):
+            continue
+        signed = True
+    if not signed:
+        problems.append(
+            f"{source}: no valid signature by key {kid} (wrong key, or the envelope was altered)"
+        )
+        return _result(None, (), problems)
+    try:
+        statement = msgspec.json.decode(payload, type=Statement)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return _result(
+            None, (), [*problems, f"{source}: payload is not an in-toto statement: {exc}"]
+        )
+    if statement.type != STATEMENT_TYPE:
+        problems.append(
+            f"{source}: statement _type {statement.type!r}, expected {STATEMENT_TYPE!r}"
+        )
+    if not statement.subject:
+        problems.append(f"{source}: the statement has no subject")
+    base = Path(root).absolute()
+    verified: list[str] = []
+    for subject in statement.subject:
+        found = list(_subject_problems(base, subject))
+        problems += found
+        if not found:
+            verified.append(subject.name)
+    return _result(statement, verified, problems)
+
+
+def _result(
+    statement: Statement | None, verified: Iterable[str], problems: list[str]
+) -> AttestationResult:
+    return AttestationResult(
+        ok=not problems,
+        statement=statement,
+        verified=tuple(verified),
+        problems=tuple(problems),
+    )
+
+
+def verify_attestation(
+    root: str | os.PathLike[str],
+    envelope_path: str | os.PathLike[str],
+    public_key_path: str | os.PathLike[str],
+) -> AttestationResult:
+    """Verify the envelope file against the key file and the repository; raise
+    :class:`AttestationError` listing every problem when it does not verify."""
+    source = os.fspath(envelope_path)
+    try:
+        data = Path(envelope_path).read_bytes()
+    except OSError as exc:
+        raise AttestationError(f"{source}: cannot read envelope: {exc.strerror}") from exc
+    result = check_attestation(root, data, load_public_key(public_key_path), source=source)
+    if not result.ok:
+        raise AttestationError(
+            f"{source}: attestation refused: " + "; ".join(result.problems), result.problems
+        )
+    return result

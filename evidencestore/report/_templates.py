@@ -1,0 +1,212 @@
+"""Jinja2 templates as string constants (no package data to ship, nothing read at run time).
+
+The page is self-contained: one inline stylesheet, one small inline script (copy buttons,
+optional: the page reads fully without it), SVG plots and PNG ``data:`` thumbnails inline,
+and the system font stack. Verdicts carry a word, a glyph and a border pattern besides
+their colour, so a greyscale print still tells them apart.
+"""
+
+from __future__ import annotations
+
+__all__ = ["TEMPLATES"]
+
+_CSS = """
+:root{--fg:#111;--muted:#555;--line:#d4d4d4;--bg:#fff;--soft:#f5f5f4;
+--pass:#166534;--pass-bg:#dcfce7;--fail:#991b1b;--fail-bg:#fee2e2;
+--inc:#854d0e;--inc-bg:#fef9c3;--na:#374151;--na-bg:#e5e7eb}
+*{box-sizing:border-box}
+html{-webkit-text-size-adjust:100%}
+body{margin:0 auto;max-width:72rem;padding:1rem 1.25rem 3rem;color:var(--fg);background:var(--bg);
+font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
+h1{font-size:1.45rem;margin:.2rem 0 .6rem;overflow-wrap:anywhere}
+h2{font-size:1.15rem;margin:1.8rem 0 .6rem;padding-bottom:.2rem;border-bottom:2px solid var(--line)}
+h3{font-size:1rem;margin:1.2rem 0 .4rem}
+p{margin:.4rem 0}
+.kind{color:var(--muted);font-size:.85rem;text-transform:uppercase;letter-spacing:.06em;margin:0}
+.verdict{display:flex;gap:1rem;align-items:center;flex-wrap:wrap;padding:.8rem 1rem;margin:.6rem 0 1rem;
+border-radius:.4rem;border:3px solid}
+.verdict .word{font-size:1.9rem;font-weight:800;letter-spacing:.04em;white-space:nowrap}
+.verdict .glyph{font-size:1.6rem;font-weight:800}
+.verdict .meaning{flex:1 1 18rem;margin:0}
+.v-PASS{color:var(--pass);background:var(--pass-bg);border-style:solid}
+.v-FAIL{color:var(--fail);background:var(--fail-bg);border-style:double;border-width:6px}
+.v-INCONCLUSIVE{color:var(--inc);background:var(--inc-bg);border-style:dashed}
+.v-UNAVAILABLE{color:var(--na);background:var(--na-bg);border-style:dotted}
+.tag{display:inline-block;padding:0 .45rem;border-radius:.25rem;border:1.5px solid;font-weight:700;
+font-size:.8rem;white-space:nowrap}
+.ok{color:var(--pass);border-color:var(--pass);background:var(--pass-bg)}
+.bad{color:var(--fail);border-color:var(--fail);background:var(--fail-bg);border-style:double;border-width:3px}
+.warn{color:var(--inc);border-color:var(--inc);background:var(--inc-bg);border-style:dashed}
+.none{color:var(--na);border-color:var(--na);background:var(--na-bg);border-style:dotted}
+ul.reasons{margin:.3rem 0 .8rem;padding-left:1.3rem}
+.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(11rem,1fr));gap:.5rem;margin:.6rem 0}
+.fact{background:var(--soft);border:1px solid var(--line);border-radius:.35rem;padding:.4rem .6rem}
+.fact b{display:block;font-size:1.1rem}
+.fact span{color:var(--muted);font-size:.8rem}
+.table-wrap{overflow-x:auto;margin:.4rem 0 .8rem}
+table{border-collapse:collapse;width:100%;font-size:.88rem}
+th,td{border-bottom:1px solid var(--line);padding:.3rem .45rem;text-align:left;vertical-align:top}
+th{background:var(--soft);font-weight:600}
+table.compact{width:auto;min-width:20rem}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+tr.failed td{background:var(--fail-bg)}
+figure{margin:.6rem 0 1rem;padding:0}
+figure svg{display:block;width:100%;height:auto;max-width:60rem}
+figcaption{color:var(--muted);font-size:.85rem;margin-top:.2rem}
+.thumbs{display:grid;grid-template-columns:repeat(auto-fit,minmax(12rem,20rem));gap:.75rem}
+.thumbs figure{margin:0}
+.thumbs img{display:block;width:100%;height:auto;image-rendering:pixelated;border:1px solid var(--line)}
+.digest-row{display:flex;gap:.35rem;align-items:baseline;flex-wrap:wrap}
+code,.digest{font-family:ui-monospace,"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:.8rem}
+.digest{overflow-wrap:anywhere;word-break:break-all;user-select:all;-webkit-user-select:all;
+background:var(--soft);padding:0 .2rem;border-radius:.2rem}
+button.copy{font:inherit;font-size:.72rem;padding:0 .4rem;border:1px solid var(--line);
+border-radius:.25rem;background:#fff;cursor:pointer;color:var(--muted)}
+.note{color:var(--muted);font-size:.88rem}
+.matrix td.cell{min-width:8rem}
+footer{margin-top:2.5rem;color:var(--muted);font-size:.8rem;border-top:1px solid var(--line);padding-top:.6rem}
+@media (max-width:40rem){body{padding:.6rem .7rem 2rem;font-size:14px}
+.verdict .word{font-size:1.5rem}th,td{padding:.25rem .3rem}}
+@media print{body{max-width:none;padding:0;font-size:10.5pt}button.copy{display:none}
+h2{break-after:avoid}figure,tr,.verdict,.fact{break-inside:avoid}
+.table-wrap{overflow:visible}a{color:inherit;text-decoration:none}
+*{-webkit-print-color-adjust:exact;print-color-adjust:exact}}
+"""
+
+_SCRIPT = """
+document.addEventListener('click',function(e){var b=e.target.closest('button.copy');if(!b)return;
+var t=b.getAttribute('data-copy');function done(){b.textContent='copied';
+setTimeout(function(){b.textContent='copy'},1200)}
+if(navigator.clipboard&&window.isSecureContext){navigator.clipboard.writeText(t).then(done,function(){});}
+else{var r=document.createRange();var c=b.previousElementSibling;if(c){r.selectNodeContents(c);
+var s=window.getSelection();s.removeAllRanges();s.addRange(r);}}});
+"""
+
+_BASE = (
+    """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+<title>{{ title }}</title>
+<style>"""
+    + _CSS
+    + """</style></head>
+<body data-report="{{ report_kind }}"{% if verdict %} data-verdict="{{ verdict }}"{% endif %}>
+<header>
+<p class="kind">{{ kind_label }}</p>
+<h1>{{ title }}</h1>
+{% if verdict %}{{ m.verdict_box(verdict, meaning) }}{% endif %}
+</header>
+<main>
+{% block body %}{% endblock %}
+</main>
+<section id="provenance">
+<h2>Provenance: every digest shown</h2>
+<p class="note">The report is derived only from the records and blobs below, each addressed by
+digest; re-check them with <code>evstore verify</code>.</p>
+<div class="table-wrap"><table class="digests"><thead><tr><th>what</th><th>digest</th></tr></thead><tbody>
+{% for where, d in digests %}<tr><td><code>{{ where }}</code></td><td>{{ m.digest(d) }}</td></tr>
+{% endfor %}</tbody></table></div>
+{% if versions %}<h3>Tool versions</h3><div class="table-wrap"><table><tbody>
+{% for k, v in versions %}<tr><th>{{ k }}</th><td><code>{{ v }}</code></td></tr>{% endfor %}
+</tbody></table></div>{% endif %}
+</section>
+<footer>Generated by evidencestore {{ generator }} from stored records only; no network access is
+needed to read it.</footer>
+<script>"""
+    + _SCRIPT
+    + """</script>
+</body></html>
+"""
+)
+
+_MACROS = """
+{% macro digest(d) -%}
+<span class="digest-row"><code class="digest" data-digest="{{ d }}">{{ d }}</code><button class="copy" type="button" data-copy="{{ d }}" aria-label="copy digest">copy</button></span>
+{%- endmacro %}
+{% macro glyph(v) -%}
+{%- if v == "PASS" %}&#10004;{% elif v == "FAIL" %}&#10006;{% elif v == "INCONCLUSIVE" %}?{% else %}&#8709;{% endif -%}
+{%- endmacro %}
+{% macro verdict_box(v, meaning) -%}
+<div class="verdict v-{{ v }}" id="verdict" role="status"><span class="glyph" aria-hidden="true">{{ glyph(v) }}</span>
+<span class="word">{{ v }}</span><p class="meaning">{{ meaning }}</p></div>
+{%- endmacro %}
+{% macro tag(v) -%}
+{%- set cls = {"PASS": "ok", "FAIL": "bad", "INCONCLUSIVE": "warn", "UNAVAILABLE": "none",
+"ok": "ok", "FAILED": "bad", "complete": "ok", "partial": "warn",
+"failed-before-inference": "bad", "open": "none", "done": "ok"}.get(v, "none") -%}
+<span class="tag {{ cls }}">{{ v }}</span>
+{%- endmacro %}
+{% macro okword(ok) -%}
+{%- if ok %}<span class="tag ok">ok</span>{% else %}<span class="tag bad">FAILED</span>{% endif -%}
+{%- endmacro %}
+{% macro checks(rows) -%}
+<div class="table-wrap"><table class="checks"><thead><tr><th>check</th><th>result</th>
+<th>expected</th><th>observed</th><th>detail</th></tr></thead><tbody>
+{% for c in rows %}<tr class="{{ '' if c.ok else 'failed' }}"><td><code>{{ c.name }}</code></td>
+<td>{{ okword(c.ok) }}</td><td class="num">{{ c.expected }}</td><td class="num">{{ c.observed }}</td>
+<td>{{ c.message }}</td></tr>
+{% else %}<tr><td colspan="5" class="note">none</td></tr>{% endfor %}
+</tbody></table></div>
+{%- endmacro %}
+{% macro plot(p) -%}
+<figure class="plot"{% for k, v in p.facts.items() %} data-{{ k }}="{{ v }}"{% endfor %}>
+{{ p.svg | safe }}
+<figcaption>{{ p.title }}</figcaption></figure>
+{%- endmacro %}
+{% macro facts(rows) -%}
+<div class="facts">{% for label, value in rows %}<div class="fact"><b>{{ value }}</b><span>{{ label }}</span></div>{% endfor %}</div>
+{%- endmacro %}
+"""
+
+_COMPARISON = """{% extends "base.html" %}{% import "macros.html" as m %}
+{% block body %}
+<section id="summary">
+<ul class="reasons">{% for r in reasons %}<li>{{ r }}</li>{% endfor %}</ul>
+{{ m.facts(summary) }}
+</section>
+{% for v in videos %}<section id="video-{{ v.pair }}" class="video"><h2>Video{{ ' (stream pair %d)' % v.pair if v.pair else '' }}</h2>
+{{ m.facts(v.facts) }}
+{% if v.all_identical %}<p class="identical-all" data-frames="{{ v.frames }}">Every frame identical: all {{ v.frames }} of {{ v.frames }} decoded frames are exactly equal (no PSNR: it is infinite, not capped).</p>{% endif %}
+{% for p in v.plots %}{{ m.plot(p) }}{% endfor %}
+{% if v.worst is not none %}<h3 id="worst-frame">Worst frame: <span class="worst-frame" data-frame="{{ v.worst }}">frame {{ v.worst }}</span></h3>
+<div class="table-wrap"><table class="compact"><thead><tr><th>plane</th><th>MSE</th><th>PSNR</th></tr></thead><tbody>
+{% for pl in v.worst_planes %}<tr><td>{{ pl.name }}</td><td class="num">{{ pl.mse }}</td><td class="num">{{ pl.psnr }}</td></tr>{% endfor %}
+</tbody></table></div>
+{% if v.thumbs %}<div class="thumbs">{% for t in v.thumbs %}<figure><img src="{{ t.uri }}" alt="{{ t.alt }}" width="{{ t.width }}" height="{{ t.height }}"><figcaption>{{ t.caption }}</figcaption></figure>{% endfor %}</div>
+{% elif v.thumb_note %}<p class="note">{{ v.thumb_note }}</p>{% endif %}
+{% endif %}
+</section>{% endfor %}
+{% for a in audios %}<section id="audio-{{ a.pair }}" class="audio"><h2>Audio{{ ' (stream pair %d)' % a.pair if a.pair else '' }}</h2>
+{{ m.facts(a.facts) }}
+{% if a.plot %}{{ m.plot(a.plot) }}{% elif a.note %}<p class="note">{{ a.note }}</p>{% endif %}
+</section>{% endfor %}
+{% if threshold_checks %}<section id="thresholds"><h2>Thresholds</h2>{{ m.checks(threshold_checks) }}</section>{% endif %}
+<section id="inputs"><h2>Inputs against the request's expectations</h2>
+{% for side in inputs %}<h3>{{ side.role }}: {{ side.name }} {{ m.okword(side.valid) }}</h3>
+<p>{{ side.container }}, {{ side.size }} bytes: {{ m.digest(side.digest) }}</p>
+{{ m.checks(side.checks) }}
+{% endfor %}
+{% if compatibility %}<h3>Compatibility (reference = expected)</h3>{{ m.checks(compatibility) }}{% endif %}
+<h3>Exact equality of decoded content</h3>
+<div class="table-wrap"><table><thead><tr><th>stream pair</th><th>equal</th><th>first difference</th>
+<th>reference</th><th>candidate</th></tr></thead><tbody>
+{% for e in equality %}<tr class="{{ '' if e.equal else 'failed' }}"><td>{{ e.type }} {{ e.pair }}</td>
+<td>{% if e.equal %}<span class="tag ok">identical</span>{% else %}<span class="tag warn">differs</span>{% endif %}</td>
+<td class="num">{{ 'frame %d' % e.first_difference if e.first_difference is not none else '' }}</td>
+<td>{% if e.reference %}{{ m.digest(e.reference) }}{% endif %}</td><td>{% if e.candidate %}{{ m.digest(e.candidate) }}{% endif %}</td></tr>
+{% endfor %}</tbody></table></div>
+</section>
+<section id="request"><h2>Expectations and thresholds</h2>
+<div class="table-wrap"><table><tbody>{% for k, v in settings %}<tr><th><code>{{ k }}</code></th><td><code>{{ v }}</code></td></tr>{% endfor %}</tbody></table></div>
+{% if scorers %}<h3>Scorers</h3><div class="table-wrap"><table><tbody>{% for name, prov in scorers %}{% for k, v in prov %}
+<tr><th>{{ name }} {{ k }}</th><td>{% if v.startswith('blake3:') %}{{ m.digest(v) }}{% else %}<code>{{ v }}</code>{% endif %}</td></tr>{% endfor %}{% endfor %}</tbody></table></div>{% endif %}
+</section>
+{% endblock %}
+"""
+
+TEMPLATES: dict[str, str] = {
+    "base.html": "{% import 'macros.html' as m %}" + _BASE,
+    "macros.html": _MACROS,
+    "comparison.html": _COMPARISON,
+}

@@ -1,0 +1,193 @@
+"""What ``evstore report TARGET`` names, resolved to stored records, and the page for it.
+
+A TARGET is a record file, a record's digest in the store, a bundle name (the run, the
+campaign status or the one comparison record it holds), ``BUNDLE:PATH`` (one entry of a
+bundle), or a campaign name. Records are read from the working tree or the repository
+store, always verified against the digest that names them, and the page names that digest.
+The record's kind decides the page: ``kind`` (comparison records) or ``metadata.kind``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..errors import EvidenceStoreError
+from ..models import Entry
+
+__all__ = ["Rendered", "ReportError", "render_record_bytes", "render_report"]
+
+
+
+class ReportError(EvidenceStoreError):
+    """A report target cannot be found, read or rendered."""
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A rendered page, what it shows, and the digest of the record it came from."""
+
+    html: str
+    kind: str
+    digest: str
+    context: dict[str, str] = field(default_factory=dict)
+
+
+_COMPARISON_KEYS = frozenset({"verdict", "reasons", "reference", "candidate", "thresholds"})
+
+
+def _kind(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("kind")
+    if isinstance(kind, str):
+        return kind
+    meta = value.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("kind"), str):
+        return str(meta["kind"])
+    if _COMPARISON_KEYS <= value.keys():
+        return "evidencestore/media-comparison"  # its default kind is omitted when encoded
+    return None
+
+
+def render_record_bytes(
+    data: bytes,
+    *,
+    source: str,
+    root: str | os.PathLike[str] | None,
+    context: dict[str, str] | None = None,
+) -> Rendered:
+    """Render a stored record (its exact bytes) by its kind."""
+    from ..digest import hash_bytes
+
+    digest = hash_bytes(data).digest
+    try:
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ReportError(f"{source}: not a JSON record: {exc}") from None
+    kind = _kind(value)
+    context = dict(context or {})
+    if kind == "evidencestore/media-comparison":
+        from .._canonical import decode
+        from ..media.records import ComparisonRecord
+        from .comparison import render_comparison_html
+
+        try:
+            record = decode(data, ComparisonRecord)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ReportError(f"{source}: not a valid comparison record: {exc}") from None
+        html = render_comparison_html(record, record_digest=digest, root=root, context=context)
+        return Rendered(html, "comparison", digest, context)
+    raise ReportError(
+        f"{source}: record kind {kind!r} has no report (expected a comparison record, a run "
+        "record or a campaign status)"
+    )
+
+
+def _entry_bytes(root: Path, bundle: str, entry: Entry) -> bytes:
+    from ..digest import hash_bytes
+    from ..inventory import EVIDENCE_DIR
+
+    if entry.location == "repo":
+        path = root / EVIDENCE_DIR / bundle / entry.path
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ReportError(f"{path}: cannot read: {exc.strerror}") from exc
+        if hash_bytes(data).digest != entry.descriptor.digest:
+            raise ReportError(
+                f"{path}: content does not match {entry.descriptor.digest} named by bundle "
+                f"{bundle!r}; run `evstore verify`"
+            )
+        return data
+    from ..remotes import repository_store
+
+    try:
+        data = repository_store(root).get(entry.descriptor.digest, entry.descriptor.size)
+    except EvidenceStoreError as exc:
+        raise ReportError(
+            f"bundle {bundle!r} entry {entry.path!r} ({entry.descriptor.digest}): {exc}"
+        ) from exc
+    return data
+
+
+_REPORTED = frozenset({"evidencestore/media-comparison"})
+_RECORD_MAX = 64 << 20
+
+
+def _record_kind(root: Path, bundle: str, entry: Entry) -> str | None:
+    """The kind of a JSON record entry, or None (other entries are not read)."""
+    d = entry.descriptor
+    is_json = d.media_type.endswith(("/json", "+json")) or entry.path.endswith(".json")
+    if not is_json or d.size > _RECORD_MAX:
+        return None
+    try:
+        return _kind(msgspec.json.decode(_entry_bytes(root, bundle, entry)))
+    except (ReportError, msgspec.DecodeError):
+        return None
+
+
+def _bundle(root: Path, name: str, path: str | None) -> Rendered:
+    from ..inventory import load_registration, registration_path
+
+    reg = load_registration(registration_path(root, name))
+    context = {f"bundle {name}": reg.digest}
+    entries = reg.manifest.entries
+    if path is not None:
+        chosen = [e for e in entries if e.path == path]
+        if not chosen:
+            raise ReportError(f"bundle {name!r} has no entry {path!r}")
+    else:
+        chosen = [e for e in entries if _record_kind(root, name, e) in _REPORTED]
+        if len(chosen) > 1:
+            listed = ", ".join(f"{name}:{e.path}" for e in chosen)
+            raise ReportError(
+                f"bundle {name!r} holds {len(chosen)} comparison records: name one ({listed})"
+            )
+        if not chosen:
+            raise ReportError(
+                f"bundle {name!r} holds no run record, campaign status or comparison record"
+            )
+    entry = chosen[0]
+    context[f"entry {name}:{entry.path}"] = entry.descriptor.digest
+    data = _entry_bytes(root, name, entry)
+    return render_record_bytes(data, source=f"{name}:{entry.path}", root=root, context=context)
+
+
+def render_report(root: str | os.PathLike[str] | None, target: str) -> Rendered:
+    """Resolve ``target`` (see the module docstring) and render its page."""
+    from ..config import find_root
+    from ..digest import is_digest
+    from ..inventory import registration_path
+
+    path = Path(target)
+    if path.is_file():
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ReportError(f"{target}: cannot read: {exc.strerror}") from exc
+        base = None
+        # A record outside any repository renders too; its media are then unavailable.
+        with contextlib.suppress(EvidenceStoreError):
+            base = find_root(root if root is not None else path.parent)
+        return render_record_bytes(data, source=target, root=base)
+    base = find_root(root)
+    if is_digest(target):
+        from ..remotes import repository_store
+
+        try:
+            data = repository_store(base).get(target)
+        except EvidenceStoreError as exc:
+            raise ReportError(f"{target}: cannot read from the store: {exc}") from exc
+        return render_record_bytes(data, source=target, root=base)
+    name, _, entry = target.partition(":")
+    if registration_path(base, name).is_file():
+        return _bundle(base, name, entry or None)
+    raise ReportError(
+        f"{target}: not a record file, a digest in the store, or a registered bundle in {base}"
+    )

@@ -23,7 +23,6 @@ from ..models import Entry
 __all__ = ["Rendered", "ReportError", "render_record_bytes", "render_report"]
 
 
-
 class ReportError(EvidenceStoreError):
     """A report target cannot be found, read or rendered."""
 
@@ -50,7 +49,7 @@ def _kind(value: Any) -> str | None:
     meta = value.get("metadata")
     if isinstance(meta, dict) and isinstance(meta.get("kind"), str):
         return str(meta["kind"])
-    if _COMPARISON_KEYS <= value.keys():
+    if value.keys() >= _COMPARISON_KEYS:
         return "evidencestore/media-comparison"  # its default kind is omitted when encoded
     return None
 

@@ -27,15 +27,39 @@ def add_root(p: argparse.ArgumentParser) -> None:
 
 
 def repo_root(args: argparse.Namespace) -> Path:
-    """Return ``--root`` (checked) or the repository found from the current directory."""
-    from .config import find_root
+    """Return ``--root`` (checked) or the evidence repository found from the current
+    directory; outside one, refuse (``not an evidence repository``) rather than take the
+    current directory, so nothing lands in a plain git repository by mistake."""
+    from .config import require_root
 
     if getattr(args, "root", None):
         root = Path(args.root)
         if not root.is_dir():
             raise ConfigError(f"--root {args.root}: not a directory")
-        return root.absolute()
-    return find_root()
+        return root.absolute()  # named explicitly: taken as the repository root
+    return require_root()
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """The global ``-q`` (-1) / ``-v`` (+1) level; 0 by default."""
+    return int(getattr(args, "verbosity", 0) or 0)
+
+
+def missing_extra_hint(exc: BaseException) -> str | None:
+    """``pip install 'evidencestore[s3]'`` when ``exc`` (or what it was raised from) is
+    a missing optional dependency, whatever way its package words it."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ImportError):
+            names = [(cur.name or "").split(".")[0], *str(cur).replace("'", " ").split()]
+            for name in names:
+                extra = _EXTRAS.get(name)
+                if extra:
+                    return f"pip install 'evidencestore[{extra}]'"
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 # Optional dependencies and the extra that installs each.
@@ -76,6 +100,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog="evstore", description="A content-addressed evidence store.")
     parser.add_argument("--version", action="version", version=f"evstore {__version__}")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        dest="verbosity",
+        action="store_const",
+        const=-1,
+        default=0,
+        help="print only errors and the final line",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbosity",
+        action="store_const",
+        const=1,
+        help="print more detail (every finding, every blob)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for module in (
@@ -105,18 +146,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except EvidenceStoreError as exc:
-        print(f"evstore: error: {exc.diagnostics()}", file=sys.stderr)
+        hint = missing_extra_hint(exc)
+        print(
+            f"evstore: error: {exc.diagnostics()}" + (f" (install it: {hint})" if hint else ""),
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("evstore: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return EXIT_OK
-    except ModuleNotFoundError as exc:
-        extra = _EXTRAS.get((exc.name or "").split(".")[0])
-        hint = f"pip install 'evidencestore[{extra}]'" if extra else "install it"
+    except ImportError as exc:
+        what = repr(exc.name) if exc.name else f"an optional dependency ({exc})"
         print(
-            f"evstore: error: this command needs {exc.name!r}, which is not installed: {hint}",
+            f"evstore: error: this command needs {what}, which is not installed: "
+            f"{missing_extra_hint(exc) or 'install it'}",
             file=sys.stderr,
         )
         return EXIT_USAGE

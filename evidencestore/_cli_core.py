@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._cli import add_root, repo_root
-from .errors import ConfigError, ManifestError
+from ._cli import add_root, repo_root, verbosity
+from .errors import BundleError, ConfigError, ManifestError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -37,48 +37,146 @@ def _cmd_init(args: argparse.Namespace) -> int:
         print(f"wrote {root / CONFIG_NAME}")
     (root / "evidence").mkdir(exist_ok=True)
     ignore = root / ".gitignore"
-    lines = ignore.read_text().splitlines() if ignore.exists() else []
-    if ".evstore/" not in lines and "/.evstore/" not in lines:
-        with open(ignore, "a") as fh:
-            fh.write(("\n" if lines and lines[-1] else "") + ".evstore/\n")
-        print(f"added .evstore/ to {ignore}")
+    text = ignore.read_text() if ignore.exists() else ""
+    lines = text.splitlines()
+    for pattern in (".evstore/", "evstore.local.toml"):
+        if pattern not in lines and "/" + pattern not in lines:
+            with open(ignore, "a") as fh:
+                fh.write(("\n" if text and not text.endswith("\n") else "") + pattern + "\n")
+            text = "\n"
+            print(f"added {pattern} to {ignore}")
     return EXIT_OK
 
 
 # -- hash ----------------------------------------------------------------------
 def _cmd_hash(args: argparse.Namespace) -> int:
-    from .digest import Hashed, hash_files
+    from .digest import Hashed, hash_files, hash_stream
 
+    if args.check:
+        return _hash_check(args.check)
+    if not args.paths:
+        raise ConfigError("hash: give PATH..., - for stdin, or --check FILE")
     files: list[str] = []
+    out = sys.stdout
     for p in args.paths:
-        if os.path.isdir(p):
+        if p == "-":
+            files.append(p)
+        elif os.path.isdir(p):
             from .bundle import collect_sources
 
             files.extend(str(s.source) for s in collect_sources([p]))
         else:
             files.append(p)
     code = EXIT_OK
-    out = sys.stdout
-    for path, outcome in zip(files, hash_files(files), strict=True):
+    named = [f for f in files if f != "-"]
+    outcomes = iter(hash_files(named))
+    for path in files:
+        outcome = hash_stream(sys.stdin.buffer) if path == "-" else next(outcomes)
         if isinstance(outcome, Hashed):
             out.write(f"{outcome.digest}  {outcome.size}  {path}\n")
         else:
-            reason = (
-                outcome.strerror
-                if isinstance(outcome, OSError) and outcome.strerror
-                else str(outcome)
-            )
-            print(f"evstore: error: {path}: {reason}", file=sys.stderr)
+            print(f"evstore: error: {path}: {_reason(outcome)}", file=sys.stderr)
             code = EXIT_USAGE
     return code
 
 
+def _reason(outcome: BaseException) -> str:
+    if isinstance(outcome, OSError) and outcome.strerror:
+        return outcome.strerror
+    return str(outcome).split(": ", 1)[-1]  # the caller names the path already
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _parse_check_line(line: str) -> tuple[str, int | None, str] | None:
+    """``blake3:<hex>  <size>  <path>`` (``evstore hash``) or ``<hex>  <path>``
+    (``b3sum``) -> (digest, size, path); None when the line is neither."""
+    head, sep, rest = line.partition("  ")
+    if not sep or not rest:
+        return None
+    hexd = head.removeprefix("blake3:")
+    if len(hexd) != 64 or not set(hexd) <= _HEX:
+        return None
+    if head.startswith("blake3:"):
+        size_text, sep, path = rest.partition("  ")
+        if not sep or not size_text.isdigit() or not path:
+            return None
+        return "blake3:" + hexd, int(size_text), path
+    return "blake3:" + hexd, None, rest
+
+
+def _hash_check(source: str) -> int:
+    """Re-hash every file a digest list names; ``path: OK`` / ``path: FAILED``."""
+    from ._verify_render import plural
+    from .digest import Hashed, hash_files
+
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--check {source}: cannot read: {exc}") from exc
+    wanted: list[tuple[str, int | None, str]] = []
+    malformed = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parsed = _parse_check_line(line)
+        if parsed is None:
+            malformed += 1
+            print(
+                f"evstore: error: {source}:{number}: not a digest line "
+                "(expected 'blake3:<hex>  SIZE  PATH' or b3sum's '<hex>  PATH')",
+                file=sys.stderr,
+            )
+        else:
+            wanted.append(parsed)
+    failed = 0
+    outcomes = hash_files([w[2] for w in wanted], [w[1] for w in wanted])
+    for (digest, _size, path), outcome in zip(wanted, outcomes, strict=True):
+        if isinstance(outcome, Hashed) and outcome.digest == digest:
+            print(f"{path}: OK")
+            continue
+        failed += 1
+        why = "content differs" if isinstance(outcome, Hashed) else _reason(outcome)
+        print(f"{path}: FAILED ({why})")
+    if failed:
+        print(f"evstore: {plural(failed, 'file')} of {len(wanted)} FAILED", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_USAGE if malformed or not wanted else EXIT_OK
+
+
 # -- bundle --------------------------------------------------------------------
 def _cmd_bundle_create(args: argparse.Namespace) -> int:
-    from .bundle import create_bundle
-    from .config import local_store
+    from ._verify_render import plural
+    from .bundle import create_bundle, plan_bundle
+    from .config import load_config, local_store
 
     root = repo_root(args)
+    planned, warnings = plan_bundle(args.paths, args.external)
+    for warning in warnings:
+        print(f"evstore: warning: {warning}", file=sys.stderr)
+    limit = load_config(root).bundle.max_git_file_size
+    too_big = [p for p in planned if p.location == "repo" and limit is not None and p.size > limit]
+    if args.dry_run:
+        for p in planned:
+            where = "git  " if p.location == "repo" else "store"
+            flag = "  (over max_git_file_size)" if p in too_big else ""
+            print(f"{where}  {p.size:>12}  {p.path}  <- {p.source}{flag}")
+        n_store = sum(p.location == "store" for p in planned)
+        print(
+            f"dry run: {args.name} would have {plural(len(planned), 'entry', 'entries')} "
+            f"({len(planned) - n_store} in git, "
+            f"{sum(p.size for p in planned if p.location == 'repo')} bytes; {n_store} in the store, "
+            f"{sum(p.size for p in planned if p.location == 'store')} bytes); nothing was written"
+        )
+        return EXIT_FAILED if too_big else EXIT_OK
+    if too_big:
+        shown = ", ".join(f"{p.path} ({p.size} bytes)" for p in too_big[:5])
+        raise BundleError(
+            f"bundle {args.name!r}: {plural(len(too_big), 'file')} would go to git over "
+            f"max_git_file_size = {limit} bytes (evstore.toml [bundle]): {shown}; "
+            "give them to the store with --external GLOB (check with --dry-run)"
+        )
     reg = create_bundle(
         root,
         args.name,
@@ -91,7 +189,8 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
     m = reg.manifest
     n_store = sum(e.location == "store" for e in m.entries)
     print(
-        f"registered {m.name}: {len(m.entries)} entries ({len(m.entries) - n_store} in git, {n_store} in the store)"
+        f"registered {m.name}: {plural(len(m.entries), 'entry', 'entries')} "
+        f"({len(m.entries) - n_store} in git, {n_store} in the store)"
     )
     print(f"  digest {reg.digest}")
     print(f"  evidence/{m.name}/bundle.json")
@@ -99,95 +198,156 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
 
 
 def _cmd_bundle_list(args: argparse.Namespace) -> int:
+    from ._verify_render import plural
     from .inventory import load_inventory
 
     inv = load_inventory(repo_root(args))
+    rows: list[dict[str, Any]] = []
     for name in inv.names:
         reg = inv.registrations[name]
-        size = sum(e.descriptor.size for e in reg.manifest.entries)
-        print(f"{name}  {len(reg.manifest.entries)} entries  {size} bytes  {reg.digest}")
+        entries = reg.manifest.entries
+        rows.append(
+            {
+                "name": name,
+                "digest": reg.digest,
+                "entries": len(entries),
+                "store_entries": sum(e.location == "store" for e in entries),
+                "size": sum(e.descriptor.size for e in entries),
+                "created": reg.manifest.metadata.created,
+                "references": list(reg.manifest.metadata.references),
+            }
+        )
+    if args.json:
+        import json
+
+        findings = [msgspec_builtins(f) for f in inv.findings]
+        print(json.dumps({"bundles": rows, "findings": findings}, indent=2, sort_keys=True))
+    else:
+        for row in rows:
+            print(
+                f"{row['name']}  {plural(int(row['entries']), 'entry', 'entries')}  "
+                f"{row['size']} bytes  {row['digest']}"
+            )
     for f in inv.findings:
-        print(f"evstore: {f.severity}: {f.message}", file=sys.stderr)
-    return (
-        EXIT_OK
-        if not any(f.severity == "error" for f in inv.findings) or inv.registrations
-        else EXIT_FAILED
-    )
+        if f.severity != "info" or verbosity(args) > 0:
+            print(f"evstore: {f.severity}: {f.message}", file=sys.stderr)
+    return EXIT_FAILED if any(f.severity == "error" for f in inv.findings) and not rows else EXIT_OK
+
+
+def msgspec_builtins(obj: Any) -> Any:
+    """A struct as plain JSON-ready values."""
+    import msgspec
+
+    return msgspec.to_builtins(obj)
 
 
 # -- verify --------------------------------------------------------------------
-def _print_human(report: Any) -> None:
-    out = sys.stdout
-    out.write(f"evstore verify {report.root}\n")
-    for b in report.bundles:
-        status = "ok" if b.ok else "FAILED"
-        out.write(
-            f"  {b.name}: {b.entries} entries, {b.checked} hashed, {b.unavailable} unavailable: {status}\n"
+def _base_problem(root: Path, rev: str) -> str | None:
+    """Why ``--base REV`` cannot be used here (a shallow clone lacks it...), or None."""
+    import subprocess
+
+    def git(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["git", "-C", str(root), *argv], capture_output=True, text=True, check=False
         )
-        for f in b.findings:
-            out.write(f"    {f.severity}: {f.code}: {f.path or '-'}: {f.message}\n")
-    for f in report.findings:
-        where = f" [{f.bundle}]" if f.bundle else ""
-        out.write(f"  {f.severity}: {f.code}{where}: {f.message}\n")
-    t = report.totals
-    out.write(
-        f"{t.bundles} bundles, {t.entries} entries, {t.checked} hashes checked, "
-        f"{t.unavailable} unavailable, {t.errors} errors, {t.warnings} warnings\n"
-    )
-    out.write("verified\n" if report.ok else "verification FAILED\n")
 
-
-def _gh_escape(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _print_github(report: Any) -> None:
-    for f in [*(f for b in report.bundles for f in b.findings), *report.findings]:
-        if f.severity == "info":
-            continue
-        file = (
-            f"evidence/{f.bundle}/{f.path}"
-            if f.bundle and f.path
-            else (f"evidence/{f.bundle}" if f.bundle else "evidence")
-        )
-        props = f"file={_gh_escape(file).replace(',', '%2C').replace(':', '%3A')},title=evstore {f.code}"
-        print(f"::{f.severity} {props}::{_gh_escape(f.message)}")
-    t = report.totals
-    print(
-        f"evstore: {t.bundles} bundles, {t.entries} entries, {t.checked} hashes checked, {t.unavailable} unavailable, {t.errors} errors"
+    try:
+        found = git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except FileNotFoundError:
+        return "git is not installed; --base needs it"
+    if found.returncode == 0:
+        return None
+    inside = git("rev-parse", "--is-inside-work-tree")
+    if inside.returncode != 0:
+        return f"--base {rev}: {root} is not in a git work tree"
+    shallow = git("rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+    remote, _, branch = rev.partition("/")
+    fetch = f"git fetch {remote} {branch}" if branch else f"git fetch origin {rev}"
+    return (
+        f"--base {rev}: revision {rev!r} is not in this "
+        f"{'shallow clone' if shallow else 'clone'}: fetch it first (`{fetch}`; in GitHub "
+        "Actions, actions/checkout with `fetch-depth: 0`)"
     )
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from ._verify_render import View, append_step_summary, plural, worktree_prefix
     from .config import local_store
+    from .inventory import load_inventory
     from .verify import verify_repository
 
+    json_to = args.json
+    if json_to == "-" and args.github:
+        raise ConfigError("--json and --github both write to stdout: give --json a FILE")
+    if args.deep and not args.remote:
+        raise ConfigError("--deep needs --remote NAME")
     root = repo_root(args)
+    if args.base:
+        problem = _base_problem(root, args.base)
+        if problem:
+            if args.github:
+                print(f"::error title=evstore --base::{problem}")
+            raise ConfigError(problem)
+    notes: list[str] = []
     checker = None
     if args.remote:
         from .remotes import check_remote
 
         def checker(regs: Any) -> Any:
-            return check_remote(root, regs, args.remote, deep=args.deep)
-    elif args.deep:
-        raise ConfigError("--deep needs --remote NAME")
+            found = check_remote(root, regs, args.remote, deep=args.deep)
+            n = sum(e.location == "store" for r in regs.values() for e in r.manifest.entries)
+            bad = sum(len(v) for v in found.values())
+            how = "downloaded and re-hashed" if args.deep else "present, with the right size"
+            notes.append(
+                f"remote {args.remote!r}: {n - bad} of {plural(n, 'store entry', 'store entries')} "
+                f"{how}" + ("" if not bad else f"; {bad} not")
+            )
+            return found
+
+    mode = args.unavailable
     report = verify_repository(
         root,
         bundles=args.bundle or None,
         store=local_store(root),
-        require_available=args.require_available,
+        require_available=args.require_available or mode == "error",
         base=args.base,
         remote_checker=checker,
     )
-    if args.json:
+    unknown = [f for f in report.findings if f.code == "unknown-bundle"]
+    if unknown:
+        for f in unknown:
+            if args.github:
+                print(f"::error title=evstore unknown-bundle::{f.message}")
+        names = ", ".join(repr(f.bundle) for f in unknown)
+        known = sorted(load_inventory(root).registrations)
+        raise ConfigError(
+            f"--bundle {names}: no such bundle registered"
+            + (f" (registered: {', '.join(known[:20])})" if known else " (none registered)")
+        )
+    registrations = load_inventory(root).registrations
+    view = View(
+        report,
+        root,
+        registrations,
+        unavailable=mode,
+        prefix=worktree_prefix(root) if args.github or os.environ.get("GITHUB_ACTIONS") else "",
+    )
+    if json_to is not None:
         from ._canonical import pretty
 
-        sys.stdout.buffer.write(pretty(report))
-        sys.stdout.flush()
-    elif args.github:
-        _print_github(report)
-    else:
-        _print_human(report)
+        if json_to == "-":
+            sys.stdout.buffer.write(pretty(report))
+            sys.stdout.flush()
+        else:
+            try:
+                Path(json_to).write_bytes(pretty(report))
+            except OSError as exc:
+                raise ConfigError(f"--json {json_to}: cannot write: {exc.strerror}") from exc
+    if args.github:
+        view.github(sys.stdout, extra=notes)
+    elif json_to != "-":
+        view.human(sys.stdout, verbosity=verbosity(args), extra=notes)
+    append_step_summary(view.step_summary(extra=notes))
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
@@ -222,16 +382,55 @@ def _cmd_check_proof(args: argparse.Namespace) -> int:
         proof = decode(data, InclusionProof)
     except msgspec.DecodeError as exc:
         raise ManifestError(f"{args.proof}: not an inclusion proof: {exc}") from None
-    problems = verify_inclusion(proof, args.digest)
+    anchor, source = args.digest, "--digest"
+    if args.bundle:
+        anchor = _trusted_digest(repo_root(args), args.bundle)
+        source = f"the registration of bundle {args.bundle!r}"
+        if args.digest and args.digest != anchor:
+            raise ConfigError(
+                f"--digest {args.digest} disagrees with {source} ({anchor}): give one of them"
+            )
+        if proof.bundle != args.bundle:
+            print(
+                f"evstore: proof FAILED: the proof is for bundle {proof.bundle!r}, not {args.bundle!r}",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+    problems = verify_inclusion(proof, anchor)
     if problems:
         for p in problems:
             print(f"evstore: proof FAILED: {p}", file=sys.stderr)
         return EXIT_FAILED
     d = proof.entry.descriptor
-    print(
-        f"proof holds: {proof.entry.path} ({d.digest}, {d.size} bytes) is entry {proof.leaf_index} of {proof.tree_size} in bundle {proof.bundle} {proof.bundle_digest}"
+    what = (
+        f"{proof.entry.path} ({d.digest}, {d.size} bytes) is entry {proof.leaf_index} of "
+        f"{proof.tree_size} in bundle {proof.bundle} {proof.bundle_digest}"
     )
+    if anchor is None:
+        print(
+            f"evstore: proof NOT ANCHORED: self-consistent ({what}), but anyone can build a "
+            "self-consistent proof for a bundle of that name: check it against a trusted "
+            "bundle digest with --digest DIGEST, or --bundle NAME in the evidence repository",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    print(f"proof holds: {what} (anchored by {source})")
     return EXIT_OK
+
+
+def _trusted_digest(root: Path, name: str) -> str:
+    """The digest of registered bundle ``name``, after recomputing it from its manifest."""
+    from .inventory import load_registration, registration_path
+    from .merkle import bundle_digest, entries_root
+
+    reg = load_registration(registration_path(root, name))
+    computed = bundle_digest(reg.manifest, entries_root(reg.manifest.entries))
+    if computed != reg.digest:
+        raise ManifestError(
+            f"bundle {name!r}: registration digest {reg.digest} does not match its manifest "
+            f"({computed}); it cannot anchor a proof: run evstore verify"
+        )
+    return reg.digest
 
 
 # -- schema --------------------------------------------------------------------
@@ -251,9 +450,17 @@ def _cmd_schema(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return EXIT_FAILED if stale else EXIT_OK
-    for name, data in _schemas.generate().items():
-        if args.name in (None, name.removesuffix(".schema.json")):
-            sys.stdout.write(data.decode())
+    schemas = {
+        name.removesuffix(".schema.json"): data for name, data in _schemas.generate().items()
+    }
+    if args.name is None:
+        for name in schemas:
+            print(name)
+        print("(print one with: evstore schema NAME)", file=sys.stderr)
+        return EXIT_OK
+    if args.name not in schemas:
+        raise ConfigError(f"unknown schema {args.name!r} (schemas: {', '.join(schemas)})")
+    sys.stdout.write(schemas[args.name].decode())
     return EXIT_OK
 
 
@@ -263,14 +470,34 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--root", metavar="DIR", help="directory to initialise (default: .)")
     p.set_defaults(func=_cmd_init)
 
-    p = sub.add_parser("hash", help="print blake3 digests and sizes of files")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p = sub.add_parser(
+        "hash",
+        help="print blake3 digests and sizes of files, or check a digest list",
+        description="Print 'blake3:<hex>  SIZE  PATH' per file (- reads stdin). --check FILE "
+        "re-hashes what a list names: this command's output or b3sum's '<hex>  PATH' lines; "
+        "exit 1 when a file differs, 2 for unreadable or malformed lists.",
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument(
+        "-c", "--check", metavar="FILE", help="check the digests listed in FILE (- for stdin)"
+    )
     p.set_defaults(func=_cmd_hash)
 
     bundle = sub.add_parser("bundle", help="create and list bundles")
     bsub = bundle.add_subparsers(dest="bundle_command", metavar="ACTION")
     bsub.required = True
-    p = bsub.add_parser("create", help="register a new bundle")
+    p = bsub.add_parser(
+        "create",
+        help="register a new bundle",
+        description="Register bundle NAME from files and directories. A file becomes the "
+        "entry named by its base name; a directory D contributes 'D/<relative path>' for "
+        "every file below it. --external GLOB sends an entry to the blob store when GLOB "
+        "matches its entry path or its source path (fnmatch: '*' also matches '/', and the "
+        "glob must match from the start: 'sub/*' does not match 'res/sub/a.mp4', '*/sub/*' "
+        "and '*.mp4' do). Everything else is copied into git, permanently: check with "
+        "--dry-run first. A glob that matches nothing is warned about; evstore.toml "
+        "[bundle] max_git_file_size refuses files too large for git.",
+    )
     p.add_argument("name", metavar="NAME")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument(
@@ -278,7 +505,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         action="append",
         default=[],
         metavar="GLOB",
-        help="entries matching GLOB go to the blob store, not git",
+        help="entries whose entry or source path matches GLOB go to the blob store, not git",
+    )
+    p.add_argument(
+        "-n",
+        "--dry-run",
+        action="store_true",
+        help="print each entry, where it would go (git or store) and its size; write nothing",
     )
     p.add_argument(
         "--ref",
@@ -293,6 +526,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add_root(p)
     p.set_defaults(func=_cmd_bundle_create)
     p = bsub.add_parser("list", help="list registered bundles")
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
     add_root(p)
     p.set_defaults(func=_cmd_bundle_list)
 
@@ -315,17 +549,29 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--base", metavar="REV", help="git revision whose registered bundles must be unchanged"
     )
+    p.add_argument(
+        "--unavailable",
+        choices=("summary", "each", "error"),
+        default="summary",
+        help="store entries absent from the local store: one notice with a count (default), "
+        "a warning each, or an error each (as --require-available)",
+    )
     p.add_argument("--remote", metavar="NAME", help="also check store entries exist on this remote")
     p.add_argument(
         "--deep", action="store_true", help="with --remote: download and hash store entries"
     )
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument(
+    p.add_argument(
         "--json",
-        action="store_true",
-        help="print the report as JSON (schemas/verify-report.schema.json)",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the report as JSON (schemas/verify-report.schema.json) to stdout or FILE",
     )
-    fmt.add_argument("--github", action="store_true", help="print GitHub workflow annotations")
+    p.add_argument(
+        "--github",
+        action="store_true",
+        help="print GitHub workflow annotations (a table goes to $GITHUB_STEP_SUMMARY when set)",
+    )
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("prove", help="print an inclusion proof of one entry as JSON")
@@ -336,11 +582,17 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = sub.add_parser("check-proof", help="check an inclusion proof without the other entries")
     p.add_argument("proof", metavar="PROOF.json")
-    p.add_argument("--digest", metavar="DIGEST", help="the bundle digest the proof must be for")
+    p.add_argument("--digest", metavar="DIGEST", help="the trusted bundle digest of the proof")
+    p.add_argument(
+        "--bundle",
+        metavar="NAME",
+        help="take the trusted digest from this bundle's registration in the repository",
+    )
+    add_root(p)
     p.set_defaults(func=_cmd_check_proof)
 
-    p = sub.add_parser("schema", help="print or write the JSON Schemas")
-    p.add_argument("name", nargs="?", help="print only this schema")
+    p = sub.add_parser("schema", help="list, print or write the JSON Schemas")
+    p.add_argument("name", nargs="?", help="print this schema (without: list their names)")
     p.add_argument("--write", action="store_true", help="write schemas/*.schema.json")
     p.add_argument("--check", action="store_true", help="exit 1 if schemas/ is out of date")
     p.add_argument("--dir", help=argparse.SUPPRESS)

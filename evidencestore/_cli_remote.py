@@ -41,8 +41,9 @@ def _jobs(args: argparse.Namespace) -> int:
 
 # -- remote ------------------------------------------------------------------------
 def _cmd_remote_add(args: argparse.Namespace) -> int:
+    import msgspec
+
     from .config import (
-        Config,
         RemoteConfig,
         load_config,
         parse_option,
@@ -55,12 +56,14 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     problem = remote_name_problem(args.name) or url_problem(args.url)
     if problem:
         raise ConfigError(f"remote {args.name!r}: {problem}")
-    config = load_config(root)
-    if args.name in config.remotes and not args.force:
+    merged = load_config(root)
+    if args.name in merged.remotes and not args.force:
         raise ConfigError(
-            f"remote {args.name!r} already exists ({config.remotes[args.name].url}); "
+            f"remote {args.name!r} already exists ({merged.remotes[args.name].url}); "
             "use --force to replace it"
         )
+    # Only the file being written is rewritten: per-user remotes never leak into git.
+    config = _local_layer(root) if args.local else load_config(root, local=False)
     options: dict[str, Any] = {}
     for text in args.option:
         keys, value = parse_option(text)
@@ -74,23 +77,38 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     remote = RemoteConfig(url=args.url, options=options, read_only=args.read_only)
     remotes = dict(config.remotes)
     remotes[args.name] = remote
-    new = Config(store=config.store, remotes=remotes, lpips=config.lpips)
-    path = save_config(root, new)
+    path = save_config(root, msgspec.structs.replace(config, remotes=remotes), local=args.local)
     print(f"remote {args.name!r} -> {args.url} added to {path}")
     return EXIT_OK
 
 
+def _local_layer(root: Path) -> Any:
+    """The per-user file ``remote add --local`` rewrites, alone (defaults if absent)."""
+    from .config import LOCAL_CONFIG_NAMES, load_config_file
+
+    return load_config_file(root / LOCAL_CONFIG_NAMES[-1])
+
+
 def _cmd_remote_remove(args: argparse.Namespace) -> int:
-    from .config import Config, load_config, save_config
+    import msgspec
+
+    from .config import load_config, save_config
 
     root = repo_root(args)
-    config = load_config(root)
-    if args.name not in config.remotes:
-        known = ", ".join(repr(n) for n in config.remotes) or "none configured"
+    merged = load_config(root)
+    if args.name not in merged.remotes:
+        known = ", ".join(repr(n) for n in merged.remotes) or "none configured"
         raise ConfigError(f"unknown remote {args.name!r} (remotes: {known})")
+    local = _local_layer(root)
+    in_local = args.name in local.remotes
+    config = local if in_local else load_config(root, local=False)
+    if args.name not in config.remotes:
+        raise ConfigError(
+            f"remote {args.name!r} is set in evstore.local.toml; edit or remove it there"
+        )
     remotes = {k: v for k, v in config.remotes.items() if k != args.name}
-    save_config(root, Config(store=config.store, remotes=remotes, lpips=config.lpips))
-    print(f"remote {args.name!r} removed")
+    path = save_config(root, msgspec.structs.replace(config, remotes=remotes), local=in_local)
+    print(f"remote {args.name!r} removed from {path}")
     return EXIT_OK
 
 
@@ -212,6 +230,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="storage option (dotted keys nest; never credentials)",
     )
     p.add_argument("--read-only", action="store_true", help="never push or gc this remote")
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="write it to the untracked .evstore/config.toml (per user, survives branch "
+        "switches), not evstore.toml",
+    )
     p.add_argument("--force", action="store_true", help="replace an existing remote")
     _add_common(p)
     p.set_defaults(func=_cmd_remote_add)

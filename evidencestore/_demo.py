@@ -126,7 +126,7 @@ def main() -> int:
                 evstore(["prove", "optimised-5s", "results/timing.json"])
             finally:
                 sys.stdout = saved
-        ok &= _run("check-proof", str(proof)) == 0
+        ok &= _run("check-proof", str(proof), "--bundle", "optimised-5s") == 0
         proof.unlink()
         _say(
             "4. a tampered copy: a flipped bit in git, a flipped bit in a blob, an edited manifest, a stray file"

@@ -35,7 +35,17 @@ from .models import (
 )
 from .storage import BlobStore
 
-__all__ = ["SourceFile", "collect_sources", "create_bundle", "make_manifest", "seal", "utc_now"]
+__all__ = [
+    "PlannedEntry",
+    "SourceFile",
+    "collect_sources",
+    "create_bundle",
+    "make_manifest",
+    "matches_external",
+    "plan_bundle",
+    "seal",
+    "utc_now",
+]
 
 _NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -134,6 +144,57 @@ def collect_sources(paths: Iterable[str | os.PathLike[str]]) -> list[SourceFile]
     return out
 
 
+def matches_external(src: SourceFile, globs: Sequence[str]) -> bool:
+    """Whether ``src`` goes to the store: a glob matches its entry path or source path
+    (``fnmatch``: ``*`` also crosses ``/``; a relative glob is anchored at the start)."""
+    return any(
+        fnmatch.fnmatch(src.path, g) or fnmatch.fnmatch(src.source.as_posix(), g) for g in globs
+    )
+
+
+@dataclass(frozen=True)
+class PlannedEntry:
+    """What ``create_bundle`` would do with one source: its entry, size and location."""
+
+    source: Path
+    path: str
+    size: int
+    location: Location
+
+
+def plan_bundle(
+    paths: Iterable[str | os.PathLike[str]], external: Sequence[str] = ()
+) -> tuple[list[PlannedEntry], list[str]]:
+    """Return the entries ``create_bundle`` would make, without writing anything, and
+    warnings: globs that match no source, absolute globs (matched against source
+    paths only), and empty directories (which add nothing)."""
+    planned: list[PlannedEntry] = []
+    warnings: list[str] = []
+    for arg in paths:
+        sources = collect_sources([arg])
+        if os.path.isdir(arg):
+            for dirpath, dirnames, filenames in os.walk(arg):
+                if not dirnames and not filenames:
+                    warnings.append(f"{dirpath}: empty directory, adds nothing")
+        for src in sources:
+            location: Location = "store" if matches_external(src, external) else "repo"
+            planned.append(PlannedEntry(src.source, src.path, src.source.stat().st_size, location))
+    for glob in dict.fromkeys(external):
+        if glob.startswith("/"):
+            warnings.append(
+                f"--external {glob!r} is absolute: it is matched against source paths, "
+                "never entry paths"
+            )
+        if not any(matches_external(SourceFile(p.source, p.path), [glob]) for p in planned):
+            warnings.append(
+                f"--external {glob!r} matches no file: those files would go to git "
+                f"(entry paths look like {planned[0].path!r})"
+                if planned
+                else f"--external {glob!r} matches no file"
+            )
+    return planned, warnings
+
+
 def _media_type(path: str) -> str:
     guessed, _ = mimetypes.guess_type(path, strict=False)
     return guessed or "application/octet-stream"
@@ -202,10 +263,7 @@ def create_bundle(
             if problem:
                 raise BundleError(f"{src.source}: entry path {src.path!r} {problem}")
             seen[src.path] = src.source
-            is_external = any(
-                fnmatch.fnmatch(src.path, g) or fnmatch.fnmatch(src.source.as_posix(), g)
-                for g in external
-            )
+            is_external = matches_external(src, external)
             location: Location
             if is_external:
                 desc = store.put_file(src.source, _media_type(src.path))

@@ -24,20 +24,27 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIG_NAME",
     "CREDENTIAL_OPTIONS",
+    "LOCAL_CONFIG_NAMES",
+    "BundleConfig",
     "Config",
     "LpipsConfig",
     "RemoteConfig",
     "StoreConfig",
     "find_root",
     "load_config",
+    "load_config_file",
     "local_store",
     "parse_option",
     "remote_name_problem",
+    "require_root",
     "save_config",
     "url_problem",
 ]
 
 CONFIG_NAME = "evstore.toml"
+# Untracked per-user settings merged over evstore.toml, later ones winning (like DVC's
+# config.local): remotes survive branch switches. `evstore init` git-ignores both.
+LOCAL_CONFIG_NAMES = ("evstore.local.toml", ".evstore/config.toml")
 
 # Option names that would put a secret in evstore.toml; they are refused.
 CREDENTIAL_OPTIONS = frozenset(
@@ -112,10 +119,18 @@ class LpipsConfig(Model, frozen=True):
     state_digest: DigestStr | None = None
 
 
+class BundleConfig(Model, frozen=True):
+    """Guard-rails for ``evstore bundle create``: ``max_git_file_size`` (bytes) refuses
+    a bundle that would put a larger file in git (use ``--external`` for it)."""
+
+    max_git_file_size: Annotated[int, Meta(ge=0)] | None = None
+
+
 class Config(Model, frozen=True):
     """The whole of ``evstore.toml``; remotes are tried in file order."""
 
     store: StoreConfig = StoreConfig()
+    bundle: BundleConfig = BundleConfig()
     remotes: dict[str, RemoteConfig] = msgspec.field(default_factory=dict)
     lpips: LpipsConfig | None = None
 
@@ -130,19 +145,70 @@ def find_root(start: str | os.PathLike[str] | None = None) -> Path:
     return here
 
 
-def load_config(root: str | os.PathLike[str]) -> Config:
-    """Read ``<root>/evstore.toml`` strictly; a missing file gives the defaults."""
+def require_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """Like :func:`find_root`, but refuse a directory that is not (inside) an evidence
+    repository, rather than taking ``start`` as one."""
+    here = Path(start or os.getcwd()).absolute()
+    root = find_root(here)
+    if not ((root / CONFIG_NAME).is_file() or (root / "evidence").is_dir()):
+        raise ConfigError(
+            f"{here}: not an evidence repository (run `evstore init`): "
+            f"no {CONFIG_NAME} or evidence/ here or above"
+        )
+    return root
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base``: tables merge key by key, other values replace."""
+    out = dict(base)
+    for key, value in over.items():
+        old = out.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            out[key] = _merge(old, value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(root: str | os.PathLike[str], *, local: bool = True) -> Config:
+    """Read ``<root>/evstore.toml`` strictly, with the untracked per-user files
+    (:data:`LOCAL_CONFIG_NAMES`) merged over it unless ``local`` is false; missing
+    files give the defaults."""
     path = Path(root) / CONFIG_NAME
+    data = _read_toml(path)
+    read = [path] if data is not None else []
+    for name in LOCAL_CONFIG_NAMES if local else ():
+        extra = _read_toml(Path(root) / name)
+        if extra is not None:
+            data = _merge(data or {}, extra)
+            read.append(Path(root) / name)
+    if data is None:
+        return Config()
+    return _check_config(data, " + ".join(str(p) for p in read))
+
+
+def load_config_file(path: str | os.PathLike[str]) -> Config:
+    """Read one configuration file alone, strictly; a missing file gives the defaults."""
+    data = _read_toml(Path(path))
+    return Config() if data is None else _check_config(data, os.fspath(path))
+
+
+def _read_toml(path: Path) -> dict[str, Any] | None:
+    """One TOML file as a table, or None when it does not exist."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return Config()
+        return None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return data
+
+
+def _check_config(data: dict[str, Any], path: str) -> Config:
     try:
         config = msgspec.convert(data, Config)
     except msgspec.ValidationError as exc:
@@ -244,11 +310,14 @@ def parse_option(text: str) -> tuple[list[str], Any]:
     return parts, value
 
 
-def save_config(root: str | os.PathLike[str], config: Config) -> Path:
-    """Write ``<root>/evstore.toml`` atomically."""
+def save_config(root: str | os.PathLike[str], config: Config, *, local: bool = False) -> Path:
+    """Write ``<root>/evstore.toml`` (with ``local``, the untracked
+    ``<root>/.evstore/config.toml``) atomically."""
     import tomli_w
 
-    path = Path(root) / CONFIG_NAME
+    path = Path(root) / (LOCAL_CONFIG_NAMES[-1] if local else CONFIG_NAME)
+    if local:
+        path.parent.mkdir(parents=True, exist_ok=True)
     text = tomli_w.dumps(msgspec.to_builtins(config))
     tmp = path.with_name(f".{CONFIG_NAME}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
     created = False

@@ -14,7 +14,7 @@ import msgspec
 
 from ._canonical import decode
 from .errors import ManifestError
-from .models import Finding, Registration
+from .models import Finding, Registration, Severity
 
 __all__ = [
     "EVIDENCE_DIR",
@@ -82,16 +82,28 @@ def load_inventory(root: str | os.PathLike[str]) -> Inventory:
     root = Path(root)
     inventory = Inventory(root=root)
 
-    def error(code: str, message: str, bundle: str | None = None, path: str | None = None) -> None:
+    def error(
+        code: str,
+        message: str,
+        bundle: str | None = None,
+        path: str | None = None,
+        severity: Severity = "error",
+    ) -> None:
         inventory.findings.append(
-            Finding(severity="error", code=code, message=message, bundle=bundle, path=path)
+            Finding(severity=severity, code=code, message=message, bundle=bundle, path=path)
         )
 
     evidence = root / EVIDENCE_DIR
     if not evidence.is_dir():
+        # A freshly initialised repository (evstore.toml, no bundle yet: git keeps no
+        # empty directory) holds zero bundles, which verify; anything else is not one.
+        initialised = (root / "evstore.toml").is_file()
         error(
             "no-evidence-dir",
-            f"{evidence}: no evidence directory (expected evidence/<bundle>/bundle.json)",
+            f"{evidence}: no evidence directory yet: no bundle is registered"
+            if initialised
+            else f"{evidence}: no evidence directory (expected evidence/<bundle>/bundle.json)",
+            severity="info" if initialised else "error",
         )
         return inventory
     dirs = sorted(p for p in evidence.iterdir() if not p.name.startswith("."))
@@ -136,7 +148,8 @@ def load_inventory(root: str | os.PathLike[str]) -> Inventory:
     if not dirs:
         error(
             "empty-evidence-dir",
-            f"{evidence}: the evidence directory holds no bundle",
+            f"{evidence}: the evidence directory holds no bundle yet",
             path=EVIDENCE_DIR,
+            severity="info",
         )
     return inventory

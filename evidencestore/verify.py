@@ -375,8 +375,9 @@ def verify_repository(
     selected = sorted(inventory.registrations)
     if bundles is not None:
         wanted = list(dict.fromkeys(bundles))
+        unreadable = {f.bundle for f in inventory.findings if f.severity == "error"}
         for name in wanted:
-            if name not in inventory.registrations:
+            if name not in inventory.registrations and name not in unreadable:
                 repo_findings.append(
                     Finding(
                         severity="error",

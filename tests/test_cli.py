@@ -31,6 +31,7 @@ def test_bundle_create_and_verify_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    assert _run(capsys, "init")[0] == 0  # outside an evidence repository, create refuses
     make_files(tmp_path / "out", {"metrics.json": b"{}", "video.mp4": b"\x00" * 2048})
     code, out, _ = _run(
         capsys,
@@ -75,8 +76,8 @@ def test_verify_failure_formats(tmp_path: Path, capsys: pytest.CaptureFixture[st
     (tmp_path / "evidence/b/y.txt").unlink()
     code, out, _ = _run(capsys, "verify", "--root", str(tmp_path))
     assert code == 1
-    assert "error: hash-mismatch: x.txt: evidence/b/x.txt: content hashes to" in out
-    assert "error: missing-file: y.txt" in out
+    assert "error: hash-mismatch: evidence/b/x.txt: content hashes to" in out
+    assert "error: missing-file: evidence/b/y.txt is missing" in out
     assert out.rstrip().endswith("verification FAILED")
     code, out, _ = _run(capsys, "verify", "--root", str(tmp_path), "--github")
     assert code == 1
@@ -136,7 +137,7 @@ def test_module_entry_point(tmp_path: Path) -> None:
         text=True,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "1 bundles, 1 entries, 1 hashes checked" in proc.stdout
+    assert "1 bundle, 1 entry, 1 hash checked" in proc.stdout
 
 
 def test_init(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -146,11 +147,11 @@ def test_init(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
     assert (tmp_path / "evstore.toml").is_file()
     assert load_config(tmp_path).store.path == ".evstore"
-    assert (tmp_path / ".gitignore").read_text() == "build/\n.evstore/\n"
+    assert (tmp_path / ".gitignore").read_text() == "build/\n.evstore/\nevstore.local.toml\n"
     assert (tmp_path / "evidence").is_dir()
     code, out, _ = _run(capsys, "init", "--root", str(tmp_path))
     assert code == 0 and "already exists" in out
-    assert (tmp_path / ".gitignore").read_text() == "build/\n.evstore/\n"
+    assert (tmp_path / ".gitignore").read_text() == "build/\n.evstore/\nevstore.local.toml\n"
 
 
 def test_os_errors_are_reported_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -163,5 +163,6 @@ def test_empty_and_absent_evidence_dir(tmp_path: Path) -> None:
     assert [f.code for f in absent.findings] == ["no-evidence-dir"]
     (tmp_path / "evidence").mkdir()
     empty = load_inventory(tmp_path)
-    assert [f.code for f in empty.findings] == ["empty-evidence-dir"]
-    assert not verify_repository(tmp_path).ok
+    assert [(f.code, f.severity) for f in empty.findings] == [("empty-evidence-dir", "info")]
+    assert verify_repository(tmp_path).ok  # zero bundles verify (issue 12), with a notice
+    assert absent.findings[0].severity == "error"  # no evstore.toml either: not a repository

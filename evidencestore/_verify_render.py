@@ -1,0 +1,305 @@
+"""Rendering a :class:`~evidencestore.models.VerifyReport` for people and for CI.
+
+One :class:`View` decides, once, what each finding says and where it points; the
+human text, GitHub workflow annotations and the ``$GITHUB_STEP_SUMMARY`` table are
+three renderings of it, so they can never disagree about which bundle failed.
+
+- Unavailable store entries (absent from the local store, not required) collapse into
+  one notice with a count unless ``each`` is asked for: a fresh CI checkout has no
+  local store, and hundreds of warnings would bury the real errors.
+- Annotation paths are relative to the git work tree (``--root ml`` gives ``ml/...``).
+  A finding about a ``repo`` entry points at its file; one about a ``store`` entry
+  points at the registration, on the line of that entry.
+- A bundle is FAILED when any error is about it, repository-wide ones included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+from .inventory import EVIDENCE_DIR, REGISTRATION_NAME
+from .models import BundleReport, Finding, Registration, VerifyReport
+
+__all__ = [
+    "UnavailableMode",
+    "View",
+    "append_step_summary",
+    "describe",
+    "plural",
+    "worktree_prefix",
+]
+
+UnavailableMode = Literal["summary", "each", "error"]
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 bundle``, ``2 bundles``; ``many`` for irregular plurals (``entries``)."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
+def describe(f: Finding) -> str:
+    """``code: message``, with the path only when the message does not already name it."""
+    if f.path and f.path not in f.message:
+        return f"{f.code}: {f.path}: {f.message}"
+    return f"{f.code}: {f.message}"
+
+
+def worktree_prefix(root: Path) -> str:
+    """The path of ``root`` inside its git work tree (``ml/``), or relative to the
+    current directory when it is not in one; ``""`` for the top."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--show-prefix"],
+            capture_output=True,
+            check=False,
+            text=True,
+        )
+    except FileNotFoundError:
+        proc = None
+    if proc is not None and proc.returncode == 0:
+        return proc.stdout.strip()
+    try:
+        rel = root.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return ""
+    return "" if rel == "." else rel + "/"
+
+
+@dataclass(frozen=True)
+class Item:
+    """A finding as shown: its text and where an annotation points."""
+
+    finding: Finding
+    file: str | None
+    line: int | None
+
+
+def _entry_lines(registration_file: Path) -> dict[str, int]:
+    """Entry path -> line of its ``"path"`` key in a pretty-printed registration."""
+    try:
+        text = registration_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    out: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        key, sep, value = line.strip().partition(": ")
+        if sep and key == '"path"':
+            try:
+                path = json.loads(value.rstrip(","))
+            except ValueError:
+                continue
+            if isinstance(path, str):
+                out.setdefault(path, number)
+    return out
+
+
+class View:
+    """What a report shows: per-bundle status and findings with their locations."""
+
+    def __init__(
+        self,
+        report: VerifyReport,
+        root: Path,
+        registrations: dict[str, Registration],
+        *,
+        unavailable: UnavailableMode = "summary",
+        prefix: str = "",
+    ) -> None:
+        self.report = report
+        self.root = root
+        self.prefix = prefix
+        self.mode = unavailable
+        self._registrations = registrations
+        self._lines: dict[str, dict[str, int]] = {}
+        self.hidden: list[Finding] = []  # unavailable warnings collapsed into the notice
+        self.per_bundle: dict[str, list[Item]] = {}
+        for b in report.bundles:
+            items = []
+            for f in b.findings:
+                if self._collapsed(f):
+                    self.hidden.append(f)
+                else:
+                    items.append(self._item(f))
+            self.per_bundle[b.name] = items
+        self.general: list[Item] = []
+        for f in report.findings:
+            item = self._item(f)
+            if f.bundle in self.per_bundle:
+                self.per_bundle[f.bundle].append(item)
+            else:
+                self.general.append(item)
+
+    def _collapsed(self, f: Finding) -> bool:
+        return self.mode == "summary" and f.code == "unavailable" and f.severity != "error"
+
+    def failed(self, b: BundleReport) -> bool:
+        """Whether any error is about bundle ``b``."""
+        return any(i.finding.severity == "error" for i in self.per_bundle[b.name])
+
+    def _item(self, f: Finding) -> Item:
+        base = f"{self.prefix}{EVIDENCE_DIR}"
+        if f.path and (f.path == EVIDENCE_DIR or f.path.startswith(EVIDENCE_DIR + "/")):
+            return Item(f, f"{self.prefix}{f.path}", None)  # already repository-relative
+        if not f.bundle:
+            return Item(f, base if f.path is None else f"{base}/{f.path}", None)
+        bdir = f"{base}/{f.bundle}"
+        reg = self._registrations.get(f.bundle)
+        if not f.path or f.path == REGISTRATION_NAME or reg is None:
+            return Item(f, f"{bdir}/{REGISTRATION_NAME}" if reg is not None else bdir, None)
+        entry = next((e for e in reg.manifest.entries if e.path == f.path), None)
+        if entry is not None and entry.location == "repo":
+            return Item(f, f"{bdir}/{f.path}", None)
+        if entry is None and f.code == "unregistered-file":
+            return Item(f, f"{bdir}/{f.path}", None)
+        lines = self._lines.get(f.bundle)
+        if lines is None:
+            lines = _entry_lines(self.root / EVIDENCE_DIR / f.bundle / REGISTRATION_NAME)
+            self._lines[f.bundle] = lines
+        return Item(f, f"{bdir}/{REGISTRATION_NAME}", lines.get(f.path))
+
+    def unavailable_notice(self) -> str | None:
+        """The one line that stands for every collapsed unavailable entry."""
+        if not self.hidden:
+            return None
+        size = sum(_size_of(f, self._registrations) for f in self.hidden)
+        bundles = len({f.bundle for f in self.hidden})
+        return (
+            f"{plural(len(self.hidden), 'store entry', 'store entries')} of "
+            f"{plural(bundles, 'bundle')} ({size} bytes) are not in the local store and "
+            "were not checked: run `evstore pull` first, or verify with `--remote NAME` "
+            "or `--require-available`"
+        )
+
+    def totals_line(self) -> str:
+        """``2 bundles, 5 entries, 4 hashes checked, ...``."""
+        t = self.report.totals
+        return (
+            f"{plural(t.bundles, 'bundle')}, {plural(t.entries, 'entry', 'entries')}, "
+            f"{plural(t.checked, 'hash', 'hashes')} checked, {t.unavailable} unavailable, "
+            f"{plural(t.errors, 'error')}, {plural(t.warnings, 'warning')}"
+        )
+
+    # -- renderings -----------------------------------------------------------------
+    def human(self, out: IO[str], *, verbosity: int = 0, extra: Sequence[str] = ()) -> None:
+        """The text report; ``verbosity`` < 0 shows errors only, > 0 adds info."""
+
+        def shown(f: Finding) -> bool:
+            if verbosity < 0:
+                return f.severity == "error"
+            return f.severity != "info" or verbosity > 0 or not self.report.bundles
+
+        if verbosity >= 0:
+            out.write(f"evstore verify {self.report.root}\n")
+        for b in self.report.bundles:
+            failed = self.failed(b)
+            if verbosity >= 0 or failed:
+                out.write(
+                    f"  {b.name}: {plural(b.entries, 'entry', 'entries')}, {b.checked} hashed, "
+                    f"{b.unavailable} unavailable: {'FAILED' if failed else 'ok'}\n"
+                )
+            for item in self.per_bundle[b.name]:
+                if shown(item.finding):
+                    out.write(f"    {item.finding.severity}: {describe(item.finding)}\n")
+        for item in self.general:
+            if shown(item.finding):
+                where = f" [{item.finding.bundle}]" if item.finding.bundle else ""
+                out.write(f"  {item.finding.severity}:{where} {describe(item.finding)}\n")
+        notice = self.unavailable_notice()
+        if notice and verbosity >= 0:
+            out.write(f"  notice: {notice}\n")
+        for line in extra:
+            if verbosity >= 0:
+                out.write(f"  notice: {line}\n")
+        out.write(self.totals_line() + "\n")
+        out.write("verified\n" if self.report.ok else "verification FAILED\n")
+
+    def github(self, out: IO[str], *, extra: Sequence[str] = ()) -> None:
+        """GitHub workflow commands: one annotation per finding, one notice for the rest."""
+        items = [i for b in self.report.bundles for i in self.per_bundle[b.name]]
+        for item in [*items, *self.general]:
+            f = item.finding
+            level = "notice" if f.severity == "info" else f.severity
+            props = [] if item.file is None else [f"file={_gh_property(item.file)}"]
+            if item.line is not None:
+                props.append(f"line={item.line}")
+            props.append(f"title={_gh_property('evstore ' + f.code)}")
+            out.write(f"::{level} {','.join(props)}::{_gh_data(describe(f))}\n")
+        notice = self.unavailable_notice()
+        for line in ([notice] if notice else []) + list(extra):
+            out.write(f"::notice title=evstore::{_gh_data(line)}\n")
+        out.write(f"evstore: {self.totals_line()}: {'verified' if self.report.ok else 'FAILED'}\n")
+
+    def step_summary(self, extra: Sequence[str] = ()) -> str:
+        """A Markdown section for ``$GITHUB_STEP_SUMMARY``."""
+        ok = self.report.ok
+        lines = [
+            f"### evstore verify: {'verified' if ok else 'FAILED'}",
+            "",
+            self.totals_line(),
+            "",
+            "| bundle | entries | hashed | unavailable | status |",
+            "|---|---:|---:|---:|---|",
+        ]
+        for b in self.report.bundles:
+            status = "FAILED" if self.failed(b) else "ok"
+            lines.append(
+                f"| {_md(b.name)} | {b.entries} | {b.checked} | {b.unavailable} | {status} |"
+            )
+        problems = [
+            i
+            for i in (
+                *(i for b in self.report.bundles for i in self.per_bundle[b.name]),
+                *self.general,
+            )
+            if i.finding.severity != "info"
+        ]
+        if problems:
+            lines += ["", "| severity | code | where | message |", "|---|---|---|---|"]
+            for i in problems[:100]:
+                where = i.file + (f":{i.line}" if i.line else "") if i.file else "-"
+                lines.append(
+                    f"| {i.finding.severity} | {i.finding.code} | `{_md(where)}` | "
+                    f"{_md(i.finding.message)} |"
+                )
+            if len(problems) > 100:
+                lines.append(f"\n... and {len(problems) - 100} more")
+        notice = self.unavailable_notice()
+        lines += [f"\n{_md(x)}" for x in ([notice] if notice else []) + list(extra)]
+        return "\n".join(lines) + "\n\n"
+
+
+def _size_of(f: Finding, registrations: dict[str, Registration]) -> int:
+    reg = registrations.get(f.bundle or "")
+    if reg is None:
+        return 0
+    return next((e.descriptor.size for e in reg.manifest.entries if e.path == f.path), 0)
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def append_step_summary(text: str) -> None:
+    """Append to ``$GITHUB_STEP_SUMMARY`` when it is set (silently skipped otherwise)."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError:
+        pass  # a summary is a courtesy; the verdict is the exit code

@@ -382,12 +382,13 @@ def _subject_problems(base: Path, subject: Subject) -> Iterator[str]:
                 f"not available from the store ({exc})"
             )
             return
-    for alg in ("sha256", "blake3"):
-        if got[alg] != want[alg]:
-            yield (
-                f"subject {subject.name!r}: {alg} of the bytes in {where} is {got[alg]}, the "
-                f"statement says {want[alg]}"
-            )
+    differ = [
+        f"{alg} {got[alg]} (the statement says {want[alg]})"
+        for alg in ("sha256", "blake3")
+        if got[alg] != want[alg]
+    ]
+    if differ:
+        yield f"subject {subject.name!r}: the bytes in {where} hash to " + ", ".join(differ)
 
 
 def _decode_envelope(data: bytes, source: str) -> Envelope:

@@ -1,0 +1,202 @@
+"""Attestations: in-toto Statement v1 in DSSE envelopes, ed25519, checked against the store."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("cryptography")
+
+from evhelpers import add_bundle, git, init_repo
+from remotes_support import blob_path, digest_of, run, set_remotes
+
+from evidencestore.attest import (
+    PAYLOAD_TYPE,
+    PREDICATE_BUNDLE,
+    STATEMENT_TYPE,
+    AttestationError,
+    load_public_key,
+    pae,
+    verify_attestation,
+)
+from evidencestore.remotes import local_store
+
+EXTERNAL = b"raw log line\n" * 500
+IN_GIT = b'{"ok": true}\n'
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = init_repo(tmp_path / "repo")
+    assert run("init", "--root", str(root))[0] == 0
+    add_bundle(root, "run1", {"ext/log.txt": EXTERNAL, "results.json": IN_GIT}, external=("ext/*",))
+    return root
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> tuple[Path, Path]:
+    code, out, err = run("attest", "keygen", str(tmp_path / "signing.key"))
+    assert code == 0, err
+    private, public = tmp_path / "signing.key", tmp_path / "signing.key.pub"
+    assert f"public key {public}" in out
+    assert private.stat().st_mode & 0o777 == 0o600
+    return private, public
+
+
+def _attest(repo: Path, target: str, key: Path, out: Path) -> dict[str, object]:
+    code, _, err = run("attest", target, "--key", str(key), "-o", str(out), "--root", str(repo))
+    assert code == 0, err
+    envelope: dict[str, object] = json.loads(out.read_text())
+    return envelope
+
+
+def _verify(repo: Path, envelope: Path, pub: Path) -> tuple[int, str, str]:
+    return run("attest", "verify", str(envelope), "--key", str(pub), "--root", str(repo))
+
+
+def test_pae_matches_the_dsse_specification() -> None:
+    # The example of the DSSE v1 protocol document.
+    assert pae("http://example.com/HelloWorld", b"hello world") == (
+        b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+    )
+
+
+def test_bundle_statement_subjects_and_signature(
+    repo: Path, keys: tuple[Path, Path], tmp_path: Path
+) -> None:
+    private, public = keys
+    env = _attest(repo, "run1", private, tmp_path / "run1.att.json")
+    assert env["payloadType"] == PAYLOAD_TYPE
+    payload = base64.b64decode(str(env["payload"]))
+    statement = json.loads(payload)
+    assert statement["_type"] == STATEMENT_TYPE
+    assert statement["predicateType"] == PREDICATE_BUNDLE
+    registration = repo / "evidence" / "run1" / "bundle.json"
+    expected = {
+        "evidence/run1/bundle.json": registration.read_bytes(),
+        "evidence/run1/ext/log.txt": EXTERNAL,
+        "evidence/run1/results.json": IN_GIT,
+    }
+    subjects = {s["name"]: s["digest"] for s in statement["subject"]}
+    assert set(subjects) == set(expected)
+    from blake3 import blake3
+
+    for name, data in expected.items():
+        assert subjects[name] == {
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "blake3": blake3(data).hexdigest(),
+        }
+    assert statement["predicate"]["bundle_digest"] == json.loads(registration.read_text())["digest"]
+    # The signature covers PAE(payloadType, payload), checked here independently.
+    [sig] = env["signatures"]  # type: ignore[misc]
+    key = load_public_key(public)
+    key.verify(base64.b64decode(sig["sig"]), b"DSSEv1 %d %b %d %b" % (
+        len(PAYLOAD_TYPE), PAYLOAD_TYPE.encode(), len(payload), payload))  # fmt: skip
+    code, out, err = _verify(repo, tmp_path / "run1.att.json", public)
+    assert code == 0, out + err
+    assert "verified" in out and "3 subject(s)" in out
+
+
+def test_flipped_byte_is_refused(repo: Path, keys: tuple[Path, Path], tmp_path: Path) -> None:
+    private, public = keys
+    path = tmp_path / "a.json"
+    env = _attest(repo, "run1", private, path)
+    # One bit of the statement changed, re-encoded so the envelope still parses.
+    payload = bytearray(base64.b64decode(str(env["payload"])))
+    at = payload.index(b"results.json")
+    payload[at] ^= 0x01
+    env["payload"] = base64.b64encode(bytes(payload)).decode()
+    path.write_text(json.dumps(env))
+    code, out, _ = _verify(repo, path, public)
+    assert code == 1
+    assert "REFUSED" in out and "no valid signature by key" in out
+    # A raw byte flipped in the file (inside the signature) is refused too.
+    env2 = _attest(repo, "run1", private, tmp_path / "b.json")
+    raw = bytearray((tmp_path / "b.json").read_bytes())
+    sig = str(env2["signatures"][0]["sig"])  # type: ignore[index]
+    at = raw.index(sig.encode()) + 5
+    raw[at] = ord("A") if raw[at] != ord("A") else ord("B")
+    (tmp_path / "b.json").write_bytes(bytes(raw))
+    code, out, _ = _verify(repo, tmp_path / "b.json", public)
+    assert code == 1 and "no valid signature" in out
+
+
+def test_wrong_key_is_refused(repo: Path, keys: tuple[Path, Path], tmp_path: Path) -> None:
+    private, _ = keys
+    assert run("attest", "keygen", str(tmp_path / "other.key"))[0] == 0
+    _attest(repo, "run1", private, tmp_path / "a.json")
+    code, out, _ = _verify(repo, tmp_path / "a.json", tmp_path / "other.key.pub")
+    assert code == 1 and "no valid signature by key" in out
+    with pytest.raises(AttestationError, match="no valid signature"):
+        verify_attestation(repo, tmp_path / "a.json", tmp_path / "other.key.pub")
+
+
+def test_missing_or_changed_subject_is_refused(
+    repo: Path, keys: tuple[Path, Path], tmp_path: Path
+) -> None:
+    private, public = keys
+    _attest(repo, "run1", private, tmp_path / "a.json")
+    digest = digest_of(EXTERNAL)
+    blob = blob_path(Path(local_store(repo).root), EXTERNAL)
+    os.chmod(blob, 0o644)
+    blob.unlink()
+    (repo / "evidence" / "run1" / "results.json").write_bytes(b'{"ok": false}\n')
+    code, out, _ = _verify(repo, tmp_path / "a.json", public)
+    assert code == 1
+    assert f"subject 'evidence/run1/ext/log.txt' ({digest}): missing" in out
+    assert (
+        "subject 'evidence/run1/results.json': the bytes in the working tree hash to sha256 " in out
+    )
+    assert "2 problem(s)" in out
+
+
+def test_bundle_attestation_verifies_after_fresh_clone_and_pull(
+    repo: Path, keys: tuple[Path, Path], tmp_path: Path
+) -> None:
+    private, public = keys
+    remote = tmp_path / "remote"
+    set_remotes(repo, origin={"url": str(remote)})
+    assert run("push", "--root", str(repo))[0] == 0
+    envelope = tmp_path / "run1.att.json"
+    _attest(repo, "run1", private, envelope)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "evidence")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    code, _, err = run("pull", "--root", str(clone))
+    assert code == 0, err
+    shutil.rmtree(remote)  # verified from what the pull brought, not read through the remote
+    code, out, err = _verify(clone, envelope, public)
+    assert code == 0, out + err
+    assert "3 subject(s) match the repository" in out
+
+
+def test_record_by_digest(repo: Path, keys: tuple[Path, Path], tmp_path: Path) -> None:
+    private, public = keys
+    desc = local_store(repo).put(b'{"metadata": {"kind": "campaign-status"}, "cells": []}')
+    env = _attest(repo, desc.digest, private, tmp_path / "s.json")
+    statement = json.loads(base64.b64decode(str(env["payload"])))
+    assert statement["subject"][0]["name"] == desc.digest
+    assert statement["predicate"]["kind"] == "campaign-status"
+    assert _verify(repo, tmp_path / "s.json", public)[0] == 0
+
+
+def test_usage_and_key_errors(repo: Path, keys: tuple[Path, Path], tmp_path: Path) -> None:
+    private, public = keys
+    code, _, err = run("attest", "run1", "--root", str(repo))
+    assert code == 2 and "--key KEY is required" in err
+    code, _, err = run("attest", "run1", "--key", str(public), "--root", str(repo))
+    assert code == 2 and "not an unencrypted PEM private key" in err
+    code, _, err = run("attest", "nope", "--key", str(private), "--root", str(repo))
+    assert code == 2 and "nope: not a registered bundle, a digest in the store, or a file" in err
+    code, _, err = run("attest", "keygen", str(private))
+    assert code == 2 and "already exists; refusing to overwrite" in err
+    (tmp_path / "junk.json").write_text("not json")
+    code, out, _ = _verify(repo, tmp_path / "junk.json", public)
+    assert code == 1 and "not a DSSE envelope" in out

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ._cli import add_root, repo_root
-from .errors import ConfigError
+from .errors import ConfigError, IntegrityError
 
 _DEFAULT_GRACE = 3600.0  # seconds; the same as evidencestore.gc.DEFAULT_GRACE (tested)
 
@@ -172,17 +172,31 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_cat(args: argparse.Namespace) -> int:
-    from .digest import parse_digest
+    from ._cli_inspect import resolve_blob
     from .remotes import repository_store
 
-    digest = parse_digest(args.digest)
-    store = repository_store(repo_root(args))
+    root = repo_root(args)
+    digest, known_size, in_git = resolve_blob(root, args.digest)
+    out = sys.stdout.buffer
+    if in_git is not None:  # a repo entry: its file in git, verified before output
+        from .digest import hash_bytes
+
+        try:
+            data = in_git.read_bytes()  # files in git are small; checked before output
+        except OSError as exc:
+            raise ConfigError(f"{in_git}: cannot read: {exc.strerror}") from exc
+        got = hash_bytes(data)
+        if got.digest != digest:
+            raise IntegrityError(f"{in_git}: content hashes to {got.digest}, expected {digest}")
+        out.write(data)
+        out.flush()
+        return EXIT_OK
+    store = repository_store(root)
     if args.remote:
         from .remotes import ReadThroughStore, configured_remotes
 
-        store = ReadThroughStore(store.cache, configured_remotes(repo_root(args), args.remote))
-    out = sys.stdout.buffer
-    store.fetch(digest)
+        store = ReadThroughStore(store.cache, configured_remotes(root, args.remote))
+    store.fetch(digest, known_size)
     size = store.cache.size(digest) or 0
     if size <= 256 << 20:
         out.write(store.get(digest))
@@ -266,8 +280,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     _add_common(p, jobs=True)
     p.set_defaults(func=_cmd_fetch)
 
-    p = sub.add_parser("cat", help="write one blob, verified, to stdout")
-    p.add_argument("digest", metavar="DIGEST")
+    p = sub.add_parser("cat", help="write one entry or blob, verified, to stdout")
+    p.add_argument(
+        "digest",
+        metavar="BUNDLE:PATH|DIGEST",
+        help="an entry of a bundle, a digest, or a unique prefix of one (6+ hex digits)",
+    )
     p.add_argument("--remote", metavar="NAME", help="only this remote (default: all, in order)")
     _add_common(p)
     p.set_defaults(func=_cmd_cat)

@@ -304,7 +304,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             )
             return found
 
-    mode = args.unavailable
+    mode = "each" if args.unavailable == "summary" and verbosity(args) > 0 else args.unavailable
     report = verify_repository(
         root,
         bundles=args.bundle or None,

@@ -136,17 +136,77 @@ def _flatten(options: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]
 # -- transfers ---------------------------------------------------------------------
 def _cmd_push_pull(args: argparse.Namespace) -> int:
     from . import remotes
+    from .errors import TransferError
 
+    root = repo_root(args)
     transfer = remotes.push if args.command == "push" else remotes.pull
-    summary = transfer(
-        repo_root(args),
-        args.bundles or None,
-        remote=args.remote,
-        jobs=_jobs(args),
-        progress=sys.stderr,
-    )
-    print(summary.line())
+    try:
+        summary = transfer(
+            root,
+            args.bundles or None,
+            remote=args.remote,
+            jobs=_jobs(args),
+            progress=sys.stderr,
+        )
+    except TransferError as exc:
+        failures = _name_failures(root, exc.summary)
+        if args.json and exc.summary is not None:
+            _print_json(exc.summary, failures=failures)
+        more = len(failures) - 20
+        raise TransferError(
+            str(exc).split(":\n", 1)[0]
+            + ":\n  "
+            + "\n  ".join(failures[:20])
+            + (f"\n  ... and {more} more" if more > 0 else ""),
+            exc.summary,
+        ) from None
+    if args.json:
+        _print_json(summary)
+    else:
+        print(summary.line())
     return EXIT_OK
+
+
+def _print_json(obj: Any, **override: Any) -> None:
+    """A summary or plan (dataclasses, named tuples) as one JSON document on stdout."""
+    import dataclasses
+    import json
+
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if hasattr(value, "_asdict"):
+            return plain(value._asdict())
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple | set | frozenset):
+            return [plain(v) for v in value]
+        return value
+
+    doc = plain(obj)
+    doc.update(override)
+    print(json.dumps(doc, indent=2, sort_keys=True))
+
+
+def _name_failures(root: Path, summary: Any) -> list[str]:
+    """The failure lines of a transfer, each naming the bundles and entry paths of its
+    digest (a digest alone tells a user nothing about what is missing)."""
+    import re
+
+    from .inventory import load_inventory
+
+    users: dict[str, list[str]] = {}
+    for name, reg in sorted(load_inventory(root).registrations.items()):
+        for entry in reg.manifest.entries:
+            if entry.location == "store":
+                users.setdefault(entry.descriptor.digest, []).append(f"{name}:{entry.path}")
+    failures: list[str] = []
+    for line in getattr(summary, "failures", None) or []:
+        found = re.search(r"blake3:[0-9a-f]{64}", line)
+        names = users.get(found.group(0), []) if found else []
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        failures.append(f"{shown}: {line}" if names else line)
+    return failures
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
@@ -217,6 +277,9 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     plan = collect_garbage(
         repo_root(args), remote=args.remote, revs=args.rev, grace=args.grace, delete=args.yes
     )
+    if args.json:
+        _print_json(plan, line=plan.line())
+        return EXIT_OK
     if args.verbose or not args.yes:
         for blob in plan.garbage:
             print(f"{'removed' if plan.deleted else 'would remove'}\t{blob.digest}\t{blob.size}")
@@ -264,12 +327,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser("push", help="upload store entries a remote lacks")
     p.add_argument("bundles", nargs="*", metavar="BUNDLE", help="default: every bundle")
     p.add_argument("--remote", metavar="NAME", help="default: the first writable remote")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_common(p, jobs=True)
     p.set_defaults(func=_cmd_push_pull)
 
     p = sub.add_parser("pull", help="fetch every store entry of bundles into the local store")
     p.add_argument("bundles", nargs="*", metavar="BUNDLE", help="default: every bundle")
     p.add_argument("--remote", metavar="NAME", help="only this remote (default: all, in order)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_common(p, jobs=True)
     p.set_defaults(func=_cmd_push_pull)
 
@@ -300,6 +365,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="also keep blobs referenced at this git revision (repeatable)",
     )
     p.add_argument("--yes", action="store_true", help="really delete")
+    p.add_argument("--json", action="store_true", help="print the plan (or what was done) as JSON")
     p.add_argument(
         "--grace",
         type=float,

@@ -161,6 +161,7 @@ def test_lsb_change_in_frame_75_is_worst_frame_and_plot_minimum(
     assert [img[:2] for img in facts["imgs"]] == [[64, 64]] * 3
     assert all(img[2] > 0 for img in facts["imgs"])
     assert "Worst frame: frame 75" in facts["text"]
+    assert "largest 1, amplified 255x" in facts["text"]  # the thumbnails are of frame 75
     assert "89 of 90" in facts["text"]
     assert "INCONCLUSIVE" in facts["text"] and "not a no-degradation certificate" in facts["text"]
     bundle_digest = next(d for w, d in _provenance(html) if w == "bundle cmp-lsb")

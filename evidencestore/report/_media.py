@@ -9,6 +9,7 @@ Decoding stops at the frame asked for, so memory stays one frame per input.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -56,15 +57,61 @@ def _luma(frame: Any) -> np.ndarray:
     return gray
 
 
+def _seek_nth(source: MediaSource, pair: int, index: int, first_pts: int, step: Fraction) -> Any:
+    """Frame ``index`` found by seeking to its timestamp ``first_pts + index * step`` and
+    decoding forward from the keyframe before it; None when the timestamps do not sit on
+    that grid (then the caller decodes from the start)."""
+    import av
+
+    from ..media.decode import decodable, iter_frames
+    from ..media.probe import opened
+    from ..media.records import DecodeErrorRecord
+
+    with opened(source) as container:
+        streams = [s for s in container.streams if s.type == "video" and decodable(s)]
+        if pair >= len(streams):
+            return None
+        try:
+            container.seek(int(first_pts + step * index), stream=streams[pair], backward=True)
+            errors: list[DecodeErrorRecord] = []
+            for _i, frame in iter_frames(container, streams[pair : pair + 1], errors):
+                if frame.pts is None:
+                    return None
+                at = (frame.pts - first_pts) / step
+                n = round(at)
+                if abs(at - n) > Fraction(1, 4) or n > index:
+                    return None
+                if n == index:
+                    return frame
+        except av.error.FFmpegError:
+            return None
+    return None
+
+
 def frame_pair(
-    reference: MediaSource, candidate: MediaSource, index: int, pair: int = 0
+    reference: MediaSource,
+    candidate: MediaSource,
+    index: int,
+    pair: int = 0,
+    grid: tuple[int, Fraction] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
     """Frame ``index`` of both inputs as RGB, the amplified luma difference as RGB, and the
-    largest luma difference; None when either input has no such frame."""
+    largest luma difference; None when either input has no such frame.
+
+    ``grid`` ``(first_pts, ticks per frame)``, for inputs whose frame timestamps were
+    checked continuous, lets the frame be found by seeking instead of decoding every frame
+    before it; a frame off the grid falls back to decoding from the start.
+    """
     import numpy as np
 
-    fr = _nth(_frames(reference, "video", pair), index)
-    fc = _nth(_frames(candidate, "video", pair), index)
+    def nth(source: MediaSource) -> Any:
+        if grid is not None and index > 0:
+            frame = _seek_nth(source, pair, index, grid[0], grid[1])
+            if frame is not None:
+                return frame
+        return _nth(_frames(source, "video", pair), index)
+
+    fr, fc = nth(reference), nth(candidate)
     if fr is None or fc is None:
         return None
     diff = np.abs(_luma(fr) - _luma(fc))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EvidenceStoreError
@@ -91,6 +92,24 @@ def _worst(v: VideoMetrics) -> int | None:
     return None if best is None else best[2]
 
 
+def _grid(record: ComparisonRecord, pair: int) -> tuple[int, Fraction] | None:
+    """``(first_pts, ticks per frame)`` when both inputs passed the continuity check (so
+    frame ``i`` sits at ``first_pts + i * step`` within half a tick) and share timestamps."""
+    for side in (record.reference, record.candidate):
+        if not any(c.name == "video.continuity" and c.ok for c in side.checks):
+            return None
+    streams = [s for s in record.reference.streams if s.type == "video"]
+    other = [s for s in record.candidate.streams if s.type == "video"]
+    if pair >= min(len(streams), len(other)):
+        return None
+    s, o = streams[pair], other[pair]
+    if (s.time_base, s.first_pts, s.last_pts) != (o.time_base, o.first_pts, o.last_pts):
+        return None
+    if not s.time_base or s.first_pts is None or s.last_pts is None or s.frames < 2:
+        return None
+    return s.first_pts, Fraction(s.last_pts - s.first_pts, s.frames - 1)
+
+
 def _thumbs(
     media: _Media, record: ComparisonRecord, pair: int, index: int
 ) -> tuple[list[dict[str, Any]], str | None]:
@@ -100,7 +119,7 @@ def _thumbs(
     ref, cand = media.get(record.reference), media.get(record.candidate)
     if ref is None or cand is None:
         return [], media.note("Thumbnails", record.reference, record.candidate)
-    got = frame_pair(ref, cand, index, pair)
+    got = frame_pair(ref, cand, index, pair, _grid(record, pair))
     if got is None:
         return [], f"Thumbnails omitted: frame {index} could not be decoded from both inputs."
     a, b, diff, peak = got

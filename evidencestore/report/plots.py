@@ -234,7 +234,12 @@ def audio_plot(
     ax.axhline(limit, color="#b91c1c", linestyle=(0, (6, 3)), linewidth=1.0, label="max allowed")
     positive = max_abs[max_abs > 0]
     if positive.size or limit > 0:
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
         ax.set_yscale("log")
+        # Plain labels: mathtext (10^-3) is slow to lay out and adds nothing here.
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         floor = float(
             min(
                 positive.min() if positive.size else limit,

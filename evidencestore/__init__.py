@@ -30,7 +30,13 @@ if TYPE_CHECKING:
         VerificationError,
     )
     from .inventory import Inventory, load_inventory
-    from .merkle import bundle_digest, inclusion_proof, verify_inclusion
+    from .merkle import (
+        bundle_digest,
+        check_inclusion,
+        inclusion_holds,
+        inclusion_proof,
+        verify_inclusion,
+    )
     from .models import (
         BundleManifest,
         BundleReport,
@@ -73,6 +79,8 @@ _LAZY = {
     "Inventory": "inventory",
     "load_inventory": "inventory",
     "bundle_digest": "merkle",
+    "check_inclusion": "merkle",
+    "inclusion_holds": "merkle",
     "inclusion_proof": "merkle",
     "verify_inclusion": "merkle",
     "BundleManifest": "models",
@@ -119,11 +127,13 @@ __all__ = [
     "VerifyReport",
     "__version__",
     "bundle_digest",
+    "check_inclusion",
     "check_repository",
     "create_bundle",
     "hash_bytes",
     "hash_file",
     "hash_files",
+    "inclusion_holds",
     "inclusion_proof",
     "load_config",
     "load_inventory",

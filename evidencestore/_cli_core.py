@@ -152,7 +152,7 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
     from .config import load_config, local_store
 
     root = repo_root(args)
-    planned, warnings = plan_bundle(args.paths, args.external)
+    planned, warnings = plan_bundle(args.paths, args.external, follow_symlinks=args.follow_symlinks)
     for warning in warnings:
         print(f"evstore: warning: {warning}", file=sys.stderr)
     limit = load_config(root).bundle.max_git_file_size
@@ -185,6 +185,7 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
         external=args.external,
         references=args.ref,
         annotations=_key_values(args.meta, "--meta"),
+        follow_symlinks=args.follow_symlinks,
     )
     m = reg.manifest
     n_store = sum(e.location == "store" for e in m.entries)
@@ -271,7 +272,13 @@ def _base_problem(root: Path, rev: str) -> str | None:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from ._verify_render import View, append_step_summary, plural, worktree_prefix
+    from ._verify_render import (
+        UnavailableMode,
+        View,
+        append_step_summary,
+        plural,
+        worktree_prefix,
+    )
     from .config import local_store
     from .inventory import load_inventory
     from .verify import verify_repository
@@ -304,7 +311,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             )
             return found
 
-    mode = "each" if args.unavailable == "summary" and verbosity(args) > 0 else args.unavailable
+    mode: UnavailableMode = args.unavailable
+    if mode == "summary" and verbosity(args) > 0:
+        mode = "each"
     report = verify_repository(
         root,
         bundles=args.bundle or None,
@@ -512,6 +521,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--dry-run",
         action="store_true",
         help="print each entry, where it would go (git or store) and its size; write nothing",
+    )
+    p.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="copy what symlinks point to, even outside the source (default: refuse them)",
     )
     p.add_argument(
         "--ref",

@@ -14,12 +14,14 @@ from blake3 import blake3
 
 from ._canonical import canonical, canonical_lines
 from .digest import digest_hex
-from .errors import ManifestError
+from .errors import ManifestError, VerificationError
 from .models import BundleHeader, BundleManifest, Entry, InclusionProof
 
 __all__ = [
     "bundle_digest",
+    "check_inclusion",
     "entries_root",
+    "inclusion_holds",
     "inclusion_proof",
     "leaf_hash",
     "leaf_hashes",
@@ -176,3 +178,23 @@ def verify_inclusion(proof: InclusionProof, expected_bundle_digest: str | None =
             f"proof is for bundle digest {proof.bundle_digest}, expected {expected_bundle_digest}"
         )
     return problems
+
+
+def inclusion_holds(proof: InclusionProof, expected_bundle_digest: str) -> bool:
+    """Whether ``proof`` holds for the trusted ``expected_bundle_digest``.
+
+    The digest is required: a proof checked only against itself proves nothing, since
+    anyone can build a self-consistent proof for a bundle of any name.
+    """
+    return not verify_inclusion(proof, expected_bundle_digest)
+
+
+def check_inclusion(proof: InclusionProof, expected_bundle_digest: str) -> None:
+    """Raise :class:`VerificationError` listing every problem unless ``proof`` holds for
+    the trusted ``expected_bundle_digest`` (the raising twin of :func:`inclusion_holds`)."""
+    problems = verify_inclusion(proof, expected_bundle_digest)
+    if problems:
+        raise VerificationError(
+            f"inclusion proof of {proof.entry.path!r} in bundle {proof.bundle!r} does not "
+            "hold:\n  " + "\n  ".join(problems)
+        )

@@ -15,10 +15,9 @@ __all__ = ["assert_bundle"]
 
 
 def _describe(findings: Iterable[Finding]) -> str:
-    return "\n".join(
-        f"  {f.severity}: {f.code}: {f.bundle or '-'}/{f.path or '-'}: {f.message}"
-        for f in findings
-    )
+    from .._verify_render import describe
+
+    return "\n".join(f"  {f.severity}: {describe(f)}" for f in findings)
 
 
 def assert_bundle(
@@ -29,23 +28,35 @@ def assert_bundle(
     digest: str | None = None,
     unavailable: int = 0,
     store: BlobStore | None = None,
+    report: VerifyReport | None = None,
+    whole_inventory: bool = True,
 ) -> BundleReport:
     """Assert that bundle ``name`` verifies fully and the whole inventory verifies.
 
     Checks that the bundle is registered, that its own findings hold no error, its
     entry count, digest and number of unavailable store entries when given, and that
     the inventory it belongs to verifies, without asserting any global total, so
-    parallel pull requests that each add a bundle never conflict here.
+    parallel pull requests that each add a bundle never conflict here. A ``report``
+    already made (the pytest plugin's session-wide one) is used instead of verifying
+    the repository again; ``whole_inventory=False`` leaves the other bundles out (the
+    plugin's ``evidence.assert_inventory()`` checks them once).
     """
-    from ..config import local_store
-    from ..verify import verify_repository
+    __tracebackhide__ = True  # pytest shows the finding, not this helper's source
+    if report is None:
+        from ..config import local_store
+        from ..verify import verify_repository
 
-    report: VerifyReport = verify_repository(root, store=store or local_store(root))
+        report = verify_repository(root, store=store or local_store(root))
     mine = [b for b in report.bundles if b.name == name]
     if not mine:
+        import difflib
+
+        names = [b.name for b in report.bundles]
+        close = difflib.get_close_matches(name, names, n=3)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise AssertionError(
-            f"bundle {name!r} is not registered under {root}/evidence "
-            f"(found: {', '.join(b.name for b in report.bundles) or 'none'})"
+            f"bundle {name!r} is not registered under {root}/evidence{hint} "
+            f"(found: {', '.join(names) or 'none'})"
         )
     bundle = mine[0]
     if not bundle.ok:
@@ -58,7 +69,7 @@ def assert_bundle(
         raise AssertionError(
             f"bundle {name!r} has {bundle.unavailable} unavailable store entries, expected {unavailable}"
         )
-    if not report.ok:
+    if whole_inventory and not report.ok:
         others = [
             f for b in report.bundles if b.name != name for f in b.findings if f.severity == "error"
         ]

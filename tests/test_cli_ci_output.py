@@ -382,3 +382,27 @@ def test_missing_extras_name_the_pip_command(
         monkeypatch.setattr(remotes, "pull", fake)
         code, _, err = _run(capsys, "pull", "--root", str(tmp_path))
         assert code == 2 and f"pip install 'evidencestore[{extra}]'" in err, err
+
+
+def test_the_example_workflow_runs_real_commands() -> None:
+    """docs/ci/github-workflow.yml: every evstore command in it parses, and it checks
+    stored content (pull first, unavailable entries are errors, full history for --base)."""
+    import shlex
+
+    yaml = pytest.importorskip("yaml")
+    from evidencestore._cli import build_parser
+
+    doc = yaml.safe_load((Path(__file__).parent.parent / "docs/ci/github-workflow.yml").read_text())
+    steps = doc["jobs"]["verify"]["steps"]
+    assert steps[0]["with"]["fetch-depth"] == 0
+    commands = [
+        shlex.split(re.sub(r"\$\{\{[^}]*\}\}", "X", s["run"]))
+        for s in steps
+        if s.get("run", "").startswith("evstore ")
+    ]
+    assert [c[1] for c in commands] == ["pull", "verify"]
+    parser = build_parser()
+    for argv in commands:
+        parser.parse_args(argv[1:])
+    verify = parser.parse_args(commands[1][1:])
+    assert verify.github and verify.unavailable == "error" and verify.json == "evstore-report.json"

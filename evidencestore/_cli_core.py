@@ -177,11 +177,16 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
             f"max_git_file_size = {limit} bytes (evstore.toml [bundle]): {shown}; "
             "give them to the store with --external GLOB (check with --dry-run)"
         )
+    store = local_store(root)
+    if args.link != "copy":
+        from .storage import LocalBlobStore
+
+        store = LocalBlobStore(store.root, link=args.link)
     reg = create_bundle(
         root,
         args.name,
         args.paths,
-        store=local_store(root),
+        store=store,
         external=args.external,
         references=args.ref,
         annotations=_key_values(args.meta, "--meta"),
@@ -515,6 +520,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=[],
         metavar="GLOB",
         help="entries whose entry or source path matches GLOB go to the blob store, not git",
+    )
+    p.add_argument(
+        "--link",
+        choices=("copy", "hardlink", "reflink"),
+        default="copy",
+        help="how store entries enter the local store: copy (default), hardlink (no copy; "
+        "the file becomes read-only, and editing it in place corrupts the blob) or reflink "
+        "(copy-on-write clone); both fall back to a copy where unsupported",
     )
     p.add_argument(
         "-n",

@@ -12,7 +12,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from blake3 import blake3
 
@@ -20,7 +20,7 @@ from ..digest import digest_hex
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
 from ._base import BlobStore, blob_key
 
-__all__ = ["LocalBlobStore"]
+__all__ = ["LINK_MODES", "LinkMode", "LocalBlobStore"]
 
 _TMP_PREFIX = ".tmp-"
 
@@ -34,12 +34,30 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-class LocalBlobStore(BlobStore):
-    """Blobs under ``<root>/blobs/blake3/<2 hex>/<64 hex>`` on the local filesystem."""
+LinkMode = Literal["copy", "hardlink", "reflink"]
+LINK_MODES: tuple[LinkMode, ...] = ("copy", "hardlink", "reflink")
+_FICLONE = 0x40049409  # Linux ioctl: share a file's extents (btrfs, XFS, bcachefs)
 
-    def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False) -> None:
+
+class LocalBlobStore(BlobStore):
+    """Blobs under ``<root>/blobs/blake3/<2 hex>/<64 hex>`` on the local filesystem.
+
+    ``link`` says how :meth:`put_file` brings a file in: ``copy`` (default);
+    ``hardlink``, the blob becomes another name of the file (no bytes copied; the file is
+    made read-only, as the blob is, and editing it in place would corrupt the blob, which
+    ``verify`` reports); ``reflink``, a copy-on-write clone where the filesystem offers
+    one. Either falls back to a copy across filesystems or where unsupported. Every way,
+    the stored bytes are hashed once in place before they are published.
+    """
+
+    def __init__(
+        self, root: str | os.PathLike[str], *, read_only: bool = False, link: LinkMode = "copy"
+    ) -> None:
         super().__init__(read_only=read_only)
         self.root = Path(root).expanduser().absolute()
+        if link not in LINK_MODES:
+            raise ValueError(f"link must be one of {', '.join(LINK_MODES)}, not {link!r}")
+        self.link = link
 
     @property
     def location(self) -> str:
@@ -102,10 +120,48 @@ class LocalBlobStore(BlobStore):
                 os.unlink(tmp)
             raise
 
+    def _linked(self, path: str, tmp: Path) -> bool:
+        """Bring ``path`` in at ``tmp`` by hard link or clone; False to copy instead."""
+        if self.link == "hardlink":
+            try:
+                os.link(path, tmp)
+            except OSError:
+                return False  # another filesystem, or no hard links there
+            return True
+        if self.link == "reflink":
+            import fcntl
+
+            try:
+                with open(path, "rb") as src, open(tmp, "xb") as dst:
+                    fcntl.ioctl(dst.fileno(), _FICLONE, src.fileno())
+            except OSError:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                return False
+            return True
+        return False
+
     def _write_file(self, digest: str, path: str, size: int) -> None:
-        # Copy and hash in one pass so a file changed after hashing is refused.
         final = self.path_of(digest)
         tmp = self._tmp_in(final)
+        if self._linked(path, tmp):
+            try:
+                # The linked bytes are what gets published: hash them where they are.
+                from ..digest import hash_file
+
+                got = hash_file(tmp)
+                if got != (digest, size):
+                    raise IntegrityError(
+                        f"{path}: changed while being stored (was {digest}, {size} bytes; "
+                        f"now {got.digest}, {got.size} bytes)"
+                    )
+                self._publish(tmp, final, digest)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                raise
+            return
+        # Copy and hash in one pass so a file changed after hashing is refused.
         hasher = blake3()
         copied = 0
         try:

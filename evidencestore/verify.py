@@ -454,12 +454,14 @@ def check_repository(
         remote_checker=remote_checker,
     )
     if not report.ok:
+        from ._verify_render import describe  # the path only where the message lacks it
+
         lines = [
-            f"{f.bundle or '-'}: {f.path or '-'}: {f.code}: {f.message}"
+            f"{f.bundle or '-'}: {describe(f)}"
             for r in report.bundles
             for f in r.findings
             if f.severity == "error"
-        ] + [f"{f.code}: {f.message}" for f in report.findings if f.severity == "error"]
+        ] + [describe(f) for f in report.findings if f.severity == "error"]
         raise VerificationError(
             f"verification of {report.root} failed with {report.totals.errors} error(s):\n  "
             + "\n  ".join(lines),

@@ -406,3 +406,16 @@ def test_the_example_workflow_runs_real_commands() -> None:
         parser.parse_args(argv[1:])
     verify = parser.parse_args(commands[1][1:])
     assert verify.github and verify.unavailable == "error" and verify.json == "evstore-report.json"
+
+
+def test_check_repository_names_each_path_once(tmp_path: Path) -> None:
+    from evidencestore.errors import VerificationError
+    from evidencestore.verify import check_repository
+
+    add_bundle(tmp_path, "ltx", {"video/ref.mp4": b"v"})
+    (tmp_path / "evidence/ltx/video/ref.mp4").write_bytes(b"V")
+    with pytest.raises(VerificationError) as info:
+        check_repository(tmp_path)
+    [line] = [ln for ln in str(info.value).splitlines() if "hash-mismatch" in ln]
+    assert line.strip().startswith("ltx: hash-mismatch: evidence/ltx/video/ref.mp4: content")
+    assert line.count("video/ref.mp4") == 1

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PageResult", "chromium_path", "open_page"]
+__all__ = ["PageResult", "assert_clean_page", "chromium_path", "open_page", "png_variance"]
 
 
 def chromium_path() -> str | None:
@@ -231,3 +232,27 @@ def png_variance(data: bytes) -> float:
         frame = next(container.decode(video=0))
         arr = frame.to_ndarray(format="gray").astype(np.float64)
     return float(arr.var())
+
+
+_DIGEST = re.compile(r"blake3:[0-9a-f]{64}")
+
+
+def assert_clean_page(result: PageResult, verdict: str, record: bytes, html: str) -> None:
+    """The page loaded offline and clean, shows ``verdict``, its plots, every digest of
+    ``record`` (the stored bytes) and of the page, and screenshots that are not blank."""
+    assert result.failed == []
+    assert result.errors == []
+    # Nothing but the page itself and its inline data: URIs was requested.
+    assert [u for u in result.requests if not u.startswith(("file://", "data:"))] == []
+    assert sum(u.startswith("file://") for u in result.requests) == 1
+    facts = result.facts
+    assert facts["verdict"] == verdict
+    assert verdict in facts["verdictText"]
+    assert facts["svgs"] and all(w > 100 and h > 50 for w, h in facts["svgs"])
+    shown = set(facts["digests"])
+    for digest in set(_DIGEST.findall(record.decode())):
+        assert digest in shown, digest
+    assert set(_DIGEST.findall(html)) <= shown
+    assert set(facts["anchors"]) <= {"#" + i for i in facts["ids"]}  # every link lands
+    for width, png in result.screenshots.items():
+        assert png_variance(png) > 100, f"blank screenshot at width {width}"

@@ -50,10 +50,13 @@ th{background:var(--soft);font-weight:600}
 table.compact{width:auto;min-width:20rem}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.failed td{background:var(--fail-bg)}
+table.checks,table.wide{min-width:44rem}
+table.checks td:last-child{min-width:16rem}
 figure{margin:.6rem 0 1rem;padding:0}
-figure svg{display:block;width:100%;height:auto;max-width:60rem}
+figure.plot{overflow-x:auto}
+figure svg{display:block;width:100%;height:auto;max-width:60rem;min-width:34rem}
 figcaption{color:var(--muted);font-size:.85rem;margin-top:.2rem}
-.thumbs{display:grid;grid-template-columns:repeat(auto-fit,minmax(12rem,20rem));gap:.75rem}
+.thumbs{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:.6rem;max-width:60rem}
 .thumbs figure{margin:0}
 .thumbs img{display:block;width:100%;height:auto;image-rendering:pixelated;border:1px solid var(--line)}
 .digest-row{display:flex;gap:.35rem;align-items:baseline;flex-wrap:wrap}
@@ -66,8 +69,10 @@ border-radius:.25rem;background:#fff;cursor:pointer;color:var(--muted)}
 .matrix td.cell{min-width:8rem}
 footer{margin-top:2.5rem;color:var(--muted);font-size:.8rem;border-top:1px solid var(--line);padding-top:.6rem}
 @media (max-width:40rem){body{padding:.6rem .7rem 2rem;font-size:14px}
-.verdict .word{font-size:1.5rem}th,td{padding:.25rem .3rem}}
+.verdict .word{font-size:1.5rem}th,td{padding:.25rem .3rem}.thumbs{gap:.3rem}
+.thumbs figcaption{font-size:.72rem}}
 @media print{body{max-width:none;padding:0;font-size:10.5pt}button.copy{display:none}
+figure svg{min-width:0}table.checks,table.wide{min-width:0}
 h2{break-after:avoid}figure,tr,.verdict,.fact{break-inside:avoid}
 .table-wrap{overflow:visible}a{color:inherit;text-decoration:none}
 *{-webkit-print-color-adjust:exact;print-color-adjust:exact}}
@@ -95,7 +100,7 @@ _BASE = (
 <header>
 <p class="kind">{{ kind_label }}</p>
 <h1>{{ title }}</h1>
-{% if verdict %}{{ m.verdict_box(verdict, meaning) }}{% endif %}
+{% if verdict %}{{ m.verdict_box(verdict, meaning, verdict_style) }}{% endif %}
 </header>
 <main>
 {% block body %}{% endblock %}
@@ -127,14 +132,15 @@ _MACROS = """
 {% macro glyph(v) -%}
 {%- if v == "PASS" %}&#10004;{% elif v == "FAIL" %}&#10006;{% elif v == "INCONCLUSIVE" %}?{% else %}&#8709;{% endif -%}
 {%- endmacro %}
-{% macro verdict_box(v, meaning) -%}
-<div class="verdict v-{{ v }}" id="verdict" role="status"><span class="glyph" aria-hidden="true">{{ glyph(v) }}</span>
+{% macro verdict_box(v, meaning, style) -%}
+<div class="verdict v-{{ style }}" id="verdict" role="status"><span class="glyph" aria-hidden="true">{{ glyph(style) }}</span>
 <span class="word">{{ v }}</span><p class="meaning">{{ meaning }}</p></div>
 {%- endmacro %}
 {% macro tag(v) -%}
 {%- set cls = {"PASS": "ok", "FAIL": "bad", "INCONCLUSIVE": "warn", "UNAVAILABLE": "none",
 "ok": "ok", "FAILED": "bad", "complete": "ok", "partial": "warn",
-"failed-before-inference": "bad", "open": "none", "done": "ok"}.get(v, "none") -%}
+"failed-before-inference": "bad", "open": "none", "done": "ok", "repeatable-exact": "ok",
+"not-repeatable": "warn", "ACCEPTED": "ok", "NOT_ACCEPTED": "warn"}.get(v, "none") -%}
 <span class="tag {{ cls }}">{{ v }}</span>
 {%- endmacro %}
 {% macro okword(ok) -%}
@@ -189,7 +195,7 @@ _COMPARISON = """{% extends "base.html" %}{% import "macros.html" as m %}
 {% endfor %}
 {% if compatibility %}<h3>Compatibility (reference = expected)</h3>{{ m.checks(compatibility) }}{% endif %}
 <h3>Exact equality of decoded content</h3>
-<div class="table-wrap"><table><thead><tr><th>stream pair</th><th>equal</th><th>first difference</th>
+<div class="table-wrap"><table class="wide"><thead><tr><th>stream pair</th><th>equal</th><th>first difference</th>
 <th>reference</th><th>candidate</th></tr></thead><tbody>
 {% for e in equality %}<tr class="{{ '' if e.equal else 'failed' }}"><td>{{ e.type }} {{ e.pair }}</td>
 <td>{% if e.equal %}<span class="tag ok">identical</span>{% else %}<span class="tag warn">differs</span>{% endif %}</td>
@@ -205,8 +211,61 @@ _COMPARISON = """{% extends "base.html" %}{% import "macros.html" as m %}
 {% endblock %}
 """
 
+_RUN = """{% extends "base.html" %}{% import "macros.html" as m %}
+{% block body %}
+<section id="summary">{{ m.facts(facts) }}</section>
+<section id="latency"><h2>Latency of measured requests (warmup apart)</h2>
+{% for p in plots %}{{ m.plot(p) }}{% else %}<p class="note">No request reached its last byte: no latency to show.</p>{% endfor %}
+<div class="table-wrap"><table class="compact"><tbody>{% for label, text in summaries %}<tr><th>{{ label }}</th><td>{{ text }}</td></tr>{% endfor %}</tbody></table></div>
+<p class="note">Failed requests are listed below and never contribute a latency.</p>
+</section>
+<section id="failures"><h2>Failures</h2>
+{% if failures %}<p>{% for cls, n in by_class %}<span class="tag bad">{{ cls }}</span> {{ n }}&nbsp; {% endfor %}</p>
+<div class="table-wrap"><table class="wide"><thead><tr><th>request</th><th>phase</th><th>class</th><th>detail</th></tr></thead><tbody>
+{% for f in failures %}<tr class="failed" id="request-{{ f.index }}-failure"><td class="num"><a href="#request-{{ f.index }}">{{ f.index }}</a></td><td>{{ f.phase }}</td><td><span class="tag bad">{{ f.cls }}</span></td><td>{{ f.message }}</td></tr>{% endfor %}
+</tbody></table></div>{% else %}<p><span class="tag ok">none</span> every request succeeded.</p>{% endif %}
+</section>
+<section id="requests"><h2>Requests</h2>
+<div class="table-wrap"><table class="wide"><thead><tr><th>#</th><th>phase</th><th>status</th><th>E2E (s)</th><th>TTFB (s)</th><th>bytes</th><th>failure</th><th>body</th></tr></thead><tbody>
+{% for r in requests %}<tr id="request-{{ r.index }}" class="{{ 'failed' if r.failure else '' }}"><td class="num">{{ r.index }}</td><td>{{ r.phase }}</td><td class="num">{{ r.status }}</td><td class="num">{{ r.e2e }}</td><td class="num">{{ r.ttfb }}</td><td class="num">{{ r.size }}</td>
+<td>{% if r.failure %}<span class="tag bad">{{ r.failure }}</span>{% else %}<span class="tag ok">none</span>{% endif %}</td><td>{% if r.digest %}{{ m.digest(r.digest) }}{% endif %}</td></tr>
+{% endfor %}</tbody></table></div>
+</section>
+{% if settings %}<section id="run-settings"><h2>Run</h2><div class="table-wrap"><table><tbody>{% for k, v in settings %}<tr><th><code>{{ k }}</code></th><td><code>{{ v }}</code></td></tr>{% endfor %}</tbody></table></div></section>{% endif %}
+{% endblock %}
+"""
+
+_CAMPAIGN = """{% extends "base.html" %}{% import "macros.html" as m %}
+{% block body %}
+<section id="remaining"><h2>What remains</h2>
+{% if remaining %}<ul class="reasons">{% for r in remaining %}<li>{{ r }}</li>{% endfor %}</ul>{% else %}<p><span class="tag ok">nothing</span> every condition is qualified.</p>{% endif %}
+</section>
+<section id="matrix"><h2>Conditions &times; arms</h2>
+<div class="table-wrap"><table class="matrix wide"><thead><tr><th>condition</th>{% for a in arms %}<th>{{ a }}</th>{% endfor %}</tr></thead><tbody>
+{% for c in conditions %}<tr><th>{{ c }}</th>{% for a in arms %}{% set cell = matrix.get((c, a)) %}<td class="cell"{% if cell %} id="{{ cell.id }}"{% endif %}>
+{% if cell %}<div>runs {{ cell.runs }}{% if cell.failed not in ('0', '—') %}, <span class="tag bad">{{ cell.failed }} failed</span>{% endif %}</div>
+{% if cell.repeatability is not none %}<div>repeatability {{ m.tag(cell.repeatability) }}</div>{% endif %}
+<div>lossless {% if cell.lossless is not none %}{{ m.tag(cell.lossless) }}{% else %}<span class="tag none">not yet</span>{% endif %}</div>
+<div>speedup {{ cell.speedup }}</div>
+{% for label, d, anchor in cell.refs %}<div class="note"><a href="#{{ anchor }}">{{ label }}</a></div>{% endfor %}
+{% else %}<span class="note">not in the protocol</span>{% endif %}</td>{% endfor %}</tr>
+{% endfor %}</tbody></table></div>
+</section>
+<section id="speedups"><h2>Speedup intervals</h2>
+{% for p in plots %}{{ m.plot(p) }}{% else %}<p class="note">No speedup claim yet.</p>{% endfor %}
+</section>
+<section id="cited"><h2>Runs and comparisons cited</h2>
+{% if cited %}<div class="table-wrap"><table class="wide"><thead><tr><th>cited by</th><th>record</th></tr></thead><tbody>
+{% for d, where, anchor in cited %}<tr id="{{ anchor }}"><td>{{ where }}</td><td>{{ m.digest(d) }}</td></tr>{% endfor %}
+</tbody></table></div><p class="note">Render any of them with <code>evstore report DIGEST -o OUT.html</code>.</p>{% else %}<p class="note">No run or comparison yet.</p>{% endif %}
+</section>
+{% endblock %}
+"""
+
 TEMPLATES: dict[str, str] = {
     "base.html": "{% import 'macros.html' as m %}" + _BASE,
     "macros.html": _MACROS,
     "comparison.html": _COMPARISON,
+    "run.html": _RUN,
+    "campaign.html": _CAMPAIGN,
 }

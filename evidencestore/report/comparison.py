@@ -348,6 +348,7 @@ def render_comparison_html(
             "report_kind": "comparison",
             "kind_label": "media comparison",
             "verdict": record.verdict,
+            "verdict_style": record.verdict,
             "meaning": VERDICT_MEANING.get(record.verdict, ""),
             "reasons": record.reasons,
             "summary": summary,

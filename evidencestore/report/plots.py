@@ -261,7 +261,12 @@ def audio_plot(
 
 
 def latency_plot(
-    groups: Mapping[str, Sequence[float]], unit: str = "s", *, salt: str = "latency"
+    groups: Mapping[str, Sequence[float]],
+    unit: str = "s",
+    *,
+    title: str = "Latency",
+    xlabel: str = "latency",
+    salt: str = "latency",
 ) -> Plot:
     """A box plot with every value as a strip, one row per group (e.g. phase)."""
     import numpy as np
@@ -283,9 +288,14 @@ def latency_plot(
         for i, values in enumerate(data, start=1):
             jitter = rng.uniform(-0.15, 0.15, len(values))
             ax.scatter(values, i + jitter, s=12, color="#c2410c", marker="o", alpha=0.8, zorder=3)
-        ax.set_yticks(range(1, len(names) + 1), names)
-    ax.set_xlabel(f"latency ({unit})")
-    return Plot(_svg(fig, salt), "Latency", {"groups": len(names)})
+        ax.set_yticks(range(1, len(names) + 1), [f"{k} (n = {len(groups[k])})" for k in names])
+        ax.invert_yaxis()  # the first group (measured) on top
+    ax.set_xlabel(f"{xlabel} ({unit})")
+    return Plot(
+        _svg(fig, salt),
+        title,
+        {"groups": len(names), "values": sum(map(len, data)) if names else 0},
+    )
 
 
 def interval_plot(

@@ -37,6 +37,9 @@ class Rendered:
     context: dict[str, str] = field(default_factory=dict)
 
 
+COMPARISON = "evidencestore/media-comparison"
+RUN = "run"
+STATUS = "campaign-status"
 _COMPARISON_KEYS = frozenset({"verdict", "reasons", "reference", "candidate", "thresholds"})
 
 
@@ -50,7 +53,11 @@ def _kind(value: Any) -> str | None:
     if isinstance(meta, dict) and isinstance(meta.get("kind"), str):
         return str(meta["kind"])
     if value.keys() >= _COMPARISON_KEYS:
-        return "evidencestore/media-comparison"  # its default kind is omitted when encoded
+        return COMPARISON  # its default kind is omitted when encoded
+    if value.keys() >= {"verdict", "cells", "remaining"}:
+        return STATUS
+    if value.keys() >= {"outcome", "requests"}:
+        return RUN
     return None
 
 
@@ -71,7 +78,7 @@ def render_record_bytes(
         raise ReportError(f"{source}: not a JSON record: {exc}") from None
     kind = _kind(value)
     context = dict(context or {})
-    if kind == "evidencestore/media-comparison":
+    if kind == COMPARISON:
         from .._canonical import decode
         from ..media.records import ComparisonRecord
         from .comparison import render_comparison_html
@@ -82,6 +89,16 @@ def render_record_bytes(
             raise ReportError(f"{source}: not a valid comparison record: {exc}") from None
         html = render_comparison_html(record, record_digest=digest, root=root, context=context)
         return Rendered(html, "comparison", digest, context)
+    if kind == RUN:
+        from .run import render_run_html
+
+        html = render_run_html(value, record_digest=digest, context=context)
+        return Rendered(html, "run", digest, context)
+    if kind in (STATUS, "campaign_status", "status"):
+        from .campaign import render_campaign_status_html
+
+        html = render_campaign_status_html(value, record_digest=digest, context=context)
+        return Rendered(html, "campaign", digest, context)
     raise ReportError(
         f"{source}: record kind {kind!r} has no report (expected a comparison record, a run "
         "record or a campaign status)"
@@ -115,7 +132,7 @@ def _entry_bytes(root: Path, bundle: str, entry: Entry) -> bytes:
     return data
 
 
-_REPORTED = frozenset({"evidencestore/media-comparison"})
+_REPORTED = frozenset({COMPARISON, RUN, STATUS, "campaign_status", "status"})
 _RECORD_MAX = 64 << 20
 
 
@@ -143,11 +160,11 @@ def _bundle(root: Path, name: str, path: str | None) -> Rendered:
             raise ReportError(f"bundle {name!r} has no entry {path!r}")
     else:
         chosen = [e for e in entries if _record_kind(root, name, e) in _REPORTED]
+        runs = [e for e in chosen if e.path == "run.json"]
+        chosen = runs or chosen
         if len(chosen) > 1:
             listed = ", ".join(f"{name}:{e.path}" for e in chosen)
-            raise ReportError(
-                f"bundle {name!r} holds {len(chosen)} comparison records: name one ({listed})"
-            )
+            raise ReportError(f"bundle {name!r} holds {len(chosen)} records: name one ({listed})")
         if not chosen:
             raise ReportError(
                 f"bundle {name!r} holds no run record, campaign status or comparison record"

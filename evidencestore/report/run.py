@@ -1,0 +1,238 @@
+"""The run report: one run record (an HTTP end-to-end benchmark run) as an HTML page.
+
+The outcome comes first (``complete``, ``partial``, ``failed-before-inference``) in words,
+glyph and colour; then the latency of measured requests (end to end and time to first
+byte) as box plots with every value drawn, warmup shown apart and never mixed into the
+measured figures; every failure with its class and request; every request; the
+configuration files and logs by digest; and every digest the record holds.
+
+The page reads the record as plain data (``msgspec.to_builtins``), so it depends only on
+the record's documented field names, not on the struct classes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._page import digests_in, fmt, render_page, unique
+
+__all__ = ["render_run_html"]
+
+OUTCOME_STYLE = {
+    "complete": "PASS",
+    "partial": "INCONCLUSIVE",
+    "failed-before-inference": "FAIL",
+}
+OUTCOME_MEANING = {
+    "complete": "Every request was sent and every output is valid against its request.",
+    "partial": "The run finished, but some requests failed or returned invalid media; "
+    "failed requests never contribute a number.",
+    "failed-before-inference": "The run failed before any inference; it is kept as "
+    "evidence and contributes no number.",
+}
+_NS_SENT = ("sent_ns", "send_start_ns", "start_ns", "sent")
+_NS_HEADERS = ("headers_ns", "response_headers_ns", "headers")
+_NS_FIRST = ("first_byte_ns", "first_body_byte_ns", "first_byte")
+_NS_LAST = ("last_byte_ns", "last_body_byte_ns", "last_byte")
+
+
+def _first(d: Mapping[str, Any], names: Sequence[str]) -> Any:
+    for name in names:
+        if d.get(name) is not None:
+            return d[name]
+    return None
+
+
+def _timing(r: Mapping[str, Any], names: Sequence[str]) -> int | None:
+    for holder in (r, r.get("timings") or {}, r.get("timing") or {}):
+        if isinstance(holder, Mapping):
+            got = _first(holder, names)
+            if isinstance(got, int):
+                return got
+    return None
+
+
+def request_times(r: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """End-to-end and time-to-first-byte seconds of one request (None when not reached)."""
+    e2e = r.get("e2e_s")
+    ttfb = r.get("ttfb_s")
+    sent = _timing(r, _NS_SENT)
+    last = _timing(r, _NS_LAST)
+    first = _timing(r, _NS_FIRST)
+    if e2e is None and sent is not None and last is not None:
+        e2e = (last - sent) / 1e9
+    if ttfb is None and sent is not None and first is not None:
+        ttfb = (first - sent) / 1e9
+    return (
+        float(e2e) if isinstance(e2e, int | float) else None,
+        float(ttfb) if isinstance(ttfb, int | float) else None,
+    )
+
+
+def _failure(r: Mapping[str, Any]) -> str | None:
+    f = r.get("failure")
+    if isinstance(f, Mapping):
+        return str(_first(f, ("class", "kind", "type")) or "failed")
+    return None if f in (None, "", "none") else str(f)
+
+
+def _failure_message(r: Mapping[str, Any]) -> str:
+    f = r.get("failure")
+    if isinstance(f, Mapping) and f.get("message"):
+        return str(f["message"])
+    for key in ("message", "error", "failure_message"):
+        if r.get(key):
+            return str(r[key])
+    check = r.get("media_check") or r.get("check")
+    if isinstance(check, Mapping):
+        bad = [c for c in check.get("checks", ()) if isinstance(c, Mapping) and not c.get("ok")]
+        if bad:
+            return "; ".join(f"{c.get('name')}: {c.get('message')}" for c in bad)
+    return ""
+
+
+def _summary(values: list[float]) -> str:
+    if not values:
+        return "\u2014"
+    ordered = sorted(values)
+    p90 = ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]  # nearest rank
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return (
+        f"min {ordered[0]:.3f}, median {statistics.median(values):.3f}, p90 {p90:.3f}, "
+        f"max {ordered[-1]:.3f}, mean {statistics.fmean(values):.3f} \u00b1 {sd:.3f} s"
+    )
+
+
+def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
+    """The page's view of a run record (plain data): requests, latencies, failures."""
+    requests = [r for r in run.get("requests", ()) if isinstance(r, Mapping)]
+    rows: list[dict[str, Any]] = []
+    e2e: dict[str, list[float]] = {"measured": [], "warmup": []}
+    ttfb: dict[str, list[float]] = {"measured": [], "warmup": []}
+    failures: list[dict[str, Any]] = []
+    for i, r in enumerate(requests):
+        phase = str(r.get("phase", "measured"))
+        total, first = request_times(r)
+        failure = _failure(r)
+        body = r.get("body") if isinstance(r.get("body"), Mapping) else {}
+        assert isinstance(body, Mapping)
+        digest = r.get("body_digest") or body.get("digest")
+        index = r.get("index", i)
+        rows.append(
+            {
+                "index": index,
+                "phase": phase,
+                "status": fmt(r.get("status")),
+                "e2e": "\u2014" if total is None else f"{total:.3f}",
+                "ttfb": "\u2014" if first is None else f"{first:.3f}",
+                "size": fmt(r.get("body_size") or body.get("size")),
+                "digest": digest if isinstance(digest, str) else None,
+                "failure": failure,
+            }
+        )
+        if failure is None:
+            if total is not None:
+                e2e.setdefault(phase, []).append(total)
+            if first is not None:
+                ttfb.setdefault(phase, []).append(first)
+        else:
+            failures.append(
+                {"index": index, "phase": phase, "cls": failure, "message": _failure_message(r)}
+            )
+    return {"rows": rows, "e2e": e2e, "ttfb": ttfb, "failures": failures}
+
+
+def _configs(run: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for key in ("configs", "config", "server_logs", "logs"):
+        value = run.get(key)
+        items = value.items() if isinstance(value, Mapping) else enumerate(value or ())
+        for name, item in items:
+            if isinstance(item, Mapping):
+                label = item.get("path") or item.get("name") or name
+                d = item.get("digest") or (item.get("descriptor") or {}).get("digest")
+            else:
+                label, d = name, item
+            if isinstance(d, str):
+                out.append((f"{key}: {label}", d))
+    return out
+
+
+def render_run_html(
+    run: Mapping[str, Any],
+    *,
+    record_digest: str,
+    context: Mapping[str, str] | None = None,
+    title: str | None = None,
+) -> str:
+    """Render a run record (as plain data, e.g. ``msgspec.to_builtins(record)``)."""
+    from .plots import latency_plot
+
+    view = run_view(run)
+    outcome = str(run.get("outcome", "unknown"))
+    style = OUTCOME_STYLE.get(outcome, "UNAVAILABLE")
+    plots = []
+    for key, caption, label in (
+        ("e2e", "End-to-end latency per request: measured, and warmup apart", "end to end"),
+        ("ttfb", "Time to first byte per request", "time to first byte"),
+    ):
+        groups = {phase: view[key].get(phase, []) for phase in ("measured", "warmup")}
+        groups.update({p: v for p, v in view[key].items() if p not in groups})
+        if any(groups.values()):
+            plots.append(latency_plot(groups, title=caption, xlabel=label, salt=key))
+    counts: dict[str, int] = {}
+    for row in view["rows"]:
+        counts[row["phase"]] = counts.get(row["phase"], 0) + 1
+    by_class: dict[str, int] = {}
+    for f in view["failures"]:
+        by_class[f["cls"]] = by_class.get(f["cls"], 0) + 1
+    facts = [
+        ("outcome", outcome),
+        ("arm", fmt(run.get("arm"))),
+        *((f"{phase} requests", str(n)) for phase, n in counts.items()),
+        ("failed requests", str(len(view["failures"]))),
+    ]
+    measured = view["e2e"].get("measured", [])
+    if measured:
+        facts.append(("median measured E2E", f"{statistics.median(measured):.3f} s"))
+    rows = [("run record", record_digest), *(context or {}).items()]
+    digests = unique(iter([*rows, *_configs(run), *digests_in(dict(run))]))
+    meta = run.get("metadata") if isinstance(run.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    name = title or str(run.get("name") or meta.get("name") or run.get("arm") or "run")
+    settings = [
+        (k, fmt(v))
+        for k, v in run.items()
+        if not isinstance(v, list | tuple | Mapping) and k not in ("outcome",)
+    ]
+    return render_page(
+        "run.html",
+        {
+            "title": f"Run {name}",
+            "report_kind": "run",
+            "kind_label": "benchmark run",
+            "verdict": outcome,
+            "verdict_style": style,
+            "meaning": OUTCOME_MEANING.get(outcome, ""),
+            "facts": facts,
+            "plots": plots,
+            "summaries": [
+                ("measured end to end", _summary(view["e2e"].get("measured", []))),
+                ("measured time to first byte", _summary(view["ttfb"].get("measured", []))),
+                ("warmup end to end (not measured)", _summary(view["e2e"].get("warmup", []))),
+            ],
+            "failures": view["failures"],
+            "by_class": sorted(by_class.items()),
+            "requests": view["rows"],
+            "settings": settings,
+            "digests": digests,
+            "versions": sorted(
+                (str(k), str(v))
+                for k, v in (run.get("environment") or run.get("client") or {}).items()
+                if not isinstance(v, list | Mapping)
+            ),
+        },
+    )

@@ -1,0 +1,120 @@
+"""Run reports: a run bundle's ``run.json`` rendered and opened in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("jinja2")
+pytest.importorskip("matplotlib")
+
+from evhelpers import init_repo
+from remotes_support import run
+from report_browser import assert_clean_page, chromium_path, open_page
+
+from evidencestore.bundle import create_bundle
+from evidencestore.digest import hash_bytes
+from evidencestore.remotes import local_store
+from evidencestore.report.run import render_run_html, request_times
+
+needs_chromium = pytest.mark.skipif(
+    chromium_path() is None,
+    reason="headless Chromium (Debian package 'chromium') is not installed",
+)
+
+
+def _digest(text: str) -> str:
+    return hash_bytes(text.encode()).digest
+
+
+def _run_record(outcome: str = "partial", n: int = 8) -> dict[str, Any]:
+    requests = []
+    t = 10**12
+    for i in range(n):
+        sent = t
+        first = sent + (300 + 10 * i) * 10**6
+        last = first + (4000 + 100 * (i % 3)) * 10**6
+        t = last + 10**6
+        failed = i == 5
+        requests.append(
+            {
+                "index": i,
+                "phase": "warmup" if i < 2 else "measured",
+                "status": 500 if failed else 200,
+                "timings": {"sent_ns": sent, "first_byte_ns": first, "last_byte_ns": last},
+                "failure": {"class": "http-status", "message": "HTTP 500 on request 5"}
+                if failed
+                else None,
+                "payload_digest": _digest(f"payload {i}"),
+                "body_digest": None if failed else _digest(f"body {i}"),
+                "body_size": None if failed else 1000 + i,
+            }
+        )
+    return {
+        "metadata": {"kind": "run"},
+        "name": "baseline-5s-1",
+        "arm": "baseline",
+        "outcome": outcome,
+        "workload_digest": _digest("workload"),
+        "configs": [{"path": "server.yaml", "digest": _digest("server.yaml")}],
+        "server_logs": [{"path": "server.log", "digest": _digest("server.log")}],
+        "requests": requests,
+        "environment": {"evidencestore": "0.1.0", "python": "3.11"},
+    }
+
+
+def _bundle(root: Path, name: str, record: dict[str, Any]) -> bytes:
+    src = root / ".staging" / name
+    src.mkdir(parents=True)
+    data = json.dumps(record, sort_keys=True).encode()
+    (src / "run.json").write_bytes(data)
+    create_bundle(root, name, [src / "run.json"], store=local_store(root))
+    return data
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = init_repo(tmp_path / "repo")
+    assert run("init", "--root", str(root))[0] == 0
+    return root
+
+
+def test_request_times_from_monotonic_timings() -> None:
+    r = {"timings": {"sent_ns": 1_000_000_000, "first_byte_ns": 1_250_000_000,
+                     "last_byte_ns": 5_500_000_000}}  # fmt: skip
+    assert request_times(r) == (4.5, 0.25)
+    assert request_times({"e2e_s": 2.0}) == (2.0, None)
+
+
+@needs_chromium
+def test_run_report_in_browser(repo: Path, tmp_path: Path) -> None:
+    data = _bundle(repo, "baseline-5s-1", _run_record())
+    out = tmp_path / "run.html"
+    code, stdout, err = run("report", "baseline-5s-1", "-o", str(out), "--root", str(repo))
+    assert code == 0, err
+    assert f"run report of {hash_bytes(data).digest}" in stdout
+    html = out.read_text()
+    result = open_page(out)
+    assert_clean_page(result, "partial", data, html)
+    facts = result.facts
+    # E2E and TTFB plots; the failed request contributes no value: 2 warmup + 5 measured.
+    assert facts["plots"] == [{"groups": "2", "values": "7"}, {"groups": "2", "values": "7"}]
+    assert "request-5-failure" in facts["ids"] and "#request-5" in facts["anchors"]
+    text = facts["text"]
+    assert "HTTP 500 on request 5" in text
+    assert "measured (n = 5)" in html and "warmup (n = 2)" in html
+    assert "Run baseline-5s-1" in text
+    # Measured E2E: 4.52, 4.33, 4.44, 4.36, 4.47 s (request 5 failed; p90 by nearest rank).
+    assert "min 4.330, median 4.440, p90 4.520, max 4.520, mean 4.424" in text
+
+
+def test_failed_before_inference(repo: Path, tmp_path: Path) -> None:
+    record = _run_record("failed-before-inference", n=0)
+    html = render_run_html(record, record_digest=_digest("r"))
+    assert 'data-verdict="failed-before-inference"' in html
+    assert 'class="verdict v-FAIL"' in html
+    assert "No request reached its last byte" in html
+    assert _digest("server.log") in html and _digest("workload") in html

@@ -73,7 +73,9 @@ def resolve_blob(root: Path, text: str) -> tuple[str, int | None, Path | None]:
         return text, None, None
     hexpart = text.removeprefix("blake3:")
     is_hex = bool(hexpart) and all(c in "0123456789abcdef" for c in hexpart)
-    if ":" in text and not text.startswith("blake3:"):
+    after = text.partition(":")[2]
+    digest_like = len(after) >= 32 and all(c in "0123456789abcdefABCDEF" for c in after)
+    if ":" in text and not text.startswith("blake3:") and not digest_like:
         name, _, path = text.partition(":")
         reg = _registration(root, name)
         entry = next((e for e in reg.manifest.entries if e.path == path), None)
@@ -88,11 +90,16 @@ def resolve_blob(root: Path, text: str) -> tuple[str, int | None, Path | None]:
             root / EVIDENCE_DIR / reg.manifest.name / path if entry.location == "repo" else None
         )
         return d.digest, d.size, in_git
-    if not is_hex or len(hexpart) < 6:
-        raise ConfigError(
-            f"{text!r}: expected BUNDLE:PATH, a blake3:<64 hex> digest or a unique prefix "
-            "of at least 6 hex digits"
-        )
+    if not is_hex or len(hexpart) < 6 or len(hexpart) >= 64:
+        from .digest import parse_digest
+        from .errors import InvalidDigestError
+
+        try:
+            parse_digest(text)
+        except InvalidDigestError as exc:
+            raise InvalidDigestError(
+                f"{exc}; or give BUNDLE:PATH, or a unique prefix of at least 6 hex digits"
+            ) from None
     sizes = {
         e.descriptor.digest: e.descriptor.size
         for reg in load_inventory(root).registrations.values()

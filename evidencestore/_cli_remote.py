@@ -237,7 +237,6 @@ def _cmd_cat(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     digest, known_size, in_git = resolve_blob(root, args.digest)
-    out = sys.stdout.buffer
     if in_git is not None:  # a repo entry: its file in git, verified before output
         from .digest import hash_bytes
 
@@ -248,14 +247,15 @@ def _cmd_cat(args: argparse.Namespace) -> int:
         got = hash_bytes(data)
         if got.digest != digest:
             raise IntegrityError(f"{in_git}: content hashes to {got.digest}, expected {digest}")
-        out.write(data)
-        out.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
         return EXIT_OK
     store = repository_store(root)
     if args.remote:
         from .remotes import ReadThroughStore, configured_remotes
 
         store = ReadThroughStore(store.cache, configured_remotes(root, args.remote))
+    out = sys.stdout.buffer
     store.fetch(digest, known_size)
     size = store.cache.size(digest) or 0
     if size <= 256 << 20:

@@ -145,7 +145,11 @@ def test_cat_entry_and_short_prefix(repo: Path) -> None:
     proc = cat("base:nope.json")
     assert proc.returncode == 2 and b"has no entry 'nope.json'" in proc.stderr
     proc = cat("abc")
-    assert proc.returncode == 2 and b"at least 6 hex digits" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and b"invalid digest" in proc.stderr
+        and b"at least 6 hex" in proc.stderr
+    )
     proc = cat("ffffff")
     assert proc.returncode == 2 and b"no registered entry's digest starts with" in proc.stderr
 

@@ -49,6 +49,7 @@ class PageResult:
     errors: list[str] = field(default_factory=list)
     facts: Any = None
     screenshots: dict[int, bytes] = field(default_factory=dict)
+    pdf: bytes = b""
 
 
 class _Browser:
@@ -201,6 +202,8 @@ async def _drive(port: int, url: str, widths: tuple[int, ...], full: bool) -> Pa
                     "Page.captureScreenshot", format="png", captureBeyondViewport=False
                 )
                 result.screenshots[width] = base64.b64decode(shot["data"])
+            printed = await call("Page.printToPDF", printBackground=True)
+            result.pdf = base64.b64decode(printed["data"])
             await asyncio.sleep(0)  # let queued events land before the socket closes
             task.cancel()
     return result

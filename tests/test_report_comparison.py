@@ -147,6 +147,7 @@ def test_lsb_change_in_frame_75_is_worst_frame_and_plot_minimum(
     assert all(img[2] > 0 for img in facts["imgs"])
     assert "Worst frame: frame 75" in facts["text"]
     assert "largest 1, amplified 255x" in facts["text"]  # the thumbnails are of frame 75
+    assert result.pdf.startswith(b"%PDF") and len(result.pdf) > 20_000  # print media
     assert "89 of 90" in facts["text"]
     assert "INCONCLUSIVE" in facts["text"] and "not a no-degradation certificate" in facts["text"]
     bundle_digest = next(d for w, d in _provenance(html) if w == "bundle cmp-lsb")
@@ -244,3 +245,30 @@ def test_report_target_errors(repo: Path, tmp_path: Path) -> None:
     code, _, err = run("report", "media:nope", "-o", str(tmp_path / "x.html"), "--root", str(repo))
     assert code == 2 and "bundle 'media' has no entry 'nope'" in err
     assert not (tmp_path / "x.html").exists()
+
+
+class _MeanAbs:
+    """A stand-in perceptual scorer: mean absolute RGB difference, with provenance."""
+
+    name = "lpips"
+    batch_size = 8
+
+    def score(self, reference: Any, candidate: Any) -> list[float]:
+        import numpy as np
+
+        diff = np.abs(reference.astype(np.int16) - candidate.astype(np.int16))
+        return [float(d.mean()) for d in diff]
+
+    def provenance(self) -> dict[str, str]:
+        return {"weights": "blake3:" + "ab" * 32, "library": "test 1.0"}
+
+
+def test_perceptual_scores_plotted_with_threshold_and_weights(repo: Path) -> None:
+    record = _record(repo, scorers=[_MeanAbs()])
+    assert record.metrics is not None and record.metrics.video is not None
+    html = render_comparison_html(record, root=repo)
+    # The LPIPS-style plot marks its largest frame, draws its threshold, names its weights.
+    worst = max(range(FRAMES), key=lambda i: record.metrics.video.per_frame[i].perceptual["lpips"])  # type: ignore[union-attr]
+    assert f'data-max-frame="{worst}"' in html
+    assert "maximum 0.01" in html and "Per-frame lpips" in html
+    assert "blake3:" + "ab" * 32 in html and "largest lpips" in html

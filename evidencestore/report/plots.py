@@ -51,6 +51,8 @@ _STYLES = (
     {"color": "#6b21a8", "linestyle": "-.", "marker": None},
 )
 PLANE_NAMES = ("Y", "U", "V", "A")
+# Thresholds: dash-dot, unlike any series, so they stay apart in greyscale.
+_THRESHOLD = (0, (8, 2, 2, 2))
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def psnr_plot(
             color="#555555",
             label="identical frame (infinite PSNR)",
         )
-    ax.axhline(threshold, color="#b91c1c", linestyle=(0, (6, 3)), linewidth=1.2)
+    ax.axhline(threshold, color="#b91c1c", linestyle=_THRESHOLD, linewidth=1.2)
     ax.annotate(
         f"threshold {threshold:g} dB",
         (0, threshold),
@@ -199,7 +201,7 @@ def score_plot(
     ax.plot(x, y, color=_STYLES[0]["color"], linewidth=1.1, label=name)
     worst = int(np.argmax(y)) if len(y) else None
     if limit is not None:
-        ax.axhline(limit, color="#b91c1c", linestyle=(0, (6, 3)), label=f"maximum {limit:g}")
+        ax.axhline(limit, color="#b91c1c", linestyle=_THRESHOLD, label=f"maximum {limit:g}")
     if worst is not None:
         ax.plot([worst], [y[worst]], marker="^", color="#111111", markersize=7)
     ax.set_xlabel("frame")
@@ -231,7 +233,7 @@ def audio_plot(
     rms_y = np.where(rms > 0, rms, np.nan)
     ax.plot(t, peak_y, color=_STYLES[1]["color"], linestyle="-", linewidth=1.0, label="max |diff|")
     ax.plot(t, rms_y, color=_STYLES[0]["color"], linestyle="--", linewidth=1.0, label="RMS diff")
-    ax.axhline(limit, color="#b91c1c", linestyle=(0, (6, 3)), linewidth=1.0, label="max allowed")
+    ax.axhline(limit, color="#b91c1c", linestyle=_THRESHOLD, linewidth=1.0, label="max allowed")
     positive = max_abs[max_abs > 0]
     if positive.size or limit > 0:
         from matplotlib.ticker import FuncFormatter, NullFormatter

@@ -200,3 +200,22 @@ def test_usage_and_key_errors(repo: Path, keys: tuple[Path, Path], tmp_path: Pat
     (tmp_path / "junk.json").write_text("not json")
     code, out, _ = _verify(repo, tmp_path / "junk.json", public)
     assert code == 1 and "not a DSSE envelope" in out
+
+
+def test_file_in_repository(repo: Path, keys: tuple[Path, Path], tmp_path: Path) -> None:
+    private, public = keys
+    path = repo / "notes" / "claim.json"
+    path.parent.mkdir()
+    path.write_text('{"kind": "claim", "ratio": "1.42"}')
+    env = _attest(repo, str(path), private, tmp_path / "c.json")
+    statement = json.loads(base64.b64decode(str(env["payload"])))
+    assert statement["subject"][0]["name"] == "notes/claim.json"
+    assert statement["predicate"] == {"kind": "claim", "size": path.stat().st_size}
+    assert _verify(repo, tmp_path / "c.json", public)[0] == 0
+    path.write_text('{"kind": "claim", "ratio": "9.99"}')
+    code, out, _ = _verify(repo, tmp_path / "c.json", public)
+    assert code == 1 and "subject 'notes/claim.json': the bytes in the working tree" in out
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    code, _, err = run("attest", str(outside), "--key", str(private), "--root", str(repo))
+    assert code == 2 and "outside the repository" in err

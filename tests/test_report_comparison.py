@@ -272,3 +272,17 @@ def test_perceptual_scores_plotted_with_threshold_and_weights(repo: Path) -> Non
     assert f'data-max-frame="{worst}"' in html
     assert "maximum 0.01" in html and "Per-frame lpips" in html
     assert "blake3:" + "ab" * 32 in html and "largest lpips" in html
+
+
+def test_report_of_a_record_digest_in_the_store(repo: Path, tmp_path: Path) -> None:
+    from evidencestore.media.store import store_record
+
+    record = _record(repo)
+    desc = store_record(record, local_store(repo))
+    out = tmp_path / "by-digest.html"
+    code, stdout, err = run("report", desc.digest, "-o", str(out), "--root", str(repo))
+    assert code == 0, err
+    assert f"comparison report of {desc.digest}" in stdout
+    html = out.read_text()
+    assert f'data-digest="{desc.digest}"' in html
+    assert html.count("<img ") == 3  # media resolved from the repository's store by digest

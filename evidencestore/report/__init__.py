@@ -9,13 +9,17 @@ plots are matplotlib figures saved to SVG (:mod:`.plots`).
 
 from __future__ import annotations
 
+from .campaign import render_campaign_status_html
 from .comparison import render_comparison_html
+from .run import render_run_html
 from .targets import Rendered, ReportError, render_record_bytes, render_report
 
 __all__ = [
     "Rendered",
     "ReportError",
+    "render_campaign_status_html",
     "render_comparison_html",
     "render_record_bytes",
     "render_report",
+    "render_run_html",
 ]

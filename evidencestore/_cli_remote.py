@@ -275,11 +275,20 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     from .gc import collect_garbage
 
     plan = collect_garbage(
-        repo_root(args), remote=args.remote, revs=args.rev, grace=args.grace, delete=args.yes
+        repo_root(args),
+        remote=args.remote,
+        revs=args.rev,
+        scope=args.scope,
+        grace=args.grace,
+        delete=args.yes,
     )
     if args.json:
         _print_json(plan, line=plan.line())
         return EXIT_OK
+    for note in plan.notes:
+        print(f"evstore: note: {note}", file=sys.stderr)
+    for ref, count in plan.kept_by_ref.items():
+        print(f"kept by {ref}\t{count}")
     if args.verbose or not args.yes:
         for blob in plan.garbage:
             print(f"{'removed' if plan.deleted else 'would remove'}\t{blob.digest}\t{blob.size}")
@@ -363,6 +372,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=[],
         metavar="REV",
         help="also keep blobs referenced at this git revision (repeatable)",
+    )
+    p.add_argument(
+        "--scope",
+        choices=("refs", "worktree"),
+        default="refs",
+        help="what is kept: the working tree and every branch, remote-tracking branch and "
+        "tag (refs, the default; a remote refuses --yes when the refs cannot be read), or "
+        "only the working tree (worktree)",
     )
     p.add_argument("--yes", action="store_true", help="really delete")
     p.add_argument("--json", action="store_true", help="print the plan (or what was done) as JSON")

@@ -1,41 +1,81 @@
-"""Garbage collection: remove blobs no registration references, never young ones.
+"""Garbage collection: remove blobs nothing references, and never one a writer relies on.
 
-What is kept: every digest named by an entry (either location) of every registration
-in the working tree and at the listed git revisions, and the LPIPS weights pinned in
-``evstore.toml``. A blob is only removed once it is older than the grace period, so a
-blob just written by a concurrent push (whose registration is not visible yet) is
-never deleted; leftovers of interrupted writes older than the grace period are
-removed too. Dry run unless ``delete`` is set.
+**What is kept.** Every digest named by an entry of every registration in the working
+tree, at every git ref (branches, remote-tracking branches, tags: ``scope="refs"``,
+the default) and at the revisions listed; the LPIPS weights pinned in
+``evstore.toml``; every digest named by a lease younger than the grace period; every
+blob younger than the grace period. With ``scope="refs"`` on a remote, gc refuses to
+delete when it cannot read the refs (it would delete other branches' evidence);
+``scope="worktree"`` is the explicit narrower choice.
 
-A push may also rely on blobs that are already on the remote (and old): before asking
-which blobs are missing it writes one lease, ``<root>/leases/<UTC time>-<random>.json``,
-listing every digest it wants. gc keeps the digests of leases younger than the grace
-period, and removes older leases. Just before deleting, gc lists the leases again and
-re-reads each blob's size and modification time, skipping any that became young or
-leased. So the grace period must cover a push and the time until its registrations are
-visible to gc (committed, or listed with ``--rev``).
+**Why no interleaving with a writer loses a blob.** Writers are ``push`` (to a
+remote), ``put``/``put_file`` and ``bundle create`` (local store), and ``pull``/
+``fetch`` (local store). Each one, before the check that tells it a blob is already
+present (the check it then relies on), either writes a lease naming the blob (push,
+on every backend) or refreshes the blob's modification time (``keep_alive``, local
+stores). gc deletes in three steps per batch of candidates:
+
+1. *quarantine*: move each candidate out of its name (``<root>/quarantine/``; the
+   mtime moves with it). From then on a writer's check finds the blob absent and
+   writes it again, so a writer whose check found it present checked *before* step 1,
+   and so wrote its lease or refreshed the mtime before step 1 too;
+2. *re-read*: read the leases and the references again (and each quarantined blob's
+   mtime) after the whole batch is quarantined;
+3. *decide*: restore every quarantined blob that a lease, a reference or a young mtime
+   now names; purge the others.
+
+A writer that relied on a blob's presence therefore always did so before step 1, and
+its lease (or mtime) is seen by step 2: the blob is restored. A writer that checked
+after step 1 found the blob absent and stored its own copy, which gc never touches
+(it only purges quarantined keys). The same argument holds on object stores (S3),
+where quarantine is a copy and a delete and there is no mtime refresh: there the lease
+alone carries it. Leases are judged against a cutoff fixed when gc starts, so a lease
+young at step 2 cannot expire in the middle of a run. A crash of gc between the steps
+leaves blobs in quarantine: the next gc restores every one of them before it starts,
+so nothing is deleted that was not decided in one complete run. While a blob sits in
+quarantine, a reader may find it missing for a moment and must retry; only blobs that
+were unreferenced and unleased are ever quarantined.
+
+The grace period must cover a writer's run (a long push renews its lease every
+:data:`~evidencestore.leases.LEASE_RENEWAL` seconds) and the time until the
+registrations it wrote are visible to gc (committed on a ref gc reads). Dry run unless
+``delete`` is set.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
+from . import _steps
 from .config import find_root, load_config
 from .errors import ConfigError, ManifestError, StorageError
-from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, decode_registration, load_inventory
+from .gitrefs import is_git_repository, list_refs, read_blobs, registration_blobs
+from .inventory import decode_registration, load_inventory
 from .leases import iter_leases, read_lease, remove_lease
+from .models import Registration
 from .remotes import local_store, open_remote
-from .storage import BlobStore, LocalBlobStore
-from .storage._fsspec import BlobInfo, FsspecBlobStore
+from .storage import BlobStore
+from .storage._base import BlobInfo
 
-__all__ = ["DEFAULT_GRACE", "GcPlan", "collect_garbage", "referenced_digests"]
+__all__ = [
+    "DEFAULT_GRACE",
+    "GcPlan",
+    "References",
+    "Scope",
+    "collect_garbage",
+    "find_references",
+    "referenced_digests",
+]
 
 DEFAULT_GRACE = 3600.0
+BATCH = 1000  # candidates quarantined before the leases and references are re-read
+
+Scope = Literal["refs", "worktree"]
 
 
 @dataclass
@@ -51,6 +91,11 @@ class GcPlan:
     leased: int = 0
     leases: list[str] = field(default_factory=list)
     deleted: bool = False
+    scope: str = "refs"
+    kept_by_ref: dict[str, int] = field(default_factory=dict)
+    restored: int = 0  # quarantined, then put back: a writer relied on it meanwhile
+    recovered: int = 0  # left in quarantine by an interrupted gc, put back first
+    notes: list[str] = field(default_factory=list)
 
     @property
     def garbage_bytes(self) -> int:
@@ -60,66 +105,53 @@ class GcPlan:
     def line(self) -> str:
         """A one-line summary."""
         verb = "removed" if self.deleted else "would remove"
-        return (
+        text = (
             f"gc {self.store}: {verb} {len(self.garbage)} unreferenced blob(s) "
             f"({self.garbage_bytes / (1 << 20):.1f} MiB) and {len(self.temporaries)} "
             f"leftover temporary file(s); kept {self.kept} referenced, "
             f"{len(self.young)} unreferenced within the grace period, "
             f"{self.leased} leased by a recent push; {verb} {len(self.leases)} expired lease(s)"
         )
+        if self.restored or self.recovered:
+            text += (
+                f"; put back {self.restored} blob(s) a concurrent writer relied on and "
+                f"{self.recovered} left in quarantine by an interrupted gc"
+            )
+        return text
 
 
-def _git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(root), *args], input=stdin, capture_output=True, check=False
-        )
-    except FileNotFoundError as exc:
-        raise ConfigError("git is not installed; --rev needs it") from exc
-    if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise ConfigError(f"git {' '.join(args[:2])}: {message[-1] if message else 'failed'}")
-    return done.stdout
+@dataclass
+class References:
+    """The digests gc must keep, and how many each git ref names."""
+
+    digests: set[str]
+    by_ref: dict[str, set[str]]
+    scope: str
+    notes: list[str] = field(default_factory=list)
 
 
-def _registrations_at(root: Path, rev: str) -> Iterator[tuple[str, bytes]]:
-    """Yield (path, bytes) of every ``evidence/*/bundle.json`` at git revision ``rev``."""
-    try:
-        _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    except ConfigError as exc:
-        raise ConfigError(f"--rev {rev}: not a git revision of {root} ({exc})") from None
-    listing = _git(
-        root, "ls-tree", "-r", "--full-name", "--name-only", "-z", rev, "--", EVIDENCE_DIR
-    )
-    prefix = _git(root, "rev-parse", "--show-prefix").decode().strip()
-    paths = []
-    for raw in listing.split(b"\0"):
-        if not raw:
-            continue
-        full = raw.decode("utf-8", "surrogateescape")
-        rel = full[len(prefix) :] if prefix and full.startswith(prefix) else full
-        parts = rel.split("/")
-        if len(parts) == 3 and parts[0] == EVIDENCE_DIR and parts[2] == REGISTRATION_NAME:
-            paths.append(full)
-    if not paths:
-        return
-    request = "".join(f"{rev}:{p}\n" for p in paths).encode()
-    out = _git(root, "cat-file", "--batch", stdin=request)
-    pos = 0
-    for path in paths:
-        eol = out.index(b"\n", pos)
-        header = out[pos:eol].split()
-        if len(header) != 3:
-            raise ConfigError(f"git cat-file: unexpected answer for {rev}:{path}")
-        size = int(header[2])
-        yield path, out[eol + 1 : eol + 1 + size]
-        pos = eol + 1 + size + 1
+def _decode_at(base: Path, rev: str, label: str) -> list[Registration]:
+    blobs = registration_blobs(base, rev)
+    paths = {oid: path for path, oid in blobs}
+    return [
+        decode_registration(data, f"{label}:{paths[oid]}")
+        for oid, data in read_blobs(base, list(paths))
+    ]
 
 
-def referenced_digests(root: str | os.PathLike[str], revs: Sequence[str] = ()) -> set[str]:
-    """Return every digest the working tree's registrations (and those at ``revs``) and
-    the pinned weights reference. Refuses (raises) when a registration is unreadable,
-    since its blobs could not be kept."""
+def find_references(
+    root: str | os.PathLike[str],
+    revs: Sequence[str] = (),
+    *,
+    scope: Scope = "refs",
+    require_refs: bool = False,
+) -> References:
+    """Return every digest the working tree's registrations, the git refs (with
+    ``scope="refs"``), the revisions ``revs`` and the pinned weights reference.
+
+    Refuses (raises) when a registration is unreadable, since its blobs could not be
+    kept, and, with ``require_refs``, when the git refs cannot be read.
+    """
     base = Path(root)
     inventory = load_inventory(base)
     errors = [f for f in inventory.findings if f.severity == "error"]
@@ -129,13 +161,37 @@ def referenced_digests(root: str | os.PathLike[str], revs: Sequence[str] = ()) -
             f"gc refused: the inventory has {len(errors)} error(s), so what is referenced "
             f"cannot be known: {listed}"
         )
-    registrations = list(inventory.registrations.values())
-    for rev in revs:
-        for path, data in _registrations_at(base, rev):
-            registrations.append(decode_registration(data, f"{rev}:{path}"))
     keep: set[str] = set()
-    for registration in registrations:
+    for registration in inventory.registrations.values():
         keep.update(e.descriptor.digest for e in registration.manifest.entries)
+    refs = References(keep, {}, scope)
+    by_commit: dict[str, set[str]] = {}
+    if scope == "refs":
+        if is_git_repository(base):
+            for ref, commit in list_refs(base).items():
+                if commit not in by_commit:
+                    by_commit[commit] = {
+                        e.descriptor.digest
+                        for reg in _decode_at(base, commit, ref)
+                        for e in reg.manifest.entries
+                    }
+                refs.by_ref[ref] = by_commit[commit]
+                keep |= by_commit[commit]
+        elif require_refs:
+            raise ConfigError(
+                f"gc refused: {base} is not a git repository (or git is missing), so the "
+                "registrations of other branches cannot be read and their blobs would be "
+                "deleted; run gc in a clone with every branch fetched, or pass "
+                "--scope worktree to keep only what this working tree references"
+            )
+        else:
+            refs.notes.append(f"{base} is not a git repository: kept what the working tree names")
+    for rev in revs:
+        try:
+            for reg in _decode_at(base, rev, rev):
+                keep.update(e.descriptor.digest for e in reg.manifest.entries)
+        except ConfigError as exc:
+            raise ConfigError(f"--rev {rev}: {exc}") from None
     lpips = load_config(base).lpips
     if lpips is not None:
         for desc in (lpips.backbone, lpips.linear):
@@ -143,61 +199,14 @@ def referenced_digests(root: str | os.PathLike[str], revs: Sequence[str] = ()) -
                 keep.add(desc.digest)
         if lpips.state_digest:
             keep.add(lpips.state_digest)
-    return keep
+    return refs
 
 
-def _blobs(store: BlobStore) -> Iterator[BlobInfo]:
-    if isinstance(store, FsspecBlobStore):
-        yield from store.iter_blobs()
-        return
-    for digest in store.iter_digests():
-        if isinstance(store, LocalBlobStore):
-            try:
-                st = store.path_of(digest).stat()
-            except FileNotFoundError:
-                continue
-            yield BlobInfo(digest, st.st_size, st.st_mtime)
-        else:
-            yield BlobInfo(digest, store.size(digest) or 0, None)
-
-
-def _temporaries(store: BlobStore) -> Iterator[tuple[str, float | None]]:
-    if isinstance(store, FsspecBlobStore):
-        yield from store.iter_temporaries()
-    elif isinstance(store, LocalBlobStore):
-        for path in store.iter_temporaries():
-            try:
-                yield str(path), path.stat().st_mtime
-            except FileNotFoundError:
-                continue
-
-
-def _remove_temporary(store: BlobStore, key: str) -> None:
-    if isinstance(store, FsspecBlobStore):
-        store.remove_temporary(key)
-    else:
-        try:
-            os.unlink(key)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise StorageError(f"{key}: cannot remove: {exc.strerror}") from exc
-
-
-def _blob_info(store: BlobStore, digest: str) -> BlobInfo | None:
-    """A blob's size and modification time as stored right now (None when absent)."""
-    if isinstance(store, FsspecBlobStore):
-        return store.blob_info(digest)
-    if isinstance(store, LocalBlobStore):
-        try:
-            st = store.path_of(digest).stat()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StorageError(f"{store.path_of(digest)}: {exc.strerror}") from exc
-        return BlobInfo(digest, st.st_size, st.st_mtime)
-    size = store.size(digest)
-    return None if size is None else BlobInfo(digest, size, None)
+def referenced_digests(
+    root: str | os.PathLike[str], revs: Sequence[str] = (), *, scope: Scope = "worktree"
+) -> set[str]:
+    """Return every digest gc keeps for ``root`` (see :func:`find_references`)."""
+    return find_references(root, revs, scope=scope).digests
 
 
 def _leases(store: BlobStore, cutoff: float, grace: float) -> tuple[set[str], list[str]]:
@@ -221,11 +230,25 @@ def _leases(store: BlobStore, cutoff: float, grace: float) -> tuple[set[str], li
     return leased, expired
 
 
+def _open(base: Path, remote: str | None, delete: bool) -> tuple[BlobStore, str]:
+    if remote is None:
+        store: BlobStore = local_store(base)
+        return store, f"local store ({store.location})"
+    target = open_remote(base, remote)
+    label = target.source.label
+    if not target.store.supports_listing:
+        raise ConfigError(f"{label}: this backend cannot list its blobs, so gc cannot run")
+    if delete and (target.store.read_only or target.config.read_only):
+        raise ConfigError(f"{label} is read-only")
+    return target.store, label
+
+
 def collect_garbage(
     root: str | os.PathLike[str] | None = None,
     *,
     remote: str | None = None,
     revs: Sequence[str] = (),
+    scope: Scope = "refs",
     grace: float = DEFAULT_GRACE,
     delete: bool = False,
     now: float | None = None,
@@ -233,33 +256,39 @@ def collect_garbage(
     """Plan (and with ``delete``, carry out) gc of the local store or ``remote``.
 
     Blobs whose age is unknown (backends without modification times) count as young
-    unless ``grace`` is 0.
+    unless ``grace`` is 0 (which also disregards every lease: only for a store no one
+    else writes to).
     """
     if grace < 0:
         raise ConfigError(f"--grace must be 0 or more seconds, got {grace}")
+    if scope not in ("refs", "worktree"):
+        raise ConfigError(f"--scope must be 'refs' or 'worktree', got {scope!r}")
     base = find_root(root)
-    keep = referenced_digests(base, revs)
-    store: BlobStore
-    if remote is None:
-        store = local_store(base)
-        label = f"local store ({store.location})"
-    else:
-        target = open_remote(base, remote)
-        store = target.store
-        label = target.source.label
-        if not store.supports_listing:
-            raise ConfigError(f"{label}: this backend cannot list its blobs, so gc cannot run")
-        if delete and store.read_only:
-            raise ConfigError(f"{label} is read-only")
+    store, label = _open(base, remote, delete)
+    if delete and not store.supports_quarantine:
+        raise ConfigError(f"{label}: this backend cannot delete safely, so gc cannot run")
     cutoff = (time.time() if now is None else now) - grace
 
     def old(mtime: float | None) -> bool:
         return grace == 0 or (mtime is not None and mtime < cutoff)
 
-    plan = GcPlan(store=label, referenced=len(keep))
     try:
+        plan = GcPlan(store=label, referenced=0, scope=scope)
+        if delete:
+            # An interrupted gc decided nothing for what it left in quarantine.
+            for key, _digest, _mtime in list(store.iter_quarantined()):
+                store.restore(key)
+                plan.recovered += 1
+        references = find_references(
+            base, revs, scope=scope, require_refs=delete and remote is not None
+        )
+        keep = references.digests
+        plan.referenced = len(keep)
+        plan.notes = references.notes
         leased, plan.leases = _leases(store, cutoff, grace)
-        for blob in _blobs(store):
+        present: set[str] = set()
+        for blob in store.iter_blobs():
+            present.add(blob.digest)
             if blob.digest in keep:
                 plan.kept += 1
             elif blob.digest in leased:
@@ -268,29 +297,20 @@ def collect_garbage(
                 plan.garbage.append(blob)
             else:
                 plan.young.append(blob)
-        for key, mtime in _temporaries(store):
+        for ref, digests in sorted(references.by_ref.items()):
+            plan.kept_by_ref[ref] = len(digests & present)
+        for key, mtime in store.iter_temporaries():
             if old(mtime):
                 plan.temporaries.append(key)
+        _steps.reached("gc:marked")
         if delete:
-            # A push may have started since the listing: read the leases again, and
-            # each blob's size and age just before deleting it.
-            leased |= _leases(store, cutoff, grace)[0]
             removed: list[BlobInfo] = []
-            for blob in plan.garbage:
-                if blob.digest in leased:
-                    plan.leased += 1
-                    continue
-                current = _blob_info(store, blob.digest)
-                if current is None:
-                    continue
-                if current.size != blob.size or not old(current.mtime):
-                    plan.young.append(current)
-                    continue
-                store.delete(blob.digest)
-                removed.append(blob)
+            for start in range(0, len(plan.garbage), BATCH):
+                batch = plan.garbage[start : start + BATCH]
+                removed += _sweep(store, base, revs, scope, batch, cutoff, grace, plan)
             plan.garbage = removed
             for key in plan.temporaries:
-                _remove_temporary(store, key)
+                store.remove_temporary(key)
             for key in plan.leases:
                 remove_lease(store, key)
             plan.deleted = True
@@ -298,3 +318,48 @@ def collect_garbage(
         text = str(exc)
         raise StorageError(text if text.startswith(label) else f"{label}: {text}") from exc
     return plan
+
+
+def _sweep(
+    store: BlobStore,
+    base: Path,
+    revs: Sequence[str],
+    scope: Scope,
+    batch: Iterable[BlobInfo],
+    cutoff: float,
+    grace: float,
+    plan: GcPlan,
+) -> list[BlobInfo]:
+    """Quarantine ``batch``, re-read leases and references, then restore or purge."""
+    held: list[tuple[BlobInfo, str]] = []
+    try:
+        for blob in batch:
+            key = store.quarantine(blob.digest)
+            if key is not None:
+                held.append((blob, key))
+        _steps.reached("gc:quarantined")
+        leased = _leases(store, cutoff, grace)[0]
+        keep = find_references(base, revs, scope=scope).digests
+        _steps.reached("gc:reread")
+    except BaseException:
+        for _blob, key in held:
+            store.restore(key)
+        raise
+    removed = []
+    for blob, key in held:
+        mtime = store.quarantined_mtime(key)
+        young = grace != 0 and mtime is not None and mtime >= cutoff
+        if blob.digest in leased or blob.digest in keep or young:
+            store.restore(key)
+            plan.restored += 1
+            if blob.digest in leased:
+                plan.leased += 1
+            elif blob.digest in keep:
+                plan.kept += 1
+            else:
+                plan.young.append(blob)
+        else:
+            store.purge(key)
+            removed.append(blob)
+    _steps.reached("gc:swept")
+    return removed

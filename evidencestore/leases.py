@@ -1,14 +1,18 @@
-"""Push leases: one small object per push naming the digests it relies on.
+"""Leases: one small object per writer naming the digests it relies on.
 
-A push writes ``<root>/leases/<UTC time>-<16 hex>.json`` before it asks which blobs are
-missing; ``evstore gc`` keeps every digest named by a lease younger than its grace
-period, so a blob a push found already present is not deleted under it.
+A writer that may rely on blobs already present (a push relying on the remote's
+copies) writes ``<root>/leases/<UTC time>-<16 hex>.json`` *before* it asks which
+blobs are present. ``evstore gc`` keeps every digest named by a lease younger than
+its grace period and reads the leases again after it has quarantined its
+candidates, so a blob a writer saw present is never deleted under it (the argument
+is in :mod:`evidencestore.gc`). A long push renews its lease; leases are never
+removed by their writer, only by gc once expired, because the registrations that
+reference the blobs may become visible to gc only later (a commit, a merge).
 """
 
 from __future__ import annotations
 
 import calendar
-import contextlib
 import json
 import os
 import re
@@ -18,17 +22,29 @@ from typing import NamedTuple
 
 from .digest import parse_digest
 from .errors import StorageError
-from .storage import BlobStore, LocalBlobStore
-from .storage._fsspec import LEASE_DIR, FsspecBlobStore
+from .storage import BlobStore
+from .storage._base import LEASE_DIR
 
-__all__ = ["LEASE_DIR", "Lease", "iter_leases", "read_lease", "remove_lease", "write_lease"]
+__all__ = [
+    "LEASE_DIR",
+    "LEASE_RENEWAL",
+    "Lease",
+    "iter_leases",
+    "read_lease",
+    "remove_lease",
+    "write_lease",
+]
+
+# A writer still running after this many seconds writes its lease again; gc's grace
+# period must be longer (gc refuses a shorter one when it deletes).
+LEASE_RENEWAL = 300.0
 
 _LEASE_NAME = re.compile(r"^(\d{8}T\d{6}Z)-[0-9a-f]{16}\.json$")
 
 
 class Lease(NamedTuple):
-    """A push's lease on a remote: where it is, when it was written (from its name and,
-    when the backend says, its modification time)."""
+    """A lease: where it is, when it was written (from its name and, when the
+    backend says, its modification time)."""
 
     key: str
     created: float | None
@@ -42,29 +58,15 @@ class Lease(NamedTuple):
 
 
 def write_lease(store: BlobStore, digests: Iterable[str], now: float | None = None) -> str:
-    """Write one lease object ``<root>/leases/<UTC time>-<random>.json`` listing
-    ``digests``: gc keeps them while the lease is younger than its grace period.
-    Returns the lease's key (or path)."""
+    """Write one lease listing ``digests`` (kept by gc while younger than its grace
+    period). Returns the lease's key; "" on a store that cannot hold leases (nothing
+    deletes there either)."""
+    if not store.supports_leases:
+        return ""
     when = time.time() if now is None else now
     name = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when)) + f"-{os.urandom(8).hex()}.json"
     body = json.dumps({"created": when, "digests": sorted(set(digests))}).encode()
-    if isinstance(store, FsspecBlobStore):
-        return store.write_lease(name, body)
-    if isinstance(store, LocalBlobStore):
-        folder = store.root / LEASE_DIR
-        final = folder / name
-        tmp = folder / f".tmp-{name}"
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "xb") as fh:
-                fh.write(body)
-            os.replace(tmp, final)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise StorageError(f"{final}: cannot write the push's lease: {exc.strerror}") from exc
-        return str(final)
-    return ""
+    return store.write_lease(name, body)
 
 
 def _lease_created(name: str) -> float | None:
@@ -79,38 +81,16 @@ def _lease_created(name: str) -> float | None:
 
 def iter_leases(store: BlobStore) -> Iterator[Lease]:
     """Yield the leases on ``store`` (none on a store that cannot have them)."""
-    if isinstance(store, FsspecBlobStore):
-        for key, mtime in store.iter_leases():
-            name = key.rsplit("/", 1)[-1]
-            if _LEASE_NAME.match(name):
-                yield Lease(key, _lease_created(name), mtime)
-    elif isinstance(store, LocalBlobStore):
-        folder = store.root / LEASE_DIR
-        try:
-            names = sorted(os.listdir(folder))
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        except OSError as exc:
-            raise StorageError(f"{folder}: cannot list leases: {exc.strerror}") from exc
-        for name in names:
-            if not _LEASE_NAME.match(name):
-                continue
-            try:
-                mtime = os.stat(folder / name).st_mtime
-            except FileNotFoundError:
-                continue
-            yield Lease(str(folder / name), _lease_created(name), mtime)
+    for key, mtime in store.iter_leases():
+        name = key.rsplit("/", 1)[-1]
+        if _LEASE_NAME.match(name):
+            yield Lease(key, _lease_created(name), mtime)
 
 
 def read_lease(store: BlobStore, key: str) -> list[str]:
     """Return the digests a lease lists; a :class:`StorageError` when it is unreadable."""
     try:
-        if isinstance(store, FsspecBlobStore):
-            raw = store.read_lease(key)
-        else:
-            with open(key, "rb") as fh:
-                raw = fh.read()
-        data = json.loads(raw)
+        data = json.loads(store.read_lease(key))
         digests = data["digests"]
         if not isinstance(digests, list):
             raise TypeError("digests is not a list")
@@ -125,12 +105,4 @@ def read_lease(store: BlobStore, key: str) -> list[str]:
 
 def remove_lease(store: BlobStore, key: str) -> None:
     """Remove a lease (absent ones are ignored)."""
-    if isinstance(store, FsspecBlobStore):
-        store.remove_lease(key)
-        return
-    try:
-        os.unlink(key)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise StorageError(f"{key}: cannot remove lease: {exc.strerror}") from exc
+    store.remove_lease(key)

@@ -7,7 +7,6 @@ Bytes only ever come from the local store or a configured remote, and are verifi
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -15,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from . import _steps
 from ._transfer import (
     DEFAULT_JOBS,
     STREAM_THRESHOLD,
@@ -38,7 +38,15 @@ from .errors import (
     TransferError,
 )
 from .inventory import load_inventory
-from .leases import LEASE_DIR, Lease, iter_leases, read_lease, remove_lease, write_lease
+from .leases import (
+    LEASE_DIR,
+    LEASE_RENEWAL,
+    Lease,
+    iter_leases,
+    read_lease,
+    remove_lease,
+    write_lease,
+)
 from .models import Descriptor, Finding, Registration
 from .storage import DEFAULT_MEDIA_TYPE, BlobStore, LocalBlobStore, VerifyingReader, blob_key
 from .storage._fsspec import FsspecBlobStore, RetryPolicy
@@ -387,13 +395,14 @@ def push(
             # The lease first: from now on a concurrent gc keeps every blob this push
             # relies on, including those the query below finds already present.
             write_lease(target.store, wanted)
+            leased_at = time.monotonic()
+            _steps.reached("push:leased")
             stored = sizes_of(target.store, wanted)
+            _steps.reached("push:checked")
         except (StorageError, ReadOnlyStoreError) as exc:
             raise StorageError(target.source.labelled(exc)) from exc
     missing = [(d, s) for d, s in sorted(wanted.items()) if stored.get(d) != s]
     summary.present = len(wanted) - len(missing)
-    if isinstance(target.store, LocalBlobStore):
-        _touch(target.store, (d for d in wanted if stored.get(d) == wanted[d]))
     cache = local_store(base)
     bar = Progress(f"push {target.name}", len(missing), sum(s for _, s in missing), progress)
 
@@ -409,7 +418,13 @@ def push(
         else:
             summary.transferred += 1
             summary.bytes += size
+        if time.monotonic() - leased_at > LEASE_RENEWAL:
+            write_lease(target.store, wanted)  # a long push: gc judges leases by age
+            leased_at = time.monotonic()
     bar.close()
+    if wanted and time.monotonic() - leased_at > LEASE_RENEWAL / 10:
+        # The grace period then counts from the end of the push.
+        write_lease(target.store, wanted)
     return _finish(summary, started)
 
 
@@ -421,6 +436,7 @@ def _unverified(
 
     def check(item: tuple[str, int | None]) -> bool:
         try:
+            cache.keep_alive(item[0])  # before the check relied on (see gc)
             cache.verify(item[0], item[1])
         except (BlobNotFoundError, IntegrityError):
             return False
@@ -428,14 +444,6 @@ def _unverified(
 
     results = parallel(items, check, jobs)
     return [item for item, ok, error in results if error is not None or not ok]
-
-
-def _touch(store: LocalBlobStore, digests: Iterable[str]) -> None:
-    """Refresh the modification time of blobs a push relies on (a local directory
-    remote), so gc's age check sees them as young too."""
-    for digest in digests:
-        with contextlib.suppress(OSError):
-            os.utime(store.path_of(digest))
 
 
 def _sources(base: Path, remote: str | None) -> list[Source]:

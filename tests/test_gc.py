@@ -98,11 +98,15 @@ def test_gc_keeps_blobs_referenced_at_revisions(tmp_path: Path) -> None:
     make_repo(root, blobs(1, seed="new"), "new")
     old_digests = {digest_of(d) for d in old_files.values()}
 
-    plan = collect_garbage(root, grace=0)
+    plan = collect_garbage(root, grace=0, scope="worktree")
     assert {b.digest for b in plan.garbage} == old_digests
-    plan = collect_garbage(root, grace=0, revs=["HEAD"])
+    plan = collect_garbage(root, grace=0, scope="worktree", revs=["HEAD"])
     assert plan.garbage == [] and plan.kept == 3
-    code, _out, err = run("gc", "--grace", "0", "--yes", "--rev", "main", "--root", str(root))
+    plan = collect_garbage(root, grace=0)  # the default scope reads every ref
+    assert plan.garbage == [] and plan.kept == 3 and plan.kept_by_ref == {"refs/heads/main": 2}
+    code, _out, err = run(
+        "gc", "--grace", "0", "--yes", "--scope", "worktree", "--rev", "main", "--root", str(root)
+    )
     assert code == 0, err
     assert all(local_store(root).has(d) for d in old_digests)
     code, _, err = run("gc", "--rev", "no-such-rev", "--root", str(root))
@@ -144,7 +148,9 @@ def test_gc_directory_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path
     store = LocalBlobStore(remote)
     stray = store.put(b"stray blob on the remote").digest
     _age(store.path_of(stray))
-    code, out, err = run("gc", "--remote", "origin", "--yes", "--root", str(root))
+    code, out, err = run(
+        "gc", "--remote", "origin", "--yes", "--scope", "worktree", "--root", str(root)
+    )
     assert code == 0, err
     assert f"gc remote 'origin' ({remote}): removed 1 unreferenced blob(s)" in out
     assert not store.has(stray)
@@ -168,7 +174,7 @@ def test_gc_memory_remote(repo: tuple[Path, dict[str, bytes]]) -> None:
         fs.pipe_file(f"{base}/blobs/.tmp/{'ab' * 16}", b"someone else's")
         plan = collect_garbage(root, remote="mem", grace=3600)
         assert plan.garbage == [] and len(plan.young) == 1  # just written: kept
-        plan = collect_garbage(root, remote="mem", grace=0, delete=True)
+        plan = collect_garbage(root, remote="mem", grace=0, delete=True, scope="worktree")
         assert [b.digest for b in plan.garbage] == [stray]
         assert plan.temporaries == []
         assert not fs.exists(f"{base}/{blob_key(stray)}")
@@ -208,7 +214,9 @@ def test_gc_s3_remote(
 
     plan = collect_garbage(root, remote="s3", grace=0)
     assert [b.digest for b in plan.garbage] == [stray]
-    code, out, err = run("gc", "--remote", "s3", "--yes", "--grace", "0", "--root", str(root))
+    code, out, err = run(
+        "gc", "--remote", "s3", "--yes", "--scope", "worktree", "--grace", "0", "--root", str(root)
+    )
     assert code == 0, err
     keys = {o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])}
     assert keys == {f"ev/{blob_key(digest_of(d))}" for d in files.values()}
@@ -225,3 +233,53 @@ def test_cli_grace_default_matches_library() -> None:
     from evidencestore import _cli_remote, gc
 
     assert _cli_remote._DEFAULT_GRACE == gc.DEFAULT_GRACE
+
+
+def test_gc_on_main_keeps_the_evidence_of_unmerged_branches(tmp_path: Path) -> None:
+    from evhelpers import add_bundle, init_repo
+
+    origin = init_repo(tmp_path / "origin")
+    remote = tmp_path / "mirror"
+    set_remotes(origin, mirror={"url": str(remote)})
+    add_bundle(origin, "base", blobs(1, seed="base"), external=("ext/*",))
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", "base")
+    git(origin, "checkout", "-q", "-b", "feature")
+    branch_files = blobs(2, seed="feature")
+    add_bundle(origin, "feature-run", branch_files, external=("ext/*",))
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", "feature run")
+    git(origin, "tag", "-a", "v1", "-m", "tagged")
+    assert run("push", "--root", str(origin))[0] == 0
+    git(origin, "checkout", "-q", "main")
+    shutil.rmtree(origin / "evidence" / "feature-run", ignore_errors=True)
+    for path in store_files(remote):
+        _age(path)
+    branch_digests = {digest_of(d) for d in branch_files.values()}
+
+    # A clone that has fetched the branch (as refs/remotes/origin/feature) runs gc.
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    code, out, err = run("gc", "--remote", "mirror", "--yes", "--root", str(clone))
+    assert code == 0, err
+    # Each ref's count covers its registrations (the base bundle's blob, and the
+    # branch's two).
+    assert "kept by refs/remotes/origin/feature\t3" in out
+    assert "kept by refs/tags/v1\t3" in out  # an annotated tag, peeled to its commit
+    assert "kept by refs/heads/main\t1" in out
+    mirror = LocalBlobStore(remote)
+    assert all(mirror.has(d) for d in branch_digests)
+
+    # The worktree-only scope is the explicit, narrower choice: it would remove them
+    # once the push's lease has expired.
+    later = time.time() + 2 * 3600
+    plan = collect_garbage(clone, remote="mirror", scope="worktree", now=later)
+    assert {b.digest for b in plan.garbage} == branch_digests
+
+    # Without git refs to read, a remote gc refuses to delete at all.
+    plain = tmp_path / "plain"
+    make_repo(plain, blobs(1, seed="plain"))
+    set_remotes(plain, mirror={"url": str(remote)})
+    code, _, err = run("gc", "--remote", "mirror", "--yes", "--root", str(plain))
+    assert code == 2 and "not a git repository" in err and "--scope worktree" in err
+    assert all(mirror.has(d) for d in branch_digests)

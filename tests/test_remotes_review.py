@@ -73,7 +73,9 @@ def test_gc_keeps_old_blob_a_concurrent_push_found_present(tmp_path: Path) -> No
     assert "0 of 1 blobs transferred" in out and "1 already present" in out
 
     # Checkout A does not see B's registration yet.
-    code, out, err = run("gc", "--remote", "origin", "--yes", "--root", str(a))
+    code, out, err = run(
+        "gc", "--remote", "origin", "--yes", "--scope", "worktree", "--root", str(a)
+    )
     assert code == 0, err
     assert LocalBlobStore(remote).has(x)
     code, _, err = run("verify", "--remote", "origin", "--deep", "--root", str(b))
@@ -96,7 +98,7 @@ def test_gc_honours_leases_on_object_stores(tmp_path: Path, memory_base: str) ->
     assert code == 0 and "1 already present" in out, err
     [lease] = fs.find(f"{memory_base}/leases")
 
-    plan = collect_garbage(a, remote="mem", delete=True)
+    plan = collect_garbage(a, remote="mem", delete=True, scope="worktree")
     assert plan.garbage == [] and plan.leased == 1 and plan.leases == []
     assert fs.exists(key)
 
@@ -108,7 +110,7 @@ def test_gc_honours_leases_on_object_stores(tmp_path: Path, memory_base: str) ->
     assert fs.exists(lease)
     code, out, _ = run("gc", "--remote", "mem", "--root", str(a))
     assert code == 0 and "0 expired lease(s)" in out  # at the real time: still young
-    plan = collect_garbage(a, remote="mem", now=later, delete=True)
+    plan = collect_garbage(a, remote="mem", now=later, delete=True, scope="worktree")
     assert not fs.exists(lease) and not fs.exists(key)
 
 
@@ -119,17 +121,17 @@ def test_gc_rechecks_each_blob_before_deleting(
     make_repo(root, blobs(1))
     cache = local_store(root)
     digest = cache.put(b"listed as old, rewritten since").digest
-    from evidencestore import gc
-    from evidencestore.storage._fsspec import BlobInfo
+    from evidencestore.storage._base import BlobInfo
 
     stale = BlobInfo(digest, cache.size(digest) or 0, time.time() - OLD)
-    original = gc._blobs
+    original = LocalBlobStore.iter_blobs
 
     def listing(store: Any) -> Iterator[BlobInfo]:
         for info in original(store):
             yield stale if info.digest == digest else info
 
-    monkeypatch.setattr(gc, "_blobs", listing)  # a listing taken before a push touched it
+    # A listing taken before a push touched it.
+    monkeypatch.setattr(LocalBlobStore, "iter_blobs", listing)
     plan = collect_garbage(root, delete=True)
     assert plan.garbage == [] and [y.digest for y in plan.young] == [digest]
     assert cache.has(digest)
@@ -154,7 +156,9 @@ def test_gc_s3_bucket_root_leaves_other_objects_alone(
 
     plan = collect_garbage(root, remote="s3", grace=0)
     assert plan.temporaries == [f"upload:{ours['UploadId']}:{s3_bucket}/{blob_key(stray)}"]
-    code, _, err = run("gc", "--remote", "s3", "--yes", "--grace", "0", "--root", str(root))
+    code, _, err = run(
+        "gc", "--remote", "s3", "--yes", "--scope", "worktree", "--grace", "0", "--root", str(root)
+    )
     assert code == 0, err
     keys = {o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"]}
     assert "tmp/theirs" in keys

@@ -6,17 +6,36 @@ import io
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from blake3 import blake3
 
+from .. import _steps
 from ..digest import digest_hex, hash_bytes, parse_digest
-from ..errors import BlobNotFoundError, IntegrityError, ReadOnlyStoreError
+from ..errors import BlobNotFoundError, IntegrityError, ReadOnlyStoreError, StorageError
 from ..models import Descriptor
 
-__all__ = ["DEFAULT_MEDIA_TYPE", "BlobStore", "VerifyingReader", "blob_key"]
+__all__ = [
+    "DEFAULT_MEDIA_TYPE",
+    "LEASE_DIR",
+    "QUARANTINE_DIR",
+    "BlobInfo",
+    "BlobStore",
+    "VerifyingReader",
+    "blob_key",
+]
 
 DEFAULT_MEDIA_TYPE = "application/octet-stream"
+LEASE_DIR = "leases"
+QUARANTINE_DIR = "quarantine"
+
+
+class BlobInfo(NamedTuple):
+    """A blob found by listing: digest, stored size, modification time (epoch s)."""
+
+    digest: str
+    size: int
+    mtime: float | None
 
 
 def blob_key(digest: str) -> str:
@@ -225,6 +244,8 @@ class BlobStore(ABC):
         # Create-only: an intact existing blob is kept; a corrupt one is replaced.
         if self._size(digest) != size:
             return False
+        self.keep_alive(digest)  # before the check the caller relies on (see gc)
+        _steps.reached("put:kept-alive")
         try:
             self.verify(digest, size)
         except (IntegrityError, BlobNotFoundError):
@@ -239,6 +260,87 @@ class BlobStore(ABC):
     def iter_digests(self) -> Iterator[str]:
         """Yield the digest of every blob present."""
         return self._iter()
+
+    # -- what gc and concurrent writers need (overridden by backends that can) --
+    def iter_blobs(self) -> Iterator[BlobInfo]:
+        """Yield every blob with its size and modification time (None when unknown)."""
+        for digest in self._iter():
+            size = self._size(digest)
+            if size is not None:
+                yield BlobInfo(digest, size, None)
+
+    def blob_info(self, digest: str) -> BlobInfo | None:
+        """Return a blob's size and modification time as stored now (None if absent)."""
+        size = self._size(parse_digest(digest))
+        return None if size is None else BlobInfo(digest, size, None)
+
+    def keep_alive(self, digest: str) -> None:
+        """Mark a present blob as in use now, before the caller relies on it.
+
+        Stores with modification times refresh it, so a gc that is about to remove the
+        blob sees it young; elsewhere this does nothing and a lease protects the blob.
+        """
+        return None
+
+    def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
+        """Yield ``(key, mtime)`` of leftovers of this store's interrupted writes."""
+        return iter(())
+
+    def remove_temporary(self, key: str) -> None:
+        """Remove a leftover yielded by :meth:`iter_temporaries`."""
+        return None
+
+    # Leases: small objects under <root>/leases/ naming digests a writer relies on.
+    @property
+    def supports_leases(self) -> bool:
+        """Whether leases can be written here (gc honours them)."""
+        return False
+
+    def write_lease(self, name: str, data: bytes) -> str:
+        """Write lease ``<root>/leases/<name>`` atomically; return its key."""
+        raise StorageError(f"{self.location}: this store cannot hold leases")
+
+    def iter_leases(self) -> Iterator[tuple[str, float | None]]:
+        """Yield ``(key, mtime)`` of every lease."""
+        return iter(())
+
+    def read_lease(self, key: str) -> bytes:
+        """Return a lease's bytes (FileNotFoundError when it is gone)."""
+        raise FileNotFoundError(key)
+
+    def remove_lease(self, key: str) -> None:
+        """Remove a lease (absent ones are ignored)."""
+        return None
+
+    # Quarantine: gc moves a blob out of its name before deciding, so a writer that
+    # saw it present is always seen by gc afterwards (see evidencestore.gc).
+    @property
+    def supports_quarantine(self) -> bool:
+        """Whether gc can delete here (blobs are quarantined first)."""
+        return False
+
+    def quarantine(self, digest: str) -> str | None:
+        """Move a blob from its name to ``<root>/quarantine/``; return the quarantine
+        key, or None when the blob was absent. The mtime is kept."""
+        raise StorageError(f"{self.location}: this store cannot quarantine blobs")
+
+    def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
+        """Yield ``(key, digest, mtime)`` of every quarantined blob."""
+        return iter(())
+
+    def quarantined_mtime(self, key: str) -> float | None:
+        """The modification time the blob had under its name, refreshed by
+        :meth:`keep_alive` (None where the move does not keep it, such as a copy)."""
+        return None
+
+    def restore(self, key: str) -> None:
+        """Put a quarantined blob back under its name (kept as it is when the name
+        was written again meanwhile), then drop the quarantined copy."""
+        raise StorageError(f"{self.location}: this store cannot quarantine blobs")
+
+    def purge(self, key: str) -> None:
+        """Delete a quarantined blob for good."""
+        raise StorageError(f"{self.location}: this store cannot quarantine blobs")
 
     def __contains__(self, digest: object) -> bool:
         return isinstance(digest, str) and self.has(digest)

@@ -22,11 +22,11 @@ import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO, NamedTuple, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
-from ..digest import parse_digest
+from ..digest import digest_hex, parse_digest
 from ..errors import BlobNotFoundError, EvidenceStoreError, StorageError
-from ._base import BlobStore, blob_key
+from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, blob_key
 
 __all__ = ["BlobInfo", "FsspecBlobStore", "RetryPolicy", "is_transient"]
 
@@ -38,7 +38,7 @@ _LISTING_CACHED = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 # Temporaries of non-atomic backends: ``<root>/blobs/.tmp/<32 hex>``; gc only ever
 # treats keys of exactly that shape as its own.
 TMP_DIR = "blobs/.tmp"
-LEASE_DIR = "leases"
+_QUARANTINED = re.compile(r"^([0-9a-f]{64})-[0-9a-f]{16}$")
 _TMP_NAME = re.compile(r"^[0-9a-f]{32}$")
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 5
@@ -64,14 +64,6 @@ class RetryPolicy:
         """Seconds to wait after the ``failures``-th consecutive failure (1-based)."""
         base = min(self.max_backoff, self.backoff * 2.0 ** (failures - 1))
         return base * (0.5 + random.random() / 2)
-
-
-class BlobInfo(NamedTuple):
-    """A blob found by listing: digest, stored size, modification time (epoch s)."""
-
-    digest: str
-    size: int
-    mtime: float | None
 
 
 _PERMANENT = (
@@ -703,6 +695,61 @@ class FsspecBlobStore(BlobStore):
             return
         with contextlib.suppress(FileNotFoundError):
             self._call("remove temporary", lambda: self.fs.rm(key))
+
+    # -- quarantine (gc) ------------------------------------------------------
+    @property
+    def supports_leases(self) -> bool:
+        return not self.read_only and not self._http
+
+    @property
+    def supports_quarantine(self) -> bool:
+        return not self.read_only and not self._http and self.supports_listing
+
+    def quarantine(self, digest: str) -> str | None:
+        self._check_writable()
+        key = self.key_of(digest)
+        target = f"{self._path}/{QUARANTINE_DIR}/{digest_hex(digest)}-{os.urandom(8).hex()}"
+
+        def move() -> None:
+            self.fs.makedirs(self.fs._parent(target), exist_ok=True)
+            self.fs.mv(key, target)
+
+        try:
+            self._call(f"quarantine {digest}", move)
+        except FileNotFoundError:
+            return None
+        return target
+
+    def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
+        if self._http:
+            return
+        found = self._find(f"{self._path}/{QUARANTINE_DIR}")
+        for key in sorted(found):
+            match = _QUARANTINED.match(str(key).rstrip("/").rsplit("/", 1)[-1])
+            if match:
+                yield str(key), "blake3:" + match.group(1), _mtime(found[key])
+
+    def restore(self, key: str) -> None:
+        self._check_writable()
+        match = _QUARANTINED.match(key.rstrip("/").rsplit("/", 1)[-1])
+        if not match:
+            raise StorageError(f"{self.url}: {key}: not a quarantined blob")
+        digest = "blake3:" + match.group(1)
+        final = self.key_of(digest)
+
+        def put_back() -> None:
+            if not self.fs.exists(final):
+                self.fs.makedirs(self.fs._parent(final), exist_ok=True)
+                self.fs.copy(key, final)
+            self.fs.rm(key)
+
+        with contextlib.suppress(FileNotFoundError):
+            self._call(f"restore {digest}", put_back)
+
+    def purge(self, key: str) -> None:
+        self._check_writable()
+        with contextlib.suppress(FileNotFoundError):
+            self._call("delete quarantined", lambda: self.fs.rm(key))
 
 
 def _digest_of_key(key: str) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -18,11 +19,12 @@ from blake3 import blake3
 
 from ..digest import digest_hex
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
-from ._base import BlobStore, blob_key
+from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, blob_key
 
 __all__ = ["LINK_MODES", "LinkMode", "LocalBlobStore"]
 
 _TMP_PREFIX = ".tmp-"
+_QUARANTINED = re.compile(r"^([0-9a-f]{64})-[0-9a-f]{16}$")
 
 
 def _fsync_dir(path: Path) -> None:
@@ -206,8 +208,149 @@ class LocalBlobStore(BlobStore):
                     continue
                 yield digest
 
-    def iter_temporaries(self) -> Iterator[Path]:
-        """Yield leftover temporary files of interrupted writes (for ``gc``)."""
+    def _stat(self, path: Path) -> os.stat_result | None:
+        try:
+            return path.stat()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"{path}: {exc.strerror}") from exc
+
+    def iter_blobs(self) -> Iterator[BlobInfo]:
+        for digest in self._iter():
+            st = self._stat(self.path_of(digest))
+            if st is not None:
+                yield BlobInfo(digest, st.st_size, st.st_mtime)
+
+    def blob_info(self, digest: str) -> BlobInfo | None:
+        st = self._stat(self.path_of(digest))
+        return None if st is None else BlobInfo(digest, st.st_size, st.st_mtime)
+
+    def keep_alive(self, digest: str) -> None:
+        if not self.read_only:
+            with contextlib.suppress(OSError):
+                os.utime(self.path_of(digest))
+
+    def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
+        """Yield ``(path, mtime)`` of leftover temporary files of interrupted writes."""
         base = self.root / "blobs" / "blake3"
         if base.is_dir():
-            yield from sorted(base.glob(f"*/{_TMP_PREFIX}*"))
+            for path in sorted(base.glob(f"*/{_TMP_PREFIX}*")):
+                st = self._stat(path)
+                if st is not None:
+                    yield str(path), st.st_mtime
+
+    def remove_temporary(self, key: str) -> None:
+        self._check_writable()
+        self._unlink(Path(key), "cannot remove")
+
+    def _unlink(self, path: Path, what: str) -> None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"{path}: {what}: {exc.strerror}") from exc
+
+    # -- leases -------------------------------------------------------------
+    @property
+    def supports_leases(self) -> bool:
+        return not self.read_only
+
+    def write_lease(self, name: str, data: bytes) -> str:
+        self._check_writable()
+        from .._atomic import write_replace
+
+        final = self.root / LEASE_DIR / name
+        try:
+            write_replace(final, data)
+        except OSError as exc:
+            raise StorageError(f"{final}: cannot write the lease: {exc.strerror}") from exc
+        return str(final)
+
+    def iter_leases(self) -> Iterator[tuple[str, float | None]]:
+        folder = self.root / LEASE_DIR
+        try:
+            names = sorted(os.listdir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            raise StorageError(f"{folder}: cannot list leases: {exc.strerror}") from exc
+        for name in names:
+            if name.startswith("."):
+                continue
+            st = self._stat(folder / name)
+            if st is not None:
+                yield str(folder / name), st.st_mtime
+
+    def read_lease(self, key: str) -> bytes:
+        with open(key, "rb") as fh:
+            return fh.read(1 << 26)
+
+    def remove_lease(self, key: str) -> None:
+        self._check_writable()
+        self._unlink(Path(key), "cannot remove lease")
+
+    # -- quarantine ---------------------------------------------------------
+    @property
+    def supports_quarantine(self) -> bool:
+        return not self.read_only
+
+    def quarantine(self, digest: str) -> str | None:
+        self._check_writable()
+        folder = self.root / QUARANTINE_DIR
+        key = folder / f"{digest_hex(digest)}-{os.urandom(8).hex()}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            os.rename(self.path_of(digest), key)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(
+                f"{self.path_of(digest)}: cannot quarantine: {exc.strerror}"
+            ) from exc
+        return str(key)
+
+    def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
+        folder = self.root / QUARANTINE_DIR
+        try:
+            names = sorted(os.listdir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            raise StorageError(f"{folder}: cannot list: {exc.strerror}") from exc
+        for name in names:
+            match = _QUARANTINED.match(name)
+            st = self._stat(folder / name) if match else None
+            if match and st is not None:
+                yield str(folder / name), "blake3:" + match.group(1), st.st_mtime
+
+    def quarantined_mtime(self, key: str) -> float | None:
+        st = self._stat(Path(key))
+        return None if st is None else st.st_mtime
+
+    def restore(self, key: str) -> None:
+        self._check_writable()
+        path = Path(key)
+        match = _QUARANTINED.match(path.name)
+        if not match:
+            raise StorageError(f"{key}: not a quarantined blob")
+        final = self.path_of("blake3:" + match.group(1))
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, final)
+        except FileExistsError:
+            pass  # written again meanwhile: the same content by its name
+        except FileNotFoundError:
+            return
+        except OSError:
+            try:
+                os.rename(path, final)
+            except OSError as exc:
+                raise StorageError(f"{key}: cannot restore: {exc.strerror}") from exc
+            return
+        self._unlink(path, "cannot remove after restoring")
+
+    def purge(self, key: str) -> None:
+        self._check_writable()
+        self._unlink(Path(key), "cannot delete")

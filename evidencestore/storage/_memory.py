@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -18,6 +19,8 @@ class MemoryBlobStore(BlobStore):
     def __init__(self, *, read_only: bool = False) -> None:
         super().__init__(read_only=read_only)
         self.blobs: dict[str, bytes] = {}
+        self.leases: dict[str, bytes] = {}
+        self.quarantined: dict[str, tuple[str, bytes]] = {}
 
     @property
     def location(self) -> str:
@@ -44,3 +47,53 @@ class MemoryBlobStore(BlobStore):
 
     def _iter(self) -> Iterator[str]:
         yield from sorted(self.blobs)
+
+    @property
+    def supports_leases(self) -> bool:
+        return not self.read_only
+
+    def write_lease(self, name: str, data: bytes) -> str:
+        self._check_writable()
+        self.leases[name] = bytes(data)
+        return name
+
+    def iter_leases(self) -> Iterator[tuple[str, float | None]]:
+        for name in sorted(self.leases):
+            yield name, None
+
+    def read_lease(self, key: str) -> bytes:
+        try:
+            return self.leases[key]
+        except KeyError:
+            raise FileNotFoundError(key) from None
+
+    def remove_lease(self, key: str) -> None:
+        self._check_writable()
+        self.leases.pop(key, None)
+
+    @property
+    def supports_quarantine(self) -> bool:
+        return not self.read_only
+
+    def quarantine(self, digest: str) -> str | None:
+        self._check_writable()
+        data = self.blobs.pop(digest, None)
+        if data is None:
+            return None
+        key = f"{digest}-{os.urandom(8).hex()}"
+        self.quarantined[key] = (digest, data)
+        return key
+
+    def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
+        for key in sorted(self.quarantined):
+            yield key, self.quarantined[key][0], None
+
+    def restore(self, key: str) -> None:
+        self._check_writable()
+        item = self.quarantined.pop(key, None)
+        if item is not None:
+            self.blobs.setdefault(item[0], item[1])
+
+    def purge(self, key: str) -> None:
+        self._check_writable()
+        self.quarantined.pop(key, None)

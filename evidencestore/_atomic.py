@@ -1,0 +1,74 @@
+"""Atomic file writes: the one place that writes a temporary, fsyncs and renames.
+
+``write_replace`` replaces a file's content atomically (readers see the old bytes or
+the new ones, never a mix); ``write_create`` publishes a file only if the name is
+free (create-only, via a hard link where the filesystem has them). Both write to a
+temporary in the target's own directory, so the rename never crosses filesystems,
+and remove the temporary on any failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+__all__ = ["fsync_dir", "temporary_beside", "write_create", "write_replace"]
+
+
+def temporary_beside(final: Path) -> Path:
+    """Return a fresh temporary name in ``final``'s directory (created if needed)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return final.parent / f".tmp-{final.name[:24]}-{os.getpid()}-{os.urandom(4).hex()}"
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a directory's entries to disk (best effort: not every OS allows it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_tmp(final: Path, data: bytes) -> Path:
+    tmp = temporary_beside(final)
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def write_replace(final: str | os.PathLike[str], data: bytes) -> None:
+    """Replace ``final`` with ``data`` atomically (raises OSError)."""
+    path = Path(final)
+    tmp = _write_tmp(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_create(final: str | os.PathLike[str], data: bytes) -> bool:
+    """Write ``final`` only if it does not exist; return whether this call created it."""
+    path = Path(final)
+    tmp = _write_tmp(path, data)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    fsync_dir(path.parent)
+    return True

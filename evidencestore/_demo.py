@@ -38,6 +38,7 @@ def build_sample(repo: Path) -> None:
     """Write three campaigns' outputs and register each as a bundle."""
     os.chdir(repo)
     (repo / ".gitignore").write_text(".evstore/\nout/\n")
+    assert _run("init") == 0
     for run, (seconds, speedup) in {
         "baseline-5s": (5, "1.00"),
         "optimised-5s": (5, "1.38"),

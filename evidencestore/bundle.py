@@ -1,19 +1,27 @@
 """Building and sealing bundles, and creating their registrations.
 
 A bundle directory appears whole or not at all: files are copied (and hashed in the
-same pass) into a temporary sibling directory, the registration is written last, and
-the directory is renamed into place; an existing registration is never overwritten.
+same pass) into a locked staging directory (``staging.py``), the registration is
+written last, and the directory is renamed into place; an existing registration is
+never overwritten. A staging directory left by a killed creation is removed by the
+next creation of the same name (and by ``gc``, through :func:`remove_stale_staging`).
+
+Nothing from outside a source reaches the git-tracked tree unasked: a symlink that
+leaves its source directory (or is itself an argument) is refused unless
+``follow_symlinks`` is given; what cannot be bundled (FIFOs, sockets, devices, dangling
+or looping symlinks, symlinked directories not followed) is skipped and reported. Entry
+names are checked before any byte is copied, by the one rule in ``paths.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import fnmatch
 import mimetypes
 import os
-import shutil
+import stat
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,19 +39,25 @@ from .models import (
     Location,
     Metadata,
     Registration,
-    entry_path_problem,
 )
+from .paths import fold_name, name_collisions, path_problem, within
+from .staging import remove_stale_staging, staging_dir, stale_staging_dirs
 from .storage import BlobStore
 
 __all__ = [
     "PlannedEntry",
+    "SkippedSource",
     "SourceFile",
+    "Sources",
     "collect_sources",
     "create_bundle",
     "make_manifest",
     "matches_external",
     "plan_bundle",
+    "remove_stale_staging",
+    "scan_sources",
     "seal",
+    "stale_staging_dirs",
     "utc_now",
 ]
 
@@ -76,19 +90,25 @@ def make_manifest(
     references: Sequence[str] = (),
     annotations: Mapping[str, str] | None = None,
 ) -> BundleManifest:
-    """Return a manifest with entries sorted by path; paths and duplicates are checked."""
+    """Return a manifest with entries sorted by path.
+
+    Paths are checked by :func:`evidencestore.paths.path_problem` (bad or misleading
+    names), and for duplicates and names that collide on case- or
+    normalisation-insensitive file systems.
+    """
     check_bundle_name(name)
     ordered = sorted(entries, key=lambda e: e.path)
     seen: set[str] = set()
     for entry in ordered:
-        problem = entry_path_problem(entry.path)
+        problem = path_problem(entry.path)
         if problem:
-            raise BundleError(f"bundle {name!r}: entry path {entry.path!r} {problem}")
-        if entry.path == REGISTRATION_NAME:
-            raise BundleError(f"bundle {name!r}: entry path {REGISTRATION_NAME!r} is reserved")
+            raise BundleError(f"bundle {name!r}: entry path {entry.path!r} {problem.reason}")
         if entry.path in seen:
             raise BundleError(f"bundle {name!r}: duplicate entry path {entry.path!r}")
         seen.add(entry.path)
+    collisions = name_collisions(seen, reserved=[REGISTRATION_NAME])
+    if collisions:
+        raise BundleError(f"bundle {name!r}: entry names collide: {collisions[0].reason}")
     return BundleManifest(
         name=name,
         metadata=Metadata(
@@ -109,39 +129,187 @@ def seal(manifest: BundleManifest) -> Registration:
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A file to put in a bundle: where it is now and its path inside the bundle."""
+    """A file to put in a bundle: where it is now and its path inside the bundle.
+
+    ``target`` is the file actually read when ``source`` is a symlink that was followed
+    (its resolved path); None for a regular file.
+    """
 
     source: Path
     path: str
+    target: Path | None = None
+
+    @property
+    def read_path(self) -> Path:
+        """The path whose bytes become the entry."""
+        return self.target or self.source
 
 
-def collect_sources(paths: Iterable[str | os.PathLike[str]]) -> list[SourceFile]:
-    """Expand files and directories into bundle sources.
+@dataclass(frozen=True)
+class SkippedSource:
+    """Something below a source directory that is not put in the bundle, and why."""
 
-    A file becomes an entry named by its base name; a directory contributes every file
-    below it, named ``<directory name>/<relative path>``. Symlinked directories are not
-    followed.
+    source: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: skipped: {self.reason}"
+
+
+@dataclass
+class Sources:
+    """The result of :func:`scan_sources`: files to bundle and what was skipped."""
+
+    files: list[SourceFile]
+    skipped: list[SkippedSource]
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
+_FOLLOW_HINT = "pass --follow-symlinks (follow_symlinks=True) to copy what it points to"
+
+
+class _Scanner:
+    """Walks one source argument; symlinks leaving ``root_real`` are refused unless followed."""
+
+    def __init__(self, arg: str, root_real: str, follow: bool, out: Sources) -> None:
+        self.arg = arg
+        self.root_real = root_real
+        self.follow = follow
+        self.out = out
+
+    def skip(self, path: Path, reason: str) -> None:
+        self.out.skipped.append(SkippedSource(path, reason))
+
+    def walk(self, directory: Path, prefix: str, ancestors: frozenset[tuple[int, int]]) -> None:
+        try:
+            with os.scandir(directory) as it:
+                items = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            raise BundleError(f"{directory}: cannot list: {exc.strerror}") from exc
+        for item in items:
+            full = Path(item.path)
+            rel = f"{prefix}/{item.name}"
+            if item.is_symlink():
+                self.symlink(full, rel, ancestors)
+                continue
+            st = item.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                self.walk(full, rel, ancestors | {(st.st_dev, st.st_ino)})
+            elif stat.S_ISREG(st.st_mode):
+                self.out.files.append(SourceFile(full, rel))
+            else:
+                self.skip(full, f"{_kind(st.st_mode)}, not a regular file")
+
+    def symlink(self, full: Path, rel: str, ancestors: frozenset[tuple[int, int]]) -> None:
+        try:
+            st = os.stat(full)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self.skip(full, f"a symlink loop ({full} -> {_readlink(full)})")
+            elif isinstance(exc, FileNotFoundError):
+                self.skip(full, f"a dangling symlink to {_readlink(full)}")
+            else:
+                self.skip(full, f"a symlink that cannot be followed: {exc.strerror}")
+            return
+        real = os.path.realpath(full)
+        if not self.follow and not within(real, self.root_real):
+            raise BundleError(
+                f"{full} is a symlink to {real}, outside the source {self.arg}: refusing to "
+                f"copy it into the bundle ({_FOLLOW_HINT})"
+            )
+        if stat.S_ISDIR(st.st_mode):
+            if not self.follow:
+                self.skip(full, f"a symlink to directory {real}, not followed ({_FOLLOW_HINT})")
+            elif (st.st_dev, st.st_ino) in ancestors:
+                self.skip(full, f"a symlink loop (to {real}, a directory above it)")
+            else:
+                self.walk(full, rel, ancestors | {(st.st_dev, st.st_ino)})
+        elif stat.S_ISREG(st.st_mode):
+            self.out.files.append(SourceFile(full, rel, Path(real)))
+        else:
+            self.skip(full, f"a symlink to {_kind(st.st_mode)}, not a regular file")
+
+
+def _readlink(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
+def scan_sources(
+    paths: Iterable[str | os.PathLike[str]], *, follow_symlinks: bool = False
+) -> Sources:
+    """Expand files and directories into bundle sources, and say what was skipped.
+
+    A file becomes an entry named by its base name; a directory contributes every
+    regular file below it, named ``<directory name>/<relative path>`` (the name as
+    given, never a symlink target's). By default a symlink argument, and a symlink below
+    a directory that resolves outside that directory, raise :class:`BundleError`; a
+    symlink to a file inside it is copied; symlinked subdirectories are not followed.
+    With ``follow_symlinks`` the targets' contents are copied wherever they are
+    (directory cycles are cut). FIFOs, sockets, devices, dangling and looping symlinks
+    are skipped and listed in :attr:`Sources.skipped`.
     """
-    out: list[SourceFile] = []
+    out = Sources([], [])
     for arg in paths:
         src = Path(arg)
-        if not src.exists():
-            raise BundleError(f"{arg}: no such file or directory")
-        if src.is_file():
-            out.append(SourceFile(src, src.name))
+        try:
+            lst = os.lstat(src)
+        except FileNotFoundError:
+            raise BundleError(f"{arg}: no such file or directory") from None
+        except OSError as exc:
+            raise BundleError(f"{arg}: cannot read: {exc.strerror}") from exc
+        top = Path(os.path.abspath(src)).name
+        st = lst
+        target: Path | None = None
+        if stat.S_ISLNK(lst.st_mode):
+            try:
+                st = os.stat(src)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise BundleError(
+                        f"{arg}: a symlink loop ({arg} -> {_readlink(src)}), nothing to bundle"
+                    ) from None
+                if isinstance(exc, FileNotFoundError):
+                    raise BundleError(
+                        f"{arg}: a symlink to {_readlink(src)}, which does not exist"
+                    ) from None
+                raise BundleError(f"{arg}: cannot follow symlink: {exc.strerror}") from exc
+            target = Path(os.path.realpath(src))
+            if not follow_symlinks:
+                raise BundleError(
+                    f"{arg} is a symlink to {target}: refusing to follow it (name the target "
+                    f"itself, or {_FOLLOW_HINT})"
+                )
+        if stat.S_ISREG(st.st_mode):
+            out.files.append(SourceFile(src, top, target))
             continue
-        if not src.is_dir():
-            raise BundleError(f"{arg}: not a regular file or directory")
-        top = src.resolve().name
-        for dirpath, dirnames, filenames in os.walk(src):
-            dirnames.sort()
-            for fname in sorted(filenames):
-                full = Path(dirpath) / fname
-                if not full.is_file():
-                    continue
-                rel = full.relative_to(src).as_posix()
-                out.append(SourceFile(full, f"{top}/{rel}"))
+        if not stat.S_ISDIR(st.st_mode):
+            raise BundleError(f"{arg}: {_kind(st.st_mode)}, not a regular file or directory")
+        root_real = os.path.realpath(src)
+        _Scanner(str(arg), root_real, follow_symlinks, out).walk(
+            src, top, frozenset({(st.st_dev, st.st_ino)})
+        )
     return out
+
+
+def collect_sources(
+    paths: Iterable[str | os.PathLike[str]], *, follow_symlinks: bool = False
+) -> list[SourceFile]:
+    """The files of :func:`scan_sources` (what is skipped is not reported)."""
+    return scan_sources(paths, follow_symlinks=follow_symlinks).files
 
 
 def matches_external(src: SourceFile, globs: Sequence[str]) -> bool:
@@ -163,22 +331,29 @@ class PlannedEntry:
 
 
 def plan_bundle(
-    paths: Iterable[str | os.PathLike[str]], external: Sequence[str] = ()
+    paths: Iterable[str | os.PathLike[str]],
+    external: Sequence[str] = (),
+    *,
+    follow_symlinks: bool = False,
 ) -> tuple[list[PlannedEntry], list[str]]:
     """Return the entries ``create_bundle`` would make, without writing anything, and
     warnings: globs that match no source, absolute globs (matched against source
-    paths only), and empty directories (which add nothing)."""
+    paths only), empty directories (which add nothing) and every skipped source
+    (see :func:`scan_sources`, which also decides what is refused)."""
     planned: list[PlannedEntry] = []
     warnings: list[str] = []
     for arg in paths:
-        sources = collect_sources([arg])
+        scanned = scan_sources([arg], follow_symlinks=follow_symlinks)
+        sources = scanned.files
+        warnings.extend(str(s) for s in scanned.skipped)
         if os.path.isdir(arg):
             for dirpath, dirnames, filenames in os.walk(arg):
                 if not dirnames and not filenames:
                     warnings.append(f"{dirpath}: empty directory, adds nothing")
         for src in sources:
             location: Location = "store" if matches_external(src, external) else "repo"
-            planned.append(PlannedEntry(src.source, src.path, src.source.stat().st_size, location))
+            size = src.read_path.stat().st_size
+            planned.append(PlannedEntry(src.source, src.path, size, location))
     for glob in dict.fromkeys(external):
         if glob.startswith("/"):
             warnings.append(
@@ -200,17 +375,67 @@ def _media_type(path: str) -> str:
     return guessed or "application/octet-stream"
 
 
-def _copy_hashing(src: Path, dst: Path) -> tuple[str, int]:
-    hasher = blake3()
-    size = 0
-    with open(src, "rb") as fin, open(dst, "xb") as fout:
-        while chunk := fin.read(4 << 20):
-            hasher.update(chunk)
-            fout.write(chunk)
-            size += len(chunk)
-        fout.flush()
-        os.fsync(fout.fileno())
+def _copy_hashing(src: SourceFile, dst: Path) -> tuple[str, int]:
+    # O_NOFOLLOW: a file swapped for a symlink after the scan is refused, not followed;
+    # O_NONBLOCK: one swapped for a FIFO does not hang the open (refused below).
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(src.read_path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BundleError(f"{src.source}: became a symlink while being bundled") from None
+        raise
+    with open(fd, "rb") as fin:
+        mode = os.fstat(fin.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise BundleError(f"{src.source}: {_kind(mode)} now, no longer a regular file")
+        hasher = blake3()
+        size = 0
+        with open(dst, "xb") as fout:
+            while chunk := fin.read(4 << 20):
+                hasher.update(chunk)
+                fout.write(chunk)
+                size += len(chunk)
+            fout.flush()
+            os.fsync(fout.fileno())
     return "blake3:" + hasher.hexdigest(), size
+
+
+def _check_entry_names(name: str, sources: Sequence[SourceFile]) -> None:
+    """Refuse bad, misleading, duplicate and colliding entry paths before copying anything."""
+    seen: dict[str, Path] = {}
+    for src in sources:
+        if src.path in seen:
+            raise BundleError(
+                f"bundle {name!r}: {src.source} and {seen[src.path]} would both be "
+                f"entry {src.path!r}"
+            )
+        problem = path_problem(src.path)
+        if problem:
+            raise BundleError(f"{src.source}: entry path {src.path!r} {problem.reason}")
+        seen[src.path] = src.source
+    collisions = name_collisions(seen, reserved=[REGISTRATION_NAME])
+    if collisions:
+        raise BundleError(
+            f"bundle {name!r}: entry names collide: "
+            + "; ".join(c.reason for c in collisions[:5])
+            + (f" (and {len(collisions) - 5} more)" if len(collisions) > 5 else "")
+        )
+
+
+def _check_bundle_dir_name(evidence: Path, name: str) -> None:
+    """Refuse a name that only differs in case from an existing bundle directory."""
+    try:
+        existing = [e.name for e in os.scandir(evidence) if not e.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    key = fold_name(name)
+    for other in existing:
+        if other != name and fold_name(other) == key:
+            raise BundleError(
+                f"bundle {name!r}: {EVIDENCE_DIR}/{other} differs only in letter case; a "
+                "case-insensitive checkout (macOS, Windows) would merge the two directories"
+            )
 
 
 def create_bundle(
@@ -225,12 +450,17 @@ def create_bundle(
     roles: Mapping[str, str] | None = None,
     created: str | None = None,
     producer: str | None = None,
+    follow_symlinks: bool = False,
+    on_skip: Callable[[SkippedSource], None] | None = None,
 ) -> Registration:
     """Create and register bundle ``name`` in the evidence repository at ``root``.
 
     Sources whose bundle path (or source path) matches an ``external`` glob go into
     ``store`` with location ``store``; the rest are copied into ``evidence/<name>/``
-    with location ``repo``. ``roles`` maps bundle paths to an entry role. Raises
+    with location ``repo``. ``roles`` maps bundle paths to an entry role. Symlinks and
+    special files are treated as :func:`scan_sources` says (``follow_symlinks``); each
+    skipped source is passed to ``on_skip``. Staging directories that an earlier,
+    killed creation of ``name`` left behind are removed first. Raises
     :class:`BundleError` when the bundle is already registered or an input is bad.
     """
     check_bundle_name(name)
@@ -243,56 +473,50 @@ def create_bundle(
         )
     if final.exists() and any(final.iterdir()):
         raise BundleError(f"{final}: directory exists and is not empty, but holds no registration")
-    sources = collect_sources(paths)
+    _check_bundle_dir_name(evidence, name)
+    scanned = scan_sources(paths, follow_symlinks=follow_symlinks)
+    for skipped in scanned.skipped:
+        if on_skip is not None:
+            on_skip(skipped)
+    sources = scanned.files
     if not sources:
         raise BundleError(f"bundle {name!r}: no files given")
-    roles = dict(roles or {})
     evidence.mkdir(parents=True, exist_ok=True)
-    staging = evidence / f".{name}.tmp-{os.urandom(4).hex()}"
-    staging.mkdir()
+    _check_entry_names(name, sources)
+    roles = dict(roles or {})
+    remove_stale_staging(root, name=name)
     try:
-        entries: list[Entry] = []
-        seen: dict[str, Path] = {}
-        for src in sources:
-            if src.path in seen:
-                raise BundleError(
-                    f"bundle {name!r}: {src.source} and {seen[src.path]} would both be "
-                    f"entry {src.path!r}"
+        with staging_dir(evidence, name) as staging:
+            entries: list[Entry] = []
+            for src in sources:
+                location: Location
+                if matches_external(src, external):
+                    desc = store.put_file(src.read_path, _media_type(src.path))
+                    location = "store"
+                else:
+                    target = staging / src.path
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    digest, size = _copy_hashing(src, target)
+                    desc = Descriptor(digest=digest, size=size, media_type=_media_type(src.path))
+                    location = "repo"
+                entries.append(
+                    Entry(
+                        path=src.path, descriptor=desc, location=location, role=roles.get(src.path)
+                    )
                 )
-            problem = entry_path_problem(src.path)
-            if problem:
-                raise BundleError(f"{src.source}: entry path {src.path!r} {problem}")
-            seen[src.path] = src.source
-            is_external = matches_external(src, external)
-            location: Location
-            if is_external:
-                desc = store.put_file(src.source, _media_type(src.path))
-                location = "store"
-            else:
-                target = staging / src.path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                digest, size = _copy_hashing(src.source, target)
-                desc = Descriptor(digest=digest, size=size, media_type=_media_type(src.path))
-                location = "repo"
-            entries.append(
-                Entry(path=src.path, descriptor=desc, location=location, role=roles.get(src.path))
+            manifest = make_manifest(
+                name,
+                entries,
+                created=created,
+                producer=producer,
+                references=references,
+                annotations=annotations,
             )
-        manifest = make_manifest(
-            name,
-            entries,
-            created=created,
-            producer=producer,
-            references=references,
-            annotations=annotations,
-        )
-        registration = seal(manifest)
-        (staging / REGISTRATION_NAME).write_bytes(pretty(registration))
-        if final.exists():
-            final.rmdir()  # empty, checked above
-        os.rename(staging, final)
+            registration = seal(manifest)
+            (staging / REGISTRATION_NAME).write_bytes(pretty(registration))
+            if final.exists():
+                final.rmdir()  # empty, checked above
+            os.rename(staging, final)
     except (OSError, IntegrityError) as exc:
         raise BundleError(f"bundle {name!r}: {exc}") from exc
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(staging)
     return registration

@@ -2,6 +2,13 @@
 
 Nothing pins a global count: totals are computed from the registrations present, so
 pull requests that each add one bundle directory merge without touching shared files.
+
+A registration is read only when it is what git tracks: one that is a symlink leaving
+the repository is a ``registration-symlink-escape`` finding (like an entry's
+``symlink-escape``), a symlink loop is a ``symlink-loop`` finding, and bundle
+directories whose names fold together on case-insensitive systems are a
+``name-collision``. Directories whose names start with ``.`` are not bundles (a
+``bundle create`` stages in ``.<name>.tmp-<hex>``; see ``staging.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import msgspec
 from ._canonical import decode
 from .errors import ManifestError
 from .models import Finding, Registration, Severity
+from .paths import REGISTRATION_NAME, name_collisions, resolve, within
 
 __all__ = [
     "EVIDENCE_DIR",
@@ -27,7 +35,6 @@ __all__ = [
 ]
 
 EVIDENCE_DIR = "evidence"
-REGISTRATION_NAME = "bundle.json"
 
 
 def registration_path(root: str | os.PathLike[str], name: str) -> Path:
@@ -107,9 +114,18 @@ def load_inventory(root: str | os.PathLike[str]) -> Inventory:
         )
         return inventory
     dirs = sorted(p for p in evidence.iterdir() if not p.name.startswith("."))
+    real_root = os.path.realpath(root)
     for entry in dirs:
         rel = f"{EVIDENCE_DIR}/{entry.name}"
         reg_rel = f"{rel}/{REGISTRATION_NAME}"
+        if entry.is_symlink() and resolve(entry) is None:
+            error(
+                "symlink-loop",
+                f"{rel}: a symlink loop ({rel} -> {os.readlink(entry)}): no bundle to read",
+                entry.name,
+                rel,
+            )
+            continue
         if not entry.is_dir():
             error(
                 "stray-file",
@@ -118,6 +134,25 @@ def load_inventory(root: str | os.PathLike[str]) -> Inventory:
             )
             continue
         reg_file = entry / REGISTRATION_NAME
+        if reg_file.is_symlink():
+            real = resolve(reg_file)
+            if real is None:
+                error(
+                    "symlink-loop",
+                    f"{reg_rel}: a symlink loop ({os.readlink(reg_file)}): no registration to read",
+                    entry.name,
+                    reg_rel,
+                )
+                continue
+            if not within(real, real_root) and within(os.path.realpath(entry), real_root):
+                error(
+                    "registration-symlink-escape",
+                    f"{reg_rel} is a symlink to {real}, outside the repository: it is not "
+                    "read (a registration must be the file that git tracks)",
+                    entry.name,
+                    reg_rel,
+                )
+                continue
         if not reg_file.is_file():
             error(
                 "missing-registration",
@@ -145,6 +180,13 @@ def load_inventory(root: str | os.PathLike[str]) -> Inventory:
                 reg_rel,
             )
         inventory.registrations[entry.name] = registration
+    for c in name_collisions(p.name for p in dirs):
+        error(
+            "name-collision",
+            f"{EVIDENCE_DIR}/{c.first} and {EVIDENCE_DIR}/{c.second}: bundle directories {c.reason}",
+            c.second,
+            f"{EVIDENCE_DIR}/{c.second}",
+        )
     if not dirs:
         error(
             "empty-evidence-dir",

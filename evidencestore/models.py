@@ -7,13 +7,13 @@ optional field is added later with a default).
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
 
 from .digest import DIGEST_PATTERN
+from .paths import entry_path_problem  # the one entry-path rule, re-exported
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -188,39 +188,3 @@ class VerifyReport(Model, frozen=True, omit_defaults=False):
     bundles: tuple[BundleReport, ...]
     findings: tuple[Finding, ...]
     totals: Totals
-
-
-_WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-_PLAIN_PATH = re.compile(r"[^\x00-\x1f/\\]+(?:/[^\x00-\x1f/\\]+)*")
-
-
-def entry_path_problem(path: str) -> str | None:
-    """Return why ``path`` is not a normalised relative POSIX entry path, or None."""
-    if (
-        _PLAIN_PATH.fullmatch(path)
-        and "." not in (path[:1], path[-1:])
-        and "/." not in path
-        and "./" not in path
-        and not _WINDOWS_DRIVE.match(path)
-    ):
-        return None  # the common case, decided without splitting
-    if not path:
-        return "is empty"
-    if "\x00" in path:
-        return "contains a NUL byte"
-    if "\\" in path:
-        return "contains a backslash (entry paths use '/')"
-    if path.startswith("/") or _WINDOWS_DRIVE.match(path):
-        return "is absolute"
-    parts = path.split("/")
-    if "" in parts:
-        return "has an empty segment ('//' or a trailing '/')"
-    if ".." in parts:
-        return "has a '..' segment"
-    if "." in parts:
-        return "has a '.' segment"
-    if any(ord(c) < 0x20 for c in path):
-        return "contains a control character"
-    return None

@@ -5,10 +5,19 @@ Merkle root and digest are recomputed, every ``repo`` entry is hashed against th
 working tree (size first), files that no entry names are reported, ``store`` entries
 are re-hashed in the local store (or reported unavailable), and with ``base`` the
 registrations at a git revision must be unchanged.
+
+Nothing outside the repository is read as evidence: an entry, bundle directory or
+registration that resolves outside is a ``symlink-escape`` (``registration-symlink-
+escape``) finding, a symlink loop is a ``symlink-loop`` finding (never an exception),
+and a symlinked directory inside the repository is walked like a directory. Names are
+judged by the one rule in ``paths.py`` (``bad-path``, ``misleading-name``,
+``name-collision``), and staging directories left by a killed ``bundle create`` are
+``stale-staging`` warnings.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import subprocess
@@ -26,8 +35,9 @@ from .models import (
     Registration,
     Totals,
     VerifyReport,
-    entry_path_problem,
 )
+from .paths import name_collisions, path_problem, resolve, within
+from .staging import staging_name, stale_staging_dirs
 from .storage import BlobStore, LocalBlobStore
 
 __all__ = [
@@ -56,11 +66,11 @@ def _structure_findings(reg: Registration, name: str) -> list[Finding]:
     prev: str | None = None
     seen: set[str] = set()
     for entry in m.entries:
-        problem = entry_path_problem(entry.path)
+        problem = path_problem(entry.path)
         if problem:
-            out.append(_err("bad-path", f"entry path {entry.path!r} {problem}", name, entry.path))
-        elif entry.path == REGISTRATION_NAME:
-            out.append(_err("bad-path", f"entry path {entry.path!r} is reserved", name, entry.path))
+            out.append(
+                _err(problem.code, f"entry path {entry.path!r} {problem.reason}", name, entry.path)
+            )
         if entry.path in seen:
             out.append(
                 _err(
@@ -81,6 +91,8 @@ def _structure_findings(reg: Registration, name: str) -> list[Finding]:
             )
         seen.add(entry.path)
         prev = entry.path
+    for c in name_collisions(seen, reserved=[REGISTRATION_NAME]):
+        out.append(_err("name-collision", f"entry names {c.reason}", name, c.second))
     root = entries_root(m.entries)
     if root != reg.root:
         out.append(
@@ -104,14 +116,6 @@ def _structure_findings(reg: Registration, name: str) -> list[Finding]:
     return out
 
 
-def _within(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-    except ValueError:
-        return False
-    return True
-
-
 def _unavailable(entry: Entry, bundle: str, store: BlobStore | None, required: bool) -> Finding:
     d = entry.descriptor
     where = store.location if store is not None else "no local store"
@@ -125,27 +129,60 @@ def _unavailable(entry: Entry, bundle: str, store: BlobStore | None, required: b
     )
 
 
-def _walk_files(base: str, prefix: str = "") -> Iterator[str]:
-    """Yield the relative POSIX paths of every non-directory below ``base`` (no symlink following)."""
+def _walk_files(
+    base: str, real_dir: str, real_root: str, prefix: str = "", above: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, str, str]]:
+    """Yield ``(relative path, kind, detail)`` for every non-directory below ``base``.
+
+    ``kind`` is ``file``; ``loop`` for a symlink loop (``detail``: its link text); or
+    ``outside-dir`` for a symlink to a directory outside the repository (``detail``: its
+    target). A symlink to a directory inside the repository is walked like a directory,
+    unless it leads back to a directory above it (a ``loop``).
+    """
     try:
         with os.scandir(base) as it:
             items = sorted(it, key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:
         return
+    above = above | {real_dir}
     for item in items:
+        rel = prefix + item.name
         if item.is_dir(follow_symlinks=False):
-            yield from _walk_files(item.path, f"{prefix}{item.name}/")
+            yield from _walk_files(
+                item.path, f"{real_dir}{os.sep}{item.name}", real_root, f"{rel}/", above
+            )
+            continue
+        if not item.is_symlink():
+            yield rel, "file", ""
+            continue
+        real = resolve(item.path)
+        if real is None:
+            yield rel, "loop", _readlink(item.path)
+        elif not os.path.isdir(real):
+            yield rel, "file", ""
+        elif not within(real, real_root):
+            yield rel, "outside-dir", real
+        elif real in above:
+            yield rel, "loop", _readlink(item.path)
         else:
-            yield prefix + item.name
+            yield from _walk_files(item.path, real, real_root, f"{rel}/", above)
 
 
-def _dir_inside(bdir: Path, parent: str, real_root: Path, cache: dict[str, bool]) -> bool:
-    """Whether a bundle subdirectory resolves inside the repository (cached)."""
-    ok = cache.get(parent)
-    if ok is None:
-        ok = _within((bdir / parent).resolve(), real_root)
-        cache[parent] = ok
-    return ok
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
+def _dir_state(bdir: Path, parent: str, real_root: str, cache: dict[str, str]) -> str:
+    """``inside``, ``outside`` or ``loop``: where a bundle subdirectory resolves (cached)."""
+    state = cache.get(parent)
+    if state is None:
+        real = resolve(bdir / parent)
+        state = "loop" if real is None else "inside" if within(real, real_root) else "outside"
+        cache[parent] = state
+    return state
 
 
 def verify_registration(
@@ -158,7 +195,7 @@ def verify_registration(
 ) -> BundleReport:
     """Verify one registered bundle against the working tree and the local store."""
     repo_root = Path(root).absolute()
-    real_root = repo_root.resolve()
+    real_root = os.path.realpath(repo_root)
     m = reg.manifest
     name = dir_name or m.name
     bdir = repo_root / EVIDENCE_DIR / name
@@ -170,9 +207,11 @@ def verify_registration(
     local = store if isinstance(store, LocalBlobStore) else None
     blob_base = f"{local.root}{os.sep}blobs{os.sep}blake3{os.sep}" if local else ""
     bdir_s = f"{bdir}{os.sep}"
-    safe_dirs: dict[str, bool] = {}
-    outside = bdir.resolve()
-    bdir_escapes = not _within(outside, real_root)
+    dir_states: dict[str, str] = {}
+    outside = resolve(bdir)
+    if outside is None:  # load_inventory reports the loop; nothing here can be read
+        outside = f"{bdir} (a symlink loop)"
+    bdir_escapes = not within(outside, real_root)
     if bdir_escapes:
         findings.append(
             _err(
@@ -188,8 +227,21 @@ def verify_registration(
         d = entry.descriptor
         if entry.location == "repo":
             parent = entry.path.rpartition("/")[0]
-            if parent and not _dir_inside(bdir, parent, real_root, safe_dirs):
-                target = Path(bdir_s + entry.path).resolve()
+            state = _dir_state(bdir, parent, real_root, dir_states) if parent else "inside"
+            if state == "loop":
+                findings.append(
+                    _err(
+                        "symlink-loop",
+                        f"{EVIDENCE_DIR}/{name}/{parent} is a symlink loop: "
+                        f"{EVIDENCE_DIR}/{name}/{entry.path} cannot be read",
+                        name,
+                        entry.path,
+                        d.digest,
+                    )
+                )
+                continue
+            if state == "outside":
+                target = resolve(bdir_s + entry.path)
                 findings.append(
                     _err(
                         "symlink-escape",
@@ -232,20 +284,31 @@ def verify_registration(
             f"store blob of {entry.path!r}" if in_store else f"{EVIDENCE_DIR}/{name}/{entry.path}"
         )
         if not in_store and isinstance(outcome, OSError) and outcome.errno == errno.ELOOP:
-            target = Path(fpath).resolve()
-            if not _within(target, real_root):
+            real = resolve(fpath)
+            if real is None:
                 findings.append(
                     _err(
-                        "symlink-escape",
-                        f"{what} is a symlink to {target}, outside the repository",
+                        "symlink-loop",
+                        f"{what} is a symlink loop (-> {_readlink(fpath)}): its content cannot be read",
                         name,
                         entry.path,
                         d.digest,
                     )
                 )
                 continue
-            [outcome] = hash_files([str(target)], [d.size])
-            what = f"{what} (symlink to {target})"
+            if not within(real, real_root):
+                findings.append(
+                    _err(
+                        "symlink-escape",
+                        f"{what} is a symlink to {real}, outside the repository",
+                        name,
+                        entry.path,
+                        d.digest,
+                    )
+                )
+                continue
+            [outcome] = hash_files([real], [d.size])
+            what = f"{what} (symlink to {real})"
         if isinstance(outcome, Hashed):
             if outcome.digest == d.digest:
                 checked += 1
@@ -273,17 +336,35 @@ def verify_registration(
     # files in the bundle directory that no entry names
     named = {e.path for e in m.entries if e.location == "repo"}
     store_names = {e.path for e in m.entries if e.location == "store"}
-    for rel_in in () if bdir_escapes else _walk_files(bdir_s):
+    reported = {f.path for f in findings if f.code in ("symlink-loop", "symlink-escape")}
+    walked = () if bdir_escapes else _walk_files(bdir_s, outside, real_root)
+    for rel_in, kind, detail in walked:
         if rel_in == REGISTRATION_NAME or rel_in in named:
+            continue
+        where = f"{EVIDENCE_DIR}/{name}/{rel_in}"
+        if kind != "file" and any(p and p.startswith(f"{rel_in}/") for p in reported):
+            continue  # the entries below it already say why they were not checked
+        if kind == "loop":
+            findings.append(
+                _err("symlink-loop", f"{where} is a symlink loop (-> {detail})", name, rel_in)
+            )
+            continue
+        if kind == "outside-dir":
+            findings.append(
+                _err(
+                    "symlink-escape",
+                    f"{where} is a symlink to directory {detail}, outside the repository",
+                    name,
+                    rel_in,
+                )
+            )
             continue
         why = (
             "a store entry's bytes must not be kept in git"
             if rel_in in store_names
             else "no entry names it"
         )
-        findings.append(
-            _err("unregistered-file", f"{EVIDENCE_DIR}/{name}/{rel_in}: {why}", name, rel_in)
-        )
+        findings.append(_err("unregistered-file", f"{where}: {why}", name, rel_in))
 
     errors = sum(f.severity == "error" for f in findings)
     return BundleReport(
@@ -355,6 +436,33 @@ def _base_findings(root: Path, rev: str, current: Mapping[str, Registration]) ->
     return findings
 
 
+def _staging_findings(repo: Path) -> list[Finding]:
+    """A warning for each staging directory that a killed ``bundle create`` left behind."""
+    out: list[Finding] = []
+    for path in stale_staging_dirs(repo):
+        files = size = 0
+        for dirpath, _, filenames in os.walk(path):
+            for fname in filenames:
+                files += 1
+                with contextlib.suppress(OSError):
+                    size += os.lstat(os.path.join(dirpath, fname)).st_size
+        bundle = staging_name(path.name)
+        rel = f"{EVIDENCE_DIR}/{path.name}"
+        out.append(
+            Finding(
+                severity="warning",
+                code="stale-staging",
+                message=(
+                    f"{rel}: left behind by an interrupted 'bundle create {bundle}' "
+                    f"({files} partial file(s), {size} bytes; not a bundle); the next "
+                    f"'evstore bundle create {bundle}' or 'evstore gc' removes it"
+                ),
+                path=rel,
+            )
+        )
+    return out
+
+
 def verify_repository(
     root: str | os.PathLike[str],
     *,
@@ -396,6 +504,7 @@ def verify_repository(
             for f in extra
             if bundles is None or f.bundle in selected or f.code == "bundle-removed"
         )
+    repo_findings.extend(_staging_findings(repo))
     regs = {n: inventory.registrations[n] for n in selected}
     remote_found = remote_checker(regs) if remote_checker is not None else {}
     reports: list[BundleReport] = []

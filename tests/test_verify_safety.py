@@ -1,0 +1,230 @@
+"""verify: symlink loops, symlinked registrations and directories, misleading names.
+
+Each case is a real evidence repository altered on disk; the library must return
+findings (never raise anything but EvidenceStoreError) and the CLI must exit 1 with a
+JSON report that lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import unicodedata
+from pathlib import Path
+
+import pytest
+from evhelpers import add_bundle
+
+from evidencestore._canonical import pretty
+from evidencestore._cli import main
+from evidencestore.bundle import seal
+from evidencestore.digest import hash_bytes
+from evidencestore.models import BundleManifest, Descriptor, Entry, Metadata, VerifyReport
+from evidencestore.remotes import local_store
+from evidencestore.verify import verify_repository
+
+
+def _errors(report: VerifyReport) -> list[tuple[str, str | None, str | None]]:
+    found = [f for b in report.bundles for f in b.findings] + list(report.findings)
+    return sorted(((f.code, f.bundle, f.path) for f in found if f.severity == "error"), key=str)
+
+
+def _verify(root: Path) -> VerifyReport:
+    return verify_repository(root, store=local_store(root))
+
+
+def _cli_json(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
+    capsys.readouterr()
+    code = main(["verify", "--json", "--root", str(root)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "internal error" not in err, err
+    return code, json.loads(out)
+
+
+def _codes_in(report: dict[str, object]) -> set[str]:
+    bundles = report["bundles"]
+    assert isinstance(bundles, list)
+    findings = [f for b in bundles for f in b["findings"]] + list(report["findings"])  # type: ignore[arg-type]
+    return {f["code"] for f in findings}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    add_bundle(root, "alpha", {"log.txt": b"hello\n", "sub/x.txt": b"x\n"})
+    add_bundle(root, "beta", {"b.txt": b"b\n"})
+    return root
+
+
+def test_entry_symlink_loop_is_a_finding(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = repo / "evidence/alpha/log.txt"
+    target.unlink()
+    target.symlink_to("log.txt")
+    report = _verify(repo)
+    assert _errors(report) == [("symlink-loop", "alpha", "log.txt")]
+    alpha = next(b for b in report.bundles if b.name == "alpha")
+    assert "symlink loop" in alpha.findings[0].message and alpha.checked == 1
+    code, js = _cli_json(repo, capsys)
+    assert code == 1 and js["ok"] is False and _codes_in(js) == {"symlink-loop"}
+
+
+def test_subdirectory_symlink_loop_is_a_finding(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sub = repo / "evidence/alpha/sub"
+    shutil.rmtree(sub)
+    sub.symlink_to("sub", target_is_directory=True)
+    assert _errors(_verify(repo)) == [("symlink-loop", "alpha", "sub/x.txt")]
+    code, js = _cli_json(repo, capsys)
+    assert code == 1 and _codes_in(js) == {"symlink-loop"}
+
+
+def test_bundle_directory_symlink_loop_is_a_finding(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.rmtree(repo / "evidence/beta")
+    (repo / "evidence/beta").symlink_to("beta", target_is_directory=True)
+    assert _errors(_verify(repo)) == [("symlink-loop", "beta", "evidence/beta")]
+    code, js = _cli_json(repo, capsys)
+    assert code == 1 and _codes_in(js) == {"symlink-loop"}
+
+
+def test_unnamed_symlink_loop_and_escaping_directory_in_a_bundle(
+    repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    (repo / "evidence/beta/loop").symlink_to("loop")
+    (repo / "evidence/beta/self").symlink_to(".", target_is_directory=True)
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (repo / "evidence/beta/etc").symlink_to(elsewhere, target_is_directory=True)
+    assert _errors(_verify(repo)) == [
+        ("symlink-escape", "beta", "etc"),
+        ("symlink-loop", "beta", "loop"),
+        ("symlink-loop", "beta", "self"),
+    ]
+
+
+def test_directory_symlink_inside_the_repository_verifies(repo: Path) -> None:
+    sub = repo / "evidence/alpha/sub"
+    kept = repo / "kept-sub"
+    shutil.move(str(sub), kept)
+    sub.symlink_to(kept, target_is_directory=True)
+    report = _verify(repo)
+    assert report.ok, _errors(report)  # no misleading 'unregistered-file' for 'sub'
+    assert report.totals.checked == 3
+    (kept / "extra.txt").write_bytes(b"sneaked")
+    assert _errors(_verify(repo)) == [("unregistered-file", "alpha", "sub/extra.txt")]
+
+
+def test_registration_symlinked_outside_is_refused(
+    repo: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reg = repo / "evidence/beta/bundle.json"
+    outside = tmp_path_factory.mktemp("outside") / "bundle.json"
+    shutil.move(str(reg), outside)
+    reg.symlink_to(outside)
+    report = _verify(repo)
+    assert _errors(report) == [("registration-symlink-escape", "beta", "evidence/beta/bundle.json")]
+    assert "outside the repository" in report.findings[0].message
+    code, js = _cli_json(repo, capsys)
+    assert code == 1 and _codes_in(js) == {"registration-symlink-escape"}
+
+
+def test_registration_symlink_inside_the_repository_is_read(repo: Path) -> None:
+    reg = repo / "evidence/beta/bundle.json"
+    kept = repo / "kept.json"
+    shutil.move(str(reg), kept)
+    reg.symlink_to(kept)
+    assert _verify(repo).ok
+
+
+def test_registration_symlink_loop_is_a_finding(repo: Path) -> None:
+    reg = repo / "evidence/beta/bundle.json"
+    reg.unlink()
+    reg.symlink_to("bundle.json")
+    assert _errors(_verify(repo)) == [("symlink-loop", "beta", "evidence/beta/bundle.json")]
+
+
+def _register_raw(root: Path, name: str, files: dict[str, bytes]) -> None:
+    """Register a bundle without the creation checks, as a foreign tool might."""
+    bdir = root / "evidence" / name
+    entries = []
+    for path, data in sorted(files.items()):
+        (bdir / path).parent.mkdir(parents=True, exist_ok=True)
+        (bdir / path).write_bytes(data)
+        h = hash_bytes(data)
+        entries.append(
+            Entry(path=path, descriptor=Descriptor(digest=h.digest, size=h.size), location="repo")
+        )
+    manifest = BundleManifest(
+        name=name,
+        metadata=Metadata(created="2026-01-01T00:00:00Z", producer="foreign"),
+        entries=tuple(entries),
+    )
+    (bdir / "bundle.json").write_bytes(pretty(seal(manifest)))
+
+
+NFC = unicodedata.normalize("NFC", "caf\u00e9.txt")
+NFD = unicodedata.normalize("NFD", "caf\u00e9.txt")
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"Readme.TXT": b"1", "readme.txt": b"2"}, [("name-collision", "readme.txt")]),
+        ({NFC: b"1", NFD: b"2"}, [("name-collision", max(NFC, NFD))]),
+        ({"BUNDLE.JSON": b"1"}, [("name-collision", "bundle.json")]),
+        ({"invoice\u202etxt.exe": b"1"}, [("misleading-name", "invoice\u202etxt.exe")]),
+        ({"\uff0e\uff0e/x": b"1"}, [("misleading-name", "\uff0e\uff0e/x")]),
+        ({"..\u2215x": b"1"}, [("misleading-name", "..\u2215x")]),
+        ({"del\x7f.txt": b"1"}, [("bad-path", "del\x7f.txt")]),
+    ],
+)
+def test_misleading_and_colliding_names_are_reported(
+    repo: Path,
+    files: dict[str, bytes],
+    expected: list[tuple[str, str]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _register_raw(repo, "foreign", files)
+    report = _verify(repo)
+    assert [(c, p) for c, b, p in _errors(report) if b == "foreign"] == expected
+    assert [b for c, b, p in _errors(report)] == ["foreign"] * len(expected)
+    code, js = _cli_json(repo, capsys)
+    assert code == 1 and _codes_in(js) == {c for c, _ in expected}
+
+
+def test_bundle_directories_differing_only_in_case(repo: Path) -> None:
+    _register_raw(repo, "Beta", {"b.txt": b"B"})
+    assert _errors(_verify(repo)) == [("name-collision", "beta", "evidence/beta")]
+
+
+def test_every_problem_listed_in_one_run(
+    repo: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (repo / "evidence/alpha/log.txt").unlink()
+    (repo / "evidence/alpha/log.txt").symlink_to("log.txt")
+    reg = repo / "evidence/beta/bundle.json"
+    outside = tmp_path_factory.mktemp("o") / "bundle.json"
+    shutil.move(str(reg), outside)
+    reg.symlink_to(outside)
+    _register_raw(repo, "foreign", {"a\u202eb": b"1"})
+    os.makedirs(repo / "evidence/.alpha.tmp-00ff00ff/x")
+    code, js = _cli_json(repo, capsys)
+    assert code == 1
+    assert _codes_in(js) == {
+        "symlink-loop",
+        "registration-symlink-escape",
+        "misleading-name",
+        "stale-staging",
+    }
+    assert set(js) == {"ok", "root", "bundles", "findings", "totals"}
+    assert js["totals"] == {
+        "bundles": 2,
+        "entries": 3,
+        "checked": 2,
+        "unavailable": 0,
+        "errors": 3,
+        "warnings": 1,
+    }

@@ -292,10 +292,10 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     if args.verbose or not args.yes:
         for blob in plan.garbage:
             print(f"{'removed' if plan.deleted else 'would remove'}\t{blob.digest}\t{blob.size}")
-        for key in (*plan.temporaries, *plan.leases):
+        for key in (*plan.temporaries, *plan.leases, *plan.staging):
             print(f"{'removed' if plan.deleted else 'would remove'}\t{key}")
     print(plan.line())
-    if not args.yes and (plan.garbage or plan.temporaries or plan.leases):
+    if not args.yes and (plan.garbage or plan.temporaries or plan.leases or plan.staging):
         print("dry run: nothing was deleted; rerun with --yes to delete", file=sys.stderr)
     return EXIT_OK
 

@@ -59,6 +59,7 @@ from .inventory import decode_registration, load_inventory
 from .leases import iter_leases, read_lease, remove_lease
 from .models import Registration
 from .remotes import local_store, open_remote
+from .staging import remove_stale_staging, stale_staging_dirs
 from .storage import BlobStore
 from .storage._base import BlobInfo
 
@@ -96,6 +97,7 @@ class GcPlan:
     restored: int = 0  # quarantined, then put back: a writer relied on it meanwhile
     recovered: int = 0  # left in quarantine by an interrupted gc, put back first
     notes: list[str] = field(default_factory=list)
+    staging: list[str] = field(default_factory=list)  # left by killed `bundle create`s
 
     @property
     def garbage_bytes(self) -> int:
@@ -112,6 +114,8 @@ class GcPlan:
             f"{len(self.young)} unreferenced within the grace period, "
             f"{self.leased} leased by a recent push; {verb} {len(self.leases)} expired lease(s)"
         )
+        if self.staging:
+            text += f"; {verb} {len(self.staging)} staging directory(ies) of killed creates"
         if self.restored or self.recovered:
             text += (
                 f"; put back {self.restored} blob(s) a concurrent writer relied on and "
@@ -302,6 +306,8 @@ def collect_garbage(
         for key, mtime in store.iter_temporaries():
             if old(mtime):
                 plan.temporaries.append(key)
+        if remote is None:
+            plan.staging = [str(p) for p in stale_staging_dirs(base)]
         _steps.reached("gc:marked")
         if delete:
             removed: list[BlobInfo] = []
@@ -313,6 +319,11 @@ def collect_garbage(
                 store.remove_temporary(key)
             for key in plan.leases:
                 remove_lease(store, key)
+            if plan.staging:
+                # Each is locked by a live `bundle create`, so the lock, not age, decides
+                # (where flock exists).
+                older = 0.0 if os.name == "posix" else grace
+                plan.staging = [str(p) for p in remove_stale_staging(base, older)]
             plan.deleted = True
     except StorageError as exc:
         text = str(exc)

@@ -283,3 +283,19 @@ def test_gc_on_main_keeps_the_evidence_of_unmerged_branches(tmp_path: Path) -> N
     code, _, err = run("gc", "--remote", "mirror", "--yes", "--root", str(plain))
     assert code == 2 and "not a git repository" in err and "--scope worktree" in err
     assert all(mirror.has(d) for d in branch_digests)
+
+
+def test_gc_removes_staging_left_by_a_killed_create(
+    repo: tuple[Path, dict[str, bytes]],
+) -> None:
+    root, _ = repo
+    left = root / "evidence" / ".half-done.tmp-0badc0de"
+    (left / "d").mkdir(parents=True)
+    (left / "d" / "partial.bin").write_bytes(b"half of a file")
+    code, out, _ = run("gc", "--root", str(root))
+    assert code == 0 and f"would remove\t{left}" in out
+    assert "would remove 1 staging directory(ies) of killed creates" in out
+    assert left.exists()
+    code, out, err = run("gc", "--yes", "--root", str(root))
+    assert code == 0, err
+    assert "removed 1 staging directory(ies)" in out and not left.exists()

@@ -40,6 +40,8 @@ REGISTRATION_NAME = "bundle.json"
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
 # Printable ASCII but '/' and '\\', in '/'-separated segments: needs no further look.
 _PLAIN_PATH = re.compile(r"[ -.0-\[\]-~]+(?:/[ -.0-\[\]-~]+)*")
+_ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 # Characters that display as a dot or a slash (or backslash) without being one. NFKC
 # maps some of them to the ASCII character (fullwidth forms), others it leaves alone.
@@ -129,17 +131,16 @@ def path_problem(path: str) -> PathProblem | None:
         return PathProblem("bad-path", "has a '..' segment")
     if "." in parts:
         return PathProblem("bad-path", "has a '.' segment")
-    for c in path:
-        if c.isascii():
-            if c < " " or c == "\x7f":
-                return PathProblem("bad-path", f"contains a control character ({_char_name(c)})")
-            continue
+    control = _ASCII_CONTROL.search(path)
+    if control:
+        return PathProblem("bad-path", f"contains a control character ({_char_name(control[0])})")
+    for c in dict.fromkeys(_NON_ASCII.findall(path)):  # in C: only the non-ASCII characters
         category = unicodedata.category(c)
         if category == "Cc":
             return PathProblem("bad-path", f"contains a control character ({_char_name(c)})")
         if category == "Cs":
             return PathProblem("bad-path", f"contains a lone surrogate ({_char_name(c)})")
-        if category in ("Cf", "Zl", "Zp", "Co", "Cn"):
+        if category in ("Cf", "Zl", "Zp", "Co"):
             return PathProblem(
                 "misleading-name",
                 f"contains an invisible or layout-changing character ({_char_name(c)})",
@@ -148,12 +149,13 @@ def path_problem(path: str) -> PathProblem | None:
             return PathProblem(
                 "misleading-name", f"contains a look-alike of '.' or '/' ({_char_name(c)})"
             )
-    for part in parts:
-        folded = unicodedata.normalize("NFKC", part)
-        if folded in (".", "..") or "/" in folded or "\\" in folded:
-            return PathProblem(
-                "misleading-name", f"has a segment {part!r} that reads as {folded!r}"
-            )
+    if not unicodedata.is_normalized("NFKC", path):
+        for part in parts:
+            folded = unicodedata.normalize("NFKC", part)
+            if folded in (".", "..") or "/" in folded or "\\" in folded:
+                return PathProblem(
+                    "misleading-name", f"has a segment {part!r} that reads as {folded!r}"
+                )
     if path == REGISTRATION_NAME:
         return PathProblem("bad-path", "is reserved for the registration")
     return None

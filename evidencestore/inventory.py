@@ -22,7 +22,7 @@ import msgspec
 from ._canonical import decode
 from .errors import ManifestError
 from .models import Finding, Registration, Severity
-from .paths import REGISTRATION_NAME, name_collisions, resolve, within
+from .paths import REGISTRATION_NAME, name_collisions, resolve, shown, within
 
 __all__ = [
     "EVIDENCE_DIR",
@@ -97,7 +97,13 @@ def load_inventory(root: str | os.PathLike[str]) -> Inventory:
         severity: Severity = "error",
     ) -> None:
         inventory.findings.append(
-            Finding(severity=severity, code=code, message=message, bundle=bundle, path=path)
+            Finding(
+                severity=severity,
+                code=code,
+                message=shown(message),  # a name on disk need not be UTF-8
+                bundle=None if bundle is None else shown(bundle),
+                path=None if path is None else shown(path),
+            )
         )
 
     evidence = root / EVIDENCE_DIR

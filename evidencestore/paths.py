@@ -32,6 +32,7 @@ __all__ = [
     "name_collisions",
     "path_problem",
     "resolve",
+    "shown",
     "within",
 ]
 
@@ -221,3 +222,17 @@ def resolve(path: str | os.PathLike[str]) -> str | None:
 def within(path: str, root: str) -> bool:
     """Whether real path ``path`` is ``root`` or below it (both absolute, resolved)."""
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def shown(name: str) -> str:
+    """Return ``name`` as it can be reported (in JSON too): bytes of a file name that are
+    not UTF-8 (``surrogateescape``) appear as ``\\xNN``, any other surrogate as ``\\uXXXX``."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        pass
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")

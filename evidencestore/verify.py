@@ -36,7 +36,7 @@ from .models import (
     Totals,
     VerifyReport,
 )
-from .paths import name_collisions, path_problem, resolve, within
+from .paths import name_collisions, path_problem, resolve, shown, within
 from .staging import staging_name, stale_staging_dirs
 from .storage import BlobStore, LocalBlobStore
 
@@ -54,8 +54,14 @@ RemoteChecker = Callable[[Mapping[str, Registration]], Mapping[str, Sequence[Fin
 def _err(
     code: str, message: str, bundle: str, path: str | None = None, digest: str | None = None
 ) -> Finding:
+    # shown(): a file name on disk need not be UTF-8; the report must still encode
     return Finding(
-        severity="error", code=code, message=message, bundle=bundle, path=path, digest=digest
+        severity="error",
+        code=code,
+        message=shown(message),
+        bundle=shown(bundle),
+        path=None if path is None else shown(path),
+        digest=digest,
     )
 
 
@@ -368,7 +374,7 @@ def verify_registration(
 
     errors = sum(f.severity == "error" for f in findings)
     return BundleReport(
-        name=name,
+        name=shown(name),
         ok=errors == 0,
         digest=reg.digest,
         entries=len(m.entries),
@@ -537,7 +543,7 @@ def verify_repository(
     )
     return VerifyReport(
         ok=errors == 0,
-        root=str(repo),
+        root=shown(str(repo)),
         bundles=tuple(reports),
         findings=tuple(repo_findings),
         totals=totals,

@@ -228,3 +228,19 @@ def test_every_problem_listed_in_one_run(
         "errors": 3,
         "warnings": 1,
     }
+
+
+def test_names_that_are_not_utf8_are_reported_not_crashed_on(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    os.close(os.open(os.fsencode(repo / "evidence/alpha") + b"/\xff.txt", os.O_CREAT | os.O_WRONLY))
+    os.mkdir(os.fsencode(repo / "evidence") + b"/b\xfe")
+    code, js = _cli_json(repo, capsys)
+    assert code == 1
+    alpha = next(b for b in js["bundles"] if b["name"] == "alpha")  # type: ignore[union-attr]
+    assert [(f["code"], f["path"]) for f in alpha["findings"]] == [
+        ("unregistered-file", "\\xff.txt")
+    ]
+    assert [(f["code"], f["bundle"]) for f in js["findings"]] == [  # type: ignore[union-attr]
+        ("missing-registration", "b\\xfe")
+    ]

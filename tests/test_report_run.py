@@ -31,6 +31,7 @@ def _digest(text: str) -> str:
 
 
 def _run_record(outcome: str = "partial", n: int = 8) -> dict[str, Any]:
+    """A run record as ``run.json`` holds it (field names of ``RunRecord``)."""
     requests = []
     t = 10**12
     for i in range(n):
@@ -43,27 +44,44 @@ def _run_record(outcome: str = "partial", n: int = 8) -> dict[str, Any]:
             {
                 "index": i,
                 "phase": "warmup" if i < 2 else "measured",
+                "request": 0,
+                "repetition": i,
+                "method": "POST",
+                "path": "/v1/videos/sync",
+                "payload": {"digest": _digest(f"payload {i}"), "size": 100},
+                "start_utc": "2026-12-01T00:00:00Z",
+                "sent_ns": sent,
+                "first_byte_ns": None if failed else first,
+                "last_byte_ns": None if failed else last,
+                "end_ns": last,
                 "status": 500 if failed else 200,
-                "timings": {"sent_ns": sent, "first_byte_ns": first, "last_byte_ns": last},
-                "failure": {"class": "http-status", "message": "HTTP 500 on request 5"}
-                if failed
-                else None,
-                "payload_digest": _digest(f"payload {i}"),
-                "body_digest": None if failed else _digest(f"body {i}"),
-                "body_size": None if failed else 1000 + i,
+                "body": None if failed else {"digest": _digest(f"body {i}"), "size": 1000 + i},
+                "failure": "http-status" if failed else None,
+                "message": "HTTP 500 on request 5" if failed else None,
+                "e2e_s": None if failed else (last - sent) / 1e9,
+                "ttfb_s": None if failed else (first - sent) / 1e9,
             }
         )
     return {
-        "metadata": {"kind": "run"},
+        "kind": "evidencestore/run",
         "name": "baseline-5s-1",
         "arm": "baseline",
         "outcome": outcome,
+        "reason": "health check refused: both unified and legacy offload settings given"
+        if outcome == "failed-before-inference"
+        else None,
         "workload_digest": _digest("workload"),
-        "configs": [{"path": "server.yaml", "digest": _digest("server.yaml")}],
-        "server_logs": [{"path": "server.log", "digest": _digest("server.log")}],
+        "workload": {"digest": _digest("workload"), "size": 10},
+        "server": {"url": "http://127.0.0.1:1", "ok": outcome != "failed-before-inference",
+                   "health": {"path": "/health", "status": 200}},
+        "client": {"evidencestore": "0.1.0", "python": "3.11", "pyav": "18", "aiohttp": "3",
+                   "host": "h", "platform": "linux"},
+        "configs": {"server.yaml": {"digest": _digest("server.yaml"), "size": 11}},
+        "logs": {"server.log": {"digest": _digest("server.log"), "size": 10}},
+        "started": "2026-12-01T00:00:00Z",
+        "ended": "2026-12-01T00:01:00Z",
         "requests": requests,
-        "environment": {"evidencestore": "0.1.0", "python": "3.11"},
-    }
+    }  # fmt: skip
 
 
 def _bundle(root: Path, name: str, record: dict[str, Any]) -> bytes:
@@ -102,8 +120,9 @@ def test_run_report_in_browser(repo: Path, tmp_path: Path) -> None:
     facts = result.facts
     # E2E and TTFB plots; the failed request contributes no value: 2 warmup + 5 measured.
     assert facts["plots"] == [{"groups": "2", "values": "7"}, {"groups": "2", "values": "7"}]
-    assert "request-5-failure" in facts["ids"] and "#request-5" in facts["anchors"]
     text = facts["text"]
+    assert "configs: server.yaml" in text and "logs: server.log" in text
+    assert "request-5-failure" in facts["ids"] and "#request-5" in facts["anchors"]
     assert "HTTP 500 on request 5" in text
     assert "measured (n = 5)" in html and "warmup (n = 2)" in html
     assert "Run baseline-5s-1" in text
@@ -117,4 +136,5 @@ def test_failed_before_inference(repo: Path, tmp_path: Path) -> None:
     assert 'data-verdict="failed-before-inference"' in html
     assert 'class="verdict v-FAIL"' in html
     assert "No request reached its last byte" in html
+    assert "Reason: health check refused: both unified and legacy offload settings" in html
     assert _digest("server.log") in html and _digest("workload") in html

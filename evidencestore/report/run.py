@@ -86,6 +86,10 @@ def _failure_message(r: Mapping[str, Any]) -> str:
     for key in ("message", "error", "failure_message"):
         if r.get(key):
             return str(r[key])
+    media = r.get("media")
+    if isinstance(media, Mapping) and media.get("verdict") == "FAIL":
+        failed = ", ".join(str(c) for c in media.get("failed_checks", ()))
+        return str(media.get("message") or f"media check failed: {failed}")
     check = r.get("media_check") or r.get("check")
     if isinstance(check, Mapping):
         bad = [c for c in check.get("checks", ()) if isinstance(c, Mapping) and not c.get("ok")]
@@ -208,6 +212,16 @@ def render_run_html(
         for k, v in run.items()
         if not isinstance(v, list | tuple | Mapping) and k not in ("outcome",)
     ]
+    server = run.get("server")
+    if isinstance(server, Mapping):
+        for key in ("url", "ok", "message", "server_header"):
+            if server.get(key) is not None:
+                settings.append((f"server.{key}", fmt(server[key])))
+        if server.get("model_ids"):
+            settings.append(("server.model_ids", ", ".join(map(str, server["model_ids"]))))
+    meaning = OUTCOME_MEANING.get(outcome, "")
+    if run.get("reason"):
+        meaning = f"{meaning} Reason: {run['reason']}"
     return render_page(
         "run.html",
         {
@@ -216,7 +230,7 @@ def render_run_html(
             "kind_label": "benchmark run",
             "verdict": outcome,
             "verdict_style": style,
-            "meaning": OUTCOME_MEANING.get(outcome, ""),
+            "meaning": meaning,
             "facts": facts,
             "plots": plots,
             "summaries": [

@@ -89,7 +89,7 @@ def render_record_bytes(
             raise ReportError(f"{source}: not a valid comparison record: {exc}") from None
         html = render_comparison_html(record, record_digest=digest, root=root, context=context)
         return Rendered(html, "comparison", digest, context)
-    if kind == RUN:
+    if kind in (RUN, "evidencestore/run"):
         from .run import render_run_html
 
         html = render_run_html(value, record_digest=digest, context=context)
@@ -132,7 +132,7 @@ def _entry_bytes(root: Path, bundle: str, entry: Entry) -> bytes:
     return data
 
 
-_REPORTED = frozenset({COMPARISON, RUN, STATUS, "campaign_status", "status"})
+_REPORTED = frozenset({COMPARISON, RUN, "evidencestore/run", STATUS, "campaign_status", "status"})
 _RECORD_MAX = 64 << 20
 
 

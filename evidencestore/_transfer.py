@@ -169,8 +169,29 @@ class TransferSummary:
         )
 
 
+# Temporary files of streamed downloads being written now: a progress line adds the
+# bytes they hold, so one large blob shows byte-level progress, not a jump at its end.
+_inflight_lock = threading.Lock()
+_inflight: set[Path] = set()
+_active_bars: set[Progress] = set()
+
+
+def _inflight_bytes() -> int:
+    with _inflight_lock:
+        paths = list(_inflight)
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            total += os.stat(path).st_size
+    return total
+
+
 class Progress:
-    """A progress line when ``stream`` is a terminal; silent otherwise (or without one)."""
+    """A progress line when ``stream`` is a terminal; silent otherwise (or without one).
+
+    On a terminal a ticker thread redraws it five times a second with the bytes of
+    streamed downloads still in flight, so a single large blob moves the line too.
+    """
 
     def __init__(self, label: str, total: int, total_bytes: int, stream: IO[str] | None = None):
         self.label = label
@@ -182,6 +203,29 @@ class Progress:
         self._enabled = stream is not None and bool(getattr(stream, "isatty", lambda: False)())
         self._lock = threading.Lock()
         self._last = 0.0
+        self._closed = threading.Event()
+        self._ticker: threading.Thread | None = None
+        if self._enabled and total:
+            _active_bars.add(self)
+            self._ticker = threading.Thread(target=self._tick, name="evstore-progress", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._closed.wait(0.2):
+            self.render()
+
+    def render(self) -> None:
+        """Redraw the line now (finished blobs plus bytes in flight)."""
+        if not self._enabled or self._closed.is_set():
+            return
+        with self._lock:
+            self._last = time.monotonic()
+            shown = min(self.done_bytes + _inflight_bytes(), self.total_bytes)
+            self._stream.write(
+                f"\r{self.label}: {self.done}/{self.total} blobs, "
+                f"{shown / (1 << 20):.1f}/{self.total_bytes / (1 << 20):.1f} MiB"
+            )
+            self._stream.flush()
 
     def advance(self, nbytes: int) -> None:
         """Count one finished blob of ``nbytes``."""
@@ -189,19 +233,20 @@ class Progress:
             self.done += 1
             self.done_bytes += nbytes
             now = time.monotonic()
-            if self._enabled and (now - self._last >= 0.1 or self.done == self.total):
-                self._last = now
-                self._stream.write(
-                    f"\r{self.label}: {self.done}/{self.total} blobs, "
-                    f"{self.done_bytes / (1 << 20):.1f}/{self.total_bytes / (1 << 20):.1f} MiB"
-                )
-                self._stream.flush()
+            due = now - self._last >= 0.1 or self.done == self.total
+        if due:
+            self.render()
 
     def close(self) -> None:
-        """Clear the progress line."""
+        """Stop the ticker and clear the progress line."""
+        self._closed.set()
+        _active_bars.discard(self)
+        if self._ticker is not None:
+            self._ticker.join()
         if self._enabled and self.total:
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
+            with self._lock:
+                self._stream.write("\r\x1b[K")
+                self._stream.flush()
 
 
 def parallel(
@@ -321,6 +366,8 @@ def _download_streamed(source: Source, cache: LocalBlobStore, digest: str, size:
                 pass
         except OSError as exc:
             raise _local_failure(cache, digest, exc) from exc
+        with _inflight_lock:
+            _inflight.add(tmp)
         if isinstance(source.store, FsspecBlobStore):
             source.store.download_to(digest, str(tmp), limit=size + 1)
         else:
@@ -351,6 +398,8 @@ def _download_streamed(source: Source, cache: LocalBlobStore, digest: str, size:
             raise _local_failure(cache, digest, exc) from exc
     finally:
         if tmp is not None:
+            with _inflight_lock:
+                _inflight.discard(tmp)
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
 

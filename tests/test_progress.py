@@ -1,0 +1,64 @@
+"""Byte-level progress of streamed fetches on a terminal; nothing on a non-terminal (issue 12)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from evhelpers import add_bundle
+
+import evidencestore._transfer as transfer
+from evidencestore._cli import main
+from evidencestore.remotes import pull
+
+BLOB = bytes(range(256)) * 4096  # 1 MiB
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    add_bundle(root, "p", {"ext/big.bin": BLOB, "r.txt": b"r"}, external=("ext/*",))
+    assert main(["remote", "add", "m", str(tmp_path / "remote"), "--root", str(root)]) == 0
+    assert main(["push", "--root", str(root)]) == 0
+    shutil.rmtree(root / ".evstore")
+    return root
+
+
+def test_a_single_streamed_blob_moves_the_line_before_it_completes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _repo(tmp_path)
+    monkeypatch.setattr(transfer, "STREAM_THRESHOLD", 1024)  # stream the 1 MiB blob
+    seen: list[str] = []
+    real_hook = transfer.test_hook
+
+    def at(point: str) -> None:
+        # Deterministic pause point: every byte is in the temporary, none published yet.
+        if point == "fetch-written":
+            for bar in list(transfer._active_bars):
+                bar.render()
+            seen.append(term.getvalue())
+        real_hook(point)
+
+    monkeypatch.setattr(transfer, "test_hook", at)
+    term = Terminal()
+    summary = pull(root, progress=term)
+    assert summary.transferred == 1 and summary.bytes == len(BLOB)
+    [mid] = seen
+    assert mid.rsplit("\r", 1)[-1] == "pull: 0/1 blobs, 1.0/1.0 MiB"  # bytes before the blob
+    assert term.getvalue().endswith("\r\x1b[K")  # the line is cleared at the end
+    assert not transfer._active_bars and not transfer._inflight
+
+
+def test_nothing_on_a_non_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _repo(tmp_path)
+    monkeypatch.setattr(transfer, "STREAM_THRESHOLD", 1024)
+    stream = io.StringIO()
+    assert pull(root, progress=stream).transferred == 1
+    assert stream.getvalue() == "" and not transfer._active_bars

@@ -163,11 +163,10 @@ def _video(record: ComparisonRecord, media: _Media) -> list[dict[str, Any]]:
                     salt=salt,
                 )
             ]
-            for name, summary in v.perceptual.items():
+            for name in v.perceptual:
                 scores = [f.perceptual.get(name, 0.0) for f in v.per_frame]
                 limit = record.thresholds.perceptual_max.get(name)
                 plots.append(score_plot(name, scores, limit, salt=f"{salt}{name}"))
-                del summary
             facts = [
                 ("frames identical", f"{v.identical_frames} of {v.frames}"),
                 ("lowest PSNR", "infinite (identical)" if v.min_psnr is None else f"{v.min_psnr:.3f} dB"),

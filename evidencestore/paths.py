@@ -140,6 +140,8 @@ def path_problem(path: str) -> PathProblem | None:
         if category == "Cc":
             return PathProblem("bad-path", f"contains a control character ({_char_name(c)})")
         if category == "Cs":
+            if "\udc80" <= c <= "\udcff":  # os.fsdecode's stand-in for a non-UTF-8 byte
+                return PathProblem("bad-path", f"is not valid UTF-8 (byte 0x{ord(c) - 0xDC00:02X})")
             return PathProblem("bad-path", f"contains a lone surrogate ({_char_name(c)})")
         if category in ("Cf", "Zl", "Zp", "Co"):
             return PathProblem(

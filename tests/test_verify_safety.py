@@ -13,16 +13,20 @@ import shutil
 import unicodedata
 from pathlib import Path
 
+import msgspec
 import pytest
 from evhelpers import add_bundle
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evidencestore._canonical import pretty
 from evidencestore._cli import main
-from evidencestore.bundle import seal
+from evidencestore.bundle import make_manifest, seal
 from evidencestore.digest import hash_bytes
+from evidencestore.errors import BundleError
 from evidencestore.models import BundleManifest, Descriptor, Entry, Metadata, VerifyReport
 from evidencestore.remotes import local_store
-from evidencestore.verify import verify_repository
+from evidencestore.verify import verify_registration, verify_repository
 
 
 def _errors(report: VerifyReport) -> list[tuple[str, str | None, str | None]]:
@@ -244,3 +248,42 @@ def test_names_that_are_not_utf8_are_reported_not_crashed_on(
     assert [(f["code"], f["bundle"]) for f in js["findings"]] == [  # type: ignore[union-attr]
         ("missing-registration", "b\\xfe")
     ]
+
+
+# Characters that make names bad, misleading or colliding (plus a few plain ones), joined
+# into names; "\u0301" is a combining accent, so "e\u0301" and "\u00e9" meet.
+_NAME_CHARS = st.sampled_from(
+    "aBbS./\\:\x00\x7f\x85 \u202e\u200b\uff0e\u2215\u00e9e\u0301\u0130\u00df\udcff\ud800"
+)
+_NAMES = st.lists(st.text(_NAME_CHARS, min_size=0, max_size=8) | st.text(max_size=6), max_size=6)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(names=_NAMES)
+def test_fuzzed_entry_names_give_findings_never_exceptions(repo: Path, names: list[str]) -> None:
+    """Whatever the entry names, verification reports; creation refuses what verify flags."""
+    desc = Descriptor(digest=hash_bytes(b"").digest, size=0)
+    entries = [Entry(path=n, descriptor=desc, location="repo") for n in sorted(set(names))]
+    try:
+        make_manifest("fuzz", entries, created="2026-01-01T00:00:00Z", producer="fuzz")
+        refused = False
+    except BundleError:
+        refused = True
+    if any(n.encode("utf-8", "surrogatepass") != n.encode("utf-8", "replace") for n in names):
+        assert refused  # a registration (UTF-8 JSON) cannot even carry such a name
+        return
+    manifest = BundleManifest(
+        name="fuzz",
+        metadata=Metadata(created="2026-01-01T00:00:00Z", producer="fuzz"),
+        entries=tuple(entries),
+    )
+    report = verify_registration(repo, seal(manifest), store=local_store(repo))
+    flagged = {
+        f.code
+        for f in report.findings
+        if f.code in ("bad-path", "misleading-name", "name-collision")
+    }
+    assert bool(flagged) == refused, (names, flagged)  # creation refuses what verify flags
+    msgspec.json.encode(report)  # every finding can be written as JSON

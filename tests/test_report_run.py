@@ -138,3 +138,49 @@ def test_failed_before_inference(repo: Path, tmp_path: Path) -> None:
     assert "No request reached its last byte" in html
     assert "Reason: health check refused: both unified and legacy offload settings" in html
     assert _digest("server.log") in html and _digest("workload") in html
+
+
+@needs_chromium
+def test_report_of_a_run_recorded_by_the_library(repo: Path, tmp_path: Path) -> None:
+    recorder = pytest.importorskip(
+        "evidencestore.runs.recorder", reason="the run recorder (issue 10) is not installed"
+    )
+    config = tmp_path / "server.yaml"
+    config.write_text("offload: unified\n")
+    log = tmp_path / "server.log"
+    log.write_text("worker 0 exited normally\n")
+    run_ = recorder.open_run(repo, "harness-1", arm="baseline", workload=b'name = "w"\n')
+    run_.attach_config(config)
+    run_.attach_log(log)
+    t = 10**12
+    for i in range(5):
+        failed = i == 3
+        first, last = t + 200_000_000, t + (2_000 + 100 * i) * 10**6
+        run_.record_request(
+            phase="warmup" if i == 0 else "measured",
+            payload=b"payload %d" % i,
+            sent_ns=t,
+            end_ns=last,
+            first_byte_ns=None if failed else first,
+            last_byte_ns=None if failed else last,
+            body=None if failed else b"output %d" % i,
+            status=500 if failed else 200,
+            failure="http-status" if failed else None,
+            message="HTTP 500 Internal Server Error" if failed else None,
+            repetition=i,
+        )
+        t = last + 10**6
+    _, record = run_.seal()
+    out = tmp_path / "harness.html"
+    code, _, err = run("report", "harness-1", "-o", str(out), "--root", str(repo))
+    assert code == 0, err
+    data = (repo / "evidence" / "harness-1" / "run.json").read_bytes()
+    html = out.read_text()
+    result = open_page(out)
+    assert_clean_page(result, record.outcome, data, html)
+    facts = result.facts
+    assert facts["plots"][0] == {"groups": "2", "values": "4"}  # 1 warmup + 3 measured E2E
+    assert "HTTP 500 Internal Server Error" in facts["text"]
+    assert "request-3-failure" in facts["ids"]
+    for desc in (*record.configs.values(), *record.logs.values()):
+        assert desc.digest in facts["digests"]

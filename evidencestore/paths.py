@@ -21,7 +21,7 @@ import os
 import re
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple  # not dataclasses: cheaper to define, on verify's import path
 
 __all__ = [
     "REGISTRATION_NAME",
@@ -67,16 +67,14 @@ _LOOKALIKES = {
 }
 
 
-@dataclass(frozen=True)
-class PathProblem:
+class PathProblem(NamedTuple):
     """Why an entry path is refused: ``code`` is ``bad-path`` or ``misleading-name``."""
 
     code: str
     reason: str
 
 
-@dataclass(frozen=True)
-class Collision:
+class Collision(NamedTuple):
     """Two names of one bundle that one file system would merge: ``first`` < ``second``."""
 
     first: str

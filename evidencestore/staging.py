@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,6 +73,8 @@ def staging_dir(evidence: Path, name: str) -> Iterator[Path]:
     The lock is held until the context exits; whatever is left of the directory then
     (it is gone when it was renamed into place) is removed.
     """
+    import shutil
+
     while True:
         path = evidence / f".{name}.tmp-{os.urandom(4).hex()}"
         path.mkdir()
@@ -126,6 +127,8 @@ def remove_stale_staging(
     disturbed (see the module docstring). Returns the directories removed. ``gc`` calls
     this with its grace period; ``bundle create`` with ``name`` and no age limit.
     """
+    import shutil  # not on verify's import path
+
     removed: list[Path] = []
     now = time.time()
     for path in stale_staging_dirs(root, name):

@@ -256,37 +256,51 @@ def test_bundle_name_differing_only_in_case_is_refused(repo: Path) -> None:
 
 # -- a killed bundle create -------------------------------------------------------
 
-# Runs the real CLI in a child process; the copy pauses (deterministically) when the
-# second chunk of the big file is hashed, i.e. after the first 4 MiB chunk was written:
-# the child says "paused" on stdout and blocks reading stdin, which the test never feeds.
+# Runs the real CLI in a child process that pauses at a known step, says "paused" on
+# stdout and blocks reading stdin (which the test never feeds) until it is killed:
+# "chunk:N" when the N-th 4 MiB chunk of a file is hashed (N-1 chunks were written),
+# "rename" when the finished staging directory is about to be renamed into place.
 _WRAPPER = """
-import sys
+import os, sys
 import evidencestore.bundle as bundle
 from evidencestore._cli import main
 
-real = bundle.blake3
+where = os.environ["PAUSE_AT"]
+
+def pause():
+    print("paused", flush=True)
+    sys.stdin.read()
+
+real_hasher = bundle.blake3
 class PausingHasher:
     def __init__(self):
-        self.h, self.calls = real(), 0
+        self.h, self.calls = real_hasher(), 0
     def update(self, data):
         self.calls += 1
-        if self.calls == 2:
-            print("paused", flush=True)
-            sys.stdin.read()
+        if where == f"chunk:{self.calls}":
+            pause()
         self.h.update(data)
     def hexdigest(self):
         return self.h.hexdigest()
 bundle.blake3 = PausingHasher
+
+real_rename = os.rename
+def rename(src, dst):
+    if where == "rename" and ".tmp-" in os.fspath(src):
+        pause()
+    real_rename(src, dst)
+os.rename = rename
 sys.exit(main(sys.argv[1:]))
 """
 
 
-def _kill_mid_copy(repo: Path, name: str, src: Path) -> None:
+def _kill_at(repo: Path, name: str, src: Path, where: str) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", _WRAPPER, "bundle", "create", name, str(src), "--root", str(repo)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env={**os.environ, "PAUSE_AT": where},
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()  # EOF ("") if the child died before the pause point
@@ -296,28 +310,36 @@ def _kill_mid_copy(repo: Path, name: str, src: Path) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
+@pytest.mark.parametrize(
+    ("where", "partial_size"),
+    [("chunk:2", 4 << 20), ("chunk:3", 8 << 20), ("rename", 3 * (4 << 20) + 123)],
+)
 def test_killed_create_leaves_staging_that_verify_names_and_the_next_create_removes(
-    repo: Path, capsys: pytest.CaptureFixture[str]
+    repo: Path, where: str, partial_size: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     add_bundle(repo, "other", {"o.txt": b"o"})
     big = repo.parent / "src" / "big"
     big.mkdir(parents=True)
     payload = os.urandom(3 * (4 << 20) + 123)
     (big / "weights.bin").write_bytes(payload)
-    _kill_mid_copy(repo, "big", big)
+    _kill_at(repo, "big", big, where)
 
     [stale] = stale_staging_dirs(repo)
     assert stale.name.startswith(".big.tmp-")
     partial = stale / "big" / "weights.bin"
-    assert partial.stat().st_size == 4 << 20  # exactly the first chunk
+    assert partial.stat().st_size == partial_size  # exactly what was written by then
+    assert (stale / "bundle.json").exists() == (where == "rename")
     assert not (repo / "evidence/big").exists()
 
     code, out, _ = _run(capsys, "verify", "--json", "--root", str(repo))
     report = json.loads(out)
     assert code == 0 and report["ok"] is True  # a warning, not a failure
+    assert [b["name"] for b in report["bundles"]] == ["other"]  # never taken for a bundle
     [finding] = [f for f in report["findings"] if f["code"] == "stale-staging"]
     assert finding["severity"] == "warning" and finding["path"] == f"evidence/{stale.name}"
-    assert "bundle create big" in finding["message"] and f"{4 << 20} bytes" in finding["message"]
+    assert "bundle create big" in finding["message"]
+    if where != "rename":
+        assert f"1 partial file(s), {partial_size} bytes" in finding["message"]
     assert report["totals"]["warnings"] == 1
 
     code, out, err = _run(capsys, "bundle", "create", "big", str(big), "--root", str(repo))

@@ -184,3 +184,54 @@ def test_report_of_a_run_recorded_by_the_library(repo: Path, tmp_path: Path) -> 
     assert "request-3-failure" in facts["ids"]
     for desc in (*record.configs.values(), *record.logs.values()):
         assert desc.digest in facts["digests"]
+
+
+WORKLOAD = """\
+[endpoint]
+kind = "videos-sync"
+path = "/v1/videos/sync"
+
+[run]
+warmup = 1
+measured = 3
+timeout = 60
+
+[audio]
+sample_rate = 48000
+channels = 2
+
+[[request]]
+prompt = "a red fox running through snow"
+size = "64x64"
+seconds = 1
+fps = 10
+seed = 42
+"""
+
+
+@needs_chromium
+def test_report_of_a_run_against_the_reference_server(repo: Path, tmp_path: Path) -> None:
+    runner = pytest.importorskip("evidencestore.runs.runner", reason="runner (issue 10) absent")
+    video_server = pytest.importorskip(
+        "evidencestore.testing.video_server", reason="reference video server (issue 10) absent"
+    )
+    workload = tmp_path / "workload.toml"
+    workload.write_text(WORKLOAD)
+    with video_server.serve_video(short_audio_on={3}) as server:
+        _, record = runner.run_workload(
+            repo, workload, arm="baseline", server=server.url, name="ref-run"
+        )
+    assert record.outcome == "partial"
+    [bad] = [r for r in record.requests if r.failure is not None]
+    assert bad.failure == "invalid-media"
+    out = tmp_path / "ref-run.html"
+    assert run("report", "ref-run", "-o", str(out), "--root", str(repo))[0] == 0
+    html = out.read_text()
+    data = (repo / "evidence" / "ref-run" / "run.json").read_bytes()
+    result = open_page(out)
+    assert_clean_page(result, "partial", data, html)
+    facts = result.facts
+    assert f"request-{bad.index}-failure" in facts["ids"]
+    assert "invalid-media" in facts["text"]
+    assert facts["plots"][0] == {"groups": "2", "values": "3"}  # 1 warmup + 2 measured
+    assert "server.url" in facts["text"] and server.url in facts["text"]

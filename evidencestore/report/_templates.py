@@ -217,7 +217,7 @@ _RUN = """{% extends "base.html" %}{% import "macros.html" as m %}
 <section id="latency"><h2>Latency of measured requests (warmup apart)</h2>
 {% for p in plots %}{{ m.plot(p) }}{% else %}<p class="note">No request reached its last byte: no latency to show.</p>{% endfor %}
 <div class="table-wrap"><table class="compact"><tbody>{% for label, text in summaries %}<tr><th>{{ label }}</th><td>{{ text }}</td></tr>{% endfor %}</tbody></table></div>
-<p class="note">Failed requests are listed below and never contribute a latency.</p>
+<p class="note">Failed requests are listed below and never contribute a latency (their times are shown in parentheses).</p>
 </section>
 <section id="failures"><h2>Failures</h2>
 {% if failures %}<p>{% for cls, n in by_class %}<span class="tag bad">{{ cls }}</span> {{ n }}&nbsp; {% endfor %}</p>

@@ -110,6 +110,12 @@ def _summary(values: list[float]) -> str:
     )
 
 
+def _shown(seconds: float | None, failed: bool) -> str:
+    if seconds is None:
+        return "\u2014"
+    return f"({seconds:.3f})" if failed else f"{seconds:.3f}"
+
+
 def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
     """The page's view of a run record (plain data): requests, latencies, failures."""
     requests = [r for r in run.get("requests", ()) if isinstance(r, Mapping)]
@@ -130,8 +136,9 @@ def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
                 "index": index,
                 "phase": phase,
                 "status": fmt(r.get("status")),
-                "e2e": "\u2014" if total is None else f"{total:.3f}",
-                "ttfb": "\u2014" if first is None else f"{first:.3f}",
+                # A failed request's times are shown in parentheses: never counted.
+                "e2e": _shown(total, failure is not None),
+                "ttfb": _shown(first, failure is not None),
                 "size": fmt(r.get("body_size") or body.get("size")),
                 "digest": digest if isinstance(digest, str) else None,
                 "failure": failure,

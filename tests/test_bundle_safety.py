@@ -368,3 +368,45 @@ def test_remove_stale_staging_honours_age_and_live_creations(repo: Path) -> None
         assert remove_stale_staging(repo, older_than=3600) == [dead]
         assert not dead.exists() and live.exists() and (evidence / ".notes").exists()
     assert not live.exists()  # the context removes what was not renamed into place
+
+
+def test_next_create_leaves_a_live_creation_of_the_same_name_alone(repo: Path) -> None:
+    d = _src(repo, {"d/a.txt": b"a"})
+    evidence = repo / "evidence"
+    evidence.mkdir()
+    with staging_dir(evidence, "b") as live:
+        (live / "partial").write_bytes(b"still being copied")
+        create_bundle(repo, "b", [d], store=local_store(repo))
+        assert (live / "partial").read_bytes() == b"still being copied"
+    assert sorted(p.name for p in evidence.iterdir()) == ["b"]
+
+
+def test_a_cleaner_between_mkdir_and_lock_makes_the_creator_start_again(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race the staging docstring argues about, forced: a cleaner takes the lock of a
+    just-made staging directory before its creator and removes it; the creator sees the
+    directory gone once it holds the lock, and uses a new one."""
+    import fcntl
+
+    import evidencestore.staging as staging
+
+    evidence = repo / "evidence"
+    evidence.mkdir()
+    removed: list[Path] = []
+
+    class CleanerFirst:
+        LOCK_EX, LOCK_NB = fcntl.LOCK_EX, fcntl.LOCK_NB
+
+        @staticmethod
+        def flock(fd: int, op: int) -> None:
+            if op == fcntl.LOCK_EX and not removed:  # the creator, about to lock
+                removed.extend(remove_stale_staging(repo))
+            fcntl.flock(fd, op)
+
+    monkeypatch.setattr(staging, "fcntl", CleanerFirst)
+    with staging_dir(evidence, "b") as path:
+        assert path.is_dir() and len(removed) == 1 and removed[0] != path
+        assert not removed[0].exists()
+        (path / "f").write_bytes(b"kept")
+        assert stale_staging_dirs(repo) == []

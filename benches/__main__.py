@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, one after another, each printing its table.
 
-``python -m benches [--quick] [core|media|remotes|lpips ...]``. Needs Debian's b3sum and
+``python -m benches [--quick] [core|verify|media|remotes|lpips ...]``. Needs Debian's b3sum and
 ffmpeg, and the AWS CLI for the remotes benchmark.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("core", "media", "remotes", "lpips")
+SUITES = ("core", "verify", "media", "remotes", "lpips")
 
 
 def main(argv: list[str]) -> int:
@@ -18,7 +18,7 @@ def main(argv: list[str]) -> int:
     for name in chosen:
         print(f"\n## {name}\n", flush=True)
         module = importlib.import_module(f"benches.bench_{name}")
-        module.main(quick if name in ("core", "media") else [])
+        module.main(quick if name in ("core", "verify", "media") else [])
     return 0
 
 

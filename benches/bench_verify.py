@@ -1,0 +1,173 @@
+"""Whole-repository verification against b3sum --check (issue 14), trees T1 to T5.
+
+Each tree is an evidence repository verified with content re-read (`evstore verify`,
+with `--require-available` where there are store entries), and the same files listed in
+a checkfile for `b3sum --check`. Both run as processes, interleaved, page cache warm;
+ratio = b3sum time / evstore time (> 1: evstore is faster). T4 is also measured at
+500, 1,000, 2,000 and 4,000 bundles, and the per-bundle overhead is the slope of a
+least-squares fit. Run: ``python -m benches.bench_verify [--quick]``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ._util import EVSTORE, interleaved, run_quiet, table
+
+B3SUM = shutil.which("b3sum")
+
+
+def _write(path: Path, size: int, seed: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    block = os.urandom(min(size, 1 << 20)) if size else b""
+    with open(path, "wb") as fh:
+        left = size
+        fh.write(seed.to_bytes(8, "little")[: min(8, size)])
+        left -= min(8, size)
+        while left > 0:
+            chunk = block[: min(left, len(block))]
+            fh.write(chunk)
+            left -= len(chunk)
+
+
+def _repo(base: Path) -> Path:
+    run_quiet([*EVSTORE, "init", "--root", str(base)])
+    return base
+
+
+def _bundle(root: Path, name: str, src: Path, external: bool) -> None:
+    cmd = [*EVSTORE, "bundle", "create", name, str(src), "--root", str(root)]
+    if external:
+        cmd += ["--external", "*"]
+    run_quiet(cmd)
+
+
+def _checkfile(root: Path, files: list[Path], out: Path) -> None:
+    done = subprocess.run(
+        [B3SUM or "b3sum", *map(str, files)], check=True, capture_output=True, text=True
+    )
+    out.write_text(done.stdout)
+
+
+def _tree(work: Path, label: str, bundles: int, files: int, size: int, external: bool) -> tuple:
+    root = _repo(work / label)
+    src = work / f"{label}-src"
+    hashed: list[Path] = []
+    if bundles == 1:
+        for i in range(files):
+            _write(src / f"f{i:06d}.bin", size, i)
+        _bundle(root, "b0", src, external)
+    else:
+        # Many bundles: write the registrations through the library in one process.
+        from evidencestore.bundle import create_bundle
+        from evidencestore.remotes import local_store
+
+        store = local_store(root)
+        for b in range(bundles):
+            one = src / f"b{b:05d}"
+            for i in range(files):
+                _write(one / f"f{i}.bin", size, b * files + i)
+            create_bundle(root, f"b{b:05d}", [one], store=store, external=["*"] if external else [])
+    if external:
+        store_dir = root / ".evstore" / "blobs" / "blake3"
+        hashed = sorted(p for p in store_dir.rglob("*") if p.is_file())
+    else:
+        hashed = sorted(
+            p for p in (root / "evidence").rglob("*") if p.name != "bundle.json" and p.is_file()
+        )
+    check = work / f"{label}.b3"
+    _checkfile(root, hashed, check)
+    return root, check
+
+
+def main(argv: list[str] | None = None) -> None:
+    quick = "--quick" in (argv or [])
+    if B3SUM is None:
+        sys.exit("bench_verify needs b3sum (apt-get install b3sum)")
+    repeats = 3 if quick else 7
+    trees = {
+        "T1 one 2 GiB file": (1, 1, (256 if quick else 2048) << 20, False),
+        "T2 2,000 x 1 MiB": (1, 2000 // (4 if quick else 1), 1 << 20, False),
+        "T3 20,000 x 4 KiB": (1, 20000 // (4 if quick else 1), 4096, False),
+        "T4 2,000 bundles x 5 x 2 KiB": (2000 // (4 if quick else 1), 5, 2048, False),
+        "T5 200 x 10 MiB store entries": (1, 200 // (4 if quick else 1), 10 << 20, True),
+    }
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="evstore-bench-verify-") as tmp:
+        work = Path(tmp)
+        for label, (bundles, files, size, external) in trees.items():
+            key = label.split()[0]
+            root, check = _tree(work, key, bundles, files, size, external)
+            flags = ["--require-available"] if external else []
+            cases = {
+                "evstore": lambda r=root, f=flags: run_quiet(
+                    [*EVSTORE, "verify", *f, "--root", str(r)]
+                ),
+                "b3sum": lambda c=check: run_quiet([B3SUM, "--check", str(c)]),
+            }
+            t = interleaved(cases, repeats)
+            rows.append(
+                [
+                    label,
+                    f"{t['evstore']:.3f}",
+                    f"{t['b3sum']:.3f}",
+                    f"{t['b3sum'] / t['evstore']:.2f}x",
+                ]
+            )
+            shutil.rmtree(root)
+        empty = _repo(work / "empty")
+        t = interleaved(
+            {
+                "empty": lambda: run_quiet([*EVSTORE, "verify", "--root", str(empty)]),
+                "python": lambda: run_quiet([sys.executable, "-c", "pass"]),
+            },
+            repeats,
+        )
+        rows.append(
+            ["empty repository", f"{t['empty']:.3f}", "-", f"python alone {t['python']:.3f}"]
+        )
+        scale = []
+        counts = (125, 250, 500) if quick else (500, 1000, 2000, 4000)
+        for n in counts:
+            root, check = _tree(work, f"S{n}", n, 5, 2048, False)
+            t = interleaved(
+                {
+                    "evstore": lambda r=root: run_quiet([*EVSTORE, "verify", "--root", str(r)]),
+                    "b3sum": lambda c=check: run_quiet([B3SUM, "--check", str(c)]),
+                },
+                repeats,
+            )
+            scale.append((n, t["evstore"], t["b3sum"]))
+            shutil.rmtree(root)
+    print(
+        table(
+            "evstore verify vs b3sum --check (medians, s)",
+            ["tree", "evstore", "b3sum", "ratio"],
+            rows,
+        )
+    )
+
+    def slope(points: list[tuple[int, float]]) -> float:
+        mx = sum(x for x, _ in points) / len(points)
+        my = sum(y for _, y in points) / len(points)
+        return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+
+    ours = slope([(n, e) for n, e, _ in scale])
+    theirs = slope([(n, b) for n, _, b in scale])
+    print(
+        table(
+            "T4 scaling (5 files of 2 KiB per bundle)",
+            ["bundles", "evstore", "b3sum"],
+            [[n, f"{e:.3f}", f"{b:.3f}"] for n, e, b in scale],
+        )
+    )
+    print(f"per-bundle cost: evstore {ours * 1e6:.0f} us, b3sum {theirs * 1e6:.0f} us\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

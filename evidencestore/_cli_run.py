@@ -1,10 +1,242 @@
-"""`evstore` subcommands: run."""
+"""`evstore` subcommands: run (``run WORKLOAD``, ``run show``, ``run diff``).
+
+``run`` is both a command taking WORKLOAD and a group with ``show`` and ``diff``: the
+``run`` parser takes its arguments verbatim and dispatches on the first one to one of
+three parsers, so ``evstore run workload.toml --arm x`` and ``evstore run show B`` both
+parse (a workload file literally named ``show`` or ``diff`` is given as ``./show``).
+
+Exit codes: ``run`` 0 for a complete run with every output valid, 1 for any other run
+(registered all the same), 2 for usage errors; ``show`` and ``diff`` 0, or 2.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from ._cli import EXIT_FAILED, EXIT_OK, add_root, repo_root
+from .errors import ConfigError, ManifestError
+
+if TYPE_CHECKING:
+    from .runs.models import RequestRecord, RunRecord
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise ConfigError(f"{self.prog}: {message}")
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Register this group's subcommands."""
+    p = sub.add_parser(
+        "run",
+        help="run a workload against a server and register the run; show or diff runs",
+        description="evstore run WORKLOAD --arm NAME --server URL ... | run show BUNDLE | "
+        "run diff A B (see `evstore run WORKLOAD -h`, `evstore run show -h`)",
+        prefix_chars="\x00",
+        add_help=False,
+    )
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_dispatch)
+
+
+def _run_parser() -> _Parser:
+    p = _Parser(
+        prog="evstore run",
+        description="Check the server, send the workload's warmup then measured requests, "
+        "check every output against its request, and register the run as a bundle. "
+        "Exit 0 for a complete run with every output valid, 1 otherwise, 2 usage error.",
+    )
+    p.add_argument("workload", metavar="WORKLOAD", help="workload.toml")
+    p.add_argument("--arm", required=True, help="the configuration under test (baseline, ...)")
+    p.add_argument("--server", required=True, metavar="URL", help="base URL of the server")
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a resolved configuration file (repeatable)",
+    )
+    p.add_argument(
+        "--server-log",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a server log to keep (repeatable)",
+    )
+    p.add_argument("--name", metavar="BUNDLE", help="bundle name (default: <arm>-<UTC time>)")
+    p.add_argument(
+        "--campaign", metavar="NAME", help="campaign bundle whose protocol.toml this run follows"
+    )
+    p.add_argument("--condition", metavar="C", help="the campaign condition (e.g. 5s)")
+    add_root(p)
+    return p
+
+
+def _show_parser() -> _Parser:
+    p = _Parser(
+        prog="evstore run show", description="Per phase: requests, failures, E2E latency, TTFB."
+    )
+    p.add_argument("bundle", metavar="BUNDLE")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_root(p)
+    return p
+
+
+def _diff_parser() -> _Parser:
+    p = _Parser(
+        prog="evstore run diff",
+        description="Every difference between two runs' configuration files, workloads, "
+        "server identity and client environment.",
+    )
+    p.add_argument("a", metavar="A")
+    p.add_argument("b", metavar="B")
+    p.add_argument("--json", action="store_true", help="print the differences as JSON")
+    add_root(p)
+    return p
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    argv: list[str] = list(args.argv)
+    verbosity = getattr(args, "verbosity", 0)
+    if not argv:
+        _run_parser().error("the following arguments are required: WORKLOAD (or show / diff)")
+    head = argv[0]
+    parser, func = (
+        (_show_parser(), _show)
+        if head == "show"
+        else (_diff_parser(), _diff)
+        if head == "diff"
+        else (_run_parser(), _run)
+    )
+    rest = argv[1:] if head in ("show", "diff") else argv
+    try:
+        ns = parser.parse_args(rest)
+    except SystemExit as exc:  # -h
+        return int(exc.code or 0)
+    ns.verbosity = verbosity
+    return func(ns)
+
+
+def _protocol_digest(root: Any, campaign: str) -> str:
+    from .inventory import load_registration, registration_path
+
+    hint = f"run `evstore campaign init {campaign} --protocol FILE` first"
+    try:
+        registration = load_registration(registration_path(root, campaign))
+    except ManifestError as exc:
+        raise ConfigError(
+            f"--campaign {campaign}: no campaign bundle {campaign!r} ({exc}); {hint}"
+        ) from None
+    entry = next((e for e in registration.manifest.entries if e.path == "protocol.toml"), None)
+    if entry is None:
+        raise ConfigError(
+            f"--campaign {campaign}: bundle {campaign!r} has no protocol.toml entry; {hint}"
+        )
+    return entry.descriptor.digest
+
+
+def _progress(stream: Any) -> Any:
+    def show(k: int, n: int, record: RequestRecord) -> None:
+        last = f"{record.e2e_s:.3f} s" if record.e2e_s is not None else (record.failure or "-")
+        stream.write(f"\rrequest {k} of {n} ({record.phase}), last {last}   ")
+        stream.flush()
+
+    return show
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .runs.runner import run_workload
+
+    root = repo_root(args)
+    protocol = _protocol_digest(root, args.campaign) if args.campaign else None
+    name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    tty = sys.stderr.isatty() and args.verbosity >= 0
+    registration, record = run_workload(
+        root,
+        args.workload,
+        arm=args.arm,
+        server=args.server,
+        name=name,
+        configs=args.config,
+        server_logs=args.server_log,
+        campaign=args.campaign,
+        protocol_digest=protocol,
+        condition=args.condition,
+        progress=_progress(sys.stderr) if tty else None,
+    )
+    if tty:
+        sys.stderr.write("\n")
+    counts = record.counts
+    failed = sum(sum(c.failures.values()) for c in counts.values())
+    total = sum(c.requests for c in counts.values())
+    line = (
+        f"run {record.name}: {record.outcome}, {total} requests "
+        f"({counts['warmup'].requests} warmup, {counts['measured'].requests} measured), {failed} failed"
+    )
+    if record.reason:
+        line += f" ({record.reason})"
+    if not record.server.ok and record.server.message:
+        line += f"; server: {record.server.message}"
+    print(line)
+    print(f"registered evidence/{record.name}/ ({registration.digest})")
+    return EXIT_OK if record.outcome == "complete" else EXIT_FAILED
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .runs.recorder import load_run
+    from .runs.summary import summarize
+
+    summary = summarize(load_run(repo_root(args), args.bundle))
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return EXIT_OK
+    print(f"run {summary['name']}: arm {summary['arm']}, outcome {summary['outcome']}")
+    if summary["reason"]:
+        print(f"  {summary['reason']}")
+    if not summary["server_ok"]:
+        print(f"  server check failed: {summary['server_message']}")
+    for phase, info in summary["phases"].items():
+        fails = ", ".join(f"{k} {v}" for k, v in info["failures"].items()) or "none"
+        print(f"{phase}: {info['requests']} requests, {info['ok']} ok, failures: {fails}")
+        for key, label in (("e2e_s", "E2E"), ("ttfb_s", "TTFB")):
+            s = info[key]
+            if s["n"]:
+                sd = f" ± {s['sd']:.3f}" if s["sd"] is not None else ""
+                print(
+                    f"  {label} s (n={s['n']}): min {_fmt(s['min'])}  median {_fmt(s['median'])}  "
+                    f"p90 {_fmt(s['p90'])}  max {_fmt(s['max'])}  mean {_fmt(s['mean'])}{sd}"
+                )
+    for f in summary["failures"]:
+        print(f"  request {f['index']} ({f['phase']}): {f['failure']}: {f['message']}")
+    return EXIT_OK
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from .remotes import repository_store
+    from .runs.diff import diff_runs
+    from .runs.recorder import load_run
+
+    root = repo_root(args)
+    a: RunRecord = load_run(root, args.a)
+    b: RunRecord = load_run(root, args.b)
+    diffs = diff_runs(a, b, repository_store(root))
+    if args.json:
+        print(
+            json.dumps(
+                {"a": a.name, "b": b.name, "differences": [d.as_dict() for d in diffs]}, indent=2
+            )
+        )
+        return EXIT_OK
+    print(f"run diff {a.name} {b.name}: {len(diffs)} differences")
+    for d in diffs:
+        print(f"  {d.section} {d.key}: {json.dumps(d.a)} -> {json.dumps(d.b)}")
+    return EXIT_OK

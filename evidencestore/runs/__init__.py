@@ -1,1 +1,37 @@
-"""Run records: HTTP end-to-end benchmark runs kept as evidence."""
+"""Run records: HTTP end-to-end benchmark runs kept as evidence.
+
+``run_workload`` drives a server over HTTP and registers the run as a bundle;
+``open_run`` gives a :class:`RunRecorder` to harnesses that drive the server
+themselves (record requests with their timings and bodies, attach configs and logs,
+``seal``). ``load_run(root, bundle_name)`` reads a run record back, checked against
+its registration; ``diff_configs`` / ``diff_runs`` list what differs between two runs.
+aiohttp, PyAV and numpy are imported only by the functions that need them.
+"""
+
+from __future__ import annotations
+
+from .diff import Difference, diff_configs, diff_runs
+from .models import RequestRecord, RunRecord, Workload
+from .recorder import RUN_ENTRY, RunRecorder, load_run, open_run
+from .runner import run_workload
+from .summary import latency_stats, summarize
+from .workload import build_payload, expectations_for, load_workload
+
+__all__ = [
+    "RUN_ENTRY",
+    "Difference",
+    "RequestRecord",
+    "RunRecord",
+    "RunRecorder",
+    "Workload",
+    "build_payload",
+    "diff_configs",
+    "diff_runs",
+    "expectations_for",
+    "latency_stats",
+    "load_run",
+    "load_workload",
+    "open_run",
+    "run_workload",
+    "summarize",
+]

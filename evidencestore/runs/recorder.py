@@ -1,0 +1,478 @@
+"""Open a run, record requests, attach configs and logs, seal it as a registered bundle.
+
+The recorder is what the HTTP runner uses, and what harnesses that drive a server
+themselves use directly. Everything a run produced goes into the repository's local
+store (payloads, outputs, media check reports, configs, server logs, the server check's
+responses); ``run.json`` is the one repo entry. Sealing writes ``run.json`` and the
+registration into a staging directory beside ``evidence/<name>/`` and renames it into
+place, so a run's bundle appears whole or not at all; a name already registered is
+refused when the run is opened, before anything is sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from .. import __version__
+from .._canonical import decode, pretty
+from ..bundle import check_bundle_name, make_manifest, seal
+from ..digest import hash_bytes
+from ..errors import BundleError, ConfigError, EvidenceStoreError, ManifestError
+from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
+from ..models import Descriptor, Entry, Registration
+from ..storage import LocalBlobStore
+from .body import BodySink
+from .models import (
+    ClientEnvironment,
+    Exchange,
+    Failure,
+    MediaOutcome,
+    Outcome,
+    Phase,
+    PhaseCounts,
+    RequestRecord,
+    RunRecord,
+    ServerIdentity,
+)
+
+if TYPE_CHECKING:
+    from ..media.records import Expectations
+
+__all__ = [
+    "RUN_ENTRY",
+    "RunRecorder",
+    "check_output",
+    "client_environment",
+    "load_run",
+    "open_run",
+    "outcome_of",
+    "phase_counts",
+    "utc_precise",
+]
+
+RUN_ENTRY = "run.json"
+RUN_MEDIA_TYPE = "application/vnd.evidencestore.run+json"
+
+
+def utc_precise() -> str:
+    """The current UTC time, microseconds: ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
+    ns = time.time_ns()
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 10**9)) + f".{ns // 1000 % 10**6:06d}Z"
+    )
+
+
+def _version(module: str) -> str | None:
+    mod = sys.modules.get(module)
+    if mod is None:
+        try:
+            mod = __import__(module)
+        except ImportError:
+            return None
+    return str(getattr(mod, "__version__", "unknown"))
+
+
+def client_environment() -> ClientEnvironment:
+    """evidencestore, Python, PyAV and aiohttp versions, and the host."""
+    return ClientEnvironment(
+        evidencestore=__version__,
+        python=platform.python_version(),
+        pyav=_version("av"),
+        aiohttp=_version("aiohttp"),
+        host=platform.node(),
+        platform=platform.platform(),
+    )
+
+
+def phase_counts(requests: Sequence[RequestRecord]) -> dict[str, PhaseCounts]:
+    """Requests, successes and failures by class, per phase."""
+    out: dict[str, PhaseCounts] = {}
+    for phase in ("warmup", "measured"):
+        mine = [r for r in requests if r.phase == phase]
+        failures = Counter(r.failure for r in mine if r.failure is not None)
+        out[phase] = PhaseCounts(
+            requests=len(mine),
+            ok=len(mine) - sum(failures.values()),
+            failures=dict(sorted(failures.items())),
+        )
+    return out
+
+
+def outcome_of(server_ok: bool, requests: Sequence[RequestRecord]) -> tuple[Outcome, str | None]:
+    """``complete`` when every request delivered a valid output; ``failed-before-inference``
+    when the server check failed or no request delivered anything; else ``partial``."""
+    if not server_ok:
+        return "failed-before-inference", "the server check failed; no request was sent"
+    if not requests:
+        return "failed-before-inference", "no request was sent"
+    failed = [r for r in requests if r.failure is not None]
+    if not failed:
+        return "complete", None
+    if len(failed) == len(requests):
+        return (
+            "failed-before-inference",
+            f"every request failed (first: request {failed[0].index}: {failed[0].failure})",
+        )
+    return "partial", f"{len(failed)} of {len(requests)} requests failed"
+
+
+def check_output(
+    store: LocalBlobStore, body: Descriptor, expectations: Expectations | None, name: str
+) -> tuple[MediaOutcome, Descriptor]:
+    """Decode a stored output fully and check it against the request's expectations;
+    store the check report and return the outcome and the report's descriptor."""
+    from ..media.expectations import check
+    from ..media.source import MediaSource
+    from ..media.store import store_record
+
+    path = store.path_of(body.digest)
+    st = os.stat(path)
+    source = MediaSource(
+        name=name, descriptor=body, path=str(path), stat=(st.st_size, st.st_mtime_ns)
+    )
+    try:
+        report = check(source, expectations)
+    except EvidenceStoreError as exc:
+        from ..digest import hash_bytes as _h
+
+        message = f"{name}: cannot be checked: {exc}"
+        desc = store.put(message.encode(), "text/plain")
+        desc = Descriptor(
+            digest=_h(message.encode()).digest, size=desc.size, media_type="text/plain"
+        )
+        return MediaOutcome(
+            verdict="FAIL", failed_checks=("open",), report=desc, message=message
+        ), desc
+    desc = store_record(report, store)
+    failed = tuple(c.name for c in report.checks if not c.ok)
+    first = next((c.message for c in report.checks if not c.ok), None)
+    return MediaOutcome(
+        verdict=report.verdict, failed_checks=failed, report=desc, message=first
+    ), desc
+
+
+class RunRecorder:
+    """A run being recorded; :meth:`seal` registers it as bundle ``name``."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        name: str,
+        *,
+        arm: str,
+        workload: Descriptor,
+        workload_bytes: bytes | None = None,
+        store: LocalBlobStore | None = None,
+        campaign: str | None = None,
+        protocol_digest: str | None = None,
+        condition: str | None = None,
+    ) -> None:
+        from ..config import local_store
+
+        self.root = Path(root)
+        self.name = check_bundle_name(name)
+        if registration_path(self.root, name).exists():
+            raise BundleError(
+                f"bundle {name!r} is already registered at {registration_path(self.root, name)}; "
+                "choose another --name"
+            )
+        if not arm:
+            raise ConfigError("a run needs an arm name (--arm)")
+        self.store = store if store is not None else local_store(self.root)
+        self.arm = arm
+        self.campaign = campaign
+        self.protocol_digest = protocol_digest
+        self.condition = condition
+        self.started = utc_precise()
+        self.client = client_environment()
+        self.entries: dict[str, Entry] = {}
+        self.configs: dict[str, Descriptor] = {}
+        self.logs: dict[str, Descriptor] = {}
+        self.requests: list[RequestRecord] = []
+        self.server: ServerIdentity | None = None
+        if workload_bytes is not None:
+            workload = self.put(
+                f"workload/{workload_name(workload)}",
+                workload_bytes,
+                workload.media_type,
+                "workload",
+            )
+        self.workload = workload
+
+    # -- entries ------------------------------------------------------------------
+    def add_entry(self, path: str, descriptor: Descriptor, role: str | None = None) -> None:
+        """Add a store entry (its bytes must be in the store already)."""
+        old = self.entries.get(path)
+        if old is not None and old.descriptor.digest != descriptor.digest:
+            raise BundleError(
+                f"run {self.name!r}: entry {path!r} given twice with different content"
+            )
+        self.entries[path] = Entry(path=path, descriptor=descriptor, location="store", role=role)
+
+    def put(self, path: str, data: bytes, media_type: str, role: str | None = None) -> Descriptor:
+        """Store bytes as entry ``path``; return their descriptor."""
+        desc = self.store.put(data, media_type)
+        self.add_entry(path, desc, role)
+        return desc
+
+    def _attach(
+        self, kind: str, path: str | os.PathLike[str], into: dict[str, Descriptor]
+    ) -> Descriptor:
+        src = Path(path)
+        if not src.is_file():
+            raise ConfigError(f"--{kind} {src}: no such file")
+        entry = f"{kind}s/{src.name}"
+        if entry in self.entries:
+            raise ConfigError(f"--{kind} {src}: another {kind} file is also named {src.name!r}")
+        import mimetypes
+
+        media_type = mimetypes.guess_type(src.name, strict=False)[0] or "text/plain"
+        try:
+            desc = self.store.put_file(src, media_type)
+        except OSError as exc:
+            raise ConfigError(f"--{kind} {src}: cannot read: {exc.strerror}") from exc
+        self.add_entry(entry, desc, kind)
+        into[entry] = desc
+        return desc
+
+    def attach_config(self, path: str | os.PathLike[str]) -> Descriptor:
+        """Store a resolved configuration file as ``configs/<name>``."""
+        return self._attach("config", path, self.configs)
+
+    def attach_log(self, path: str | os.PathLike[str]) -> Descriptor:
+        """Store a server log as ``logs/<name>``."""
+        return self._attach("log", path, self.logs)
+
+    def body_sink(self) -> BodySink:
+        """A sink streaming one response body into the store."""
+        return BodySink(self.store)
+
+    # -- requests -----------------------------------------------------------------
+    def set_server(self, server: ServerIdentity) -> None:
+        """Record the server check."""
+        self.server = server
+
+    def add(self, record: RequestRecord) -> RequestRecord:
+        """Record a request whose payload and body (if any) are stored already; their
+        entries are added as ``requests/<index>/payload`` and ``.../output``."""
+        base = f"requests/{record.index:05d}"
+        self.add_entry(f"{base}/payload", record.payload, "payload")
+        if record.body is not None:
+            self.add_entry(f"{base}/output", record.body, "output")
+        if record.media is not None:
+            self.add_entry(f"{base}/check.json", record.media.report, "media")
+        self.requests.append(record)
+        return record
+
+    def record_request(
+        self,
+        *,
+        phase: Phase,
+        payload: bytes,
+        sent_ns: int,
+        end_ns: int,
+        body: bytes | str | os.PathLike[str] | None = None,
+        status: int | None = None,
+        headers_ns: int | None = None,
+        first_byte_ns: int | None = None,
+        last_byte_ns: int | None = None,
+        start_utc: str | None = None,
+        failure: Failure | None = None,
+        message: str | None = None,
+        expectations: Expectations | None = None,
+        method: str = "POST",
+        path: str = "/",
+        request: int = 0,
+        repetition: int = 0,
+        headers: dict[str, str] | None = None,
+        media_type: str = "video/mp4",
+    ) -> RequestRecord:
+        """Record one request a harness made itself: timings in monotonic ns, the body as
+        bytes or a file. A body is checked against ``expectations`` when they are given;
+        an invalid one makes the request an ``invalid-media`` failure."""
+        payload_desc = self.store.put(payload, "application/octet-stream")
+        body_desc = None
+        if body is not None:
+            if isinstance(body, bytes):
+                body_desc = self.store.put(body, media_type)
+            else:
+                sink = self.body_sink()
+                try:
+                    with open(body, "rb") as fh:
+                        while chunk := fh.read(1 << 20):
+                            sink.write(chunk)
+                    sink.finish()
+                    body_desc = sink.publish(media_type)
+                except OSError as exc:
+                    sink.discard()
+                    raise ConfigError(
+                        f"{os.fspath(body)}: cannot read the body: {exc.strerror}"
+                    ) from exc
+        index = len(self.requests)
+        media = None
+        if body_desc is not None and expectations is not None and failure is None:
+            media, _ = check_output(self.store, body_desc, expectations, f"request {index}")
+            if media.verdict != "PASS":
+                failure, message = "invalid-media", media.message
+        return self.add(
+            RequestRecord(
+                index=index,
+                phase=phase,
+                request=request,
+                repetition=repetition,
+                method=method,
+                path=path,
+                payload=payload_desc,
+                start_utc=start_utc or utc_precise(),
+                sent_ns=sent_ns,
+                headers_ns=headers_ns,
+                first_byte_ns=first_byte_ns,
+                last_byte_ns=last_byte_ns,
+                end_ns=end_ns,
+                status=status,
+                headers=dict(headers or {}),
+                body=body_desc,
+                received=body_desc.size if body_desc else 0,
+                media=media,
+                failure=failure,
+                message=message,
+                e2e_s=(last_byte_ns - sent_ns) / 1e9 if failure is None and last_byte_ns else None,
+                ttfb_s=(first_byte_ns - sent_ns) / 1e9 if first_byte_ns else None,
+            )
+        )
+
+    # -- sealing ------------------------------------------------------------------
+    def record(self) -> RunRecord:
+        """The run record as it stands."""
+        server = self.server or ServerIdentity(
+            url="",
+            ok=True,
+            health=Exchange(path="", status=None, error="not checked by this harness"),
+        )
+        requests = tuple(sorted(self.requests, key=lambda r: r.index))
+        outcome, reason = outcome_of(server.ok, requests)
+        return RunRecord(
+            name=self.name,
+            arm=self.arm,
+            campaign=self.campaign,
+            protocol_digest=self.protocol_digest,
+            condition=self.condition,
+            workload_digest=self.workload.digest,
+            workload=self.workload,
+            server=server,
+            client=self.client,
+            configs=dict(sorted(self.configs.items())),
+            logs=dict(sorted(self.logs.items())),
+            started=self.started,
+            ended=utc_precise(),
+            outcome=outcome,
+            reason=reason,
+            counts=phase_counts(requests),
+            requests=requests,
+        )
+
+    def seal(self) -> tuple[Registration, RunRecord]:
+        """Write ``run.json`` and register the bundle (metadata ``kind = run``)."""
+        record = self.record()
+        data = pretty(record)
+        run_desc = Descriptor(**hash_bytes(data)._asdict(), media_type=RUN_MEDIA_TYPE)
+        entries = [
+            *self.entries.values(),
+            Entry(path=RUN_ENTRY, descriptor=run_desc, location="repo", role="run"),
+        ]
+        annotations = {"kind": "run", "arm": self.arm, "outcome": record.outcome}
+        if self.campaign:
+            annotations["campaign"] = self.campaign
+        if self.condition:
+            annotations["condition"] = self.condition
+        manifest = make_manifest(self.name, entries, annotations=annotations)
+        registration = seal(manifest)
+        evidence = self.root / EVIDENCE_DIR
+        final = evidence / self.name
+        staging = evidence / f".{self.name}.staging-{os.urandom(4).hex()}"
+        try:
+            staging.mkdir(parents=True)
+            (staging / RUN_ENTRY).write_bytes(data)
+            (staging / REGISTRATION_NAME).write_bytes(pretty(registration))
+            if final.exists():
+                final.rmdir()  # empty; a registered bundle was refused when the run opened
+            os.rename(staging, final)
+        except OSError as exc:
+            raise BundleError(
+                f"run {self.name!r}: cannot register the bundle at {final}: {exc}"
+            ) from exc
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(staging)
+        return registration, record
+
+
+def workload_name(descriptor: Descriptor) -> str:
+    """The entry name of a workload file."""
+    return "workload.toml" if descriptor.media_type == "application/toml" else "workload"
+
+
+def open_run(
+    root: str | os.PathLike[str],
+    name: str,
+    *,
+    arm: str,
+    workload: bytes,
+    store: LocalBlobStore | None = None,
+    campaign: str | None = None,
+    protocol_digest: str | None = None,
+    condition: str | None = None,
+) -> RunRecorder:
+    """Open a run of ``workload`` (the workload file's bytes) by ``arm``, to be registered
+    as bundle ``name`` in the repository at ``root``."""
+    desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")
+    return RunRecorder(
+        root,
+        name,
+        arm=arm,
+        workload=desc,
+        workload_bytes=workload,
+        store=store,
+        campaign=campaign,
+        protocol_digest=protocol_digest,
+        condition=condition,
+    )
+
+
+def load_run(root: str | os.PathLike[str], bundle_name: str) -> RunRecord:
+    """Return the run record of bundle ``bundle_name``, its bytes checked against the
+    registration's ``run.json`` entry. Raises :class:`ManifestError` when the bundle is
+    not registered, is not a run, or its ``run.json`` is missing, altered or invalid."""
+    reg_path = registration_path(root, bundle_name)
+    registration = load_registration(reg_path)
+    entry = next((e for e in registration.manifest.entries if e.path == RUN_ENTRY), None)
+    if entry is None or registration.manifest.metadata.annotations.get("kind") != "run":
+        raise ManifestError(
+            f"bundle {bundle_name!r} is not a run (no {RUN_ENTRY} entry with kind = run)"
+        )
+    path = reg_path.parent / RUN_ENTRY
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read the run record: {exc.strerror}") from exc
+    observed = hash_bytes(data)
+    if (observed.digest, observed.size) != (entry.descriptor.digest, entry.descriptor.size):
+        raise ManifestError(
+            f"{path}: the run record hashes to {observed.digest} ({observed.size} bytes), "
+            f"but bundle {bundle_name!r} registered {entry.descriptor.digest}"
+        )
+    try:
+        return decode(data, RunRecord)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ManifestError(f"{path}: not a valid run record: {exc}") from None

@@ -1,0 +1,117 @@
+"""What ``evstore run show`` prints: per phase, requests, failures and latency statistics.
+
+Only requests that delivered a valid output contribute latencies; a failed request is
+listed with its class and message and never contributes a number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .models import RunRecord
+
+__all__ = ["latency_stats", "quantile", "summarize"]
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` by linear interpolation between order statistics
+    (NumPy's default, R type 7)."""
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def latency_stats(values: Sequence[float]) -> dict[str, float | int | None]:
+    """n, min, median, p90, max, mean and sample standard deviation (None when n < 2)."""
+    n = len(values)
+    if n == 0:
+        return {
+            "n": 0,
+            "min": None,
+            "median": None,
+            "p90": None,
+            "max": None,
+            "mean": None,
+            "sd": None,
+        }
+    mean = math.fsum(values) / n
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
+    return {
+        "n": n,
+        "min": min(values),
+        "median": quantile(values, 0.5),
+        "p90": quantile(values, 0.9),
+        "max": max(values),
+        "mean": mean,
+        "sd": sd,
+    }
+
+
+def summarize(record: RunRecord) -> dict[str, Any]:
+    """The run's outcome, per-phase counts and latencies, failures and requests."""
+    phases: dict[str, Any] = {}
+    for phase in ("warmup", "measured"):
+        mine = [r for r in record.requests if r.phase == phase]
+        ok = [r for r in mine if r.failure is None]
+        failures: dict[str, int] = {}
+        for r in mine:
+            if r.failure is not None:
+                failures[r.failure] = failures.get(r.failure, 0) + 1
+        phases[phase] = {
+            "requests": len(mine),
+            "ok": len(ok),
+            "failures": dict(sorted(failures.items())),
+            "e2e_s": latency_stats([r.e2e_s for r in ok if r.e2e_s is not None]),
+            "ttfb_s": latency_stats([r.ttfb_s for r in ok if r.ttfb_s is not None]),
+        }
+    return {
+        "name": record.name,
+        "arm": record.arm,
+        "campaign": record.campaign,
+        "condition": record.condition,
+        "protocol_digest": record.protocol_digest,
+        "workload_digest": record.workload_digest,
+        "server": record.server.url,
+        "server_ok": record.server.ok,
+        "server_message": record.server.message,
+        "started": record.started,
+        "ended": record.ended,
+        "outcome": record.outcome,
+        "reason": record.reason,
+        "phases": phases,
+        "failures": [
+            {
+                "index": r.index,
+                "phase": r.phase,
+                "request": r.request,
+                "failure": r.failure,
+                "status": r.status,
+                "message": r.message,
+            }
+            for r in record.requests
+            if r.failure is not None
+        ],
+        "requests": [
+            {
+                "index": r.index,
+                "phase": r.phase,
+                "request": r.request,
+                "status": r.status,
+                "failure": r.failure,
+                "e2e_s": r.e2e_s,
+                "ttfb_s": r.ttfb_s,
+                "payload": r.payload.digest,
+                "body": r.body.digest if r.body is not None else None,
+                "received": r.received,
+                "declared_length": r.declared_length,
+                "media": r.media.verdict if r.media is not None else None,
+            }
+            for r in record.requests
+        ],
+    }

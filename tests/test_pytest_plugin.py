@@ -53,7 +53,7 @@ def test_the_repository_is_verified_once_per_session(
 
     monkeypatch.setattr(verify_module, "verify_repository", counting)
     pytester.makepyfile(test_ev=TESTS)
-    result = pytester.runpytest_inprocess("-p", "evidencestore.testing.pytest_plugin")
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(passed=3)
     assert calls == [str(evidence_repo)]
 
@@ -63,7 +63,7 @@ def test_a_failure_shows_the_finding_not_the_helper(
 ) -> None:
     (evidence_repo / "evidence/alpha/a.txt").write_bytes(b"A")
     pytester.makepyfile(test_ev=TESTS)
-    result = pytester.runpytest_inprocess("-p", "evidencestore.testing.pytest_plugin")
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(passed=1, failed=2)  # beta's test does not fail for alpha
     text = result.stdout.str()
     assert "bundle 'alpha' does not verify:" in text
@@ -71,7 +71,7 @@ def test_a_failure_shows_the_finding_not_the_helper(
     assert "__tracebackhide__" not in text and "def assert_bundle" not in text
     assert 'evidence.assert_bundle("alpha", entries=2)' in text  # the test's own line
     pytester.makepyfile(test_ev=INVENTORY)
-    result = pytester.runpytest_inprocess("-p", "evidencestore.testing.pytest_plugin")
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["*does not verify:", "*alpha: hash-mismatch: evidence/alpha/a.txt*"]
@@ -82,7 +82,7 @@ def test_a_misspelt_bundle_name_suggests_the_closest(
     pytester: pytest.Pytester, evidence_repo: Path
 ) -> None:
     pytester.makepyfile(test_ev='def test_x(evidence):\n    evidence.assert_bundle("alpah")\n')
-    result = pytester.runpytest_inprocess("-p", "evidencestore.testing.pytest_plugin")
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*bundle 'alpah' is not registered*did you mean 'alpha'?*"])
 
@@ -98,7 +98,7 @@ def test_evidence_root_option_and_require_available(
     pytester.makepyfile(
         test_ev='def test_x(evidence):\n    evidence.assert_bundle("s", unavailable=1)\n'
     )
-    args = ("-p", "evidencestore.testing.pytest_plugin", "--evidence-root", str(other))
+    args = ("--evidence-root", str(other))  # the plugin loads by its pytest11 entry point
     pytester.runpytest_inprocess(*args).assert_outcomes(passed=1)
     result = pytester.runpytest_inprocess(*args, "--evidence-require-available")
     result.assert_outcomes(failed=1)
@@ -107,7 +107,7 @@ def test_evidence_root_option_and_require_available(
 
 def test_outside_a_repository_the_fixture_says_so(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ev="def test_x(evidence):\n    pass\n")
-    result = pytester.runpytest_inprocess("-p", "evidencestore.testing.pytest_plugin")
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*not an evidence repository (run `evstore init`)*"])
 

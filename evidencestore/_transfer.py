@@ -30,6 +30,7 @@ from .storage import BlobStore, LocalBlobStore
 from .storage._fsspec import FsspecBlobStore
 
 __all__ = [
+    "DEFAULT_MAX_UNREGISTERED",
     "STREAM_THRESHOLD",
     "Progress",
     "Source",
@@ -46,6 +47,9 @@ R = TypeVar("R")
 
 # Blobs above this size are streamed through a temporary file instead of memory.
 STREAM_THRESHOLD = 64 << 20
+# A digest that no registration names is fetched only up to this size (per remote:
+# ``max_unregistered_size``): its only bound is otherwise what the server claims.
+DEFAULT_MAX_UNREGISTERED = 256 << 20
 DEFAULT_JOBS = 16
 
 # Test-only: ``EVSTORE_TEST_STALL=<point>:<n>:<marker file>`` makes the n-th arrival
@@ -81,10 +85,12 @@ class Source:
     """A place blobs can come from: ``name`` is ``"local store"`` or a remote's name.
 
     ``store`` may be given as an ``opener``: it is then opened on first use, so a
-    remote that cannot be opened fails only when (and where) it is tried.
+    remote that cannot be opened fails only when (and where) it is tried. A digest of
+    unknown size is refused from here when it stores more than ``max_unregistered_size``
+    bytes (None: no bound).
     """
 
-    __slots__ = ("_location", "_lock", "_opener", "_store", "name")
+    __slots__ = ("_location", "_lock", "_opener", "_store", "max_unregistered_size", "name")
 
     def __init__(
         self,
@@ -93,10 +99,12 @@ class Source:
         *,
         opener: Callable[[], BlobStore] | None = None,
         location: str | None = None,
+        max_unregistered_size: int | None = DEFAULT_MAX_UNREGISTERED,
     ) -> None:
         if store is None and opener is None:
             raise TypeError("Source needs a store or an opener")
         self.name = name
+        self.max_unregistered_size = max_unregistered_size
         self._store = store
         self._opener = opener
         self._location = location
@@ -433,6 +441,14 @@ def download(
                     raise IntegrityError(
                         f"{source.label}: {digest}: stores {stored} bytes, expected {expected}; "
                         "refused"
+                    )
+                bound = source.max_unregistered_size
+                if expected is None and bound is not None and stored > bound:
+                    raise IntegrityError(
+                        f"{source.label}: {digest}: stores {stored} bytes, more than the "
+                        f"{bound} allowed for a digest that no registration names; refused "
+                        "before reading (raise max_unregistered_size of the remote in "
+                        "evstore.toml to fetch it)"
                     )
                 expected = stored
             if expected > STREAM_THRESHOLD and isinstance(cache, LocalBlobStore):

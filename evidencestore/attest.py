@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
-from ._canonical import canonical
+from ._canonical import canonical, decode
 from .digest import hash_bytes, is_digest, new_hasher
 from .errors import EvidenceStoreError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
@@ -393,7 +393,7 @@ def _subject_problems(base: Path, subject: Subject) -> Iterator[str]:
 
 def _decode_envelope(data: bytes, source: str) -> Envelope:
     try:
-        return msgspec.json.decode(data, type=Envelope)
+        return decode(data, Envelope)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise AttestationError(f"{source}: not a DSSE envelope: {exc}") from None
 
@@ -438,7 +438,7 @@ def check_attestation(
         )
         return _result(None, (), problems)
     try:
-        statement = msgspec.json.decode(payload, type=Statement)
+        statement = decode(payload, Statement)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         return _result(
             None, (), [*problems, f"{source}: payload is not an in-toto statement: {exc}"]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 from msgspec import Meta
 
+from ._canonical import MAX_DEPTH, nesting_depth
 from .errors import ConfigError
 from .models import Descriptor, DigestStr, Model
 
@@ -99,7 +100,11 @@ class RemoteConfig(Model, frozen=True):
 
     ``attempts`` bounds the tries of each request (retrying transient failures with
     exponential backoff starting at ``backoff`` seconds, capped at ``max_backoff``);
-    ``timeout`` bounds each connection and read, in seconds.
+    ``timeout`` bounds each connection and read, in seconds. A download of known size
+    must complete, retries included, within ``deadline_floor + size / min_rate``
+    seconds (``min_rate`` in bytes per second). A digest that no registration names
+    (``evstore fetch DIGEST``) is refused from this remote when it stores more than
+    ``max_unregistered_size`` bytes, before any of them is read.
     """
 
     url: str
@@ -109,6 +114,9 @@ class RemoteConfig(Model, frozen=True):
     backoff: NonNegativeFloat = 0.25
     max_backoff: NonNegativeFloat = 8.0
     timeout: PositiveFloat = 60.0
+    min_rate: PositiveFloat = 65536.0
+    deadline_floor: NonNegativeFloat = 60.0
+    max_unregistered_size: Annotated[int, Meta(ge=0)] = 256 << 20
 
 
 class LpipsConfig(Model, frozen=True):
@@ -203,8 +211,12 @@ def _read_toml(path: Path) -> dict[str, Any] | None:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
         data = tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    if nesting_depth(data) > MAX_DEPTH:
+        raise ConfigError(f"{path}: not valid configuration: nested deeper than {MAX_DEPTH} levels")
     return data
 
 

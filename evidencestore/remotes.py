@@ -91,7 +91,12 @@ class Remote:
         self.name = name
         self.config = config
         self.base = Path(base)
-        self.source = Source(name, opener=self._open, location=_location(config, self.base))
+        self.source = Source(
+            name,
+            opener=self._open,
+            location=_location(config, self.base),
+            max_unregistered_size=config.max_unregistered_size,
+        )
 
     def __repr__(self) -> str:
         return f"Remote({self.name!r}, {self.config.url!r})"
@@ -143,6 +148,8 @@ def remote_store(config: RemoteConfig, base: str | os.PathLike[str] = ".") -> Bl
         backoff=config.backoff,
         max_backoff=config.max_backoff,
         timeout=config.timeout,
+        min_rate=config.min_rate,
+        deadline_floor=config.deadline_floor,
     )
     return FsspecBlobStore(
         url, read_only=config.read_only, storage_options=dict(config.options), retry=retry

@@ -28,7 +28,6 @@ Coverage rules:
 
 from __future__ import annotations
 
-import json
 import os
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -38,6 +37,7 @@ from typing import Any
 
 import msgspec
 
+from .._canonical import MAX_DEPTH, loads_json, nesting_depth
 from ..errors import MediaError
 from .records import (
     AudioExpectation,
@@ -161,12 +161,16 @@ def load_expectations(path: str | os.PathLike[str]) -> Expectations:
         raw = p.read_bytes()
     except OSError as exc:
         raise MediaError(f"{p}: cannot read expectations: {exc.strerror}") from exc
+    kind = "JSON" if p.suffix.lower() == ".json" else "TOML"
     try:
         text = raw.decode("utf-8")
-        data = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
-    except (UnicodeDecodeError, ValueError) as exc:
-        kind = "JSON" if p.suffix.lower() == ".json" else "TOML"
-        raise MediaError(f"{p}: not valid {kind}: {exc}") from exc
+        data = loads_json(raw) if kind == "JSON" else tomllib.loads(text)
+    except RecursionError:
+        raise MediaError(f"{p}: not valid {kind}: nested too deeply") from None
+    except (UnicodeDecodeError, ValueError, msgspec.DecodeError) as exc:
+        raise MediaError(f"{p}: not valid {kind}: {exc}") from None
+    if nesting_depth(data) > MAX_DEPTH:
+        raise MediaError(f"{p}: not valid expectations: nested deeper than {MAX_DEPTH} levels")
     if not isinstance(data, dict):
         raise MediaError(f"{p}: expected a table/object of expectations")
     return expectations_from_mapping(data, str(p))

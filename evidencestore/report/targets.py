@@ -72,8 +72,10 @@ def render_record_bytes(
     from ..digest import hash_bytes
 
     digest = hash_bytes(data).digest
+    from .._canonical import loads_json
+
     try:
-        value = msgspec.json.decode(data)
+        value = loads_json(data)
     except msgspec.DecodeError as exc:
         raise ReportError(f"{source}: not a JSON record: {exc}") from None
     kind = _kind(value)

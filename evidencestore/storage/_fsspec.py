@@ -7,6 +7,12 @@ a PUT visible only once complete, so blobs are written straight to their final k
 elsewhere a temporary key ``<root>/blobs/.tmp/<32 hex>`` is written then moved. HTTP(S)
 stores are read-only, and their presence checks tell a missing blob (404) from a
 failing server (which ``fsspec``'s own ``info`` does not).
+
+A download of known size also has an overall deadline, retries included:
+``deadline_floor + size / min_rate`` seconds (:meth:`RetryPolicy.deadline`), so a
+server trickling bytes just fast enough to beat the per-read timeout cannot hold a
+transfer forever; it is cut with a :class:`TransferDeadlineError` and nothing of it is
+kept (callers write to a temporary they remove).
 """
 
 from __future__ import annotations
@@ -28,7 +34,15 @@ from ..digest import digest_hex, parse_digest
 from ..errors import BlobNotFoundError, EvidenceStoreError, StorageError
 from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, blob_key
 
-__all__ = ["BlobInfo", "FsspecBlobStore", "RetryPolicy", "is_transient"]
+__all__ = [
+    "DEFAULT_DEADLINE_FLOOR",
+    "DEFAULT_MIN_RATE",
+    "BlobInfo",
+    "FsspecBlobStore",
+    "RetryPolicy",
+    "TransferDeadlineError",
+    "is_transient",
+]
 
 T = TypeVar("T")
 
@@ -47,18 +61,35 @@ _LIST_THRESHOLD = 16
 # A remote this many listing pages (1,000 keys each) or smaller is listed whole, in
 # sequence; a bigger one is listed per ``<2 hex>/`` prefix, concurrently.
 _FULL_LISTING_PAGES = 8
+# A download must average at least this many bytes per second beyond its floor.
+DEFAULT_MIN_RATE = 64 * 1024
+DEFAULT_DEADLINE_FLOOR = 60.0
+
+
+class TransferDeadlineError(StorageError):
+    """A download did not complete within its overall deadline (not retried)."""
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounded retries: ``attempts`` tries per request, backoff doubling from
     ``backoff`` seconds up to ``max_backoff`` (with jitter), ``timeout`` seconds per
-    connection and read (None: the backend's default)."""
+    connection and read (None: the backend's default); a download of known size must
+    complete, retries included, within ``deadline_floor + size / min_rate`` seconds
+    (``min_rate`` None: no overall deadline)."""
 
     attempts: int = 4
     backoff: float = 0.25
     max_backoff: float = 8.0
     timeout: float | None = 60.0
+    min_rate: float | None = DEFAULT_MIN_RATE
+    deadline_floor: float = DEFAULT_DEADLINE_FLOOR
+
+    def deadline(self, size: int | None) -> float | None:
+        """Seconds a download of ``size`` bytes may take in all (None: unbounded)."""
+        if size is None or self.min_rate is None:
+            return None
+        return self.deadline_floor + size / self.min_rate
 
     def delay(self, failures: int) -> float:
         """Seconds to wait after the ``failures``-th consecutive failure (1-based)."""
@@ -244,7 +275,7 @@ class FsspecBlobStore(BlobStore):
         while True:
             try:
                 return fn()
-            except FileNotFoundError:
+            except (FileNotFoundError, TransferDeadlineError):
                 raise
             except Exception as exc:
                 failures += 1
@@ -326,8 +357,26 @@ class FsspecBlobStore(BlobStore):
 
         return await self._acall(f"HEAD {digest}", head)
 
+    def _deadline_error(self, digest: str, budget: float, size: int) -> TransferDeadlineError:
+        return TransferDeadlineError(
+            f"{self.url}: GET {digest}: not complete within its deadline of {budget:.1f} s "
+            f"({size} bytes at a minimum rate of {self.retry.min_rate:g} bytes/s, plus "
+            f"{self.retry.deadline_floor:g} s); the partial copy was discarded (min_rate and "
+            "deadline_floor of the remote in evstore.toml set the deadline)"
+        )
+
     async def _http_get(self, digest: str, limit: int | None, dest: str | None) -> bytes:
-        """GET a blob, stopping after ``limit`` bytes; into ``dest`` when given."""
+        """GET a blob, stopping after ``limit`` bytes; into ``dest`` when given; within
+        the policy's deadline for ``limit`` bytes."""
+        budget = self.retry.deadline(limit)
+        try:
+            async with asyncio.timeout(budget):
+                return await self._http_get_retried(digest, limit, dest)
+        except TimeoutError:
+            assert budget is not None and limit is not None  # only the deadline raises it
+            raise self._deadline_error(digest, budget, limit) from None
+
+    async def _http_get_retried(self, digest: str, limit: int | None, dest: str | None) -> bytes:
 
         async def get() -> bytes:
             response = await self._http_request("GET", digest)
@@ -500,10 +549,16 @@ class FsspecBlobStore(BlobStore):
             except FileNotFoundError:
                 raise BlobNotFoundError(f"{digest} is not in store {self.url}") from None
 
+        budget = self.retry.deadline(limit)
+        end = None if budget is None else time.monotonic() + budget
+
         def get() -> None:
             with self.fs.open(key, "rb", block_size=8 << 20) as src, open(path, "wb") as dst:
                 written = 0
                 while limit is None or written < limit:
+                    if end is not None and time.monotonic() > end:
+                        assert budget is not None and limit is not None
+                        raise self._deadline_error(digest, budget, limit)
                     want = 8 << 20 if limit is None else min(8 << 20, limit - written)
                     chunk = src.read(want)
                     if not chunk:

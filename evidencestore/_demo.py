@@ -108,6 +108,24 @@ def media_demo(work: Path) -> None:
     print(demo_comparison(work))
 
 
+def run_demo(repo: Path) -> bool:
+    """A short run against the reference video server, then ``run show`` (needs the run
+    extra); return whether both behaved as expected."""
+    try:
+        import aiohttp  # noqa: F401
+
+        from .testing.video_server import sample_workload, serve_video
+    except ImportError as exc:  # pragma: no cover - run extra not installed
+        print(f"(run demo skipped: {exc})")
+        return True
+    workload = repo / "out" / "workload.toml"
+    workload.write_text(sample_workload(size="160x120", fps=24, measured=2, seconds=(1, 2)))
+    with serve_video() as server:
+        argv = ["out/workload.toml", "--arm", "baseline", "--server", server.url]
+        ok = _run("run", *argv, "--name", "baseline-demo-1") == 0
+    return _run("run", "show", "baseline-demo-1") == 0 and ok
+
+
 def main() -> int:
     """Run the demo; return 0 when every step behaved as expected."""
     with tempfile.TemporaryDirectory(prefix="evstore-demo-") as tmp:
@@ -151,6 +169,8 @@ def main() -> int:
         _say("6. media: expectations from the request, exact equality apart from thresholds")
         os.chdir(repo)
         media_demo(Path(tmp) / "media")
+        _say("7. a run against the reference video server: requests, bytes, outputs as evidence")
+        ok &= run_demo(repo)
         os.chdir(tempfile.gettempdir())
     print("\ndemo finished: " + ("every step behaved as expected" if ok else "UNEXPECTED RESULT"))
     return 0 if ok else 1

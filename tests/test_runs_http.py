@@ -422,3 +422,39 @@ def test_usage_errors(
     code, _, err = _cli(capsys, "run", "show", "once", "--bogus", "--root", str(repo))
     assert code == 2 and "unrecognized arguments: --bogus" in err
     assert server.requests == 1  # only the one good run sent anything
+
+
+def test_redirects_are_not_followed(
+    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serve_video() as elsewhere:
+        server.redirect_to = elsewhere.url
+        wl = _workload(tmp_path, warmup=0, measured=1, seconds=(1,))
+        assert _run(capsys, repo, wl, server, "redirected")[0] == 1
+        assert elsewhere.requests == 0  # nothing but the given server is contacted
+    [r] = load_run(repo, "redirected").requests
+    assert r.failure == "http-status" and r.status == 302
+
+
+def test_concurrency_and_progress(tmp_path: Path, repo: Path, server: VideoServer) -> None:
+    from evidencestore.runs import run_workload
+    from evidencestore.runs.models import RequestRecord
+
+    text = sample_workload(**TINY, warmup=1, measured=2, seconds=(1, 2)).replace(
+        "timeout = 120", "timeout = 120\nconcurrency = 2"
+    )
+    wl = tmp_path / "c.toml"
+    wl.write_text(text)
+    seen: list[tuple[int, int, str]] = []
+
+    def progress(k: int, n: int, record: RequestRecord) -> None:
+        seen.append((k, n, record.phase))
+
+    _, record = run_workload(repo, wl, arm="a", server=server.url, name="conc", progress=progress)
+    assert record.outcome == "complete"
+    assert [r.index for r in record.requests] == list(range(6))
+    assert [r.phase for r in record.requests] == ["warmup"] * 2 + ["measured"] * 4
+    assert sorted(seen) == [(k, 6, "warmup" if k <= 2 else "measured") for k in range(1, 7)]
+    # every warmup request finished before the first measured one was sent
+    last_warmup = max(r.end_ns for r in record.requests if r.phase == "warmup")
+    assert all(r.sent_ns > last_warmup for r in record.requests if r.phase == "measured")

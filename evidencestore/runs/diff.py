@@ -65,8 +65,10 @@ def _parse(name: str, data: bytes) -> Any | None:
         if lower.endswith(".toml"):
             return tomllib.loads(data.decode("utf-8"))
         if lower.endswith((".yaml", ".yml")):
-            import yaml  # type: ignore[import-untyped]
+            import importlib
 
+            # PyYAML ships no type information; it is used through this one call.
+            yaml: Any = importlib.import_module("yaml")
             return yaml.safe_load(data)
     except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None

@@ -15,9 +15,14 @@ of audio missing), ``short_video_on`` (one frame missing). Others: ``latency`` (
 before answering), ``first_byte_delay`` (seconds between headers and the first body
 byte), ``never_complete`` (jobs stay ``in_progress``), ``startup_error`` (``/health``
 answers 503 with that message, as a server that failed to start), ``stream_bytes`` (the
-body is that many filler bytes, streamed in 1 MiB chunks, instead of a video).
-``arrivals_ns`` holds ``time.monotonic_ns()`` when each generation request arrived;
-``log_path`` (if set) receives the server log.
+body is that many filler bytes, streamed in 1 MiB chunks, instead of a video),
+``redirect_to`` (generation requests are answered 302 to that base URL).
+``arrivals_ns`` holds ``time.monotonic_ns()`` when each generation request arrived (also
+served as JSON at ``GET /_reference/arrivals``, for benchmarks running the server in
+another process); ``log_path`` (if set) receives the server log.
+
+``python -m evidencestore.testing.video_server [--stream-bytes N]`` serves until stdin
+closes, printing the URL on its first line.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ class VideoServer:
         self.never_complete = False
         self.startup_error: str | None = None
         self.stream_bytes: int | None = None
+        self.redirect_to: str | None = None
         self.sample_rate = 48000
         self.channels = 2
         self.requests = 0
@@ -202,6 +208,8 @@ class VideoServer:
         self.log(
             f"request {number}: {request.method} {request.path} {json.dumps(fields, sort_keys=True)}"
         )
+        if self.redirect_to is not None:
+            raise web.HTTPFound(self.redirect_to + request.path)
         if self.latency:
             await asyncio.sleep(self.latency)
         if _applies(self.fail_on, number):
@@ -270,6 +278,11 @@ class VideoServer:
             {"object": "list", "data": [{"id": self.model, "object": "model"}]}
         )
 
+    async def _arrivals(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.json_response({"arrivals_ns": self.arrivals_ns})
+
     def app(self) -> web.Application:
         """The aiohttp application."""
         from aiohttp import web
@@ -282,6 +295,7 @@ class VideoServer:
         app.router.add_post("/v1/videos", self._create_job)
         app.router.add_get("/v1/videos/{id}", self._job)
         app.router.add_get("/v1/videos/{id}/content", self._content)
+        app.router.add_get("/_reference/arrivals", self._arrivals)
         return app
 
 
@@ -303,7 +317,9 @@ def serve_video(**knobs: Any) -> Iterator[VideoServer]:
     errors: list[BaseException] = []
 
     async def main() -> None:
-        runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+        runner = web.AppRunner(
+            server.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5
+        )
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
@@ -379,3 +395,23 @@ def sample_workload(
             f"seed = {seed}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        description="Serve the reference video server until stdin closes."
+    )
+    parser.add_argument("--stream-bytes", type=int, help="bodies are this many filler bytes")
+    parser.add_argument("--log", help="append the server log to this file")
+    args = parser.parse_args(argv)
+    with serve_video(stream_bytes=args.stream_bytes, log_path=args.log) as server:
+        print(server.url, flush=True)
+        sys.stdin.read()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

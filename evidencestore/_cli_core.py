@@ -64,7 +64,8 @@ def _cmd_hash(args: argparse.Namespace) -> int:
         elif os.path.isdir(p):
             from .bundle import collect_sources
 
-            files.extend(str(s.source) for s in collect_sources([p]))
+            # Hashing prints digests and copies nothing, so links are followed.
+            files.extend(str(s.source) for s in collect_sources([p], follow_symlinks=True))
         else:
             files.append(p)
     code = EXIT_OK

@@ -199,3 +199,15 @@ def test_missing_optional_dependency_names_the_extra(
     assert (
         "this command needs 'av', which is not installed: pip install 'evidencestore[media]'" in err
     )
+
+
+def test_hash_of_a_directory_follows_links_out_of_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"linked from elsewhere")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "link").symlink_to(outside)
+    assert main(["hash", str(tmp_path / "d")]) == 0
+    digest = hash_bytes(b"linked from elsewhere").digest
+    assert f"{digest}  21  {tmp_path / 'd' / 'link'}" in capsys.readouterr().out

@@ -458,3 +458,54 @@ def test_concurrency_and_progress(tmp_path: Path, repo: Path, server: VideoServe
     # every warmup request finished before the first measured one was sent
     last_warmup = max(r.end_ns for r in record.requests if r.phase == "warmup")
     assert all(r.sent_ns > last_warmup for r in record.requests if r.phase == "measured")
+
+
+def test_workload_without_audio_section_still_checks_audio_length(
+    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = sample_workload(**TINY, warmup=0, measured=2, seconds=(1,))
+    wl = tmp_path / "noaudio.toml"
+    wl.write_text(text.replace("[audio]\nsample_rate = 48000\nchannels = 2\n", ""))
+    server.short_audio_on = {2}
+    assert _run(capsys, repo, wl, server, "no-audio-section")[0] == 1
+    ok, short = load_run(repo, "no-audio-section").requests
+    assert ok.failure is None and ok.media is not None and ok.media.verdict == "PASS"
+    assert short.failure == "invalid-media" and short.media is not None
+    assert (
+        "audio.duration" in short.media.failed_checks
+        or "audio.samples" in short.media.failed_checks
+    )
+
+
+def test_failed_job(
+    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.fail_on = True
+    wl = _workload(
+        tmp_path, kind="videos-job", path="/v1/videos", warmup=0, measured=1, seconds=(1,)
+    )
+    assert _run(capsys, repo, wl, server, "job-failed")[0] == 1
+    [r] = load_run(repo, "job-failed").requests
+    assert (
+        r.failure == "http-status"
+        and r.message is not None
+        and "job video_000001 failed" in r.message
+    )
+
+
+def test_interrupted_run_leaves_no_temporaries(
+    tmp_path: Path, repo: Path, server: VideoServer
+) -> None:
+    from evidencestore.runs import run_workload
+    from evidencestore.runs.models import RequestRecord
+
+    wl = _workload(tmp_path, warmup=0, measured=3, seconds=(1,))
+
+    def interrupt(k: int, n: int, record: RequestRecord) -> None:
+        if k == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_workload(repo, wl, arm="a", server=server.url, name="interrupted", progress=interrupt)
+    assert list((local_store(repo).root / INCOMING_DIR).iterdir()) == []
+    assert not registration_path(repo, "interrupted").exists()

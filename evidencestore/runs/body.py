@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from ..digest import new_hasher
-from ..errors import IntegrityError, StorageError
+from ..errors import BlobNotFoundError, IntegrityError, StorageError
 from ..models import Descriptor
 from ..storage import LocalBlobStore
 
@@ -92,6 +92,6 @@ class BodySink:
     def _intact(self, digest: str) -> bool:
         try:
             self.store.verify(digest, self.size)
-        except IntegrityError:
+        except (IntegrityError, BlobNotFoundError):
             return False
         return True

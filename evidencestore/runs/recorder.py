@@ -195,6 +195,7 @@ class RunRecorder:
         self.configs: dict[str, Descriptor] = {}
         self.logs: dict[str, Descriptor] = {}
         self.requests: list[RequestRecord] = []
+        self._sinks: list[BodySink] = []
         self.server: ServerIdentity | None = None
         if workload_bytes is not None:
             workload = self.put(
@@ -250,8 +251,17 @@ class RunRecorder:
         return self._attach("log", path, self.logs)
 
     def body_sink(self) -> BodySink:
-        """A sink streaming one response body into the store."""
-        return BodySink(self.store)
+        """A sink streaming one response body into the store (discarded by
+        :meth:`discard_unpublished` if it is never published)."""
+        sink = BodySink(self.store)
+        self._sinks.append(sink)
+        return sink
+
+    def discard_unpublished(self) -> None:
+        """Remove the temporaries of bodies not published (an interrupted run)."""
+        for sink in self._sinks:
+            sink.discard()
+        self._sinks.clear()
 
     # -- requests -----------------------------------------------------------------
     def set_server(self, server: ServerIdentity) -> None:

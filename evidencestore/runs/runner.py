@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -40,6 +41,8 @@ from .workload import LoadedWorkload, Payload, build_payload, expectations_for, 
 
 if TYPE_CHECKING:
     import aiohttp
+
+    from ..media.records import Expectations
 
 __all__ = ["Progress", "check_server_url", "run_workload"]
 
@@ -80,6 +83,21 @@ class _Pending:
     record: RequestRecord
     sink: BodySink | None
     media_type: str
+
+
+_EXCHANGE_MAX = 16 << 20
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body, or its first ``limit`` bytes (a server check answer is small)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(_CHUNK):
+        parts.append(chunk[: limit - size])
+        size += len(parts[-1])
+        if size >= limit:
+            break
+    return b"".join(parts)
 
 
 def _selected(headers: Any) -> dict[str, str]:
@@ -128,8 +146,11 @@ def run_workload(
     for config in configs:
         recorder.attach_config(config)
     stored = [recorder.store.put(p.data, p.descriptor.media_type) for p in payloads]
-    pending = asyncio.run(_drive(recorder, loaded, payloads, stored, base, progress))
-    _finish(recorder, loaded, pending)
+    try:
+        pending = asyncio.run(_drive(recorder, loaded, payloads, stored, base, progress))
+        _finish(recorder, loaded, pending)
+    finally:
+        recorder.discard_unpublished()  # interrupted: no temporary is left behind
     for log in server_logs:
         recorder.attach_log(log)
     return recorder.seal()
@@ -137,28 +158,46 @@ def run_workload(
 
 def _finish(recorder: RunRecorder, loaded: LoadedWorkload, pending: list[_Pending]) -> None:
     """Publish the bodies, check every delivered output, add the records."""
-    try:
-        for item in pending:
-            record = item.record
-            if item.sink is not None:
-                body = item.sink.publish(item.media_type)
-                record = msgspec.structs.replace(record, body=body)
-                if record.failure is None and loaded.workload.run.check_media:
-                    exp = expectations_for(loaded.workload, record.request)
-                    if exp is not None:
-                        media, _ = check_output(
-                            recorder.store, body, exp, f"request {record.index}"
+    for item in pending:
+        record = item.record
+        if item.sink is not None:
+            body = item.sink.publish(item.media_type)
+            record = msgspec.structs.replace(record, body=body)
+            if record.failure is None and loaded.workload.run.check_media:
+                exp = expectations_for(loaded.workload, record.request)
+                if exp is not None:
+                    if exp.audio is None:
+                        exp = _audio_if_present(recorder.store, body, exp)
+                    media, _ = check_output(recorder.store, body, exp, f"request {record.index}")
+                    record = msgspec.structs.replace(record, media=media)
+                    if media.verdict != "PASS":
+                        record = msgspec.structs.replace(
+                            record, failure="invalid-media", message=media.message, e2e_s=None
                         )
-                        record = msgspec.structs.replace(record, media=media)
-                        if media.verdict != "PASS":
-                            record = msgspec.structs.replace(
-                                record, failure="invalid-media", message=media.message, e2e_s=None
-                            )
-            recorder.add(record)
-    finally:
-        for item in pending:
-            if item.sink is not None:
-                item.sink.discard()
+        recorder.add(record)
+
+
+def _audio_if_present(store: LocalBlobStore, body: Descriptor, exp: Expectations) -> Expectations:
+    """A workload without ``[audio]`` does not require audio, but audio an output carries
+    must still last as long as the request asked (its format is not prescribed)."""
+    from ..errors import MediaError
+    from ..media.probe import probe
+    from ..media.records import AudioExpectation
+
+    video = exp.video
+    if video is None or video.frames is None or video.frame_rate is None:
+        duration = video.duration if video is not None else None
+    else:
+        duration = video.frames / float(Fraction(str(video.frame_rate)))
+    if duration is None:
+        return exp
+    try:
+        report = probe(str(store.path_of(body.digest)))
+    except MediaError:
+        return exp  # not media at all: the full check says so
+    if not any(s.type == "audio" for s in report.streams):
+        return exp
+    return msgspec.structs.replace(exp, audio=AudioExpectation(duration=duration))
 
 
 async def _exchange(
@@ -169,7 +208,7 @@ async def _exchange(
     try:
         async with asyncio.timeout(timeout):
             async with session.get(base + path, allow_redirects=False) as resp:
-                data = await resp.content.read(16 << 20)
+                data = await _read_capped(resp, _EXCHANGE_MAX)
                 kind = (
                     resp.headers.get("content-type", "application/octet-stream")
                     .split(";")[0]

@@ -573,7 +573,7 @@ def test_post_load_checks_remain(
     hub: Hub, linear_path: Path, monkeypatch: pytest.MonkeyPatch, torch_loads: list[dict[str, Any]]
 ) -> None:
     # Defence in depth: with the pre-scan bypassed, the loaded state is checked again.
-    monkeypatch.setattr(perceptual, "_prescan", lambda *args: None)
+    monkeypatch.setattr(perceptual.loader, "_prescan", lambda *args: None)
     state = _linear_state(linear_path)
     del state["lin4.model.1.weight"]
     state["lin2.model.1.weight"] = torch.zeros(1, 383, 1, 1)
@@ -734,7 +734,7 @@ def test_code_execution_payload_is_refused_even_when_pinned(
         expected = f"linear weights {linear.digest}: refused before unpickling: unexpected global"
     else:
         # Either layer alone refuses it: bypass the static pre-scan.
-        monkeypatch.setattr(perceptual, "_prescan", lambda *args: None)
+        monkeypatch.setattr(perceptual.loader, "_prescan", lambda *args: None)
         expected = f"linear weights {linear.digest}: refused by torch's weights-only loader"
     with pytest.raises(ScorerError, match=expected):
         load_scorer(stored.store, stored.backbone, linear, device="cpu")

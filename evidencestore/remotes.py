@@ -646,7 +646,7 @@ def check_remote(
                     path=path,
                     digest=digest,
                     message=(
-                        f"{bundle}: {path}: {digest} ({size} bytes) is not on remote "
+                        f"{digest} ({size} bytes) is not on remote "
                         f"{remote!r}; looked at {where}"
                     ),
                 )
@@ -658,7 +658,7 @@ def check_remote(
                     path=path,
                     digest=digest,
                     message=(
-                        f"{bundle}: {path}: {digest} on remote {remote!r} is {have} bytes, "
+                        f"{digest} on remote {remote!r} is {have} bytes, "
                         f"expected {size} ({where})"
                     ),
                 )
@@ -678,7 +678,7 @@ def check_remote(
                 bundle=bundle,
                 path=path,
                 digest=digest,
-                message=f"{bundle}: {path}: {error.diagnostics()}",
+                message=error.diagnostics(),
             )
     out: dict[str, list[Finding]] = {name: [] for name in registrations}
     for (bundle, _path, _digest), finding in sorted(problems.items()):

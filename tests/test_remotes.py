@@ -461,7 +461,9 @@ def test_check_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> No
     missing = next(f for f in shallow if f.code == "remote-missing")
     assert missing.severity == "error" and missing.bundle == "run1"
     assert missing.digest == digest_of(d_missing)
-    assert f"run1: {p_missing}: {digest_of(d_missing)}" in missing.message
+    # The bundle and path are fields of their own; the message does not repeat them.
+    assert missing.message.startswith(f"{digest_of(d_missing)} ({len(d_missing)} bytes)")
+    assert "run1:" not in missing.message and missing.path == p_missing
     assert str(blob_path(remote, d_missing)) in missing.message  # the place looked
     short = next(f for f in shallow if f.code == "remote-size-mismatch")
     assert f"is 10 bytes, expected {len(d_short)}" in short.message

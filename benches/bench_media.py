@@ -40,7 +40,7 @@ duration = {seconds}
 
 def encode(path: Path, seconds: int) -> Path:
     """Encode a ``seconds`` long 1280x720 30 fps H.264 + AAC clip."""
-    from evidencestore.media.synth import AudioSpec, VideoSpec, write_clip
+    from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
 
     video = VideoSpec(
         width=1280, height=720, rate=30, frames=30 * seconds, options={"preset": "veryfast"}

@@ -27,7 +27,7 @@ WORST = 1700
 
 
 def _clips(seconds: int) -> tuple[Path, Path]:
-    from evidencestore.media.synth import AudioSpec, VideoSpec, write_clip
+    from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
 
     base = Path(tempfile.gettempdir()) / f"evstore-bench-report-{seconds}s"
     base.mkdir(exist_ok=True)

@@ -141,7 +141,7 @@ def _print_checks(checks: tuple[Check, ...], indent: str = "  ", failed_only: bo
 
 def _probe(args: argparse.Namespace) -> int:
     from ._canonical import pretty
-    from .media.probe import probe
+    from .media.probing import probe
 
     report = probe(args.source)
     if args.json:
@@ -189,7 +189,7 @@ def _check(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from ._canonical import pretty
     from .config import find_root
-    from .media.compare import EXIT_CODES, compare
+    from .media.comparison import EXIT_CODES, compare
     from .media.thresholds import load_thresholds
 
     expectations = _expectations(args)

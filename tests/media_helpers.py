@@ -17,7 +17,7 @@ from evidencestore.media.records import (
     Expectations,
     VideoExpectation,
 )
-from evidencestore.media.synth import AudioSpec, VideoSpec, audio_samples, write_clip
+from evidencestore.testing.synth import AudioSpec, VideoSpec, audio_samples, write_clip
 
 __all__ = [
     "AV_EXPECT",

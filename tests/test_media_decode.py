@@ -69,7 +69,7 @@ def test_video_frame_digest_covers_visible_native_planes(tmp_path: Path) -> None
     leaves = [frame_leaf(r.index, r.digest) for r in stream.frame_records]
     assert stream.root == "blake3:" + merkle_root(leaves).hex()
     # Lossless H.264: decoded luma equals what was encoded.
-    from evidencestore.media.synth import video_planes
+    from evidencestore.testing.synth import video_planes
 
     assert np.array_equal(frames[1].to_ndarray(), video_planes(1, 68, 52))
 

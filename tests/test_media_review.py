@@ -33,7 +33,7 @@ from evidencestore.media import (
     load_thresholds,
     with_overrides,
 )
-from evidencestore.media.compare import compatibility, not_measurable
+from evidencestore.media.comparison import compatibility, not_measurable
 from evidencestore.media.decode import _row_bytes, video_frame_digest
 from evidencestore.media.expectations import expectations_from_mapping
 from evidencestore.media.records import (
@@ -42,7 +42,7 @@ from evidencestore.media.records import (
     Thresholds,
     VideoExpectation,
 )
-from evidencestore.media.synth import video_planes
+from evidencestore.testing.synth import video_planes
 
 AUDIO_4800 = Expectations(audio=AudioExpectation(sample_rate=48000, channels=2, samples=4800))
 

@@ -941,7 +941,7 @@ def test_import_evidencestore_needs_no_torch() -> None:
 
 def _clips(tmp_path: Path) -> tuple[str, str]:
     pytest.importorskip("av")
-    from evidencestore.media.synth import VideoSpec, write_clip
+    from evidencestore.testing.synth import VideoSpec, write_clip
 
     video = VideoSpec(width=64, height=64, frames=6, options={"qp": "0", "preset": "ultrafast"})
 

@@ -19,7 +19,7 @@ from report_browser import assert_clean_page, chromium_path, open_page, png_vari
 
 from evidencestore._canonical import pretty
 from evidencestore.bundle import create_bundle
-from evidencestore.media.compare import compare
+from evidencestore.media.comparison import compare
 from evidencestore.media.records import (
     AudioExpectation,
     ComparisonRecord,

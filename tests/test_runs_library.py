@@ -160,7 +160,7 @@ def test_server_urls() -> None:
 
 def _clip(tmp_path: Path, samples: int) -> bytes:
     pytest.importorskip("av")
-    from evidencestore.media.synth import AudioSpec, VideoSpec, write_clip
+    from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
 
     path = tmp_path / f"clip-{samples}.mp4"
     write_clip(

@@ -7,16 +7,13 @@ PyAV and numpy are imported only when a function needs them, so importing this p
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .compare import EXIT_CODES, compare, compare_reports
+    from .comparison import EXIT_CODES, compare, compare_reports
     from .decode import analyse
-    from .demo import demo_comparison
     from .expectations import check, check_report, load_expectations, with_overrides
-    from .probe import probe
+    from .probing import probe
     from .records import (
         MEDIA_SCHEMA_TYPES,
         AudioExpectation,
@@ -55,7 +52,6 @@ __all__ = [
     "check_report",
     "compare",
     "compare_reports",
-    "demo_comparison",
     "load_expectations",
     "load_thresholds",
     "probe",
@@ -65,12 +61,14 @@ __all__ = [
 ]
 
 # Submodules load on first use: `evstore media check` must not pay for comparison code.
+# No function shares its name with a submodule (``compare`` lives in ``comparison``,
+# ``probe`` in ``probing``), so importing a submodule never rebinds a re-exported name.
 _LAZY = {
     "AudioExpectation": "records",
     "Check": "records",
     "CheckReport": "records",
     "ComparisonRecord": "records",
-    "EXIT_CODES": "compare",
+    "EXIT_CODES": "comparison",
     "Expectations": "records",
     "FrameScorer": "scoring",
     "MEDIA_SCHEMA_TYPES": "records",
@@ -83,41 +81,24 @@ _LAZY = {
     "analyse": "decode",
     "check": "expectations",
     "check_report": "expectations",
-    "compare": "compare",
-    "compare_reports": "compare",
-    "demo_comparison": "demo",
+    "compare": "comparison",
+    "compare_reports": "comparison",
     "load_expectations": "expectations",
     "load_thresholds": "thresholds",
-    "probe": "probe",
+    "probe": "probing",
     "resolve": "source",
     "store_record": "store",
     "with_overrides": "expectations",
 }
 
 
-# Functions named like the submodule that defines them: importing the submodule makes
-# Python bind the package attribute to the module, so these are resolved on every access.
-_SHADOWED = frozenset(name for name, module in _LAZY.items() if name == module)
-
-
-def _resolve(name: str) -> Any:
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     globals()[name] = value
     return value
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return _resolve(name)
-
-
-class _Package(types.ModuleType):
-    def __getattribute__(self, name: str) -> Any:
-        value = super().__getattribute__(name)
-        if name in _SHADOWED and isinstance(value, types.ModuleType):
-            return _resolve(name)
-        return value
-
-
-sys.modules[__name__].__class__ = _Package
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -18,7 +18,7 @@ from blake3 import blake3
 
 from .._canonical import canonical
 from ..merkle import merkle_root
-from .probe import NotMediaError, fraction_text, opened, probe_container
+from .probing import NotMediaError, fraction_text, opened, probe_container
 from .records import (
     DecodedStream,
     DecodeErrorRecord,

@@ -24,7 +24,7 @@ AUDIO_BLOCK = 1024
 
 def _frames(source: MediaSource, kind: str, pair: int) -> Iterator[Any]:
     from ..media.decode import decodable, iter_frames
-    from ..media.probe import opened
+    from ..media.probing import opened
     from ..media.records import DecodeErrorRecord
 
     with opened(source) as container:
@@ -64,7 +64,7 @@ def _seek_nth(source: MediaSource, pair: int, index: int, first_pts: int, step: 
     import av
 
     from ..media.decode import decodable, iter_frames
-    from ..media.probe import opened
+    from ..media.probing import opened
     from ..media.records import DecodeErrorRecord
 
     with opened(source) as container:

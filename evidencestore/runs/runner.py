@@ -181,7 +181,7 @@ def _audio_if_present(store: LocalBlobStore, body: Descriptor, exp: Expectations
     """A workload without ``[audio]`` does not require audio, but audio an output carries
     must still last as long as the request asked (its format is not prescribed)."""
     from ..errors import MediaError
-    from ..media.probe import probe
+    from ..media.probing import probe
     from ..media.records import AudioExpectation
 
     video = exp.video

@@ -121,7 +121,7 @@ class VideoServer:
     ) -> bytes:
         import numpy as np
 
-        from ..media.synth import AudioSpec, VideoSpec, write_clip
+        from .synth import AudioSpec, VideoSpec, write_clip
 
         path = Path(self._tmp) / f"{os.urandom(6).hex()}.mp4"
         shift = seed % 97

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .decode import _row_bytes, analyse, decodable, iter_frames
 from .expectations import check_report
-from .probe import opened
+from .probing import opened
 from .records import (
     AudioMetrics,
     Check,

@@ -26,6 +26,8 @@ def load_thresholds(path: str | os.PathLike[str] | None) -> Thresholds:
         data = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
     except OSError as exc:
         raise MediaError(f"{p}: cannot read thresholds: {exc.strerror}") from exc
+    except RecursionError:
+        raise MediaError(f"{p}: not valid TOML/JSON thresholds: nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise MediaError(f"{p}: not valid TOML/JSON thresholds: {exc}") from exc
     if not isinstance(data, dict):

@@ -509,3 +509,16 @@ def test_interrupted_run_leaves_no_temporaries(
         run_workload(repo, wl, arm="a", server=server.url, name="interrupted", progress=interrupt)
     assert list((local_store(repo).root / INCOMING_DIR).iterdir()) == []
     assert not registration_path(repo, "interrupted").exists()
+
+
+def test_connection_closed_before_the_response(
+    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.reset_on = {1}
+    wl = _workload(tmp_path, warmup=1, measured=1, seconds=(1,))
+    assert _run(capsys, repo, wl, server, "reset")[0] == 1
+    record = load_run(repo, "reset")
+    first, second = record.requests
+    assert first.failure == "connect" and first.status is None and first.headers_ns is None
+    assert second.failure is None and record.outcome == "partial"
+    assert record.counts["warmup"].failures == {"connect": 1}

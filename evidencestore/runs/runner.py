@@ -180,8 +180,8 @@ def _finish(recorder: RunRecorder, loaded: LoadedWorkload, pending: list[_Pendin
 def _audio_if_present(store: LocalBlobStore, body: Descriptor, exp: Expectations) -> Expectations:
     """A workload without ``[audio]`` does not require audio, but audio an output carries
     must still last as long as the request asked (its format is not prescribed)."""
+    from .. import media
     from ..errors import MediaError
-    from ..media.probing import probe
     from ..media.records import AudioExpectation
 
     video = exp.video
@@ -192,7 +192,7 @@ def _audio_if_present(store: LocalBlobStore, body: Descriptor, exp: Expectations
     if duration is None:
         return exp
     try:
-        report = probe(str(store.path_of(body.digest)))
+        report = media.probe(str(store.path_of(body.digest)))
     except MediaError:
         return exp  # not media at all: the full check says so
     if not any(s.type == "audio" for s in report.streams):
@@ -276,10 +276,14 @@ async def _drive(
 
     wl = loaded.workload
     slots: list[_Slot] = []
-    for phase, reps in (("warmup", wl.run.warmup), ("measured", wl.run.measured)):
+    phases: tuple[tuple[Phase, int], ...] = (
+        ("warmup", wl.run.warmup),
+        ("measured", wl.run.measured),
+    )
+    for phase, reps in phases:
         for rep in range(reps):
             for i in range(len(wl.request)):
-                slots.append(_Slot(len(slots), phase, i, rep))  # type: ignore[arg-type]
+                slots.append(_Slot(len(slots), phase, i, rep))
     results: dict[int, _Pending] = {}
     connector = aiohttp.TCPConnector(limit=wl.run.concurrency, force_close=False)
     async with aiohttp.ClientSession(
@@ -315,13 +319,21 @@ async def _drive(
     return [results[i] for i in sorted(results)]
 
 
-class _Timings:
+class _Observed:
+    """What one request saw so far: timings, status, headers, bytes, job polling."""
+
     def __init__(self) -> None:
         self.start_utc = utc_precise()
         self.sent_ns = time.monotonic_ns()
         self.headers_ns: int | None = None
         self.first_ns: int | None = None
         self.last_ns: int | None = None
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.declared: int | None = None
+        self.received = 0
+        self.job: str | None = None
+        self.polls = 0
 
 
 async def _one(
@@ -338,15 +350,7 @@ async def _one(
     wl = loaded.workload
     endpoint = wl.endpoint
     timeout = wl.run.timeout
-    t = _Timings()
-    state: dict[str, Any] = {
-        "status": None,
-        "headers": {},
-        "declared": None,
-        "received": 0,
-        "job": None,
-        "polls": 0,
-    }
+    t = _Observed()
     sink: BodySink | None = None
     failure: Failure | None = None
     message: str | None = None
@@ -356,9 +360,9 @@ async def _one(
     async def stream(resp: aiohttp.ClientResponse) -> None:
         nonlocal sink, media_type
         t.headers_ns = time.monotonic_ns()
-        state["status"] = resp.status
-        state["headers"] = _selected(resp.headers)
-        state["declared"] = resp.content_length
+        t.status = resp.status
+        t.headers = _selected(resp.headers)
+        t.declared = resp.content_length
         media_type = (
             resp.headers.get("content-type", media_type).split(";")[0].strip() or media_type
         )
@@ -367,7 +371,7 @@ async def _one(
             if t.first_ns is None:
                 t.first_ns = time.monotonic_ns()
             sink.write(chunk)
-            state["received"] += len(chunk)
+            t.received += len(chunk)
         t.last_ns = time.monotonic_ns()
         sink.finish()
 
@@ -378,16 +382,16 @@ async def _one(
                 async with session.post(
                     base + path, data=payload.data, headers=headers, allow_redirects=False
                 ) as resp:
-                    state["status"] = resp.status
-                    state["headers"] = _selected(resp.headers)
+                    t.status = resp.status
+                    t.headers = _selected(resp.headers)
                     created = await resp.read()
                 if resp.status >= 400:
                     raise _HttpStatus(resp.status, created)
                 job = _job_id(created)
-                state["job"] = job
+                t.job = job
                 while True:
                     async with session.get(f"{base}{path}/{job}", allow_redirects=False) as resp:
-                        state["polls"] += 1
+                        t.polls += 1
                         info = await resp.read()
                     if resp.status >= 400:
                         raise _HttpStatus(resp.status, info)
@@ -405,27 +409,25 @@ async def _one(
                     base + path, data=payload.data, headers=headers, allow_redirects=False
                 ) as resp:
                     await stream(resp)
-        code = state["status"]
+        code = t.status
         if code is not None and not 200 <= code < 300:
             failure, message = "http-status", f"HTTP {code}"
-        elif state["declared"] is not None and state["declared"] != state["received"]:
+        elif t.declared is not None and t.declared != t.received:
             failure = "truncated"
-            message = f"received {state['received']} bytes of the {state['declared']} declared"
+            message = f"received {t.received} bytes of the {t.declared} declared"
     except _HttpStatus as exc:
-        state["status"] = exc.status
+        t.status = exc.status
         failure, message = "http-status", exc.message
     except TimeoutError:
         failure, message = "timeout", f"no complete response within {timeout} s"
     except aiohttp.ClientPayloadError as exc:
-        failure, message = "truncated", f"the body broke off after {state['received']} bytes: {exc}"
+        failure, message = "truncated", f"the body broke off after {t.received} bytes: {exc}"
     except (aiohttp.ClientConnectionError, aiohttp.ClientResponseError, OSError) as exc:
-        if t.headers_ns is None and state["status"] is None:
+        if t.headers_ns is None:  # before the output's response began
             failure, message = "connect", f"{type(exc).__name__}: {exc}"
         else:
             failure = "truncated"
-            message = (
-                f"the connection broke after {state['received']} bytes: {type(exc).__name__}: {exc}"
-            )
+            message = f"the connection broke after {t.received} bytes: {type(exc).__name__}: {exc}"
     end_ns = time.monotonic_ns()
     keep = sink is not None and sink.digest is not None and failure in (None, "http-status")
     if sink is not None and not keep:
@@ -446,16 +448,14 @@ async def _one(
         first_byte_ns=t.first_ns,
         last_byte_ns=t.last_ns,
         end_ns=end_ns,
-        status=state["status"],
-        headers=state["headers"],
+        status=t.status,
+        headers=t.headers,
         # the real descriptor is set when the body is published after the timed requests
-        body=Descriptor(digest=digest, size=state["received"], media_type=media_type)
-        if digest
-        else None,
-        received=state["received"],
-        declared_length=state["declared"],
-        job_id=state["job"],
-        polls=state["polls"],
+        body=Descriptor(digest=digest, size=t.received, media_type=media_type) if digest else None,
+        received=t.received,
+        declared_length=t.declared,
+        job_id=t.job,
+        polls=t.polls,
         failure=failure,
         message=message,
         e2e_s=(t.last_ns - t.sent_ns) / 1e9 if failure is None and t.last_ns is not None else None,

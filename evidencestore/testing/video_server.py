@@ -10,8 +10,9 @@ content.
 Fault knobs are attributes of :class:`VideoServer`, changeable while it runs. Knobs that
 apply to some requests take a set of 1-based generation request numbers (counted over
 every generation request the server received) or ``True`` for all of them: ``fail_on``
-(HTTP 500), ``drop_on`` (connection dropped mid-body), ``short_audio_on`` (half a second
-of audio missing), ``short_video_on`` (one frame missing). Others: ``latency`` (seconds
+(HTTP 500), ``drop_on`` (connection dropped mid-body), ``reset_on`` (connection closed
+before any response), ``short_audio_on`` (half a second of audio missing),
+``short_video_on`` (one frame missing). Others: ``latency`` (seconds
 before answering), ``first_byte_delay`` (seconds between headers and the first body
 byte), ``never_complete`` (jobs stay ``in_progress``), ``startup_error`` (``/health``
 answers 503 with that message, as a server that failed to start), ``stream_bytes`` (the
@@ -63,6 +64,7 @@ class VideoServer:
         self.first_byte_delay = 0.0
         self.fail_on: Knob = False
         self.drop_on: Knob = False
+        self.reset_on: Knob = False
         self.short_audio_on: Knob = False
         self.short_video_on: Knob = False
         self.never_complete = False
@@ -210,6 +212,11 @@ class VideoServer:
         )
         if self.redirect_to is not None:
             raise web.HTTPFound(self.redirect_to + request.path)
+        if _applies(self.reset_on, number):
+            self.log(f"request {number}: connection closed before any response")
+            assert request.transport is not None
+            request.transport.abort()
+            raise asyncio.CancelledError
         if self.latency:
             await asyncio.sleep(self.latency)
         if _applies(self.fail_on, number):

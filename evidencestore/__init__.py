@@ -2,6 +2,9 @@
 
 The public API is re-exported here and loaded on first use, so ``import evidencestore``
 (and the ``evstore`` CLI) starts without importing what a command does not need.
+``_LAZY`` is the one table of public names; ``__all__`` and ``dir()`` are derived from
+it, and the ``TYPE_CHECKING`` imports (kept in step by tests/test_public_api.py) tell
+type checkers the same.
 """
 
 from __future__ import annotations
@@ -12,47 +15,56 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .bundle import create_bundle, make_manifest, seal
-    from .config import Config, load_config, local_store
-    from .digest import Hashed, hash_bytes, hash_file, hash_files, parse_digest
-    from .errors import (
-        BlobNotFoundError,
-        BundleError,
-        ConfigError,
-        EvidenceStoreError,
-        IntegrityError,
-        InvalidDigestError,
-        ManifestError,
-        MediaError,
-        ReadOnlyStoreError,
-        ScorerError,
-        StorageError,
-        VerificationError,
-    )
-    from .inventory import Inventory, load_inventory
-    from .merkle import (
-        bundle_digest,
-        check_inclusion,
-        inclusion_holds,
-        inclusion_proof,
-        verify_inclusion,
-    )
-    from .models import (
-        BundleManifest,
-        BundleReport,
-        Descriptor,
-        Entry,
-        Finding,
-        InclusionProof,
-        Metadata,
-        Registration,
-        VerifyReport,
-    )
-    from .remotes import repository_store
-    from .storage import BlobStore, open_store
-    from .verify import check_repository, verify_repository
+    # Explicit re-exports for type checkers, one per name of _LAZY below.
+    from .bundle import create_bundle as create_bundle
+    from .bundle import make_manifest as make_manifest
+    from .bundle import seal as seal
+    from .config import Config as Config
+    from .config import load_config as load_config
+    from .config import local_store as local_store
+    from .digest import Hashed as Hashed
+    from .digest import hash_bytes as hash_bytes
+    from .digest import hash_file as hash_file
+    from .digest import hash_files as hash_files
+    from .digest import parse_digest as parse_digest
+    from .errors import BlobNotFoundError as BlobNotFoundError
+    from .errors import BundleError as BundleError
+    from .errors import ConfigError as ConfigError
+    from .errors import EvidenceStoreError as EvidenceStoreError
+    from .errors import IntegrityError as IntegrityError
+    from .errors import InvalidDigestError as InvalidDigestError
+    from .errors import ManifestError as ManifestError
+    from .errors import MediaError as MediaError
+    from .errors import NotMediaError as NotMediaError
+    from .errors import ReadOnlyStoreError as ReadOnlyStoreError
+    from .errors import ScorerError as ScorerError
+    from .errors import StorageError as StorageError
+    from .errors import TransferError as TransferError
+    from .errors import VerificationError as VerificationError
+    from .inventory import Inventory as Inventory
+    from .inventory import load_inventory as load_inventory
+    from .merkle import bundle_digest as bundle_digest
+    from .merkle import check_inclusion as check_inclusion
+    from .merkle import inclusion_holds as inclusion_holds
+    from .merkle import inclusion_proof as inclusion_proof
+    from .merkle import verify_inclusion as verify_inclusion
+    from .models import BundleManifest as BundleManifest
+    from .models import BundleReport as BundleReport
+    from .models import Descriptor as Descriptor
+    from .models import Entry as Entry
+    from .models import Finding as Finding
+    from .models import InclusionProof as InclusionProof
+    from .models import Metadata as Metadata
+    from .models import Registration as Registration
+    from .models import VerifyReport as VerifyReport
+    from .remotes import repository_store as repository_store
+    from .storage import BlobStore as BlobStore
+    from .storage import open_store as open_store
+    from .verify import check_repository as check_repository
+    from .verify import verify_repository as verify_repository
 
-_LAZY = {
+# The one table of the public API: each name and the submodule that defines it.
+_LAZY: dict[str, str] = {
     "create_bundle": "bundle",
     "make_manifest": "bundle",
     "seal": "bundle",
@@ -72,9 +84,11 @@ _LAZY = {
     "InvalidDigestError": "errors",
     "ManifestError": "errors",
     "MediaError": "errors",
+    "NotMediaError": "errors",
     "ReadOnlyStoreError": "errors",
     "ScorerError": "errors",
     "StorageError": "errors",
+    "TransferError": "errors",
     "VerificationError": "errors",
     "Inventory": "inventory",
     "load_inventory": "inventory",
@@ -99,53 +113,7 @@ _LAZY = {
     "verify_repository": "verify",
 }
 
-__all__ = [
-    "BlobNotFoundError",
-    "BlobStore",
-    "BundleError",
-    "BundleManifest",
-    "BundleReport",
-    "Config",
-    "ConfigError",
-    "Descriptor",
-    "Entry",
-    "EvidenceStoreError",
-    "Finding",
-    "Hashed",
-    "InclusionProof",
-    "IntegrityError",
-    "InvalidDigestError",
-    "Inventory",
-    "ManifestError",
-    "MediaError",
-    "Metadata",
-    "ReadOnlyStoreError",
-    "Registration",
-    "ScorerError",
-    "StorageError",
-    "VerificationError",
-    "VerifyReport",
-    "__version__",
-    "bundle_digest",
-    "check_inclusion",
-    "check_repository",
-    "create_bundle",
-    "hash_bytes",
-    "hash_file",
-    "hash_files",
-    "inclusion_holds",
-    "inclusion_proof",
-    "load_config",
-    "load_inventory",
-    "local_store",
-    "make_manifest",
-    "open_store",
-    "parse_digest",
-    "repository_store",
-    "seal",
-    "verify_inclusion",
-    "verify_repository",
-]
+__all__ = sorted(["__version__", *_LAZY])
 
 
 def __getattr__(name: str) -> Any:
@@ -155,3 +123,8 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """List the lazily loaded public names too, for ``dir()``, ``help()`` and completion."""
+    return sorted(set(globals()) | set(__all__))

@@ -67,6 +67,10 @@ class MediaError(EvidenceStoreError):
     """A media file cannot be probed or decoded, or an expectation file is unusable."""
 
 
+class NotMediaError(MediaError):
+    """The content is readable but is not a media container FFmpeg can demux."""
+
+
 class ScorerError(EvidenceStoreError):
     """A perceptual scorer cannot be loaded from authenticated weights."""
 

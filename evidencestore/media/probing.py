@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MediaError
+from ..errors import NotMediaError
 from .records import ProbeReport, StreamInfo
 from .source import MediaSource, resolve
 
@@ -16,10 +16,6 @@ if TYPE_CHECKING:
     from av.container import InputContainer
 
 __all__ = ["NotMediaError", "opened", "probe", "probe_container"]
-
-
-class NotMediaError(MediaError):
-    """The content is readable but is not a media container FFmpeg can demux."""
 
 
 # No nested opens at all: a playlist (HLS, concat, ...) or a reference to another file

@@ -522,3 +522,34 @@ def test_connection_closed_before_the_response(
     assert first.failure == "connect" and first.status is None and first.headers_ns is None
     assert second.failure is None and record.outcome == "partial"
     assert record.counts["warmup"].failures == {"connect": 1}
+
+
+def test_progress_on_a_terminal(
+    tmp_path: Path,
+    repo: Path,
+    server: VideoServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    wl = _workload(tmp_path, warmup=1, measured=1, seconds=(1,))
+    code, _, err = _run(capsys, repo, wl, server, "tty")
+    assert code == 0
+    assert "\rrequest 1 of 2 (warmup), last " in err and "\rrequest 2 of 2 (measured), last " in err
+
+
+def test_campaign_bundle_without_protocol(
+    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evidencestore.bundle import create_bundle
+
+    (tmp_path / "notes.md").write_text("no protocol here\n")
+    create_bundle(repo, "camp", [tmp_path / "notes.md"], store=local_store(repo))
+    wl = _workload(tmp_path, warmup=0, measured=1, seconds=(1,))
+    code, _, err = _run(capsys, repo, wl, server, "c2", "--campaign", "camp", "--condition", "5s")
+    assert code == 2
+    assert "bundle 'camp' has no protocol.toml entry" in err
+    assert "run `evstore campaign init camp --protocol FILE` first" in err
+    assert server.requests == 0

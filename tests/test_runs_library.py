@@ -311,3 +311,13 @@ def test_statistics_match_numpy() -> None:
     assert stats["sd"] == pytest.approx(float(np.std(values, ddof=1)))
     assert stats["mean"] == pytest.approx(float(np.mean(values)))
     assert latency_stats([2.0])["sd"] is None and latency_stats([])["n"] == 0
+
+
+def test_diff_runs_workload_and_campaign_fields(repo: Path) -> None:
+    a = open_run(repo, "w-a", arm="x", workload=b"measured = 3\n", condition="5s").seal()[1]
+    b = open_run(repo, "w-b", arm="x", workload=b"measured = 5\n", condition="15s").seal()[1]
+    diffs = [(d.section, d.key, d.a, d.b) for d in diff_runs(a, b, local_store(repo))]
+    assert diffs == [
+        ("workload", "workload_digest", a.workload_digest, b.workload_digest),
+        ("run", "condition", "5s", "15s"),
+    ]

@@ -215,7 +215,10 @@ async def _exchange(
                     .strip()
                 )
                 desc = recorder.put(
-                    f"server{path}", data, kind or "application/octet-stream", "server"
+                    "server/" + (path.strip("/") or "index"),
+                    data,
+                    kind or "application/octet-stream",
+                    "server",
                 )
                 return Exchange(
                     path=path, status=resp.status, headers=_selected(resp.headers), body=desc

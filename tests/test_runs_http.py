@@ -191,7 +191,7 @@ def test_short_video_is_invalid_media(
     wl = _workload(tmp_path, warmup=0, measured=1, seconds=(1,))
     assert _run(capsys, repo, wl, server, "short-video")[0] == 1
     record = load_run(repo, "short-video")
-    assert record.outcome == "failed-before-inference"  # no request delivered a valid output
+    assert record.outcome == "partial"  # inference ran; its only output is invalid
     [r] = record.requests
     assert (
         r.failure == "invalid-media"
@@ -276,6 +276,10 @@ def test_http_500(
     record = load_run(repo, "five-hundred")
     assert [r.failure for r in record.requests] == [None, "http-status", None]
     assert record.requests[1].status == 500 and record.requests[1].media is None
+    assert (
+        record.requests[1].message is not None and "injected failure" in record.requests[1].message
+    )
+    assert record.requests[1].body is not None  # what the server said is kept
     assert record.counts["measured"].failures == {"http-status": 1}
     assert record.counts["warmup"].ok == 1
 

@@ -111,7 +111,8 @@ def phase_counts(requests: Sequence[RequestRecord]) -> dict[str, PhaseCounts]:
 
 def outcome_of(server_ok: bool, requests: Sequence[RequestRecord]) -> tuple[Outcome, str | None]:
     """``complete`` when every request delivered a valid output; ``failed-before-inference``
-    when the server check failed or no request delivered anything; else ``partial``."""
+    when the server check failed or no request got a successful (2xx) response at all;
+    else ``partial`` (some outputs missing or invalid)."""
     if not server_ok:
         return "failed-before-inference", "the server check failed; no request was sent"
     if not requests:
@@ -119,10 +120,13 @@ def outcome_of(server_ok: bool, requests: Sequence[RequestRecord]) -> tuple[Outc
     failed = [r for r in requests if r.failure is not None]
     if not failed:
         return "complete", None
-    if len(failed) == len(requests):
+    answered = [r for r in requests if r.status is not None and 200 <= r.status < 300]
+    if not answered:
+        first = failed[0]
         return (
             "failed-before-inference",
-            f"every request failed (first: request {failed[0].index}: {failed[0].failure})",
+            f"no request got a successful response (first: request {first.index}: "
+            f"{first.failure}: {first.message})",
         )
     return "partial", f"{len(failed)} of {len(requests)} requests failed"
 

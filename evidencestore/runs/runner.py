@@ -414,7 +414,7 @@ async def _one(
                     await stream(resp)
         code = t.status
         if code is not None and not 200 <= code < 300:
-            failure, message = "http-status", f"HTTP {code}"
+            failure, message = "http-status", f"HTTP {code}" + _snippet(sink)
         elif t.declared is not None and t.declared != t.received:
             failure = "truncated"
             message = f"received {t.received} bytes of the {t.declared} declared"
@@ -465,6 +465,18 @@ async def _one(
         ttfb_s=(t.first_ns - t.sent_ns) / 1e9 if t.first_ns is not None else None,
     )
     return _Pending(record, sink, media_type)
+
+
+def _snippet(sink: BodySink | None) -> str:
+    """``: <the start of an error body>`` (what the server said), or nothing."""
+    if sink is None or sink.tmp is None:
+        return ""
+    try:
+        with open(sink.tmp, "rb") as fh:
+            text = fh.read(300).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    return f": {text}" if text else ""
 
 
 class _HttpStatus(Exception):

@@ -204,3 +204,19 @@ def test_deadline_settings_are_validated(tmp_path: Path, line: str, field: str) 
     (tmp_path / "evstore.toml").write_text(f'[remotes.web]\nurl = "http://x"\n{line}\n')
     with pytest.raises(ConfigError, match=field):
         load_config(tmp_path)
+
+
+def test_stream_copy_from_other_backends_checks_the_deadline(tmp_path: Path) -> None:
+    """The chunked copy of non-HTTP backends checks the deadline between reads: with a
+    deadline of a nanosecond it is cut before the first chunk, and retries do not help."""
+    pytest.importorskip("fsspec")
+    url = f"memory://deadline-{tmp_path.name}"
+    store = FsspecBlobStore(url, retry=RetryPolicy(attempts=3, min_rate=1e12, deadline_floor=0))
+    digest = store.put(b"payload" * 100).digest
+    dest = tmp_path / "copy"
+    with pytest.raises(TransferDeadlineError, match="not complete within its deadline"):
+        store.download_to(digest, str(dest), limit=701)
+    assert dest.read_bytes() == b""  # the caller removes its temporary
+    relaxed = FsspecBlobStore(url, retry=RetryPolicy(min_rate=1e6, deadline_floor=30))
+    relaxed.download_to(digest, str(dest), limit=701)
+    assert dest.read_bytes() == b"payload" * 100

@@ -356,6 +356,7 @@ def iter_frames(
         if threads and stream.type == "video":
             stream.codec_context.thread_type = "AUTO"
     flushed: set[int] = set()
+    wanted = {stream.index for stream in streams}
     packets = container.demux(*streams)
     while True:
         try:
@@ -366,6 +367,10 @@ def iter_frames(
             errors.append(DecodeErrorRecord(stage="demux", message=_message(exc)))
             break
         index = packet.stream.index
+        if index not in wanted:
+            # ``demux()`` of no streams demuxes them all: a damaged MP4 whose audio and
+            # video streams are gone still has a data stream, which has no decoder.
+            continue
         if packet.size == 0:
             flushed.add(index)
         try:

@@ -8,7 +8,8 @@ elsewhere a temporary key ``<root>/blobs/.tmp/<32 hex>`` is written then moved. 
 stores are read-only, and their presence checks tell a missing blob (404) from a
 failing server (which ``fsspec``'s own ``info`` does not).
 
-A download of known size also has an overall deadline, retries included:
+A download of known size also has an overall deadline, retries included (each attempt
+of an object-store ``cat`` has the whole of it):
 ``deadline_floor + size / min_rate`` seconds (:meth:`RetryPolicy.deadline`), so a
 server trickling bytes just fast enough to beat the per-read timeout cannot hold a
 transfer forever; it is cut with a :class:`TransferDeadlineError` and nothing of it is
@@ -368,12 +369,18 @@ class FsspecBlobStore(BlobStore):
     async def _http_get(self, digest: str, limit: int | None, dest: str | None) -> bytes:
         """GET a blob, stopping after ``limit`` bytes; into ``dest`` when given; within
         the policy's deadline for ``limit`` bytes."""
+        return await self._within(self._http_get_retried(digest, limit, dest), digest, limit)
+
+    async def _within(self, coro: Awaitable[T], digest: str, limit: int | None) -> T:
+        """Await ``coro`` under the deadline for ``limit`` bytes (none when unknown)."""
         budget = self.retry.deadline(limit)
+        timer = asyncio.timeout(budget)
         try:
-            async with asyncio.timeout(budget):
-                return await self._http_get_retried(digest, limit, dest)
+            async with timer:
+                return await coro
         except TimeoutError:
-            assert budget is not None and limit is not None  # only the deadline raises it
+            if not timer.expired() or budget is None or limit is None:
+                raise  # a timeout of the request itself, not the deadline
             raise self._deadline_error(digest, budget, limit) from None
 
     async def _http_get_retried(self, digest: str, limit: int | None, dest: str | None) -> bytes:
@@ -526,7 +533,9 @@ class FsspecBlobStore(BlobStore):
                 )
                 if limit is not None:
                     kwargs.update(start=0, end=limit)
-                data: bytes = self._run(self.fs._cat_file(key, **kwargs))
+                data: bytes = self._run(
+                    self._within(self.fs._cat_file(key, **kwargs), digest, limit)
+                )
                 return data
             if limit is not None:
                 return self.fs.cat_file(key, start=0, end=limit)  # type: ignore[no-any-return]

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ._cli import add_root, repo_root
+from ._grace import DEFAULT_GRACE
 from .errors import ConfigError, IntegrityError
-
-_DEFAULT_GRACE = 3600.0  # seconds; the same as evidencestore.gc.DEFAULT_GRACE (tested)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -386,9 +385,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--grace",
         type=float,
-        default=_DEFAULT_GRACE,
+        default=DEFAULT_GRACE,
         metavar="SECONDS",
-        help=f"never delete blobs younger than this (default {_DEFAULT_GRACE:.0f})",
+        help=f"never delete blobs younger than this (default {DEFAULT_GRACE:.0f})",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="list what was deleted")
     _add_common(p)

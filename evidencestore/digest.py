@@ -27,6 +27,7 @@ __all__ = [
     "ALGORITHM",
     "DIGEST_PATTERN",
     "Hashed",
+    "digest_from_hex",
     "digest_hex",
     "hash_bytes",
     "hash_file",
@@ -77,6 +78,15 @@ def parse_digest(text: str) -> str:
     )
 
 
+def digest_from_hex(hex_digits: str) -> str:
+    """Return the digest string ``blake3:<hex_digits>``: the one place the prefix is added.
+
+    ``hex_digits`` is a BLAKE3 ``hexdigest()`` (or hex read from a name that was
+    matched against the 64-hex pattern); it is not re-validated here.
+    """
+    return _PREFIX + hex_digits
+
+
 def digest_hex(digest: str) -> str:
     """Return the 64 hex digits of a digest (validated)."""
     return parse_digest(digest)[len(_PREFIX) :]
@@ -88,12 +98,12 @@ def new_hasher(*, threads: bool = False) -> blake3:
 
 
 def _format(hasher: blake3) -> str:
-    return _PREFIX + hasher.hexdigest()
+    return digest_from_hex(hasher.hexdigest())
 
 
 def hash_bytes(data: bytes | bytearray | memoryview) -> Hashed:
     """Hash an in-memory buffer."""
-    return Hashed(_PREFIX + blake3(data).hexdigest(), len(data))
+    return Hashed(digest_from_hex(blake3(data).hexdigest()), len(data))
 
 
 def hash_stream(stream: BinaryIO, *, chunk_size: int = _CHUNK) -> Hashed:
@@ -171,7 +181,7 @@ def _hash_batch(
                 if n != size:
                     append(_size_mismatch(path, size, n))
                 else:
-                    append(Hashed(_PREFIX + blake3(view[:n]).hexdigest(), size))
+                    append(Hashed(digest_from_hex(blake3(view[:n]).hexdigest()), size))
             else:
                 hasher = blake3()
                 total = 0

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Literal
 
 from . import _steps
+from ._grace import DEFAULT_GRACE
 from .config import find_root, load_config
 from .errors import ConfigError, ManifestError, StorageError
 from .gitrefs import is_git_repository, list_refs, read_blobs, registration_blobs
@@ -73,7 +74,6 @@ __all__ = [
     "referenced_digests",
 ]
 
-DEFAULT_GRACE = 3600.0
 BATCH = 1000  # candidates quarantined before the leases and references are re-read
 
 Scope = Literal["refs", "worktree"]

@@ -127,3 +127,11 @@ def test_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(dg.NotRegularFileError, match="not a regular file"):
         dg.hash_file(fifo)
+
+
+def test_digest_from_hex_round_trips_with_digest_hex() -> None:
+    hashed = dg.hash_bytes(b"evidence")
+    hex_digits = dg.digest_hex(hashed.digest)
+    assert len(hex_digits) == 64
+    assert dg.digest_from_hex(hex_digits) == hashed.digest
+    assert dg.is_digest(dg.digest_from_hex(dg.new_hasher().hexdigest()))

@@ -229,12 +229,6 @@ def test_gc_negative_grace(repo: tuple[Path, dict[str, bytes]]) -> None:
     assert code == 2 and "--grace must be 0 or more" in err
 
 
-def test_cli_grace_default_matches_library() -> None:
-    from evidencestore import _cli_remote, gc
-
-    assert _cli_remote._DEFAULT_GRACE == gc.DEFAULT_GRACE
-
-
 def test_gc_on_main_keeps_the_evidence_of_unmerged_branches(tmp_path: Path) -> None:
     from evhelpers import add_bundle, init_repo
 

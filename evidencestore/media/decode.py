@@ -17,6 +17,7 @@ from typing import Any
 from blake3 import blake3
 
 from .._canonical import canonical
+from ..digest import digest_from_hex
 from ..merkle import merkle_root
 from .probing import NotMediaError, fraction_text, opened, probe_container
 from .records import (
@@ -30,14 +31,11 @@ from .source import MediaSource, resolve
 
 __all__ = [
     "analyse",
-    "audio_frame_digest",
     "frame_leaf",
     "iter_frames",
     "stream_kinds",
     "video_frame_digest",
 ]
-
-_PREFIX = "blake3:"
 
 
 def frame_leaf(index: int, digest: str) -> bytes:
@@ -118,7 +116,7 @@ def video_frame_digest(frame: Any) -> str:
             for y in range(height):
                 start = y * line
                 hasher.update(view[start : start + row])
-    return _PREFIX + hasher.hexdigest()
+    return digest_from_hex(hasher.hexdigest())
 
 
 def _audio_buffers(frame: Any) -> list[memoryview]:
@@ -138,14 +136,6 @@ def _audio_header(frame: Any) -> bytes:
             "samples": frame.samples,
         }
     )
-
-
-def audio_frame_digest(frame: Any) -> str:
-    """Digest of an audio frame: format, layout, rate and exact samples as decoded."""
-    hasher = blake3(_audio_header(frame))
-    for buf in _audio_buffers(frame):
-        hasher.update(buf)
-    return _PREFIX + hasher.hexdigest()
 
 
 AUDIO_BLOCK = 1024  # samples per channel in each leaf of an audio stream's root
@@ -188,7 +178,7 @@ class _StreamAccumulator:
             hasher.update(memoryview(buf)[:n])
             del buf[:n]
         self.block_samples -= samples
-        self.leaves.append(frame_leaf(len(self.leaves), _PREFIX + hasher.hexdigest()))
+        self.leaves.append(frame_leaf(len(self.leaves), digest_from_hex(hasher.hexdigest())))
 
     def _flush_block(self) -> None:
         if self.block_samples:
@@ -228,7 +218,7 @@ class _StreamAccumulator:
             for buf, channel in zip(buffers, self.channel_hashers, strict=False):
                 hasher.update(buf)
                 channel.update(buf)
-            digest = _PREFIX + hasher.hexdigest()
+            digest = digest_from_hex(hasher.hexdigest())
             samples = frame.samples
             self.samples += samples
             self._add_audio_blocks(fmt, frame, buffers)
@@ -292,7 +282,7 @@ class _StreamAccumulator:
                 "rate": extra.get("sample_rate"),
                 "samples": self.samples,
             }
-            extra["content_digest"] = _PREFIX + blake3(canonical(content)).hexdigest()
+            extra["content_digest"] = digest_from_hex(blake3(canonical(content)).hexdigest())
             extra["samples"] = self.samples
         return DecodedStream(
             index=self.index,
@@ -305,7 +295,7 @@ class _StreamAccumulator:
             end_pts=self.end_pts,
             format_changes=self.format_changes,
             corrupt_frames=self.corrupt,
-            root=_PREFIX + merkle_root(self.leaves).hex(),
+            root=digest_from_hex(merkle_root(self.leaves).hex()),
             frame_records=tuple(self.records),
             **extra,
         )

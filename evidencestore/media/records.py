@@ -62,7 +62,6 @@ Value = int | float | str | bool | None
 Positive = Annotated[int, Meta(gt=0)]
 PositiveSeconds = Annotated[float, Meta(gt=0)]
 FrameSize = Annotated[int, Meta(ge=0, le=65536)]
-MAX_CODEC_FRAME_SIZE = 65536
 
 
 def _require_finite(owner: str, **values: float | None) -> None:

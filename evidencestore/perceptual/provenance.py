@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._canonical import canonical
-from ..digest import new_hasher
+from ..digest import digest_from_hex, new_hasher
 from ..errors import ScorerError
 
 if TYPE_CHECKING:
@@ -221,4 +221,4 @@ def compute_state_digest(state: Mapping[str, torch.Tensor]) -> str:
         hasher.update(struct.pack(">Q", len(header)))
         hasher.update(header)
         hasher.update(data)
-    return "blake3:" + hasher.hexdigest()
+    return digest_from_hex(hasher.hexdigest())

@@ -100,11 +100,13 @@ def mutations(data: bytes, kind: str, count: int, seed: int) -> list[tuple[str, 
             size = min(size, n - at)
             how = rng.choice(["remove", "cut", "size"])
             label = f"{kind}-chop-{name.decode('latin-1')}@{at}-{how}"
+            # padding (``free``) or metadata boxes and chunks can go without loss
+            lost = name in ((b"moov", b"mdat") if kind == "mp4" else (b"fmt ", b"data"))
             if how == "remove":
-                out.append((label, data[:at] + data[at + size :], True))
+                out.append((label, data[:at] + data[at + size :], lost))
             elif how == "cut":
                 keep = at + 8 + rng.randrange(max(1, size - 8))
-                out.append((label, data[:keep] + data[at + size :], True))
+                out.append((label, data[:keep] + data[at + size :], lost))
             else:
                 wrong = rng.choice([0, 1, 7, size - 1, size + 1, 0xFFFFFFFF])
                 field = struct.pack(">I" if kind == "mp4" else "<I", wrong & 0xFFFFFFFF)

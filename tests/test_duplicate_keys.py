@@ -127,3 +127,12 @@ def test_fast_path_agrees_with_the_exact_path(repo: Path) -> None:
     for form in (text.encode(), text.replace("\n", "").encode()):
         with pytest.raises(msgspec.DecodeError, match="duplicate key 'size'"):
             decode(form, Registration)
+
+
+def test_record_with_duplicate_key_is_refused_by_the_report() -> None:
+    pytest.importorskip("jinja2")
+    from evidencestore.report import ReportError, render_record_bytes
+
+    record = b'{"kind": "evidencestore/run", "outcome": "complete", "outcome": "failed"}'
+    with pytest.raises(ReportError, match=r"rec\.json: not a JSON record: duplicate key 'outcome'"):
+        render_record_bytes(record, source="rec.json", root=None)

@@ -106,6 +106,7 @@ def test_complete_run_at_5_and_15_seconds(
     assert record.arm == "baseline" and record.outcome == "complete"
     assert record.server.ok and record.server.model_ids == ("reference-video",)
     assert list(record.logs) == ["logs/server.log"]
+    assert shown["logs"] == {"logs/server.log": record.logs["logs/server.log"].digest}
     assert record.workload_digest == record.workload.digest
     for r in record.requests:
         assert (
@@ -421,6 +422,18 @@ def test_usage_errors(
     assert code == 2 and "bundle 'once' is already registered" in err
     code, _, err = _run(capsys, repo, wl, server, "cfg", "--config", str(tmp_path / "nope.yaml"))
     assert code == 2 and "nope.yaml: no such file" in err
+    code, _, err = _cli(
+        capsys,
+        "run",
+        str(tmp_path / "none.toml"),
+        "--arm",
+        "a",
+        "--server",
+        server.url,
+        "--root",
+        str(repo),
+    )
+    assert code == 2 and "none.toml: cannot read: No such file or directory" in err
     code, _, err = _cli(capsys, "run", "show", "missing", "--root", str(repo))
     assert code == 2 and "missing" in err
     code, _, err = _cli(capsys, "run", "show", "once", "--bogus", "--root", str(repo))

@@ -180,11 +180,12 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     """One request: what was sent, when each byte moved, what came back, how it failed.
 
     ``*_ns`` are monotonic nanoseconds (``time.monotonic_ns``) of this client: ``sent_ns``
-    when the request started being written, ``headers_ns`` when the response headers
-    were parsed, ``first_byte_ns`` / ``last_byte_ns`` for the output body. ``e2e_s`` is
-    ``last_byte_ns - sent_ns`` of a request that delivered its output; ``ttfb_s`` is
+    when the runner handed the request to the HTTP client (connecting, if needed, is
+    inside the measured time), ``headers_ns`` when the output's response headers were
+    parsed, ``first_byte_ns`` / ``last_byte_ns`` for the output body. ``e2e_s`` is
+    ``last_byte_ns - sent_ns`` of a request that delivered a valid output; ``ttfb_s`` is
     ``first_byte_ns - sent_ns``. For the job flow they span the POST to the content's
-    last byte.
+    last byte, so they include up to one poll interval of waiting.
     """
 
     index: Count

@@ -84,6 +84,8 @@ def summarize(record: RunRecord) -> dict[str, Any]:
         "ended": record.ended,
         "outcome": record.outcome,
         "reason": record.reason,
+        "configs": {k: v.digest for k, v in record.configs.items()},
+        "logs": {k: v.digest for k, v in record.logs.items()},
         "phases": phases,
         "failures": [
             {

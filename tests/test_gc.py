@@ -3,16 +3,19 @@ local store and remotes (directory, memory, S3)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import fsspec
 import pytest
 from evhelpers import git
-from remotes_support import blobs, digest_of, make_repo, run, set_remotes, store_files
+from remotes_support import blob_path, blobs, digest_of, make_repo, run, set_remotes, store_files
 
 from evidencestore.config import Config, LpipsConfig, load_config, save_config
 from evidencestore.gc import collect_garbage
@@ -293,3 +296,133 @@ def test_gc_removes_staging_left_by_a_killed_create(
     code, out, err = run("gc", "--yes", "--root", str(root))
     assert code == 0, err
     assert "removed 1 staging directory(ies)" in out and not left.exists()
+
+
+@pytest.fixture
+def memory_base() -> Iterator[str]:
+    base = f"/evstore-review-{uuid.uuid4().hex}"
+    yield base
+    fs = fsspec.filesystem("memory")
+    if fs.exists(base):
+        fs.rm(base, recursive=True)
+
+
+# a push's lease keeps the blobs it found present
+def test_gc_keeps_old_blob_a_concurrent_push_found_present(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    shared = b"an old blob nobody referenced, until checkout B did"
+    x = LocalBlobStore(remote).put(shared).digest
+    _age(blob_path(remote, x))
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_repo(a, blobs(1, seed="a"), "a-bundle")
+    make_repo(b, {"ext/shared.bin": shared}, "b-bundle")
+    for root in (a, b):
+        set_remotes(root, origin={"url": str(remote)})
+    code, out, err = run("push", "--root", str(b))
+    assert code == 0, err
+    assert "0 of 1 blobs transferred" in out and "1 already present" in out
+
+    # Checkout A does not see B's registration yet.
+    code, out, err = run(
+        "gc", "--remote", "origin", "--yes", "--scope", "worktree", "--root", str(a)
+    )
+    assert code == 0, err
+    assert LocalBlobStore(remote).has(x)
+    code, _, err = run("verify", "--remote", "origin", "--deep", "--root", str(b))
+    assert code == 0, err
+
+
+def test_gc_honours_leases_on_object_stores(tmp_path: Path, memory_base: str) -> None:
+    fs = fsspec.filesystem("memory")
+    shared = b"old blob on memory://"
+    x = digest_of(shared)
+    key = f"{memory_base}/{blob_key(x)}"
+    fs.pipe_file(key, shared)
+    fs.store[key].created = dt.datetime.now(tz=dt.UTC) - dt.timedelta(seconds=OLD)
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_repo(a, blobs(1, seed="a"), "a-bundle")
+    make_repo(b, {"ext/shared.bin": shared}, "b-bundle")
+    for root in (a, b):
+        set_remotes(root, mem={"url": f"memory://{memory_base}"})
+    code, out, err = run("push", "--remote", "mem", "--root", str(b))
+    assert code == 0 and "1 already present" in out, err
+    [lease] = fs.find(f"{memory_base}/leases")
+
+    plan = collect_garbage(a, remote="mem", delete=True, scope="worktree")
+    assert plan.garbage == [] and plan.leased == 1 and plan.leases == []
+    assert fs.exists(key)
+
+    # Once the lease is older than the grace period it protects nothing and goes too;
+    # a dry run only lists it.
+    later = time.time() + 2 * 3600
+    plan = collect_garbage(a, remote="mem", now=later)
+    assert plan.leases == [lease] and [g.digest for g in plan.garbage] == [x]
+    assert fs.exists(lease)
+    code, out, _ = run("gc", "--remote", "mem", "--root", str(a))
+    assert code == 0 and "0 expired lease(s)" in out  # at the real time: still young
+    plan = collect_garbage(a, remote="mem", now=later, delete=True, scope="worktree")
+    assert not fs.exists(lease) and not fs.exists(key)
+
+
+def test_gc_rechecks_each_blob_before_deleting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "repo"
+    make_repo(root, blobs(1))
+    cache = local_store(root)
+    digest = cache.put(b"listed as old, rewritten since").digest
+    from evidencestore.storage._base import BlobInfo
+
+    stale = BlobInfo(digest, cache.size(digest) or 0, time.time() - OLD)
+    original = LocalBlobStore.iter_blobs
+
+    def listing(store: Any) -> Iterator[BlobInfo]:
+        for info in original(store):
+            yield stale if info.digest == digest else info
+
+    # A listing taken before a push touched it.
+    monkeypatch.setattr(LocalBlobStore, "iter_blobs", listing)
+    plan = collect_garbage(root, delete=True)
+    assert plan.garbage == [] and [y.digest for y in plan.young] == [digest]
+    assert cache.has(digest)
+
+
+# gc only touches what evstore wrote
+def test_gc_s3_bucket_root_leaves_other_objects_alone(
+    tmp_path: Path, s3_endpoint: str, s3_bucket: str
+) -> None:
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("s3fs")
+    root = tmp_path / "repo"
+    files = blobs(2)
+    make_repo(root, files)
+    set_remotes(root, s3={"url": f"s3://{s3_bucket}", "options": s3_options(s3_endpoint)})
+    assert run("push", "--root", str(root))[0] == 0
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    client.put_object(Bucket=s3_bucket, Key="tmp/theirs", Body=b"another tool's file")
+    theirs = client.create_multipart_upload(Bucket=s3_bucket, Key="videos/big.mp4")
+    stray = digest_of(b"stray")
+    ours = client.create_multipart_upload(Bucket=s3_bucket, Key=blob_key(stray))
+
+    plan = collect_garbage(root, remote="s3", grace=0)
+    assert plan.temporaries == [f"upload:{ours['UploadId']}:{s3_bucket}/{blob_key(stray)}"]
+    code, _, err = run(
+        "gc", "--remote", "s3", "--yes", "--scope", "worktree", "--grace", "0", "--root", str(root)
+    )
+    assert code == 0, err
+    keys = {o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"]}
+    assert "tmp/theirs" in keys
+    uploads = client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", [])
+    assert [u["UploadId"] for u in uploads] == [theirs["UploadId"]]
+
+
+# errors, never tracebacks
+def test_gc_missing_s3_bucket(tmp_path: Path, s3_endpoint: str) -> None:
+    pytest.importorskip("s3fs")
+    root = tmp_path / "repo"
+    make_repo(root, blobs(1))
+    set_remotes(root, s3={"url": "s3://no-such-bucket/ev", "options": s3_options(s3_endpoint)})
+    code, _, err = run("gc", "--remote", "s3", "--root", str(root))
+    assert code == 2, err
+    assert "remote 's3' (s3://no-such-bucket/ev)" in err and "bucket or prefix not found" in err
+    assert "Traceback" not in err

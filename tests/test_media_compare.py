@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from pathlib import Path
 
+import av
 import msgspec
 import numpy as np
 import pytest
@@ -15,12 +17,14 @@ from media_helpers import (
     clip,
     failed,
     lossless,
+    multi_audio_clip,
     nudge_frame,
 )
 
 from evidencestore._canonical import decode
 from evidencestore.errors import MediaError
-from evidencestore.media import MEDIA_SCHEMA_TYPES, FrameScorer, compare
+from evidencestore.media import MEDIA_SCHEMA_TYPES, FrameScorer, analyse, check, compare
+from evidencestore.media.comparison import compatibility, not_measurable
 from evidencestore.media.records import (
     AudioExpectation,
     ComparisonRecord,
@@ -31,6 +35,7 @@ from evidencestore.media.records import (
 from evidencestore.media.store import record_entry, store_record
 from evidencestore.remotes import local_store
 from evidencestore.storage import MemoryBlobStore
+from evidencestore.testing.synth import video_planes
 
 VIDEO = lossless()
 AUDIO = AudioSpec()
@@ -251,3 +256,107 @@ def test_inputs_by_digest_come_from_the_repository_store(
     assert record.reference.name == desc.digest
     with pytest.raises(MediaError, match="cannot get media from the store"):
         compare("blake3:" + "0" * 64, clips["base"], AV_EXPECT)
+
+
+AUDIO_4800 = Expectations(audio=AudioExpectation(sample_rate=48000, channels=2, samples=4800))
+
+
+# every stream, not only the first
+def test_second_audio_track_is_compared_and_checked(tmp_path: Path) -> None:
+    ref = multi_audio_clip(tmp_path / "ref.mkv")
+    same = multi_audio_clip(tmp_path / "same.mkv")
+    nudged = multi_audio_clip(tmp_path / "nudged.mkv", nudge=(1, 100))
+    assert compare(ref, same, AUDIO_4800).verdict == "PASS"
+    record = compare(ref, nudged, AUDIO_4800)
+    assert record.verdict == "INCONCLUSIVE", record.reasons
+    assert [(e.pair, e.equal) for e in record.equality] == [(0, True), (1, False)]
+    assert record.metrics is not None and len(record.metrics.extra_audio) == 1
+    assert record.metrics.extra_audio[0].pair == 1
+    assert not record.metrics.extra_audio[0].identical
+    # A truncated second track makes the file invalid.
+    short = multi_audio_clip(tmp_path / "short.mkv", samples=(4800, 2400))
+    bad = check(short, AUDIO_4800)
+    assert bad.verdict == "FAIL"
+    assert [c.stream for c in bad.checks if c.name == "audio.samples" and not c.ok] == [1]
+
+
+def test_different_number_of_streams_is_unavailable(tmp_path: Path) -> None:
+    two = multi_audio_clip(tmp_path / "two.mkv")
+    one = multi_audio_clip(tmp_path / "one.mkv", samples=(4800,))
+    record = compare(two, one, AUDIO_4800)
+    assert record.verdict == "UNAVAILABLE"
+    assert "compat.audio.streams" in {c.name for c in record.compatibility if not c.ok}
+
+
+# colour metadata
+def _tagged(tmp_path: Path, name: str, colorspace: int) -> str:
+    path = str(tmp_path / name)
+    with av.open(path, "w") as container:
+        stream = container.add_stream("libx264", rate=30, options={"qp": "0"})
+        stream.width = stream.height = 32
+        stream.pix_fmt = "yuv420p"
+        stream.codec_context.colorspace = colorspace
+        for i in range(3):
+            frame = av.VideoFrame.from_ndarray(video_planes(i, 32, 32), format="yuv420p")
+            frame.pts = i
+            frame.time_base = Fraction(1, 30)
+            frame.colorspace = colorspace
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return path
+
+
+def test_colour_tags_are_hashed_and_must_match(tmp_path: Path) -> None:
+    bt709 = _tagged(tmp_path, "709.mkv", 1)
+    bt601 = _tagged(tmp_path, "601.mkv", 5)
+    a, b = analyse(bt709), analyse(bt601)
+    assert (a.decoded[0].colorspace, b.decoded[0].colorspace) == (1, 5)
+    assert a.decoded[0].root != b.decoded[0].root
+    expect = Expectations(video=VideoExpectation(frames=3, frame_rate=30))
+    record = compare(bt709, bt601, expect)
+    assert record.verdict == "UNAVAILABLE"
+    assert [c.name for c in compatibility(a, b) if not c.ok] == ["compat.video.colorspace"]
+
+
+# smaller findings
+@pytest.mark.parametrize("fmt", ["rgb565le", "x2rgb10le", "p010le", "y210le", "pal8"])
+def test_packed_or_shifted_formats_are_not_measured(fmt: str) -> None:
+    assert not_measurable(av.VideoFormat(fmt)) is not None
+
+
+@pytest.mark.parametrize("fmt", ["yuv420p", "yuv420p10le", "nv12", "rgb24", "rgba64le", "gray"])
+def test_plane_formats_are_measured(fmt: str) -> None:
+    assert not_measurable(av.VideoFormat(fmt)) is None
+
+
+def test_unequal_unmeasurable_frames_are_unavailable(tmp_path: Path) -> None:
+    paths = []
+    for name, nudge in (("a.nut", False), ("b.nut", True)):
+        path = str(tmp_path / name)
+        with av.open(path, "w") as container:
+            stream = container.add_stream("rawvideo", rate=30)
+            stream.width = stream.height = 8
+            stream.pix_fmt = "rgb565le"
+            for i in range(2):
+                arr = np.full((8, 8), 0x1234 + i, dtype="<u2")
+                if nudge and i == 1:
+                    arr[0, 0] ^= 1
+                frame = av.VideoFrame(8, 8, "rgb565le")
+                (plane,) = frame.planes
+                rows = np.zeros((8, plane.line_size // 2), dtype="<u2")
+                rows[:, :8] = arr
+                plane.update(rows.tobytes())
+                frame.pts = i
+                frame.time_base = Fraction(1, 30)
+                for packet in stream.encode(frame):
+                    container.mux(packet)
+            for packet in stream.encode(None):
+                container.mux(packet)
+        paths.append(path)
+    expect = Expectations(video=VideoExpectation(frames=2, frame_rate=30))
+    assert compare(paths[0], paths[0], expect).verdict == "PASS"
+    record = compare(paths[0], paths[1], expect)
+    assert record.verdict == "UNAVAILABLE", record.reasons
+    assert any("not measurable" in r for r in record.reasons)

@@ -5,19 +5,23 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
 import pytest
 from blake3 import blake3
-from media_helpers import AudioSpec, VideoSpec, clip, lossless
+from media_helpers import AudioSpec, VideoSpec, checks_by_name, clip, lossless
 
 from evidencestore._canonical import canonical
 from evidencestore.errors import MediaError
-from evidencestore.media import analyse, probe
-from evidencestore.media.decode import frame_leaf
+from evidencestore.media import analyse, check, probe
+from evidencestore.media.comparison import not_measurable
+from evidencestore.media.decode import _row_bytes, frame_leaf, video_frame_digest
+from evidencestore.media.records import Expectations, VideoExpectation
 from evidencestore.media.source import MediaSource
 from evidencestore.merkle import merkle_root
+from evidencestore.testing.synth import video_planes
 
 
 def test_probe_declares_streams_of_h264_aac_mp4(tmp_path: Path) -> None:
@@ -155,3 +159,103 @@ def test_importing_the_package_needs_neither_pyav_nor_numpy() -> None:
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# playlists may not open other files
+def test_playlist_referencing_a_local_file_is_not_followed(tmp_path: Path) -> None:
+    segment = clip(tmp_path, "seg.ts", video=VideoSpec(), format="mpegts")
+    playlist = tmp_path / "pl.m3u8"
+    for line in (f"file:{segment}", segment):
+        playlist.write_text(
+            "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:0.5,\n" + line + "\n#EXT-X-ENDLIST\n"
+        )
+        report = analyse(playlist)
+        assert not report.decoded
+        result = check(playlist, Expectations(video=VideoExpectation(frames=15)))
+        assert result.verdict == "FAIL"
+        assert not checks_by_name(result.checks)["open"].ok
+
+
+# undecodable metadata
+def test_invalid_utf8_metadata_is_not_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "m.mkv"
+    with av.open(str(path), "w") as container:
+        container.metadata["title"] = "EVSTOREPLACEHOLDER"
+        stream = container.add_stream("ffv1", rate=30)
+        stream.width = stream.height = 16
+        stream.pix_fmt = "yuv420p"
+        for i in range(2):
+            frame = av.VideoFrame.from_ndarray(video_planes(i, 16, 16), format="yuv420p")
+            frame.pts = i
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    data = path.read_bytes()
+    at = data.index(b"EVSTOREPLACEHOLDER")
+    path.write_bytes(data[:at] + b"\xff\xfe" + data[at + 2 :])
+    result = check(path, Expectations(video=VideoExpectation(frames=2, frame_rate=30)))
+    c = checks_by_name(result.checks)
+    assert c["open"].ok and c["decode.errors"].ok and c["video.frames"].ok
+
+
+# palette formats
+def _pal8(palette_byte: int) -> Any:
+    frame = av.VideoFrame(8, 4, "pal8")
+    index, palette = frame.planes
+    index.update(bytes(range(index.buffer_size)))
+    palette.update(bytes([palette_byte]) * palette.buffer_size)
+    return frame
+
+
+def test_pal8_digest_covers_the_palette() -> None:
+    assert _row_bytes(_pal8(1))[1] == 1024
+    assert video_frame_digest(_pal8(1)) != video_frame_digest(_pal8(2))
+    assert video_frame_digest(_pal8(1)) == video_frame_digest(_pal8(1))
+    assert not_measurable(av.VideoFormat("pal8")) is not None
+
+
+# odd-width packed 4:2:2
+@pytest.mark.parametrize(("fmt", "row"), [("yuyv422", 12), ("uyvy422", 12), ("y210le", 24)])
+def test_odd_width_packed_422_hashes_the_last_macropixel(fmt: str, row: int) -> None:
+    def frame(last: int) -> Any:
+        f = av.VideoFrame(5, 2, fmt)
+        (plane,) = f.planes
+        data = bytearray(plane.buffer_size)
+        for y in range(2):
+            data[y * plane.line_size + row - 1] = last
+        plane.update(bytes(data))
+        return f
+
+    assert _row_bytes(frame(0)) == (row,)
+    assert video_frame_digest(frame(0)) != video_frame_digest(frame(7))
+
+
+# audio root independent of framing
+def test_audio_root_does_not_depend_on_container_framing(tmp_path: Path) -> None:
+    spec = AudioSpec(codec="pcm_s16le", samples=30000)
+    wav = analyse(clip(tmp_path, "a.wav", audio=spec)).decoded[0]
+    mkv = analyse(clip(tmp_path, "a.mkv", audio=spec)).decoded[0]
+    small = analyse(
+        clip(tmp_path, "b.mkv", audio=AudioSpec(codec="pcm_s16le", samples=30000, frame_size=300))
+    ).decoded[0]
+    assert len({wav.frames, mkv.frames, small.frames}) > 1  # framing really differs
+    assert wav.root == mkv.root == small.root
+    assert wav.content_digest == mkv.content_digest == small.content_digest
+    other = analyse(clip(tmp_path, "c.wav", audio=AudioSpec(codec="pcm_s16le", samples=29999)))
+    assert other.decoded[0].root != wav.root
+
+
+# a file changed while checked
+def test_file_rewritten_during_decode_is_an_error(tmp_path: Path) -> None:
+    path = clip(tmp_path, "a.mkv", video=VideoSpec())
+    touched: list[int] = []
+
+    def rewrite(_index: int, _frame: Any) -> None:
+        if not touched:
+            touched.append(1)
+            with open(path, "ab") as f:
+                f.write(b"\0" * 16)
+
+    with pytest.raises(MediaError, match="changed while it was being checked"):
+        analyse(path, on_frame=rewrite)

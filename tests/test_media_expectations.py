@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from media_helpers import (
@@ -15,11 +18,22 @@ from media_helpers import (
     checks_by_name,
     clip,
     failed,
+    lossless,
 )
 
+from evidencestore._cli import main
 from evidencestore.errors import MediaError
-from evidencestore.media import check, load_expectations, with_overrides
-from evidencestore.media.records import AudioExpectation, Expectations, VideoExpectation
+from evidencestore.media import (
+    analyse,
+    check,
+    check_report,
+    compare,
+    load_expectations,
+    load_thresholds,
+    with_overrides,
+)
+from evidencestore.media.expectations import expectations_from_mapping
+from evidencestore.media.records import AudioExpectation, Expectations, Thresholds, VideoExpectation
 from evidencestore.media.source import MediaSource
 
 AUDIO_ONLY = Expectations(audio=AudioExpectation(sample_rate=48000, channels=2, duration=0.5))
@@ -198,3 +212,126 @@ def test_bad_expectation_files_are_media_errors(tmp_path: Path) -> None:
     rate.write_text("[video]\nframe_rate = 'fast'\n")
     with pytest.raises(MediaError, match="invalid frame rate"):
         load_expectations(rate)
+
+
+# the request must give a length
+def test_missing_length_is_a_failing_check_so_equal_truncation_cannot_pass(
+    tmp_path: Path,
+) -> None:
+    no_length = Expectations(
+        video=VideoExpectation(width=64, height=64, frame_rate=30),
+        audio=AudioExpectation(sample_rate=48000, channels=2),
+    )
+    short = dict(video=lossless(frames=7), audio=AudioSpec(samples=12000))
+    a = clip(tmp_path, "a.mp4", **short)
+    b = clip(tmp_path, "b.mp4", **short)
+    record = compare(a, b, no_length)
+    assert record.verdict == "FAIL"
+    assert {"video.length", "audio.length"} <= failed(record.reference.checks)
+    assert any("must give frames or duration" in r for r in record.reasons)
+    # A kind with no section at all is not silently unchecked either.
+    only_video = Expectations(video=VideoExpectation(frames=7, frame_rate=30))
+    assert "audio.length" in failed(check(a, only_video).checks)
+
+
+def test_cli_refuses_expectations_without_a_length(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = clip(tmp_path, "a.mp4", video=VideoSpec(), audio=AudioSpec())
+    assert main(["media", "check", path, "--width", "64", "--frames", "15"]) == 2
+    err = capsys.readouterr().err
+    assert "no length" in err and "samples or duration" in err and "a.mp4" in err
+    assert "Traceback" not in err
+    assert main(["media", "compare", path, path, "--width", "64", "--samples", "24000"]) == 2
+    assert "frames or duration" in capsys.readouterr().err
+
+
+def test_frames_and_duration_together_must_agree(tmp_path: Path) -> None:
+    with pytest.raises(MediaError, match="inconsistent video length"):
+        expectations_from_mapping({"video": {"frame_rate": 30, "frames": 15, "duration": 1.0}})
+    with pytest.raises(MediaError, match="inconsistent audio length"):
+        expectations_from_mapping(
+            {"audio": {"sample_rate": 48000, "samples": 24000, "duration": 1.0}}
+        )
+    # Without a requested rate the declared one is used, at check time.
+    path = clip(tmp_path, "v.mp4", video=VideoSpec())
+    result = check(path, Expectations(video=VideoExpectation(frames=15, duration=1.0)))
+    assert "video.length" in failed(result.checks)
+    agree = check(path, Expectations(video=VideoExpectation(frames=15, duration=0.5)))
+    assert agree.verdict == "PASS", failed(agree.checks)
+
+
+# timing checks need frame records
+def test_report_without_frame_records_fails_loudly(tmp_path: Path) -> None:
+    path = clip(tmp_path, "a.mp4", video=VideoSpec(), audio=AudioSpec())
+    checks = check_report(analyse(path, keep_frames=False), AV_EXPECT)
+    assert {"video.frame_records", "audio.frame_records"} <= failed(checks)
+    assert not failed(check_report(analyse(path), AV_EXPECT))
+
+
+# expectation and threshold values
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"video": {"duration": math.nan}},
+        {"video": {"duration": math.inf}},
+        {"audio": {"duration": math.inf}},
+        {"video": {"frames": -1}},
+        {"video": {"width": 0}},
+        {"audio": {"samples": -5}},
+        {"audio": {"sample_rate": 0}},
+        {"audio": {"codec_frame_size": -1}},
+        {"audio": {"codec_frame_size": 10**7}},
+    ],
+)
+def test_invalid_expectation_values_are_refused(data: dict[str, Any]) -> None:
+    with pytest.raises(MediaError, match="expectations"):
+        expectations_from_mapping(data)
+
+
+def test_nan_flags_and_thresholds_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(MediaError):
+        with_overrides(None, video={"duration": math.nan})
+    (tmp_path / "e.toml").write_text("[audio]\nduration = inf\n")
+    with pytest.raises(MediaError, match="finite"):
+        load_expectations(tmp_path / "e.toml")
+    for text in ("video_psnr_min = nan", "audio_snr_min = inf", "[perceptual_max]\nlpips = nan"):
+        (tmp_path / "t.toml").write_text(text + "\n")
+        with pytest.raises(MediaError, match=r"t\.toml"):
+            load_thresholds(tmp_path / "t.toml")
+    with pytest.raises(ValueError, match="finite"):
+        Thresholds(video_psnr_min=math.nan)
+    path = clip(tmp_path, "a.wav", audio=AudioSpec(codec="pcm_s16le"))
+    assert main(["media", "check", path, "--audio-duration", "nan"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+# smaller findings
+def test_video_timing_without_a_frame_rate_is_an_explicit_failure(tmp_path: Path) -> None:
+    report = analyse(clip(tmp_path, "v.mp4", video=VideoSpec()))
+    streams = tuple(msgspec.structs.replace(s, frame_rate=None) for s in report.probe.streams)
+    report = msgspec.structs.replace(
+        report, probe=msgspec.structs.replace(report.probe, streams=streams)
+    )
+    checks = checks_by_name(check_report(report, Expectations(video=VideoExpectation(frames=15))))
+    assert not checks["video.continuity"].ok
+    assert "no frame rate known" in checks["video.continuity"].message
+
+
+def test_thresholds_file_keeps_default_perceptual_limits(tmp_path: Path) -> None:
+    (tmp_path / "t.toml").write_text("[perceptual_max]\nother = 0.5\n")
+    assert load_thresholds(tmp_path / "t.toml").perceptual_max == {"lpips": 0.01, "other": 0.5}
+    (tmp_path / "u.toml").write_text("[perceptual_max]\nlpips = 0.02\n")
+    assert load_thresholds(tmp_path / "u.toml").perceptual_max == {"lpips": 0.02}
+
+
+def test_raw_adts_aac_priming_is_allowed_but_truncation_is_not(tmp_path: Path) -> None:
+    expect = Expectations(audio=AudioExpectation(sample_rate=48000, channels=2, duration=0.5))
+    ok = check(clip(tmp_path, "a.aac", audio=AudioSpec()), expect)
+    assert ok.report.probe.container == "aac"
+    assert ok.verdict == "PASS", failed(ok.checks)
+    assert checks_by_name(ok.checks)["audio.padding"].observed >= 1024  # priming kept
+    short = check(clip(tmp_path, "s.aac", audio=AudioSpec(samples=22000)), expect)
+    assert "audio.samples" in failed(short.checks)

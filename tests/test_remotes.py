@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +38,8 @@ from evidencestore.remotes import (
     repository_store,
 )
 from evidencestore.storage import LocalBlobStore, blob_key
+from evidencestore.storage._fsspec import FsspecBlobStore
+from evidencestore.testing.s3 import s3_options
 
 ABSENT = "blake3:" + "7" * 64
 
@@ -498,3 +502,170 @@ def test_configured_remotes_order(tmp_path: Path) -> None:
     stores = {r.name: r.store for r in configured_remotes(tmp_path)}
     assert isinstance(stores["z"], LocalBlobStore) and stores["z"].root == tmp_path / "z"
     assert isinstance(stores["m"], LocalBlobStore) and str(stores["m"].root) == "/tmp/m"
+
+
+# errors, never tracebacks
+def _evstore_limited(root: Path, *argv: str, max_file_bytes: int) -> tuple[int, str]:
+    """Run ``python -m evidencestore`` where no file may grow past ``max_file_bytes``
+    (RLIMIT_FSIZE): every larger write fails with EFBIG, as on a full or read-only
+    disk. Returns (exit code, stderr)."""
+    resource = pytest.importorskip("resource")
+    import signal
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "evidencestore", *argv, "--root", str(root)],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        check=False,
+    )
+    return done.returncode, done.stderr
+
+
+def test_unwritable_local_store_is_a_clear_error(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    files = blobs(1, size=8192)
+    make_repo(root, files)
+    remote = tmp_path / "remote"
+    set_remotes(root, origin={"url": str(remote)})
+    assert run("push", "--root", str(root))[0] == 0
+    digest = digest_of(next(iter(files.values())))
+    os.chmod(local_store(root).path_of(digest), 0o644)
+    local_store(root).delete(digest)
+    message = f"local store ({local_store(root).root}): {digest}: cannot write: File too large"
+    for argv in (["fetch", digest], ["cat", digest]):
+        code, err = _evstore_limited(root, *argv, max_file_bytes=1024)
+        assert code == 2, err
+        assert message in err and "Traceback" not in err and "internal error" not in err
+        assert "could not be fetched" not in err  # not blamed on the remote
+    assert blob_files(local_store(root).root) == []  # no temporary left behind
+
+
+# failures name the remote and the digest
+def test_push_failure_names_remote_and_digest(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    files = blobs(2, size=8192)
+    make_repo(root, files)
+    remote = tmp_path / "remote"
+    set_remotes(root, origin={"url": str(remote)})
+    code, err = _evstore_limited(root, "push", max_file_bytes=4096)  # the lease fits
+    assert code == 2, err
+    assert "0 of 2 blobs transferred" in err and "2 FAILED" in err
+    for data in files.values():
+        assert f"remote 'origin' ({remote}): {digest_of(data)}: cannot upload: " in err
+    assert "File too large" in err and "Traceback" not in err
+
+
+# an unknown remote name is an error even when the blob is local
+def test_fetch_unknown_remote_with_local_blob(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    files = blobs(1)
+    make_repo(root, files)
+    digest = digest_of(next(iter(files.values())))
+    code, _, err = run("fetch", digest, "--remote", "nope", "--root", str(root))
+    assert code == 2 and "unknown remote 'nope'" in err
+
+
+# pull re-hashes local copies
+def test_pull_repairs_same_size_corrupt_local_copy(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    files = blobs(3)
+    make_repo(root, files)
+    set_remotes(root, origin={"url": str(tmp_path / "remote")})
+    assert run("push", "--root", str(root))[0] == 0
+    data = next(iter(files.values()))
+    overwrite(blob_path(local_store(root).root, data), b"Q" * len(data))
+    code, out, err = run("pull", "--root", str(root))
+    assert code == 0, err
+    assert "1 of 3 blobs transferred" in out and "2 already present" in out
+    assert local_store(root).get(digest_of(data), len(data)) == data
+
+
+# one unusable remote does not break the others
+@pytest.mark.parametrize("url", ["foo://x", "gs://bucket/x"])
+def test_unusable_remote_is_only_its_own_error(
+    tmp_path: Path, url: str, capfdbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    if url.startswith("gs://"):
+        try:
+            import gcsfs  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            pytest.skip("gcsfs is installed")
+    root = tmp_path / "repo"
+    files = blobs(2)
+    make_repo(root, files)
+    good = tmp_path / "good"
+    set_remotes(root, good={"url": str(good)})
+    assert run("push", "--root", str(root))[0] == 0
+    cached, fetched = (digest_of(d) for d in files.values())
+    os.chmod(local_store(root).path_of(fetched), 0o644)
+    local_store(root).delete(fetched)
+    set_remotes(root, bad={"url": url}, good={"url": str(good)})
+
+    capfdbinary.readouterr()
+    assert main(["cat", cached, "--root", str(root)]) == 0  # cached: no remote touched
+    assert capfdbinary.readouterr().out == next(iter(files.values()))
+    code, _, err = run("fetch", fetched, "--root", str(root))
+    assert code == 0, err  # the bad one failed, the next was tried
+    os.chmod(local_store(root).path_of(fetched), 0o644)
+    local_store(root).delete(fetched)
+    set_remotes(root, bad={"url": url})
+    code, _, err = run("fetch", fetched, "--root", str(root))
+    assert code == 2 and f"remote 'bad' ({url}): cannot open this location" in err
+    assert "Traceback" not in err
+
+
+# never more than one byte past the expected size is read
+def test_oversized_remote_object_is_not_read_whole(
+    tmp_path: Path, s3_endpoint: str, s3_bucket: str
+) -> None:
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("s3fs")
+    root = tmp_path / "repo"
+    files = blobs(1, size=2000)
+    make_repo(root, files)
+    set_remotes(root, s3={"url": f"s3://{s3_bucket}/ev", "options": s3_options(s3_endpoint)})
+    data = next(iter(files.values()))
+    digest = digest_of(data)
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    client.put_object(Bucket=s3_bucket, Key=f"ev/{blob_key(digest)}", Body=data + b"x" * 50_000)
+    os.chmod(local_store(root).path_of(digest), 0o644)
+    local_store(root).delete(digest)
+    remote = configured_remotes(root)[0].store
+    assert isinstance(remote, FsspecBlobStore)
+    assert len(remote.read_bytes(digest, limit=2001)) == 2001
+    code, _, err = run("fetch", digest, "--root", str(root))
+    assert code == 2
+    assert f"{digest}: holds more than the expected 2000 bytes; refused" in err
+    assert store_files(local_store(root).root / "blobs") == []
+
+
+def test_cli_verify_remote_exit_codes(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    files = blobs(3)
+    make_repo(root, files)
+    remote = tmp_path / "remote"
+    set_remotes(root, origin={"url": str(remote)})
+    assert run("push", "--root", str(root))[0] == 0
+    for deep in ([], ["--deep"]):
+        code, _, err = run("verify", "--remote", "origin", *deep, "--root", str(root))
+        assert code == 0, err
+    (_, flipped), (_, gone) = list(files.items())[:2]
+    overwrite(blob_path(remote, flipped), flipped[::-1])
+    code, out, err = run("verify", "--remote", "origin", "--root", str(root))
+    assert code == 0, out + err  # same size: only --deep can tell
+    code, out, err = run("verify", "--remote", "origin", "--deep", "--root", str(root))
+    assert code == 1 and "remote-corrupt" in out + err
+    os.unlink(blob_path(remote, gone))
+    code, out, err = run("verify", "--remote", "origin", "--root", str(root))
+    assert code == 1 and "remote-missing" in out + err and digest_of(gone) in out + err
+    code, _, err = run("verify", "--remote", "nope", "--root", str(root))
+    assert code == 2 and "unknown remote 'nope'" in err
+    assert len(blob_files(remote)) == 2 and len(lease_files(remote)) == 1

@@ -23,9 +23,9 @@ from remotes_support import (
 
 from evidencestore.errors import ReadOnlyStoreError, StorageError
 from evidencestore.inventory import load_inventory
-from evidencestore.remotes import check_remote, local_store, repository_store
+from evidencestore.remotes import check_remote, configured_remotes, local_store, repository_store
 from evidencestore.storage import BlobStore, LocalBlobStore
-from evidencestore.storage._fsspec import FsspecBlobStore, RetryPolicy
+from evidencestore.storage._fsspec import FsspecBlobStore, RetryPolicy, is_transient
 from evidencestore.testing.http import StoreServer, serve_directory
 from evidencestore.testing.store_suite import BlobStoreSuite
 
@@ -181,3 +181,52 @@ def test_down_remote_then_next_remote(served: tuple[Path, dict[str, bytes], Stor
     message = str(info.value)
     assert f"remote 'dead' ({dead})" in message and "failed after 3 attempts" in message
     assert "Cannot connect" in message
+
+
+# never more than one byte past the expected size is read
+def test_oversized_http_object_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    files = blobs(1, size=3000)
+    make_repo(root, files)
+    data = next(iter(files.values()))
+    digest = digest_of(data)
+    served = tmp_path / "served"
+    path = blob_path(served, digest)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data + b"y" * 100_000)
+    os.chmod(local_store(root).path_of(digest), 0o644)
+    local_store(root).delete(digest)
+    with serve_directory(served) as server:
+        set_remotes(root, web={"url": server.url})
+        store = configured_remotes(root)[0].store
+        assert isinstance(store, FsspecBlobStore)
+        assert len(store.read_bytes(digest, limit=3001)) == 3001
+        code, _, err = run("fetch", digest, "--root", str(root))
+    assert code == 2 and "holds more than the expected 3000 bytes" in err
+
+
+# minor
+@pytest.mark.parametrize(
+    "exc", [AttributeError("x"), NameError("x"), AssertionError(), TypeError(), ImportError()]
+)
+def test_programming_errors_are_not_retried(exc: BaseException) -> None:
+    assert not is_transient(exc)
+
+
+def test_redirect_to_another_host_refused(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    files = blobs(1)
+    make_repo(root, files)
+    data = next(iter(files.values()))
+    mirror = tmp_path / "other"
+    LocalBlobStore(mirror).put(data)
+    os.chmod(local_store(root).path_of(digest_of(data)), 0o644)
+    local_store(root).delete(digest_of(data))
+    with serve_directory(mirror) as other, serve_directory(tmp_path / "empty") as web:
+        web.redirect = other.url
+        set_remotes(root, web={"url": web.url})
+        code, _, err = run("fetch", digest_of(data), "--root", str(root))
+        assert code == 2
+        assert f"redirects to {other.url}/blobs/blake3/" in err and "another host; refused" in err
+        assert other.requests == []
+        assert len(web.requests) == 1  # refused, not retried

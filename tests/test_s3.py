@@ -265,3 +265,19 @@ def test_s3_check_remote(
     assert sorted((f.code, f.path) for f in deep) == sorted(
         [("remote-missing", p1), ("remote-corrupt", p2)]
     )
+
+
+# failures name the remote and the digest
+def test_s3_write_to_missing_bucket_names_url_and_digest(s3_endpoint: str) -> None:
+    pytest.importorskip("s3fs")
+    store = FsspecBlobStore(
+        "s3://no-such-bucket/ev",
+        storage_options=s3_options(s3_endpoint),
+        retry=RetryPolicy(**FAST),  # type: ignore[arg-type]
+    )
+    digest = digest_of(b"x")
+    with pytest.raises(StorageError) as info:
+        store.put(b"x")
+    assert f"s3://no-such-bucket/ev: {digest}: cannot write: bucket or prefix not found" in str(
+        info.value
+    )

@@ -171,3 +171,22 @@ def test_interrupted_write_leaves_no_visible_blob(tmp_path: Path) -> None:
     # A rerun completes and verifies.
     store.put(b"z" * data_len)
     store.verify(digest, data_len)
+
+
+# gc only touches what evstore wrote
+def test_non_atomic_backend_temporaries(tmp_path: Path) -> None:
+    from fsspec.implementations.local import LocalFileSystem
+
+    base = tmp_path / "remote"
+    base.mkdir()
+    store = FsspecBlobStore(str(base), fs=LocalFileSystem())
+    assert not store.atomic_put
+    desc = store.put(b"via a temporary")
+    assert (base / blob_key(desc.digest)).read_bytes() == b"via a temporary"
+    assert not [p for p in (base / "blobs" / ".tmp").iterdir()]  # cleaned up
+    ours = base / "blobs" / ".tmp" / ("0f" * 16)
+    ours.write_bytes(b"half")
+    (base / "blobs" / ".tmp" / "notes.txt").write_text("not ours")
+    (base / "tmp").mkdir()
+    (base / "tmp" / ("0f" * 16)).write_text("not ours either")
+    assert [k for k, _ in store.iter_temporaries()] == [str(ours)]

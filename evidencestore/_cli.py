@@ -84,19 +84,53 @@ class _UsageError(Exception):
     pass
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser with every subcommand registered."""
-    from . import (
-        __version__,
-        _cli_campaign,
-        _cli_core,
-        _cli_inspect,
-        _cli_lpips,
-        _cli_media,
-        _cli_remote,
-        _cli_report,
-        _cli_run,
-    )
+# Where each subcommand is registered, so that a command line imports only its own
+# group module. The table is only a shortcut: a command it lacks (or gets wrong) falls
+# back to registering every group, which is what ``evstore --help`` does anyway.
+_GROUPS = (
+    "_cli_core",
+    "_cli_inspect",
+    "_cli_remote",
+    "_cli_media",
+    "_cli_lpips",
+    "_cli_run",
+    "_cli_campaign",
+    "_cli_report",
+)
+_COMMAND_GROUP = {
+    **dict.fromkeys(
+        ("init", "hash", "bundle", "verify", "prove", "check-proof", "schema"), "_cli_core"
+    ),
+    **dict.fromkeys(("show", "status", "diff", "checkout"), "_cli_inspect"),
+    **dict.fromkeys(("remote", "push", "pull", "fetch", "cat", "gc"), "_cli_remote"),
+    "media": "_cli_media",
+    "lpips": "_cli_lpips",
+    "run": "_cli_run",
+    **dict.fromkeys(("report", "attest"), "_cli_report"),
+}
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named by ``argv`` (the global options take no value), or None."""
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg
+        if arg in ("-h", "--help", "--version"):
+            return None
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """Return the argument parser with every subcommand registered.
+
+    Given the command line ``argv``, only the group module of the command it names is
+    imported and registered (start-up cost); ``evstore --help`` still lists every command.
+    """
+    import importlib
+
+    from . import __version__
 
     parser = _Parser(prog="evstore", description="A content-addressed evidence store.")
     parser.add_argument("--version", action="version", version=f"evstore {__version__}")
@@ -119,23 +153,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module in (
-        _cli_core,
-        _cli_inspect,
-        _cli_remote,
-        _cli_media,
-        _cli_lpips,
-        _cli_run,
-        _cli_campaign,
-        _cli_report,
-    ):
-        module.register(sub)
+    command = _command_of(argv) if argv is not None else None
+    group = _COMMAND_GROUP.get(command or "")
+    if group is not None:
+        importlib.import_module(f".{group}", __package__).register(sub)
+        if command in sub.choices:
+            return parser
+        return build_parser()  # the table is out of date: register everything
+    for name in _GROUPS:
+        importlib.import_module(f".{name}", __package__).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``evstore`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except _UsageError as exc:

@@ -320,6 +320,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     mode: UnavailableMode = args.unavailable
     if mode == "summary" and verbosity(args) > 0:
         mode = "each"
+    inventory = load_inventory(root)  # loaded once: the report and the view share it
     report = verify_repository(
         root,
         bundles=args.bundle or None,
@@ -327,6 +328,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         require_available=args.require_available or mode == "error",
         base=args.base,
         remote_checker=checker,
+        inventory=inventory,
     )
     unknown = [f for f in report.findings if f.code == "unknown-bundle"]
     if unknown:
@@ -334,16 +336,15 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             if args.github:
                 print(f"::error title=evstore unknown-bundle::{f.message}")
         names = ", ".join(repr(f.bundle) for f in unknown)
-        known = sorted(load_inventory(root).registrations)
+        known = sorted(inventory.registrations)
         raise ConfigError(
             f"--bundle {names}: no such bundle registered"
             + (f" (registered: {', '.join(known[:20])})" if known else " (none registered)")
         )
-    registrations = load_inventory(root).registrations
     view = View(
         report,
         root,
-        registrations,
+        inventory.registrations,
         unavailable=mode,
         prefix=worktree_prefix(root) if args.github or os.environ.get("GITHUB_ACTIONS") else "",
     )

@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import BinaryIO, NamedTuple
 
 from blake3 import blake3
@@ -27,6 +27,7 @@ __all__ = [
     "ALGORITHM",
     "DIGEST_PATTERN",
     "Hashed",
+    "PendingHashes",
     "digest_from_hex",
     "digest_hex",
     "hash_bytes",
@@ -36,6 +37,7 @@ __all__ = [
     "is_digest",
     "new_hasher",
     "parse_digest",
+    "start_hash_files",
 ]
 
 ALGORITHM = "blake3"
@@ -213,6 +215,78 @@ def hash_file(path: str | os.PathLike[str], expected_size: int | None = None) ->
     raise outcome
 
 
+def _workers() -> int:
+    global _CPUS
+    if _CPUS is None:
+        _CPUS = os.cpu_count() or 1
+    return _CPUS
+
+
+_CPUS: int | None = None  # os.cpu_count(), asked once
+
+
+class PendingHashes:
+    """Hashing started by :func:`start_hash_files`; :meth:`result` waits for it.
+
+    Workers (forked processes for many small files, threads for large ones) hash while
+    the caller does other work; each outcome lands in its own slot of one list, so no
+    interleaving of workers can lose or reorder one.
+    """
+
+    def __init__(self, finish: Callable[[], list[HashOutcome]]) -> None:
+        self._finish: Callable[[], list[HashOutcome]] | None = finish
+        self._out: list[HashOutcome] = []
+
+    def result(self) -> list[HashOutcome]:
+        """Return one outcome per path, in order (waiting for the workers once)."""
+        if self._finish is not None:
+            finish, self._finish = self._finish, None
+            self._out = finish()
+        return self._out
+
+
+def start_hash_files(
+    paths: Sequence[str | os.PathLike[str]],
+    expected_sizes: Iterable[int | None] | None = None,
+    *,
+    threads: int | None = None,
+    follow_symlinks: bool = True,
+) -> PendingHashes:
+    """Start :func:`hash_files` in the background and return its pending result."""
+    flags = _OPEN_FLAGS | (0 if follow_symlinks else getattr(os, "O_NOFOLLOW", 0))
+    sizes: list[int | None] = (
+        list(expected_sizes) if expected_sizes is not None else [None] * len(paths)
+    )
+    if len(sizes) != len(paths):
+        raise ValueError("expected_sizes must have one size per path")
+    workers = threads or _workers()
+    known = [s for s in sizes if s is not None]
+    average = sum(known) / len(known) if known else _THREADED_MIN_AVERAGE
+    if workers <= 1 or len(paths) < 2 * workers:
+        return PendingHashes(lambda: _hash_batch(paths, sizes, flags))
+    if average < _THREADED_MIN_AVERAGE:
+        if len(paths) >= _FORK_MIN_FILES and _can_fork():
+            return PendingHashes(_start_forked(paths, sizes, flags, workers))
+        return PendingHashes(lambda: _hash_batch(paths, sizes, flags))
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Interleaved slices balance the threads when sizes vary along the list.
+    pool = ThreadPoolExecutor(max_workers=workers)
+    futures = [
+        pool.submit(_hash_batch, paths[k::workers], sizes[k::workers], flags)
+        for k in range(workers)
+    ]
+    pool.shutdown(wait=False)
+
+    def finish() -> list[HashOutcome]:
+        out: list[HashOutcome] = [None] * len(paths)  # type: ignore[list-item]
+        for k, future in enumerate(futures):
+            out[k::workers] = future.result()
+        return out
+
+    return PendingHashes(finish)
+
+
 def hash_files(
     paths: Sequence[str | os.PathLike[str]],
     expected_sizes: Iterable[int | None] | None = None,
@@ -228,34 +302,9 @@ def hash_files(
     (default: the CPU count); small files stay on one thread. With
     ``follow_symlinks=False`` a symlink's outcome is an ``OSError`` with ``errno.ELOOP``.
     """
-    flags = _OPEN_FLAGS | (0 if follow_symlinks else getattr(os, "O_NOFOLLOW", 0))
-    sizes: list[int | None] = (
-        list(expected_sizes) if expected_sizes is not None else [None] * len(paths)
-    )
-    if len(sizes) != len(paths):
-        raise ValueError("expected_sizes must have one size per path")
-    workers = threads or os.cpu_count() or 1
-    known = [s for s in sizes if s is not None]
-    average = sum(known) / len(known) if known else _THREADED_MIN_AVERAGE
-    if workers <= 1 or len(paths) < 2 * workers:
-        return _hash_batch(paths, sizes, flags)
-    if average < _THREADED_MIN_AVERAGE:
-        if len(paths) >= _FORK_MIN_FILES and _can_fork():
-            return _hash_forked(paths, sizes, flags, workers)
-        return _hash_batch(paths, sizes, flags)
-    from concurrent.futures import ThreadPoolExecutor
-
-    # Interleaved slices balance the threads when sizes vary along the list.
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        parts = list(
-            pool.map(
-                lambda k: _hash_batch(paths[k::workers], sizes[k::workers], flags), range(workers)
-            )
-        )
-    out: list[HashOutcome] = [None] * len(paths)  # type: ignore[list-item]
-    for k, part in enumerate(parts):
-        out[k::workers] = part
-    return out
+    return start_hash_files(
+        paths, expected_sizes, threads=threads, follow_symlinks=follow_symlinks
+    ).result()
 
 
 # Small files: hashing is dominated by per-file interpreter work that holds the GIL, so
@@ -300,14 +349,19 @@ def _decode(data: bytes) -> list[HashOutcome]:
     return out
 
 
-def _hash_forked(
+def _start_forked(
     paths: Sequence[str | os.PathLike[str]],
     sizes: Sequence[int | None],
     flags: int,
     workers: int,
-) -> list[HashOutcome]:
+) -> Callable[[], list[HashOutcome]]:
+    """Fork one worker per slice now; the returned call collects their outcomes.
+
+    Every slice goes to a child, so the parent is free for other work meanwhile; a
+    worker that dies has its slice hashed again in the parent.
+    """
     children: list[tuple[int, int, int]] = []
-    for k in range(1, workers):
+    for k in range(workers):
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # child: hash slice k, send the outcomes, exit without cleanup
@@ -323,14 +377,17 @@ def _hash_forked(
                 os._exit(status)
         os.close(w)
         children.append((k, r, pid))
-    out: list[HashOutcome] = [None] * len(paths)  # type: ignore[list-item]
-    out[0::workers] = _hash_batch(paths[0::workers], sizes[0::workers], flags)
-    for k, r, pid in children:
-        with os.fdopen(r, "rb") as fh:
-            data = fh.read()
-        _, status = os.waitpid(pid, 0)
-        part = _decode(data) if status == 0 else None
-        if part is None or len(part) != len(out[k::workers]):
-            part = _hash_batch(paths[k::workers], sizes[k::workers], flags)  # worker died
-        out[k::workers] = part
-    return out
+
+    def finish() -> list[HashOutcome]:
+        out: list[HashOutcome] = [None] * len(paths)  # type: ignore[list-item]
+        for k, r, pid in children:
+            with os.fdopen(r, "rb") as fh:
+                data = fh.read()
+            _, status = os.waitpid(pid, 0)
+            part = _decode(data) if status == 0 else None
+            if part is None or len(part) != len(out[k::workers]):
+                part = _hash_batch(paths[k::workers], sizes[k::workers], flags)  # worker died
+            out[k::workers] = part
+        return out
+
+    return finish

@@ -20,13 +20,20 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from .digest import Hashed, NotRegularFileError, hash_files
+from .digest import Hashed, HashOutcome, NotRegularFileError, hash_files, start_hash_files
 from .errors import ConfigError, IntegrityError, ManifestError, VerificationError
-from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, decode_registration, load_inventory
+from .inventory import (
+    EVIDENCE_DIR,
+    REGISTRATION_NAME,
+    Inventory,
+    decode_registration,
+    load_inventory,
+)
 from .merkle import bundle_digest, entries_root
 from .models import (
     BundleReport,
@@ -65,39 +72,39 @@ def _err(
     )
 
 
-def _structure_findings(reg: Registration, name: str) -> list[Finding]:
-    """Entry paths, order, duplicates, Merkle root and bundle digest."""
-    m = reg.manifest
+def _path_findings(reg: Registration, name: str) -> list[Finding]:
+    """Entry paths, order and duplicates (decided before any file is opened)."""
     out: list[Finding] = []
     prev: str | None = None
     seen: set[str] = set()
-    for entry in m.entries:
-        problem = path_problem(entry.path)
+    for entry in reg.manifest.entries:
+        path = entry.path
+        problem = path_problem(path)
         if problem:
+            out.append(_err(problem.code, f"entry path {path!r} {problem.reason}", name, path))
+        if path in seen:
             out.append(
-                _err(problem.code, f"entry path {entry.path!r} {problem.reason}", name, entry.path)
+                _err("duplicate-path", f"entry path {path!r} appears more than once", name, path)
             )
-        if entry.path in seen:
-            out.append(
-                _err(
-                    "duplicate-path",
-                    f"entry path {entry.path!r} appears more than once",
-                    name,
-                    entry.path,
-                )
-            )
-        elif prev is not None and entry.path < prev:
+        elif prev is not None and path < prev:
             out.append(
                 _err(
                     "unsorted-entries",
-                    f"entry {entry.path!r} is out of path order (after {prev!r})",
+                    f"entry {path!r} is out of path order (after {prev!r})",
                     name,
-                    entry.path,
+                    path,
                 )
             )
-        seen.add(entry.path)
-        prev = entry.path
-    for c in name_collisions(seen, reserved=[REGISTRATION_NAME]):
+        seen.add(path)
+        prev = path
+    return out
+
+
+def _tree_findings(reg: Registration, name: str) -> list[Finding]:
+    """Name collisions, Merkle root and bundle digest."""
+    m = reg.manifest
+    out: list[Finding] = []
+    for c in name_collisions([e.path for e in m.entries], reserved=[REGISTRATION_NAME]):
         out.append(_err("name-collision", f"entry names {c.reason}", name, c.second))
     root = entries_root(m.entries)
     if root != reg.root:
@@ -181,43 +188,126 @@ def _readlink(path: str) -> str:
         return "?"
 
 
-def _dir_state(bdir: Path, parent: str, real_root: str, cache: dict[str, str]) -> str:
-    """``inside``, ``outside`` or ``loop``: where a bundle subdirectory resolves (cached)."""
+class _Context:
+    """What every bundle of one run shares: the root, resolved once, and the store."""
+
+    def __init__(
+        self, root: str | os.PathLike[str], store: BlobStore | None, require_available: bool
+    ) -> None:
+        self.repo = str(Path(root).absolute())
+        self.real_root = os.path.realpath(self.repo)
+        evidence = f"{self.repo}{os.sep}{EVIDENCE_DIR}"
+        self.real_evidence = resolve(evidence)
+        self.store = store
+        self.local = store if isinstance(store, LocalBlobStore) else None
+        self.blob_base = (
+            f"{self.local.root}{os.sep}blobs{os.sep}blake3{os.sep}" if self.local else ""
+        )
+        self.require_available = require_available
+        self.evidence_s = f"{evidence}{os.sep}"
+
+
+class _Bundle:
+    """One bundle on its way through the pipeline: planned, hashed, then judged."""
+
+    __slots__ = (
+        "bdir_escapes",
+        "bdir_s",
+        "checked",
+        "findings",
+        "jobs",
+        "n_path",
+        "name",
+        "outside",
+        "reg",
+        "start",
+        "tree",
+        "unavailable",
+        "walked",
+    )
+
+    def __init__(self, name: str, reg: Registration) -> None:
+        self.name = name
+        self.reg = reg
+        self.findings: list[Finding] = []
+        self.tree: list[Finding] = []
+        self.jobs: list[tuple[Entry, str]] = []  # entries whose bytes are hashed, and where
+        self.walked: list[tuple[str, str, str]] = []
+        self.checked = 0
+        self.unavailable = 0
+        self.start = 0
+        self.n_path = 0
+        self.bdir_s = ""
+        self.outside = ""
+        self.bdir_escapes = False
+
+
+def _real_bundle_dir(ctx: _Context, bdir: str, name: str) -> str:
+    """Where a bundle directory resolves: one ``lstat`` unless it is a symlink."""
+    try:
+        plain = not stat.S_ISLNK(os.lstat(bdir).st_mode)
+    except OSError:
+        plain = True
+    if plain and ctx.real_evidence is not None:
+        return f"{ctx.real_evidence}{os.sep}{name}"
+    real = resolve(bdir)
+    # load_inventory reports a loop; nothing here can be read
+    return f"{bdir} (a symlink loop)" if real is None else real
+
+
+def _dir_state(
+    bdir: str, plain_bdir: bool, parent: str, real_root: str, cache: dict[str, str]
+) -> str:
+    """``inside``, ``outside`` or ``loop``: where a bundle subdirectory resolves (cached).
+
+    A chain of plain directories (``lstat``, no symlink on the way) is inside without
+    resolving; only a symlink on the way is resolved.
+    """
     state = cache.get(parent)
-    if state is None:
-        real = resolve(bdir / parent)
+    if state is not None:
+        return state
+    state = "inside" if plain_bdir else ""
+    if plain_bdir:
+        at = -1
+        while True:
+            at = parent.find("/", at + 1)
+            prefix = parent if at < 0 else parent[:at]
+            known = cache.get(prefix)
+            if known is None:
+                try:
+                    mode = os.lstat(f"{bdir}{os.sep}{prefix}").st_mode
+                except OSError:
+                    break  # missing: nothing below it is read through a link
+                if stat.S_ISLNK(mode):
+                    state = ""
+                    break
+                if not stat.S_ISDIR(mode):
+                    break
+            elif known != "inside":
+                state = ""
+                break
+            if at < 0:
+                break
+    if not state:
+        real = resolve(f"{bdir}{os.sep}{parent}")
         state = "loop" if real is None else "inside" if within(real, real_root) else "outside"
-        cache[parent] = state
+    cache[parent] = state
     return state
 
 
-def verify_registration(
-    root: str | os.PathLike[str],
-    reg: Registration,
-    *,
-    dir_name: str | None = None,
-    store: BlobStore | None = None,
-    require_available: bool = False,
-) -> BundleReport:
-    """Verify one registered bundle against the working tree and the local store."""
-    repo_root = Path(root).absolute()
-    real_root = os.path.realpath(repo_root)
-    m = reg.manifest
-    name = dir_name or m.name
-    bdir = repo_root / EVIDENCE_DIR / name
-    findings = _structure_findings(reg, name)
-    checked = 0
-    unavailable = 0
-
-    bad = {f.path for f in findings if f.code == "bad-path"}
-    local = store if isinstance(store, LocalBlobStore) else None
-    blob_base = f"{local.root}{os.sep}blobs{os.sep}blake3{os.sep}" if local else ""
-    bdir_s = f"{bdir}{os.sep}"
-    dir_states: dict[str, str] = {}
-    outside = resolve(bdir)
-    if outside is None:  # load_inventory reports the loop; nothing here can be read
-        outside = f"{bdir} (a symlink loop)"
-    bdir_escapes = not within(outside, real_root)
+def _plan(ctx: _Context, b: _Bundle) -> None:
+    """Path checks, and the list of files this bundle needs hashed."""
+    name = b.name
+    m = b.reg.manifest
+    bdir = ctx.evidence_s + name
+    b.bdir_s = bdir_s = f"{bdir}{os.sep}"
+    b.findings = findings = _path_findings(b.reg, name)
+    b.n_path = len(findings)
+    bad = {f.path for f in findings if f.code == "bad-path"} if findings else set()
+    b.outside = outside = _real_bundle_dir(ctx, bdir, name)
+    plain_bdir = ctx.real_evidence is not None and outside == (f"{ctx.real_evidence}{os.sep}{name}")
+    real_root = ctx.real_root
+    b.bdir_escapes = bdir_escapes = not within(outside, real_root)
     if bdir_escapes:
         findings.append(
             _err(
@@ -226,46 +316,53 @@ def verify_registration(
                 name,
             )
         )
-    jobs: list[tuple[Entry, str]] = []  # entries whose bytes are hashed here, and where
+    dir_states: dict[str, str] = {}
+    jobs = b.jobs
+    store, local = ctx.store, ctx.local
+    blob_base = ctx.blob_base
     for entry in m.entries:
-        if entry.path in bad or (bdir_escapes and entry.location == "repo"):
+        if bad and entry.path in bad:
+            continue
+        if entry.location == "repo":
+            if bdir_escapes:
+                continue
+            parent = entry.path.rpartition("/")[0]
+            if parent:
+                state = _dir_state(bdir, plain_bdir, parent, real_root, dir_states)
+                if state == "loop":
+                    findings.append(
+                        _err(
+                            "symlink-loop",
+                            f"{EVIDENCE_DIR}/{name}/{parent} is a symlink loop: "
+                            f"{EVIDENCE_DIR}/{name}/{entry.path} cannot be read",
+                            name,
+                            entry.path,
+                            entry.descriptor.digest,
+                        )
+                    )
+                    continue
+                if state == "outside":
+                    target = resolve(bdir_s + entry.path)
+                    findings.append(
+                        _err(
+                            "symlink-escape",
+                            f"{EVIDENCE_DIR}/{name}/{entry.path} resolves to {target}, outside the repository",
+                            name,
+                            entry.path,
+                            entry.descriptor.digest,
+                        )
+                    )
+                    continue
+            jobs.append((entry, bdir_s + entry.path))
             continue
         d = entry.descriptor
-        if entry.location == "repo":
-            parent = entry.path.rpartition("/")[0]
-            state = _dir_state(bdir, parent, real_root, dir_states) if parent else "inside"
-            if state == "loop":
-                findings.append(
-                    _err(
-                        "symlink-loop",
-                        f"{EVIDENCE_DIR}/{name}/{parent} is a symlink loop: "
-                        f"{EVIDENCE_DIR}/{name}/{entry.path} cannot be read",
-                        name,
-                        entry.path,
-                        d.digest,
-                    )
-                )
-                continue
-            if state == "outside":
-                target = resolve(bdir_s + entry.path)
-                findings.append(
-                    _err(
-                        "symlink-escape",
-                        f"{EVIDENCE_DIR}/{name}/{entry.path} resolves to {target}, outside the repository",
-                        name,
-                        entry.path,
-                        d.digest,
-                    )
-                )
-                continue
-            jobs.append((entry, bdir_s + entry.path))
-        elif local is not None:
+        if local is not None:
             hexd = d.digest[7:]
             jobs.append((entry, f"{blob_base}{hexd[:2]}{os.sep}{hexd}"))
         elif store is not None and store.size(d.digest) is not None:
             try:
                 store.verify(d.digest, d.size)
-                checked += 1
+                b.checked += 1
             except IntegrityError as exc:
                 findings.append(
                     _err(
@@ -277,14 +374,31 @@ def verify_registration(
                     )
                 )
         else:
-            unavailable += 1
-            findings.append(_unavailable(entry, name, store, require_available))
+            b.unavailable += 1
+            findings.append(_unavailable(entry, name, store, ctx.require_available))
 
-    outcomes = hash_files(
-        [j[1] for j in jobs], [j[0].descriptor.size for j in jobs], follow_symlinks=False
-    )
-    for (entry, fpath), outcome in zip(jobs, outcomes, strict=True):
+
+def _while_hashing(ctx: _Context, b: _Bundle) -> None:
+    """The work that needs no hash: Merkle root, digest, collisions, the directory walk."""
+    b.tree = _tree_findings(b.reg, b.name)
+    if not b.bdir_escapes:
+        b.walked = list(_walk_files(b.bdir_s, b.outside, ctx.real_root))
+
+
+def _judge(ctx: _Context, b: _Bundle, outcomes: Sequence[HashOutcome]) -> BundleReport:
+    """Turn hash outcomes and the walk into this bundle's findings, in report order."""
+    name = b.name
+    m = b.reg.manifest
+    # report order: path findings, tree findings, then the per-entry findings
+    findings = [*b.findings[: b.n_path], *b.tree, *b.findings[b.n_path :]]
+    checked, unavailable = b.checked, b.unavailable
+    real_root = ctx.real_root
+    store = ctx.store
+    for (entry, fpath), outcome in zip(b.jobs, outcomes, strict=True):
         d = entry.descriptor
+        if type(outcome) is Hashed and outcome.digest == d.digest:
+            checked += 1
+            continue
         in_store = entry.location == "store"
         what = (
             f"store blob of {entry.path!r}" if in_store else f"{EVIDENCE_DIR}/{name}/{entry.path}"
@@ -327,7 +441,7 @@ def verify_registration(
         elif isinstance(outcome, FileNotFoundError):
             if in_store:
                 unavailable += 1
-                findings.append(_unavailable(entry, name, store, require_available))
+                findings.append(_unavailable(entry, name, store, ctx.require_available))
                 continue
             code = "missing-file"
             msg = f"{what} is missing (expected {d.size} bytes, {d.digest})"
@@ -340,13 +454,15 @@ def verify_registration(
         findings.append(_err(code, msg, name, entry.path, d.digest))
 
     # files in the bundle directory that no entry names
-    named = {e.path for e in m.entries if e.location == "repo"}
-    store_names = {e.path for e in m.entries if e.location == "store"}
-    reported = {f.path for f in findings if f.code in ("symlink-loop", "symlink-escape")}
-    walked = () if bdir_escapes else _walk_files(bdir_s, outside, real_root)
-    for rel_in, kind, detail in walked:
-        if rel_in == REGISTRATION_NAME or rel_in in named:
-            continue
+    if b.walked:
+        named = {e.path for e in m.entries if e.location == "repo"}
+        extra = [w for w in b.walked if w[0] != REGISTRATION_NAME and w[0] not in named]
+    else:
+        extra = []
+    if extra:
+        store_names = {e.path for e in m.entries if e.location == "store"}
+        reported = {f.path for f in findings if f.code in ("symlink-loop", "symlink-escape")}
+    for rel_in, kind, detail in extra:
         where = f"{EVIDENCE_DIR}/{name}/{rel_in}"
         if kind != "file" and any(p and p.startswith(f"{rel_in}/") for p in reported):
             continue  # the entries below it already say why they were not checked
@@ -372,16 +488,51 @@ def verify_registration(
         )
         findings.append(_err("unregistered-file", f"{where}: {why}", name, rel_in))
 
-    errors = sum(f.severity == "error" for f in findings)
+    errors = sum(f.severity == "error" for f in findings) if findings else 0
     return BundleReport(
         name=shown(name),
         ok=errors == 0,
-        digest=reg.digest,
+        digest=b.reg.digest,
         entries=len(m.entries),
         checked=checked,
         unavailable=unavailable,
         findings=tuple(findings),
     )
+
+
+def _verify_bundles(ctx: _Context, regs: Mapping[str, Registration]) -> list[BundleReport]:
+    """The one pipeline: plan every bundle, hash one flat list of files in the
+    background while the main thread does the rest, then judge each bundle."""
+    planned = [_Bundle(name, reg) for name, reg in regs.items()]
+    paths: list[str] = []
+    sizes: list[int | None] = []
+    for b in planned:
+        _plan(ctx, b)
+        b.start = len(paths)
+        for entry, fpath in b.jobs:
+            paths.append(fpath)
+            sizes.append(entry.descriptor.size)
+    pending = start_hash_files(paths, sizes, follow_symlinks=False)
+    try:
+        for b in planned:
+            _while_hashing(ctx, b)
+    finally:
+        outcomes = pending.result()
+    return [_judge(ctx, b, outcomes[b.start : b.start + len(b.jobs)]) for b in planned]
+
+
+def verify_registration(
+    root: str | os.PathLike[str],
+    reg: Registration,
+    *,
+    dir_name: str | None = None,
+    store: BlobStore | None = None,
+    require_available: bool = False,
+) -> BundleReport:
+    """Verify one registered bundle against the working tree and the local store."""
+    ctx = _Context(root, store, require_available)
+    [report] = _verify_bundles(ctx, {dir_name or reg.manifest.name: reg})
+    return report
 
 
 def _git(root: Path, *args: str) -> bytes:
@@ -477,14 +628,17 @@ def verify_repository(
     require_available: bool = False,
     base: str | None = None,
     remote_checker: RemoteChecker | None = None,
+    inventory: Inventory | None = None,
 ) -> VerifyReport:
     """Verify the evidence repository at ``root`` and return every finding.
 
     ``bundles`` restricts the per-bundle checks (unknown names are errors);
-    ``remote_checker`` adds findings about ``store`` entries on a remote.
+    ``remote_checker`` adds findings about ``store`` entries on a remote;
+    ``inventory`` is ``load_inventory(root)`` when the caller has already loaded it.
     """
     repo = Path(root).absolute()
-    inventory = load_inventory(repo)
+    if inventory is None:
+        inventory = load_inventory(repo)
     repo_findings = list(inventory.findings)
     selected = sorted(inventory.registrations)
     if bundles is not None:
@@ -514,10 +668,8 @@ def verify_repository(
     regs = {n: inventory.registrations[n] for n in selected}
     remote_found = remote_checker(regs) if remote_checker is not None else {}
     reports: list[BundleReport] = []
-    for name in selected:
-        rep = verify_registration(
-            repo, regs[name], dir_name=name, store=store, require_available=require_available
-        )
+    ctx = _Context(repo, store, require_available)
+    for name, rep in zip(selected, _verify_bundles(ctx, regs), strict=True):
         extra_findings = tuple(remote_found.get(name, ()))
         if extra_findings:
             all_f = rep.findings + extra_findings

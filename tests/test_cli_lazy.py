@@ -1,0 +1,61 @@
+"""The CLI imports only the group module of the command it runs (issue 14)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from evidencestore import _cli
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, str]:
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {name: p.prog for name, p in sub.choices.items()}
+
+
+def test_the_command_table_names_each_command_s_module() -> None:
+    for group in _cli._GROUPS:
+        parser = argparse.ArgumentParser(prog="evstore")
+        sub = parser.add_subparsers()
+        importlib.import_module(f"evidencestore.{group}").register(sub)
+        for name in sub.choices:
+            assert _cli._COMMAND_GROUP[name] == group, name
+    registered = set(_commands(_cli.build_parser()))
+    assert set(_cli._COMMAND_GROUP) == registered
+
+
+def test_a_command_line_registers_only_its_group_and_help_lists_all() -> None:
+    everything = _commands(_cli.build_parser())
+    assert {"verify", "push", "media", "run", "report"} <= set(everything)
+    assert set(_commands(_cli.build_parser(["-q", "verify", "--json"]))) == {
+        "init",
+        "hash",
+        "bundle",
+        "verify",
+        "prove",
+        "check-proof",
+        "schema",
+    }
+    assert set(_commands(_cli.build_parser(["--help"]))) == set(everything)
+    assert set(_commands(_cli.build_parser(["no-such-command"]))) == set(everything)
+
+
+def test_unknown_command_still_lists_every_choice(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _cli.main(["no-such-command"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'no-such-command'" in err
+    assert "'verify'" in err and "'attest'" in err
+
+
+def test_verify_does_not_import_other_groups() -> None:
+    code = (
+        "import sys; from evidencestore._cli import main\n"
+        "try:\n    main(['verify', '--root', '/nonexistent-evstore-root'])\n"
+        "finally:\n    print(sorted(m for m in sys.modules if m.startswith('evidencestore._cli')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['evidencestore._cli', 'evidencestore._cli_core']"

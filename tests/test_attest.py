@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("cryptography")
 
-from evhelpers import add_bundle, git, init_repo
-from remotes_support import blob_path, digest_of, run, set_remotes
+from helpers.remotes import blob_path, digest_of, run, set_remotes
+from helpers.repos import add_bundle, git, init_repo
 
 from evidencestore.attest import (
     PAYLOAD_TYPE,

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 import pytest
-from evhelpers import add_bundle, make_files
+from helpers.repos import add_bundle, make_files
 
 from evidencestore import merkle
 from evidencestore.bundle import create_bundle, make_manifest, seal

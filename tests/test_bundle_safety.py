@@ -15,7 +15,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from evhelpers import add_bundle, make_files
+from helpers.repos import add_bundle, make_files
 
 from evidencestore._cli import main
 from evidencestore.bundle import (

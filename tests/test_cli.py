@@ -2,7 +2,7 @@ import json
 from pathlib import Path
 
 import pytest
-from evhelpers import add_bundle, make_files
+from helpers.repos import add_bundle, make_files
 
 from evidencestore._cli import main
 from evidencestore.digest import hash_bytes

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from evhelpers import add_bundle, git, init_repo, make_files
+from helpers.repos import add_bundle, git, init_repo, make_files
 
 from evidencestore._cli import main
 from evidencestore.digest import hash_bytes

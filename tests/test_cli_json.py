@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from evhelpers import add_bundle
+from helpers.repos import add_bundle
 
 from evidencestore._cli import main
 from evidencestore.digest import hash_bytes

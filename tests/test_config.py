@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from remotes_support import run, set_remotes
+from helpers.remotes import run, set_remotes
 
 from evidencestore.config import RemoteConfig, load_config
 

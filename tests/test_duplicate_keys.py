@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from evhelpers import add_bundle
-from remotes_support import run
+from helpers.remotes import run
+from helpers.repos import add_bundle
 
 from evidencestore._canonical import decode, loads_json, pretty
 from evidencestore.errors import ManifestError, MediaError

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from remotes_support import blobs, digest_of, make_repo, run, set_remotes, store_files
+from helpers.remotes import blobs, digest_of, make_repo, run, set_remotes, store_files
 
 from evidencestore.inventory import load_inventory
 from evidencestore.remotes import check_remote, local_store

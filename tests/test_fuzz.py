@@ -20,10 +20,10 @@ from typing import Any
 
 import msgspec
 import pytest
-from evhelpers import add_bundle
+from helpers.remotes import run
+from helpers.repos import add_bundle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from remotes_support import run
 
 from evidencestore._canonical import decode, loads_json, pretty
 from evidencestore.config import load_config

@@ -14,8 +14,8 @@ from typing import Any
 
 import fsspec
 import pytest
-from evhelpers import git
-from remotes_support import blob_path, blobs, digest_of, make_repo, run, set_remotes, store_files
+from helpers.remotes import blob_path, blobs, digest_of, make_repo, run, set_remotes, store_files
+from helpers.repos import git
 
 from evidencestore.config import Config, LpipsConfig, load_config, save_config
 from evidencestore.gc import collect_garbage
@@ -233,7 +233,7 @@ def test_gc_negative_grace(repo: tuple[Path, dict[str, bytes]]) -> None:
 
 
 def test_gc_on_main_keeps_the_evidence_of_unmerged_branches(tmp_path: Path) -> None:
-    from evhelpers import add_bundle, init_repo
+    from helpers.repos import add_bundle, init_repo
 
     origin = init_repo(tmp_path / "origin")
     remote = tmp_path / "mirror"

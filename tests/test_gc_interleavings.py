@@ -18,7 +18,7 @@ from typing import Any
 
 import fsspec
 import pytest
-from remotes_support import blobs, digest_of, make_repo, set_remotes
+from helpers.remotes import blobs, digest_of, make_repo, set_remotes
 
 from evidencestore import leases
 from evidencestore.bundle import create_bundle

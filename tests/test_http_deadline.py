@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from remotes_support import blobs, digest_of, make_repo, run, set_remotes, store_files
+from helpers.remotes import blobs, digest_of, make_repo, run, set_remotes, store_files
 
 from evidencestore import _transfer
 from evidencestore.config import load_config

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from evhelpers import add_bundle
+from helpers.repos import add_bundle
 
 from evidencestore._cli import main
 from evidencestore.config import local_store

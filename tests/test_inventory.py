@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from evhelpers import add_bundle
+from helpers.repos import add_bundle
 
 from evidencestore.inventory import load_inventory, registration_path
 from evidencestore.remotes import local_store

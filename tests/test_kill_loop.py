@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-from evhelpers import init_repo
-from remotes_support import digest_of
+from helpers.remotes import digest_of
+from helpers.repos import init_repo
 
 from evidencestore.digest import hash_file
 from evidencestore.inventory import load_inventory
@@ -104,7 +104,7 @@ def test_bundle_create_killed_anywhere(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("point", ["gc:marked", "gc:quarantined", "gc:reread", "gc:swept"])
 def test_gc_killed_at_each_step_loses_nothing(tmp_path: Path, point: str) -> None:
-    from evhelpers import add_bundle
+    from helpers.repos import add_bundle
 
     root = init_repo(tmp_path / "repo")
     kept = {f"ext/k{i}.bin": f"kept {i}".encode() * 500 for i in range(5)}

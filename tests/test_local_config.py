@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from evhelpers import add_bundle, git, init_repo
+from helpers.repos import add_bundle, git, init_repo
 
 from evidencestore._cli import main
 from evidencestore.config import load_config

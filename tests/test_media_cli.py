@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from media_helpers import AudioSpec, VideoSpec, clip, lossless, nudge_frame
+from helpers.media import AudioSpec, VideoSpec, clip, lossless, nudge_frame
 
 from evidencestore._cli import main
 from evidencestore.errors import ScorerError

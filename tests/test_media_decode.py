@@ -11,7 +11,7 @@ import av
 import numpy as np
 import pytest
 from blake3 import blake3
-from media_helpers import AudioSpec, VideoSpec, checks_by_name, clip, lossless
+from helpers.media import AudioSpec, VideoSpec, checks_by_name, clip, lossless
 
 from evidencestore._canonical import canonical
 from evidencestore.errors import MediaError

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import pytest
-from media_helpers import (
+from helpers.media import (
     AV_EXPECT,
     AudioSpec,
     VideoSpec,

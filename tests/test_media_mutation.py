@@ -148,7 +148,7 @@ def _count() -> int:
 def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     pytest.importorskip("av")
     pytest.importorskip("numpy")
-    from media_helpers import AudioSpec, VideoSpec, clip
+    from helpers.media import AudioSpec, VideoSpec, clip
 
     d = tmp_path_factory.mktemp("mutation")
     (d / "expect.toml").write_text(EXPECT)

@@ -86,7 +86,7 @@ def test_digest_recomputable_from_json_alone(tmp_path: Path) -> None:
     """schemas/CANONICAL.md is enough: recompute with the json module and blake3 only."""
     import json
 
-    from evhelpers import add_bundle
+    from helpers.repos import add_bundle
 
     add_bundle(
         tmp_path,

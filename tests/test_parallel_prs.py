@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from evhelpers import add_bundle, git, init_repo
+from helpers.repos import add_bundle, git, init_repo
 
 from evidencestore._cli import main
 from evidencestore.remotes import local_store

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from evhelpers import add_bundle
+from helpers.repos import add_bundle
 
 import evidencestore.verify as verify_module
 from evidencestore import VerificationError, check_inclusion, inclusion_holds, verify_inclusion

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import fsspec
 import pytest
-from remotes_support import (
+from helpers.remotes import (
     blob_files,
     blob_path,
     blobs,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from remotes_support import (
+from helpers.remotes import (
     FAST,
     blob_path,
     blobs,

@@ -12,9 +12,9 @@ import pytest
 pytest.importorskip("jinja2")
 pytest.importorskip("matplotlib")
 
-from evhelpers import init_repo
-from media_helpers import AudioSpec, clip, lossless, nudge_frame
-from remotes_support import run
+from helpers.media import AudioSpec, clip, lossless, nudge_frame
+from helpers.remotes import run
+from helpers.repos import init_repo
 from report_browser import assert_clean_page, chromium_path, open_page, png_variance
 
 from evidencestore._canonical import pretty

@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("jinja2")
 pytest.importorskip("matplotlib")
 
-from evhelpers import init_repo
-from remotes_support import run
+from helpers.remotes import run
+from helpers.repos import init_repo
 from report_browser import assert_clean_page, chromium_path, open_page
 
 from evidencestore.bundle import create_bundle

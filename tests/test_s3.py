@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from remotes_support import (
+from helpers.remotes import (
     FAST,
     blob_path,
     blobs,

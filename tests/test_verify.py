@@ -3,7 +3,7 @@ import os
 from pathlib import Path
 
 import pytest
-from evhelpers import add_bundle, git, init_repo
+from helpers.repos import add_bundle, git, init_repo
 
 from evidencestore._canonical import pretty
 from evidencestore.errors import VerificationError

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from evhelpers import add_bundle
+from helpers.repos import add_bundle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

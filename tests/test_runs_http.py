@@ -16,7 +16,7 @@ from evidencestore._cli import main
 from evidencestore.config import local_store
 from evidencestore.inventory import load_registration, registration_path
 from evidencestore.runs import load_run
-from evidencestore.runs.body import INCOMING_DIR
+from evidencestore.storage._local import INCOMING_DIR
 from evidencestore.testing import assert_bundle
 from evidencestore.testing.video_server import VideoServer, sample_workload, serve_video
 

@@ -11,10 +11,8 @@ refused when the run is opened, before anything is sent.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
-import shutil
 import sys
 import time
 from collections import Counter
@@ -31,6 +29,7 @@ from ..digest import hash_bytes
 from ..errors import BundleError, ConfigError, EvidenceStoreError, ManifestError
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
 from ..models import Descriptor, Entry, Registration
+from ..staging import staging_dir
 from ..storage import LocalBlobStore
 from .body import BodySink
 from .models import (
@@ -409,21 +408,20 @@ class RunRecorder:
         registration = seal(manifest)
         evidence = self.root / EVIDENCE_DIR
         final = evidence / self.name
-        staging = evidence / f".{self.name}.staging-{os.urandom(4).hex()}"
         try:
-            staging.mkdir(parents=True)
-            (staging / RUN_ENTRY).write_bytes(data)
-            (staging / REGISTRATION_NAME).write_bytes(pretty(registration))
-            if final.exists():
-                final.rmdir()  # empty; a registered bundle was refused when the run opened
-            os.rename(staging, final)
+            evidence.mkdir(parents=True, exist_ok=True)
+            # The same locked staging directory as `bundle create`: a killed run leaves
+            # one that verify reports and gc removes.
+            with staging_dir(evidence, self.name) as staging:
+                (staging / RUN_ENTRY).write_bytes(data)
+                (staging / REGISTRATION_NAME).write_bytes(pretty(registration))
+                if final.exists():
+                    final.rmdir()  # empty; a registered bundle was refused when the run opened
+                os.rename(staging, final)
         except OSError as exc:
             raise BundleError(
                 f"run {self.name!r}: cannot register the bundle at {final}: {exc}"
             ) from exc
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                shutil.rmtree(staging)
         return registration, record
 
 

@@ -17,13 +17,14 @@ from typing import BinaryIO, Literal
 
 from blake3 import blake3
 
-from ..digest import digest_hex
+from ..digest import digest_hex, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
 from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, blob_key
 
 __all__ = ["LINK_MODES", "LinkMode", "LocalBlobStore"]
 
 _TMP_PREFIX = ".tmp-"
+INCOMING_DIR = "incoming"
 _QUARANTINED = re.compile(r"^([0-9a-f]{64})-[0-9a-f]{16}$")
 
 
@@ -208,6 +209,36 @@ class LocalBlobStore(BlobStore):
                     continue
                 yield digest
 
+    # -- streamed writes (bodies hashed while they arrive) --------------------
+    def incoming_path(self) -> Path:
+        """A fresh temporary name under ``<root>/incoming/`` (same filesystem as the
+        blobs) for a file that :meth:`adopt` will publish; gc removes old leftovers."""
+        folder = self.root / INCOMING_DIR
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"{folder}: cannot create: {exc.strerror}") from exc
+        return folder / f"{_TMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}"
+
+    def adopt(self, path: str | os.PathLike[str], digest: str, size: int) -> None:
+        """Publish a complete file already hashed to ``digest`` and ``size`` (moved into
+        place, not copied; create-only). An intact copy already stored is kept and
+        ``path`` removed. ``path`` must be on this store's filesystem."""
+        self._check_writable()
+        digest = parse_digest(digest)
+        tmp = Path(path)
+        try:
+            if self._present_and_intact(digest, size):
+                os.unlink(tmp)
+                return
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            final = self.path_of(digest)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            self._publish(tmp, final, digest)
+        except OSError as exc:
+            raise StorageError(f"{tmp}: cannot store as {digest}: {exc.strerror}") from exc
+
     def _stat(self, path: Path) -> os.stat_result | None:
         try:
             return path.stat()
@@ -234,8 +265,9 @@ class LocalBlobStore(BlobStore):
     def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
         """Yield ``(path, mtime)`` of leftover temporary files of interrupted writes."""
         base = self.root / "blobs" / "blake3"
-        if base.is_dir():
-            for path in sorted(base.glob(f"*/{_TMP_PREFIX}*")):
+        incoming = sorted((self.root / INCOMING_DIR).glob(f"{_TMP_PREFIX}*"))
+        if base.is_dir() or incoming:
+            for path in [*sorted(base.glob(f"*/{_TMP_PREFIX}*")), *incoming]:
                 st = self._stat(path)
                 if st is not None:
                     yield str(path), st.st_mtime

@@ -10,7 +10,7 @@ $(PY):
 
 # Stamps re-install when pyproject.toml changes.
 $(VENV)/.run-installed: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[media]'
+	$(PY) -m pip install -q -e '.[media,run]'
 	touch $@
 
 $(VENV)/.all-installed: pyproject.toml | $(PY)

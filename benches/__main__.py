@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, one after another, each printing its table.
 
-``python -m benches [--quick] [core|verify|media|remotes|lpips ...]``. Needs Debian's b3sum and
+``python -m benches [--quick] [core|verify|media|remotes|runs|report|lpips ...]``. Needs Debian's b3sum and
 ffmpeg, and the AWS CLI for the remotes benchmark.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("core", "verify", "media", "remotes", "lpips")
+SUITES = ("core", "verify", "media", "remotes", "runs", "report", "lpips")
 
 
 def main(argv: list[str]) -> int:

@@ -210,6 +210,7 @@ class Progress:
         self._stream = stream if stream is not None else sys.stderr
         self._enabled = stream is not None and bool(getattr(stream, "isatty", lambda: False)())
         self._lock = threading.Lock()
+        self._partial: dict[str, int] = {}
         self._last = 0.0
         self._closed = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -228,16 +229,24 @@ class Progress:
             return
         with self._lock:
             self._last = time.monotonic()
-            shown = min(self.done_bytes + _inflight_bytes(), self.total_bytes)
+            partial = sum(self._partial.values())
+            shown = min(self.done_bytes + partial + _inflight_bytes(), self.total_bytes)
             self._stream.write(
                 f"\r{self.label}: {self.done}/{self.total} blobs, "
                 f"{shown / (1 << 20):.1f}/{self.total_bytes / (1 << 20):.1f} MiB"
             )
             self._stream.flush()
 
-    def advance(self, nbytes: int) -> None:
-        """Count one finished blob of ``nbytes``."""
+    def sent(self, key: str, nbytes: int) -> None:
+        """Count ``nbytes`` more of blob ``key`` in flight (uploads report as they go)."""
         with self._lock:
+            self._partial[key] = self._partial.get(key, 0) + nbytes
+
+    def advance(self, nbytes: int, key: str | None = None) -> None:
+        """Count one finished blob of ``nbytes`` (dropping what ``key`` had in flight)."""
+        with self._lock:
+            if key is not None:
+                self._partial.pop(key, None)
             self.done += 1
             self.done_bytes += nbytes
             now = time.monotonic()
@@ -478,7 +487,13 @@ def download(
 
 
 # -- uploads -----------------------------------------------------------------------
-def upload(cache: LocalBlobStore, remote: Source, digest: str, size: int) -> None:
+def upload(
+    cache: LocalBlobStore,
+    remote: Source,
+    digest: str,
+    size: int,
+    on_bytes: Callable[[int], None] | None = None,
+) -> None:
     """Upload a blob from the local store to a remote, re-hashing it first.
 
     The remote never shows a partial blob under its final key: object stores publish
@@ -509,7 +524,7 @@ def upload(cache: LocalBlobStore, remote: Source, digest: str, size: int) -> Non
             if size <= STREAM_THRESHOLD:
                 store._write(digest, data)
             else:
-                store.upload_file(digest, str(path), size)
+                store.upload_file(digest, str(path), size, on_bytes=on_bytes)
         elif size <= STREAM_THRESHOLD:
             store.put(data, expected=digest)
         else:

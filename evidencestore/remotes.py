@@ -415,8 +415,8 @@ def push(
 
     def one(item: tuple[str, int]) -> int:
         digest, size = item
-        upload(cache, target.source, digest, size)
-        bar.advance(size)
+        upload(cache, target.source, digest, size, lambda n: bar.sent(digest, n))
+        bar.advance(size, digest)
         return size
 
     for (_digest, size), _, error in parallel(missing, one, jobs):
@@ -646,8 +646,7 @@ def check_remote(
                     path=path,
                     digest=digest,
                     message=(
-                        f"{digest} ({size} bytes) is not on remote "
-                        f"{remote!r}; looked at {where}"
+                        f"{digest} ({size} bytes) is not on remote {remote!r}; looked at {where}"
                     ),
                 )
             elif have != size:
@@ -658,8 +657,7 @@ def check_remote(
                     path=path,
                     digest=digest,
                     message=(
-                        f"{digest} on remote {remote!r} is {have} bytes, "
-                        f"expected {size} ({where})"
+                        f"{digest} on remote {remote!r} is {have} bytes, expected {size} ({where})"
                     ),
                 )
         first_size = users[0][2]

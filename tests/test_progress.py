@@ -62,3 +62,41 @@ def test_nothing_on_a_non_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     stream = io.StringIO()
     assert pull(root, progress=stream).transferred == 1
     assert stream.getvalue() == "" and not transfer._active_bars
+
+
+def test_a_single_large_push_moves_the_line_part_by_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uuid
+
+    import fsspec
+
+    from evidencestore.remotes import push
+
+    big = bytes(range(256)) * (48 << 10)  # 12 MiB: three of fsspec's 4 MiB blocks
+    root = tmp_path / "repo"
+    add_bundle(root, "p", {"ext/big.bin": big, "r.txt": b"r"}, external=("ext/*",))
+    base = f"/progress-{uuid.uuid4().hex}"
+    assert main(["remote", "add", "m", f"memory://{base}", "--root", str(root)]) == 0
+    monkeypatch.setattr(transfer, "STREAM_THRESHOLD", 1024)  # the upload_file path
+    lines: list[str] = []
+    real_sent = transfer.Progress.sent
+
+    def sent(self: transfer.Progress, key: str, nbytes: int) -> None:
+        real_sent(self, key, nbytes)
+        self.render()  # deterministic: redraw at each part instead of on the ticker
+        lines.append(term.getvalue().rsplit("\r", 1)[-1])
+
+    monkeypatch.setattr(transfer.Progress, "sent", sent)
+    term = Terminal()
+    try:
+        summary = push(root, remote="m", progress=term)
+    finally:
+        fsspec.filesystem("memory").rm(base, recursive=True)
+    assert summary.transferred == 1
+    assert lines[:3] == [
+        "push m: 0/1 blobs, 4.0/12.0 MiB",
+        "push m: 0/1 blobs, 8.0/12.0 MiB",
+        "push m: 0/1 blobs, 12.0/12.0 MiB",
+    ]
+    assert term.getvalue().endswith("\r\x1b[K")

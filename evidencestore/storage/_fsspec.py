@@ -599,16 +599,35 @@ class FsspecBlobStore(BlobStore):
     def _write_file(self, digest: str, path: str, size: int) -> None:
         self.upload_file(digest, path, size)
 
-    def upload_file(self, digest: str, path: str, size: int) -> None:
+    def upload_file(
+        self,
+        digest: str,
+        path: str,
+        size: int,
+        *,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> None:
         """Upload a local file as ``digest`` (the caller has hashed it); the final key
-        appears only once the upload is complete, and its size is checked."""
+        appears only once the upload is complete, and its size is checked. ``on_bytes``
+        is told of each part sent, where the backend reports them."""
         self._check_writable()
         final = self.key_of(digest)
+        kwargs: dict[str, Any] = {}
+        if on_bytes is not None:
+            from fsspec.callbacks import Callback
+
+            class _Sent(Callback):  # type: ignore[misc]
+                def relative_update(self, inc: int = 1) -> None:
+                    on_bytes(inc)
+
+            kwargs["callback"] = _Sent()
         try:
             if self.atomic_put:
-                self._call(f"PUT {digest}", lambda: self.fs.put_file(path, final))
+                self._call(f"PUT {digest}", lambda: self.fs.put_file(path, final, **kwargs))
             else:
-                self._via_temporary(digest, final, lambda tmp: self.fs.put_file(path, tmp))
+                self._via_temporary(
+                    digest, final, lambda tmp: self.fs.put_file(path, tmp, **kwargs)
+                )
         except FileNotFoundError as exc:
             raise self._not_found(digest, exc) from exc
         stored = self._size(digest)

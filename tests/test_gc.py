@@ -298,15 +298,6 @@ def test_gc_removes_staging_left_by_a_killed_create(
     assert "removed 1 staging directory(ies)" in out and not left.exists()
 
 
-@pytest.fixture
-def memory_base() -> Iterator[str]:
-    base = f"/evstore-review-{uuid.uuid4().hex}"
-    yield base
-    fs = fsspec.filesystem("memory")
-    if fs.exists(base):
-        fs.rm(base, recursive=True)
-
-
 # a push's lease keeps the blobs it found present
 def test_gc_keeps_old_blob_a_concurrent_push_found_present(tmp_path: Path) -> None:
     remote = tmp_path / "remote"

@@ -7,8 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import fsspec
@@ -50,15 +48,6 @@ def repo(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     files = blobs(5)
     make_repo(root, files)
     return root, files
-
-
-@pytest.fixture
-def memory_url() -> Iterator[str]:
-    path = f"/evstore-test-{uuid.uuid4().hex}"
-    yield f"memory://{path}"
-    fs = fsspec.filesystem("memory")
-    if fs.exists(path):
-        fs.rm(path, recursive=True)
 
 
 def _local(root: Path) -> Path:

@@ -321,3 +321,17 @@ def test_diff_runs_workload_and_campaign_fields(repo: Path) -> None:
         ("workload", "workload_digest", a.workload_digest, b.workload_digest),
         ("run", "condition", "5s", "15s"),
     ]
+
+
+def test_a_workload_nesting_bomb_is_a_clear_error(tmp_path: Path) -> None:
+    from evidencestore.errors import ConfigError
+    from evidencestore.runs.workload import load_workload
+
+    bomb = tmp_path / "workload.toml"
+    bomb.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match=r"workload .*workload.toml: not valid TOML: nested too"):
+        load_workload(bomb)
+    deep = tmp_path / "deep.toml"
+    deep.write_text("x = " + "[" * 100 + "]" * 100 + "\n")
+    with pytest.raises(ConfigError, match="nested deeper than 64 levels"):
+        load_workload(deep)

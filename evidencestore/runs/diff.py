@@ -70,8 +70,8 @@ def _parse(name: str, data: bytes) -> Any | None:
             # PyYAML ships no type information; it is used through this one call.
             yaml: Any = importlib.import_module("yaml")
             return yaml.safe_load(data)
-    except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
+    except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        return None  # compared by digest
     except Exception as exc:  # yaml.YAMLError has no common base with the others
         if type(exc).__module__.startswith("yaml"):
             return None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from .._canonical import MAX_DEPTH, nesting_depth
 from ..digest import hash_bytes
 from ..errors import ConfigError
 from ..models import Descriptor
@@ -57,8 +58,12 @@ def load_workload(path: str | os.PathLike[str]) -> LoadedWorkload:
         raise ConfigError(f"workload {p}: cannot read: {exc.strerror}") from exc
     try:
         raw = tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ConfigError(f"workload {p}: not valid TOML: nested too deeply") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"workload {p}: not valid TOML: {exc}") from exc
+    if nesting_depth(raw) > MAX_DEPTH:
+        raise ConfigError(f"workload {p}: nested deeper than {MAX_DEPTH} levels")
     try:
         workload = msgspec.convert(raw, Workload)
     except msgspec.ValidationError as exc:

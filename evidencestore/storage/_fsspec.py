@@ -616,9 +616,11 @@ class FsspecBlobStore(BlobStore):
         if on_bytes is not None:
             from fsspec.callbacks import Callback
 
+            report = on_bytes
+
             class _Sent(Callback):  # type: ignore[misc]
                 def relative_update(self, inc: int = 1) -> None:
-                    on_bytes(inc)
+                    report(inc)
 
             kwargs["callback"] = _Sent()
         try:

@@ -78,3 +78,87 @@ def test_accepted_status() -> None:
     html = render_campaign_status_html(_status(accepted=True), name="h3")
     assert 'data-verdict="ACCEPTED"' in html and 'class="verdict v-PASS"' in html
     assert "every condition is qualified" in html
+
+
+def _campaign_records() -> tuple[Any, list[Any]]:
+    models = pytest.importorskip("evidencestore.campaign.models")
+    if not hasattr(models, "StatusRecord"):
+        pytest.skip("campaign records (issue 11) are not installed")
+    protocol = _d("protocol")
+    run = {name: _d(name) for name in ("b1", "b2", "c1", "c2")}
+    cell = models.CellStatus
+    status = models.StatusRecord(
+        campaign="h3-lossless",
+        protocol_digest=protocol,
+        verdict="NOT_ACCEPTED",
+        remaining=("15s: candidate rank-local has 0 of 1 required runs",),
+        cells=(
+            cell(condition="5s", arm="baseline", baseline=True, runs_required=2, runs_done=2,
+                 runs_failed=0, failed_runs=(), repeatability="exact", lossless=None,
+                 speedup=None, qualified=True),
+            cell(condition="5s", arm="rank-local", baseline=False, runs_required=1,
+                 runs_done=1, runs_failed=0, failed_runs=(), repeatability=None,
+                 lossless="PASS", speedup=models.Speedup(ratio=1.42, low=1.3, high=1.55),
+                 qualified=True),
+            cell(condition="15s", arm="baseline", baseline=True, runs_required=2,
+                 runs_done=2, runs_failed=0, failed_runs=(), repeatability="exact",
+                 lossless=None, speedup=None, qualified=True),
+            cell(condition="15s", arm="rank-local", baseline=False, runs_required=1,
+                 runs_done=0, runs_failed=1, failed_runs=("rank-local-15s-1",),
+                 repeatability=None, lossless=None, speedup=None, qualified=False),
+        ),
+        excluded=(models.Exclusion(run="late-run", code="before-protocol",
+                                   message="registered before the protocol"),),
+    )  # fmt: skip
+    comparison = models.OutputComparison(
+        key="request 0 measured 0", verdict="PASS", reference=_d("out-b"),
+        candidate=_d("out-c"), reasons=("exactly equal",), record=_d("cmp-record"),
+    )  # fmt: skip
+    adjudication = models.Adjudication(
+        protocol_digest=protocol, condition="5s", arm="rank-local", verdict="PASS",
+        reasons=("every output exactly equal",), baseline_runs=(run["b1"], run["b2"]),
+        candidate_runs=(run["c1"],), baseline_repeatable=True, comparisons=(comparison,),
+    )  # fmt: skip
+    values = models.RunValue
+    claim = models.Claim(
+        protocol_digest=protocol, condition="5s", arm="rank-local", baseline_arm="baseline",
+        refused=False, reasons=(), confidence=0.95,
+        speedup=models.Speedup(ratio=1.42, low=1.3, high=1.55), n_baseline=6, n_candidate=3,
+        runs=(values(run="b1", digest=run["b1"], arm="baseline", values=(4.4, 4.5, 4.6),
+                     mean=4.5, cv=0.02),
+              values(run="c1", digest=run["c1"], arm="rank-local", values=(3.1, 3.2, 3.2),
+                     mean=3.17, cv=0.018)),
+    )  # fmt: skip
+    repeatability = models.Repeatability(
+        protocol_digest=protocol, condition="5s", runs=(run["b1"], run["b2"]),
+        run_names=("b1", "b2"), exact=True, comparisons=(),
+    )  # fmt: skip
+    return status, [repeatability, adjudication, claim]
+
+
+@needs_chromium
+def test_campaign_status_records_in_browser(tmp_path: Path) -> None:
+    from evidencestore._canonical import canonical
+
+    status, records = _campaign_records()
+    html = render_campaign_status_html(
+        status, records=records, context={"protocol": _d("protocol")}
+    )
+    out = tmp_path / "status.html"
+    out.write_text(html)
+    result = open_page(out)
+    everything = b"".join(canonical(r) for r in (status, *records))
+    assert_clean_page(result, "NOT_ACCEPTED", everything, html)
+    facts = result.facts
+    assert len(facts["ids"]) == len(set(facts["ids"]))
+    for rid in ("claim-5s-rank-local", "adjudication-5s-rank-local", "repeatability-5s"):
+        assert rid in facts["ids"] and f"#{rid}" in facts["anchors"]
+    # The comparison record and every run record cited land on an anchor of their own.
+    for name in ("cmp-record", "b1", "b2", "c1"):
+        assert "d-" + _d(name).removeprefix("blake3:")[:16] in facts["ids"]
+    text = facts["text"]
+    assert "failed run: rank-local-15s-1" in text and "not qualified" in text
+    assert "late-run: registered before the protocol" in text
+    assert facts["plots"] == [{"intervals": "1"}]
+    assert "1.420\u00d7 [1.300, 1.550] (95%), n = 6 baseline / 3 candidate" in text
+    assert "4.400, 4.500, 4.600" in text  # each run's measured values, cited by digest

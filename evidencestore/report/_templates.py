@@ -140,7 +140,8 @@ _MACROS = """
 {%- set cls = {"PASS": "ok", "FAIL": "bad", "INCONCLUSIVE": "warn", "UNAVAILABLE": "none",
 "ok": "ok", "FAILED": "bad", "complete": "ok", "partial": "warn",
 "failed-before-inference": "bad", "open": "none", "done": "ok", "repeatable-exact": "ok",
-"not-repeatable": "warn", "ACCEPTED": "ok", "NOT_ACCEPTED": "warn"}.get(v, "none") -%}
+"not-repeatable": "warn", "exact": "ok", "not-exact": "warn", "ACCEPTED": "ok",
+"NOT_ACCEPTED": "warn"}.get(v, "none") -%}
 <span class="tag {{ cls }}">{{ v }}</span>
 {%- endmacro %}
 {% macro okword(ok) -%}
@@ -244,16 +245,34 @@ _CAMPAIGN = """{% extends "base.html" %}{% import "macros.html" as m %}
 <div class="table-wrap"><table class="matrix wide"><thead><tr><th>condition</th>{% for a in arms %}<th>{{ a }}</th>{% endfor %}</tr></thead><tbody>
 {% for c in conditions %}<tr><th>{{ c }}</th>{% for a in arms %}{% set cell = matrix.get((c, a)) %}<td class="cell"{% if cell %} id="{{ cell.id }}"{% endif %}>
 {% if cell %}<div>runs {{ cell.runs }}{% if cell.failed not in ('0', '—') %}, <span class="tag bad">{{ cell.failed }} failed</span>{% endif %}</div>
+{% if cell.qualified is not none %}<div>{% if cell.qualified %}<span class="tag ok">qualified</span>{% else %}<span class="tag warn">not qualified</span>{% endif %}</div>{% endif %}
 {% if cell.repeatability is not none %}<div>repeatability {{ m.tag(cell.repeatability) }}</div>{% endif %}
+{% for r in cell.failed_runs %}<div class="note">failed run: {{ r }}</div>{% endfor %}
 <div>lossless {% if cell.lossless is not none %}{{ m.tag(cell.lossless) }}{% else %}<span class="tag none">not yet</span>{% endif %}</div>
 <div>speedup {{ cell.speedup }}</div>
 {% for label, d, anchor in cell.refs %}<div class="note"><a href="#{{ anchor }}">{{ label }}</a></div>{% endfor %}
+{% for kind, rid in cell.links %}<div class="note"><a href="#{{ rid }}">{{ kind }}</a></div>{% endfor %}
 {% else %}<span class="note">not in the protocol</span>{% endif %}</td>{% endfor %}</tr>
 {% endfor %}</tbody></table></div>
 </section>
 <section id="speedups"><h2>Speedup intervals</h2>
 {% for p in plots %}{{ m.plot(p) }}{% else %}<p class="note">No speedup claim yet.</p>{% endfor %}
 </section>
+{% if excluded or notes %}<section id="excluded"><h2>Excluded runs and notes</h2><ul class="reasons">
+{% for e in excluded %}<li><span class="tag bad">excluded</span> {{ e }}</li>{% endfor %}{% for n in notes %}<li>{{ n }}</li>{% endfor %}</ul></section>{% endif %}
+{% for x in related %}<section id="{{ x.id }}" class="related"><h2>{{ x.title }}{% if x.verdict %} {{ m.tag(x.verdict) }}{% endif %}</h2>
+{{ m.facts(x.facts) }}
+{% if x.reasons %}<ul class="reasons">{% for r in x.reasons %}<li>{{ r }}</li>{% endfor %}</ul>{% endif %}
+{% if x.runs %}<div class="table-wrap"><table class="wide"><thead><tr><th>run</th><th>arm</th><th>measured E2E (s)</th><th>mean</th><th>CV</th><th>run record</th></tr></thead><tbody>
+{% for v in x.runs %}<tr{% if v.anchor %} id="{{ v.anchor }}"{% endif %}><td>{{ v.run }}</td><td>{{ v.arm }}</td><td>{{ v.latencies }}</td><td class="num">{{ v.mean }}</td><td class="num">{{ v.cv }}</td><td>{% if v.digest %}{{ m.digest(v.digest) }}{% endif %}</td></tr>{% endfor %}
+</tbody></table></div>{% endif %}
+{% if x.comparisons %}<div class="table-wrap"><table class="wide"><thead><tr><th>output</th><th>verdict</th><th>reference</th><th>candidate</th><th>comparison record</th><th>reasons</th></tr></thead><tbody>
+{% for c in x.comparisons %}<tr{% if c.anchor %} id="{{ c.anchor }}"{% endif %}><td>{{ c.key }}</td><td>{{ m.tag(c.verdict) }}</td><td>{% if c.reference %}{{ m.digest(c.reference) }}{% endif %}</td><td>{% if c.candidate %}{{ m.digest(c.candidate) }}{% endif %}</td><td>{% if c.record %}{{ m.digest(c.record) }}{% endif %}</td><td>{{ c.reasons }}</td></tr>{% endfor %}
+</tbody></table></div><p class="note">Render a comparison record with <code>evstore report DIGEST -o OUT.html</code>.</p>{% endif %}
+{% if x.run_digests %}<p>Run records: {% for d, anchor in x.run_digests %}<span{% if anchor %} id="{{ anchor }}"{% endif %}>{{ m.digest(d) }}</span> {% endfor %}</p>{% endif %}
+{% if x.config_diff %}<h3>Configuration difference</h3><ul>{% for row in x.config_diff %}<li><code>{{ row }}</code></li>{% endfor %}</ul>{% endif %}
+{% if x.excluded %}<ul>{% for e in x.excluded %}<li><span class="tag bad">excluded</span> {{ e }}</li>{% endfor %}</ul>{% endif %}
+</section>{% endfor %}
 <section id="cited"><h2>Runs and comparisons cited</h2>
 {% if cited %}<div class="table-wrap"><table class="wide"><thead><tr><th>cited by</th><th>record</th></tr></thead><tbody>
 {% for d, where, anchor in cited %}<tr id="{{ anchor }}"><td>{{ where }}</td><td>{{ m.digest(d) }}</td></tr>{% endfor %}

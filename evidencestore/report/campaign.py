@@ -13,7 +13,7 @@ documented field names: ``verdict``, ``remaining``, ``cells`` (``condition``, ``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._page import digests_in, fmt, render_page, unique
@@ -62,26 +62,116 @@ def _speedup(
     return text, (lo, ratio, hi)
 
 
+def _plain(value: Any) -> Mapping[str, Any]:
+    import msgspec
+
+    out: Mapping[str, Any] = value if isinstance(value, Mapping) else msgspec.to_builtins(value)
+    return out
+
+
+def _related(records: Sequence[Any]) -> list[dict[str, Any]]:
+    """Claims, adjudications and repeatability records as page sections with anchors."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+
+    def once(digest: Any) -> str:
+        """The anchor of ``digest`` the first time it is shown, then "" (ids stay unique)."""
+        if not isinstance(digest, str) or _anchor(digest) in seen:
+            return ""
+        seen.add(_anchor(digest))
+        return _anchor(digest)
+
+    for value in records:
+        r = _plain(value)
+        kind = str(r.get("kind", "")).rsplit("-", 1)[-1]
+        cond, arm = r.get("condition"), r.get("arm")
+        rid = f"{kind}-{cond}" + (f"-{arm}" if arm else "")
+        rows: list[dict[str, Any]] = []
+        for c in r.get("comparisons", ()):
+            rows.append(
+                {
+                    "key": c.get("key"),
+                    "verdict": c.get("verdict"),
+                    "reference": c.get("reference"),
+                    "candidate": c.get("candidate"),
+                    "record": c.get("record"),
+                    "anchor": once(c.get("record")),
+                    "reasons": "; ".join(map(str, c.get("reasons", ()))),
+                }
+            )
+        runs = [
+            {
+                "run": v.get("run"),
+                "digest": v.get("digest"),
+                "anchor": once(v.get("digest")),
+                "arm": v.get("arm"),
+                "latencies": ", ".join(f"{x:.3f}" for x in v.get("values", ())),
+                "mean": fmt(v.get("mean")),
+                "cv": fmt(v.get("cv")),
+            }
+            for v in r.get("runs", ())
+            if isinstance(v, Mapping)
+        ]
+        run_digests = [
+            d for key in ("runs", "baseline_runs", "candidate_runs") for d in r.get(key, ())
+            if isinstance(d, str)
+        ]  # fmt: skip
+        facts = [(k, fmt(r.get(k))) for k in (
+            "verdict", "exact", "refused", "estimator", "confidence", "n_baseline",
+            "n_candidate", "df", "cv_baseline", "cv_candidate", "baseline_repeatable",
+        ) if k in r]  # fmt: skip
+        speedup = r.get("speedup")
+        if isinstance(speedup, Mapping):
+            facts.insert(0, ("speedup", f"{speedup['ratio']:.4f} [{speedup['low']:.4f}, "
+                                        f"{speedup['high']:.4f}]"))  # fmt: skip
+        out.append(
+            {
+                "id": rid,
+                "kind": kind,
+                "title": f"{kind} {cond}" + (f" / {arm}" if arm else ""),
+                "condition": cond,
+                "arm": arm,
+                "verdict": r.get("verdict"),
+                "facts": facts,
+                "reasons": [str(x) for x in r.get("reasons", ())],
+                "comparisons": rows,
+                "runs": runs,
+                "run_digests": [(d, once(d)) for d in dict.fromkeys(run_digests)],
+                "config_diff": [
+                    ", ".join(f"{k} = {fmt(v)}" for k, v in row.items())
+                    for row in r.get("config_diff", ())
+                    if isinstance(row, Mapping)
+                ],
+                "excluded": [f"{e.get('run')}: {e.get('message')}" for e in r.get("excluded", ())],
+                "data": r,
+            }
+        )
+    return out
+
+
 def render_campaign_status_html(
     status: Any,
     *,
     record_digest: str | None = None,
     context: Mapping[str, str] | None = None,
     name: str | None = None,
+    records: Sequence[Any] = (),
 ) -> str:
     """Render a campaign status (a struct or its plain data) as a self-contained page.
 
     ``record_digest`` names the stored status (default: the digest of its canonical
-    bytes); ``context`` adds labelled digests (e.g. the protocol's).
+    bytes); ``context`` adds labelled digests (e.g. the protocol's). ``records``: the
+    claims, adjudications and repeatability records the status was computed from (structs
+    or plain data); each gets a section, linked from its cell, with every run and
+    comparison record it cites, by digest and anchor.
     """
-    import msgspec
-
     from .._canonical import canonical
     from ..digest import hash_bytes
     from .plots import interval_plot
 
-    data: Mapping[str, Any] = status if isinstance(status, Mapping) else msgspec.to_builtins(status)
+    data = _plain(status)
     digest = record_digest or hash_bytes(canonical(data)).digest
+    related = _related(records)
     cells = [c for c in data.get("cells", ()) if isinstance(c, Mapping)]
     conditions = list(dict.fromkeys(str(c.get("condition")) for c in cells))
     arms = list(dict.fromkeys(str(c.get("arm")) for c in cells))
@@ -93,8 +183,29 @@ def render_campaign_status_html(
         refs = _cited(c)
         for label, d in refs:
             cited.setdefault(d, f"{c.get('condition')} / {c.get('arm')}: {label}")
+        claim = next(
+            (x["data"] for x in related
+             if x["kind"] == "claim" and (x["condition"], x["arm"]) == (c.get("condition"), c.get("arm"))),
+            None,
+        )  # fmt: skip
+        if claim is not None and interval is not None:
+            text += f" ({float(claim.get('confidence', 0)):.0%})" if claim.get("confidence") else ""
+            text += (
+                f", n = {claim.get('n_baseline')} baseline / {claim.get('n_candidate')} candidate"
+            )
+        elif claim is not None and claim.get("refused"):
+            text = "refused: " + "; ".join(map(str, claim.get("reasons", ())))
         required = c.get("runs_required")
+        links = [
+            (x["kind"], x["id"])
+            for x in related
+            if x["condition"] == c.get("condition") and x["arm"] in (None, c.get("arm"))
+            and (x["arm"] is not None or c.get("baseline"))
+        ]  # fmt: skip
         matrix[(str(c.get("condition")), str(c.get("arm")))] = {
+            "links": links,
+            "qualified": c.get("qualified"),
+            "failed_runs": [str(x) for x in c.get("failed_runs", ())],
             "id": f"cell-{c.get('condition')}-{c.get('arm')}",
             "runs": f"{fmt(c.get('runs_done'))}"
             + (f" of {required}" if required is not None else ""),
@@ -109,7 +220,16 @@ def render_campaign_status_html(
     plots = [interval_plot(intervals, salt="speedup")] if intervals else []
     verdict = str(data.get("verdict", "NOT_ACCEPTED"))
     rows = [("campaign status", digest), *(context or {}).items()]
+    for x in related:
+        rows += [
+            (f"{x['id']}{where.removeprefix('r')}", d) for where, d in digests_in(x["data"], "r")
+        ]
     digests = unique(iter([*rows, *digests_in(dict(data), "status")]))
+    anchored = (
+        {d for x in related for d, _ in x["run_digests"]}
+        | {v["digest"] for x in related for v in x["runs"]}
+        | {c["record"] for x in related for c in x["comparisons"]}
+    )
     title = name or str(data.get("campaign") or data.get("name") or "campaign")
     return render_page(
         "campaign.html",
@@ -125,7 +245,10 @@ def render_campaign_status_html(
             "arms": arms,
             "matrix": matrix,
             "plots": plots,
-            "cited": [(d, where, _anchor(d)) for d, where in cited.items()],
+            "cited": [(d, where, _anchor(d)) for d, where in cited.items() if d not in anchored],
+            "related": related,
+            "excluded": [f"{e.get('run')}: {e.get('message')}" for e in data.get("excluded", ())],
+            "notes": [str(n) for n in data.get("notes", ())],
             "digests": digests,
             "versions": [],
         },

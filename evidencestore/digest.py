@@ -5,6 +5,11 @@ size before any byte is hashed, so truncation costs nothing to catch. Large file
 memory-mapped and hashed on every core; many small files go through a lean
 ``os.open``/``os.read`` loop, batched across threads when they are large enough for
 hashing to dominate.
+
+:func:`start_hash_files` hashes in the background (forked workers for many small files,
+threads for large ones) while the caller goes on; every slice's outcomes go to their own
+slots of one list, so no order in which workers finish can lose or misplace an outcome.
+``os.cpu_count()`` is asked once per process.
 """
 
 from __future__ import annotations
@@ -251,8 +256,14 @@ def start_hash_files(
     *,
     threads: int | None = None,
     follow_symlinks: bool = True,
+    expected_digests: Sequence[str | None] | None = None,
 ) -> PendingHashes:
-    """Start :func:`hash_files` in the background and return its pending result."""
+    """Start :func:`hash_files` in the background and return its pending result.
+
+    ``expected_digests`` (one per path, or None) changes no outcome; it lets forked
+    workers send back only the outcomes that differ from them, which is what makes
+    many small files cheap to collect.
+    """
     flags = _OPEN_FLAGS | (0 if follow_symlinks else getattr(os, "O_NOFOLLOW", 0))
     sizes: list[int | None] = (
         list(expected_sizes) if expected_sizes is not None else [None] * len(paths)
@@ -266,7 +277,7 @@ def start_hash_files(
         return PendingHashes(lambda: _hash_batch(paths, sizes, flags))
     if average < _THREADED_MIN_AVERAGE:
         if len(paths) >= _FORK_MIN_FILES and _can_fork():
-            return PendingHashes(_start_forked(paths, sizes, flags, workers))
+            return PendingHashes(_start_forked(paths, sizes, flags, workers, expected_digests))
         return PendingHashes(lambda: _hash_batch(paths, sizes, flags))
     from concurrent.futures import ThreadPoolExecutor
 
@@ -354,12 +365,17 @@ def _start_forked(
     sizes: Sequence[int | None],
     flags: int,
     workers: int,
+    expected: Sequence[str | None] | None = None,
 ) -> Callable[[], list[HashOutcome]]:
     """Fork one worker per slice now; the returned call collects their outcomes.
 
-    Every slice goes to a child, so the parent is free for other work meanwhile; a
-    worker that dies has its slice hashed again in the parent.
+    Every slice goes to a child, so the parent is free for other work meanwhile. A
+    child sends ``(indices, outcomes)`` for the files whose outcome is not simply the
+    expected digest and size; the parent rebuilds the rest. A worker that dies has its
+    slice hashed again in the parent.
     """
+    if expected is not None and len(expected) != len(paths):
+        raise ValueError("expected_digests must have one digest per path")
     children: list[tuple[int, int, int]] = []
     for k in range(workers):
         r, w = os.pipe()
@@ -368,7 +384,15 @@ def _start_forked(
             status = 1
             try:
                 os.close(r)
-                data = _encode(_hash_batch(paths[k::workers], sizes[k::workers], flags))
+                part = _hash_batch(paths[k::workers], sizes[k::workers], flags)
+                exp = expected[k::workers] if expected is not None else [None] * len(part)
+                szs = sizes[k::workers]
+                odd = [
+                    i
+                    for i, o in enumerate(part)
+                    if not (type(o) is Hashed and o[0] == exp[i] and szs[i] is not None)
+                ]
+                data = marshal.dumps((odd, _encode([part[i] for i in odd])))
                 view = memoryview(data)
                 while view:
                     view = view[os.write(w, view) :]
@@ -384,9 +408,16 @@ def _start_forked(
             with os.fdopen(r, "rb") as fh:
                 data = fh.read()
             _, status = os.waitpid(pid, 0)
-            part = _decode(data) if status == 0 else None
-            if part is None or len(part) != len(out[k::workers]):
-                part = _hash_batch(paths[k::workers], sizes[k::workers], flags)  # worker died
+            szs = sizes[k::workers]
+            part: list[HashOutcome] | None = None
+            if status == 0:
+                odd, encoded = marshal.loads(data)
+                exp = expected[k::workers] if expected is not None else [None] * len(szs)
+                part = [Hashed(d, s) for d, s in zip(exp, szs, strict=True)]  # type: ignore[arg-type]
+                for i, o in zip(odd, _decode(encoded), strict=True):
+                    part[i] = o
+            if part is None or len(part) != len(szs):
+                part = _hash_batch(paths[k::workers], szs, flags)  # worker died
             out[k::workers] = part
         return out
 

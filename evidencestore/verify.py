@@ -21,8 +21,7 @@ import contextlib
 import errno
 import os
 import stat
-import subprocess
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .digest import Hashed, HashOutcome, NotRegularFileError, hash_files, start_hash_files
@@ -104,8 +103,12 @@ def _tree_findings(reg: Registration, name: str) -> list[Finding]:
     """Name collisions, Merkle root and bundle digest."""
     m = reg.manifest
     out: list[Finding] = []
-    for c in name_collisions([e.path for e in m.entries], reserved=[REGISTRATION_NAME]):
-        out.append(_err("name-collision", f"entry names {c.reason}", name, c.second))
+    paths = [e.path for e in m.entries]
+    joined = "\n".join(paths)
+    # Lower-case ASCII names fold to themselves: no two of them can collide.
+    if not (joined.isascii() and joined == joined.lower()):
+        for c in name_collisions(paths, reserved=[REGISTRATION_NAME]):
+            out.append(_err("name-collision", f"entry names {c.reason}", name, c.second))
     root = entries_root(m.entries)
     if root != reg.root:
         out.append(
@@ -143,42 +146,61 @@ def _unavailable(entry: Entry, bundle: str, store: BlobStore | None, required: b
 
 
 def _walk_files(
-    base: str, real_dir: str, real_root: str, prefix: str = "", above: frozenset[str] = frozenset()
-) -> Iterator[tuple[str, str, str]]:
-    """Yield ``(relative path, kind, detail)`` for every non-directory below ``base``.
+    base: str,
+    real_dir: str,
+    real_root: str,
+    out: list[tuple[str, str, str]],
+    prefix: str = "",
+    above: frozenset[str] = frozenset(),
+) -> list[tuple[str, str, str]]:
+    """Append ``(relative path, kind, detail)`` to ``out`` for every non-directory below
+    ``base``, in no particular order (:func:`_walk_order` sorts them as a walk would).
 
     ``kind`` is ``file``; ``loop`` for a symlink loop (``detail``: its link text); or
     ``outside-dir`` for a symlink to a directory outside the repository (``detail``: its
     target). A symlink to a directory inside the repository is walked like a directory,
-    unless it leads back to a directory above it (a ``loop``).
+    unless it leads back to a directory above it (a ``loop``). What each item is comes
+    from its ``scandir`` entry; only a symlink is resolved.
     """
     try:
         with os.scandir(base) as it:
-            items = sorted(it, key=lambda e: e.name)
+            items = list(it)
     except OSError:
-        return
+        return out
     above = above | {real_dir}
+    append = out.append
     for item in items:
-        rel = prefix + item.name
         if item.is_dir(follow_symlinks=False):
-            yield from _walk_files(
-                item.path, f"{real_dir}{os.sep}{item.name}", real_root, f"{rel}/", above
+            _walk_files(
+                item.path,
+                f"{real_dir}{os.sep}{item.name}",
+                real_root,
+                out,
+                f"{prefix}{item.name}/",
+                above,
             )
-            continue
-        if not item.is_symlink():
-            yield rel, "file", ""
-            continue
-        real = resolve(item.path)
-        if real is None:
-            yield rel, "loop", _readlink(item.path)
-        elif not os.path.isdir(real):
-            yield rel, "file", ""
-        elif not within(real, real_root):
-            yield rel, "outside-dir", real
-        elif real in above:
-            yield rel, "loop", _readlink(item.path)
+        elif not item.is_symlink():
+            append((prefix + item.name, "file", ""))
         else:
-            yield from _walk_files(item.path, real, real_root, f"{rel}/", above)
+            rel = prefix + item.name
+            real = resolve(item.path)
+            if real is None:
+                append((rel, "loop", _readlink(item.path)))
+            elif not os.path.isdir(real):
+                append((rel, "file", ""))
+            elif not within(real, real_root):
+                append((rel, "outside-dir", real))
+            elif real in above:
+                append((rel, "loop", _readlink(item.path)))
+            else:
+                _walk_files(item.path, real, real_root, out, f"{rel}/", above)
+    return out
+
+
+def _walk_order(item: tuple[str, str, str]) -> list[str]:
+    # a depth-first walk with each directory's names sorted visits paths in the order
+    # of their lists of segments
+    return item[0].split("/")
 
 
 def _readlink(path: str) -> str:
@@ -382,7 +404,7 @@ def _while_hashing(ctx: _Context, b: _Bundle) -> None:
     """The work that needs no hash: Merkle root, digest, collisions, the directory walk."""
     b.tree = _tree_findings(b.reg, b.name)
     if not b.bdir_escapes:
-        b.walked = list(_walk_files(b.bdir_s, b.outside, ctx.real_root))
+        b.walked = _walk_files(b.bdir_s, b.outside, ctx.real_root, [])
 
 
 def _judge(ctx: _Context, b: _Bundle, outcomes: Sequence[HashOutcome]) -> BundleReport:
@@ -456,7 +478,8 @@ def _judge(ctx: _Context, b: _Bundle, outcomes: Sequence[HashOutcome]) -> Bundle
     # files in the bundle directory that no entry names
     if b.walked:
         named = {e.path for e in m.entries if e.location == "repo"}
-        extra = [w for w in b.walked if w[0] != REGISTRATION_NAME and w[0] not in named]
+        named.add(REGISTRATION_NAME)
+        extra = sorted((w for w in b.walked if w[0] not in named), key=_walk_order)
     else:
         extra = []
     if extra:
@@ -506,13 +529,15 @@ def _verify_bundles(ctx: _Context, regs: Mapping[str, Registration]) -> list[Bun
     planned = [_Bundle(name, reg) for name, reg in regs.items()]
     paths: list[str] = []
     sizes: list[int | None] = []
+    digests: list[str | None] = []
     for b in planned:
         _plan(ctx, b)
         b.start = len(paths)
         for entry, fpath in b.jobs:
             paths.append(fpath)
             sizes.append(entry.descriptor.size)
-    pending = start_hash_files(paths, sizes, follow_symlinks=False)
+            digests.append(entry.descriptor.digest)
+    pending = start_hash_files(paths, sizes, follow_symlinks=False, expected_digests=digests)
     try:
         for b in planned:
             _while_hashing(ctx, b)
@@ -536,6 +561,8 @@ def verify_registration(
 
 
 def _git(root: Path, *args: str) -> bytes:
+    import subprocess  # only --base needs it: not on the start-up path
+
     try:
         proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False)
     except FileNotFoundError as exc:

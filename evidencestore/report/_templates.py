@@ -276,7 +276,7 @@ _CAMPAIGN = """{% extends "base.html" %}{% import "macros.html" as m %}
 <section id="cited"><h2>Runs and comparisons cited</h2>
 {% if cited %}<div class="table-wrap"><table class="wide"><thead><tr><th>cited by</th><th>record</th></tr></thead><tbody>
 {% for d, where, anchor in cited %}<tr id="{{ anchor }}"><td>{{ where }}</td><td>{{ m.digest(d) }}</td></tr>{% endfor %}
-</tbody></table></div><p class="note">Render any of them with <code>evstore report DIGEST -o OUT.html</code>.</p>{% else %}<p class="note">No run or comparison yet.</p>{% endif %}
+</tbody></table></div><p class="note">Render any of them with <code>evstore report DIGEST -o OUT.html</code>.</p>{% elif related %}<p class="note">Every run and comparison record is cited, by digest, in the records above.</p>{% else %}<p class="note">No run or comparison yet.</p>{% endif %}
 </section>
 {% endblock %}
 """

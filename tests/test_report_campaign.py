@@ -162,3 +162,101 @@ def test_campaign_status_records_in_browser(tmp_path: Path) -> None:
     assert facts["plots"] == [{"intervals": "1"}]
     assert "1.420\u00d7 [1.300, 1.550] (95%), n = 6 baseline / 3 candidate" in text
     assert "4.400, 4.500, 4.600" in text  # each run's measured values, cited by digest
+
+
+PROTOCOL = """\
+name = "h3"
+
+[timing]
+min_runs = 2
+confidence = 0.95
+
+[quality]
+non_repeatable_baseline = "inconclusive"
+
+[[condition]]
+name = "1s"
+workload = "workloads/1s.toml"
+
+[[arm]]
+name = "baseline"
+baseline = true
+runs = 2
+
+[[arm]]
+name = "rank-local"
+runs = 1
+"""
+
+WORKLOAD = """\
+[endpoint]
+kind = "videos-sync"
+path = "/v1/videos/sync"
+
+[run]
+warmup = 1
+measured = 2
+timeout = 60
+
+[audio]
+sample_rate = 48000
+channels = 2
+
+[[request]]
+prompt = "a red fox running through snow"
+size = "64x64"
+seconds = 1
+fps = 10
+seed = 42
+"""
+
+
+@needs_chromium
+def test_report_of_a_campaign_run_against_the_reference_server(tmp_path: Path) -> None:
+    status_mod = pytest.importorskip("evidencestore.campaign.status", reason="issue 11 absent")
+    protocol_mod = pytest.importorskip("evidencestore.campaign.protocol")
+    runner = pytest.importorskip("evidencestore.runs.runner", reason="issue 10 absent")
+    video_server = pytest.importorskip("evidencestore.testing.video_server")
+    from evhelpers import init_repo
+    from remotes_support import run
+
+    root = init_repo(tmp_path / "repo")
+    assert run("init", "--root", str(root))[0] == 0
+    src = tmp_path / "protocol"
+    (src / "workloads").mkdir(parents=True)
+    (src / "protocol.toml").write_text(PROTOCOL)
+    (src / "workloads" / "1s.toml").write_text(WORKLOAD)
+    campaign = protocol_mod.init_campaign(root, "h3", src / "protocol.toml")
+    with video_server.serve_video() as server:
+        for name, arm in (("b-1", "baseline"), ("b-2", "baseline"), ("c-1", "rank-local")):
+            runner.run_workload(
+                root, src / "workloads" / "1s.toml", arm=arm, server=server.url, name=name,
+                campaign="h3", protocol_digest=campaign.digest, condition="1s",
+            )  # fmt: skip
+    evaluation = status_mod.evaluate(root, campaign)
+    out = tmp_path / "h3.html"
+    code, stdout, err = run("report", "h3", "-o", str(out), "--root", str(root))
+    assert code == 0, err
+    assert stdout.startswith("campaign report of blake3:")
+    html = out.read_text()
+    from evidencestore._canonical import canonical
+
+    records = [
+        evaluation.status,
+        *evaluation.repeatability.values(),
+        *evaluation.adjudications.values(),
+        *evaluation.claims.values(),
+    ]
+    result = open_page(out)
+    assert_clean_page(
+        result, evaluation.status.verdict, b"".join(canonical(r) for r in records), html
+    )
+    facts = result.facts
+    assert len(facts["ids"]) == len(set(facts["ids"]))
+    assert {"cell-1s-baseline", "cell-1s-rank-local"} <= set(facts["ids"])
+    for sentence in evaluation.status.remaining:
+        assert sentence in facts["text"]
+    assert campaign.digest in facts["digests"]
+    for claim in evaluation.claims.values():
+        for value in claim.runs:  # every run a claim used, with its digest and an anchor
+            assert "d-" + value.digest.removeprefix("blake3:")[:16] in facts["ids"]

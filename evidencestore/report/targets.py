@@ -2,7 +2,8 @@
 
 A TARGET is a record file, a record's digest in the store, a bundle name (the run, the
 campaign status or the one comparison record it holds), ``BUNDLE:PATH`` (one entry of a
-bundle), or a campaign name. Records are read from the working tree or the repository
+bundle), or a campaign's protocol bundle (its status is evaluated from the runs
+registered now, with every record it was computed from). Records are read from the working tree or the repository
 store, always verified against the digest that names them, and the page names that digest.
 The record's kind decides the page: ``kind`` (comparison records) or ``metadata.kind``.
 """
@@ -154,6 +155,8 @@ def _bundle(root: Path, name: str, path: str | None) -> Rendered:
     from ..inventory import load_registration, registration_path
 
     reg = load_registration(registration_path(root, name))
+    if path is None and reg.manifest.metadata.annotations.get("kind") == "campaign-protocol":
+        return render_campaign(root, name)
     context = {f"bundle {name}": reg.digest}
     entries = reg.manifest.entries
     if path is not None:
@@ -175,6 +178,33 @@ def _bundle(root: Path, name: str, path: str | None) -> Rendered:
     context[f"entry {name}:{entry.path}"] = entry.descriptor.digest
     data = _entry_bytes(root, name, entry)
     return render_record_bytes(data, source=f"{name}:{entry.path}", root=root, context=context)
+
+
+def render_campaign(root: str | os.PathLike[str], name: str) -> Rendered:
+    """Evaluate the campaign registered as bundle ``name`` (its status and every record it
+    was computed from, from the runs registered now) and render its page."""
+    from .._canonical import canonical
+    from ..campaign.protocol import load_campaign
+    from ..campaign.status import evaluate
+    from ..digest import hash_bytes
+    from .campaign import render_campaign_status_html
+
+    campaign = load_campaign(root, name)
+    evaluation = evaluate(root, campaign)
+    records = [
+        *evaluation.repeatability.values(),
+        *evaluation.adjudications.values(),
+        *evaluation.claims.values(),
+    ]
+    context = {
+        f"bundle {name}": campaign.registration.digest,
+        f"protocol {name}:protocol.toml": campaign.digest,
+    }
+    digest = hash_bytes(canonical(evaluation.status)).digest
+    html = render_campaign_status_html(
+        evaluation.status, record_digest=digest, context=context, name=name, records=records
+    )
+    return Rendered(html, "campaign", digest, context)
 
 
 def render_report(root: str | os.PathLike[str] | None, target: str) -> Rendered:

@@ -5,7 +5,11 @@ with `--require-available` where there are store entries), and the same files li
 a checkfile for `b3sum --check`. Both run as processes, interleaved, page cache warm;
 ratio = b3sum time / evstore time (> 1: evstore is faster). T4 is also measured at
 500, 1,000, 2,000 and 4,000 bundles, and the per-bundle overhead is the slope of a
-least-squares fit. Run: ``python -m benches.bench_verify [--quick]``.
+least-squares fit. Run: ``python -m benches.bench_verify [--quick] [--only T3,T4]
+[--against DIR]``; ``--against`` also times the ``evidencestore`` package found in DIR
+(e.g. ``git archive OLD evidencestore | tar -x -C DIR``) in the same run, interleaved,
+for before/after figures under the same load. Bytecode caching is switched on for the
+timed commands (``PYTHONDONTWRITEBYTECODE`` would compile every module on every run).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ._util import EVSTORE, interleaved, run_quiet, table
@@ -85,8 +90,41 @@ def _tree(work: Path, label: str, bundles: int, files: int, size: int, external:
     return root, check
 
 
+def _option(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def _cases(
+    flags: list[str], root: Path, check: Path, against: str | None
+) -> dict[str, Callable[[], None]]:
+    cases: dict[str, Callable[[], None]] = {
+        "evstore": lambda: run_quiet([*EVSTORE, "verify", *flags, "--root", str(root)]),
+        "b3sum": lambda: run_quiet([B3SUM or "b3sum", "--check", str(check)]),
+    }
+    if against:
+        env = {**os.environ, "PYTHONPATH": against}
+        cases["before"] = lambda: _run_env([*EVSTORE, "verify", *flags, "--root", str(root)], env)
+    return cases
+
+
+def _run_env(cmd: list[str], env: dict[str, str]) -> None:
+    # run from the other tree: ``-m`` puts the working directory first on sys.path
+    subprocess.run(
+        cmd,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=env["PYTHONPATH"],
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
-    quick = "--quick" in (argv or [])
+    argv = argv or []
+    quick = "--quick" in argv
+    only = _option(argv, "--only")
+    against = _option(argv, "--against")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if B3SUM is None:
         sys.exit("bench_verify needs b3sum (apt-get install b3sum)")
     repeats = 3 if quick else 7
@@ -97,76 +135,81 @@ def main(argv: list[str] | None = None) -> None:
         "T4 2,000 bundles x 5 x 2 KiB": (2000 // (4 if quick else 1), 5, 2048, False),
         "T5 200 x 10 MiB store entries": (1, 200 // (4 if quick else 1), 10 << 20, True),
     }
+    wanted = set(only.split(",")) if only else None
+    before = ["before", "before ratio"] if against else []
     rows = []
+    scale: list[tuple[int, float, float, float | None]] = []
     with tempfile.TemporaryDirectory(prefix="evstore-bench-verify-") as tmp:
         work = Path(tmp)
         for label, (bundles, files, size, external) in trees.items():
             key = label.split()[0]
+            if wanted is not None and key not in wanted:
+                continue
             root, check = _tree(work, key, bundles, files, size, external)
             flags = ["--require-available"] if external else []
-            cases = {
-                "evstore": lambda r=root, f=flags: run_quiet(
-                    [*EVSTORE, "verify", *f, "--root", str(r)]
-                ),
-                "b3sum": lambda c=check: run_quiet([B3SUM, "--check", str(c)]),
-            }
-            t = interleaved(cases, repeats)
-            rows.append(
-                [
-                    label,
-                    f"{t['evstore']:.3f}",
-                    f"{t['b3sum']:.3f}",
-                    f"{t['b3sum'] / t['evstore']:.2f}x",
-                ]
-            )
+            t = interleaved(_cases(flags, root, check, against), repeats)
+            row = [
+                label,
+                f"{t['evstore']:.3f}",
+                f"{t['b3sum']:.3f}",
+                f"{t['b3sum'] / t['evstore']:.2f}x",
+            ]
+            if against:
+                row += [f"{t['before']:.3f}", f"{t['b3sum'] / t['before']:.2f}x"]
+            rows.append(row)
             shutil.rmtree(root)
-        empty = _repo(work / "empty")
-        t = interleaved(
-            {
+        if wanted is None or "empty" in wanted:
+            empty = _repo(work / "empty")
+            cases: dict[str, Callable[[], None]] = {
                 "empty": lambda: run_quiet([*EVSTORE, "verify", "--root", str(empty)]),
                 "python": lambda: run_quiet([sys.executable, "-c", "pass"]),
-            },
-            repeats,
-        )
-        rows.append(
-            ["empty repository", f"{t['empty']:.3f}", "-", f"python alone {t['python']:.3f}"]
-        )
-        scale = []
+            }
+            if against:
+                env = {**os.environ, "PYTHONPATH": against}
+                cases["before"] = lambda: _run_env([*EVSTORE, "verify", "--root", str(empty)], env)
+            t = interleaved(cases, repeats)
+            row = ["empty repository", f"{t['empty']:.3f}", "-", f"python alone {t['python']:.3f}"]
+            if against:
+                row += [f"{t['before']:.3f}", "-"]
+            rows.append(row)
         counts = (125, 250, 500) if quick else (500, 1000, 2000, 4000)
-        for n in counts:
+        for n in counts if wanted is None or "scale" in wanted else ():
             root, check = _tree(work, f"S{n}", n, 5, 2048, False)
-            t = interleaved(
-                {
-                    "evstore": lambda r=root: run_quiet([*EVSTORE, "verify", "--root", str(r)]),
-                    "b3sum": lambda c=check: run_quiet([B3SUM, "--check", str(c)]),
-                },
-                repeats,
-            )
-            scale.append((n, t["evstore"], t["b3sum"]))
+            t = interleaved(_cases([], root, check, against), repeats)
+            scale.append((n, t["evstore"], t["b3sum"], t.get("before")))
             shutil.rmtree(root)
     print(
         table(
             "evstore verify vs b3sum --check (medians, s)",
-            ["tree", "evstore", "b3sum", "ratio"],
+            ["tree", "evstore", "b3sum", "ratio", *before],
             rows,
         )
     )
+    if not scale:
+        return
 
     def slope(points: list[tuple[int, float]]) -> float:
         mx = sum(x for x, _ in points) / len(points)
         my = sum(y for _, y in points) / len(points)
         return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
 
-    ours = slope([(n, e) for n, e, _ in scale])
-    theirs = slope([(n, b) for n, _, b in scale])
+    ours = slope([(n, e) for n, e, _, _ in scale])
+    theirs = slope([(n, b) for n, _, b, _ in scale])
     print(
         table(
             "T4 scaling (5 files of 2 KiB per bundle)",
-            ["bundles", "evstore", "b3sum"],
-            [[n, f"{e:.3f}", f"{b:.3f}"] for n, e, b in scale],
+            ["bundles", "evstore", "b3sum", *before[:1]],
+            [
+                [n, f"{e:.3f}", f"{b:.3f}", *([f"{o:.3f}"] if o is not None else [])]
+                for n, e, b, o in scale
+            ],
         )
     )
-    print(f"per-bundle cost: evstore {ours * 1e6:.0f} us, b3sum {theirs * 1e6:.0f} us\n")
+    line = f"per-bundle cost: evstore {ours * 1e6:.0f} us, b3sum {theirs * 1e6:.0f} us"
+    if against:
+        old = slope([(n, o or 0.0) for n, _, _, o in scale])
+        line += f", before {old * 1e6:.0f} us"
+    print(line + "\n")
 
 
 if __name__ == "__main__":

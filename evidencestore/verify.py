@@ -99,14 +99,31 @@ def _path_findings(reg: Registration, name: str) -> list[Finding]:
     return out
 
 
+def _cannot_collide(paths: list[str]) -> bool:
+    """True when no two of ``paths`` (nor their directories, nor the registration) can
+    fold together: ASCII names fold by ``lower()`` alone, so distinct names whose lower
+    case is distinct too are safe. Otherwise :func:`name_collisions` decides."""
+    joined = "\n".join(paths)
+    if not joined.isascii():
+        return False
+    if joined == joined.lower():
+        return True  # lower-case ASCII names fold to themselves
+    names = set(paths)
+    names.add(REGISTRATION_NAME)
+    for path in paths:
+        parent = path.rpartition("/")[0]
+        while parent and parent not in names:
+            names.add(parent)
+            parent = parent.rpartition("/")[0]
+    return len({n.lower() for n in names}) == len(names)
+
+
 def _tree_findings(reg: Registration, name: str) -> list[Finding]:
     """Name collisions, Merkle root and bundle digest."""
     m = reg.manifest
     out: list[Finding] = []
     paths = [e.path for e in m.entries]
-    joined = "\n".join(paths)
-    # Lower-case ASCII names fold to themselves: no two of them can collide.
-    if not (joined.isascii() and joined == joined.lower()):
+    if not _cannot_collide(paths):
         for c in name_collisions(paths, reserved=[REGISTRATION_NAME]):
             out.append(_err("name-collision", f"entry names {c.reason}", name, c.second))
     root = entries_root(m.entries)

@@ -59,7 +59,9 @@ def _checkfile(root: Path, files: list[Path], out: Path) -> None:
     out.write_text(done.stdout)
 
 
-def _tree(work: Path, label: str, bundles: int, files: int, size: int, external: bool) -> tuple:
+def _tree(
+    work: Path, label: str, bundles: int, files: int, size: int, external: bool
+) -> tuple[Path, Path]:
     root = _repo(work / label)
     src = work / f"{label}-src"
     hashed: list[Path] = []

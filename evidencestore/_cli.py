@@ -106,6 +106,7 @@ _COMMAND_GROUP = {
     "media": "_cli_media",
     "lpips": "_cli_lpips",
     "run": "_cli_run",
+    "campaign": "_cli_campaign",
     **dict.fromkeys(("report", "attest"), "_cli_report"),
 }
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -209,6 +208,10 @@ def _read_toml(path: Path) -> dict[str, Any] | None:
         return None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    if not raw.replace(b"\r\n", b"").strip(b" \t\n"):
+        return {}  # what ``evstore init`` writes: nothing to parse, no tomllib to import
+    import tomllib  # not at module level: verify of a default repository never needs it
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except RecursionError:
@@ -307,6 +310,8 @@ def parse_option(text: str) -> tuple[list[str], Any]:
         raise ConfigError(f"option {text!r}: expected KEY=VALUE")
     parts = [p.strip() for p in parts]
     value: Any
+    import tomllib
+
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypeVar
 
+from . import _steps
 from .digest import hash_bytes, hash_file
 from .errors import (
     BlobNotFoundError,
@@ -27,7 +28,7 @@ from .errors import (
     StorageError,
 )
 from .storage import BlobStore, LocalBlobStore
-from .storage._fsspec import FsspecBlobStore
+from .storage._base import SupportsIncoming
 
 __all__ = [
     "DEFAULT_MAX_UNREGISTERED",
@@ -51,34 +52,6 @@ STREAM_THRESHOLD = 64 << 20
 # ``max_unregistered_size``): its only bound is otherwise what the server claims.
 DEFAULT_MAX_UNREGISTERED = 256 << 20
 DEFAULT_JOBS = 16
-
-# Test-only: ``EVSTORE_TEST_STALL=<point>:<n>:<marker file>`` makes the n-th arrival
-# at ``point`` create the marker file and hang (and every later arrival hang too), so a
-# test can kill the process there.
-_STALL_ENV = "EVSTORE_TEST_STALL"
-_stall_lock = threading.Lock()
-_stall_counts: dict[str, int] = {}
-
-
-def test_hook(point: str) -> None:
-    """Stall here forever when the test-only environment variable asks for it."""
-    spec = os.environ.get(_STALL_ENV)
-    if not spec:
-        return
-    want, _, rest = spec.partition(":")
-    count, _, marker = rest.partition(":")
-    if want != point:
-        return
-    with _stall_lock:
-        _stall_counts[point] = _stall_counts.get(point, 0) + 1
-        arrival = _stall_counts[point]
-    # From the n-th arrival on every worker holds, so the state at the kill is bounded.
-    if arrival >= int(count or 1):
-        if arrival == int(count or 1):
-            with open(marker, "w") as fh:
-                fh.write(str(os.getpid()))
-        while True:
-            time.sleep(3600)
 
 
 class Source:
@@ -146,10 +119,9 @@ class _LocalStoreError(StorageError):
     remote is tried."""
 
 
-def _local_failure(cache: BlobStore, digest: str, exc: OSError) -> _LocalStoreError:
-    return _LocalStoreError(
-        f"local store ({cache.location}): {digest}: cannot write: {exc.strerror or exc}"
-    )
+def _local_failure(cache: BlobStore, digest: str, exc: Exception) -> _LocalStoreError:
+    reason = getattr(exc, "strerror", None) or exc
+    return _LocalStoreError(f"local store ({cache.location}): {digest}: cannot write: {reason}")
 
 
 @dataclass
@@ -293,10 +265,7 @@ def _item_name(item: object) -> str:
 
 def sizes_of(store: BlobStore, digests: Iterable[str]) -> dict[str, int | None]:
     """Return each digest's stored size (None when absent), batched where possible."""
-    wanted = sorted(set(digests))
-    if isinstance(store, FsspecBlobStore):
-        return store.sizes(wanted)
-    return {d: store.size(d) for d in wanted}
+    return store.sizes(sorted(set(digests)))
 
 
 # -- downloads ---------------------------------------------------------------------
@@ -304,10 +273,7 @@ def _read_raw(store: BlobStore, digest: str, limit: int | None = None) -> bytes:
     """Read a blob's stored bytes, at most ``limit`` of them when given (so an object
     bigger than expected cannot exhaust memory: one byte past the expected size is
     enough to refuse it)."""
-    if isinstance(store, FsspecBlobStore):
-        return store.read_bytes(digest, limit=limit)
-    with store._open_raw(digest) as fh:
-        return fh.read() if limit is None else fh.read(limit)
+    return store.read_bytes(digest, limit=limit)
 
 
 def check_bytes(source: Source, digest: str, size: int | None, data: bytes | memoryview) -> None:
@@ -328,19 +294,23 @@ def check_bytes(source: Source, digest: str, size: int | None, data: bytes | mem
 
 
 def _publish_bytes(cache: BlobStore, digest: str, data: bytes) -> None:
-    """Store already-verified bytes in the cache atomically."""
-    if not isinstance(cache, LocalBlobStore):
+    """Store already-verified bytes in the cache atomically.
+
+    Fetched copies are not fsynced one by one: they can be fetched again, and a copy
+    torn by a power loss fails the size or hash check of the next read, which the
+    read-through store and ``pull`` answer by fetching it again.
+    """
+    if not isinstance(cache, SupportsIncoming):
         cache.put(data, expected=digest)
         return
-    final = cache.path_of(digest)
     tmp: Path | None = None
     try:
-        tmp = cache._tmp_in(final)
+        tmp = cache.incoming_path()
         with open(tmp, "xb") as fh:
             fh.write(data)
-        test_hook("fetch-written")
-        _link_into_place(cache, tmp, final, digest)
-    except OSError as exc:
+        _steps.reached("fetch-written")
+        cache.adopt(tmp, digest, len(data), durable=False)
+    except (OSError, StorageError) as exc:
         raise _local_failure(cache, digest, exc) from exc
     finally:
         if tmp is not None:
@@ -348,51 +318,20 @@ def _publish_bytes(cache: BlobStore, digest: str, data: bytes) -> None:
                 os.unlink(tmp)
 
 
-def _link_into_place(cache: LocalBlobStore, tmp: Path, final: Path, digest: str) -> None:
-    """Publish a verified temporary under its final name (create-only, atomic).
-
-    Fetched copies are not fsynced one by one: they can be fetched again, and a copy
-    torn by a power loss fails the size or hash check of the next read, which the
-    read-through store and ``pull`` answer by fetching it again.
-    """
-    os.chmod(tmp, 0o444)
-    try:
-        os.link(tmp, final)
-    except FileExistsError:
-        if cache.size(digest) != os.stat(tmp).st_size or not _intact(cache, digest):
-            os.replace(tmp, final)
-    except OSError:  # filesystems without hard links: rename is atomic too
-        os.replace(tmp, final)
-
-
-def _intact(cache: LocalBlobStore, digest: str) -> bool:
-    try:
-        cache.verify(digest)
-    except (IntegrityError, BlobNotFoundError):
-        return False
-    return True
-
-
-def _download_streamed(source: Source, cache: LocalBlobStore, digest: str, size: int) -> None:
-    final = cache.path_of(digest)
+def _download_streamed(source: Source, cache: BlobStore, digest: str, size: int) -> None:
+    if not isinstance(cache, SupportsIncoming):
+        raise TypeError(f"{cache!r} cannot take streamed downloads")
     tmp: Path | None = None
     try:
         try:
-            tmp = cache._tmp_in(final)
+            tmp = cache.incoming_path()
             with open(tmp, "xb"):
                 pass
-        except OSError as exc:
+        except (OSError, StorageError) as exc:
             raise _local_failure(cache, digest, exc) from exc
         with _inflight_lock:
             _inflight.add(tmp)
-        if isinstance(source.store, FsspecBlobStore):
-            source.store.download_to(digest, str(tmp), limit=size + 1)
-        else:
-            with source.store._open_raw(digest) as src, open(tmp, "wb") as dst:
-                written = 0
-                while written <= size and (chunk := src.read(min(8 << 20, size + 1 - written))):
-                    dst.write(chunk)
-                    written += len(chunk)
+        source.store.download_to(digest, str(tmp), limit=size + 1)
         observed_size = os.stat(tmp).st_size
         if observed_size > size:
             raise IntegrityError(
@@ -408,10 +347,10 @@ def _download_streamed(source: Source, cache: LocalBlobStore, digest: str, size:
                 f"{source.label}: {digest}: content hashes to {observed} ({size} bytes), "
                 f"expected {digest}; refused"
             )
-        test_hook("fetch-written")
+        _steps.reached("fetch-written")
         try:
-            _link_into_place(cache, tmp, final, digest)
-        except OSError as exc:
+            cache.adopt(tmp, digest, size, durable=False)
+        except (OSError, StorageError) as exc:
             raise _local_failure(cache, digest, exc) from exc
     finally:
         if tmp is not None:
@@ -460,7 +399,7 @@ def download(
                         "evstore.toml to fetch it)"
                     )
                 expected = stored
-            if expected > STREAM_THRESHOLD and isinstance(cache, LocalBlobStore):
+            if expected > STREAM_THRESHOLD and isinstance(cache, SupportsIncoming):
                 _download_streamed(source, cache, digest, expected)
             else:
                 data = _read_raw(source.store, digest, limit=expected + 1) if expected else b""
@@ -519,25 +458,15 @@ def upload(
     except IntegrityError as exc:
         raise IntegrityError(f"refusing to push a corrupt blob: {exc}") from None
     try:
-        store = remote.store
-        if isinstance(store, FsspecBlobStore):
-            if size <= STREAM_THRESHOLD:
-                store._write(digest, data)
-            else:
-                store.upload_file(digest, str(path), size, on_bytes=on_bytes)
-        elif size <= STREAM_THRESHOLD:
-            store.put(data, expected=digest)
+        # The blob is known to be missing there and was just verified: no second check.
+        if size <= STREAM_THRESHOLD:
+            remote.store.write_verified(digest, data)
         else:
-            stored = store.put_file(path)
-            if stored.digest != digest or stored.size != size:
-                raise IntegrityError(
-                    f"{remote.label}: {digest}: the local file changed while being uploaded "
-                    f"(now {stored.digest}, {stored.size} bytes)"
-                )
+            remote.store.upload_file(digest, str(path), size, on_bytes=on_bytes)
     except (StorageError, OSError) as exc:
         detail = exc.strerror or exc if isinstance(exc, OSError) else exc
         text = str(detail)
         if text.startswith(remote.label):  # already says where
             text = text[len(remote.label) :].lstrip(": ")
         raise StorageError(f"{remote.label}: {digest}: cannot upload: {text}") from exc
-    test_hook("push-uploaded")
+    _steps.reached("push-uploaded")

@@ -1,5 +1,5 @@
 """Interrupted transfers: a real ``python -m evidencestore`` process is killed midway
-(held at a test-only hook, then SIGKILLed); a rerun completes and every blob verifies."""
+(held at a named interleaving point, then SIGKILLed); a rerun completes and every blob verifies."""
 
 from __future__ import annotations
 
@@ -21,11 +21,47 @@ from evidencestore.testing.s3 import s3_options
 N = 12
 
 
+# The child installs an interleaving-point observer (evidencestore._steps) that holds
+# every worker from the n-th arrival at ``point`` on, after writing the marker file.
+_CHILD = """
+import os, sys, threading, time
+from evidencestore import _steps
+from evidencestore._cli import main
+point, n, marker = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+lock, seen = threading.Lock(), [0]
+def hold(step):
+    if step != point:
+        return
+    with lock:
+        seen[0] += 1
+        arrival = seen[0]
+    if arrival >= n:
+        if arrival == n:
+            with open(marker, "w") as fh:
+                fh.write(str(os.getpid()))
+        while True:
+            time.sleep(3600)
+_steps.set_observer(hold)
+sys.exit(main(sys.argv[4:]))
+"""
+
+
 def _start(root: Path, argv: list[str], stall: str, marker: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "EVSTORE_TEST_STALL": f"{stall}:{marker}"}
+    point, _, count = stall.partition(":")
     return subprocess.Popen(
-        [sys.executable, "-m", "evidencestore", *argv, "--jobs", "2", "--root", str(root)],
-        env=env,
+        [
+            sys.executable,
+            "-c",
+            _CHILD,
+            point,
+            count or "1",
+            str(marker),
+            *argv,
+            "--jobs",
+            "2",
+            "--root",
+            str(root),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

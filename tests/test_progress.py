@@ -10,6 +10,7 @@ import pytest
 from helpers.repos import add_bundle
 
 import evidencestore._transfer as transfer
+from evidencestore import _steps
 from evidencestore._cli import main
 from evidencestore.remotes import pull
 
@@ -36,7 +37,6 @@ def test_a_single_streamed_blob_moves_the_line_before_it_completes(
     root = _repo(tmp_path)
     monkeypatch.setattr(transfer, "STREAM_THRESHOLD", 1024)  # stream the 1 MiB blob
     seen: list[str] = []
-    real_hook = transfer.test_hook
 
     def at(point: str) -> None:
         # Deterministic pause point: every byte is in the temporary, none published yet.
@@ -44,9 +44,8 @@ def test_a_single_streamed_blob_moves_the_line_before_it_completes(
             for bar in list(transfer._active_bars):
                 bar.render()
             seen.append(term.getvalue())
-        real_hook(point)
 
-    monkeypatch.setattr(transfer, "test_hook", at)
+    monkeypatch.setattr(_steps, "_observer", at)
     term = Terminal()
     summary = pull(root, progress=term)
     assert summary.transferred == 1 and summary.bytes == len(BLOB)

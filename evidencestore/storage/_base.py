@@ -5,8 +5,9 @@ from __future__ import annotations
 import io
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from typing import BinaryIO, NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO, NamedTuple, Protocol, runtime_checkable
 
 from blake3 import blake3
 
@@ -21,6 +22,7 @@ __all__ = [
     "QUARANTINE_DIR",
     "BlobInfo",
     "BlobStore",
+    "SupportsIncoming",
     "VerifyingReader",
     "blob_key",
 ]
@@ -110,6 +112,20 @@ class VerifyingReader(io.RawIOBase):
         if not self.closed:
             self._raw.close()
         super().close()
+
+
+@runtime_checkable
+class SupportsIncoming(Protocol):
+    """A store that takes files written next to its blobs and moves them into place
+    (no second copy): streamed downloads and response bodies use it."""
+
+    def incoming_path(self) -> Path:
+        """A fresh temporary name on the blobs' filesystem."""
+
+    def adopt(
+        self, path: str | os.PathLike[str], digest: str, size: int, *, durable: bool = True
+    ) -> None:
+        """Publish a complete file already hashed to ``digest``; create-only."""
 
 
 class BlobStore(ABC):
@@ -260,6 +276,57 @@ class BlobStore(ABC):
     def iter_digests(self) -> Iterator[str]:
         """Yield the digest of every blob present."""
         return self._iter()
+
+    # -- bulk and raw operations (defaults; backends override what they do better) --
+    def sizes(self, digests: Iterable[str]) -> dict[str, int | None]:
+        """Return each digest's stored size (None when absent); batched where possible."""
+        return {d: self._size(d) for d in sorted({parse_digest(x) for x in digests})}
+
+    def read_bytes(self, digest: str, *, limit: int | None = None) -> bytes:
+        """Return a blob's stored bytes *unverified* (the caller verifies), at most
+        ``limit`` of them, so an oversized object cannot exhaust memory."""
+        with self._open_raw(parse_digest(digest)) as fh:
+            return fh.read() if limit is None else fh.read(limit)
+
+    def download_to(self, digest: str, path: str, *, limit: int | None = None) -> None:
+        """Copy a blob's stored bytes *unverified* to a local file, stopping after
+        ``limit`` bytes when given."""
+        with self._open_raw(parse_digest(digest)) as src, open(path, "wb") as dst:
+            written = 0
+            while limit is None or written < limit:
+                step = 8 << 20 if limit is None else min(8 << 20, limit - written)
+                chunk = src.read(step)
+                if not chunk:
+                    break
+                dst.write(chunk)
+                written += len(chunk)
+
+    def write_verified(self, digest: str, data: bytes) -> None:
+        """Store bytes the caller has just checked against ``digest`` (no presence
+        check: for transfers that already know the blob is missing)."""
+        self._check_writable()
+        self._write(parse_digest(digest), bytes(data))
+
+    def upload_file(
+        self,
+        digest: str,
+        path: str,
+        size: int,
+        *,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> None:
+        """Store a local file already hashed to ``digest`` and ``size``; refuses it if it
+        changed meanwhile. ``on_bytes`` hears of progress where the backend reports it."""
+        stored = self.put_file(path)
+        if stored.digest != digest or stored.size != size:
+            raise IntegrityError(
+                f"{path}: changed while being stored (was {digest}, {size} bytes; now "
+                f"{stored.digest}, {stored.size} bytes)"
+            )
+
+    def location_of(self, digest: str) -> str:
+        """Where a blob lives (or would live), for messages."""
+        return f"{self.location}/{blob_key(digest)}"
 
     # -- what gc and concurrent writers need (overridden by backends that can) --
     def iter_blobs(self) -> Iterator[BlobInfo]:

@@ -70,6 +70,9 @@ class LocalBlobStore(BlobStore):
         """Return where a blob lives (or would live)."""
         return self.root / blob_key(digest)
 
+    def location_of(self, digest: str) -> str:
+        return str(self.path_of(digest))
+
     def _exists(self, digest: str) -> bool:
         return self.path_of(digest).is_file()
 
@@ -93,7 +96,7 @@ class LocalBlobStore(BlobStore):
         final.parent.mkdir(parents=True, exist_ok=True)
         return final.parent / f"{_TMP_PREFIX}{final.name[:16]}-{os.getpid()}-{os.urandom(4).hex()}"
 
-    def _publish(self, tmp: Path, final: Path, digest: str) -> None:
+    def _publish(self, tmp: Path, final: Path, digest: str, durable: bool = True) -> None:
         os.chmod(tmp, 0o444)
         try:
             os.link(tmp, final)
@@ -107,7 +110,8 @@ class LocalBlobStore(BlobStore):
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-        _fsync_dir(final.parent)
+        if durable:
+            _fsync_dir(final.parent)
 
     def _write(self, digest: str, data: bytes) -> None:
         final = self.path_of(digest)
@@ -220,10 +224,14 @@ class LocalBlobStore(BlobStore):
             raise StorageError(f"{folder}: cannot create: {exc.strerror}") from exc
         return folder / f"{_TMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}"
 
-    def adopt(self, path: str | os.PathLike[str], digest: str, size: int) -> None:
+    def adopt(
+        self, path: str | os.PathLike[str], digest: str, size: int, *, durable: bool = True
+    ) -> None:
         """Publish a complete file already hashed to ``digest`` and ``size`` (moved into
         place, not copied; create-only). An intact copy already stored is kept and
-        ``path`` removed. ``path`` must be on this store's filesystem."""
+        ``path`` removed. ``path`` must be on this store's filesystem. ``durable=False``
+        skips the fsync, for copies that can be fetched again (a torn copy fails the
+        size or hash check of the next read, which fetches it again)."""
         self._check_writable()
         digest = parse_digest(digest)
         tmp = Path(path)
@@ -231,11 +239,12 @@ class LocalBlobStore(BlobStore):
             if self._present_and_intact(digest, size):
                 os.unlink(tmp)
                 return
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
+            if durable:
+                with open(tmp, "rb") as fh:
+                    os.fsync(fh.fileno())
             final = self.path_of(digest)
             final.parent.mkdir(parents=True, exist_ok=True)
-            self._publish(tmp, final, digest)
+            self._publish(tmp, final, digest, durable)
         except OSError as exc:
             raise StorageError(f"{tmp}: cannot store as {digest}: {exc.strerror}") from exc
 

@@ -124,10 +124,15 @@ def _read_plain(path: str) -> bytes | OSError | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        chunks = []
-        while chunk := os.read(fd, max(st.st_size + 1, 1 << 16)):
-            chunks.append(chunk)
-        return b"".join(chunks)
+        # One read of one byte more than fstat says usually does; a read that comes up
+        # short (interrupted) or long (the file grew) goes on to EOF.
+        last = os.read(fd, st.st_size + 1)
+        chunks, total = [last], len(last)
+        while last and total != st.st_size:
+            last = os.read(fd, 1 << 16)
+            chunks.append(last)
+            total += len(last)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     except OSError as exc:
         return exc
     finally:

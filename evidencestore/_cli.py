@@ -71,6 +71,10 @@ _EXTRAS = {
     "lpips": "lpips",
     "s3fs": "s3",
     "aiohttp": "http",
+    "yaml": "run",
+    "jinja2": "report",
+    "matplotlib": "report",
+    "cryptography": "attest",
 }
 
 

@@ -1,5 +1,242 @@
-"""Campaign record structs (schema source)."""
+"""Campaign structs (schema source): the protocol, and the records computed under it.
+
+The protocol (``protocol.toml``) is read strictly: unknown fields are refused, so a typo
+cannot silently drop a rule. Records (repeatability, adjudication, claim, status) hold
+floats (latencies, ratios, distances); they are evidence files hashed as bytes and bound
+to the digests they were computed from, never hashed structures themselves.
+"""
 
 from __future__ import annotations
 
-SCHEMA_TYPES: dict[str, type] = {}
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
+
+from ..models import DigestStr, Model
+
+__all__ = [
+    "SCHEMA_TYPES",
+    "Adjudication",
+    "ArmSpec",
+    "ArrayComparison",
+    "CellStatus",
+    "Claim",
+    "ConditionSpec",
+    "Exclusion",
+    "OutputComparison",
+    "Protocol",
+    "QualityRule",
+    "Repeatability",
+    "RunValue",
+    "Speedup",
+    "StatusRecord",
+    "TimingRule",
+]
+
+Name = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", description="letters, digits, '.', '_', '-'"
+    ),
+]
+RelPath = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$",
+        description="a relative POSIX path beside protocol.toml",
+    ),
+]
+Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "UNAVAILABLE"]
+ESTIMATOR: Literal["welch-log-t"] = "welch-log-t"
+
+
+class TimingRule(Model, frozen=True, kw_only=True):
+    """How speedups are estimated: the metric, minimum n per arm, confidence, estimator,
+    and the smallest speedup that matters (the interval's low end must reach it)."""
+
+    metric: Literal["e2e"] = "e2e"
+    min_runs: Annotated[int, Meta(ge=2)] = 3
+    confidence: Annotated[float, Meta(gt=0.5, lt=1)] = 0.95
+    estimator: Literal["welch-log-t"] = ESTIMATOR
+    min_speedup: Annotated[float, Meta(gt=0)] | None = None
+
+
+class QualityRule(Model, frozen=True, kw_only=True):
+    """What a baseline that is not bit-exact with itself means for every candidate:
+    ``inconclusive`` (no candidate can PASS) or ``fail`` (every candidate FAILs)."""
+
+    non_repeatable_baseline: Literal["inconclusive", "fail"] = "inconclusive"
+    compare_phases: tuple[Literal["warmup", "measured"], ...] = ("warmup", "measured")
+
+
+class ConditionSpec(Model, frozen=True, kw_only=True):
+    """A condition (``5s``, ``15s``): its workload file, optionally pinned by digest."""
+
+    name: Name
+    workload: RelPath
+    workload_digest: DigestStr | None = None
+
+
+class ArmSpec(Model, frozen=True, kw_only=True):
+    """An arm: baseline or candidate, runs required per condition, configuration files."""
+
+    name: Name
+    baseline: bool = False
+    runs: Annotated[int, Meta(ge=1)] = 1
+    configs: tuple[RelPath, ...] = ()
+
+
+class Protocol(Model, frozen=True, kw_only=True):
+    """``protocol.toml``: conditions, arms, timing and quality rules."""
+
+    name: Name
+    description: str | None = None
+    timing: TimingRule = TimingRule()
+    quality: QualityRule = QualityRule()
+    condition: Annotated[tuple[ConditionSpec, ...], Meta(min_length=1)]
+    arm: Annotated[tuple[ArmSpec, ...], Meta(min_length=2)]
+
+
+class Exclusion(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """A run of the campaign that contributes nothing, and why."""
+
+    run: str
+    code: str
+    message: str
+    condition: str | None = None
+    arm: str | None = None
+
+
+class ArrayComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """Exact comparison of one raw array (dtype, shape, bytes), with distances otherwise."""
+
+    name: str
+    equal: bool
+    dtype: tuple[str, str]
+    shape: tuple[tuple[int, ...], tuple[int, ...]]
+    differing: int | None = None
+    max_abs_diff: float | None = None
+    rms_diff: float | None = None
+    message: str
+
+
+class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One request's output in two runs: verdict, digests compared, distances."""
+
+    key: str
+    verdict: Verdict
+    reference: DigestStr | None
+    candidate: DigestStr | None
+    reasons: tuple[str, ...]
+    record: DigestStr | None = None
+    audio_max_abs_diff: float | None = None
+    video_min_psnr: float | None = None
+    arrays: tuple[ArrayComparison, ...] = ()
+
+
+class Repeatability(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """Baseline run vs baseline run, per request, for one condition."""
+
+    kind: Literal["evidencestore/campaign-repeatability"] = "evidencestore/campaign-repeatability"
+    protocol_digest: DigestStr
+    condition: str
+    runs: tuple[DigestStr, ...]
+    run_names: tuple[str, ...]
+    exact: bool
+    comparisons: tuple[OutputComparison, ...]
+
+
+class Adjudication(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """Candidate vs baseline for one condition and arm, under the protocol's rule."""
+
+    kind: Literal["evidencestore/campaign-adjudication"] = "evidencestore/campaign-adjudication"
+    protocol_digest: DigestStr
+    condition: str
+    arm: str
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    baseline_runs: tuple[DigestStr, ...]
+    candidate_runs: tuple[DigestStr, ...]
+    baseline_repeatable: bool
+    comparisons: tuple[OutputComparison, ...]
+
+
+class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One run's measured end-to-end latencies (seconds), their mean and coefficient of
+    variation (sample sd / mean)."""
+
+    run: str
+    digest: DigestStr
+    arm: str
+    values: tuple[float, ...]
+    mean: float
+    cv: float | None
+
+
+class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """baseline / candidate end-to-end latency, with its confidence interval."""
+
+    ratio: float
+    low: float
+    high: float
+
+
+class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """A speedup claim, or its refusal, citing every run and value it used."""
+
+    kind: Literal["evidencestore/campaign-claim"] = "evidencestore/campaign-claim"
+    protocol_digest: DigestStr
+    condition: str
+    arm: str
+    baseline_arm: str
+    refused: bool
+    reasons: tuple[str, ...]
+    estimator: str = ESTIMATOR
+    confidence: float
+    speedup: Speedup | None = None
+    n_baseline: int = 0
+    n_candidate: int = 0
+    df: float | None = None
+    cv_baseline: float | None = None
+    cv_candidate: float | None = None
+    runs: tuple[RunValue, ...] = ()
+    config_diff: tuple[dict[str, Any], ...] = ()
+    excluded: tuple[Exclusion, ...] = ()
+
+
+class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One condition and arm: runs required / done / failed, verdicts, speedup."""
+
+    condition: str
+    arm: str
+    baseline: bool
+    runs_required: int
+    runs_done: int
+    runs_failed: int
+    failed_runs: tuple[str, ...]
+    repeatability: Literal["exact", "not-exact"] | None
+    lossless: Verdict | None
+    speedup: Speedup | None
+    qualified: bool
+
+
+class StatusRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """``evstore campaign status``: the matrix, the overall verdict, what remains."""
+
+    kind: Literal["evidencestore/campaign-status"] = "evidencestore/campaign-status"
+    campaign: str
+    protocol_digest: DigestStr
+    verdict: Literal["ACCEPTED", "NOT_ACCEPTED"]
+    remaining: tuple[str, ...]
+    cells: tuple[CellStatus, ...]
+    excluded: tuple[Exclusion, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+SCHEMA_TYPES: dict[str, type] = {
+    "campaign-protocol": Protocol,
+    "campaign-repeatability": Repeatability,
+    "campaign-adjudication": Adjudication,
+    "campaign-claim": Claim,
+    "campaign-status": StatusRecord,
+}

@@ -1,0 +1,252 @@
+"""Repeatability (baseline vs baseline) and lossless adjudication (candidate vs baseline).
+
+Outputs are paired by request: workload request index, phase and repetition. Each pair
+is judged with the media comparison (``evidencestore.media``): both outputs checked
+against the expectations derived from their request, then exact equality of decoded
+frames and samples. Byte-identical outputs that the run already found valid are equal
+without decoding again (equal bytes decode to equal content). Raw arrays kept beside an
+output (``requests/<index>/arrays/<file>``) are compared exactly as well
+(``arrays.py``): equal is PASS, a different dtype or shape UNAVAILABLE, different values
+INCONCLUSIVE. A pair's verdict is the worst of its parts (FAIL, UNAVAILABLE,
+INCONCLUSIVE, PASS), and so is a run's.
+
+The baseline is repeatable-exact when every pair of its runs is PASS. A candidate is
+PASS only when every output pair is PASS under a repeatable-exact baseline; under a
+non-repeatable baseline the protocol's declared rule applies (``inconclusive`` or
+``fail``), decided before any result, never PASS. Unequal outputs within perceptual
+thresholds stay INCONCLUSIVE: no threshold is a no-degradation certificate.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import EvidenceStoreError
+from ..inventory import EVIDENCE_DIR
+from ..models import Descriptor
+from ..runs import expectations_for, load_workload
+from ..storage import BlobStore
+from .arrays import ARRAY_SUFFIXES, compare_array_files
+from .members import Member
+from .models import Adjudication, ArrayComparison, OutputComparison, Repeatability, Verdict
+from .protocol import Campaign
+
+__all__ = ["adjudicate", "compare_runs", "repeatability", "worst"]
+
+_ORDER: dict[str, int] = {"PASS": 0, "INCONCLUSIVE": 1, "UNAVAILABLE": 2, "FAIL": 3}
+
+
+def worst(verdicts: Sequence[Verdict]) -> Verdict:
+    """The worst verdict (FAIL > UNAVAILABLE > INCONCLUSIVE > PASS); PASS for none."""
+    return max(verdicts, key=lambda v: _ORDER[v], default="PASS")
+
+
+@dataclass(frozen=True)
+class _Output:
+    body: Descriptor | None
+    valid: bool
+    problem: str | None
+    request: int
+    arrays: dict[str, Descriptor]
+
+
+def _outputs(member: Member, phases: Sequence[str]) -> dict[str, _Output]:
+    entries = {e.path: e.descriptor for e in member.registration.manifest.entries}
+    out: dict[str, _Output] = {}
+    for r in member.record.requests:
+        if r.phase not in phases:
+            continue
+        prefix = f"requests/{r.index:05d}/arrays/"
+        arrays = {
+            p[len(prefix) :]: d
+            for p, d in entries.items()
+            if p.startswith(prefix) and p.endswith(ARRAY_SUFFIXES)
+        }
+        problem = None if r.failure is None else f"{r.failure}: {r.message or 'failed'}"
+        key = f"request {r.request} {r.phase} #{r.repetition}"
+        out[key] = _Output(r.body, r.failure is None, problem, r.request, arrays)
+    return out
+
+
+def _array_verdict(c: ArrayComparison) -> Verdict:
+    if c.equal:
+        return "PASS"
+    return "INCONCLUSIVE" if c.differing is not None else "UNAVAILABLE"
+
+
+def _pair(
+    root: Path,
+    store: BlobStore,
+    key: str,
+    ref_name: str,
+    cand_name: str,
+    a: _Output | None,
+    b: _Output | None,
+    workload_path: Path | None,
+) -> OutputComparison:
+    from ..media.comparison import compare
+    from ..media.store import store_record
+
+    ref_digest = a.body.digest if a and a.body else None
+    cand_digest = b.body.digest if b and b.body else None
+    if a is None or b is None:
+        missing = ref_name if a is None else cand_name
+        return OutputComparison(
+            key=key, verdict="FAIL", reference=ref_digest, candidate=cand_digest,
+            reasons=(f"{key}: run {missing!r} has no such request",),
+        )  # fmt: skip
+    if not (a.valid and b.valid and a.body and b.body):
+        reasons = [
+            f"{name}: {key}: {o.problem or 'no output'}"
+            for name, o in ((ref_name, a), (cand_name, b))
+            if not (o.valid and o.body)
+        ]
+        return OutputComparison(
+            key=key, verdict="FAIL", reference=ref_digest, candidate=cand_digest,
+            reasons=tuple(reasons),
+        )  # fmt: skip
+    arrays: list[ArrayComparison] = []
+    for name in sorted(set(a.arrays) | set(b.arrays)):
+        da, db = a.arrays.get(name), b.arrays.get(name)
+        if da is None or db is None:
+            arrays.append(
+                ArrayComparison(
+                    name=name, equal=False, dtype=("", ""), shape=((), ()),
+                    message=f"{name}: kept by {ref_name if db is None else cand_name} only",
+                )
+            )  # fmt: skip
+            continue
+        arrays += compare_array_files(
+            name, store.get(da.digest, da.size), store.get(db.digest, db.size)
+        )
+    array_verdicts = [_array_verdict(c) for c in arrays]
+    array_reasons = tuple(c.message for c in arrays if not c.equal)
+    if a.body.digest == b.body.digest:
+        verdict = worst(["PASS", *array_verdicts])
+        return OutputComparison(
+            key=key, verdict=verdict, reference=ref_digest, candidate=cand_digest,
+            reasons=("byte-identical outputs, both valid against the request", *array_reasons),
+            arrays=tuple(arrays),
+        )  # fmt: skip
+    expectations = None
+    if workload_path is not None:
+        expectations = expectations_for(load_workload(workload_path).workload, a.request)
+    try:
+        record = compare(a.body.digest, b.body.digest, expectations, root=root)
+    except EvidenceStoreError as exc:
+        return OutputComparison(
+            key=key, verdict="UNAVAILABLE", reference=ref_digest, candidate=cand_digest,
+            reasons=(f"{key}: cannot be compared: {exc}",),
+        )  # fmt: skip
+    desc = store_record(record, store)
+    metrics = record.metrics
+    return OutputComparison(
+        key=key,
+        verdict=worst([record.verdict, *array_verdicts]),
+        reference=ref_digest,
+        candidate=cand_digest,
+        reasons=tuple(record.reasons) + array_reasons,
+        record=desc.digest,
+        audio_max_abs_diff=metrics.audio.max_abs_diff if metrics and metrics.audio else None,
+        video_min_psnr=metrics.video.min_psnr if metrics and metrics.video else None,
+        arrays=tuple(arrays),
+    )
+
+
+def compare_runs(
+    root: str | os.PathLike[str],
+    store: BlobStore,
+    campaign: Campaign,
+    reference: Member,
+    candidate: Member,
+    workload_path: Path | None = None,
+) -> list[OutputComparison]:
+    """Every output pair of two runs of one condition, judged (see module doc)."""
+    phases = campaign.protocol.quality.compare_phases
+    a, b = _outputs(reference, phases), _outputs(candidate, phases)
+    return [
+        _pair(Path(root), store, k, reference.name, candidate.name, a.get(k), b.get(k),
+              workload_path)
+        for k in sorted(set(a) | set(b))
+    ]  # fmt: skip
+
+
+def _workload_file(root: Path, campaign: Campaign, condition: str) -> Path:
+    cond = next(c for c in campaign.protocol.condition if c.name == condition)
+    return root / EVIDENCE_DIR / campaign.name / cond.workload
+
+
+def repeatability(
+    root: str | os.PathLike[str],
+    store: BlobStore,
+    campaign: Campaign,
+    condition: str,
+    baseline_runs: Sequence[Member],
+) -> Repeatability | None:
+    """Baseline runs compared with the first of them; None with fewer than two complete."""
+    runs = [m for m in baseline_runs if m.complete]
+    if len(runs) < 2:
+        return None
+    wl = _workload_file(Path(root), campaign, condition)
+    comparisons = [
+        c for other in runs[1:] for c in compare_runs(root, store, campaign, runs[0], other, wl)
+    ]
+    return Repeatability(
+        protocol_digest=campaign.digest,
+        condition=condition,
+        runs=tuple(m.digest for m in runs),
+        run_names=tuple(m.name for m in runs),
+        exact=all(c.verdict == "PASS" for c in comparisons),
+        comparisons=tuple(comparisons),
+    )
+
+
+def adjudicate(
+    root: str | os.PathLike[str],
+    store: BlobStore,
+    campaign: Campaign,
+    condition: str,
+    arm: str,
+    repeat: Repeatability,
+    baseline_runs: Sequence[Member],
+    candidate_runs: Sequence[Member],
+) -> Adjudication | None:
+    """A candidate arm's verdict for one condition; None when it has no output to judge."""
+    reference = next(m for m in baseline_runs if m.complete and m.digest == repeat.runs[0])
+    judged = [m for m in candidate_runs if m.record.outcome != "failed-before-inference"]
+    if not judged:
+        return None
+    wl = _workload_file(Path(root), campaign, condition)
+    comparisons = [c for m in judged for c in compare_runs(root, store, campaign, reference, m, wl)]
+    verdict = worst([c.verdict for c in comparisons])
+    reasons = [r for c in comparisons if c.verdict != "PASS" for r in c.reasons[:1]]
+    if verdict == "PASS":
+        reasons.append(
+            f"every output of {len(judged)} run(s) valid and exactly equal to baseline "
+            f"run {reference.name!r}"
+        )
+    if not repeat.exact:
+        rule = campaign.protocol.quality.non_repeatable_baseline
+        reasons.insert(
+            0,
+            f"the baseline is not repeatable-exact at {condition}; the protocol declares "
+            f"non_repeatable_baseline = {rule!r}",
+        )
+        if rule == "fail":
+            verdict = "FAIL"
+        elif verdict == "PASS":
+            verdict = "INCONCLUSIVE"
+    return Adjudication(
+        protocol_digest=campaign.digest,
+        condition=condition,
+        arm=arm,
+        verdict=verdict,
+        reasons=tuple(reasons),
+        baseline_runs=repeat.runs,
+        candidate_runs=tuple(m.digest for m in judged),
+        baseline_repeatable=repeat.exact,
+        comparisons=tuple(comparisons),
+    )

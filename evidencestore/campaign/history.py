@@ -1,0 +1,100 @@
+"""Frozen before results, from git history.
+
+A campaign's protocol is frozen before a run when the commit that added the protocol's
+registration (``evidence/<campaign>/bundle.json``, the oldest commit adding it, found with
+``git log --diff-filter=A``) is a strict ancestor of the commit that added the run's
+registration (``git merge-base --is-ancestor``, and not the same commit). History is read
+from ``HEAD``; a registration that no commit of ``HEAD`` added is *uncommitted* and
+proves nothing yet. Plain ``git`` is run; no library.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..gitrefs import git, is_git_repository
+from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME
+
+__all__ = ["HistoryCheck", "added_in", "check_history", "is_strict_ancestor"]
+
+
+def added_in(root: Path, bundle: str) -> str | None:
+    """The oldest commit of ``HEAD`` that added bundle ``bundle``'s registration."""
+    path = f"{EVIDENCE_DIR}/{bundle}/{REGISTRATION_NAME}"
+    try:
+        out = git(root, "log", "--diff-filter=A", "--format=%H", "HEAD", "--", path)
+    except ConfigError:
+        return None  # no commit yet
+    commits = out.decode().split()
+    return commits[-1] if commits else None
+
+
+def is_strict_ancestor(root: Path, older: str, newer: str) -> bool:
+    """Whether commit ``older`` is an ancestor of ``newer`` and not ``newer`` itself."""
+    if older == newer:
+        return False
+    done = subprocess.run(
+        ["git", "-C", str(root), "merge-base", "--is-ancestor", older, newer],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode not in (0, 1):
+        raise ConfigError(
+            f"git merge-base --is-ancestor {older[:12]} {newer[:12]}: "
+            + done.stderr.decode("utf-8", "replace").strip()
+        )
+    return done.returncode == 0
+
+
+@dataclass
+class HistoryCheck:
+    """The protocol's commit and, per run bundle, whether it was frozen before it."""
+
+    git: bool
+    protocol_commit: str | None
+    frozen: dict[str, str] = field(default_factory=dict)  # run -> its commit
+    before: dict[str, str] = field(default_factory=dict)  # run -> why it is excluded
+    uncommitted: list[str] = field(default_factory=list)
+    problem: str | None = None
+
+
+def check_history(root: str | Path, campaign: str, runs: Iterable[str]) -> HistoryCheck:
+    """Check every run bundle against the commit that registered ``campaign``."""
+    root = Path(root)
+    runs = list(runs)
+    if not is_git_repository(root):
+        return HistoryCheck(
+            git=False,
+            protocol_commit=None,
+            uncommitted=runs,
+            problem=f"{root} is not a git repository: the order of protocol and runs "
+            "cannot be proven",
+        )
+    protocol_commit = added_in(root, campaign)
+    check = HistoryCheck(git=True, protocol_commit=protocol_commit)
+    if protocol_commit is None:
+        check.problem = (
+            f"the protocol registration evidence/{campaign}/{REGISTRATION_NAME} is not "
+            "committed: commit it before any run"
+        )
+    for run in runs:
+        commit = added_in(root, run)
+        if commit is None:
+            check.uncommitted.append(run)
+        elif protocol_commit is None:
+            check.before[run] = (
+                f"run {run!r} was committed in {commit[:12]}, but the protocol is not committed"
+            )
+        elif is_strict_ancestor(root, protocol_commit, commit):
+            check.frozen[run] = commit
+        else:
+            check.before[run] = (
+                f"run {run!r} was added in commit {commit[:12]}, which does not descend from "
+                f"{protocol_commit[:12]}, where the protocol was registered: it was not "
+                "recorded under a frozen protocol"
+            )
+    return check

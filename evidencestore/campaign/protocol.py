@@ -1,0 +1,210 @@
+"""Protocols: strict loading, and registration as a bundle of their own.
+
+``evstore campaign init NAME --protocol FILE`` registers bundle ``NAME`` holding
+``protocol.toml`` (the exact bytes given, a repo entry) and every workload and
+configuration file it names, at the relative paths it names them by (repo entries too),
+with metadata ``kind = campaign-protocol``. The protocol digest, which names the
+campaign in every run, is the BLAKE3 digest of the ``protocol.toml`` entry. A workload
+is bound to it when its condition pins ``workload_digest`` (checked at init); otherwise
+the registration binds path to digest and runs are matched against that digest. A
+changed protocol is a new bundle under a new name, never an edit: registrations are
+immutable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from .._canonical import MAX_DEPTH, nesting_depth
+from ..digest import hash_bytes
+from ..errors import ConfigError, ManifestError
+from ..inventory import load_registration, registration_path
+from ..models import Descriptor, Registration
+from .models import ArmSpec, Protocol
+
+__all__ = [
+    "PROTOCOL_ENTRY",
+    "PROTOCOL_KIND",
+    "Campaign",
+    "init_campaign",
+    "load_campaign",
+    "parse_protocol",
+]
+
+PROTOCOL_ENTRY = "protocol.toml"
+PROTOCOL_KIND = "campaign-protocol"
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A registered protocol: its bundle, digest, parsed rules and the files it binds."""
+
+    name: str
+    registration: Registration
+    digest: str
+    protocol: Protocol
+    files: dict[str, Descriptor]
+
+    @property
+    def baseline(self) -> ArmSpec:
+        """The baseline arm."""
+        return next(a for a in self.protocol.arm if a.baseline)
+
+    @property
+    def candidates(self) -> list[ArmSpec]:
+        """The candidate arms, in protocol order."""
+        return [a for a in self.protocol.arm if not a.baseline]
+
+    def arm(self, name: str) -> ArmSpec:
+        """The arm called ``name``; :class:`ConfigError` naming the known ones otherwise."""
+        for arm in self.protocol.arm:
+            if arm.name == name:
+                return arm
+        known = ", ".join(a.name for a in self.protocol.arm)
+        raise ConfigError(f"campaign {self.name!r}: no arm {name!r} (arms: {known})")
+
+    def workload_digest(self, condition: str) -> str:
+        """The digest of the workload condition ``condition`` names."""
+        for cond in self.protocol.condition:
+            if cond.name == condition:
+                return cond.workload_digest or self.files[cond.workload].digest
+        known = ", ".join(c.name for c in self.protocol.condition)
+        raise ConfigError(
+            f"campaign {self.name!r}: no condition {condition!r} (conditions: {known})"
+        )
+
+    def config_digests(self, arm: str) -> frozenset[str]:
+        """Digests of the configuration files arm ``arm`` declares."""
+        return frozenset(self.files[p].digest for p in self.arm(arm).configs)
+
+
+def parse_protocol(data: bytes, source: str) -> Protocol:
+    """Decode ``protocol.toml`` strictly; errors name ``source`` and the field."""
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ConfigError(f"protocol {source}: not valid TOML: nested too deeply") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"protocol {source}: not valid TOML: {exc}") from exc
+    if nesting_depth(raw) > MAX_DEPTH:
+        raise ConfigError(f"protocol {source}: nested deeper than {MAX_DEPTH} levels")
+    try:
+        protocol = msgspec.convert(raw, Protocol)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"protocol {source}: {exc}") from exc
+    baselines = [a.name for a in protocol.arm if a.baseline]
+    if len(baselines) != 1:
+        raise ConfigError(
+            f"protocol {source}: exactly one arm must have `baseline = true`, found "
+            f"{len(baselines)}" + (f" ({', '.join(baselines)})" if baselines else "")
+        )
+    for kind, names in (
+        ("condition", [c.name for c in protocol.condition]),
+        ("arm", [a.name for a in protocol.arm]),
+    ):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ConfigError(f"protocol {source}: {kind} {dup[0]!r} is declared twice")
+    if (base := next(a for a in protocol.arm if a.baseline)).runs < 2:
+        raise ConfigError(
+            f"protocol {source}: arm[{base.name}].runs = {base.runs}: the baseline needs at "
+            "least 2 runs per condition, so its repeatability can be qualified"
+        )
+    return protocol
+
+
+def _referenced(protocol: Protocol) -> list[str]:
+    paths = [c.workload for c in protocol.condition]
+    paths += [p for a in protocol.arm for p in a.configs]
+    return list(dict.fromkeys(paths))
+
+
+def init_campaign(
+    root: str | os.PathLike[str], name: str, protocol_path: str | os.PathLike[str]
+) -> Campaign:
+    """Register bundle ``name`` holding ``protocol.toml`` and the files it names."""
+    from ..bundle import create_bundle
+    from ..config import local_store
+    from ..runs import load_workload
+
+    src = Path(protocol_path)
+    try:
+        data = src.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"--protocol {src}: cannot read: {exc.strerror}") from exc
+    protocol = parse_protocol(data, str(src))
+    base = src.parent
+    for cond in protocol.condition:
+        where = f"protocol {src}: condition {cond.name!r}: workload {cond.workload}"
+        wpath = base / cond.workload
+        if not wpath.is_file():
+            raise ConfigError(f"{where}: no such file (paths are relative to the protocol)")
+        load_workload(wpath)  # a workload must be valid before any run uses it
+        if cond.workload_digest is not None:
+            got = hash_bytes(wpath.read_bytes()).digest
+            if got != cond.workload_digest:
+                raise ConfigError(
+                    f"{where}: hashes to {got}, but the protocol pins {cond.workload_digest}"
+                )
+    for arm in protocol.arm:
+        for cfg in arm.configs:
+            if not (base / cfg).is_file():
+                raise ConfigError(f"protocol {src}: arm {arm.name!r}: config {cfg}: no such file")
+    staging = Path(tempfile.mkdtemp(prefix="evstore-campaign-"))
+    try:
+        (staging / PROTOCOL_ENTRY).write_bytes(data)
+        for rel in _referenced(protocol):
+            if rel == PROTOCOL_ENTRY:
+                raise ConfigError(f"protocol {src}: {rel} cannot name the protocol itself")
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(base / rel, target)
+        create_bundle(
+            root,
+            name,
+            sorted(str(p) for p in staging.iterdir()),
+            store=local_store(root),
+            annotations={"kind": PROTOCOL_KIND, "campaign": protocol.name},
+            roles={PROTOCOL_ENTRY: "protocol"},
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return load_campaign(root, name)
+
+
+def load_campaign(root: str | os.PathLike[str], name: str) -> Campaign:
+    """Read a registered protocol, its bytes checked against the registration."""
+    reg_path = registration_path(root, name)
+    registration = load_registration(reg_path)
+    manifest = registration.manifest
+    entry = next((e for e in manifest.entries if e.path == PROTOCOL_ENTRY), None)
+    if entry is None or manifest.metadata.annotations.get("kind") != PROTOCOL_KIND:
+        raise ManifestError(
+            f"bundle {name!r} is not a campaign protocol (no {PROTOCOL_ENTRY} entry with "
+            f"kind = {PROTOCOL_KIND}); register one with `evstore campaign init`"
+        )
+    path = reg_path.parent / PROTOCOL_ENTRY
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read the protocol: {exc.strerror}") from exc
+    observed = hash_bytes(data)
+    if (observed.digest, observed.size) != (entry.descriptor.digest, entry.descriptor.size):
+        raise ManifestError(
+            f"{path}: hashes to {observed.digest} ({observed.size} bytes), but bundle "
+            f"{name!r} registered {entry.descriptor.digest}: a protocol is never edited, "
+            "register a new one"
+        )
+    protocol = parse_protocol(data, str(path))
+    files = {e.path: e.descriptor for e in manifest.entries}
+    for rel in _referenced(protocol):
+        if rel not in files:
+            raise ManifestError(f"bundle {name!r}: the protocol names {rel}, which it lacks")
+    return Campaign(name, registration, entry.descriptor.digest, protocol, files)

@@ -1,0 +1,153 @@
+"""Campaign status: conditions by arms, the overall verdict, and what remains, in words.
+
+A baseline cell is qualified when its required runs are complete and it is
+repeatable-exact; a candidate cell when its required runs are complete, it is lossless
+(PASS) and its speedup claim stands (with, when the protocol sets
+``timing.min_speedup``, an interval whose low end reaches it). The campaign is
+``ACCEPTED`` only when every cell of every condition is qualified and the history shows
+every counted run recorded after the protocol was committed; otherwise ``remaining``
+says what is missing, one sentence each.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ..config import local_store
+from .adjudication import adjudicate, repeatability
+from .claims import make_claim
+from .members import campaign_runs
+from .models import Adjudication, CellStatus, Claim, Repeatability, StatusRecord
+from .protocol import Campaign
+
+__all__ = ["CampaignEvaluation", "evaluate"]
+
+
+@dataclass
+class CampaignEvaluation:
+    """The status and every record it was computed from."""
+
+    status: StatusRecord
+    repeatability: dict[str, Repeatability] = field(default_factory=dict)
+    adjudications: dict[str, Adjudication] = field(default_factory=dict)
+    claims: dict[str, Claim] = field(default_factory=dict)
+
+
+def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvaluation:
+    """Compute repeatability, verdicts, claims and the status of ``campaign``."""
+    root = Path(root)
+    store = local_store(root)
+    members = campaign_runs(root, campaign)
+    protocol = campaign.protocol
+    base = campaign.baseline
+    cells: list[CellStatus] = []
+    remaining: list[str] = []
+    notes: list[str] = []
+    reps: dict[str, Repeatability] = {}
+    adjs: dict[str, Adjudication] = {}
+    claims: dict[str, Claim] = {}
+    history = members.history
+    if history is not None:
+        if history.problem:
+            remaining.append(history.problem)
+        for run in history.uncommitted:
+            if any(m.name == run for m in members.runs):
+                remaining.append(
+                    f"run {run!r} is not committed yet: that the protocol was frozen before "
+                    "it cannot be proven"
+                )
+    for e in members.excluded:
+        notes.append(f"excluded: {e.message}")
+    for cond in protocol.condition:
+        c = cond.name
+        b_runs = members.of(c, base.name)
+        repeat = repeatability(root, store, campaign, c, b_runs)
+        if repeat is not None:
+            reps[c] = repeat
+        rep_word: Literal["exact", "not-exact"] | None = (
+            None if repeat is None else "exact" if repeat.exact else "not-exact"
+        )
+        b_done = [m for m in b_runs if m.complete]
+        b_failed = [m for m in b_runs if not m.complete]
+        if len(b_done) < base.runs:
+            remaining.append(
+                f"{c}: baseline {base.name} has {len(b_done)} of {base.runs} required runs"
+            )
+        remaining += [
+            f"{c}: baseline {base.name} run {m.name} failed ({m.record.outcome})" for m in b_failed
+        ]
+        if repeat is None:
+            remaining.append(f"{c}: baseline repeatability not yet qualified")
+        elif not repeat.exact:
+            remaining.append(
+                f"{c}: baseline is not repeatable-exact; the protocol declares "
+                f"non_repeatable_baseline = {protocol.quality.non_repeatable_baseline!r}"
+            )
+        cells.append(
+            CellStatus(
+                condition=c, arm=base.name, baseline=True, runs_required=base.runs,
+                runs_done=len(b_done), runs_failed=len(b_failed),
+                failed_runs=tuple(m.name for m in b_failed), repeatability=rep_word,
+                lossless=None, speedup=None,
+                qualified=len(b_done) >= base.runs and rep_word == "exact",
+            )
+        )  # fmt: skip
+        for arm in campaign.candidates:
+            a_runs = members.of(c, arm.name)
+            done = [m for m in a_runs if m.complete]
+            failed = [m for m in a_runs if not m.complete]
+            if len(done) < arm.runs:
+                remaining.append(
+                    f"{c}: candidate {arm.name} has {len(done)} of {arm.runs} required runs"
+                )
+            remaining += [
+                f"{c}: candidate {arm.name} run {m.name} failed ({m.record.outcome})"
+                for m in failed
+            ]
+            verdict = None
+            if repeat is not None:
+                adj = adjudicate(root, store, campaign, c, arm.name, repeat, b_runs, a_runs)
+                if adj is not None:
+                    adjs[f"{c}/{arm.name}"] = adj
+                    verdict = adj.verdict
+                    if verdict != "PASS":
+                        why = adj.reasons[0] if adj.reasons else ""
+                        remaining.append(f"{c}: candidate {arm.name} is {verdict}: {why}")
+            claim = make_claim(store, campaign, members, c, arm.name)
+            claims[f"{c}/{arm.name}"] = claim
+            if claim.refused and done:
+                remaining.append(
+                    f"{c}: candidate {arm.name} has no speedup claim: {claim.reasons[0]}"
+                )
+            speedup_ok = claim.speedup is not None
+            floor = protocol.timing.min_speedup
+            if claim.speedup is not None and floor is not None and claim.speedup.low < floor:
+                speedup_ok = False
+                remaining.append(
+                    f"{c}: candidate {arm.name} speedup interval starts at "
+                    f"{claim.speedup.low:.4g}, below timing.min_speedup = {floor}"
+                )
+            cells.append(
+                CellStatus(
+                    condition=c, arm=arm.name, baseline=False, runs_required=arm.runs,
+                    runs_done=len(done), runs_failed=len(failed),
+                    failed_runs=tuple(m.name for m in failed), repeatability=rep_word,
+                    lossless=verdict, speedup=claim.speedup,
+                    qualified=len(done) >= arm.runs and verdict == "PASS" and speedup_ok,
+                )
+            )  # fmt: skip
+    remaining = list(dict.fromkeys(remaining))
+    accepted = not remaining and all(cell.qualified for cell in cells)
+    status = StatusRecord(
+        campaign=campaign.name,
+        protocol_digest=campaign.digest,
+        verdict="ACCEPTED" if accepted else "NOT_ACCEPTED",
+        remaining=tuple(remaining),
+        cells=tuple(cells),
+        excluded=tuple(members.excluded),
+        notes=tuple(notes),
+    )
+    return CampaignEvaluation(status, reps, adjs, claims)

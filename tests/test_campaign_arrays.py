@@ -1,0 +1,132 @@
+"""Raw output arrays: exact comparison of dtype, shape and bytes, distances otherwise,
+and their verdict inside a candidate-vs-baseline adjudication of recorded runs."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("numpy")
+
+import numpy as np
+
+from evidencestore.campaign.arrays import compare_array_files, compare_arrays, load_arrays
+from evidencestore.errors import MediaError
+
+
+def _npy(a: Any) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _npz(**arrays: Any) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def test_equal_and_differing_arrays() -> None:
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = a.copy()
+    assert compare_arrays("x", a, b).equal
+    b[1, 2] += 0.5
+    b[2, 3] -= 2.0
+    c = compare_arrays("x", a, b)
+    assert not c.equal and c.differing == 2
+    assert c.max_abs_diff == 2.0
+    assert c.rms_diff is not None and abs(c.rms_diff - math.sqrt((0.25 + 4.0) / 12)) < 1e-12
+    assert "2 of 12 elements differ" in c.message
+
+
+def test_dtype_and_shape_mismatch_not_measured() -> None:
+    a = np.zeros(4, dtype=np.float32)
+    c = compare_arrays("x", a, a.astype(np.float64))
+    assert not c.equal and c.differing is None and c.dtype == ("float32", "float64")
+    c = compare_arrays("x", a, np.zeros((2, 2), dtype=np.float32))
+    assert c.shape == ((4,), (2, 2)) and c.max_abs_diff is None
+
+
+def test_negative_zero_and_nan_compare_by_bytes() -> None:
+    a = np.array([0.0, np.nan], dtype=np.float32)
+    b = np.array([-0.0, np.nan], dtype=np.float32)
+    c = compare_arrays("x", a, b)
+    assert not c.equal and c.differing == 1 and c.max_abs_diff == 0.0
+    assert compare_arrays("x", a, a.copy()).equal  # same NaN bits
+
+
+def test_npz_members_and_files() -> None:
+    a = _npz(video=np.ones((2, 3), np.uint8), audio=np.zeros(5, np.int16))
+    b = _npz(video=np.ones((2, 3), np.uint8), audio=np.array([0, 0, 1, 0, 0], np.int16))
+    out = {c.name: c for c in compare_array_files("out.npz", a, b)}
+    assert out["out.npz:video"].equal
+    assert out["out.npz:audio"].differing == 1 and out["out.npz:audio"].max_abs_diff == 1.0
+    assert compare_array_files("a.npy", _npy(np.arange(3)), _npy(np.arange(3)))[0].equal
+
+
+def test_bad_array_files_are_refused() -> None:
+    with pytest.raises(MediaError, match="bad.npy: not a readable array file"):
+        load_arrays("bad.npy", b"not numpy")
+    with pytest.raises(MediaError, match="expected .npy"):
+        load_arrays("x.bin", b"")
+    obj = io.BytesIO()
+    np.save(obj, np.array([object()], dtype=object), allow_pickle=True)
+    with pytest.raises(MediaError, match="not a readable array file"):
+        load_arrays("pickled.npy", obj.getvalue())  # pickles are never loaded
+
+
+def test_safetensors_when_installed() -> None:
+    st = pytest.importorskip("safetensors.numpy")
+    a = st.save({"t": np.arange(4, dtype=np.float32)})
+    b = st.save({"t": np.array([0, 1, 2, 4], dtype=np.float32)})
+    (c,) = compare_array_files("o.safetensors", a, b)
+    assert c.name == "o.safetensors:t" and c.differing == 1
+
+
+def test_arrays_decide_adjudication_of_recorded_runs(tmp_path: Path) -> None:
+    """Runs recorded through the runs library with raw arrays beside each output: equal
+    media and unequal arrays are INCONCLUSIVE, never PASS."""
+    from evidencestore.campaign.adjudication import compare_runs
+    from evidencestore.campaign.members import campaign_runs
+    from evidencestore.campaign.protocol import init_campaign
+    from evidencestore.config import local_store
+    from evidencestore.runs import open_run
+    from evidencestore.testing.video_server import sample_workload
+
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    src = tmp_path / "p"
+    (src / "workloads").mkdir(parents=True)
+    wl = sample_workload(seconds=(1,), size="64x48", fps=8, warmup=0, measured=1)
+    (src / "workloads/5s.toml").write_text(wl)
+    (src / "protocol.toml").write_text(
+        'name = "arrays"\n[[condition]]\nname = "5s"\nworkload = "workloads/5s.toml"\n'
+        '[[arm]]\nname = "baseline"\nbaseline = true\nruns = 2\n[[arm]]\nname = "fp8"\n'
+    )
+    campaign = init_campaign(root, "arrays", src / "protocol.toml")
+    body = b"same bytes"  # no media decoding needed: byte-identical bodies
+    latents = np.linspace(0, 1, 16, dtype=np.float32)
+    for name, arm, arr in (
+        ("b1", "baseline", latents),
+        ("c1", "fp8", latents + np.float32(2**-20)),
+    ):
+        rec = open_run(
+            root, name, arm=arm, workload=wl.encode(), campaign="arrays",
+            protocol_digest=campaign.digest, condition="5s",
+        )  # fmt: skip
+        rec.record_request(phase="measured", payload=b"p", sent_ns=1, end_ns=10**9,
+                           last_byte_ns=10**9, body=body, status=200)  # fmt: skip
+        rec.put("requests/00000/arrays/latents.npy", _npy(arr), "application/octet-stream")
+        rec.seal()
+    members = campaign_runs(root, campaign, history=False)
+    runs = {m.name: m for m in members.runs}
+    (comp,) = compare_runs(root, local_store(root), campaign, runs["b1"], runs["c1"])
+    assert comp.verdict == "INCONCLUSIVE"
+    (kept,) = comp.arrays
+    assert kept.differing is not None and kept.differing > 0 and not kept.equal
+    (same,) = compare_runs(root, local_store(root), campaign, runs["b1"], runs["b1"])
+    assert same.verdict == "PASS" and same.arrays[0].equal

@@ -1,0 +1,96 @@
+"""The speedup estimator: Student's t quantile and the Welch interval on log times,
+checked against tabulated values, closed forms and (when installed) SciPy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evidencestore.campaign.estimator import betainc, t_cdf, t_quantile, welch_log_interval
+
+# Two-sided 95 % and 99 % critical values (upper 0.975 / 0.995 quantiles), as tabulated
+# (NIST/SEMATECH e-Handbook, table 1.3.6.7.2, to 3 decimals; the further digits are the
+# standard high-precision values).
+TABLE = [
+    (1, 0.975, 12.706204736174698),
+    (2, 0.975, 4.302652729749464),
+    (3, 0.975, 3.182446305284263),
+    (5, 0.975, 2.570581835636314),
+    (10, 0.975, 2.228138851986274),
+    (30, 0.975, 2.042272456301238),
+    (1, 0.995, 63.65674116287399),
+    (4, 0.995, 4.604094871415897),
+    (9, 0.995, 3.249835541592143),
+]
+
+
+@pytest.mark.parametrize(("df", "p", "expected"), TABLE)
+def test_t_quantile_tabulated(df: int, p: float, expected: float) -> None:
+    assert abs(t_quantile(p, df) - expected) < 1e-9
+
+
+def _closed_form(p: float, df: int) -> float:
+    """Exact quantiles for 1, 2 and 4 degrees of freedom (Hill 1970)."""
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    alpha = 4 * p * (1 - p)
+    q = math.cos(math.acos(math.sqrt(alpha)) / 3) / math.sqrt(alpha)
+    return math.copysign(2 * math.sqrt(q - 1), p - 0.5)
+
+
+@pytest.mark.parametrize("df", [1, 2, 4])
+@pytest.mark.parametrize("p", [0.6, 0.8, 0.9, 0.95, 0.975, 0.99, 0.995, 0.05, 0.3])
+def test_t_quantile_closed_forms(df: int, p: float) -> None:
+    expected = _closed_form(p, df)
+    assert abs(t_quantile(p, df) - expected) < 1e-9 * max(1.0, abs(expected))
+
+
+def test_t_quantile_against_scipy() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    for df in (1, 1.5, 2.7, 3, 6.4, 12, 47.3, 200):
+        for p in (0.55, 0.9, 0.975, 0.999):
+            expected = float(stats.t.ppf(p, df))
+            assert abs(t_quantile(p, df) - expected) < 1e-9 * max(1.0, abs(expected))
+
+
+def test_cdf_and_beta_properties() -> None:
+    assert t_cdf(0.0, 5) == 0.5
+    assert abs(t_cdf(2.570581835636314, 5) - 0.975) < 1e-12
+    assert abs(betainc(2.0, 3.0, 0.4) - 0.5248) < 1e-12  # I_0.4(2,3) = 0.5248 exactly
+    assert t_quantile(0.5, 3) == 0.0
+    with pytest.raises(ValueError, match="must be in"):
+        t_quantile(1.0, 3)
+
+
+def test_welch_interval_by_hand() -> None:
+    base = [10.0, 11.0, 10.5, 10.2]
+    cand = [8.0, 8.4, 8.1]
+    iv = welch_log_interval(base, cand, 0.95)
+    x = [math.log(v) for v in base]
+    y = [math.log(v) for v in cand]
+    mx, my = sum(x) / 4, sum(y) / 3
+    sx = sum((v - mx) ** 2 for v in x) / 3
+    sy = sum((v - my) ** 2 for v in y) / 2
+    se = math.sqrt(sx / 4 + sy / 3)
+    df = (sx / 4 + sy / 3) ** 2 / ((sx / 4) ** 2 / 3 + (sy / 3) ** 2 / 2)
+    assert abs(iv.df - df) < 1e-9 if iv.df is not None else False
+    assert abs(iv.ratio - math.exp(mx - my)) < 1e-12
+    # The geometric means' ratio, baseline over candidate.
+    gm = math.prod(base) ** 0.25 / math.prod(cand) ** (1 / 3)
+    assert abs(iv.ratio - gm) < 1e-12
+    half = t_quantile(0.975, df) * se
+    assert abs(iv.low - math.exp(mx - my - half)) < 1e-12
+    assert abs(iv.high - math.exp(mx - my + half)) < 1e-12
+    assert iv.low < iv.ratio < iv.high
+
+
+def test_welch_interval_degenerate_and_invalid() -> None:
+    iv = welch_log_interval([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], 0.95)
+    assert (iv.ratio, iv.low, iv.high, iv.df) == (2.0, 2.0, 2.0, None)
+    with pytest.raises(ValueError, match="at least 2"):
+        welch_log_interval([1.0], [1.0, 2.0], 0.95)
+    with pytest.raises(ValueError, match="positive"):
+        welch_log_interval([1.0, -1.0], [1.0, 2.0], 0.95)

@@ -1,0 +1,483 @@
+"""The seed campaign end to end: real runs over HTTP against the reference video server,
+a real git history, and every campaign command through the CLI.
+
+Conditions "5s" and "15s" are stood in for by 1 s and 2 s clips at 64x48 (distinct
+workloads, distinct digests); the timing rule is the protocol's, unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("aiohttp")
+pytest.importorskip("av")
+pytest.importorskip("numpy")
+
+import numpy as np
+
+from evidencestore._cli import main
+from evidencestore.campaign.protocol import load_campaign
+from evidencestore.runs import load_run, open_run
+from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
+from evidencestore.testing.video_server import VideoServer, sample_workload, serve_video
+
+SECONDS = {"5s": 1, "15s": 2}
+TINY = {"size": "64x48", "fps": 8, "warmup": 0, "measured": 3}
+OFFLOAD = "both unified and legacy offload settings given"
+
+
+def git(root: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def commit(root: Path, message: str, *paths: str) -> str:
+    git(root, "add", "--", *paths)
+    git(root, "commit", "-qm", message)
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def protocol_text(name: str, arms: list[tuple[str, int]], conditions: tuple[str, ...] = ("5s", "15s"), rule: str = "inconclusive") -> str:  # fmt: skip
+    lines = [
+        f'name = "{name}"',
+        "",
+        "[timing]",
+        "min_runs = 3          # measured requests of complete runs, per arm",
+        "confidence = 0.95",
+        "",
+        "[quality]",
+        f'non_repeatable_baseline = "{rule}"   # declared before any result',
+    ]
+    for c in conditions:
+        lines += ["", "[[condition]]", f'name = "{c}"', f'workload = "workloads/{c}.toml"']
+    for i, (arm, runs) in enumerate(arms):
+        lines += ["", "[[arm]]", f'name = "{arm}"']
+        if i == 0:
+            lines.append("baseline = true")
+        lines.append(f"runs = {runs}")
+    return "\n".join(lines) + "\n"
+
+
+def write_protocol(tmp: Path, text: str) -> Path:
+    (tmp / "workloads").mkdir(parents=True, exist_ok=True)
+    for cond, seconds in SECONDS.items():
+        (tmp / "workloads" / f"{cond}.toml").write_text(
+            sample_workload(seconds=(seconds,), **TINY)  # type: ignore[arg-type]
+        )
+    path = tmp / "protocol.toml"
+    path.write_text(text)
+    return path
+
+
+def lsb_render(server: VideoServer) -> Callable[[dict[str, str], int], bytes]:
+    """The reference server's content with one sample of audio one LSB (2**-15) higher
+    before encoding: same video, audio that decodes differently."""
+
+    def render(fields: dict[str, str], number: int) -> bytes:
+        w, h = (int(v) for v in fields["size"].split("x"))
+        fps, seed = int(fields["fps"]), int(fields["seed"])
+        frames = round(float(fields["seconds"]) * fps)
+        path = Path(server._tmp) / f"lsb-{number}.mp4"
+
+        def bump(first: int, data: Any) -> Any:
+            data = data.copy()
+            if first == 0:
+                data[0, 100] += 2.0**-15
+            return data
+
+        shift = seed % 97
+        write_clip(
+            path,
+            video=VideoSpec(
+                width=w,
+                height=h,
+                rate=fps,
+                frames=frames,
+                options={"preset": "ultrafast", "threads": "1"},
+            ),
+            audio=AudioSpec(
+                rate=48000,
+                layout="stereo",
+                samples=round(float(fields["seconds"]) * 48000),
+                frequency=220.0 + 10 * (seed % 50),
+            ),
+            format="mp4",
+            video_hook=(lambda i, p: ((p.astype(np.uint16) + shift) % 256).astype(np.uint8))
+            if shift
+            else None,
+            audio_hook=bump,
+        )
+        return path.read_bytes()
+
+    return render
+
+
+class Campaign:
+    """A git evidence repository with the reference server and the runs made so far."""
+
+    def __init__(self, root: Path, server: VideoServer, capsys: Any) -> None:
+        self.root = root
+        self.server = server
+        self.capsys = capsys
+
+    def cli(self, *argv: str) -> tuple[int, str, str]:
+        return cli(self.capsys, *argv, "--root", str(self.root))
+
+    def run(self, campaign: str, cond: str, arm: str, name: str, **knobs: Any) -> int:
+        saved = {k: getattr(self.server, k) for k in knobs if k != "render"}
+        for k, v in knobs.items():
+            setattr(self.server, k, v)
+        try:
+            code = main(
+                [
+                    "-q",
+                    "run",
+                    str(self.root / "evidence" / campaign / "workloads" / f"{cond}.toml"),
+                    "--arm",
+                    arm,
+                    "--server",
+                    self.server.url,
+                    "--name",
+                    name,
+                    "--campaign",
+                    campaign,
+                    "--condition",
+                    cond,
+                    "--root",
+                    str(self.root),
+                ]
+            )
+        finally:
+            for k, v in saved.items():
+                setattr(self.server, k, v)
+            self.server.__dict__.pop("render", None)
+        return code
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[VideoServer]:
+    with serve_video() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Iterator[Campaign]:
+    """The seed campaign: baseline twice and candidates at 5 s and 15 s, committed after the
+    protocol. Arms: ``rank-local`` (exactly equal), ``lsb-audio`` (one LSB of audio
+    differs), ``resident-16`` (its server fails before inference)."""
+    root = tmp_path_factory.mktemp("seed") / "repo"
+    (root / "evidence").mkdir(parents=True)
+    (root / ".gitignore").write_text(".evstore/\n")
+    git(root, "init", "-q", "-b", "main")
+    src = write_protocol(
+        tmp_path_factory.mktemp("proto"),
+        protocol_text(
+            "h3-lossless",
+            [("baseline", 2), ("rank-local", 1), ("lsb-audio", 1), ("resident-16", 1)],
+        ),
+    )
+    mp = pytest.MonkeyPatch()
+    capsys: Any = None
+    c = Campaign(root, server, capsys)
+    code = main(["campaign", "init", "h3-lossless", "--protocol", str(src), "--root", str(root)])
+    assert code == 0
+    commit(root, "protocol", ".gitignore", "evidence/h3-lossless")
+    for cond in SECONDS:
+        for i in (1, 2):
+            assert c.run("h3-lossless", cond, "baseline", f"baseline-{cond}-{i}", latency=0.03) == 0
+        assert c.run("h3-lossless", cond, "rank-local", f"rank-local-{cond}-1") == 0
+        assert (
+            c.run(
+                "h3-lossless", cond, "lsb-audio", f"lsb-audio-{cond}-1", render=lsb_render(server)
+            )
+            == 0
+        )
+    assert c.run("h3-lossless", "5s", "resident-16", "resident-16-5s-1", startup_error=OFFLOAD) == 1
+    commit(root, "runs", "evidence")
+    yield c
+    mp.undo()
+
+
+def test_protocol_registered_by_digest(seed: Campaign) -> None:
+    campaign = load_campaign(seed.root, "h3-lossless")
+    reg = json.loads((seed.root / "evidence/h3-lossless/bundle.json").read_text())
+    entries = {e["path"]: e for e in reg["manifest"]["entries"]}
+    assert reg["manifest"]["metadata"]["annotations"]["kind"] == "campaign-protocol"
+    assert set(entries) == {"protocol.toml", "workloads/5s.toml", "workloads/15s.toml"}
+    assert campaign.digest == entries["protocol.toml"]["descriptor"]["digest"]
+    run = load_run(seed.root, "rank-local-5s-1")
+    assert run.protocol_digest == campaign.digest
+    assert run.workload_digest == entries["workloads/5s.toml"]["descriptor"]["digest"]
+    assert campaign.workload_digest("5s") != campaign.workload_digest("15s")
+
+
+def test_verify_all_runs_after_protocol(seed: Campaign, capsys: pytest.CaptureFixture[str]) -> None:
+    seed.capsys = capsys
+    code, out, _ = seed.cli("campaign", "verify", "h3-lossless", "--json")
+    result = json.loads(out)
+    assert code == 0, result
+    assert result["ok"] is True and result["findings"] == []
+    assert len(result["runs"]) == 9
+    assert all(len(commit) == 40 for commit in result["runs"].values())
+
+
+def test_status_matrix(seed: Campaign, capsys: pytest.CaptureFixture[str]) -> None:
+    seed.capsys = capsys
+    code, out, _ = seed.cli("campaign", "status", "h3-lossless", "--json")
+    status = json.loads(out)
+    assert code == 1
+    assert status["verdict"] == "NOT_ACCEPTED"
+    cells = {(c["condition"], c["arm"]): c for c in status["cells"]}
+    for cond in SECONDS:
+        assert cells[(cond, "baseline")]["repeatability"] == "exact"
+        assert cells[(cond, "baseline")]["runs_done"] == 2
+        exact = cells[(cond, "rank-local")]
+        assert exact["lossless"] == "PASS" and exact["qualified"] is True
+        assert exact["speedup"]["low"] <= exact["speedup"]["ratio"] <= exact["speedup"]["high"]
+        lsb = cells[(cond, "lsb-audio")]
+        assert lsb["lossless"] in ("FAIL", "INCONCLUSIVE")  # never PASS
+        assert lsb["qualified"] is False
+    failed = cells[("5s", "resident-16")]
+    assert (failed["runs_done"], failed["runs_failed"]) == (0, 1)
+    assert failed["failed_runs"] == ["resident-16-5s-1"]
+    assert failed["lossless"] is None and failed["speedup"] is None
+    remaining = status["remaining"]
+    assert "15s: candidate resident-16 has 0 of 1 required runs" in remaining
+    assert "5s: candidate resident-16 has 0 of 1 required runs" in remaining
+    assert (
+        "5s: candidate resident-16 run resident-16-5s-1 failed (failed-before-inference)"
+        in remaining
+    )
+    assert any(r.startswith(f"5s: candidate lsb-audio is {lsb['lossless']}") for r in remaining)
+    assert not any("rank-local" in r for r in remaining)
+
+
+def test_lsb_audio_not_lossless_names_audio(seed: Campaign) -> None:
+    from evidencestore.campaign.status import evaluate
+
+    ev = evaluate(seed.root, load_campaign(seed.root, "h3-lossless"))
+    from evidencestore._canonical import decode
+    from evidencestore.config import local_store
+    from evidencestore.media.records import ComparisonRecord
+
+    adj = ev.adjudications["5s/lsb-audio"]
+    assert adj.verdict != "PASS" and adj.baseline_repeatable
+    comp = adj.comparisons[0]
+    assert comp.record is not None and comp.audio_max_abs_diff is not None
+    assert comp.audio_max_abs_diff > 0
+    # The comparison record it cites: video exactly equal, audio not.
+    record = decode(local_store(seed.root).get(comp.record), ComparisonRecord)
+    assert {e.type: e.equal for e in record.equality} == {"video": True, "audio": False}
+    assert ev.adjudications["15s/rank-local"].verdict == "PASS"
+
+
+def test_failed_arm_gives_no_claim(seed: Campaign, capsys: pytest.CaptureFixture[str]) -> None:
+    seed.capsys = capsys
+    code, out, _ = seed.cli(
+        "campaign", "claim", "h3-lossless", "--condition", "5s", "--arm", "resident-16", "--json"
+    )
+    claim = json.loads(out)
+    assert code == 1 and claim["refused"] is True and claim["speedup"] is None
+    assert claim["reasons"][0] == "5s: arm 'resident-16' has 0 of 1 required complete runs"
+    assert "resident-16-5s-1" in claim["reasons"][1] and OFFLOAD in claim["reasons"][1]
+    assert all(rv["arm"] == "baseline" for rv in claim["runs"])
+
+
+def test_claim_matches_independent_computation(
+    seed: Campaign, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stats = pytest.importorskip("scipy.stats")
+    seed.capsys = capsys
+    code, out, _ = seed.cli(
+        "campaign", "claim", "h3-lossless", "--condition", "15s", "--arm", "rank-local", "--json"
+    )
+    claim = json.loads(out)
+    assert code == 0, claim
+    values: dict[str, list[float]] = {"baseline": [], "rank-local": []}
+    names = ["baseline-15s-1", "baseline-15s-2", "rank-local-15s-1"]
+    for name in names:
+        run = load_run(seed.root, name)
+        values[run.arm] += [r.e2e_s for r in run.requests if r.phase == "measured" and r.e2e_s]
+    x, y = np.log(values["baseline"]), np.log(values["rank-local"])
+    vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    df = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
+    half = stats.t.ppf(0.975, df) * math.sqrt(vx + vy)
+    d = x.mean() - y.mean()
+    s = claim["speedup"]
+    assert abs(s["ratio"] - math.exp(d)) < 1e-9
+    assert abs(s["low"] - math.exp(d - half)) < 1e-9
+    assert abs(s["high"] - math.exp(d + half)) < 1e-9
+    assert (claim["n_baseline"], claim["n_candidate"]) == (6, 3)
+    assert abs(claim["df"] - df) < 1e-9
+    assert {rv["run"] for rv in claim["runs"]} == set(names)
+    digests = {rv["digest"] for rv in claim["runs"]}
+    for name in names:
+        reg = json.loads((seed.root / "evidence" / name / "bundle.json").read_text())
+        assert reg["digest"] in digests
+    assert claim["estimator"] == "welch-log-t"
+
+
+def test_claim_and_status_register_as_bundles(
+    seed: Campaign, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed.capsys = capsys
+    code, _, _ = seed.cli(
+        "campaign", "claim", "h3-lossless", "--condition", "5s", "--arm", "rank-local",
+        "--register", "claim-5s-rank-local",
+    )  # fmt: skip
+    assert code == 0
+    code, out, _ = seed.cli("verify", "--bundle", "claim-5s-rank-local")
+    assert code == 0, out
+    reg = json.loads((seed.root / "evidence/claim-5s-rank-local/bundle.json").read_text())
+    meta = reg["manifest"]["metadata"]["annotations"]
+    assert meta["kind"] == "campaign-record"
+    assert meta["protocol_digest"] == load_campaign(seed.root, "h3-lossless").digest
+    stored = json.loads(
+        (seed.root / "evidence/claim-5s-rank-local/claims/5s-rank-local.json").read_text()
+    )
+    assert stored["speedup"] is not None and stored["protocol_digest"] == meta["protocol_digest"]
+
+
+def test_protocol_committed_after_a_run_excludes_it(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    (root / ".gitignore").write_text(".evstore/\n")
+    git(root, "init", "-q", "-b", "main")
+    src = write_protocol(tmp_path / "p", protocol_text("late", [("baseline", 2), ("fast", 1)]))
+    c = Campaign(root, server, capsys)
+    assert main(["campaign", "init", "late", "--protocol", str(src), "--root", str(root)]) == 0
+    assert c.run("late", "5s", "baseline", "early-run") == 0
+    commit(root, "a run before its protocol", ".gitignore", "evidence/early-run")
+    commit(root, "the protocol, afterwards", "evidence/late")
+    assert c.run("late", "5s", "baseline", "later-run") == 0
+    digest = load_campaign(root, "late").digest
+    other = open_run(
+        root, "other-protocol-run", arm="fast", workload=b"x", campaign="late",
+        protocol_digest="blake3:" + "0" * 64, condition="5s",
+    )  # fmt: skip
+    other.seal()
+    commit(root, "later runs", "evidence")
+    code, out, _ = c.cli("campaign", "verify", "late", "--json")
+    result = json.loads(out)
+    assert code == 1
+    findings = {f["run"]: f for f in result["findings"]}
+    assert findings["early-run"]["code"] == "before-protocol"
+    assert "does not descend from" in findings["early-run"]["message"]
+    assert findings["other-protocol-run"]["code"] == "other-protocol"
+    assert digest in findings["other-protocol-run"]["message"]
+    assert list(result["runs"]) == ["later-run"]
+    code, out, _ = c.cli("campaign", "status", "late", "--json")
+    status = json.loads(out)
+    base = next(x for x in status["cells"] if x["condition"] == "5s" and x["arm"] == "baseline")
+    assert base["runs_done"] == 1  # the early run never counts
+    assert "5s: baseline baseline has 1 of 2 required runs" in status["remaining"]
+    code, out, _ = c.cli("campaign", "verify", "late")
+    assert code == 1 and "early-run: before-protocol" in out
+
+
+def _seeded(offset: int) -> Callable[..., Any]:
+    return lambda server: (
+        lambda f, n, r=server.render: r({**f, "seed": str(int(f["seed"]) + offset)}, n)
+    )
+
+
+@pytest.mark.parametrize("rule", ["inconclusive", "fail"])
+def test_non_repeatable_baseline_follows_declared_rule(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str], rule: str
+) -> None:
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    (root / ".gitignore").write_text(".evstore/\n")
+    git(root, "init", "-q", "-b", "main")
+    text = protocol_text("seeded", [("baseline", 2), ("rank-local", 1)], ("5s",), rule)
+    src = write_protocol(tmp_path / "p", text)
+    c = Campaign(root, server, capsys)
+    assert main(["campaign", "init", "seeded", "--protocol", str(src), "--root", str(root)]) == 0
+    commit(root, "protocol", ".gitignore", "evidence/seeded")
+    assert c.run("seeded", "5s", "baseline", "b1") == 0
+    assert c.run("seeded", "5s", "baseline", "b2", render=_seeded(1)(server)) == 0  # reseeded
+    assert c.run("seeded", "5s", "rank-local", "r1") == 0
+    commit(root, "runs", "evidence")
+    code, out, _ = c.cli("campaign", "status", "seeded", "--json")
+    status = json.loads(out)
+    assert code == 1 and status["verdict"] == "NOT_ACCEPTED"
+    cells = {x["arm"]: x for x in status["cells"]}
+    assert cells["baseline"]["repeatability"] == "not-exact"
+    # r1 is byte-identical with b1, yet never PASS under a non-repeatable baseline.
+    assert cells["rank-local"]["lossless"] == ("INCONCLUSIVE" if rule == "inconclusive" else "FAIL")
+    assert (
+        f"5s: baseline is not repeatable-exact; the protocol declares "
+        f"non_repeatable_baseline = '{rule}'"
+    ) in status["remaining"]
+
+
+def test_accepted_needs_both_conditions(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    (root / ".gitignore").write_text(".evstore/\n")
+    git(root, "init", "-q", "-b", "main")
+    src = write_protocol(
+        tmp_path / "p", protocol_text("both", [("baseline", 2), ("rank-local", 1)])
+    )
+    c = Campaign(root, server, capsys)
+    assert main(["campaign", "init", "both", "--protocol", str(src), "--root", str(root)]) == 0
+    commit(root, "protocol", ".gitignore", "evidence/both")
+    for name in ("b1", "b2"):
+        assert c.run("both", "5s", "baseline", f"{name}-5s") == 0
+    assert c.run("both", "5s", "rank-local", "r-5s") == 0
+    commit(root, "5s runs", "evidence")
+    code, out, _ = c.cli("campaign", "status", "both", "--json")
+    status = json.loads(out)
+    assert code == 1 and status["verdict"] == "NOT_ACCEPTED"
+    assert status["remaining"] == [
+        "15s: baseline baseline has 0 of 2 required runs",
+        "15s: baseline repeatability not yet qualified",
+        "15s: candidate rank-local has 0 of 1 required runs",
+    ]
+    for name in ("b1", "b2"):
+        assert c.run("both", "15s", "baseline", f"{name}-15s") == 0
+    assert c.run("both", "15s", "rank-local", "r-15s") == 0
+    code, out, _ = c.cli("campaign", "status", "both", "--json")
+    status = json.loads(out)
+    assert status["remaining"] == [
+        "run 'b1-15s' is not committed yet: that the protocol was frozen before it cannot be proven",
+        "run 'b2-15s' is not committed yet: that the protocol was frozen before it cannot be proven",
+        "run 'r-15s' is not committed yet: that the protocol was frozen before it cannot be proven",
+    ]
+    commit(root, "15s runs", "evidence")
+    code, out, _ = c.cli("campaign", "status", "both", "--json")
+    status = json.loads(out)
+    assert code == 0 and status["verdict"] == "ACCEPTED" and status["remaining"] == []
+    assert len(status["cells"]) == 4 and all(x["qualified"] for x in status["cells"])
+    code, out, _ = c.cli("campaign", "status", "both")
+    assert code == 0 and out.rstrip().endswith("ACCEPTED")

@@ -481,3 +481,45 @@ def test_accepted_needs_both_conditions(
     assert len(status["cells"]) == 4 and all(x["qualified"] for x in status["cells"])
     code, out, _ = c.cli("campaign", "status", "both")
     assert code == 0 and out.rstrip().endswith("ACCEPTED")
+
+
+def test_claims_refused_for_differing_workload_and_small_n(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    (root / ".gitignore").write_text(".evstore/\n")
+    git(root, "init", "-q", "-b", "main")
+    text = protocol_text("small", [("baseline", 2), ("fast", 1), ("odd", 1)], ("5s",))
+    src = write_protocol(tmp_path / "p", text.replace("min_runs = 3", "min_runs = 4"))
+    c = Campaign(root, server, capsys)
+    assert main(["campaign", "init", "small", "--protocol", str(src), "--root", str(root)]) == 0
+    commit(root, "protocol", ".gitignore", "evidence/small")
+    for name in ("b1", "b2"):
+        assert c.run("small", "5s", "baseline", name) == 0
+    assert c.run("small", "5s", "fast", "fast-1") == 0
+    other = tmp_path / "other.toml"
+    other.write_text(sample_workload(seconds=(1,), seed=7, **TINY))  # type: ignore[arg-type]
+    code = main(
+        ["-q", "run", str(other), "--arm", "odd", "--server", server.url, "--name", "odd-1",
+         "--campaign", "small", "--condition", "5s", "--root", str(root)]
+    )  # fmt: skip
+    assert code == 0
+    commit(root, "runs", "evidence")
+    code, out, _ = c.cli(
+        "campaign", "claim", "small", "--condition", "5s", "--arm", "fast", "--json"
+    )
+    claim = json.loads(out)
+    assert code == 1 and claim["speedup"] is None
+    assert claim["reasons"] == [
+        "5s: arm 'fast' has n = 3 measured requests of complete runs, below the protocol's "
+        "min_runs = 4"
+    ]
+    assert (claim["n_baseline"], claim["n_candidate"]) == (6, 3)
+    code, out, _ = c.cli("campaign", "claim", "small", "--condition", "5s", "--arm", "odd")
+    assert code == 1 and "claim refused" in out
+    assert "5s: arm 'odd' has 0 of 1 required complete runs" in out
+    assert "run 'odd-1' ran workload" in out and "the workloads differ" in out
+    code, out, _ = c.cli("campaign", "verify", "small", "--json")
+    findings = json.loads(out)["findings"]
+    assert [(f["run"], f["code"]) for f in findings] == [("odd-1", "workload-mismatch")]

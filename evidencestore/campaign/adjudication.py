@@ -20,9 +20,10 @@ thresholds stay INCONCLUSIVE: no threshold is a no-degradation certificate.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import EvidenceStoreError
 from ..inventory import EVIDENCE_DIR
@@ -33,6 +34,9 @@ from .arrays import ARRAY_SUFFIXES, compare_array_files
 from .members import Member
 from .models import Adjudication, ArrayComparison, OutputComparison, Repeatability, Verdict
 from .protocol import Campaign
+
+if TYPE_CHECKING:
+    from ..media.records import Expectations
 
 __all__ = ["adjudicate", "compare_runs", "repeatability", "worst"]
 
@@ -85,7 +89,7 @@ def _pair(
     cand_name: str,
     a: _Output | None,
     b: _Output | None,
-    workload_path: Path | None,
+    expect: Callable[[int], Expectations | None],
 ) -> OutputComparison:
     from ..media.comparison import compare
     from ..media.store import store_record
@@ -131,9 +135,7 @@ def _pair(
             reasons=("byte-identical outputs, both valid against the request", *array_reasons),
             arrays=tuple(arrays),
         )  # fmt: skip
-    expectations = None
-    if workload_path is not None:
-        expectations = expectations_for(load_workload(workload_path).workload, a.request)
+    expectations = expect(a.request)
     try:
         record = compare(a.body.digest, b.body.digest, expectations, root=root)
     except EvidenceStoreError as exc:
@@ -167,9 +169,19 @@ def compare_runs(
     """Every output pair of two runs of one condition, judged (see module doc)."""
     phases = campaign.protocol.quality.compare_phases
     a, b = _outputs(reference, phases), _outputs(candidate, phases)
+    workload = load_workload(workload_path).workload if workload_path is not None else None
+    cache: dict[int, Expectations | None] = {}
+
+    def expect(index: int) -> Expectations | None:
+        if workload is None:
+            return None
+        if index not in cache:
+            cache[index] = expectations_for(workload, index)
+        return cache[index]
+
     return [
         _pair(Path(root), store, k, reference.name, candidate.name, a.get(k), b.get(k),
-              workload_path)
+              expect)
         for k in sorted(set(a) | set(b))
     ]  # fmt: skip
 

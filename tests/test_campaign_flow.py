@@ -523,3 +523,51 @@ def test_claims_refused_for_differing_workload_and_small_n(
     code, out, _ = c.cli("campaign", "verify", "small", "--json")
     findings = json.loads(out)["findings"]
     assert [(f["run"], f["code"]) for f in findings] == [("odd-1", "workload-mismatch")]
+
+
+def test_claim_cites_configuration_difference(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    (root / ".gitignore").write_text(".evstore/\n")
+    git(root, "init", "-q", "-b", "main")
+    text = protocol_text("cfg", [("baseline", 2), ("resident-16", 1)], ("5s",))
+    text = text.replace("baseline = true\n", 'baseline = true\nconfigs = ["configs/base.yaml"]\n')
+    text += 'configs = ["configs/resident.yaml"]\n'
+    src = write_protocol(tmp_path / "p", text)
+    (tmp_path / "p/configs").mkdir()
+    base_cfg = tmp_path / "p/configs/base.yaml"
+    base_cfg.write_text("offload:\n  resident_layers: 0\n  strategy: stream\n")
+    cand_cfg = tmp_path / "p/configs/resident.yaml"
+    cand_cfg.write_text("offload:\n  resident_layers: 16\n  strategy: resident\n")
+    c = Campaign(root, server, capsys)
+    assert main(["campaign", "init", "cfg", "--protocol", str(src), "--root", str(root)]) == 0
+    commit(root, "protocol", ".gitignore", "evidence/cfg")
+
+    def run(arm: str, name: str, config: Path) -> int:
+        return main(
+            ["-q", "run", str(root / "evidence/cfg/workloads/5s.toml"), "--arm", arm,
+             "--server", server.url, "--name", name, "--campaign", "cfg", "--condition", "5s",
+             "--config", str(config), "--root", str(root)]
+        )  # fmt: skip
+
+    assert run("baseline", "b1", base_cfg) == 0
+    assert run("baseline", "b2", base_cfg) == 0
+    assert run("resident-16", "r1", cand_cfg) == 0
+    assert run("resident-16", "wrong-config", base_cfg) == 0
+    commit(root, "runs", "evidence")
+    code, out, _ = c.cli(
+        "campaign", "claim", "cfg", "--condition", "5s", "--arm", "resident-16", "--json"
+    )
+    claim = json.loads(out)
+    assert code == 0, claim
+    diffs = {d["key"]: (d["a"], d["b"]) for d in claim["config_diff"]}
+    pair = "configs/base.yaml|configs/resident.yaml"
+    assert diffs == {
+        f"{pair}:offload.resident_layers": (0, 16),
+        f"{pair}:offload.strategy": ("stream", "resident"),
+    }
+    assert [e["run"] for e in claim["excluded"]] == ["wrong-config"]
+    assert claim["excluded"][0]["code"] == "config-mismatch"
+    assert {rv["run"] for rv in claim["runs"]} == {"b1", "b2", "r1"}

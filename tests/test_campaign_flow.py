@@ -307,6 +307,7 @@ def test_failed_arm_gives_no_claim(seed: Campaign, capsys: pytest.CaptureFixture
     assert claim["reasons"][0] == "5s: arm 'resident-16' has 0 of 1 required complete runs"
     assert "resident-16-5s-1" in claim["reasons"][1] and OFFLOAD in claim["reasons"][1]
     assert all(rv["arm"] == "baseline" for rv in claim["runs"])
+    assert claim["failed_runs"] == ["resident-16-5s-1"]
 
 
 def test_claim_matches_independent_computation(
@@ -571,3 +572,24 @@ def test_claim_cites_configuration_difference(
     assert [e["run"] for e in claim["excluded"]] == ["wrong-config"]
     assert claim["excluded"][0]["code"] == "config-mismatch"
     assert {rv["run"] for rv in claim["runs"]} == {"b1", "b2", "r1"}
+
+
+def test_run_committed_with_its_protocol_is_not_proven(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    (root / ".gitignore").write_text(".evstore/\n")
+    git(root, "init", "-q", "-b", "main")
+    src = write_protocol(tmp_path / "p", protocol_text("same", [("baseline", 2), ("x", 1)]))
+    c = Campaign(root, server, capsys)
+    assert main(["campaign", "init", "same", "--protocol", str(src), "--root", str(root)]) == 0
+    assert c.run("same", "5s", "baseline", "together") == 0
+    code, out, _ = c.cli("campaign", "verify", "same", "--json")
+    assert code == 1
+    assert {f["code"] for f in json.loads(out)["findings"]} == {"history", "uncommitted"}
+    commit(root, "protocol and a run at once", ".gitignore", "evidence")
+    code, out, _ = c.cli("campaign", "verify", "same", "--json")
+    (finding,) = json.loads(out)["findings"]
+    assert code == 1 and finding["run"] == "together" and finding["code"] == "before-protocol"
+    assert "together with the protocol" in finding["message"]

@@ -8,7 +8,8 @@ failed runs are named: they stay in the record and never contribute a number), w
 either arm has fewer values than ``timing.min_runs``, or when a run was excluded because
 its workload differs from the condition's. The claim cites every run digest, each run's
 values, mean and coefficient of variation, and the configuration difference between the
-arms (``evidencestore.runs.diff_configs`` of their first runs).
+arms (``evidencestore.runs.diff_configs`` of their first runs); runs that did not
+complete are named in ``failed_runs`` whether or not the claim stands.
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ def make_claim(
         cv_baseline=_cv(xs),
         cv_candidate=_cv(ys),
         runs=tuple(values),
+        failed_runs=tuple(m.name for m in (*b_runs, *c_runs) if not m.complete),
         config_diff=tuple(diff),
         excluded=excluded,
     )

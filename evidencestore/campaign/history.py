@@ -91,6 +91,11 @@ def check_history(root: str | Path, campaign: str, runs: Iterable[str]) -> Histo
             )
         elif is_strict_ancestor(root, protocol_commit, commit):
             check.frozen[run] = commit
+        elif commit == protocol_commit:
+            check.before[run] = (
+                f"run {run!r} was added in commit {commit[:12]} together with the protocol: "
+                "it is not provably recorded after the protocol was frozen"
+            )
         else:
             check.before[run] = (
                 f"run {run!r} was added in commit {commit[:12]}, which does not descend from "

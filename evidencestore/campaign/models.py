@@ -200,6 +200,7 @@ class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
     cv_baseline: float | None = None
     cv_candidate: float | None = None
     runs: tuple[RunValue, ...] = ()
+    failed_runs: tuple[str, ...] = ()
     config_diff: tuple[dict[str, Any], ...] = ()
     excluded: tuple[Exclusion, ...] = ()
 

@@ -19,7 +19,9 @@ from evidencestore.verify import verify_registration, verify_repository
 
 
 def test_forked_workers_report_every_outcome_that_differs(tmp_path: Path) -> None:
-    paths, sizes, digests = [], [], []
+    paths: list[str] = []
+    sizes: list[int | None] = []
+    digests: list[str | None] = []
     for i in range(2100):
         data = i.to_bytes(4, "little") * 8
         p = tmp_path / f"f{i:05d}"
@@ -42,9 +44,9 @@ def test_forked_workers_report_every_outcome_that_differs(tmp_path: Path) -> Non
     assert isinstance(out[2000], IntegrityError)
     assert "size is 32 bytes, expected 31" in str(out[2000])
     assert isinstance(out[2001], NotRegularFileError)
-    assert out[5] == Hashed(digests[5], 32)
-    ok = [o for i, o in enumerate(out) if i not in (7, 100, 2000, 2001)]
-    assert all(type(o) is Hashed for o in ok)
+    assert out[5] == Hashed(hash_bytes((5).to_bytes(4, "little") * 8).digest, 32)
+    ok = [o for i, o in enumerate(out) if i not in (7, 100, 2000, 2001) and type(o) is Hashed]
+    assert len(ok) == 2096
     assert [o.digest for o in ok] == [
         d for i, d in enumerate(digests) if i not in (7, 100, 2000, 2001)
     ]

@@ -24,13 +24,30 @@ __all__ = ["HistoryCheck", "added_in", "check_history", "is_strict_ancestor"]
 
 def added_in(root: Path, bundle: str) -> str | None:
     """The oldest commit of ``HEAD`` that added bundle ``bundle``'s registration."""
-    path = f"{EVIDENCE_DIR}/{bundle}/{REGISTRATION_NAME}"
+    return _added(root, [bundle]).get(bundle)
+
+
+def _added(root: Path, bundles: Iterable[str]) -> dict[str, str]:
+    """For each bundle whose registration a commit of ``HEAD`` added, the oldest such
+    commit: one ``git log --diff-filter=A`` for all of them."""
+    wanted = set(bundles)
+    if not wanted:
+        return {}
     try:
-        out = git(root, "log", "--diff-filter=A", "--format=%H", "HEAD", "--", path)
+        out = git(
+            root, "log", "--diff-filter=A", "--format=%x00%H", "--name-only",
+            "--relative", "HEAD", "--", f":(glob){EVIDENCE_DIR}/*/{REGISTRATION_NAME}",
+        )  # fmt: skip
     except ConfigError:
-        return None  # no commit yet
-    commits = out.decode().split()
-    return commits[-1] if commits else None
+        return {}  # no commit yet
+    found: dict[str, str] = {}
+    for chunk in out.decode("utf-8", "surrogateescape").split("\0")[1:]:
+        commit, *paths = chunk.split()
+        for path in paths:
+            parts = path.split("/")
+            if len(parts) == 3 and parts[1] in wanted:
+                found[parts[1]] = commit  # newest first: the last seen is the oldest
+    return found
 
 
 def is_strict_ancestor(root: Path, older: str, newer: str) -> bool:
@@ -74,7 +91,8 @@ def check_history(root: str | Path, campaign: str, runs: Iterable[str]) -> Histo
             problem=f"{root} is not a git repository: the order of protocol and runs "
             "cannot be proven",
         )
-    protocol_commit = added_in(root, campaign)
+    added = _added(root, [campaign, *runs])
+    protocol_commit = added.get(campaign)
     check = HistoryCheck(git=True, protocol_commit=protocol_commit)
     if protocol_commit is None:
         check.problem = (
@@ -82,7 +100,7 @@ def check_history(root: str | Path, campaign: str, runs: Iterable[str]) -> Histo
             "committed: commit it before any run"
         )
     for run in runs:
-        commit = added_in(root, run)
+        commit = added.get(run)
         if commit is None:
             check.uncommitted.append(run)
         elif protocol_commit is None:

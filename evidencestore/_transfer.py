@@ -27,6 +27,7 @@ from .errors import (
     IntegrityError,
     StorageError,
 )
+from .integrity import check_content
 from .storage import BlobStore, LocalBlobStore
 from .storage._base import SupportsIncoming
 
@@ -277,20 +278,10 @@ def _read_raw(store: BlobStore, digest: str, limit: int | None = None) -> bytes:
 
 
 def check_bytes(source: Source, digest: str, size: int | None, data: bytes | memoryview) -> None:
-    if size is not None and len(data) > size:
-        raise IntegrityError(
-            f"{source.label}: {digest}: holds more than the expected {size} bytes; refused"
-        )
-    if size is not None and len(data) != size:
-        raise IntegrityError(
-            f"{source.label}: {digest}: got {len(data)} bytes, expected {size}; refused"
-        )
-    observed = hash_bytes(data).digest
-    if observed != digest:
-        raise IntegrityError(
-            f"{source.label}: {digest}: content hashes to {observed} ({len(data)} bytes), "
-            f"expected {digest}; refused"
-        )
+    """Check received bytes (size first, then hash) before anything keeps them."""
+    n = len(data)
+    observed = hash_bytes(data).digest if size is None or n == size else None
+    check_content(source.label, digest, size, observed, n, suffix="; refused")
 
 
 def _publish_bytes(cache: BlobStore, digest: str, data: bytes) -> None:
@@ -333,20 +324,9 @@ def _download_streamed(source: Source, cache: BlobStore, digest: str, size: int)
             _inflight.add(tmp)
         source.store.download_to(digest, str(tmp), limit=size + 1)
         observed_size = os.stat(tmp).st_size
-        if observed_size > size:
-            raise IntegrityError(
-                f"{source.label}: {digest}: holds more than the expected {size} bytes; refused"
-            )
-        if observed_size != size:
-            raise IntegrityError(
-                f"{source.label}: {digest}: got {observed_size} bytes, expected {size}; refused"
-            )
+        check_content(source.label, digest, size, None, observed_size, suffix="; refused")
         observed = hash_file(tmp, size).digest
-        if observed != digest:
-            raise IntegrityError(
-                f"{source.label}: {digest}: content hashes to {observed} ({size} bytes), "
-                f"expected {digest}; refused"
-            )
+        check_content(source.label, digest, size, observed, size, suffix="; refused")
         _steps.reached("fetch-written")
         try:
             cache.adopt(tmp, digest, size, durable=False)
@@ -446,11 +426,7 @@ def upload(
                 data = fh.read()
             check_bytes(local, digest, size, data)
         else:
-            observed = hash_file(path, size).digest
-            if observed != digest:
-                raise IntegrityError(
-                    f"{local.label}: {digest}: content hashes to {observed}, expected {digest}"
-                )
+            check_content(local.label, digest, size, hash_file(path, size).digest, size)
     except FileNotFoundError:
         raise BlobNotFoundError(
             f"{digest} cannot be pushed to {remote.label}: it is not in the {local.label}"

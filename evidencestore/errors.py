@@ -25,7 +25,32 @@ class InvalidDigestError(EvidenceStoreError, ValueError):
 
 
 class IntegrityError(EvidenceStoreError):
-    """Bytes do not match the digest or size they were addressed by."""
+    """Bytes do not match the digest or size they were addressed by.
+
+    Besides the message, the structured fields say where the bytes were (``where``),
+    what was expected (``digest``, ``expected_size``), what was observed
+    (``observed_digest``, ``observed_size``; None when not measured) and the message
+    without its place (``reason``), so callers never re-parse the text.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        where: str | None = None,
+        digest: str | None = None,
+        expected_size: int | None = None,
+        observed_digest: str | None = None,
+        observed_size: int | None = None,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.where = where
+        self.digest = digest
+        self.expected_size = expected_size
+        self.observed_digest = observed_digest
+        self.observed_size = observed_size
+        self.reason = message if reason is None else reason
 
 
 class BlobNotFoundError(EvidenceStoreError, KeyError):

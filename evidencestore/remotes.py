@@ -37,6 +37,7 @@ from .errors import (
     StorageError,
     TransferError,
 )
+from .integrity import check_content
 from .inventory import load_inventory
 from .leases import (
     LEASE_DIR,
@@ -585,12 +586,8 @@ def _hash_remote(source: Source, digest: str, size: int) -> None:
         with tempfile.TemporaryDirectory(prefix="evstore-verify-") as tmpdir:
             path = os.path.join(tmpdir, "blob")
             store.download_to(digest, path, limit=size + 1)
-            got = os.stat(path).st_size
-            if got != size:
-                raise IntegrityError(f"{source.label}: {digest}: got {got} bytes, expected {size}")
-            observed = hash_file(path, size).digest
-        if observed != digest:
-            raise IntegrityError(f"{source.label}: {digest}: content hashes to {observed}")
+            check_content(source.label, digest, size, None, os.stat(path).st_size)
+            check_content(source.label, digest, size, hash_file(path, size).digest, size)
         return
     check_bytes(source, digest, size, store.read_bytes(digest, limit=size + 1))
 

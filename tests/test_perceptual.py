@@ -422,7 +422,9 @@ def test_rechecks_what_the_store_returns(
     backbone = stored.store.get(stored.backbone.digest, stored.backbone.size)
     linear = linear_path.read_bytes()
     lying = _LyingStore({stored.backbone.digest: backbone, stored.linear.digest: linear[:-1]})
-    with pytest.raises(ScorerError, match=f"{stored.linear.digest}: read {len(linear) - 1} bytes"):
+    with pytest.raises(
+        ScorerError, match=f"{stored.linear.digest}: got {len(linear) - 1} bytes, expected"
+    ):
         load_scorer(lying, stored.backbone, stored.linear, device="cpu")
     swapped = bytearray(linear)
     swapped[-1] ^= 0xFF

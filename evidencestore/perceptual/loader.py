@@ -21,7 +21,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..digest import hash_bytes
-from ..errors import BlobNotFoundError, EvidenceStoreError, ScorerError
+from ..errors import BlobNotFoundError, EvidenceStoreError, IntegrityError, ScorerError
+from ..integrity import check_content
 from ..models import Descriptor
 from .prescan import scan_state_dict
 from .provenance import (
@@ -73,10 +74,10 @@ def _fetch(store: BlobStore, role: str, descriptor: Descriptor) -> bytes:
         raise ScorerError(f"{where}: {exc}") from exc
     # The store verified them; check again against the pinned descriptor.
     observed = hash_bytes(data)
-    if observed.size != descriptor.size:
-        raise ScorerError(f"{where}: read {observed.size} bytes, expected {descriptor.size}")
-    if observed.digest != descriptor.digest:
-        raise ScorerError(f"{where}: content hashes to {observed.digest}")
+    try:
+        check_content(f"LPIPS {role} weights", descriptor.digest, descriptor.size, *observed)
+    except IntegrityError as exc:
+        raise ScorerError(str(exc)) from exc
     title = descriptor.annotations.get(TITLE_ANNOTATION)
     pinned_sha = descriptor.annotations.get(SHA256_ANNOTATION)
     prefix = torchvision_hash_prefix(title) if title else None

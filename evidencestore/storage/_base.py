@@ -14,6 +14,7 @@ from blake3 import blake3
 from .. import _steps
 from ..digest import digest_hex, hash_bytes, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, ReadOnlyStoreError, StorageError
+from ..integrity import check_content
 from ..models import Descriptor
 
 __all__ = [
@@ -83,25 +84,16 @@ class VerifyingReader(io.RawIOBase):
             self._hasher.update(data)
             self._count += n
             if self._size is not None and self._count > self._size:
-                raise IntegrityError(
-                    f"{self._digest} in {self._where}: more than the expected {self._size} bytes"
-                )
+                check_content(self._where, self._digest, self._size, None, self._count)
         elif not self._done:
             self._done = True
             self._check()
         return n
 
     def _check(self) -> None:
-        if self._size is not None and self._count != self._size:
-            raise IntegrityError(
-                f"{self._digest} in {self._where}: read {self._count} bytes, expected {self._size}"
-            )
+        check_content(self._where, self._digest, self._size, None, self._count)
         observed = "blake3:" + self._hasher.hexdigest()
-        if observed != self._digest:
-            raise IntegrityError(
-                f"{self._digest} in {self._where}: content hashes to {observed} "
-                f"({self._count} bytes)"
-            )
+        check_content(self._where, self._digest, self._size, observed, self._count)
 
     @property
     def verified(self) -> bool:

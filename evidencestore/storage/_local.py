@@ -19,6 +19,7 @@ from blake3 import blake3
 
 from ..digest import digest_hex, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
+from ..integrity import check_content
 from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, blob_key
 
 __all__ = ["LINK_MODES", "LinkMode", "LocalBlobStore"]
@@ -180,11 +181,7 @@ class LocalBlobStore(BlobStore):
                 dst.flush()
                 os.fsync(dst.fileno())
             observed = "blake3:" + hasher.hexdigest()
-            if observed != digest or copied != size:
-                raise IntegrityError(
-                    f"{path}: changed while being stored (was {digest}, {size} bytes; "
-                    f"now {observed}, {copied} bytes)"
-                )
+            check_content(f"{path}: changed while being stored", digest, size, observed, copied)
             self._publish(tmp, final, digest)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):

@@ -102,8 +102,10 @@ class BlobStoreSuite:
         data = b"b" * 5000
         digest = self.seed(store, data)
         self.corrupt(store, digest, data[:100])
-        with pytest.raises(IntegrityError, match="read 100 bytes, expected 5000"):
+        with pytest.raises(IntegrityError, match="got 100 bytes, expected 5000") as caught:
             store.get(digest, len(data))
+        assert (caught.value.digest, caught.value.observed_size) == (digest, 100)
+        assert caught.value.expected_size == 5000 and caught.value.where == store.location
         with pytest.raises(IntegrityError, match="hashes to"):
             store.get(digest)
 

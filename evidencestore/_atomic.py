@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["fsync_dir", "temporary_beside", "write_create", "write_replace"]
+__all__ = ["fsync_dir", "replacing", "temporary_beside", "write_create", "write_replace"]
 
 
 def temporary_beside(final: Path) -> Path:
@@ -72,3 +74,22 @@ def write_create(final: str | os.PathLike[str], data: bytes) -> bool:
             os.unlink(tmp)
     fsync_dir(path.parent)
     return True
+
+
+@contextlib.contextmanager
+def replacing(final: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """Write ``final`` through a temporary that replaces it only if the block completes
+    (streamed content: readers never see a partial file; on an exception nothing
+    changes at ``final``)."""
+    path = Path(final)
+    tmp = temporary_beside(path)
+    try:
+        with open(tmp, "xb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    fsync_dir(path.parent)

@@ -5,7 +5,6 @@ Credentials never live here; backends take them from their usual sources.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from pathlib import Path
@@ -335,18 +334,12 @@ def save_config(root: str | os.PathLike[str], config: Config, *, local: bool = F
     path = Path(root) / (LOCAL_CONFIG_NAMES[-1] if local else CONFIG_NAME)
     if local:
         path.parent.mkdir(parents=True, exist_ok=True)
+    from ._atomic import write_replace
+
     text = tomli_w.dumps(msgspec.to_builtins(config))
-    tmp = path.with_name(f".{CONFIG_NAME}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
-    created = False
     try:
-        with open(tmp, "x", encoding="utf-8") as fh:
-            created = True
-            fh.write(text)
-        os.replace(tmp, path)
+        write_replace(path, text.encode("utf-8"))
     except OSError as exc:
-        if created:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
         raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from exc
     return path
 

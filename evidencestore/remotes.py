@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from . import _steps
+from ._atomic import replacing
 from ._transfer import (
     DEFAULT_JOBS,
     STREAM_THRESHOLD,
@@ -558,20 +559,12 @@ def export_blob(
     """Copy a blob from ``store`` to ``dest`` atomically, verifying while copying; a
     copy that fails verification never appears at ``dest``."""
     dest = Path(dest)
-    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        with store.open(digest, size) as reader, open(tmp, "wb") as out:
+        with store.open(digest, size) as reader, replacing(dest) as out:
             while chunk := reader.read(8 << 20):
                 out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, dest)
     except OSError as exc:
         raise StorageError(f"{dest}: cannot write: {exc.strerror or exc}") from exc
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return dest
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, TypeVar
 
 from . import _steps
 from ._atomic import replacing
@@ -78,6 +78,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("evidencestore")
+T = TypeVar("T")
 _LOCAL = "local store"
 
 
@@ -231,31 +232,20 @@ class ReadThroughStore(BlobStore):
 
         A cached copy that fails verification is replaced from the remotes.
         """
-        digest = parse_digest(digest)
-        self.fetch(digest, size)
-        try:
-            return self.cache.get(digest, size)
-        except IntegrityError as exc:
-            if not self.remotes:
-                raise
-            log.warning("%s; fetching it again from the remotes", exc)
-        download(
-            self.sources,
-            self.cache,
-            digest,
-            size,
-            looked_before=[f"local store ({self.cache.location}): corrupt"],
-        )
-        return self.cache.get(digest, size)
+        return self._repairing(lambda d: self.cache.get(d, size), digest, size)
 
     def verify(self, digest: str, size: int | None = None) -> None:
         """Hash the local copy, streaming (fetching it first if needed); a cached copy
         that fails verification is replaced from the remotes."""
+        self._repairing(lambda d: self.cache.verify(d, size), digest, size)
+
+    def _repairing(self, read: Callable[[str], T], digest: str, size: int | None) -> T:
+        """``read`` the cached copy (fetched first); once more after re-fetching it from
+        the remotes when the cached copy fails verification."""
         digest = parse_digest(digest)
         self.fetch(digest, size)
         try:
-            self.cache.verify(digest, size)
-            return
+            return read(digest)
         except IntegrityError as exc:
             if not self.remotes:
                 raise
@@ -267,7 +257,7 @@ class ReadThroughStore(BlobStore):
             size,
             looked_before=[f"local store ({self.cache.location}): corrupt"],
         )
-        self.cache.verify(digest, size)
+        return read(digest)
 
     def put(
         self,

@@ -17,6 +17,7 @@ from typing import BinaryIO, Literal
 
 from blake3 import blake3
 
+from .._atomic import fsync_dir
 from ..digest import digest_hex, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
 from ..integrity import check_content
@@ -27,15 +28,6 @@ __all__ = ["LINK_MODES", "LinkMode", "LocalBlobStore"]
 _TMP_PREFIX = ".tmp-"
 INCOMING_DIR = "incoming"
 _QUARANTINED = re.compile(r"^([0-9a-f]{64})-[0-9a-f]{16}$")
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 LinkMode = Literal["copy", "hardlink", "reflink"]
@@ -112,7 +104,7 @@ class LocalBlobStore(BlobStore):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         if durable:
-            _fsync_dir(final.parent)
+            fsync_dir(final.parent)
 
     def _write(self, digest: str, data: bytes) -> None:
         final = self.path_of(digest)

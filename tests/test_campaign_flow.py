@@ -11,6 +11,7 @@ import json
 import math
 import os
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,7 @@ def write_protocol(tmp: Path, text: str) -> Path:
     return path
 
 
-def lsb_render(server: VideoServer) -> Callable[[dict[str, str], int], bytes]:
+def lsb_render() -> Callable[[dict[str, str], int], bytes]:
     """The reference server's content with one sample of audio one LSB (2**-15) higher
     before encoding: same video, audio that decodes differently."""
 
@@ -103,7 +104,8 @@ def lsb_render(server: VideoServer) -> Callable[[dict[str, str], int], bytes]:
         w, h = (int(v) for v in fields["size"].split("x"))
         fps, seed = int(fields["fps"]), int(fields["seed"])
         frames = round(float(fields["seconds"]) * fps)
-        path = Path(server._tmp) / f"lsb-{number}.mp4"
+        tmp = tempfile.TemporaryDirectory(prefix="evstore-lsb-")
+        path = Path(tmp.name) / f"lsb-{number}.mp4"
 
         def bump(first: int, data: Any) -> Any:
             data = data.copy()
@@ -133,7 +135,10 @@ def lsb_render(server: VideoServer) -> Callable[[dict[str, str], int], bytes]:
             else None,
             audio_hook=bump,
         )
-        return path.read_bytes()
+        try:
+            return path.read_bytes()
+        finally:
+            tmp.cleanup()
 
     return render
 
@@ -202,9 +207,7 @@ def seed(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Itera
             [("baseline", 2), ("rank-local", 1), ("lsb-audio", 1), ("resident-16", 1)],
         ),
     )
-    mp = pytest.MonkeyPatch()
-    capsys: Any = None
-    c = Campaign(root, server, capsys)
+    c = Campaign(root, server, None)
     code = main(["campaign", "init", "h3-lossless", "--protocol", str(src), "--root", str(root)])
     assert code == 0
     commit(root, "protocol", ".gitignore", "evidence/h3-lossless")
@@ -213,15 +216,11 @@ def seed(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Itera
             assert c.run("h3-lossless", cond, "baseline", f"baseline-{cond}-{i}", latency=0.03) == 0
         assert c.run("h3-lossless", cond, "rank-local", f"rank-local-{cond}-1") == 0
         assert (
-            c.run(
-                "h3-lossless", cond, "lsb-audio", f"lsb-audio-{cond}-1", render=lsb_render(server)
-            )
-            == 0
+            c.run("h3-lossless", cond, "lsb-audio", f"lsb-audio-{cond}-1", render=lsb_render()) == 0
         )
     assert c.run("h3-lossless", "5s", "resident-16", "resident-16-5s-1", startup_error=OFFLOAD) == 1
     commit(root, "runs", "evidence")
     yield c
-    mp.undo()
 
 
 def test_protocol_registered_by_digest(seed: Campaign) -> None:

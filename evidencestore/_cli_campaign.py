@@ -56,6 +56,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="BUNDLE",
         help="also register the status and every record behind it as a bundle",
     )
+    q.add_argument(
+        "--html",
+        metavar="OUT",
+        help="also write the status as a self-contained HTML report (evidencestore[report])",
+    )
     add_root(q)
     q.set_defaults(func=_status)
 
@@ -179,6 +184,8 @@ def _status(args: argparse.Namespace) -> int:
         register_records(
             root, args.register, records, campaign=campaign.name, protocol_digest=campaign.digest
         )
+    if args.html:
+        _write_html(args.html, root, campaign, ev)
     if args.json:
         _print_json(status)
         return EXIT_OK if status.verdict == "ACCEPTED" else EXIT_FAILED
@@ -206,3 +213,17 @@ def _status(args: argparse.Namespace) -> int:
     for item in status.remaining:
         print(f"  - {item}", file=out)
     return EXIT_OK if status.verdict == "ACCEPTED" else EXIT_FAILED
+
+
+def _write_html(out: str, root: Any, campaign: Any, ev: Any) -> None:
+    """The same page as ``evstore report NAME``, from this evaluation (not a second one)."""
+    from ._atomic import write_replace
+    from .errors import ConfigError
+    from .report.targets import render_campaign
+
+    page = render_campaign(root, campaign.name, evaluated=(campaign, ev))
+    try:
+        write_replace(out, page.html.encode("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--html {out}: cannot write: {exc.strerror or exc}") from exc
+    print(f"wrote {out}", file=sys.stderr)

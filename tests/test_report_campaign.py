@@ -260,3 +260,10 @@ def test_report_of_a_campaign_run_against_the_reference_server(tmp_path: Path) -
     for claim in evaluation.claims.values():
         for value in claim.runs:  # every run a claim used, with its digest and an anchor
             assert "d-" + value.digest.removeprefix("blake3:")[:16] in facts["ids"]
+
+    # `campaign status --html` writes the same page from its own evaluation.
+    again = tmp_path / "status.html"
+    code, stdout, err = run("campaign", "status", "h3", "--html", str(again), "--root", str(root))
+    assert code == (0 if evaluation.status.verdict == "ACCEPTED" else 1), err
+    assert f"wrote {again}" in err and evaluation.status.verdict in stdout
+    assert again.read_text() == html

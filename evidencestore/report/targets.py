@@ -180,17 +180,23 @@ def _bundle(root: Path, name: str, path: str | None) -> Rendered:
     return render_record_bytes(data, source=f"{name}:{entry.path}", root=root, context=context)
 
 
-def render_campaign(root: str | os.PathLike[str], name: str) -> Rendered:
+def render_campaign(
+    root: str | os.PathLike[str], name: str, *, evaluated: tuple[Any, Any] | None = None
+) -> Rendered:
     """Evaluate the campaign registered as bundle ``name`` (its status and every record it
-    was computed from, from the runs registered now) and render its page."""
+    was computed from, from the runs registered now) and render its page. ``evaluated``
+    is a ``(campaign, evaluation)`` pair already computed by the caller."""
     from .._canonical import canonical
     from ..campaign.protocol import load_campaign
     from ..campaign.status import evaluate
     from ..digest import hash_bytes
     from .campaign import render_campaign_status_html
 
-    campaign = load_campaign(root, name)
-    evaluation = evaluate(root, campaign)
+    if evaluated is None:
+        campaign = load_campaign(root, name)
+        evaluation = evaluate(root, campaign)
+    else:
+        campaign, evaluation = evaluated
     records = [
         *evaluation.repeatability.values(),
         *evaluation.adjudications.values(),

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ._cli import main as evstore
+from .cli import main as evstore
 
 
 def _say(text: str) -> None:

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from helpers.repos import add_bundle, make_files
 
-from evidencestore._cli import main
 from evidencestore.bundle import (
     SkippedSource,
     create_bundle,
@@ -26,6 +25,7 @@ from evidencestore.bundle import (
     scan_sources,
     stale_staging_dirs,
 )
+from evidencestore.cli import main
 from evidencestore.errors import BundleError
 from evidencestore.models import Descriptor, Entry
 from evidencestore.remotes import local_store
@@ -263,7 +263,7 @@ def test_bundle_name_differing_only_in_case_is_refused(repo: Path) -> None:
 _WRAPPER = """
 import os, sys
 import evidencestore.bundle as bundle
-from evidencestore._cli import main
+from evidencestore.cli import main
 
 where = os.environ["PAUSE_AT"]
 

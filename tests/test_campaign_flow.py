@@ -24,8 +24,8 @@ pytest.importorskip("numpy")
 
 import numpy as np
 
-from evidencestore._cli import main
 from evidencestore.campaign.protocol import load_campaign
+from evidencestore.cli import main
 from evidencestore.runs import load_run, open_run
 from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
 from evidencestore.testing.video_server import VideoServer, sample_workload, serve_video

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evidencestore._cli import main
 from evidencestore.campaign.protocol import load_campaign, parse_protocol
+from evidencestore.cli import main
 from evidencestore.digest import hash_bytes
 from evidencestore.errors import ConfigError, ManifestError
 from evidencestore.testing.video_server import sample_workload

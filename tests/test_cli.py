@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from helpers.repos import add_bundle, make_files
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.digest import hash_bytes
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.repos import add_bundle, git, init_repo, make_files
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.digest import hash_bytes
 
 
@@ -390,7 +390,7 @@ def test_the_example_workflow_runs_real_commands() -> None:
     import shlex
 
     yaml = pytest.importorskip("yaml")
-    from evidencestore._cli import build_parser
+    from evidencestore.cli import build_parser
 
     doc = yaml.safe_load((Path(__file__).parent.parent / "docs/ci/github-workflow.yml").read_text())
     steps = doc["jobs"]["verify"]["steps"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers.repos import add_bundle
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.digest import hash_bytes
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from evidencestore import _cli
+from evidencestore import cli as _cli
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, str]:
@@ -21,7 +21,7 @@ def test_the_command_table_names_each_command_s_module() -> None:
     for group in _cli._GROUPS:
         parser = argparse.ArgumentParser(prog="evstore")
         sub = parser.add_subparsers()
-        importlib.import_module(f"evidencestore.{group}").register(sub)
+        importlib.import_module(f"evidencestore.cli.{group}").register(sub)
         for name in sub.choices:
             assert _cli._COMMAND_GROUP[name] == group, name
     registered = set(_commands(_cli.build_parser()))
@@ -53,9 +53,11 @@ def test_unknown_command_still_lists_every_choice(capsys: pytest.CaptureFixture[
 
 def test_verify_does_not_import_other_groups() -> None:
     code = (
-        "import sys; from evidencestore._cli import main\n"
+        "import sys; from evidencestore.cli import main\n"
         "try:\n    main(['verify', '--root', '/nonexistent-evstore-root'])\n"
-        "finally:\n    print(sorted(m for m in sys.modules if m.startswith('evidencestore._cli')))"
+        "finally:\n    print(sorted(m for m in sys.modules if m.startswith('evidencestore.cli')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['evidencestore._cli', 'evidencestore._cli_core']"
+    assert out.stdout.strip() == (
+        "['evidencestore.cli', 'evidencestore.cli._common', 'evidencestore.cli.core']"
+    )

@@ -26,7 +26,7 @@ N = 12
 _CHILD = """
 import os, sys, threading, time
 from evidencestore import _steps
-from evidencestore._cli import main
+from evidencestore.cli import main
 point, n, marker = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 lock, seen = threading.Lock(), [0]
 def hold(step):

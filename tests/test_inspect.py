@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.repos import add_bundle
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.config import local_store
 from evidencestore.digest import hash_bytes
 

@@ -34,7 +34,7 @@ def _evstore(*args: str) -> list[str]:
     return [
         sys.executable,
         "-c",
-        "import sys; from evidencestore._cli import main; sys.exit(main(sys.argv[1:]))",
+        "import sys; from evidencestore.cli import main; sys.exit(main(sys.argv[1:]))",
         *args,
     ]
 
@@ -118,7 +118,7 @@ def test_gc_killed_at_each_step_loses_nothing(tmp_path: Path, point: str) -> Non
         f"""
         import os, signal, sys
         from evidencestore import _steps
-        from evidencestore._cli import main
+        from evidencestore.cli import main
         def die(step):
             if step == {point!r}:
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.config import local_store
 from evidencestore.digest import hash_bytes
 from evidencestore.errors import IntegrityError

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers.repos import add_bundle, git, init_repo
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.config import load_config
 from evidencestore.errors import ConfigError
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers.media import AudioSpec, VideoSpec, clip, lossless, nudge_frame
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.errors import ScorerError
 
 EXPECT = """\

@@ -153,8 +153,8 @@ def test_missing_file_is_a_media_error(tmp_path: Path) -> None:
 
 def test_importing_the_package_needs_neither_pyav_nor_numpy() -> None:
     code = (
-        "import sys, evidencestore, evidencestore.media, evidencestore._cli;"
-        "evidencestore._cli.build_parser();"
+        "import sys, evidencestore, evidencestore.media, evidencestore.cli;"
+        "evidencestore.cli.build_parser();"
         "bad = [m for m in ('av', 'numpy') if m in sys.modules];"
         "assert not bad, bad"
     )

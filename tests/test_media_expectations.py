@@ -21,7 +21,7 @@ from helpers.media import (
     lossless,
 )
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.errors import MediaError
 from evidencestore.media import (
     analyse,

@@ -119,7 +119,7 @@ def mutations(data: bytes, kind: str, count: int, seed: int) -> list[tuple[str, 
 
 def _worker(expect: str, paths: list[str]) -> None:
     """Check each file with the real CLI; one JSON line per file, as soon as known."""
-    from evidencestore._cli import main
+    from evidencestore.cli import main
 
     def hang(signum: int, frame: object) -> None:
         raise TimeoutError("media check did not finish")

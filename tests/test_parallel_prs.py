@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from helpers.repos import add_bundle, git, init_repo
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.remotes import local_store
 from evidencestore.testing import assert_bundle
 from evidencestore.verify import verify_repository

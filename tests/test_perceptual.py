@@ -38,7 +38,7 @@ lpips = pytest.importorskip("lpips")
 from blake3 import blake3  # noqa: E402
 
 from evidencestore import perceptual  # noqa: E402
-from evidencestore._cli import main  # noqa: E402
+from evidencestore.cli import main  # noqa: E402
 from evidencestore.digest import hash_bytes, hash_file  # noqa: E402
 from evidencestore.errors import ScorerError  # noqa: E402
 from evidencestore.models import Descriptor  # noqa: E402
@@ -929,7 +929,7 @@ def test_cli_import_refuses_malformed_linear(
 
 def test_import_evidencestore_needs_no_torch() -> None:
     code = (
-        "import sys, evidencestore, evidencestore.perceptual as p, evidencestore._cli_lpips\n"
+        "import sys, evidencestore, evidencestore.perceptual as p, evidencestore.cli.lpips\n"
         "path = p.default_linear_path()\n"
         "assert path.name == 'alex.pth' and path.parent.name == 'v0.1', path\n"
         "bad = [m for m in ('torch', 'torchvision', 'lpips', 'numpy') if m in sys.modules]\n"

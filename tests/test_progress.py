@@ -11,7 +11,7 @@ from helpers.repos import add_bundle
 
 import evidencestore._transfer as transfer
 from evidencestore import _steps
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.remotes import pull
 
 BLOB = bytes(range(256)) * 4096  # 1 MiB

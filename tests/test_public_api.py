@@ -13,7 +13,7 @@ def test_every_public_name_resolves() -> None:
 
 def test_import_is_light() -> None:
     code = (
-        "import sys, evidencestore, evidencestore._cli; evidencestore._cli.build_parser();"
+        "import sys, evidencestore, evidencestore.cli; evidencestore.cli.build_parser();"
         "heavy = [m for m in ('msgspec', 'fsspec', 'av', 'numpy', 'torch', 'asyncio') if m in sys.modules];"
         "print(','.join(heavy))"
     )

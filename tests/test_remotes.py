@@ -24,7 +24,7 @@ from helpers.remotes import (
     store_files,
 )
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.config import load_config
 from evidencestore.errors import BlobNotFoundError, IntegrityError
 from evidencestore.inventory import load_inventory

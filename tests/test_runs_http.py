@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("av")
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.config import local_store
 from evidencestore.inventory import load_registration, registration_path
 from evidencestore.runs import load_run

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from evidencestore import _schemas
-from evidencestore._cli import main
+from evidencestore.cli import main
 
 
 def test_committed_schemas_match_models() -> None:

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evidencestore._canonical import pretty
-from evidencestore._cli import main
 from evidencestore.bundle import make_manifest, seal
+from evidencestore.cli import main
 from evidencestore.digest import hash_bytes
 from evidencestore.errors import BundleError
 from evidencestore.models import BundleManifest, Descriptor, Entry, Metadata, VerifyReport

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evidencestore._cli import main
+from evidencestore.cli import main
 from evidencestore.config import Config, RemoteConfig, load_config, save_config
 from evidencestore.digest import hash_bytes
 from evidencestore.models import Registration

@@ -16,19 +16,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._cli import add_root, repo_root
-from .errors import ConfigError
+from ..errors import ConfigError
+from ._common import EXIT_FAILED, EXIT_OK, add_root, repo_root
 
 if TYPE_CHECKING:
-    from .models import Entry, Registration
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+    from ..models import Entry, Registration
 
 
 def _registration(root: Path, name: str) -> Registration:
     """A registered bundle by name, or a registration file by path; unknown names list
     the closest registered ones."""
-    from .inventory import REGISTRATION_NAME, load_inventory, load_registration
+    from ..inventory import REGISTRATION_NAME, load_inventory, load_registration
 
     if name.endswith(".json") and os.path.isfile(name):
         return load_registration(name)
@@ -66,8 +64,8 @@ def resolve_blob(root: Path, text: str) -> tuple[str, int | None, Path | None]:
     unique hex prefix of a registered digest (``blake3:`` optional, at least 6 digits).
 
     Returns (digest, size when known, the file in git for a ``repo`` entry)."""
-    from .digest import is_digest
-    from .inventory import EVIDENCE_DIR, load_inventory
+    from ..digest import is_digest
+    from ..inventory import EVIDENCE_DIR, load_inventory
 
     if is_digest(text):
         return text, None, None
@@ -91,8 +89,8 @@ def resolve_blob(root: Path, text: str) -> tuple[str, int | None, Path | None]:
         )
         return d.digest, d.size, in_git
     if not is_hex or len(hexpart) < 6 or len(hexpart) >= 64:
-        from .digest import parse_digest
-        from .errors import InvalidDigestError
+        from ..digest import parse_digest
+        from ..errors import InvalidDigestError
 
         try:
             parse_digest(text)
@@ -118,8 +116,8 @@ def resolve_blob(root: Path, text: str) -> tuple[str, int | None, Path | None]:
 
 # -- show --------------------------------------------------------------------------
 def _cmd_show(args: argparse.Namespace) -> int:
-    from ._verify_render import plural
-    from .config import local_store
+    from .._verify_render import plural
+    from ..config import local_store
 
     root = repo_root(args)
     reg = _registration(root, args.bundle)
@@ -164,9 +162,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 # -- status ------------------------------------------------------------------------
 def _cmd_status(args: argparse.Namespace) -> int:
-    from ._verify_render import plural
-    from .config import local_store
-    from .inventory import load_inventory
+    from .._verify_render import plural
+    from ..config import local_store
+    from ..inventory import load_inventory
 
     root = repo_root(args)
     inventory = load_inventory(root)
@@ -175,7 +173,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     store = local_store(root)
     remote_missing: dict[str, set[str]] = {}
     if args.remote:
-        from .remotes import check_remote
+        from ..remotes import check_remote
 
         for name, findings in check_remote(root, regs, args.remote).items():
             remote_missing[name] = {f.path for f in findings if f.path}
@@ -284,10 +282,10 @@ def _plain(value: Any) -> Any:
 
 # -- checkout ----------------------------------------------------------------------
 def _cmd_checkout(args: argparse.Namespace) -> int:
-    from ._verify_render import plural
-    from .inventory import EVIDENCE_DIR
-    from .remotes import ReadThroughStore, configured_remotes, export_blob, repository_store
-    from .storage import VerifyingReader
+    from .._verify_render import plural
+    from ..inventory import EVIDENCE_DIR
+    from ..remotes import ReadThroughStore, configured_remotes, export_blob, repository_store
+    from ..storage import VerifyingReader
 
     root = repo_root(args)
     reg = _registration(root, args.bundle)
@@ -326,7 +324,7 @@ def _write_atomically(reader: Any, dest: Path) -> None:
     """Copy ``reader`` (which verifies at EOF) to ``dest``; nothing appears on failure."""
     import contextlib
 
-    from .errors import StorageError
+    from ..errors import StorageError
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")

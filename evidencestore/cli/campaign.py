@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from ._cli import EXIT_FAILED, EXIT_OK, add_root, repo_root
+from ._common import EXIT_FAILED, EXIT_OK, add_root, repo_root
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -72,7 +72,7 @@ def _print_json(obj: Any) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from .campaign.protocol import init_campaign
+    from ..campaign.protocol import init_campaign
 
     campaign = init_campaign(repo_root(args), args.name, args.protocol)
     p = campaign.protocol
@@ -91,8 +91,8 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from .campaign.protocol import load_campaign
-    from .campaign.verify import verify_campaign
+    from ..campaign.protocol import load_campaign
+    from ..campaign.verify import verify_campaign
 
     root = repo_root(args)
     result = verify_campaign(root, load_campaign(root, args.name))
@@ -123,11 +123,11 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _claim(args: argparse.Namespace) -> int:
-    from .campaign.claims import make_claim
-    from .campaign.members import campaign_runs
-    from .campaign.protocol import load_campaign
-    from .campaign.records import register_records
-    from .config import local_store
+    from ..campaign.claims import make_claim
+    from ..campaign.members import campaign_runs
+    from ..campaign.protocol import load_campaign
+    from ..campaign.records import register_records
+    from ..config import local_store
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
@@ -166,9 +166,9 @@ def _claim(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from .campaign.protocol import load_campaign
-    from .campaign.records import register_records
-    from .campaign.status import evaluate
+    from ..campaign.protocol import load_campaign
+    from ..campaign.records import register_records
+    from ..campaign.status import evaluate
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
@@ -217,9 +217,9 @@ def _status(args: argparse.Namespace) -> int:
 
 def _write_html(out: str, root: Any, campaign: Any, ev: Any) -> None:
     """The same page as ``evstore report NAME``, from this evaluation (not a second one)."""
-    from ._atomic import write_replace
-    from .errors import ConfigError
-    from .report.targets import render_campaign
+    from .._atomic import write_replace
+    from ..errors import ConfigError
+    from ..report.targets import render_campaign
 
     page = render_campaign(root, campaign.name, evaluated=(campaign, ev))
     try:

@@ -17,11 +17,11 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ._cli import EXIT_FAILED, EXIT_OK, add_root, repo_root
-from .errors import ConfigError, ManifestError
+from ..errors import ConfigError, ManifestError
+from ._common import EXIT_FAILED, EXIT_OK, add_root, repo_root
 
 if TYPE_CHECKING:
-    from .runs.models import RequestRecord, RunRecord
+    from ..runs.models import RequestRecord, RunRecord
 
 
 class _Parser(argparse.ArgumentParser):
@@ -123,7 +123,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _protocol_digest(root: Any, campaign: str) -> str:
-    from .inventory import load_registration, registration_path
+    from ..inventory import load_registration, registration_path
 
     hint = f"run `evstore campaign init {campaign} --protocol FILE` first"
     try:
@@ -150,7 +150,7 @@ def _progress(stream: Any) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .runs.runner import run_workload
+    from ..runs.runner import run_workload
 
     root = repo_root(args)
     protocol = _protocol_digest(root, args.campaign) if args.campaign else None
@@ -192,8 +192,8 @@ def _fmt(value: Any) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .runs.recorder import load_run
-    from .runs.summary import summarize
+    from ..runs.recorder import load_run
+    from ..runs.summary import summarize
 
     summary = summarize(load_run(repo_root(args), args.bundle))
     if args.json:
@@ -221,9 +221,9 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from .remotes import repository_store
-    from .runs.diff import diff_runs
-    from .runs.recorder import load_run
+    from ..remotes import repository_store
+    from ..runs.diff import diff_runs
+    from ..runs.recorder import load_run
 
     root = repo_root(args)
     a: RunRecord = load_run(root, args.a)

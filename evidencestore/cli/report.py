@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_root, repo_root
+from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_root, repo_root
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _write(path: str, data: bytes, what: str) -> None:
-    from .report.targets import ReportError
+    from ..report.targets import ReportError
 
     try:
         Path(path).write_bytes(data)
@@ -58,7 +58,7 @@ def _write(path: str, data: bytes, what: str) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import render_report
+    from ..report import render_report
 
     root = repo_root(args) if args.root else None
     rendered = render_report(root, args.target)
@@ -73,7 +73,7 @@ def _usage(message: str) -> int:
 
 
 def _attest(args: argparse.Namespace) -> int:
-    from . import attest
+    from .. import attest
 
     if args.target == "keygen":
         if not args.path:
@@ -89,7 +89,7 @@ def _attest(args: argparse.Namespace) -> int:
         return _verify(args)
     if args.path:
         return _usage(f"unexpected argument {args.path!r}")
-    from ._canonical import pretty
+    from .._canonical import pretty
 
     envelope = attest.attest(repo_root(args), args.target, args.key)
     data = pretty(envelope)
@@ -102,8 +102,8 @@ def _attest(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from . import attest
-    from ._canonical import pretty
+    from .. import attest
+    from .._canonical import pretty
 
     root = repo_root(args)
     try:

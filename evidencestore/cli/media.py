@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import MediaError, ScorerError
+from ..errors import MediaError, ScorerError
 
 if TYPE_CHECKING:
-    from .media.records import Check, Expectations
+    from ..media.records import Check, Expectations
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -79,7 +79,7 @@ def _expectation_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _expectations(args: argparse.Namespace) -> Expectations:
-    from .media.expectations import load_expectations, with_overrides
+    from ..media.expectations import load_expectations, with_overrides
 
     video = {
         "width": args.width,
@@ -108,9 +108,9 @@ def _expectations(args: argparse.Namespace) -> Expectations:
 def _resolve_checked(ref: str, expectations: Expectations, root: Any = None) -> Any:
     """Resolve ``FILE|DIGEST`` and refuse (exit 2) expectations that give no length for a
     stream kind it carries: it would be checked against nothing."""
-    from .media.decode import stream_kinds
-    from .media.expectations import require_lengths
-    from .media.source import resolve
+    from ..media.decode import stream_kinds
+    from ..media.expectations import require_lengths
+    from ..media.source import resolve
 
     source = resolve(ref, root)
     require_lengths(expectations, stream_kinds(source), source.name)
@@ -140,8 +140,8 @@ def _print_checks(checks: tuple[Check, ...], indent: str = "  ", failed_only: bo
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from ._canonical import pretty
-    from .media.probing import probe
+    from .._canonical import pretty
+    from ..media.probing import probe
 
     report = probe(args.source)
     if args.json:
@@ -169,8 +169,8 @@ def _probe(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from ._canonical import pretty
-    from .media.expectations import check
+    from .._canonical import pretty
+    from ..media.expectations import check
 
     expectations = _expectations(args)
     report = check(_resolve_checked(args.source, expectations), expectations)
@@ -187,10 +187,10 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ._canonical import pretty
-    from .config import find_root
-    from .media.comparison import EXIT_CODES, compare
-    from .media.thresholds import load_thresholds
+    from .._canonical import pretty
+    from ..config import find_root
+    from ..media.comparison import EXIT_CODES, compare
+    from ..media.thresholds import load_thresholds
 
     expectations = _expectations(args)
     thresholds = load_thresholds(args.thresholds)
@@ -198,7 +198,7 @@ def _compare(args: argparse.Namespace) -> int:
     scorers: list[Any] = []
     if args.lpips:
         try:
-            from .perceptual import (
+            from ..perceptual import (
                 load_configured_scorer,
             )
         except ImportError as exc:
@@ -213,8 +213,8 @@ def _compare(args: argparse.Namespace) -> int:
     if args.record:
         _write(args.record, pretty(record))
     if args.html:
-        from .digest import hash_bytes
-        from .report import render_comparison_html
+        from ..digest import hash_bytes
+        from ..report import render_comparison_html
 
         sources = {s.descriptor.digest: s for s in (reference, candidate)}
         # The page names the record file's digest when one is written, else the stored form's.

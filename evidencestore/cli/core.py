@@ -8,10 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._cli import add_root, repo_root, verbosity
-from .errors import BundleError, ConfigError, ManifestError
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from ..errors import BundleError, ConfigError, ManifestError
+from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_root, repo_root, verbosity
 
 
 def _key_values(items: list[str], flag: str) -> dict[str, str]:
@@ -26,7 +24,7 @@ def _key_values(items: list[str], flag: str) -> dict[str, str]:
 
 # -- init ----------------------------------------------------------------------
 def _cmd_init(args: argparse.Namespace) -> int:
-    from .config import CONFIG_NAME, Config, save_config
+    from ..config import CONFIG_NAME, Config, save_config
 
     root = Path(args.root or ".").absolute()
     root.mkdir(parents=True, exist_ok=True)
@@ -50,7 +48,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 # -- hash ----------------------------------------------------------------------
 def _cmd_hash(args: argparse.Namespace) -> int:
-    from .digest import Hashed, hash_files, hash_stream
+    from ..digest import Hashed, hash_files, hash_stream
 
     if args.check:
         return _hash_check(args.check)
@@ -62,7 +60,7 @@ def _cmd_hash(args: argparse.Namespace) -> int:
         if p == "-":
             files.append(p)
         elif os.path.isdir(p):
-            from .bundle import collect_sources
+            from ..bundle import collect_sources
 
             # Hashing prints digests and copies nothing, so links are followed.
             files.extend(str(s.source) for s in collect_sources([p], follow_symlinks=True))
@@ -109,8 +107,8 @@ def _parse_check_line(line: str) -> tuple[str, int | None, str] | None:
 
 def _hash_check(source: str) -> int:
     """Re-hash every file a digest list names; ``path: OK`` / ``path: FAILED``."""
-    from ._verify_render import plural
-    from .digest import Hashed, hash_files
+    from .._verify_render import plural
+    from ..digest import Hashed, hash_files
 
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
@@ -148,9 +146,9 @@ def _hash_check(source: str) -> int:
 
 # -- bundle --------------------------------------------------------------------
 def _cmd_bundle_create(args: argparse.Namespace) -> int:
-    from ._verify_render import plural
-    from .bundle import create_bundle, plan_bundle
-    from .config import load_config, local_store
+    from .._verify_render import plural
+    from ..bundle import create_bundle, plan_bundle
+    from ..config import load_config, local_store
 
     root = repo_root(args)
     planned, warnings = plan_bundle(args.paths, args.external, follow_symlinks=args.follow_symlinks)
@@ -180,7 +178,7 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
         )
     store = local_store(root)
     if args.link != "copy":
-        from .storage import LocalBlobStore
+        from ..storage import LocalBlobStore
 
         store = LocalBlobStore(store.root, link=args.link)
     reg = create_bundle(
@@ -205,8 +203,8 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
 
 
 def _cmd_bundle_list(args: argparse.Namespace) -> int:
-    from ._verify_render import plural
-    from .inventory import load_inventory
+    from .._verify_render import plural
+    from ..inventory import load_inventory
 
     inv = load_inventory(repo_root(args))
     rows: list[dict[str, Any]] = []
@@ -278,16 +276,16 @@ def _base_problem(root: Path, rev: str) -> str | None:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from ._verify_render import (
+    from .._verify_render import (
         UnavailableMode,
         View,
         append_step_summary,
         plural,
         worktree_prefix,
     )
-    from .config import local_store
-    from .inventory import load_inventory
-    from .verify import verify_repository
+    from ..config import local_store
+    from ..inventory import load_inventory
+    from ..verify import verify_repository
 
     json_to = args.json
     if json_to == "-" and args.github:
@@ -304,7 +302,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     notes: list[str] = []
     checker = None
     if args.remote:
-        from .remotes import check_remote
+        from ..remotes import check_remote
 
         def checker(regs: Any) -> Any:
             found = check_remote(root, regs, args.remote, deep=args.deep)
@@ -349,7 +347,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         prefix=worktree_prefix(root) if args.github or os.environ.get("GITHUB_ACTIONS") else "",
     )
     if json_to is not None:
-        from ._canonical import pretty
+        from .._canonical import pretty
 
         if json_to == "-":
             sys.stdout.buffer.write(pretty(report))
@@ -369,9 +367,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 # -- proofs --------------------------------------------------------------------
 def _cmd_prove(args: argparse.Namespace) -> int:
-    from ._canonical import pretty
-    from .inventory import load_registration, registration_path
-    from .merkle import inclusion_proof
+    from .._canonical import pretty
+    from ..inventory import load_registration, registration_path
+    from ..merkle import inclusion_proof
 
     reg = load_registration(registration_path(repo_root(args), args.bundle))
     proof = inclusion_proof(reg.manifest, args.path)
@@ -386,9 +384,9 @@ def _cmd_prove(args: argparse.Namespace) -> int:
 def _cmd_check_proof(args: argparse.Namespace) -> int:
     import msgspec
 
-    from ._canonical import decode
-    from .merkle import verify_inclusion
-    from .models import InclusionProof
+    from .._canonical import decode
+    from ..merkle import verify_inclusion
+    from ..models import InclusionProof
 
     try:
         data = Path(args.proof).read_bytes() if args.proof != "-" else sys.stdin.buffer.read()
@@ -436,8 +434,8 @@ def _cmd_check_proof(args: argparse.Namespace) -> int:
 
 def _trusted_digest(root: Path, name: str) -> str:
     """The digest of registered bundle ``name``, after recomputing it from its manifest."""
-    from .inventory import load_registration, registration_path
-    from .merkle import bundle_digest, entries_root
+    from ..inventory import load_registration, registration_path
+    from ..merkle import bundle_digest, entries_root
 
     reg = load_registration(registration_path(root, name))
     computed = bundle_digest(reg.manifest, entries_root(reg.manifest.entries))
@@ -451,7 +449,7 @@ def _trusted_digest(root: Path, name: str) -> str:
 
 # -- schema --------------------------------------------------------------------
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from . import _schemas
+    from .. import _schemas
 
     directory = Path(args.dir) if args.dir else _schemas.SCHEMA_DIR
     if args.write:

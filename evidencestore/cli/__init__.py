@@ -10,72 +10,29 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from .errors import ConfigError, EvidenceStoreError
+from ..errors import EvidenceStoreError
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    add_root,
+    missing_extra_hint,
+    repo_root,
+    verbosity,
+)
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-
-
-def add_root(p: argparse.ArgumentParser) -> None:
-    """Add ``--root DIR`` to a subcommand."""
-    p.add_argument(
-        "--root", metavar="DIR", help="evidence repository root (default: found from here)"
-    )
-
-
-def repo_root(args: argparse.Namespace) -> Path:
-    """Return ``--root`` (checked) or the evidence repository found from the current
-    directory; outside one, refuse (``not an evidence repository``) rather than take the
-    current directory, so nothing lands in a plain git repository by mistake."""
-    from .config import require_root
-
-    if getattr(args, "root", None):
-        root = Path(args.root)
-        if not root.is_dir():
-            raise ConfigError(f"--root {args.root}: not a directory")
-        return root.absolute()  # named explicitly: taken as the repository root
-    return require_root()
-
-
-def verbosity(args: argparse.Namespace) -> int:
-    """The global ``-q`` (-1) / ``-v`` (+1) level; 0 by default."""
-    return int(getattr(args, "verbosity", 0) or 0)
-
-
-def missing_extra_hint(exc: BaseException) -> str | None:
-    """``pip install 'evidencestore[s3]'`` when ``exc`` (or what it was raised from) is
-    a missing optional dependency, whatever way its package words it."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, ImportError):
-            names = [(cur.name or "").split(".")[0], *str(cur).replace("'", " ").split()]
-            for name in names:
-                extra = _EXTRAS.get(name)
-                if extra:
-                    return f"pip install 'evidencestore[{extra}]'"
-        cur = cur.__cause__ or cur.__context__
-    return None
-
-
-# Optional dependencies and the extra that installs each.
-_EXTRAS = {
-    "av": "media",
-    "numpy": "media",
-    "torch": "lpips",
-    "torchvision": "lpips",
-    "lpips": "lpips",
-    "s3fs": "s3",
-    "aiohttp": "http",
-    "yaml": "run",
-    "jinja2": "report",
-    "matplotlib": "report",
-    "cryptography": "attest",
-}
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "add_root",
+    "build_parser",
+    "main",
+    "missing_extra_hint",
+    "repo_root",
+    "verbosity",
+]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,26 +49,24 @@ class _UsageError(Exception):
 # group module. The table is only a shortcut: a command it lacks (or gets wrong) falls
 # back to registering every group, which is what ``evstore --help`` does anyway.
 _GROUPS = (
-    "_cli_core",
-    "_cli_inspect",
-    "_cli_remote",
-    "_cli_media",
-    "_cli_lpips",
-    "_cli_run",
-    "_cli_campaign",
-    "_cli_report",
+    "core",
+    "inspection",
+    "remote",
+    "media",
+    "lpips",
+    "run",
+    "campaign",
+    "report",
 )
 _COMMAND_GROUP = {
-    **dict.fromkeys(
-        ("init", "hash", "bundle", "verify", "prove", "check-proof", "schema"), "_cli_core"
-    ),
-    **dict.fromkeys(("show", "status", "diff", "checkout"), "_cli_inspect"),
-    **dict.fromkeys(("remote", "push", "pull", "fetch", "cat", "gc"), "_cli_remote"),
-    "media": "_cli_media",
-    "lpips": "_cli_lpips",
-    "run": "_cli_run",
-    "campaign": "_cli_campaign",
-    **dict.fromkeys(("report", "attest"), "_cli_report"),
+    **dict.fromkeys(("init", "hash", "bundle", "verify", "prove", "check-proof", "schema"), "core"),
+    **dict.fromkeys(("show", "status", "diff", "checkout"), "inspection"),
+    **dict.fromkeys(("remote", "push", "pull", "fetch", "cat", "gc"), "remote"),
+    "media": "media",
+    "lpips": "lpips",
+    "run": "run",
+    "campaign": "campaign",
+    **dict.fromkeys(("report", "attest"), "report"),
 }
 
 
@@ -135,7 +90,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """
     import importlib
 
-    from . import __version__
+    from .. import __version__
 
     parser = _Parser(prog="evstore", description="A content-addressed evidence store.")
     parser.add_argument("--version", action="version", version=f"evstore {__version__}")

@@ -7,11 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._cli import add_root, repo_root
-from ._grace import DEFAULT_GRACE
-from .errors import ConfigError, IntegrityError
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from .._grace import DEFAULT_GRACE
+from ..errors import ConfigError, IntegrityError
+from ._common import EXIT_OK, add_root, repo_root
 
 
 def _add_common(p: argparse.ArgumentParser, *, jobs: bool = False) -> None:
@@ -28,7 +26,7 @@ def _add_common(p: argparse.ArgumentParser, *, jobs: bool = False) -> None:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from ._transfer import DEFAULT_JOBS
+    from .._transfer import DEFAULT_JOBS
 
     jobs: int | None = args.jobs
     if jobs is None:
@@ -42,7 +40,7 @@ def _jobs(args: argparse.Namespace) -> int:
 def _cmd_remote_add(args: argparse.Namespace) -> int:
     import msgspec
 
-    from .config import (
+    from ..config import (
         RemoteConfig,
         load_config,
         parse_option,
@@ -83,7 +81,7 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
 
 def _local_layer(root: Path) -> Any:
     """The per-user file ``remote add --local`` rewrites, alone (defaults if absent)."""
-    from .config import LOCAL_CONFIG_NAMES, load_config_file
+    from ..config import LOCAL_CONFIG_NAMES, load_config_file
 
     return load_config_file(root / LOCAL_CONFIG_NAMES[-1])
 
@@ -91,7 +89,7 @@ def _local_layer(root: Path) -> Any:
 def _cmd_remote_remove(args: argparse.Namespace) -> int:
     import msgspec
 
-    from .config import load_config, save_config
+    from ..config import load_config, save_config
 
     root = repo_root(args)
     merged = load_config(root)
@@ -112,7 +110,7 @@ def _cmd_remote_remove(args: argparse.Namespace) -> int:
 
 
 def _cmd_remote_list(args: argparse.Namespace) -> int:
-    from .config import load_config
+    from ..config import load_config
 
     config = load_config(repo_root(args))
     for name, remote in config.remotes.items():
@@ -134,8 +132,8 @@ def _flatten(options: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]
 
 # -- transfers ---------------------------------------------------------------------
 def _cmd_push_pull(args: argparse.Namespace) -> int:
-    from . import remotes
-    from .errors import TransferError
+    from .. import remotes
+    from ..errors import TransferError
 
     root = repo_root(args)
     transfer = remotes.push if args.command == "push" else remotes.pull
@@ -192,7 +190,7 @@ def _name_failures(root: Path, summary: Any) -> list[str]:
     digest (a digest alone tells a user nothing about what is missing)."""
     import re
 
-    from .inventory import load_inventory
+    from ..inventory import load_inventory
 
     users: dict[str, list[str]] = {}
     for name, reg in sorted(load_inventory(root).registrations.items()):
@@ -209,8 +207,8 @@ def _name_failures(root: Path, summary: Any) -> list[str]:
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
-    from .digest import digest_hex, parse_digest
-    from .remotes import export_blob, fetch, local_store
+    from ..digest import digest_hex, parse_digest
+    from ..remotes import export_blob, fetch, local_store
 
     root = repo_root(args)
     digests = list(dict.fromkeys(parse_digest(d) for d in args.digests))
@@ -231,13 +229,13 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_cat(args: argparse.Namespace) -> int:
-    from ._cli_inspect import resolve_blob
-    from .remotes import repository_store
+    from ..remotes import repository_store
+    from .inspection import resolve_blob
 
     root = repo_root(args)
     digest, known_size, in_git = resolve_blob(root, args.digest)
     if in_git is not None:  # a repo entry: its file in git, verified before output
-        from .digest import hash_bytes
+        from ..digest import hash_bytes
 
         try:
             data = in_git.read_bytes()  # files in git are small; checked before output
@@ -251,7 +249,7 @@ def _cmd_cat(args: argparse.Namespace) -> int:
         return EXIT_OK
     store = repository_store(root)
     if args.remote:
-        from .remotes import ReadThroughStore, configured_remotes
+        from ..remotes import ReadThroughStore, configured_remotes
 
         store = ReadThroughStore(store.cache, configured_remotes(root, args.remote))
     out = sys.stdout.buffer
@@ -271,7 +269,7 @@ def _cmd_cat(args: argparse.Namespace) -> int:
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:
-    from .gc import collect_garbage
+    from ..gc import collect_garbage
 
     plan = collect_garbage(
         repo_root(args),

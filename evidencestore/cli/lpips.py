@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -70,9 +70,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def _import(args: argparse.Namespace) -> int:
     import msgspec
 
-    from .config import LpipsConfig, find_root, load_config, local_store, save_config
-    from .digest import parse_digest
-    from .perceptual import (
+    from ..config import LpipsConfig, find_root, load_config, local_store, save_config
+    from ..digest import parse_digest
+    from ..perceptual import (
         SHA256_ANNOTATION,
         TITLE_ANNOTATION,
         TORCHVISION_BACKBONE_NAME,
@@ -127,7 +127,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .perceptual import load_configured_scorer
+    from ..perceptual import load_configured_scorer
 
     scorer = load_configured_scorer()
     import json

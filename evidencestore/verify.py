@@ -44,7 +44,10 @@ from .models import (
 )
 from .paths import name_collisions, path_problem, resolve, shown, within
 from .staging import staging_name, stale_staging_dirs
-from .storage import BlobStore, LocalBlobStore
+from .storage import BlobStore
+from .storage._base import SupportsLocalPaths
+
+_ANY_DIGEST = "blake3:" + "0" * 64
 
 __all__ = [
     "RemoteChecker",
@@ -238,9 +241,10 @@ class _Context:
         evidence = f"{self.repo}{os.sep}{EVIDENCE_DIR}"
         self.real_evidence = resolve(evidence)
         self.store = store
-        self.local = store if isinstance(store, LocalBlobStore) else None
+        # Blobs that are plain files are hashed in place with the repo entries.
+        self.local = store if isinstance(store, SupportsLocalPaths) else None
         self.blob_base = (
-            f"{self.local.root}{os.sep}blobs{os.sep}blake3{os.sep}" if self.local else ""
+            f"{self.local.path_of(_ANY_DIGEST).parent.parent}{os.sep}" if self.local else ""
         )
         self.require_available = require_available
         self.evidence_s = f"{evidence}{os.sep}"

@@ -24,6 +24,7 @@ __all__ = [
     "BlobInfo",
     "BlobStore",
     "SupportsIncoming",
+    "SupportsLocalPaths",
     "VerifyingReader",
     "blob_key",
 ]
@@ -118,6 +119,15 @@ class SupportsIncoming(Protocol):
         self, path: str | os.PathLike[str], digest: str, size: int, *, durable: bool = True
     ) -> None:
         """Publish a complete file already hashed to ``digest``; create-only."""
+
+
+@runtime_checkable
+class SupportsLocalPaths(Protocol):
+    """A store whose blobs are plain files on this machine, at ``path_of(digest)``: a
+    verifier may hash them in place with its own engine (still re-reading every byte)."""
+
+    def path_of(self, digest: str) -> Path:
+        """Where a blob lives (or would live)."""
 
 
 class BlobStore(ABC):

@@ -394,17 +394,37 @@ def test_campaign_fields(
     assert code == 2
     assert "evstore campaign init offload --protocol FILE" in err
     assert not registration_path(repo, "c1").exists() and server.requests == 0
-    from evidencestore.bundle import create_bundle
+    from evidencestore.campaign.protocol import init_campaign
 
     proto = tmp_path / "protocol.toml"
-    proto.write_text('name = "offload"\n')
-    reg = create_bundle(repo, "offload", [proto], store=local_store(repo))
+    proto.write_text(
+        'name = "offload"\n[[condition]]\nname = "5s"\nworkload = "workload.toml"\n'
+        '[[arm]]\nname = "baseline"\nbaseline = true\nruns = 2\n'
+        '[[arm]]\nname = "resident-16"\nruns = 1\n'
+    )
+    campaign = init_campaign(repo, "offload", proto)
+    # The run must fit the protocol, checked before anything is sent.
+    for extra, message in (
+        (
+            ("--condition", "15s"),
+            "--condition '15s': campaign 'offload' declares the conditions 5s",
+        ),
+        ((), "--campaign needs --condition"),
+    ):
+        code, _, err = _run(capsys, repo, wl, server, "c0", "--campaign", "offload", *extra)
+        assert code == 2 and message in err, err
+    other = _workload(tmp_path, "other.toml", warmup=0, measured=2, seconds=(1,))
+    code, _, err = _run(
+        capsys, repo, other, server, "c0", "--campaign", "offload", "--condition", "5s"
+    )
+    assert code == 2 and "but campaign 'offload' binds condition '5s' to workload.toml" in err
+    assert server.requests == 0
     assert (
         _run(capsys, repo, wl, server, "c1", "--campaign", "offload", "--condition", "5s")[0] == 0
     )
     record = load_run(repo, "c1")
     assert (record.campaign, record.condition) == ("offload", "5s")
-    assert record.protocol_digest == reg.manifest.entries[0].descriptor.digest
+    assert record.protocol_digest == campaign.digest
 
 
 def test_usage_errors(

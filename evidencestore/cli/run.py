@@ -122,9 +122,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     return func(ns)
 
 
-def _protocol_digest(root: Any, campaign: str) -> str:
+def _protocol_digest(root: Any, args: argparse.Namespace) -> str:
+    """The campaign's protocol digest, once the run is known to fit the protocol: its
+    condition and arm are declared there and the workload is the condition's, byte for
+    byte (caught before a long run, not only by ``campaign verify`` afterwards)."""
+    from ..campaign.protocol import load_campaign
+    from ..digest import hash_file
     from ..inventory import load_registration, registration_path
 
+    campaign = args.campaign
     hint = f"run `evstore campaign init {campaign} --protocol FILE` first"
     try:
         registration = load_registration(registration_path(root, campaign))
@@ -132,12 +138,37 @@ def _protocol_digest(root: Any, campaign: str) -> str:
         raise ConfigError(
             f"--campaign {campaign}: no campaign bundle {campaign!r} ({exc}); {hint}"
         ) from None
-    entry = next((e for e in registration.manifest.entries if e.path == "protocol.toml"), None)
-    if entry is None:
+    if not any(e.path == "protocol.toml" for e in registration.manifest.entries):
         raise ConfigError(
             f"--campaign {campaign}: bundle {campaign!r} has no protocol.toml entry; {hint}"
         )
-    return entry.descriptor.digest
+    try:
+        protocol = load_campaign(root, campaign)
+    except ManifestError as exc:
+        raise ConfigError(f"--campaign {campaign}: {exc}") from None
+    conditions = {c.name: c for c in protocol.protocol.condition}
+    if args.condition not in conditions:
+        raise ConfigError(
+            f"--condition {args.condition!r}: campaign {campaign!r} declares the conditions "
+            f"{', '.join(sorted(conditions))}"
+        )
+    arms = sorted(a.name for a in protocol.protocol.arm)
+    if args.arm not in arms:
+        raise ConfigError(
+            f"--arm {args.arm!r}: campaign {campaign!r} declares the arms {', '.join(arms)}"
+        )
+    spec = conditions[args.condition]
+    bound = protocol.files.get(spec.workload)
+    try:
+        observed = hash_file(args.workload).digest
+    except OSError as exc:
+        raise ConfigError(f"workload {args.workload}: cannot read: {exc.strerror}") from exc
+    if bound is not None and observed != bound.digest:
+        raise ConfigError(
+            f"workload {args.workload} hashes to {observed}, but campaign {campaign!r} "
+            f"binds condition {args.condition!r} to {spec.workload} ({bound.digest})"
+        )
+    return protocol.digest
 
 
 def _progress(stream: Any) -> Any:
@@ -153,7 +184,9 @@ def _run(args: argparse.Namespace) -> int:
     from ..runs.runner import run_workload
 
     root = repo_root(args)
-    protocol = _protocol_digest(root, args.campaign) if args.campaign else None
+    if args.campaign and not args.condition:
+        raise ConfigError("--campaign needs --condition (the protocol condition this run is for)")
+    protocol = _protocol_digest(root, args) if args.campaign else None
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     tty = sys.stderr.isatty() and args.verbosity >= 0
     registration, record = run_workload(

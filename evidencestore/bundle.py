@@ -452,8 +452,12 @@ def create_bundle(
     producer: str | None = None,
     follow_symlinks: bool = False,
     on_skip: Callable[[SkippedSource], None] | None = None,
+    on_bytes: Callable[[int], None] | None = None,
 ) -> Registration:
     """Create and register bundle ``name`` in the evidence repository at ``root``.
+
+    ``on_bytes`` hears of the bytes of ``store`` entries as they are hashed and stored
+    (twice each file's size in all), for a progress line.
 
     Sources whose bundle path (or source path) matches an ``external`` glob go into
     ``store`` with location ``store``; the rest are copied into ``evidence/<name>/``
@@ -491,7 +495,7 @@ def create_bundle(
             for src in sources:
                 location: Location
                 if matches_external(src, external):
-                    desc = store.put_file(src.read_path, _media_type(src.path))
+                    desc = store.put_file(src.read_path, _media_type(src.path), on_bytes=on_bytes)
                     location = "store"
                 else:
                     target = staging / src.path

@@ -270,10 +270,14 @@ class ReadThroughStore(BlobStore):
         return self.cache.put(data, media_type, expected=expected)
 
     def put_file(
-        self, path: str | os.PathLike[str], media_type: str = DEFAULT_MEDIA_TYPE
+        self,
+        path: str | os.PathLike[str],
+        media_type: str = DEFAULT_MEDIA_TYPE,
+        *,
+        on_bytes: Callable[[int], None] | None = None,
     ) -> Descriptor:
         """Store a file in the local store."""
-        return self.cache.put_file(path, media_type)
+        return self.cache.put_file(path, media_type, on_bytes=on_bytes)
 
     # -- primitives ---------------------------------------------------------
     def _exists(self, digest: str) -> bool:

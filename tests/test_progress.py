@@ -99,3 +99,43 @@ def test_a_single_large_push_moves_the_line_part_by_part(
         "push m: 0/1 blobs, 12.0/12.0 MiB",
     ]
     assert term.getvalue().endswith("\r\x1b[K")
+
+
+def test_bundle_create_reports_bytes_hashed_then_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from evidencestore.digest import hash_bytes
+
+    big = bytes(range(256)) * (40 << 10)  # 10 MiB
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "clip.bin").write_bytes(big)
+    root = tmp_path / "repo"
+    assert main(["init", "--root", str(root)]) == 0
+    lines: list[str] = []
+    real_sent = transfer.Progress.sent
+
+    def sent(self: transfer.Progress, key: str, nbytes: int) -> None:
+        real_sent(self, key, nbytes)
+        self.render()  # deterministic: redraw at each chunk instead of on the ticker
+        lines.append(term.getvalue().rsplit("\r", 1)[-1])
+
+    monkeypatch.setattr(transfer.Progress, "sent", sent)
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    code = main(["bundle", "create", "b", str(src), "--external", "*.bin", "--root", str(root)])
+    assert code == 0
+    assert len(lines) >= 3  # several chunks while hashing, then the store
+    assert lines[0].startswith("bundle create b (hash, store): 0/1 blobs, ")
+    assert lines[-1] == "bundle create b (hash, store): 0/1 blobs, 20.0/20.0 MiB"
+    assert term.getvalue().endswith("\r\x1b[K")
+    from evidencestore.remotes import local_store
+
+    assert local_store(root).get(hash_bytes(big).digest) == big
+    # Not a terminal: nothing is drawn.
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    lines.clear()
+    assert main(["bundle", "create", "c", str(src), "--external", "*", "--root", str(root)]) == 0
+    assert lines == []

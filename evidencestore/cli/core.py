@@ -145,6 +145,22 @@ def _hash_check(source: str) -> int:
 
 
 # -- bundle --------------------------------------------------------------------
+def _store_progress(args: argparse.Namespace, planned: Any, stream: Any = None) -> Any:
+    """A byte-level progress line for the store entries being hashed and stored, on a
+    terminal only (and not under ``-q``)."""
+    out = sys.stderr if stream is None else stream
+    if verbosity(args) < 0 or not getattr(out, "isatty", lambda: False)():
+        return None
+    total = sum(p.size for p in planned if p.location == "store")
+    if not total:
+        return None
+    from .._transfer import Progress
+
+    n = sum(p.location == "store" for p in planned)
+    # Each byte is counted twice: once hashed, once stored.
+    return Progress(f"bundle create {args.name} (hash, store)", n, 2 * total, out)
+
+
 def _cmd_bundle_create(args: argparse.Namespace) -> int:
     from .._verify_render import plural
     from ..bundle import create_bundle, plan_bundle
@@ -181,16 +197,22 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
         from ..storage import LocalBlobStore
 
         store = LocalBlobStore(store.root, link=args.link)
-    reg = create_bundle(
-        root,
-        args.name,
-        args.paths,
-        store=store,
-        external=args.external,
-        references=args.ref,
-        annotations=_key_values(args.meta, "--meta"),
-        follow_symlinks=args.follow_symlinks,
-    )
+    bar = _store_progress(args, planned)
+    try:
+        reg = create_bundle(
+            root,
+            args.name,
+            args.paths,
+            store=store,
+            external=args.external,
+            references=args.ref,
+            annotations=_key_values(args.meta, "--meta"),
+            follow_symlinks=args.follow_symlinks,
+            on_bytes=None if bar is None else lambda n: bar.sent("bytes", n),
+        )
+    finally:
+        if bar is not None:
+            bar.close()
     m = reg.manifest
     n_store = sum(e.location == "store" for e in m.entries)
     print(

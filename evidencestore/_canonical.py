@@ -91,6 +91,24 @@ def loads_json(data: bytes | str) -> Any:
     return decode(data, Any)
 
 
+def loads_toml(data: bytes, where: str) -> dict[str, Any]:
+    """Decode a TOML document (workloads, protocols) to plain values, refusing nesting
+    bombs; a :class:`~evidencestore.errors.ConfigError` names ``where``."""
+    import tomllib
+
+    from .errors import ConfigError
+
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid TOML: nested too deeply") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
+    if nesting_depth(raw) > MAX_DEPTH:
+        raise ConfigError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+    return raw
+
+
 def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
     """Return how deeply ``value`` nests dicts and lists, counting at most ``limit + 1``.
 

@@ -21,7 +21,7 @@ import msgspec
 
 from ._canonical import decode
 from .errors import ManifestError
-from .models import Finding, Registration, Severity
+from .models import Entry, Finding, Registration, Severity
 from .paths import REGISTRATION_NAME, name_collisions, resolve, shown, within
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "decode_registration",
     "load_inventory",
     "load_registration",
+    "read_entry",
     "registration_path",
 ]
 
@@ -50,6 +51,26 @@ def decode_registration(data: bytes, source: str) -> Registration:
         raise ManifestError(f"{source}: {exc}") from None
     except msgspec.DecodeError as exc:
         raise ManifestError(f"{source}: malformed JSON: {exc}") from None
+
+
+def read_entry(bundle_dir: Path, name: str, entry: Entry, what: str, hint: str = "") -> bytes:
+    """Return the bytes of ``repo`` entry ``entry`` of bundle ``name`` (in ``bundle_dir``),
+    checked against its registered digest and size; a :class:`ManifestError` names the
+    file, ``what`` it holds and, on a mismatch, ``hint``."""
+    from .digest import hash_bytes
+
+    path = bundle_dir / entry.path
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read {what}: {exc.strerror}") from exc
+    observed = hash_bytes(data)
+    if (observed.digest, observed.size) != (entry.descriptor.digest, entry.descriptor.size):
+        raise ManifestError(
+            f"{path}: {what} hashes to {observed.digest} ({observed.size} bytes), but bundle "
+            f"{name!r} registered {entry.descriptor.digest}{hint}"
+        )
+    return data
 
 
 def load_registration(path: str | os.PathLike[str]) -> Registration:

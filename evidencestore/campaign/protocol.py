@@ -16,16 +16,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 
-from .._canonical import MAX_DEPTH, nesting_depth
+from .._canonical import loads_toml
 from ..digest import hash_bytes
 from ..errors import ConfigError, ManifestError
-from ..inventory import load_registration, registration_path
+from ..inventory import load_registration, read_entry, registration_path
 from ..models import Descriptor, Registration
 from .models import ArmSpec, Protocol
 
@@ -87,14 +86,7 @@ class Campaign:
 
 def parse_protocol(data: bytes, source: str) -> Protocol:
     """Decode ``protocol.toml`` strictly; errors name ``source`` and the field."""
-    try:
-        raw = tomllib.loads(data.decode("utf-8"))
-    except RecursionError:
-        raise ConfigError(f"protocol {source}: not valid TOML: nested too deeply") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"protocol {source}: not valid TOML: {exc}") from exc
-    if nesting_depth(raw) > MAX_DEPTH:
-        raise ConfigError(f"protocol {source}: nested deeper than {MAX_DEPTH} levels")
+    raw = loads_toml(data, f"protocol {source}")
     try:
         protocol = msgspec.convert(raw, Protocol)
     except msgspec.ValidationError as exc:
@@ -191,17 +183,8 @@ def load_campaign(root: str | os.PathLike[str], name: str) -> Campaign:
             f"kind = {PROTOCOL_KIND}); register one with `evstore campaign init`"
         )
     path = reg_path.parent / PROTOCOL_ENTRY
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read the protocol: {exc.strerror}") from exc
-    observed = hash_bytes(data)
-    if (observed.digest, observed.size) != (entry.descriptor.digest, entry.descriptor.size):
-        raise ManifestError(
-            f"{path}: hashes to {observed.digest} ({observed.size} bytes), but bundle "
-            f"{name!r} registered {entry.descriptor.digest}: a protocol is never edited, "
-            "register a new one"
-        )
+    hint = ": a protocol is never edited, register a new one"
+    data = read_entry(reg_path.parent, name, entry, "the protocol", hint)
     protocol = parse_protocol(data, str(path))
     files = {e.path: e.descriptor for e in manifest.entries}
     for rel in _referenced(protocol):

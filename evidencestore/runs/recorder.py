@@ -27,7 +27,13 @@ from .._canonical import decode, pretty
 from ..bundle import check_bundle_name, make_manifest, seal
 from ..digest import hash_bytes
 from ..errors import BundleError, ConfigError, EvidenceStoreError, ManifestError
-from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
+from ..inventory import (
+    EVIDENCE_DIR,
+    REGISTRATION_NAME,
+    load_registration,
+    read_entry,
+    registration_path,
+)
 from ..models import Descriptor, Entry, Registration
 from ..staging import staging_dir
 from ..storage import LocalBlobStore
@@ -469,16 +475,7 @@ def load_run(root: str | os.PathLike[str], bundle_name: str) -> RunRecord:
             f"bundle {bundle_name!r} is not a run (no {RUN_ENTRY} entry with kind = run)"
         )
     path = reg_path.parent / RUN_ENTRY
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read the run record: {exc.strerror}") from exc
-    observed = hash_bytes(data)
-    if (observed.digest, observed.size) != (entry.descriptor.digest, entry.descriptor.size):
-        raise ManifestError(
-            f"{path}: the run record hashes to {observed.digest} ({observed.size} bytes), "
-            f"but bundle {bundle_name!r} registered {entry.descriptor.digest}"
-        )
+    data = read_entry(reg_path.parent, bundle_name, entry, "the run record")
     try:
         return decode(data, RunRecord)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from .._canonical import MAX_DEPTH, nesting_depth
+from .._canonical import loads_toml
 from ..digest import hash_bytes
 from ..errors import ConfigError
 from ..models import Descriptor
@@ -56,14 +55,7 @@ def load_workload(path: str | os.PathLike[str]) -> LoadedWorkload:
         data = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"workload {p}: cannot read: {exc.strerror}") from exc
-    try:
-        raw = tomllib.loads(data.decode("utf-8"))
-    except RecursionError:
-        raise ConfigError(f"workload {p}: not valid TOML: nested too deeply") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"workload {p}: not valid TOML: {exc}") from exc
-    if nesting_depth(raw) > MAX_DEPTH:
-        raise ConfigError(f"workload {p}: nested deeper than {MAX_DEPTH} levels")
+    raw = loads_toml(data, f"workload {p}")
     try:
         workload = msgspec.convert(raw, Workload)
     except msgspec.ValidationError as exc:

@@ -46,7 +46,7 @@ from .source import MediaSource, resolve
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["EXIT_CODES", "compare", "compare_reports"]
+__all__ = ["EXIT_CODES", "audio_array", "compare", "compare_reports"]
 
 EXIT_CODES: dict[str, int] = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3, "UNAVAILABLE": 4}
 
@@ -363,8 +363,9 @@ def _video_metrics(
     )
 
 
-def _audio_array(frame: Any) -> np.ndarray:
-    """Samples as float64, shape (channels, samples), in full-scale units."""
+def audio_array(frame: Any) -> np.ndarray:
+    """A decoded audio frame's samples as float64, shape (channels, samples), in
+    full-scale units: what the comparison measures (reports plot the same values)."""
     import numpy as np
 
     arr = frame.to_ndarray()
@@ -418,13 +419,13 @@ def _audio_metrics(ref: MediaSource, cand: MediaSource, pair: int = 0) -> AudioM
             if fr is sentinel:
                 done_r = True
             else:
-                pending_r.append(_audio_array(fr))
+                pending_r.append(audio_array(fr))
         elif not done_c:
             fc = next(it_c, sentinel)
             if fc is sentinel:
                 done_c = True
             else:
-                pending_c.append(_audio_array(fc))
+                pending_c.append(audio_array(fc))
         else:
             break
         n = min(avail(pending_r), avail(pending_c))

@@ -126,27 +126,13 @@ def frame_pair(
     )
 
 
-def _samples(frame: Any) -> np.ndarray:
-    """Samples as float64 (channels, n) in full-scale units, as the comparison measures."""
-    import numpy as np
-
-    arr = frame.to_ndarray()
-    channels = frame.layout.nb_channels
-    if not frame.format.is_planar:
-        arr = arr.reshape(-1, channels).T
-    name = frame.format.name.rstrip("p")
-    data: np.ndarray = arr.astype(np.float64)
-    if name == "u8":
-        data = (data - 128.0) / 128.0
-    elif name in ("s16", "s32", "s64"):
-        data /= float(1 << (8 * frame.format.bytes - 1))
-    return data
-
-
 def _all_samples(source: MediaSource, pair: int) -> np.ndarray:
+    """Every sample of one audio stream, as the comparison measures them."""
     import numpy as np
 
-    parts = [_samples(f) for f in _frames(source, "audio", pair)]
+    from ..media.comparison import audio_array
+
+    parts = [audio_array(f) for f in _frames(source, "audio", pair)]
     return np.concatenate(parts, axis=1) if parts else np.zeros((1, 0))
 
 

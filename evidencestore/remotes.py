@@ -467,25 +467,28 @@ def pull(
     wanted = store_entries(base, bundles)
     sources = _sources(base, remote)
     cache = local_store(base)
-    missing = _unverified(cache, sorted(wanted.items()), jobs)
-    summary = TransferSummary(
-        "pull",
-        f"remote {remote!r}" if remote else "remotes",
-        blobs=len(wanted),
-        present=len(wanted) - len(missing),
-    )
-    return _download_all(summary, started, sources, cache, missing, jobs, progress)
+    items = sorted(wanted.items())
+    return _download_all("pull", remote, started, sources, cache, items, jobs, progress)
 
 
 def _download_all(
-    summary: TransferSummary,
+    action: str,
+    remote: str | None,
     started: float,
     sources: list[Source],
     cache: LocalBlobStore,
-    missing: Sequence[tuple[str, int | None]],
+    items: Sequence[tuple[str, int | None]],
     jobs: int,
     progress: IO[str] | None,
 ) -> TransferSummary:
+    """Fetch every item the local store lacks (or holds corrupt) from ``sources``."""
+    missing = _unverified(cache, items, jobs)
+    summary = TransferSummary(
+        action,
+        f"remote {remote!r}" if remote else "remotes",
+        blobs=len(items),
+        present=len(items) - len(missing),
+    )
     if missing and not sources:
         raise ConfigError(
             f"{len(missing)} blob(s) are not in the local store ({cache.location}) and no "
@@ -537,14 +540,8 @@ def fetch(
     sources = _sources(base, remote)  # an unknown remote name is an error, cached or not
     known = _known_sizes(base) if (base / "evidence").is_dir() else {}
     cache = local_store(base)
-    missing = _unverified(cache, [(d, known.get(d)) for d in wanted], jobs)
-    summary = TransferSummary(
-        "fetch",
-        f"remote {remote!r}" if remote else "remotes",
-        blobs=len(wanted),
-        present=len(wanted) - len(missing),
-    )
-    return _download_all(summary, started, sources, cache, missing, jobs, progress)
+    items = [(d, known.get(d)) for d in wanted]
+    return _download_all("fetch", remote, started, sources, cache, items, jobs, progress)
 
 
 def export_blob(

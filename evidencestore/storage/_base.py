@@ -166,11 +166,6 @@ class BlobStore(ABC):
         return not self._read_only
 
     @property
-    def supports_deletes(self) -> bool:
-        """Whether ``delete`` can be called."""
-        return not self._read_only
-
-    @property
     def supports_listing(self) -> bool:
         """Whether ``iter_digests`` is available."""
         return True

@@ -22,7 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PageResult", "assert_clean_page", "chromium_path", "open_page", "png_variance"]
+import pytest
+
+__all__ = [
+    "PageResult",
+    "assert_clean_page",
+    "chromium_path",
+    "needs_chromium",
+    "open_page",
+    "png_variance",
+]
 
 
 def chromium_path() -> str | None:
@@ -32,6 +41,12 @@ def chromium_path() -> str | None:
         if found:
             return found
     return None
+
+
+needs_chromium = pytest.mark.skipif(
+    chromium_path() is None,
+    reason="headless Chromium (Debian package 'chromium') is not installed",
+)
 
 
 def _closed_port() -> int:

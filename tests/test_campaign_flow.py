@@ -51,6 +51,13 @@ def git(root: Path, *args: str) -> str:
     return done.stdout
 
 
+def _git_repo(root: Path) -> None:
+    """An empty evidence repository in a fresh git repository (the store ignored)."""
+    (root / "evidence").mkdir(parents=True)
+    (root / ".gitignore").write_text(".evstore/\n")
+    git(root, "init", "-q", "-b", "main")
+
+
 def commit(root: Path, message: str, *paths: str) -> str:
     git(root, "add", "--", *paths)
     git(root, "commit", "-qm", message)
@@ -197,9 +204,7 @@ def seed(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Itera
     protocol. Arms: ``rank-local`` (exactly equal), ``lsb-audio`` (one LSB of audio
     differs), ``resident-16`` (its server fails before inference)."""
     root = tmp_path_factory.mktemp("seed") / "repo"
-    (root / "evidence").mkdir(parents=True)
-    (root / ".gitignore").write_text(".evstore/\n")
-    git(root, "init", "-q", "-b", "main")
+    _git_repo(root)
     src = write_protocol(
         tmp_path_factory.mktemp("proto"),
         protocol_text(
@@ -368,9 +373,7 @@ def test_protocol_committed_after_a_run_excludes_it(
     tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    (root / ".gitignore").write_text(".evstore/\n")
-    git(root, "init", "-q", "-b", "main")
+    _git_repo(root)
     src = write_protocol(tmp_path / "p", protocol_text("late", [("baseline", 2), ("fast", 1)]))
     c = Campaign(root, server, capsys)
     assert main(["campaign", "init", "late", "--protocol", str(src), "--root", str(root)]) == 0
@@ -414,9 +417,7 @@ def test_non_repeatable_baseline_follows_declared_rule(
     tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str], rule: str
 ) -> None:
     root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    (root / ".gitignore").write_text(".evstore/\n")
-    git(root, "init", "-q", "-b", "main")
+    _git_repo(root)
     text = protocol_text("seeded", [("baseline", 2), ("rank-local", 1)], ("5s",), rule)
     src = write_protocol(tmp_path / "p", text)
     c = Campaign(root, server, capsys)
@@ -443,9 +444,7 @@ def test_accepted_needs_both_conditions(
     tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    (root / ".gitignore").write_text(".evstore/\n")
-    git(root, "init", "-q", "-b", "main")
+    _git_repo(root)
     src = write_protocol(
         tmp_path / "p", protocol_text("both", [("baseline", 2), ("rank-local", 1)])
     )
@@ -487,9 +486,7 @@ def test_claims_refused_for_differing_workload_and_small_n(
     tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    (root / ".gitignore").write_text(".evstore/\n")
-    git(root, "init", "-q", "-b", "main")
+    _git_repo(root)
     text = protocol_text("small", [("baseline", 2), ("fast", 1), ("odd", 1)], ("5s",))
     src = write_protocol(tmp_path / "p", text.replace("min_runs = 3", "min_runs = 4"))
     c = Campaign(root, server, capsys)
@@ -538,9 +535,7 @@ def test_claim_cites_configuration_difference(
     tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    (root / ".gitignore").write_text(".evstore/\n")
-    git(root, "init", "-q", "-b", "main")
+    _git_repo(root)
     text = protocol_text("cfg", [("baseline", 2), ("resident-16", 1)], ("5s",))
     text = text.replace("baseline = true\n", 'baseline = true\nconfigs = ["configs/base.yaml"]\n')
     text += 'configs = ["configs/resident.yaml"]\n'
@@ -586,9 +581,7 @@ def test_run_committed_with_its_protocol_is_not_proven(
     tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    (root / ".gitignore").write_text(".evstore/\n")
-    git(root, "init", "-q", "-b", "main")
+    _git_repo(root)
     src = write_protocol(tmp_path / "p", protocol_text("same", [("baseline", 2), ("x", 1)]))
     c = Campaign(root, server, capsys)
     assert main(["campaign", "init", "same", "--protocol", str(src), "--root", str(root)]) == 0

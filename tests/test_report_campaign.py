@@ -11,16 +11,11 @@ import pytest
 pytest.importorskip("jinja2")
 pytest.importorskip("matplotlib")
 
-from report_browser import assert_clean_page, chromium_path, open_page
+from report_browser import assert_clean_page, needs_chromium, open_page
 
 from evidencestore.digest import hash_bytes
 from evidencestore.report import render_report
 from evidencestore.report.campaign import render_campaign_status_html
-
-needs_chromium = pytest.mark.skipif(
-    chromium_path() is None,
-    reason="headless Chromium (Debian package 'chromium') is not installed",
-)
 
 
 def _d(text: str) -> str:

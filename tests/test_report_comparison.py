@@ -15,7 +15,7 @@ pytest.importorskip("matplotlib")
 from helpers.media import AudioSpec, clip, lossless, nudge_frame
 from helpers.remotes import run
 from helpers.repos import init_repo
-from report_browser import assert_clean_page, chromium_path, open_page, png_variance
+from report_browser import assert_clean_page, needs_chromium, open_page, png_variance
 
 from evidencestore._canonical import pretty
 from evidencestore.bundle import create_bundle
@@ -38,11 +38,6 @@ CLICK_AT = 24000  # one sample, 0.5 s in: audio block 23 of 1024 samples
 EXPECT = Expectations(
     video=VideoExpectation(width=64, height=64, pix_fmt="yuv420p", frame_rate=30, frames=FRAMES),
     audio=AudioExpectation(sample_rate=48000, channels=2, samples=SAMPLES),
-)
-
-needs_chromium = pytest.mark.skipif(
-    chromium_path() is None,
-    reason="headless Chromium (Debian package 'chromium') is not installed",
 )
 
 

@@ -13,17 +13,12 @@ pytest.importorskip("matplotlib")
 
 from helpers.remotes import run
 from helpers.repos import init_repo
-from report_browser import assert_clean_page, chromium_path, open_page
+from report_browser import assert_clean_page, needs_chromium, open_page
 
 from evidencestore.bundle import create_bundle
 from evidencestore.digest import hash_bytes
 from evidencestore.remotes import local_store
 from evidencestore.report.run import render_run_html, request_times
-
-needs_chromium = pytest.mark.skipif(
-    chromium_path() is None,
-    reason="headless Chromium (Debian package 'chromium') is not installed",
-)
 
 
 def _digest(text: str) -> str:

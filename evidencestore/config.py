@@ -1,10 +1,16 @@
-"""``evstore.toml``: the local store path, named remotes and pinned scorer weights.
+"""The evidence repository and its ``evstore.toml``: the local store path, named
+remotes and pinned scorer weights.
 
-Credentials never live here; backends take them from their usual sources.
+A root is resolved once, at the entry point: :func:`as_repository` applies the one rule
+for a path (the nearest directory at or above it holding ``evstore.toml`` or
+``evidence/``; the path itself when none does) and returns a :class:`Repository`, which
+everything below is handed instead of a path, so nothing walks up again or re-reads the
+configuration. Credentials never live here; backends take them from their usual sources.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -28,7 +34,9 @@ __all__ = [
     "Config",
     "LpipsConfig",
     "RemoteConfig",
+    "Repository",
     "StoreConfig",
+    "as_repository",
     "find_root",
     "load_config",
     "load_config_file",
@@ -141,9 +149,50 @@ class Config(Model, frozen=True):
     lpips: LpipsConfig | None = None
 
 
+class Repository:
+    """An evidence repository, resolved once: its root directory, and its configuration
+    (``evstore.toml`` with the per-user layers) read on first use.
+
+    It is path-like (``os.fspath`` gives the root), so it goes wherever a root path
+    does; functions that take a root resolve it with :func:`as_repository`, which hands
+    a ``Repository`` back as it is.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).absolute()
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.root)
+
+    def __repr__(self) -> str:
+        return f"Repository({os.fspath(self.root)!r})"
+
+    @functools.cached_property
+    def config(self) -> Config:
+        """The merged configuration (:func:`load_config`), read once."""
+        return load_config(self.root)
+
+    def local_store(self) -> LocalBlobStore:
+        """The repository's local blob store (``[store] path``, relative to the root)."""
+        from .storage import LocalBlobStore
+
+        path = os.path.join(self.root, os.path.expanduser(self.config.store.path))
+        return LocalBlobStore(path)
+
+
+def as_repository(root: str | os.PathLike[str] | None = None) -> Repository:
+    """The repository a root names: a :class:`Repository` as it is; for a path (default:
+    the current directory), the one at or above it (:func:`find_root`)."""
+    if isinstance(root, Repository):
+        return root
+    return Repository(find_root(root))
+
+
 def find_root(start: str | os.PathLike[str] | None = None) -> Path:
     """Return the evidence repository root: the nearest directory, from ``start`` up,
     holding ``evstore.toml`` or ``evidence/``; ``start`` itself when none does."""
+    if isinstance(start, Repository):
+        return start.root
     here = Path(start or os.getcwd()).absolute()
     for candidate in (here, *here.parents):
         if (candidate / CONFIG_NAME).is_file() or (candidate / "evidence").is_dir():
@@ -345,9 +394,6 @@ def save_config(root: str | os.PathLike[str], config: Config, *, local: bool = F
 
 
 def local_store(root: str | os.PathLike[str] | None = None) -> LocalBlobStore:
-    """Return the local blob store of the evidence repository at (or above) ``root``."""
-    from .storage import LocalBlobStore
-
-    base = find_root(root)
-    config = load_config(base)
-    return LocalBlobStore(os.path.join(base, os.path.expanduser(config.store.path)))
+    """Return the local blob store of the evidence repository ``root`` names
+    (:func:`as_repository`)."""
+    return as_repository(root).local_store()

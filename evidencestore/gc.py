@@ -53,13 +53,13 @@ from typing import Literal
 
 from . import _steps
 from ._grace import DEFAULT_GRACE
-from .config import find_root, load_config
+from .config import Repository, as_repository
 from .errors import ConfigError, ManifestError, StorageError
 from .gitrefs import is_git_repository, list_refs, read_blobs, registration_blobs
 from .inventory import decode_registration, load_inventory
 from .leases import iter_leases, read_lease, remove_lease
 from .models import Registration
-from .remotes import local_store, open_remote
+from .remotes import open_remote
 from .staging import remove_stale_staging, stale_staging_dirs
 from .storage import BlobStore
 from .storage._base import BlobInfo
@@ -156,7 +156,8 @@ def find_references(
     Refuses (raises) when a registration is unreadable, since its blobs could not be
     kept, and, with ``require_refs``, when the git refs cannot be read.
     """
-    base = Path(root)
+    repo = as_repository(root)
+    base = repo.root
     inventory = load_inventory(base)
     errors = [f for f in inventory.findings if f.severity == "error"]
     if errors:
@@ -196,7 +197,7 @@ def find_references(
                 keep.update(e.descriptor.digest for e in reg.manifest.entries)
         except ConfigError as exc:
             raise ConfigError(f"--rev {rev}: {exc}") from None
-    lpips = load_config(base).lpips
+    lpips = repo.config.lpips
     if lpips is not None:
         for desc in (lpips.backbone, lpips.linear):
             if desc is not None:
@@ -234,9 +235,9 @@ def _leases(store: BlobStore, cutoff: float, grace: float) -> tuple[set[str], li
     return leased, expired
 
 
-def _open(base: Path, remote: str | None, delete: bool) -> tuple[BlobStore, str]:
+def _open(base: Repository, remote: str | None, delete: bool) -> tuple[BlobStore, str]:
     if remote is None:
-        store: BlobStore = local_store(base)
+        store: BlobStore = base.local_store()
         return store, f"local store ({store.location})"
     target = open_remote(base, remote)
     label = target.source.label
@@ -267,7 +268,7 @@ def collect_garbage(
         raise ConfigError(f"--grace must be 0 or more seconds, got {grace}")
     if scope not in ("refs", "worktree"):
         raise ConfigError(f"--scope must be 'refs' or 'worktree', got {scope!r}")
-    base = find_root(root)
+    base = as_repository(root)
     store, label = _open(base, remote, delete)
     if delete and not store.supports_quarantine:
         raise ConfigError(f"{label}: this backend cannot delete safely, so gc cannot run")
@@ -333,7 +334,7 @@ def collect_garbage(
 
 def _sweep(
     store: BlobStore,
-    base: Path,
+    base: Repository,
     revs: Sequence[str],
     scope: Scope,
     batch: Iterable[BlobInfo],

@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, BinaryIO, TypeVar
+from typing import IO, TypeVar
 
 from . import _steps
 from ._atomic import replacing
@@ -28,7 +28,7 @@ from ._transfer import (
     sizes_of,
     upload,
 )
-from .config import RemoteConfig, find_root, load_config, local_store
+from .config import RemoteConfig, Repository, as_repository, local_store
 from .digest import hash_file, parse_digest
 from .errors import (
     BlobNotFoundError,
@@ -49,8 +49,8 @@ from .leases import (
     remove_lease,
     write_lease,
 )
-from .models import Descriptor, Finding, Registration
-from .storage import DEFAULT_MEDIA_TYPE, BlobStore, LocalBlobStore, VerifyingReader
+from .models import Finding, Registration
+from .storage import BlobStore, LocalBlobStore, ReadThroughStore
 from .storage._fsspec import FsspecBlobStore, RetryPolicy
 
 __all__ = [
@@ -163,8 +163,8 @@ def configured_remotes(
     root: str | os.PathLike[str] | None = None, only: str | None = None
 ) -> list[Remote]:
     """Return the remotes of ``evstore.toml`` in order (just ``only`` when named)."""
-    base = find_root(root)
-    config = load_config(base)
+    repo = as_repository(root)
+    base, config = repo.root, repo.config
     if only is not None and only not in config.remotes:
         known = ", ".join(repr(n) for n in config.remotes) or "none configured"
         raise ConfigError(f"unknown remote {only!r} (remotes: {known})")
@@ -180,135 +180,20 @@ def open_remote(root: str | os.PathLike[str] | None, name: str) -> Remote:
     return configured_remotes(root, name)[0]
 
 
-class ReadThroughStore(BlobStore):
-    """The local store, filled on demand from remotes in order, verifying everything.
-
-    Reads are served from the local cache; a miss fetches the blob from the first
-    remote holding an intact copy (size, then hash, checked before caching) and a
-    copy that fails verification is refused and the next remote tried. It never
-    reaches any network location but the configured remotes. Writes and deletes go
-    to the local store only (``push`` publishes).
-    """
-
-    def __init__(self, cache: LocalBlobStore, remotes: Sequence[Remote] = ()) -> None:
-        super().__init__(read_only=cache.read_only)
-        self.cache = cache
-        self.remotes = tuple(remotes)
-
-    @property
-    def location(self) -> str:
-        return self.cache.location
-
-    @property
-    def sources(self) -> list[Source]:
-        """The remotes, in the order they are tried."""
-        return [r.source for r in self.remotes]
-
-    def fetch(self, digest: str, size: int | None = None) -> str:
-        """Make sure ``digest`` is in the local store; return where it came from
-        (``"local store"`` or the remote's name)."""
-        digest = parse_digest(digest)
-        cached = self.cache.size(digest)
-        if cached is not None and (size is None or cached == size):
-            return _LOCAL
-        state = "absent" if cached is None else f"{cached} bytes, expected {size}"
-        where, _ = download(
-            self.sources,
-            self.cache,
-            digest,
-            size,
-            looked_before=[f"local store ({self.cache.location}): {state}"],
-        )
-        return where
-
-    def open(self, digest: str, size: int | None = None) -> VerifyingReader:
-        """Open a blob (fetching it first if needed); the reader verifies at EOF."""
-        digest = parse_digest(digest)
-        self.fetch(digest, size)
-        return self.cache.open(digest, size)
-
-    def get(self, digest: str, size: int | None = None) -> bytes:
-        """Return a blob's verified bytes, fetching and caching it first if needed.
-
-        A cached copy that fails verification is replaced from the remotes.
-        """
-        return self._repairing(lambda d: self.cache.get(d, size), digest, size)
-
-    def verify(self, digest: str, size: int | None = None) -> None:
-        """Hash the local copy, streaming (fetching it first if needed); a cached copy
-        that fails verification is replaced from the remotes."""
-        self._repairing(lambda d: self.cache.verify(d, size), digest, size)
-
-    def _repairing(self, read: Callable[[str], T], digest: str, size: int | None) -> T:
-        """``read`` the cached copy (fetched first); once more after re-fetching it from
-        the remotes when the cached copy fails verification."""
-        digest = parse_digest(digest)
-        self.fetch(digest, size)
-        try:
-            return read(digest)
-        except IntegrityError as exc:
-            if not self.remotes:
-                raise
-            log.warning("%s; fetching it again from the remotes", exc)
-        download(
-            self.sources,
-            self.cache,
-            digest,
-            size,
-            looked_before=[f"local store ({self.cache.location}): corrupt"],
-        )
-        return read(digest)
-
-    def put(
-        self,
-        data: bytes | bytearray | memoryview,
-        media_type: str = DEFAULT_MEDIA_TYPE,
-        *,
-        expected: str | None = None,
-    ) -> Descriptor:
-        """Store bytes in the local store."""
-        return self.cache.put(data, media_type, expected=expected)
-
-    def put_file(
-        self,
-        path: str | os.PathLike[str],
-        media_type: str = DEFAULT_MEDIA_TYPE,
-        *,
-        on_bytes: Callable[[int], None] | None = None,
-    ) -> Descriptor:
-        """Store a file in the local store."""
-        return self.cache.put_file(path, media_type, on_bytes=on_bytes)
-
-    # -- primitives ---------------------------------------------------------
-    def _exists(self, digest: str) -> bool:
-        return self._size(digest) is not None
-
-    def _size(self, digest: str) -> int | None:
-        size = self.cache.size(digest)
-        for remote in self.remotes:
-            if size is not None:
-                break
-            size = remote.store.size(digest)
-        return size
-
-    def _open_raw(self, digest: str) -> BinaryIO:
-        return self.open(digest)  # type: ignore[return-value]  # a verifying stream
-
-    def _write(self, digest: str, data: bytes) -> None:
-        self.cache.write_verified(digest, data)
-
-    def _delete(self, digest: str) -> None:
-        self.cache.delete(digest)
-
-    def _iter(self) -> Iterator[str]:
-        return self.cache.iter_digests()
-
-
-def repository_store(root: str | os.PathLike[str] | None = None) -> ReadThroughStore:
+def repository_store(
+    root: str | os.PathLike[str] | None = None, only: str | None = None
+) -> ReadThroughStore:
     """Return the store that serves digests for a repository: the local store, then the
-    remotes of ``evstore.toml`` in order, verified and cached locally."""
-    base = find_root(root)
-    return ReadThroughStore(local_store(base), configured_remotes(base))
+    remotes of ``evstore.toml`` in order (just ``only`` when named), verified and cached
+    locally."""
+    repo = as_repository(root)
+    remotes = configured_remotes(repo, only)
+    sources = [r.source for r in remotes]
+
+    def fill(cache: BlobStore, digest: str, size: int | None, looked_before: list[str]) -> str:
+        return download(sources, cache, digest, size, looked_before=looked_before)[0]
+
+    return ReadThroughStore(repo.local_store(), remotes, fill=fill)
 
 
 # -- bundles ------------------------------------------------------------------------
@@ -333,7 +218,7 @@ def store_entries(
     return out
 
 
-def _known_sizes(root: Path) -> dict[str, int]:
+def _known_sizes(root: Repository) -> dict[str, int]:
     out: dict[str, int] = {}
     for registration in load_inventory(root).registrations.values():
         for entry in registration.manifest.entries:
@@ -341,7 +226,7 @@ def _known_sizes(root: Path) -> dict[str, int]:
     return out
 
 
-def _push_target(base: Path, name: str | None) -> Remote:
+def _push_target(base: Repository, name: str | None) -> Remote:
     if name is not None:
         remote = open_remote(base, name)
         if remote.config.read_only or remote.store.read_only:
@@ -386,7 +271,7 @@ def push(
     each is re-hashed before upload and appears under its final key only once
     complete. Raises :class:`TransferError` listing every blob that failed.
     """
-    base = find_root(root)
+    base = as_repository(root)
     started = time.monotonic()
     wanted = store_entries(base, bundles)
     target = _push_target(base, remote)
@@ -405,7 +290,7 @@ def push(
             raise StorageError(target.source.labelled(exc)) from exc
     missing = [(d, s) for d, s in sorted(wanted.items()) if stored.get(d) != s]
     summary.present = len(wanted) - len(missing)
-    cache = local_store(base)
+    cache = base.local_store()
     bar = Progress(f"push {target.name}", len(missing), sum(s for _, s in missing), progress)
 
     def one(item: tuple[str, int]) -> int:
@@ -448,7 +333,7 @@ def _unverified(
     return [item for item, ok, error in results if error is not None or not ok]
 
 
-def _sources(base: Path, remote: str | None) -> list[Source]:
+def _sources(base: Repository, remote: str | None) -> list[Source]:
     return [r.source for r in configured_remotes(base, remote)]
 
 
@@ -462,11 +347,11 @@ def pull(
 ) -> TransferSummary:
     """Fetch every ``store`` entry of ``bundles`` (default: all) missing from the local
     store, from ``remote`` or the remotes in order, verified before caching."""
-    base = find_root(root)
+    base = as_repository(root)
     started = time.monotonic()
     wanted = store_entries(base, bundles)
     sources = _sources(base, remote)
-    cache = local_store(base)
+    cache = base.local_store()
     items = sorted(wanted.items())
     return _download_all("pull", remote, started, sources, cache, items, jobs, progress)
 
@@ -534,12 +419,12 @@ def fetch(
     Sizes are taken from the registrations that mention a digest, when any does.
     Raises :class:`InvalidDigestError` for a malformed digest before any transfer.
     """
-    base = find_root(root)
+    base = as_repository(root)
     started = time.monotonic()
     wanted = list(dict.fromkeys(parse_digest(d) for d in digests))
     sources = _sources(base, remote)  # an unknown remote name is an error, cached or not
-    known = _known_sizes(base) if (base / "evidence").is_dir() else {}
-    cache = local_store(base)
+    known = _known_sizes(base) if (base.root / "evidence").is_dir() else {}
+    cache = base.local_store()
     items = [(d, known.get(d)) for d in wanted]
     return _download_all("fetch", remote, started, sources, cache, items, jobs, progress)
 

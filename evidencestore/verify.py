@@ -24,6 +24,7 @@ import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from .config import as_repository
 from .digest import Hashed, HashOutcome, NotRegularFileError, hash_files, start_hash_files
 from .errors import ConfigError, IntegrityError, ManifestError, VerificationError
 from .inventory import (
@@ -684,7 +685,7 @@ def verify_repository(
     ``remote_checker`` adds findings about ``store`` entries on a remote;
     ``inventory`` is ``load_inventory(root)`` when the caller has already loaded it.
     """
-    repo = Path(root).absolute()
+    repo = as_repository(root).root
     if inventory is None:
         inventory = load_inventory(repo)
     repo_findings = list(inventory.findings)

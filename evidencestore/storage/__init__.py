@@ -1,4 +1,5 @@
-"""Blob stores: an ABC, local, memory and fsspec implementations, and ``open_store``."""
+"""Blob stores: an ABC, local, memory, fsspec and read-through implementations, and
+``open_store``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ._base import DEFAULT_MEDIA_TYPE, BlobStore, VerifyingReader, blob_key
 from ._local import LocalBlobStore
 from ._memory import MemoryBlobStore
+from ._readthrough import ReadThroughStore
 
 if TYPE_CHECKING:
     from ._fsspec import FsspecBlobStore
@@ -29,6 +31,7 @@ __all__ = [
     "FsspecBlobStore",
     "LocalBlobStore",
     "MemoryBlobStore",
+    "ReadThroughStore",
     "VerifyingReader",
     "blob_key",
     "open_store",

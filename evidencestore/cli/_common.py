@@ -1,10 +1,14 @@
-"""What every ``evstore`` command group shares: exit codes, ``--root``, verbosity,
-and the hint that names the extra to install for a missing optional dependency."""
+"""What every ``evstore`` command group shares: exit codes, the parser setup (arguments
+as data, the common ones such as ``--root`` and ``--json``, one call per subcommand),
+verbosity, and the hint that names the extra to install for a missing optional
+dependency."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -13,11 +17,74 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
+Argument = tuple[tuple[str, ...], dict[str, Any]]
+"""One ``add_argument`` call as data: its flags (or name) and its options."""
+
+Adder = Argument | Callable[[argparse.ArgumentParser], None]
+"""An :data:`Argument`, or a function that adds several (an argument group)."""
+
+
+def arg(*flags: str, **options: Any) -> Argument:
+    """``add_argument(*flags, **options)``, as data for :meth:`Commands.add`."""
+    return flags, options
+
+
+ROOT = arg("--root", metavar="DIR", help="evidence repository root (default: found from here)")
+NAME = arg("name", metavar="NAME")
+BUNDLES = arg("bundles", nargs="*", metavar="BUNDLE", help="default: every bundle")
+
+
+def json_flag(what: str) -> Argument:
+    """``--json``: print ``what`` as JSON instead of text."""
+    return arg("--json", action="store_true", help=f"print {what} as JSON")
+
+
+def repeatable(flag: str, metavar: str, help: str) -> Argument:
+    """An option that may be given several times, collected in a list (empty by default)."""
+    return arg(flag, action="append", default=[], metavar=metavar, help=help)
+
+
+def add_arguments(p: argparse.ArgumentParser, arguments: Iterable[Adder]) -> None:
+    """Add ``arguments`` to ``p``, in order (the order of its usage line)."""
+    for a in arguments:
+        if callable(a):
+            a(p)
+        else:
+            flags, options = a
+            p.add_argument(*flags, **options)
+
+
+class Commands:
+    """The subcommands of one parser, added one call each."""
+
+    def __init__(self, action: argparse._SubParsersAction[Any]) -> None:
+        self.action = action
+
+    def add(
+        self,
+        name: str,
+        func: Callable[[argparse.Namespace], int],
+        arguments: Iterable[Adder] = (),
+        **options: Any,
+    ) -> argparse.ArgumentParser:
+        """Add subcommand ``name`` (``options`` as for ``add_parser``) that runs ``func``."""
+        p: argparse.ArgumentParser = self.action.add_parser(name, **options)
+        add_arguments(p, arguments)
+        p.set_defaults(func=func)
+        return p
+
+    def group(self, name: str, *, metavar: str = "SUBCOMMAND", **options: Any) -> Commands:
+        """Add command ``name`` with subcommands of its own, one of them required (the one
+        given is ``args.<name>_command``)."""
+        p = self.action.add_parser(name, **options)
+        action = p.add_subparsers(dest=f"{name}_command", metavar=metavar)
+        action.required = True
+        return Commands(action)
+
+
 def add_root(p: argparse.ArgumentParser) -> None:
     """Add ``--root DIR`` to a subcommand."""
-    p.add_argument(
-        "--root", metavar="DIR", help="evidence repository root (default: found from here)"
-    )
+    add_arguments(p, [ROOT])
 
 
 def repo_root(args: argparse.Namespace) -> Path:

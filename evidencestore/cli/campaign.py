@@ -12,57 +12,62 @@ import json
 import sys
 from typing import Any
 
-from ._common import EXIT_FAILED, EXIT_OK, add_root, repo_root
+from ._common import EXIT_FAILED, EXIT_OK, NAME, ROOT, Commands, arg, json_flag, repo_root
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Register this group's subcommands."""
-    p = sub.add_parser(
+    csub = Commands(sub).group(
         "campaign",
         help="campaign protocols, verification, speedup claims and status",
         description="A protocol frozen by digest before any result; verdicts, claims, status.",
     )
-    csub = p.add_subparsers(dest="campaign_command", metavar="SUBCOMMAND")
-    csub.required = True
-
-    q = csub.add_parser("init", help="register a campaign protocol as bundle NAME")
-    q.add_argument("name", metavar="NAME")
-    q.add_argument("--protocol", required=True, metavar="FILE", help="protocol.toml")
-    add_root(q)
-    q.set_defaults(func=_init)
-
-    q = csub.add_parser(
-        "verify", help="check from git history that the protocol predates every run"
+    csub.add(
+        "init",
+        _init,
+        [NAME, arg("--protocol", required=True, metavar="FILE", help="protocol.toml"), ROOT],
+        help="register a campaign protocol as bundle NAME",
     )
-    q.add_argument("name", metavar="NAME")
-    q.add_argument("--json", action="store_true", help="print the findings as JSON")
-    add_root(q)
-    q.set_defaults(func=_verify)
-
-    q = csub.add_parser("claim", help="the speedup of an arm over the baseline, with its interval")
-    q.add_argument("name", metavar="NAME")
-    q.add_argument("--condition", required=True, metavar="C")
-    q.add_argument("--arm", required=True, metavar="A")
-    q.add_argument("--json", action="store_true", help="print the claim record as JSON")
-    q.add_argument("--register", metavar="BUNDLE", help="also register the claim as a bundle")
-    add_root(q)
-    q.set_defaults(func=_claim)
-
-    q = csub.add_parser("status", help="conditions x arms, the verdict, and what remains")
-    q.add_argument("name", metavar="NAME")
-    q.add_argument("--json", action="store_true", help="print the status record as JSON")
-    q.add_argument(
-        "--register",
-        metavar="BUNDLE",
-        help="also register the status and every record behind it as a bundle",
+    csub.add(
+        "verify",
+        _verify,
+        [NAME, json_flag("the findings"), ROOT],
+        help="check from git history that the protocol predates every run",
     )
-    q.add_argument(
-        "--html",
-        metavar="OUT",
-        help="also write the status as a self-contained HTML report (evidencestore[report])",
+    csub.add(
+        "claim",
+        _claim,
+        [
+            NAME,
+            arg("--condition", required=True, metavar="C"),
+            arg("--arm", required=True, metavar="A"),
+            json_flag("the claim record"),
+            arg("--register", metavar="BUNDLE", help="also register the claim as a bundle"),
+            ROOT,
+        ],
+        help="the speedup of an arm over the baseline, with its interval",
     )
-    add_root(q)
-    q.set_defaults(func=_status)
+    csub.add(
+        "status",
+        _status,
+        [
+            NAME,
+            json_flag("the status record"),
+            arg(
+                "--register",
+                metavar="BUNDLE",
+                help="also register the status and every record behind it as a bundle",
+            ),
+            arg(
+                "--html",
+                metavar="OUT",
+                help="also write the status as a self-contained HTML report "
+                "(evidencestore[report])",
+            ),
+            ROOT,
+        ],
+        help="conditions x arms, the verdict, and what remains",
+    )
 
 
 def _print_json(obj: Any) -> None:

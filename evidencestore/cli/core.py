@@ -9,7 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BundleError, ConfigError, ManifestError
-from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_root, repo_root, verbosity
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    NAME,
+    ROOT,
+    Commands,
+    arg,
+    json_flag,
+    repeatable,
+    repo_root,
+    verbosity,
+)
 
 
 def _key_values(items: list[str], flag: str) -> dict[str, str]:
@@ -502,28 +514,67 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add the core subcommands to the ``evstore`` parser."""
-    p = sub.add_parser("init", help="make this directory an evidence repository")
-    p.add_argument("--root", metavar="DIR", help="directory to initialise (default: .)")
-    p.set_defaults(func=_cmd_init)
-
-    p = sub.add_parser(
+    commands = Commands(sub)
+    commands.add(
+        "init",
+        _cmd_init,
+        [arg("--root", metavar="DIR", help="directory to initialise (default: .)")],
+        help="make this directory an evidence repository",
+    )
+    commands.add(
         "hash",
+        _cmd_hash,
+        [
+            arg("paths", nargs="*", metavar="PATH"),
+            arg(
+                "-c",
+                "--check",
+                metavar="FILE",
+                help="check the digests listed in FILE (- for stdin)",
+            ),
+        ],
         help="print blake3 digests and sizes of files, or check a digest list",
         description="Print 'blake3:<hex>  SIZE  PATH' per file (- reads stdin). --check FILE "
         "re-hashes what a list names: this command's output or b3sum's '<hex>  PATH' lines; "
         "exit 1 when a file differs, 2 for unreadable or malformed lists.",
     )
-    p.add_argument("paths", nargs="*", metavar="PATH")
-    p.add_argument(
-        "-c", "--check", metavar="FILE", help="check the digests listed in FILE (- for stdin)"
-    )
-    p.set_defaults(func=_cmd_hash)
 
-    bundle = sub.add_parser("bundle", help="create and list bundles")
-    bsub = bundle.add_subparsers(dest="bundle_command", metavar="ACTION")
-    bsub.required = True
-    p = bsub.add_parser(
+    bsub = commands.group("bundle", metavar="ACTION", help="create and list bundles")
+    bsub.add(
         "create",
+        _cmd_bundle_create,
+        [
+            NAME,
+            arg("paths", nargs="+", metavar="PATH"),
+            repeatable(
+                "--external",
+                "GLOB",
+                "entries whose entry or source path matches GLOB go to the blob store, not git",
+            ),
+            arg(
+                "--link",
+                choices=("copy", "hardlink", "reflink"),
+                default="copy",
+                help="how store entries enter the local store: copy (default), hardlink (no "
+                "copy; the file becomes read-only, and editing it in place corrupts the blob) "
+                "or reflink (copy-on-write clone); both fall back to a copy where unsupported",
+            ),
+            arg(
+                "-n",
+                "--dry-run",
+                action="store_true",
+                help="print each entry, where it would go (git or store) and its size; write "
+                "nothing",
+            ),
+            arg(
+                "--follow-symlinks",
+                action="store_true",
+                help="copy what symlinks point to, even outside the source (default: refuse them)",
+            ),
+            repeatable("--ref", "TEXT", "reference such as a PR or issue id"),
+            repeatable("--meta", "KEY=VALUE", "metadata annotation"),
+            ROOT,
+        ],
         help="register a new bundle",
         description="Register bundle NAME from files and directories. A file becomes the "
         "entry named by its base name; a directory D contributes 'D/<relative path>' for "
@@ -534,115 +585,93 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--dry-run first. A glob that matches nothing is warned about; evstore.toml "
         "[bundle] max_git_file_size refuses files too large for git.",
     )
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument(
-        "--external",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="entries whose entry or source path matches GLOB go to the blob store, not git",
+    bsub.add(
+        "list",
+        _cmd_bundle_list,
+        [json_flag("the list"), ROOT],
+        help="list registered bundles",
     )
-    p.add_argument(
-        "--link",
-        choices=("copy", "hardlink", "reflink"),
-        default="copy",
-        help="how store entries enter the local store: copy (default), hardlink (no copy; "
-        "the file becomes read-only, and editing it in place corrupts the blob) or reflink "
-        "(copy-on-write clone); both fall back to a copy where unsupported",
-    )
-    p.add_argument(
-        "-n",
-        "--dry-run",
-        action="store_true",
-        help="print each entry, where it would go (git or store) and its size; write nothing",
-    )
-    p.add_argument(
-        "--follow-symlinks",
-        action="store_true",
-        help="copy what symlinks point to, even outside the source (default: refuse them)",
-    )
-    p.add_argument(
-        "--ref",
-        action="append",
-        default=[],
-        metavar="TEXT",
-        help="reference such as a PR or issue id",
-    )
-    p.add_argument(
-        "--meta", action="append", default=[], metavar="KEY=VALUE", help="metadata annotation"
-    )
-    add_root(p)
-    p.set_defaults(func=_cmd_bundle_create)
-    p = bsub.add_parser("list", help="list registered bundles")
-    p.add_argument("--json", action="store_true", help="print the list as JSON")
-    add_root(p)
-    p.set_defaults(func=_cmd_bundle_list)
 
-    p = sub.add_parser(
-        "verify", help="verify every bundle (exit 0 verified, 1 failed, 2 usage error)"
+    commands.add(
+        "verify",
+        _cmd_verify,
+        [
+            ROOT,
+            repeatable("--bundle", "NAME", "verify only this bundle (repeatable)"),
+            arg(
+                "--require-available",
+                action="store_true",
+                help="store entries absent from the local store are errors",
+            ),
+            arg(
+                "--base",
+                metavar="REV",
+                help="git revision whose registered bundles must be unchanged",
+            ),
+            arg(
+                "--unavailable",
+                choices=("summary", "each", "error"),
+                default="summary",
+                help="store entries absent from the local store: one notice with a count "
+                "(default), a warning each, or an error each (as --require-available)",
+            ),
+            arg(
+                "--remote",
+                metavar="NAME",
+                help="also check store entries exist on this remote",
+            ),
+            arg(
+                "--deep",
+                action="store_true",
+                help="with --remote: download and hash store entries",
+            ),
+            arg(
+                "--json",
+                nargs="?",
+                const="-",
+                metavar="FILE",
+                help="write the report as JSON (schemas/verify-report.schema.json) to stdout "
+                "or FILE",
+            ),
+            arg(
+                "--github",
+                action="store_true",
+                help="print GitHub workflow annotations (a table goes to $GITHUB_STEP_SUMMARY "
+                "when set)",
+            ),
+        ],
+        help="verify every bundle (exit 0 verified, 1 failed, 2 usage error)",
     )
-    add_root(p)
-    p.add_argument(
-        "--bundle",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="verify only this bundle (repeatable)",
-    )
-    p.add_argument(
-        "--require-available",
-        action="store_true",
-        help="store entries absent from the local store are errors",
-    )
-    p.add_argument(
-        "--base", metavar="REV", help="git revision whose registered bundles must be unchanged"
-    )
-    p.add_argument(
-        "--unavailable",
-        choices=("summary", "each", "error"),
-        default="summary",
-        help="store entries absent from the local store: one notice with a count (default), "
-        "a warning each, or an error each (as --require-available)",
-    )
-    p.add_argument("--remote", metavar="NAME", help="also check store entries exist on this remote")
-    p.add_argument(
-        "--deep", action="store_true", help="with --remote: download and hash store entries"
-    )
-    p.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="FILE",
-        help="write the report as JSON (schemas/verify-report.schema.json) to stdout or FILE",
-    )
-    p.add_argument(
-        "--github",
-        action="store_true",
-        help="print GitHub workflow annotations (a table goes to $GITHUB_STEP_SUMMARY when set)",
-    )
-    p.set_defaults(func=_cmd_verify)
 
-    p = sub.add_parser("prove", help="print an inclusion proof of one entry as JSON")
-    p.add_argument("bundle", metavar="BUNDLE")
-    p.add_argument("path", metavar="PATH")
-    add_root(p)
-    p.set_defaults(func=_cmd_prove)
-
-    p = sub.add_parser("check-proof", help="check an inclusion proof without the other entries")
-    p.add_argument("proof", metavar="PROOF.json")
-    p.add_argument("--digest", metavar="DIGEST", help="the trusted bundle digest of the proof")
-    p.add_argument(
-        "--bundle",
-        metavar="NAME",
-        help="take the trusted digest from this bundle's registration in the repository",
+    commands.add(
+        "prove",
+        _cmd_prove,
+        [arg("bundle", metavar="BUNDLE"), arg("path", metavar="PATH"), ROOT],
+        help="print an inclusion proof of one entry as JSON",
     )
-    add_root(p)
-    p.set_defaults(func=_cmd_check_proof)
-
-    p = sub.add_parser("schema", help="list, print or write the JSON Schemas")
-    p.add_argument("name", nargs="?", help="print this schema (without: list their names)")
-    p.add_argument("--write", action="store_true", help="write schemas/*.schema.json")
-    p.add_argument("--check", action="store_true", help="exit 1 if schemas/ is out of date")
-    p.add_argument("--dir", help=argparse.SUPPRESS)
-    p.set_defaults(func=_cmd_schema)
+    commands.add(
+        "check-proof",
+        _cmd_check_proof,
+        [
+            arg("proof", metavar="PROOF.json"),
+            arg("--digest", metavar="DIGEST", help="the trusted bundle digest of the proof"),
+            arg(
+                "--bundle",
+                metavar="NAME",
+                help="take the trusted digest from this bundle's registration in the repository",
+            ),
+            ROOT,
+        ],
+        help="check an inclusion proof without the other entries",
+    )
+    commands.add(
+        "schema",
+        _cmd_schema,
+        [
+            arg("name", nargs="?", help="print this schema (without: list their names)"),
+            arg("--write", action="store_true", help="write schemas/*.schema.json"),
+            arg("--check", action="store_true", help="exit 1 if schemas/ is out of date"),
+            arg("--dir", help=argparse.SUPPRESS),
+        ],
+        help="list, print or write the JSON Schemas",
+    )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ._common import EXIT_FAILED, EXIT_OK, add_root, repo_root
+from ._common import BUNDLES, EXIT_FAILED, EXIT_OK, ROOT, Commands, arg, json_flag, repo_root
 
 if TYPE_CHECKING:
     from ..models import Entry, Registration
@@ -284,7 +284,7 @@ def _plain(value: Any) -> Any:
 def _cmd_checkout(args: argparse.Namespace) -> int:
     from .._verify_render import plural
     from ..inventory import EVIDENCE_DIR
-    from ..remotes import export_blob, repository_store
+    from ..remotes import ReadThroughStore, configured_remotes, export_blob, repository_store
     from ..storage import VerifyingReader
 
     root = repo_root(args)
@@ -292,7 +292,9 @@ def _cmd_checkout(args: argparse.Namespace) -> int:
     target = Path(args.dir)
     if target.exists() and (not target.is_dir() or any(target.iterdir())) and not args.force:
         raise ConfigError(f"{target}: exists and is not an empty directory (use --force)")
-    store = repository_store(root, args.remote)
+    store = repository_store(root)
+    if args.remote:
+        store = ReadThroughStore(store.cache, configured_remotes(root, args.remote))
     bdir = root / EVIDENCE_DIR / reg.manifest.name
     total = 0
     for entry in reg.manifest.entries:
@@ -340,32 +342,48 @@ def _write_atomically(reader: Any, dest: Path) -> None:
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Register this group's subcommands."""
-    p = sub.add_parser("show", help="a bundle's digest, metadata and entries")
-    p.add_argument("bundle", metavar="BUNDLE", help="a bundle name or a bundle.json file")
-    p.add_argument("--json", action="store_true", help="print it as JSON")
-    add_root(p)
-    p.set_defaults(func=_cmd_show)
-
-    p = sub.add_parser("status", help="per bundle: store entries missing locally (or on a remote)")
-    p.add_argument("bundles", nargs="*", metavar="BUNDLE", help="default: every bundle")
-    p.add_argument("--remote", metavar="NAME", help="also say what this remote lacks")
-    p.add_argument("--json", action="store_true", help="print it as JSON")
-    add_root(p)
-    p.set_defaults(func=_cmd_status)
-
-    p = sub.add_parser(
-        "diff", help="entries added, removed and changed between two bundles (exit 1 if any)"
+    commands = Commands(sub)
+    it = json_flag("it")
+    commands.add(
+        "show",
+        _cmd_show,
+        [arg("bundle", metavar="BUNDLE", help=_BUNDLE_OR_FILE), it, ROOT],
+        help="a bundle's digest, metadata and entries",
     )
-    p.add_argument("a", metavar="A", help="a bundle name or a bundle.json file")
-    p.add_argument("b", metavar="B", help="a bundle name or a bundle.json file")
-    p.add_argument("--json", action="store_true", help="print it as JSON")
-    add_root(p)
-    p.set_defaults(func=_cmd_diff)
+    commands.add(
+        "status",
+        _cmd_status,
+        [
+            BUNDLES,
+            arg("--remote", metavar="NAME", help="also say what this remote lacks"),
+            it,
+            ROOT,
+        ],
+        help="per bundle: store entries missing locally (or on a remote)",
+    )
+    commands.add(
+        "diff",
+        _cmd_diff,
+        [
+            arg("a", metavar="A", help=_BUNDLE_OR_FILE),
+            arg("b", metavar="B", help=_BUNDLE_OR_FILE),
+            it,
+            ROOT,
+        ],
+        help="entries added, removed and changed between two bundles (exit 1 if any)",
+    )
+    commands.add(
+        "checkout",
+        _cmd_checkout,
+        [
+            arg("bundle", metavar="BUNDLE"),
+            arg("dir", metavar="DIR"),
+            arg("--remote", metavar="NAME", help="fetch store entries only from this remote"),
+            arg("--force", action="store_true", help="write into a non-empty directory"),
+            ROOT,
+        ],
+        help="write a bundle's files, verified, into a directory",
+    )
 
-    p = sub.add_parser("checkout", help="write a bundle's files, verified, into a directory")
-    p.add_argument("bundle", metavar="BUNDLE")
-    p.add_argument("dir", metavar="DIR")
-    p.add_argument("--remote", metavar="NAME", help="fetch store entries only from this remote")
-    p.add_argument("--force", action="store_true", help="write into a non-empty directory")
-    add_root(p)
-    p.set_defaults(func=_cmd_checkout)
+
+_BUNDLE_OR_FILE = "a bundle name or a bundle.json file"

@@ -14,20 +14,44 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ._common import Commands, arg
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
-    parser = sub.add_parser(
+    commands = Commands(sub).group(
         "lpips",
         help="authenticated LPIPS scorer weights",
         description="Manage the LPIPS (AlexNet, v0.1) weights pinned in evstore.toml.",
     )
-    commands = parser.add_subparsers(dest="lpips_command", metavar="SUBCOMMAND")
-    commands.required = True
-
-    imp = commands.add_parser(
+    commands.add(
         "import",
+        _import,
+        [
+            arg(
+                "--backbone",
+                required=True,
+                metavar="PATH",
+                help="torchvision's alexnet-owt-7be5be79.pth; its SHA-256 must start with the "
+                "hex prefix in its file name",
+            ),
+            arg(
+                "--linear",
+                metavar="PATH",
+                help="lpips's linear weights (default: weights/v0.1/alex.pth of the installed "
+                "lpips)",
+            ),
+            arg(
+                "--state-digest",
+                metavar="DIGEST",
+                help="refuse the import unless the loaded scorer's state digest is this one",
+            ),
+            arg(
+                "--no-pin-state",
+                action="store_true",
+                help="do not pin the scorer-state digest in evstore.toml (the weight digests are)",
+            ),
+        ],
         help="store the LPIPS weight files and pin them in evstore.toml",
         description=(
             "Store torchvision's AlexNet backbone and lpips's linear weights in the local "
@@ -35,36 +59,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "descriptors and the scorer-state digest in evstore.toml [lpips]."
         ),
     )
-    imp.add_argument(
-        "--backbone",
-        required=True,
-        metavar="PATH",
-        help="torchvision's alexnet-owt-7be5be79.pth; its SHA-256 must start with the "
-        "hex prefix in its file name",
-    )
-    imp.add_argument(
-        "--linear",
-        metavar="PATH",
-        help="lpips's linear weights (default: weights/v0.1/alex.pth of the installed lpips)",
-    )
-    imp.add_argument(
-        "--state-digest",
-        metavar="DIGEST",
-        help="refuse the import unless the loaded scorer's state digest is this one",
-    )
-    imp.add_argument(
-        "--no-pin-state",
-        action="store_true",
-        help="do not pin the scorer-state digest in evstore.toml (the weight digests are)",
-    )
-    imp.set_defaults(func=_import)
-
-    show = commands.add_parser(
+    commands.add(
         "show",
+        _show,
         help="load the configured scorer and print its provenance",
         description="Load the LPIPS scorer pinned in evstore.toml and print its provenance.",
     )
-    show.set_defaults(func=_show)
 
 
 def _import(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MediaError, ScorerError
+from ._common import Commands, arg, json_flag
 
 if TYPE_CHECKING:
     from ..media.records import Check, Expectations
@@ -19,48 +20,50 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
-    media = sub.add_parser(
+    msub = Commands(sub).group(
         "media",
         help="probe, check and compare media by path or digest",
         description="Media validators: full decode, expectations, exact and metric comparison.",
     )
-    msub = media.add_subparsers(dest="media_command", metavar="SUBCOMMAND")
-    msub.required = True
-
-    p = msub.add_parser("probe", help="show what a container declares about its streams")
-    p.add_argument("source", metavar="FILE|DIGEST")
-    p.add_argument("--json", action="store_true", help="print the probe report as JSON")
-    p.set_defaults(func=_probe)
-
-    c = msub.add_parser(
+    source = arg("source", metavar="FILE|DIGEST")
+    msub.add(
+        "probe",
+        _probe,
+        [source, json_flag("the probe report")],
+        help="show what a container declares about its streams",
+    )
+    msub.add(
         "check",
+        _check,
+        [
+            source,
+            _expectation_args,
+            json_flag("the full report"),
+            arg("--record", metavar="OUT.json", help="also write the report to this file"),
+        ],
         help="decode every frame and sample and check against expectations",
         description="Exit 0 when every check holds, 1 otherwise.",
     )
-    c.add_argument("source", metavar="FILE|DIGEST")
-    _expectation_args(c)
-    c.add_argument("--json", action="store_true", help="print the full report as JSON")
-    c.add_argument("--record", metavar="OUT.json", help="also write the report to this file")
-    c.set_defaults(func=_check)
-
-    m = msub.add_parser(
+    msub.add(
         "compare",
+        _compare,
+        [
+            arg("reference", metavar="REF"),
+            arg("candidate", metavar="CAND"),
+            _expectation_args,
+            arg("--thresholds", metavar="T.toml", help="thresholds file (TOML or JSON)"),
+            arg(
+                "--lpips",
+                action="store_true",
+                help="also score frames with LPIPS from the weights pinned in evstore.toml",
+            ),
+            json_flag("the comparison record"),
+            arg("--record", metavar="OUT.json", help="write the comparison record here"),
+            arg("--html", metavar="OUT.html", help="also write a self-contained HTML report"),
+        ],
         help="compare a reference and a candidate",
         description="Exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 4 UNAVAILABLE, 2 usage error.",
     )
-    m.add_argument("reference", metavar="REF")
-    m.add_argument("candidate", metavar="CAND")
-    _expectation_args(m)
-    m.add_argument("--thresholds", metavar="T.toml", help="thresholds file (TOML or JSON)")
-    m.add_argument(
-        "--lpips",
-        action="store_true",
-        help="also score frames with LPIPS from the weights pinned in evstore.toml",
-    )
-    m.add_argument("--json", action="store_true", help="print the comparison record as JSON")
-    m.add_argument("--record", metavar="OUT.json", help="write the comparison record here")
-    m.add_argument("--html", metavar="OUT.html", help="also write a self-contained HTML report")
-    m.set_defaults(func=_compare)
 
 
 def _expectation_args(parser: argparse.ArgumentParser) -> None:
@@ -128,6 +131,16 @@ def _show(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return "none" if value is None else str(value)
+
+
+def _pair(pair: int) -> str:
+    """Which stream pair a line is about; nothing for the first (pair 0)."""
+    return f" (stream pair {pair})" if pair else ""
+
+
+def _db(value: float | None) -> str:
+    """A PSNR or SNR; None stands for identical inputs (infinite)."""
+    return "inf" if value is None else f"{value:.3f} dB"
 
 
 def _print_checks(checks: tuple[Check, ...], indent: str = "  ", failed_only: bool = False) -> None:
@@ -232,9 +245,8 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"  {side.name} ({side.source.digest}): {state}")
         _print_checks(side.checks, indent="    ", failed_only=True)
     for e in record.equality:
-        which = f" (stream pair {e.pair})" if e.pair else ""
         print(
-            f"  {e.type}{which}: {'exactly equal' if e.equal else 'not equal'}"
+            f"  {e.type}{_pair(e.pair)}: {'exactly equal' if e.equal else 'not equal'}"
             + (
                 f" (first difference at frame {e.first_difference})"
                 if e.first_difference is not None
@@ -244,25 +256,17 @@ def _compare(args: argparse.Namespace) -> int:
     _print_checks(record.compatibility, failed_only=True)
     if record.metrics is not None:
         m = record.metrics
-        for v in (m.video, *m.extra_video):
-            if v is None:
-                continue
-            which = f" (stream pair {v.pair})" if v.pair else ""
-            psnr = "inf" if v.min_psnr is None else f"{v.min_psnr:.3f} dB"
+        for v in filter(None, (m.video, *m.extra_video)):
             print(
-                f"  video{which}: {v.identical_frames}/{v.frames} frames identical, max MSE "
-                f"{v.max_mse:.6g}, min PSNR {psnr}"
+                f"  video{_pair(v.pair)}: {v.identical_frames}/{v.frames} frames identical, "
+                f"max MSE {v.max_mse:.6g}, min PSNR {_db(v.min_psnr)}"
             )
             for name, summary in v.perceptual.items():
                 print(f"  video {name}: max {summary.max:.6g}, mean {summary.mean:.6g}")
-        for a in (m.audio, *m.extra_audio):
-            if a is None:
-                continue
-            which = f" (stream pair {a.pair})" if a.pair else ""
-            snr = "inf" if a.snr_db is None else f"{a.snr_db:.3f} dB"
+        for a in filter(None, (m.audio, *m.extra_audio)):
             print(
-                f"  audio{which}: max abs diff {a.max_abs_diff:.6g}, RMS diff {a.rms_diff:.6g}, "
-                f"SNR {snr}"
+                f"  audio{_pair(a.pair)}: max abs diff {a.max_abs_diff:.6g}, "
+                f"RMS diff {a.rms_diff:.6g}, SNR {_db(a.snr_db)}"
             )
         _print_checks(record.threshold_checks)
     if args.record:

@@ -9,20 +9,7 @@ from typing import Any
 
 from .._grace import DEFAULT_GRACE
 from ..errors import ConfigError, IntegrityError
-from ._common import EXIT_OK, add_root, repo_root
-
-
-def _add_common(p: argparse.ArgumentParser, *, jobs: bool = False) -> None:
-    add_root(p)
-    if jobs:
-        p.add_argument(
-            "-j",
-            "--jobs",
-            type=int,
-            default=None,
-            metavar="N",
-            help="parallel transfers (default 16)",
-        )
+from ._common import BUNDLES, EXIT_OK, NAME, ROOT, Commands, arg, json_flag, repeatable, repo_root
 
 
 def _jobs(args: argparse.Namespace) -> int:
@@ -247,7 +234,11 @@ def _cmd_cat(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return EXIT_OK
-    store = repository_store(root, args.remote)
+    store = repository_store(root)
+    if args.remote:
+        from ..remotes import ReadThroughStore, configured_remotes
+
+        store = ReadThroughStore(store.cache, configured_remotes(root, args.remote))
     out = sys.stdout.buffer
     store.fetch(digest, known_size)
     size = store.cache.size(digest) or 0
@@ -293,96 +284,106 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_JOBS = arg(
+    "-j", "--jobs", type=int, default=None, metavar="N", help="parallel transfers (default 16)"
+)
+_ANY_REMOTE = arg("--remote", metavar="NAME", help="only this remote (default: all, in order)")
+
+
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
-    remote = sub.add_parser("remote", help="add, remove and list remotes")
-    rsub = remote.add_subparsers(dest="remote_command", metavar="ACTION")
-    rsub.required = True
-    p = rsub.add_parser("add", help="add a remote: an fsspec URL with storage options")
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("url", metavar="URL", help="e.g. s3://bucket/prefix, a directory, https://...")
-    p.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="storage option (dotted keys nest; never credentials)",
+    commands = Commands(sub)
+    rsub = commands.group("remote", metavar="ACTION", help="add, remove and list remotes")
+    rsub.add(
+        "add",
+        _cmd_remote_add,
+        [
+            NAME,
+            arg("url", metavar="URL", help="e.g. s3://bucket/prefix, a directory, https://..."),
+            repeatable(
+                "--option", "KEY=VALUE", "storage option (dotted keys nest; never credentials)"
+            ),
+            arg("--read-only", action="store_true", help="never push or gc this remote"),
+            arg(
+                "--local",
+                action="store_true",
+                help="write it to the untracked .evstore/config.toml (per user, survives branch "
+                "switches), not evstore.toml",
+            ),
+            arg("--force", action="store_true", help="replace an existing remote"),
+            ROOT,
+        ],
+        help="add a remote: an fsspec URL with storage options",
     )
-    p.add_argument("--read-only", action="store_true", help="never push or gc this remote")
-    p.add_argument(
-        "--local",
-        action="store_true",
-        help="write it to the untracked .evstore/config.toml (per user, survives branch "
-        "switches), not evstore.toml",
+    rsub.add("remove", _cmd_remote_remove, [NAME, ROOT], help="remove a remote")
+    rsub.add("list", _cmd_remote_list, [ROOT], help="list remotes, in the order they are tried")
+    for command, remote, summary in (
+        (
+            "push",
+            arg("--remote", metavar="NAME", help="default: the first writable remote"),
+            "upload store entries a remote lacks",
+        ),
+        ("pull", _ANY_REMOTE, "fetch every store entry of bundles into the local store"),
+    ):
+        commands.add(
+            command,
+            _cmd_push_pull,
+            [BUNDLES, remote, json_flag("the summary"), ROOT, _JOBS],
+            help=summary,
+        )
+    commands.add(
+        "fetch",
+        _cmd_fetch,
+        [
+            arg("digests", nargs="+", metavar="DIGEST"),
+            arg("-o", "--output", metavar="PATH", help="also write the blob(s) here"),
+            _ANY_REMOTE,
+            ROOT,
+            _JOBS,
+        ],
+        help="get blobs by digest, verified, into the local store",
     )
-    p.add_argument("--force", action="store_true", help="replace an existing remote")
-    _add_common(p)
-    p.set_defaults(func=_cmd_remote_add)
-    p = rsub.add_parser("remove", help="remove a remote")
-    p.add_argument("name", metavar="NAME")
-    _add_common(p)
-    p.set_defaults(func=_cmd_remote_remove)
-    p = rsub.add_parser("list", help="list remotes, in the order they are tried")
-    _add_common(p)
-    p.set_defaults(func=_cmd_remote_list)
-
-    p = sub.add_parser("push", help="upload store entries a remote lacks")
-    p.add_argument("bundles", nargs="*", metavar="BUNDLE", help="default: every bundle")
-    p.add_argument("--remote", metavar="NAME", help="default: the first writable remote")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    _add_common(p, jobs=True)
-    p.set_defaults(func=_cmd_push_pull)
-
-    p = sub.add_parser("pull", help="fetch every store entry of bundles into the local store")
-    p.add_argument("bundles", nargs="*", metavar="BUNDLE", help="default: every bundle")
-    p.add_argument("--remote", metavar="NAME", help="only this remote (default: all, in order)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    _add_common(p, jobs=True)
-    p.set_defaults(func=_cmd_push_pull)
-
-    p = sub.add_parser("fetch", help="get blobs by digest, verified, into the local store")
-    p.add_argument("digests", nargs="+", metavar="DIGEST")
-    p.add_argument("-o", "--output", metavar="PATH", help="also write the blob(s) here")
-    p.add_argument("--remote", metavar="NAME", help="only this remote (default: all, in order)")
-    _add_common(p, jobs=True)
-    p.set_defaults(func=_cmd_fetch)
-
-    p = sub.add_parser("cat", help="write one entry or blob, verified, to stdout")
-    p.add_argument(
-        "digest",
-        metavar="BUNDLE:PATH|DIGEST",
-        help="an entry of a bundle, a digest, or a unique prefix of one (6+ hex digits)",
+    commands.add(
+        "cat",
+        _cmd_cat,
+        [
+            arg(
+                "digest",
+                metavar="BUNDLE:PATH|DIGEST",
+                help="an entry of a bundle, a digest, or a unique prefix of one (6+ hex digits)",
+            ),
+            _ANY_REMOTE,
+            ROOT,
+        ],
+        help="write one entry or blob, verified, to stdout",
     )
-    p.add_argument("--remote", metavar="NAME", help="only this remote (default: all, in order)")
-    _add_common(p)
-    p.set_defaults(func=_cmd_cat)
-
-    p = sub.add_parser("gc", help="remove unreferenced blobs (dry run unless --yes)")
-    p.add_argument("--remote", metavar="NAME", help="collect on this remote (default: local store)")
-    p.add_argument(
-        "--rev",
-        action="append",
-        default=[],
-        metavar="REV",
-        help="also keep blobs referenced at this git revision (repeatable)",
+    commands.add(
+        "gc",
+        _cmd_gc,
+        [
+            arg("--remote", metavar="NAME", help="collect on this remote (default: local store)"),
+            repeatable(
+                "--rev", "REV", "also keep blobs referenced at this git revision (repeatable)"
+            ),
+            arg(
+                "--scope",
+                choices=("refs", "worktree"),
+                default="refs",
+                help="what is kept: the working tree and every branch, remote-tracking branch "
+                "and tag (refs, the default; a remote refuses --yes when the refs cannot be "
+                "read), or only the working tree (worktree)",
+            ),
+            arg("--yes", action="store_true", help="really delete"),
+            json_flag("the plan (or what was done)"),
+            arg(
+                "--grace",
+                type=float,
+                default=DEFAULT_GRACE,
+                metavar="SECONDS",
+                help=f"never delete blobs younger than this (default {DEFAULT_GRACE:.0f})",
+            ),
+            arg("-v", "--verbose", action="store_true", help="list what was deleted"),
+            ROOT,
+        ],
+        help="remove unreferenced blobs (dry run unless --yes)",
     )
-    p.add_argument(
-        "--scope",
-        choices=("refs", "worktree"),
-        default="refs",
-        help="what is kept: the working tree and every branch, remote-tracking branch and "
-        "tag (refs, the default; a remote refuses --yes when the refs cannot be read), or "
-        "only the working tree (worktree)",
-    )
-    p.add_argument("--yes", action="store_true", help="really delete")
-    p.add_argument("--json", action="store_true", help="print the plan (or what was done) as JSON")
-    p.add_argument(
-        "--grace",
-        type=float,
-        default=DEFAULT_GRACE,
-        metavar="SECONDS",
-        help=f"never delete blobs younger than this (default {DEFAULT_GRACE:.0f})",
-    )
-    p.add_argument("-v", "--verbose", action="store_true", help="list what was deleted")
-    _add_common(p)
-    p.set_defaults(func=_cmd_gc)

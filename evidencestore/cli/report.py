@@ -12,24 +12,35 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_root, repo_root
+from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ROOT, Commands, arg, repo_root
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Register this group's subcommands."""
-    r = sub.add_parser(
+    commands = Commands(sub)
+    commands.add(
         "report",
+        _report,
+        [
+            arg("target", metavar="TARGET"),
+            arg("-o", "--output", metavar="OUT.html", required=True),
+            ROOT,
+        ],
         help="write a self-contained HTML report of a comparison, run or campaign",
         description="TARGET: a record file, a record digest, a bundle name, BUNDLE:PATH, or a "
         "campaign name. The page needs no network access when opened.",
     )
-    r.add_argument("target", metavar="TARGET")
-    r.add_argument("-o", "--output", metavar="OUT.html", required=True)
-    add_root(r)
-    r.set_defaults(func=_report)
-
-    a = sub.add_parser(
+    commands.add(
         "attest",
+        _attest,
+        [
+            arg("target", metavar="TARGET|verify|keygen"),
+            arg("path", nargs="?", metavar="ENVELOPE|KEYFILE", help=argparse.SUPPRESS),
+            arg("--key", metavar="KEY", help="private key to sign with, public key to verify"),
+            arg("-o", "--output", metavar="OUT", help="envelope file (default: stdout)"),
+            arg("--json", action="store_true", help="verify: print the result as JSON"),
+            ROOT,
+        ],
         help="sign an in-toto statement about a bundle or record, or verify one",
         usage="evstore attest TARGET --key KEY [-o OUT]\n"
         "       evstore attest verify ENVELOPE --key PUB [--json]\n"
@@ -39,13 +50,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "(exit 0 verified, 1 refused). `keygen` writes KEYFILE (private, 0600) and "
         "KEYFILE.pub.",
     )
-    a.add_argument("target", metavar="TARGET|verify|keygen")
-    a.add_argument("path", nargs="?", metavar="ENVELOPE|KEYFILE", help=argparse.SUPPRESS)
-    a.add_argument("--key", metavar="KEY", help="private key to sign with, public key to verify")
-    a.add_argument("-o", "--output", metavar="OUT", help="envelope file (default: stdout)")
-    a.add_argument("--json", action="store_true", help="verify: print the result as JSON")
-    add_root(a)
-    a.set_defaults(func=_attest)
 
 
 def _write(path: str, data: bytes, what: str) -> None:

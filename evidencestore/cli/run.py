@@ -18,7 +18,18 @@ import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import ConfigError, ManifestError
-from ._common import EXIT_FAILED, EXIT_OK, add_root, repo_root
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    ROOT,
+    Adder,
+    Commands,
+    add_arguments,
+    arg,
+    json_flag,
+    repeatable,
+    repo_root,
+)
 
 if TYPE_CHECKING:
     from ..runs.models import RequestRecord, RunRecord
@@ -32,72 +43,63 @@ class _Parser(argparse.ArgumentParser):
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Register this group's subcommands."""
-    p = sub.add_parser(
+    Commands(sub).add(
         "run",
+        _dispatch,
+        [arg("argv", nargs=argparse.REMAINDER)],
         help="run a workload against a server and register the run; show or diff runs",
         description="evstore run WORKLOAD --arm NAME --server URL ... | run show BUNDLE | "
         "run diff A B (see `evstore run WORKLOAD -h`, `evstore run show -h`)",
         prefix_chars="\x00",
         add_help=False,
     )
-    p.add_argument("argv", nargs=argparse.REMAINDER)
-    p.set_defaults(func=_dispatch)
+
+
+def _parser(prog: str, description: str, arguments: list[Adder]) -> _Parser:
+    """A parser of its own for ``run``, ``run show`` or ``run diff`` (see the module)."""
+    p = _Parser(prog=prog, description=description)
+    add_arguments(p, [*arguments, ROOT])
+    return p
 
 
 def _run_parser() -> _Parser:
-    p = _Parser(
-        prog="evstore run",
-        description="Check the server, send the workload's warmup then measured requests, "
+    return _parser(
+        "evstore run",
+        "Check the server, send the workload's warmup then measured requests, "
         "check every output against its request, and register the run as a bundle. "
         "Exit 0 for a complete run with every output valid, 1 otherwise, 2 usage error.",
+        [
+            arg("workload", metavar="WORKLOAD", help="workload.toml"),
+            arg("--arm", required=True, help="the configuration under test (baseline, ...)"),
+            arg("--server", required=True, metavar="URL", help="base URL of the server"),
+            repeatable("--config", "FILE", "a resolved configuration file (repeatable)"),
+            repeatable("--server-log", "FILE", "a server log to keep (repeatable)"),
+            arg("--name", metavar="BUNDLE", help="bundle name (default: <arm>-<UTC time>)"),
+            arg(
+                "--campaign",
+                metavar="NAME",
+                help="campaign bundle whose protocol.toml this run follows",
+            ),
+            arg("--condition", metavar="C", help="the campaign condition (e.g. 5s)"),
+        ],
     )
-    p.add_argument("workload", metavar="WORKLOAD", help="workload.toml")
-    p.add_argument("--arm", required=True, help="the configuration under test (baseline, ...)")
-    p.add_argument("--server", required=True, metavar="URL", help="base URL of the server")
-    p.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a resolved configuration file (repeatable)",
-    )
-    p.add_argument(
-        "--server-log",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a server log to keep (repeatable)",
-    )
-    p.add_argument("--name", metavar="BUNDLE", help="bundle name (default: <arm>-<UTC time>)")
-    p.add_argument(
-        "--campaign", metavar="NAME", help="campaign bundle whose protocol.toml this run follows"
-    )
-    p.add_argument("--condition", metavar="C", help="the campaign condition (e.g. 5s)")
-    add_root(p)
-    return p
 
 
 def _show_parser() -> _Parser:
-    p = _Parser(
-        prog="evstore run show", description="Per phase: requests, failures, E2E latency, TTFB."
+    return _parser(
+        "evstore run show",
+        "Per phase: requests, failures, E2E latency, TTFB.",
+        [arg("bundle", metavar="BUNDLE"), json_flag("the summary")],
     )
-    p.add_argument("bundle", metavar="BUNDLE")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    add_root(p)
-    return p
 
 
 def _diff_parser() -> _Parser:
-    p = _Parser(
-        prog="evstore run diff",
-        description="Every difference between two runs' configuration files, workloads, "
+    return _parser(
+        "evstore run diff",
+        "Every difference between two runs' configuration files, workloads, "
         "server identity and client environment.",
+        [arg("a", metavar="A"), arg("b", metavar="B"), json_flag("the differences")],
     )
-    p.add_argument("a", metavar="A")
-    p.add_argument("b", metavar="B")
-    p.add_argument("--json", action="store_true", help="print the differences as JSON")
-    add_root(p)
-    return p
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -284,7 +284,7 @@ def _plain(value: Any) -> Any:
 def _cmd_checkout(args: argparse.Namespace) -> int:
     from .._verify_render import plural
     from ..inventory import EVIDENCE_DIR
-    from ..remotes import ReadThroughStore, configured_remotes, export_blob, repository_store
+    from ..remotes import export_blob, repository_store
     from ..storage import VerifyingReader
 
     root = repo_root(args)
@@ -292,9 +292,7 @@ def _cmd_checkout(args: argparse.Namespace) -> int:
     target = Path(args.dir)
     if target.exists() and (not target.is_dir() or any(target.iterdir())) and not args.force:
         raise ConfigError(f"{target}: exists and is not an empty directory (use --force)")
-    store = repository_store(root)
-    if args.remote:
-        store = ReadThroughStore(store.cache, configured_remotes(root, args.remote))
+    store = repository_store(root, args.remote)
     bdir = root / EVIDENCE_DIR / reg.manifest.name
     total = 0
     for entry in reg.manifest.entries:

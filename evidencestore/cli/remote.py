@@ -234,11 +234,7 @@ def _cmd_cat(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return EXIT_OK
-    store = repository_store(root)
-    if args.remote:
-        from ..remotes import ReadThroughStore, configured_remotes
-
-        store = ReadThroughStore(store.cache, configured_remotes(root, args.remote))
+    store = repository_store(root, args.remote)
     out = sys.stdout.buffer
     store.fetch(digest, known_size)
     size = store.cache.size(digest) or 0

@@ -101,28 +101,47 @@ def expectations_from_mapping(data: Mapping[str, Any], where: str = "expectation
             "frames or duration) and/or [audio] (sample_rate, channels, samples or duration)"
         ) from exc
     v, a = exp.video, exp.audio
-    if v is not None and v.frame_rate is not None:
-        rate = parse_rate(v.frame_rate)
-        if v.frames is not None and v.duration is not None:
-            implied = round(Fraction(str(v.duration)) * rate)
-            if implied != v.frames:
-                raise MediaError(
-                    f"{where}: inconsistent video length: frames = {v.frames} but duration "
-                    f"{v.duration} s at {rate} fps is {implied} frames; give one of them or "
-                    "make them agree"
-                )
-    if a is not None and a.sample_rate and a.samples is not None and a.duration is not None:
-        implied = round(Fraction(str(a.duration)) * a.sample_rate)
-        if implied != a.samples:
+    # Parsed even without a length: an invalid frame rate is refused here either way.
+    video_rate = parse_rate(v.frame_rate) if v is not None and v.frame_rate is not None else None
+    sections = (("video", v, video_rate), ("audio", a, a.sample_rate if a is not None else None))
+    for kind, section, rate in sections:
+        if section is None or section.duration is None or not rate:
+            continue
+        _, conflict = _implied_count(kind, _count(kind, section), section.duration, rate)
+        if conflict:
             raise MediaError(
-                f"{where}: inconsistent audio length: samples = {a.samples} but duration "
-                f"{a.duration} s at {a.sample_rate} Hz is {implied} samples; give one of "
-                "them or make them agree"
+                f"{where}: inconsistent {kind} length: {conflict}; give one of them or "
+                "make them agree"
             )
     return exp
 
 
 LENGTH_KEYS = {"video": "frames or duration", "audio": "samples or duration"}
+
+# Per stream kind: the count a request may give instead of a duration, the rate that
+# turns one into the other, and that rate's unit.
+_COUNTS = {"video": ("frames", "frame rate", "fps"), "audio": ("samples", "sample rate", "Hz")}
+
+
+def _count(kind: str, exp: VideoExpectation | AudioExpectation) -> int | None:
+    """The requested ``frames`` (video) or ``samples`` (audio)."""
+    count: int | None = getattr(exp, _COUNTS[kind][0])
+    return count
+
+
+def _implied_count(
+    kind: str, count: int | None, duration: float, rate: Fraction | int
+) -> tuple[int, str | None]:
+    """The count ``duration`` seconds make at ``rate``, and how that disagrees with the
+    requested ``count`` (None when it does not)."""
+    noun, _, unit = _COUNTS[kind]
+    implied = round(Fraction(str(duration)) * rate)
+    if count is None or implied == count:
+        return implied, None
+    return (
+        implied,
+        f"{noun} = {count} but duration {duration} s at {rate} {unit} is {implied} {noun}",
+    )
 
 
 def missing_lengths(expectations: Expectations, kinds: Iterable[str]) -> list[str]:
@@ -407,7 +426,7 @@ def _video(
             f"decoded video ends at {_fmt(end)}; the container declares {_fmt(declared)}",
             i,
         )
-    frames = _video_length(checks, s, exp, rate)
+    frames = _requested_length(checks, "video", s, exp, rate)
     if frames is None:
         return
     checks.add(
@@ -453,65 +472,35 @@ def _no_length(checks: _Checks, kind: str, s: DecodedStream, why: str) -> None:
     )
 
 
-def _video_length(
-    checks: _Checks, s: DecodedStream, exp: VideoExpectation | None, rate: Fraction | None
+def _requested_length(
+    checks: _Checks,
+    kind: str,
+    s: DecodedStream,
+    exp: VideoExpectation | AudioExpectation | None,
+    rate: Fraction | int | None,
 ) -> int | None:
-    """The requested frame count (from ``frames`` and/or ``duration``), or None after
-    recording why it is missing."""
+    """The requested frame count (video) or samples per channel (audio), from the count
+    and/or ``duration``; None after recording why it is missing or inconsistent."""
+    noun, rate_name, _ = _COUNTS[kind]
     if exp is None:
-        _no_length(checks, "video", s, "no [video] expectations")
+        _no_length(checks, kind, s, f"no [{kind}] expectations")
         return None
-    if exp.frames is None and exp.duration is None:
-        _no_length(checks, "video", s, "no video frames or duration requested")
+    count = _count(kind, exp)
+    if count is None and exp.duration is None:
+        _no_length(checks, kind, s, f"no {kind} {noun} or duration requested")
         return None
-    implied: int | None = None
-    if exp.duration is not None:
-        if rate is None:
-            _no_length(checks, "video", s, "a duration was requested but no frame rate is known")
-            return None
-        implied = round(Fraction(str(exp.duration)) * rate)
-    if exp.frames is not None and implied is not None and implied != exp.frames:
+    if exp.duration is None:
+        return count
+    if not rate:
+        _no_length(checks, kind, s, f"a duration was requested but no {rate_name} is known")
+        return None
+    implied, conflict = _implied_count(kind, count, exp.duration, rate)
+    if conflict:
         checks.add(
-            "video.length",
-            False,
-            exp.frames,
-            implied,
-            f"inconsistent request: frames = {exp.frames} but duration {exp.duration} s at "
-            f"{rate} fps is {implied} frames",
-            s.index,
+            f"{kind}.length", False, count, implied, f"inconsistent request: {conflict}", s.index
         )
         return None
-    return exp.frames if exp.frames is not None else implied
-
-
-def _audio_length(
-    checks: _Checks, s: DecodedStream, exp: AudioExpectation | None, rate: int | None
-) -> int | None:
-    """The requested samples per channel (from ``samples`` and/or ``duration``)."""
-    if exp is None:
-        _no_length(checks, "audio", s, "no [audio] expectations")
-        return None
-    if exp.samples is None and exp.duration is None:
-        _no_length(checks, "audio", s, "no audio samples or duration requested")
-        return None
-    implied: int | None = None
-    if exp.duration is not None:
-        if not rate:
-            _no_length(checks, "audio", s, "a duration was requested but no sample rate is known")
-            return None
-        implied = round(Fraction(str(exp.duration)) * rate)
-    if exp.samples is not None and implied is not None and implied != exp.samples:
-        checks.add(
-            "audio.length",
-            False,
-            exp.samples,
-            implied,
-            f"inconsistent request: samples = {exp.samples} but duration {exp.duration} s at "
-            f"{rate} Hz is {implied} samples",
-            s.index,
-        )
-        return None
-    return exp.samples if exp.samples is not None else implied
+    return implied
 
 
 def _padding_ok(excess: int, allowance: int) -> bool:
@@ -578,7 +567,7 @@ def _audio(
             i,
         )
     want_rate = (exp.sample_rate if exp is not None else None) or rate
-    expected = _audio_length(checks, s, exp, want_rate)
+    expected = _requested_length(checks, "audio", s, exp, want_rate)
     if expected is None or not want_rate:
         return
     excess = decoded - expected

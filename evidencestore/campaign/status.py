@@ -19,8 +19,17 @@ from typing import Literal
 from ..config import local_store
 from .adjudication import adjudicate, repeatability
 from .claims import make_claim
-from .members import campaign_runs
-from .models import Adjudication, CellStatus, Claim, Repeatability, StatusRecord
+from .members import Member, campaign_runs
+from .models import (
+    Adjudication,
+    ArmSpec,
+    CellStatus,
+    Claim,
+    Repeatability,
+    Speedup,
+    StatusRecord,
+    Verdict,
+)
 from .protocol import Campaign
 
 __all__ = ["CampaignEvaluation", "evaluate"]
@@ -70,15 +79,7 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
         rep_word: Literal["exact", "not-exact"] | None = (
             None if repeat is None else "exact" if repeat.exact else "not-exact"
         )
-        b_done = [m for m in b_runs if m.complete]
-        b_failed = [m for m in b_runs if not m.complete]
-        if len(b_done) < base.runs:
-            remaining.append(
-                f"{c}: baseline {base.name} has {len(b_done)} of {base.runs} required runs"
-            )
-        remaining += [
-            f"{c}: baseline {base.name} run {m.name} failed ({m.record.outcome})" for m in b_failed
-        ]
+        b_done, b_failed = _split_runs(c, base, b_runs, remaining)
         if repeat is None:
             remaining.append(f"{c}: baseline repeatability not yet qualified")
         elif not repeat.exact:
@@ -86,27 +87,10 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
                 f"{c}: baseline is not repeatable-exact; the protocol declares "
                 f"non_repeatable_baseline = {protocol.quality.non_repeatable_baseline!r}"
             )
-        cells.append(
-            CellStatus(
-                condition=c, arm=base.name, baseline=True, runs_required=base.runs,
-                runs_done=len(b_done), runs_failed=len(b_failed),
-                failed_runs=tuple(m.name for m in b_failed), repeatability=rep_word,
-                lossless=None, speedup=None,
-                qualified=len(b_done) >= base.runs and rep_word == "exact",
-            )
-        )  # fmt: skip
+        cells.append(_cell(c, base, b_done, b_failed, rep_word, None, None, rep_word == "exact"))
         for arm in campaign.candidates:
             a_runs = members.of(c, arm.name)
-            done = [m for m in a_runs if m.complete]
-            failed = [m for m in a_runs if not m.complete]
-            if len(done) < arm.runs:
-                remaining.append(
-                    f"{c}: candidate {arm.name} has {len(done)} of {arm.runs} required runs"
-                )
-            remaining += [
-                f"{c}: candidate {arm.name} run {m.name} failed ({m.record.outcome})"
-                for m in failed
-            ]
+            done, failed = _split_runs(c, arm, a_runs, remaining)
             verdict = None
             if repeat is not None:
                 adj = adjudicate(root, store, campaign, c, arm.name, repeat, b_runs, a_runs)
@@ -130,15 +114,8 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
                     f"{c}: candidate {arm.name} speedup interval starts at "
                     f"{claim.speedup.low:.4g}, below timing.min_speedup = {floor}"
                 )
-            cells.append(
-                CellStatus(
-                    condition=c, arm=arm.name, baseline=False, runs_required=arm.runs,
-                    runs_done=len(done), runs_failed=len(failed),
-                    failed_runs=tuple(m.name for m in failed), repeatability=rep_word,
-                    lossless=verdict, speedup=claim.speedup,
-                    qualified=len(done) >= arm.runs and verdict == "PASS" and speedup_ok,
-                )
-            )  # fmt: skip
+            qualified = verdict == "PASS" and speedup_ok
+            cells.append(_cell(c, arm, done, failed, rep_word, verdict, claim.speedup, qualified))
     remaining = list(dict.fromkeys(remaining))
     accepted = not remaining and all(cell.qualified for cell in cells)
     status = StatusRecord(
@@ -151,3 +128,47 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
         notes=tuple(notes),
     )
     return CampaignEvaluation(status, reps, adjs, claims)
+
+
+def _split_runs(
+    condition: str, arm: ArmSpec, runs: list[Member], remaining: list[str]
+) -> tuple[list[Member], list[Member]]:
+    """``arm``'s complete and failed runs in ``condition``; what is missing or failed is
+    added to ``remaining``."""
+    role = "baseline" if arm.baseline else "candidate"
+    done = [m for m in runs if m.complete]
+    failed = [m for m in runs if not m.complete]
+    if len(done) < arm.runs:
+        remaining.append(
+            f"{condition}: {role} {arm.name} has {len(done)} of {arm.runs} required runs"
+        )
+    remaining += [
+        f"{condition}: {role} {arm.name} run {m.name} failed ({m.record.outcome})" for m in failed
+    ]
+    return done, failed
+
+
+def _cell(
+    condition: str,
+    arm: ArmSpec,
+    done: list[Member],
+    failed: list[Member],
+    repeatability: Literal["exact", "not-exact"] | None,
+    lossless: Verdict | None,
+    speedup: Speedup | None,
+    qualified: bool,
+) -> CellStatus:
+    """The status of one cell; ``qualified`` is what it needs besides its required runs."""
+    return CellStatus(
+        condition=condition,
+        arm=arm.name,
+        baseline=arm.baseline,
+        runs_required=arm.runs,
+        runs_done=len(done),
+        runs_failed=len(failed),
+        failed_runs=tuple(m.name for m in failed),
+        repeatability=repeatability,
+        lossless=lossless,
+        speedup=speedup,
+        qualified=len(done) >= arm.runs and qualified,
+    )

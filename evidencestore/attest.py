@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import msgspec
 
 from ._canonical import canonical, decode
+from .config import Repository, as_repository
 from .digest import hash_bytes, is_digest, new_hasher
 from .errors import EvidenceStoreError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
@@ -222,7 +223,7 @@ def _file_digests(path: Path) -> dict[str, str]:
         return _digests(fh)
 
 
-def _blob_digests(root: Path, digest: str, size: int | None = None) -> dict[str, str]:
+def _blob_digests(root: Repository, digest: str, size: int | None = None) -> dict[str, str]:
     from .remotes import repository_store
 
     with repository_store(root).open(digest, size) as reader:
@@ -230,7 +231,7 @@ def _blob_digests(root: Path, digest: str, size: int | None = None) -> dict[str,
     return got
 
 
-def _bundle_subjects(root: Path, name: str) -> tuple[list[Subject], dict[str, Any]]:
+def _bundle_subjects(root: Repository, name: str) -> tuple[list[Subject], dict[str, Any]]:
     reg_path = registration_path(root, name)
     reg = load_registration(reg_path)
     base = f"{EVIDENCE_DIR}/{name}"
@@ -239,7 +240,7 @@ def _bundle_subjects(root: Path, name: str) -> tuple[list[Subject], dict[str, An
     for entry in reg.manifest.entries:
         try:
             if entry.location == "repo":
-                got = _file_digests(root / EVIDENCE_DIR / name / entry.path)
+                got = _file_digests(root.root / EVIDENCE_DIR / name / entry.path)
             else:
                 got = _blob_digests(root, entry.descriptor.digest, entry.descriptor.size)
         except (OSError, EvidenceStoreError) as exc:
@@ -284,15 +285,16 @@ def _record_kind(data: bytes) -> str | None:
 def statement_for(root: str | os.PathLike[str], target: str) -> Statement:
     """The statement about ``target``: a registered bundle's name, a digest in the store
     (a claim, status or any record), or a file inside the repository."""
-    base = Path(root).absolute()
+    repo = as_repository(root)
+    base = repo.root
     if registration_path(base, target).is_file():
-        subjects, about = _bundle_subjects(base, target)
+        subjects, about = _bundle_subjects(repo, target)
         return Statement(subject=tuple(subjects), predicate_type=PREDICATE_BUNDLE, predicate=about)
     if is_digest(target):
         from .remotes import repository_store
 
         try:
-            data = repository_store(base).get(target)
+            data = repository_store(repo).get(target)
         except EvidenceStoreError as exc:
             raise AttestationError(f"{target}: cannot read from the store: {exc}") from exc
         digests = {
@@ -353,7 +355,7 @@ def attest(root: str | os.PathLike[str], target: str, key: str | os.PathLike[str
 
 
 # -- verification ---------------------------------------------------------------------
-def _subject_problems(base: Path, subject: Subject) -> Iterator[str]:
+def _subject_problems(repo: Repository, subject: Subject) -> Iterator[str]:
     want = subject.digest
     if set(want) < {"sha256", "blake3"}:
         yield f"subject {subject.name!r}: needs both sha256 and blake3 digests, has {sorted(want)}"
@@ -361,7 +363,7 @@ def _subject_problems(base: Path, subject: Subject) -> Iterator[str]:
     where = "the working tree"
     got: dict[str, str] | None = None
     problem = entry_path_problem(subject.name)
-    path = base / subject.name
+    path = repo.root / subject.name
     if problem is None and path.is_file():
         try:
             got = _file_digests(path)
@@ -375,7 +377,7 @@ def _subject_problems(base: Path, subject: Subject) -> Iterator[str]:
             yield f"subject {subject.name!r}: malformed blake3 digest {want['blake3']!r}"
             return
         try:
-            got = _blob_digests(base, digest)
+            got = _blob_digests(repo, digest)
         except EvidenceStoreError as exc:
             yield (
                 f"subject {subject.name!r} ({digest}): missing: not in the working tree and "
@@ -449,10 +451,10 @@ def check_attestation(
         )
     if not statement.subject:
         problems.append(f"{source}: the statement has no subject")
-    base = Path(root).absolute()
+    repo = as_repository(root)
     verified: list[str] = []
     for subject in statement.subject:
-        found = list(_subject_problems(base, subject))
+        found = list(_subject_problems(repo, subject))
         problems += found
         if not found:
             verified.append(subject.name)

@@ -367,20 +367,45 @@ def _continuity(checks: _Checks, s: DecodedStream, ideal_step: Any, basis: str) 
     checks.add(f"{s.type}.continuity", not bad, 0, len(bad), message, s.index)
 
 
+# Per stream kind: the requested properties checked as they are, and what each is called.
+_PROPERTIES = {
+    "video": (
+        ("codec", "video codec"),
+        ("width", "decoded width"),
+        ("height", "decoded height"),
+        ("pix_fmt", "decoded pixel format"),
+    ),
+    "audio": (
+        ("codec", "audio codec"),
+        ("sample_rate", "sample rate"),
+        ("channels", "channel count"),
+        ("layout", "channel layout"),
+        ("sample_format", "sample format"),
+    ),
+}
+
+
+def _requested_properties(
+    checks: _Checks,
+    kind: str,
+    s: DecodedStream,
+    exp: VideoExpectation | AudioExpectation | None,
+) -> None:
+    """Check each property ``exp`` gives (codec, geometry, format) against the decoded one."""
+    if exp is None:
+        return
+    for key, what in _PROPERTIES[kind]:
+        wanted = getattr(exp, key)
+        if wanted is not None:
+            checks.equal(f"{kind}.{key}", wanted, getattr(s, key), what, s.index)
+
+
 def _video(
     checks: _Checks, s: DecodedStream, info: StreamInfo | None, exp: VideoExpectation | None
 ) -> None:
     _common(checks, s)
     i = s.index
-    if exp is not None:
-        if exp.codec is not None:
-            checks.equal("video.codec", exp.codec, s.codec, "video codec", i)
-        if exp.width is not None:
-            checks.equal("video.width", exp.width, s.width, "decoded width", i)
-        if exp.height is not None:
-            checks.equal("video.height", exp.height, s.height, "decoded height", i)
-        if exp.pix_fmt is not None:
-            checks.equal("video.pix_fmt", exp.pix_fmt, s.pix_fmt, "decoded pixel format", i)
+    _requested_properties(checks, "video", s, exp)
     declared_rate = parse_rate(info.frame_rate) if info and info.frame_rate else None
     rate = parse_rate(exp.frame_rate) if exp and exp.frame_rate is not None else declared_rate
     if exp is not None and exp.frame_rate is not None:
@@ -521,19 +546,7 @@ def _audio(
 ) -> None:
     _common(checks, s)
     i = s.index
-    if exp is not None:
-        if exp.codec is not None:
-            checks.equal("audio.codec", exp.codec, s.codec, "audio codec", i)
-        if exp.sample_rate is not None:
-            checks.equal("audio.sample_rate", exp.sample_rate, s.sample_rate, "sample rate", i)
-        if exp.channels is not None:
-            checks.equal("audio.channels", exp.channels, s.channels, "channel count", i)
-        if exp.layout is not None:
-            checks.equal("audio.layout", exp.layout, s.layout, "channel layout", i)
-        if exp.sample_format is not None:
-            checks.equal(
-                "audio.sample_format", exp.sample_format, s.sample_format, "sample format", i
-            )
+    _requested_properties(checks, "audio", s, exp)
     rate = s.sample_rate
     tb = _tb(s)
     decoded = s.samples or 0

@@ -34,6 +34,12 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def _discard(tmp: Path) -> None:
+    """Remove a temporary, if it is still there."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+
+
 def _write_tmp(final: Path, data: bytes) -> Path:
     tmp = temporary_beside(final)
     try:
@@ -42,23 +48,15 @@ def _write_tmp(final: Path, data: bytes) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        _discard(tmp)
         raise
     return tmp
 
 
 def write_replace(final: str | os.PathLike[str], data: bytes) -> None:
     """Replace ``final`` with ``data`` atomically (raises OSError)."""
-    path = Path(final)
-    tmp = _write_tmp(path, data)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+    with replacing(final) as fh:
+        fh.write(data)
 
 
 def write_create(final: str | os.PathLike[str], data: bytes) -> bool:
@@ -70,8 +68,7 @@ def write_create(final: str | os.PathLike[str], data: bytes) -> bool:
     except FileExistsError:
         return False
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        _discard(tmp)
     fsync_dir(path.parent)
     return True
 
@@ -90,6 +87,5 @@ def replacing(final: str | os.PathLike[str]) -> Iterator[BinaryIO]:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        _discard(tmp)
     fsync_dir(path.parent)

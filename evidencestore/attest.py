@@ -27,7 +27,7 @@ import msgspec
 
 from ._canonical import canonical, decode
 from .config import Repository, as_repository
-from .digest import hash_bytes, is_digest, new_hasher
+from .digest import digest_from_hex, hash_bytes, is_digest, new_hasher
 from .errors import EvidenceStoreError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
 from .models import Model, entry_path_problem
@@ -246,7 +246,7 @@ def _bundle_subjects(root: Repository, name: str) -> tuple[list[Subject], dict[s
         except (OSError, EvidenceStoreError) as exc:
             problems.append(f"entry {entry.path!r} ({entry.descriptor.digest}): {exc}")
             continue
-        if "blake3:" + got["blake3"] != entry.descriptor.digest:
+        if digest_from_hex(got["blake3"]) != entry.descriptor.digest:
             problems.append(
                 f"entry {entry.path!r}: content hashes to blake3:{got['blake3']}, the "
                 f"registration says {entry.descriptor.digest}"
@@ -372,7 +372,7 @@ def _subject_problems(repo: Repository, subject: Subject) -> Iterator[str]:
             return
     else:
         where = "the store"
-        digest = "blake3:" + want["blake3"]
+        digest = digest_from_hex(want["blake3"])
         if not is_digest(digest):
             yield f"subject {subject.name!r}: malformed blake3 digest {want['blake3']!r}"
             return

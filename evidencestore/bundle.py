@@ -29,6 +29,7 @@ from blake3 import blake3
 
 from . import __version__
 from ._canonical import pretty
+from .digest import digest_from_hex
 from .errors import BundleError, IntegrityError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME
 from .merkle import bundle_digest, entries_root
@@ -398,7 +399,7 @@ def _copy_hashing(src: SourceFile, dst: Path) -> tuple[str, int]:
                 size += len(chunk)
             fout.flush()
             os.fsync(fout.fileno())
-    return "blake3:" + hasher.hexdigest(), size
+    return digest_from_hex(hasher.hexdigest()), size
 
 
 def _check_entry_names(name: str, sources: Sequence[SourceFile]) -> None:

@@ -25,7 +25,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .config import as_repository
-from .digest import Hashed, HashOutcome, NotRegularFileError, hash_files, start_hash_files
+from .digest import (
+    Hashed,
+    HashOutcome,
+    NotRegularFileError,
+    digest_from_hex,
+    hash_files,
+    start_hash_files,
+)
 from .errors import ConfigError, IntegrityError, ManifestError, VerificationError
 from .inventory import (
     EVIDENCE_DIR,
@@ -48,7 +55,7 @@ from .staging import staging_name, stale_staging_dirs
 from .storage import BlobStore
 from .storage._base import SupportsLocalPaths
 
-_ANY_DIGEST = "blake3:" + "0" * 64
+_ANY_DIGEST = digest_from_hex("0" * 64)
 
 __all__ = [
     "RemoteChecker",

@@ -103,6 +103,8 @@ _HEX = frozenset("0123456789abcdef")
 def _parse_check_line(line: str) -> tuple[str, int | None, str] | None:
     """``blake3:<hex>  <size>  <path>`` (``evstore hash``) or ``<hex>  <path>``
     (``b3sum``) -> (digest, size, path); None when the line is neither."""
+    from ..digest import digest_from_hex
+
     head, sep, rest = line.partition("  ")
     if not sep or not rest:
         return None
@@ -113,8 +115,8 @@ def _parse_check_line(line: str) -> tuple[str, int | None, str] | None:
         size_text, sep, path = rest.partition("  ")
         if not sep or not size_text.isdigit() or not path:
             return None
-        return "blake3:" + hexd, int(size_text), path
-    return "blake3:" + hexd, None, rest
+        return digest_from_hex(hexd), int(size_text), path
+    return digest_from_hex(hexd), None, rest
 
 
 def _hash_check(source: str) -> int:

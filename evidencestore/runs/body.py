@@ -16,7 +16,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from ..digest import new_hasher
+from ..digest import digest_from_hex, new_hasher
 from ..errors import StorageError
 from ..models import Descriptor
 from ..storage import LocalBlobStore
@@ -47,7 +47,7 @@ class BodySink:
     def finish(self) -> str:
         """Close the temporary (complete body); return its digest. Not yet published."""
         self._fh.close()
-        self.digest = "blake3:" + self._hasher.hexdigest()
+        self.digest = digest_from_hex(self._hasher.hexdigest())
         return self.digest
 
     def discard(self) -> None:

@@ -12,7 +12,7 @@ from typing import BinaryIO, NamedTuple, Protocol, cast, runtime_checkable
 from blake3 import blake3
 
 from .. import _steps
-from ..digest import digest_hex, hash_bytes, parse_digest
+from ..digest import digest_from_hex, digest_hex, hash_bytes, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, ReadOnlyStoreError, StorageError
 from ..integrity import check_content
 from ..models import Descriptor
@@ -93,7 +93,7 @@ class VerifyingReader(io.RawIOBase):
 
     def _check(self) -> None:
         check_content(self._where, self._digest, self._size, None, self._count)
-        observed = "blake3:" + self._hasher.hexdigest()
+        observed = digest_from_hex(self._hasher.hexdigest())
         check_content(self._where, self._digest, self._size, observed, self._count)
 
     @property

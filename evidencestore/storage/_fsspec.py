@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar
 
-from ..digest import digest_hex, parse_digest
+from ..digest import digest_from_hex, digest_hex, parse_digest
 from ..errors import BlobNotFoundError, EvidenceStoreError, StorageError
 from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, blob_key
 
@@ -812,14 +812,14 @@ class FsspecBlobStore(BlobStore):
         for key in sorted(found):
             match = _QUARANTINED.match(str(key).rstrip("/").rsplit("/", 1)[-1])
             if match:
-                yield str(key), "blake3:" + match.group(1), _mtime(found[key])
+                yield str(key), digest_from_hex(match.group(1)), _mtime(found[key])
 
     def restore(self, key: str) -> None:
         self._check_writable()
         match = _QUARANTINED.match(key.rstrip("/").rsplit("/", 1)[-1])
         if not match:
             raise StorageError(f"{self.url}: {key}: not a quarantined blob")
-        digest = "blake3:" + match.group(1)
+        digest = digest_from_hex(match.group(1))
         final = self.key_of(digest)
 
         def put_back() -> None:
@@ -840,7 +840,7 @@ class FsspecBlobStore(BlobStore):
 def _digest_of_key(key: str) -> str | None:
     parts = key.rstrip("/").rsplit("/", 2)
     if len(parts) == 3 and len(parts[2]) == 64 and parts[2].startswith(parts[1]):
-        digest = "blake3:" + parts[2]
+        digest = digest_from_hex(parts[2])
         with contextlib.suppress(ValueError):
             return parse_digest(digest)
     return None

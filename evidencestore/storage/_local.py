@@ -18,7 +18,7 @@ from typing import BinaryIO, Literal
 from blake3 import blake3
 
 from .._atomic import fsync_dir
-from ..digest import digest_hex, parse_digest
+from ..digest import digest_from_hex, digest_hex, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
 from ..integrity import check_content
 from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, blob_key
@@ -172,7 +172,7 @@ class LocalBlobStore(BlobStore):
                     copied += len(chunk)
                 dst.flush()
                 os.fsync(dst.fileno())
-            observed = "blake3:" + hasher.hexdigest()
+            observed = digest_from_hex(hasher.hexdigest())
             check_content(f"{path}: changed while being stored", digest, size, observed, copied)
             self._publish(tmp, final, digest)
         except BaseException:
@@ -195,7 +195,7 @@ class LocalBlobStore(BlobStore):
             for name in sorted(os.listdir(sub)):
                 if name.startswith(_TMP_PREFIX) or not name.startswith(prefix):
                     continue
-                digest = "blake3:" + name
+                digest = digest_from_hex(name)
                 try:
                     digest_hex(digest)
                 except ValueError:
@@ -353,7 +353,7 @@ class LocalBlobStore(BlobStore):
             match = _QUARANTINED.match(name)
             st = self._stat(folder / name) if match else None
             if match and st is not None:
-                yield str(folder / name), "blake3:" + match.group(1), st.st_mtime
+                yield str(folder / name), digest_from_hex(match.group(1)), st.st_mtime
 
     def quarantined_mtime(self, key: str) -> float | None:
         st = self._stat(Path(key))
@@ -365,7 +365,7 @@ class LocalBlobStore(BlobStore):
         match = _QUARANTINED.match(path.name)
         if not match:
             raise StorageError(f"{key}: not a quarantined blob")
-        final = self.path_of("blake3:" + match.group(1))
+        final = self.path_of(digest_from_hex(match.group(1)))
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
             os.link(path, final)

@@ -459,40 +459,40 @@ def _threshold_checks(
     metrics: ComparisonMetrics, thresholds: Thresholds, scorers: Sequence[FrameScorer]
 ) -> tuple[Check, ...]:
     out: list[Check] = []
+
+    def limit(name: str, ok: bool, allowed: float | None, observed: float | None, msg: str) -> None:
+        out.append(
+            Check(name=f"threshold.{name}", ok=ok, expected=allowed, observed=observed, message=msg)
+        )
+
     videos = [m for m in (metrics.video, *metrics.extra_video) if m is not None]
     audios = [m for m in (metrics.audio, *metrics.extra_audio) if m is not None]
     for v in videos:
         pair = f" (video stream pair {v.pair})" if v.pair else ""
-        ok = v.min_psnr is None or v.min_psnr >= thresholds.video_psnr_min
+        psnr_min = thresholds.video_psnr_min
         shown = "infinite (identical)" if v.min_psnr is None else f"{v.min_psnr:.3f} dB"
-        out.append(
-            Check(
-                name="threshold.video_psnr_min",
-                ok=ok,
-                expected=thresholds.video_psnr_min,
-                observed=v.min_psnr,
-                message=f"lowest per-frame, per-plane PSNR {shown}; minimum allowed "
-                f"{thresholds.video_psnr_min} dB{pair}",
-            )
+        limit(
+            "video_psnr_min",
+            v.min_psnr is None or v.min_psnr >= psnr_min,
+            psnr_min,
+            v.min_psnr,
+            f"lowest per-frame, per-plane PSNR {shown}; minimum allowed {psnr_min} dB{pair}",
         )
         for scorer in scorers:
             summary = v.perceptual.get(scorer.name)
-            limit = thresholds.perceptual_max.get(scorer.name)
+            most = thresholds.perceptual_max.get(scorer.name)
             worst = summary.max if summary else None
-            out.append(
-                Check(
-                    name=f"threshold.perceptual.{scorer.name}",
-                    ok=limit is None or (worst is not None and worst <= limit),
-                    expected=limit,
-                    observed=worst,
-                    message=f"largest per-frame {scorer.name} score {worst}; "
-                    + (
-                        "no threshold configured (recorded only)"
-                        if limit is None
-                        else f"maximum allowed {limit}"
-                    )
-                    + pair,
-                )
+            allowed = (
+                "no threshold configured (recorded only)"
+                if most is None
+                else (f"maximum allowed {most}")
+            )
+            limit(
+                f"perceptual.{scorer.name}",
+                most is None or (worst is not None and worst <= most),
+                most,
+                worst,
+                f"largest per-frame {scorer.name} score {worst}; {allowed}{pair}",
             )
     for a in audios:
         pair = f" (audio stream pair {a.pair})" if a.pair else ""
@@ -502,24 +502,21 @@ def _threshold_checks(
             snr_ok, shown = False, "undefined (silent reference, non-zero difference)"
         else:
             snr_ok, shown = a.snr_db >= thresholds.audio_snr_min, f"{a.snr_db:.3f} dB"
-        out.append(
-            Check(
-                name="threshold.audio_snr_min",
-                ok=snr_ok,
-                expected=thresholds.audio_snr_min,
-                observed=a.snr_db,
-                message=f"audio SNR {shown}; minimum allowed {thresholds.audio_snr_min} dB{pair}",
-            )
+        snr_min, max_diff = thresholds.audio_snr_min, thresholds.audio_max_abs_diff
+        limit(
+            "audio_snr_min",
+            snr_ok,
+            snr_min,
+            a.snr_db,
+            f"audio SNR {shown}; minimum allowed {snr_min} dB{pair}",
         )
-        out.append(
-            Check(
-                name="threshold.audio_max_abs_diff",
-                ok=a.max_abs_diff <= thresholds.audio_max_abs_diff,
-                expected=thresholds.audio_max_abs_diff,
-                observed=a.max_abs_diff,
-                message=f"largest sample difference {a.max_abs_diff:.6g} full scale; maximum "
-                f"allowed {thresholds.audio_max_abs_diff}{pair}",
-            )
+        limit(
+            "audio_max_abs_diff",
+            a.max_abs_diff <= max_diff,
+            max_diff,
+            a.max_abs_diff,
+            f"largest sample difference {a.max_abs_diff:.6g} full scale; maximum allowed "
+            f"{max_diff}{pair}",
         )
     return tuple(out)
 

@@ -212,8 +212,8 @@ def test_report_of_a_campaign_run_against_the_reference_server(tmp_path: Path) -
     protocol_mod = pytest.importorskip("evidencestore.campaign.protocol")
     runner = pytest.importorskip("evidencestore.runs.runner", reason="issue 10 absent")
     video_server = pytest.importorskip("evidencestore.testing.video_server")
-    from evhelpers import init_repo
-    from remotes_support import run
+    from helpers.remotes import run
+    from helpers.repos import init_repo
 
     root = init_repo(tmp_path / "repo")
     assert run("init", "--root", str(root))[0] == 0

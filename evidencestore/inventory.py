@@ -132,6 +132,30 @@ class Inventory:
 _PLAIN_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
+def _careful_problem(
+    reg_path: str, rel: str, reg_rel: str, bundle_dir: str, real_root: str
+) -> tuple[str, str] | None:
+    """Why a registration that is not a plain file is not read, as (code, message); None
+    when it is read the careful way (a symlink within the repository, or unreadable)."""
+    reg_file = Path(reg_path)
+    if reg_file.is_symlink():
+        real = resolve(reg_file)
+        if real is None:
+            return (
+                "symlink-loop",
+                f"{reg_rel}: a symlink loop ({os.readlink(reg_file)}): no registration to read",
+            )
+        if not within(real, real_root) and within(os.path.realpath(bundle_dir), real_root):
+            return (
+                "registration-symlink-escape",
+                f"{reg_rel} is a symlink to {real}, outside the repository: it is not "
+                "read (a registration must be the file that git tracks)",
+            )
+    if not reg_file.is_file():
+        return ("missing-registration", f"{rel}: no {REGISTRATION_NAME} in this bundle directory")
+    return None
+
+
 def _read_plain(path: str) -> bytes | OSError | None:
     """The bytes of a regular, non-symlink file; None when there is no such file (or
     it is not a regular file); the ``OSError`` when it needs the careful checks."""
@@ -223,49 +247,19 @@ def load_inventory(root: str | os.PathLike[str]) -> Inventory:
             continue
         reg_path = f"{entry.path}{os.sep}{REGISTRATION_NAME}"
         data = _read_plain(reg_path)
-        if data is None:
-            error(
-                "missing-registration",
-                f"{rel}: no {REGISTRATION_NAME} in this bundle directory",
-                entry.name,
-                reg_rel,
-            )
+        problem = (
+            _careful_problem(reg_path, rel, reg_rel, entry.path, real_root)
+            if not isinstance(data, bytes)
+            else None
+        )
+        if problem is not None:
+            error(*problem, entry.name, reg_rel)
             continue
         try:
             if isinstance(data, bytes):
                 registration = decode_registration(data, reg_path)
-            else:  # a symlink, or unreadable: the careful way
-                reg_file = Path(reg_path)
-                if reg_file.is_symlink():
-                    real = resolve(reg_file)
-                    if real is None:
-                        error(
-                            "symlink-loop",
-                            f"{reg_rel}: a symlink loop ({os.readlink(reg_file)}): no registration to read",
-                            entry.name,
-                            reg_rel,
-                        )
-                        continue
-                    if not within(real, real_root) and within(
-                        os.path.realpath(entry.path), real_root
-                    ):
-                        error(
-                            "registration-symlink-escape",
-                            f"{reg_rel} is a symlink to {real}, outside the repository: it is not "
-                            "read (a registration must be the file that git tracks)",
-                            entry.name,
-                            reg_rel,
-                        )
-                        continue
-                if not reg_file.is_file():
-                    error(
-                        "missing-registration",
-                        f"{rel}: no {REGISTRATION_NAME} in this bundle directory",
-                        entry.name,
-                        reg_rel,
-                    )
-                    continue
-                registration = load_registration(reg_file)
+            else:  # a symlink inside the repository, or unreadable: the careful way
+                registration = load_registration(Path(reg_path))
         except ManifestError as exc:
             error(
                 "invalid-registration",

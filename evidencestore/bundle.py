@@ -25,11 +25,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from blake3 import blake3
-
 from . import __version__
 from ._canonical import pretty
-from .digest import digest_from_hex
+from .digest import copy_hashing
 from .errors import BundleError, IntegrityError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME
 from .merkle import bundle_digest, entries_root
@@ -390,16 +388,8 @@ def _copy_hashing(src: SourceFile, dst: Path) -> tuple[str, int]:
         mode = os.fstat(fin.fileno()).st_mode
         if not stat.S_ISREG(mode):
             raise BundleError(f"{src.source}: {_kind(mode)} now, no longer a regular file")
-        hasher = blake3()
-        size = 0
         with open(dst, "xb") as fout:
-            while chunk := fin.read(4 << 20):
-                hasher.update(chunk)
-                fout.write(chunk)
-                size += len(chunk)
-            fout.flush()
-            os.fsync(fout.fileno())
-    return digest_from_hex(hasher.hexdigest()), size
+            return copy_hashing(fin, fout)
 
 
 def _check_entry_names(name: str, sources: Sequence[SourceFile]) -> None:

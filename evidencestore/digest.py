@@ -123,6 +123,21 @@ def hash_stream(stream: BinaryIO, *, chunk_size: int = _CHUNK) -> Hashed:
     return Hashed(_format(hasher), size)
 
 
+def copy_hashing(src: BinaryIO, dst: BinaryIO, *, chunk_size: int = 4 << 20) -> Hashed:
+    """Copy ``src`` to EOF into ``dst`` and hash what was copied, in one pass (so a file
+    that changes after hashing cannot be stored under the old digest); ``dst`` is
+    flushed and fsynced."""
+    hasher = blake3()
+    size = 0
+    while chunk := src.read(chunk_size):
+        hasher.update(chunk)
+        dst.write(chunk)
+        size += len(chunk)
+    dst.flush()
+    os.fsync(dst.fileno())
+    return Hashed(_format(hasher), size)
+
+
 def _size_mismatch(path: str | os.PathLike[str], expected: int, observed: int) -> IntegrityError:
     return IntegrityError(f"{os.fspath(path)}: size is {observed} bytes, expected {expected}")
 

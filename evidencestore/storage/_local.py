@@ -15,10 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from blake3 import blake3
-
 from .._atomic import fsync_dir
-from ..digest import digest_from_hex, digest_hex, parse_digest
+from ..digest import copy_hashing, digest_from_hex, digest_hex, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
 from ..integrity import check_content
 from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, blob_key
@@ -162,18 +160,10 @@ class LocalBlobStore(BlobStore):
                 raise
             return
         # Copy and hash in one pass so a file changed after hashing is refused.
-        hasher = blake3()
-        copied = 0
         try:
             with open(path, "rb") as src, open(tmp, "xb") as dst:
-                while chunk := src.read(4 << 20):
-                    hasher.update(chunk)
-                    dst.write(chunk)
-                    copied += len(chunk)
-                dst.flush()
-                os.fsync(dst.fileno())
-            observed = digest_from_hex(hasher.hexdigest())
-            check_content(f"{path}: changed while being stored", digest, size, observed, copied)
+                got = copy_hashing(src, dst)
+            check_content(f"{path}: changed while being stored", digest, size, got.digest, got.size)
             self._publish(tmp, final, digest)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -300,13 +290,7 @@ class LocalBlobStore(BlobStore):
 
     def iter_leases(self) -> Iterator[tuple[str, float | None]]:
         folder = self.root / LEASE_DIR
-        try:
-            names = sorted(os.listdir(folder))
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        except OSError as exc:
-            raise StorageError(f"{folder}: cannot list leases: {exc.strerror}") from exc
-        for name in names:
+        for name in _names(folder, "cannot list leases"):
             if name.startswith("."):
                 continue
             st = self._stat(folder / name)
@@ -343,13 +327,7 @@ class LocalBlobStore(BlobStore):
 
     def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
         folder = self.root / QUARANTINE_DIR
-        try:
-            names = sorted(os.listdir(folder))
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        except OSError as exc:
-            raise StorageError(f"{folder}: cannot list: {exc.strerror}") from exc
-        for name in names:
+        for name in _names(folder, "cannot list"):
             match = _QUARANTINED.match(name)
             st = self._stat(folder / name) if match else None
             if match and st is not None:
@@ -384,3 +362,13 @@ class LocalBlobStore(BlobStore):
     def purge(self, key: str) -> None:
         self._check_writable()
         self._unlink(Path(key), "cannot delete")
+
+
+def _names(folder: Path, failure: str) -> list[str]:
+    """The sorted names in ``folder``; none when it does not exist."""
+    try:
+        return sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise StorageError(f"{folder}: {failure}: {exc.strerror}") from exc

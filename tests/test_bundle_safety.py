@@ -263,6 +263,7 @@ def test_bundle_name_differing_only_in_case_is_refused(repo: Path) -> None:
 _WRAPPER = """
 import os, sys
 import evidencestore.bundle as bundle
+import evidencestore.digest as digest
 from evidencestore.cli import main
 
 where = os.environ["PAUSE_AT"]
@@ -271,7 +272,7 @@ def pause():
     print("paused", flush=True)
     sys.stdin.read()
 
-real_hasher = bundle.blake3
+real_hasher = digest.blake3
 class PausingHasher:
     def __init__(self):
         self.h, self.calls = real_hasher(), 0
@@ -282,7 +283,14 @@ class PausingHasher:
         self.h.update(data)
     def hexdigest(self):
         return self.h.hexdigest()
-bundle.blake3 = PausingHasher
+real_copy = bundle.copy_hashing
+def copy_hashing(src, dst, **kw):
+    digest.blake3 = PausingHasher  # only while bundle create copies a file
+    try:
+        return real_copy(src, dst, **kw)
+    finally:
+        digest.blake3 = real_hasher
+bundle.copy_hashing = copy_hashing
 
 real_rename = os.rename
 def rename(src, dst):

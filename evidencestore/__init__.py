@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
-
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
     # Explicit re-exports for type checkers, one per name of _LAZY below.

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
 from ._canonical import pretty
+from ._version import __version__
 from .digest import copy_hashing
 from .errors import BundleError, IntegrityError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME

@@ -43,7 +43,7 @@ def tool_versions() -> dict[str, str]:
     """Return the versions of evidencestore, PyAV, FFmpeg's libraries and numpy."""
     import av
 
-    from .. import __version__
+    from .._version import __version__
 
     versions = {"evidencestore": __version__, "pyav": av.__version__, "numpy": _numpy_version()}
     for lib in ("libavcodec", "libavformat", "libavutil"):

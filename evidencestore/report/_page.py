@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
+from .._version import __version__
 
 if TYPE_CHECKING:
     import jinja2

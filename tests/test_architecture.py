@@ -109,6 +109,9 @@ def test_no_store_class_switch_or_private_primitive_outside_storage() -> None:
     private = re.compile(
         r"\b(?!self\b)\w+\.(_open_raw|_write|_write_file|_delete|_size|_exists|_iter|_tmp_in)\("
     )
+    assert switch.search("isinstance(store, LocalBlobStore)")
+    assert private.search("cache._write(digest, data)")
+    assert not private.search("self._write(digest, data)")
     found = [
         f"{path.relative_to(PACKAGE)}: {m.group(0)}"
         for path, text in _outside_storage()

@@ -167,6 +167,12 @@ class Repository:
     def __repr__(self) -> str:
         return f"Repository({os.fspath(self.root)!r})"
 
+    def __str__(self) -> str:
+        return os.fspath(self.root)
+
+    def __truediv__(self, other: str | os.PathLike[str]) -> Path:
+        return self.root / other
+
     @functools.cached_property
     def config(self) -> Config:
         """The merged configuration (:func:`load_config`), read once."""

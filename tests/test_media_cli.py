@@ -229,3 +229,31 @@ def test_check_and_probe_by_digest(
     assert "#0 video h264" in capsys.readouterr().out
     assert main(["media", "probe", "blake3:" + "f" * 64]) == 2
     assert "cannot get media from the store" in capsys.readouterr().err
+
+
+def test_media_commands_take_root(
+    files: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from evidencestore.remotes import local_store
+
+    repo = tmp_path / "repo"
+    (repo / "evidence").mkdir(parents=True)
+    digest = local_store(repo).put_file(files["base"]).digest
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # no repository here or above: only --root finds the blob
+    assert main(["media", "probe", digest]) == 2
+    assert "cannot get media from the store" in capsys.readouterr().err
+    assert main(["media", "probe", digest, "--root", str(repo)]) == 0
+    assert "#0 video h264" in capsys.readouterr().out
+    assert main(["media", "check", digest, "--root", str(repo), "--expect", files["expect"]]) == 0
+    assert f"{digest}: PASS" in capsys.readouterr().out
+    compare = ["media", "compare", digest, files["base"], "--root", str(repo)]
+    code = main([*compare, "--expect", files["expect"], "--json"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "PASS"
+    assert main(["media", "probe", digest, "--root", str(tmp_path / "missing")]) == 2
+    assert "--root" in capsys.readouterr().err

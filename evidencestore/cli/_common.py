@@ -8,9 +8,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..config import Repository
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -87,18 +90,33 @@ def add_root(p: argparse.ArgumentParser) -> None:
     add_arguments(p, [ROOT])
 
 
-def repo_root(args: argparse.Namespace) -> Path:
-    """Return ``--root`` (checked) or the evidence repository found from the current
-    directory; outside one, refuse (``not an evidence repository``) rather than take the
-    current directory, so nothing lands in a plain git repository by mistake."""
-    from ..config import require_root
+def repo_root(args: argparse.Namespace) -> Repository:
+    """Return the evidence repository, resolved once for the whole command: ``--root``
+    (checked, taken as the root as given) or the one found from the current directory;
+    outside one, refuse (``not an evidence repository``) rather than take the current
+    directory, so nothing lands in a plain git repository by mistake."""
+    from ..config import Repository, require_root
 
     if getattr(args, "root", None):
         root = Path(args.root)
         if not root.is_dir():
             raise ConfigError(f"--root {args.root}: not a directory")
-        return root.absolute()  # named explicitly: taken as the repository root
-    return require_root()
+        return Repository(root)  # named explicitly: taken as the repository root
+    return Repository(require_root())
+
+
+def found_repository(args: argparse.Namespace) -> Repository:
+    """``--root`` (checked, taken as given) or the repository at or above the current
+    directory, the directory itself outside one: for commands that also work on plain
+    files (``media``, ``lpips``)."""
+    from ..config import Repository, as_repository
+
+    if getattr(args, "root", None):
+        root = Path(args.root)
+        if not root.is_dir():
+            raise ConfigError(f"--root {args.root}: not a directory")
+        return Repository(root)
+    return as_repository()
 
 
 def verbosity(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BundleError, ConfigError, ManifestError
 from ._common import (
@@ -22,6 +22,9 @@ from ._common import (
     repo_root,
     verbosity,
 )
+
+if TYPE_CHECKING:
+    from ..config import Repository
 
 
 def _key_values(items: list[str], flag: str) -> dict[str, str]:
@@ -283,7 +286,7 @@ def msgspec_builtins(obj: Any) -> Any:
 
 
 # -- verify --------------------------------------------------------------------
-def _base_problem(root: Path, rev: str) -> str | None:
+def _base_problem(root: Repository, rev: str) -> str | None:
     """Why ``--base REV`` cannot be used here (a shallow clone lacks it...), or None."""
     import subprocess
 
@@ -377,10 +380,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         )
     view = View(
         report,
-        root,
+        root.root,
         inventory.registrations,
         unavailable=mode,
-        prefix=worktree_prefix(root) if args.github or os.environ.get("GITHUB_ACTIONS") else "",
+        prefix=worktree_prefix(root.root)
+        if args.github or os.environ.get("GITHUB_ACTIONS")
+        else "",
     )
     if json_to is not None:
         from .._canonical import pretty
@@ -468,7 +473,7 @@ def _cmd_check_proof(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _trusted_digest(root: Path, name: str) -> str:
+def _trusted_digest(root: Repository, name: str) -> str:
     """The digest of registered bundle ``name``, after recomputing it from its manifest."""
     from ..inventory import load_registration, registration_path
     from ..merkle import bundle_digest, entries_root

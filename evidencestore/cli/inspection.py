@@ -20,10 +20,11 @@ from ..errors import ConfigError
 from ._common import BUNDLES, EXIT_FAILED, EXIT_OK, ROOT, Commands, arg, json_flag, repo_root
 
 if TYPE_CHECKING:
+    from ..config import Repository
     from ..models import Entry, Registration
 
 
-def _registration(root: Path, name: str) -> Registration:
+def _registration(root: Repository, name: str) -> Registration:
     """A registered bundle by name, or a registration file by path; unknown names list
     the closest registered ones."""
     from ..inventory import REGISTRATION_NAME, load_inventory, load_registration
@@ -59,7 +60,7 @@ def _entry_row(entry: Entry, available: bool | None) -> dict[str, Any]:
     return row
 
 
-def resolve_blob(root: Path, text: str) -> tuple[str, int | None, Path | None]:
+def resolve_blob(root: Repository, text: str) -> tuple[str, int | None, Path | None]:
     """What ``evstore cat`` names: ``BUNDLE:PATH`` (an entry), a full digest, or a
     unique hex prefix of a registered digest (``blake3:`` optional, at least 6 digits).
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ._common import Commands, arg
+from ._common import ROOT, Commands, arg, found_repository
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -51,6 +51,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                 action="store_true",
                 help="do not pin the scorer-state digest in evstore.toml (the weight digests are)",
             ),
+            ROOT,
         ],
         help="store the LPIPS weight files and pin them in evstore.toml",
         description=(
@@ -62,6 +63,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     commands.add(
         "show",
         _show,
+        [ROOT],
         help="load the configured scorer and print its provenance",
         description="Load the LPIPS scorer pinned in evstore.toml and print its provenance.",
     )
@@ -70,7 +72,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def _import(args: argparse.Namespace) -> int:
     import msgspec
 
-    from ..config import LpipsConfig, find_root, load_config, local_store, save_config
+    from ..config import LpipsConfig, load_config, local_store, save_config
     from ..digest import parse_digest
     from ..perceptual import (
         SHA256_ANNOTATION,
@@ -82,7 +84,7 @@ def _import(args: argparse.Namespace) -> int:
         sha256_file,
     )
 
-    root = find_root()
+    root = found_repository(args)
     config = load_config(root)  # an unusable evstore.toml is reported before any work
     pinned = parse_digest(args.state_digest) if args.state_digest is not None else None
     backbone_path = Path(args.backbone)
@@ -129,7 +131,7 @@ def _import(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from ..perceptual import load_configured_scorer
 
-    scorer = load_configured_scorer()
+    scorer = load_configured_scorer(found_repository(args))
     import json
 
     print(json.dumps(scorer.provenance(), indent=2, sort_keys=True))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MediaError, ScorerError
-from ._common import Commands, arg, json_flag
+from ._common import ROOT, Commands, arg, found_repository, json_flag
 
 if TYPE_CHECKING:
     from ..media.records import Check, Expectations
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     msub.add(
         "probe",
         _probe,
-        [source, json_flag("the probe report")],
+        [source, ROOT, json_flag("the probe report")],
         help="show what a container declares about its streams",
     )
     msub.add(
@@ -37,6 +37,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         _check,
         [
             source,
+            ROOT,
             _expectation_args,
             json_flag("the full report"),
             arg("--record", metavar="OUT.json", help="also write the report to this file"),
@@ -50,6 +51,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         [
             arg("reference", metavar="REF"),
             arg("candidate", metavar="CAND"),
+            ROOT,
             _expectation_args,
             arg("--thresholds", metavar="T.toml", help="thresholds file (TOML or JSON)"),
             arg(
@@ -156,7 +158,7 @@ def _probe(args: argparse.Namespace) -> int:
     from .._canonical import pretty
     from ..media.probing import probe
 
-    report = probe(args.source)
+    report = probe(args.source, found_repository(args))
     if args.json:
         sys.stdout.write(pretty(report).decode())
         return 0
@@ -186,7 +188,9 @@ def _check(args: argparse.Namespace) -> int:
     from ..media.expectations import check
 
     expectations = _expectations(args)
-    report = check(_resolve_checked(args.source, expectations), expectations)
+    report = check(
+        _resolve_checked(args.source, expectations, found_repository(args)), expectations
+    )
     if args.record:
         _write(args.record, pretty(report))
     if args.json:
@@ -201,13 +205,12 @@ def _check(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from .._canonical import pretty
-    from ..config import find_root
     from ..media.comparison import EXIT_CODES, compare
     from ..media.thresholds import load_thresholds
 
     expectations = _expectations(args)
     thresholds = load_thresholds(args.thresholds)
-    root = find_root()
+    root = found_repository(args)
     scorers: list[Any] = []
     if args.lpips:
         try:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._grace import DEFAULT_GRACE
 from ..errors import ConfigError, IntegrityError
 from ._common import BUNDLES, EXIT_OK, NAME, ROOT, Commands, arg, json_flag, repeatable, repo_root
+
+if TYPE_CHECKING:
+    from ..config import Repository
 
 
 def _jobs(args: argparse.Namespace) -> int:
@@ -66,7 +69,7 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _local_layer(root: Path) -> Any:
+def _local_layer(root: Repository) -> Any:
     """The per-user file ``remote add --local`` rewrites, alone (defaults if absent)."""
     from ..config import LOCAL_CONFIG_NAMES, load_config_file
 
@@ -172,7 +175,7 @@ def _print_json(obj: Any, **override: Any) -> None:
     print(json.dumps(doc, indent=2, sort_keys=True))
 
 
-def _name_failures(root: Path, summary: Any) -> list[str]:
+def _name_failures(root: Repository, summary: Any) -> list[str]:
     """The failure lines of a transfer, each naming the bundles and entry paths of its
     digest (a digest alone tells a user nothing about what is missing)."""
     import re

@@ -98,11 +98,11 @@ def resolve(
         return ref
     text = os.fspath(ref)
     if is_digest(text):
-        from ..config import find_root
+        from ..config import as_repository
         from ..remotes import repository_store
 
         try:
-            data = repository_store(find_root(root)).get(text)
+            data = repository_store(as_repository(root)).get(text)
         except EvidenceStoreError as exc:
             raise MediaError(f"{text}: cannot get media from the store: {exc}") from exc
         return MediaSource(name=text, descriptor=Descriptor(digest=text, size=len(data)), data=data)

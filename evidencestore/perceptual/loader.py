@@ -278,15 +278,15 @@ def load_configured_scorer(root: str | os.PathLike[str] | None = None) -> LpipsS
 
     Raises :class:`ScorerError` saying how to import the weights when none are configured.
     """
-    from ..config import CONFIG_NAME, find_root, load_config
+    from ..config import CONFIG_NAME, as_repository
     from ..remotes import repository_store
 
-    base = find_root(root)
-    config = load_config(base).lpips
+    repo = as_repository(root)
+    config = repo.config.lpips
     if config is None or config.backbone is None or config.linear is None:
         raise ScorerError(
-            f"no LPIPS weights are configured in {base / CONFIG_NAME}: " + import_hint()
+            f"no LPIPS weights are configured in {repo / CONFIG_NAME}: " + import_hint()
         )
     return load_scorer(
-        repository_store(base), config.backbone, config.linear, state_digest=config.state_digest
+        repository_store(repo), config.backbone, config.linear, state_digest=config.state_digest
     )

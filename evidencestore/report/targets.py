@@ -14,12 +14,15 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..errors import EvidenceStoreError
 from ..models import Entry
+
+if TYPE_CHECKING:
+    from ..config import Repository
 
 __all__ = ["Rendered", "ReportError", "render_record_bytes", "render_report"]
 
@@ -108,7 +111,7 @@ def render_record_bytes(
     )
 
 
-def _entry_bytes(root: Path, bundle: str, entry: Entry) -> bytes:
+def _entry_bytes(root: Repository, bundle: str, entry: Entry) -> bytes:
     from ..digest import hash_bytes
     from ..inventory import EVIDENCE_DIR
 
@@ -139,7 +142,7 @@ _REPORTED = frozenset({COMPARISON, RUN, "evidencestore/run", STATUS, "campaign_s
 _RECORD_MAX = 64 << 20
 
 
-def _record_kind(root: Path, bundle: str, entry: Entry) -> str | None:
+def _record_kind(root: Repository, bundle: str, entry: Entry) -> str | None:
     """The kind of a JSON record entry, or None (other entries are not read)."""
     d = entry.descriptor
     is_json = d.media_type.endswith(("/json", "+json")) or entry.path.endswith(".json")
@@ -151,7 +154,7 @@ def _record_kind(root: Path, bundle: str, entry: Entry) -> str | None:
         return None
 
 
-def _bundle(root: Path, name: str, path: str | None) -> Rendered:
+def _bundle(root: Repository, name: str, path: str | None) -> Rendered:
     from ..inventory import load_registration, registration_path
 
     reg = load_registration(registration_path(root, name))
@@ -215,7 +218,7 @@ def render_campaign(
 
 def render_report(root: str | os.PathLike[str] | None, target: str) -> Rendered:
     """Resolve ``target`` (see the module docstring) and render its page."""
-    from ..config import find_root
+    from ..config import as_repository
     from ..digest import is_digest
     from ..inventory import registration_path
 
@@ -225,12 +228,12 @@ def render_report(root: str | os.PathLike[str] | None, target: str) -> Rendered:
             data = path.read_bytes()
         except OSError as exc:
             raise ReportError(f"{target}: cannot read: {exc.strerror}") from exc
-        base = None
+        base: Repository | None = None
         # A record outside any repository renders too; its media are then unavailable.
         with contextlib.suppress(EvidenceStoreError):
-            base = find_root(root if root is not None else path.parent)
+            base = as_repository(root if root is not None else path.parent)
         return render_record_bytes(data, source=target, root=base)
-    base = find_root(root)
+    base = as_repository(root)
     if is_digest(target):
         from ..remotes import repository_store
 

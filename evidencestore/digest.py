@@ -26,6 +26,7 @@ from typing import BinaryIO, NamedTuple
 
 from blake3 import blake3
 
+from ._fork import can_fork, cpu_count
 from .errors import IntegrityError, InvalidDigestError
 
 __all__ = [
@@ -235,16 +236,6 @@ def hash_file(path: str | os.PathLike[str], expected_size: int | None = None) ->
     raise outcome
 
 
-def _workers() -> int:
-    global _CPUS
-    if _CPUS is None:
-        _CPUS = os.cpu_count() or 1
-    return _CPUS
-
-
-_CPUS: int | None = None  # os.cpu_count(), asked once
-
-
 class PendingHashes:
     """Hashing started by :func:`start_hash_files`; :meth:`result` waits for it.
 
@@ -285,13 +276,13 @@ def start_hash_files(
     )
     if len(sizes) != len(paths):
         raise ValueError("expected_sizes must have one size per path")
-    workers = threads or _workers()
+    workers = threads or cpu_count()
     known = [s for s in sizes if s is not None]
     average = sum(known) / len(known) if known else _THREADED_MIN_AVERAGE
     if workers <= 1 or len(paths) < 2 * workers:
         return PendingHashes(lambda: _hash_batch(paths, sizes, flags))
     if average < _THREADED_MIN_AVERAGE:
-        if len(paths) >= _FORK_MIN_FILES and _can_fork():
+        if len(paths) >= _FORK_MIN_FILES and can_fork():
             return PendingHashes(_start_forked(paths, sizes, flags, workers, expected_digests))
         return PendingHashes(lambda: _hash_batch(paths, sizes, flags))
     from concurrent.futures import ThreadPoolExecutor
@@ -337,14 +328,6 @@ def hash_files(
 # threads cannot overlap it; forked workers can. Only from a single-threaded process
 # (forking with live threads can deadlock), and never when disabled by the environment.
 _FORK_MIN_FILES = 2000
-
-
-def _can_fork() -> bool:
-    return (
-        hasattr(os, "fork")
-        and threading.active_count() == 1
-        and os.environ.get("EVSTORE_NO_FORK", "") in ("", "0")
-    )
 
 
 def _encode(outcomes: list[HashOutcome]) -> bytes:

@@ -51,8 +51,10 @@ def merkle_root(leaves: Sequence[bytes]) -> bytes:
     level = list(leaves)
     # Pairing left to right and promoting an odd last node gives exactly the RFC's
     # "split at the largest power of two" tree.
+    b3, node = blake3, _NODE
     while len(level) > 1:
-        nxt = [_node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        pairs = zip(level[::2], level[1::2], strict=False)  # an odd last node is promoted
+        nxt = [b3(node + left + right).digest() for left, right in pairs]
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt

@@ -13,6 +13,13 @@ and a symlinked directory inside the repository is walked like a directory. Name
 judged by the one rule in ``paths.py`` (``bad-path``, ``misleading-name``,
 ``name-collision``), and staging directories left by a killed ``bundle create`` are
 ``stale-staging`` warnings.
+
+Speed: one pipeline plans every selected bundle, hashes one flat list of files in
+forked workers while this process computes Merkle roots and walks the directories, then
+judges each bundle. A repository of many bundles is instead split bundle by bundle
+across forked workers that each run that pipeline (``_fork.fork_map``); a worker that
+fails has its share verified again here, so the report never depends on forking.
+Verification only reads, so no interleaving with a writer can lose anything here.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ._fork import can_fork, cpu_count, fork_map
 from .config import as_repository
 from .digest import (
     Hashed,
@@ -119,14 +127,15 @@ def _cannot_collide(paths: list[str]) -> bool:
         return False
     if joined == joined.lower():
         return True  # lower-case ASCII names fold to themselves
-    names = set(paths)
-    names.add(REGISTRATION_NAME)
-    for path in paths:
-        parent = path.rpartition("/")[0]
-        while parent and parent not in names:
-            names.add(parent)
+    dirs: set[str] = set()
+    for parent in {path.rpartition("/")[0] for path in paths}:
+        while parent and parent not in dirs:
+            dirs.add(parent)
             parent = parent.rpartition("/")[0]
-    return len({n.lower() for n in names}) == len(names)
+    names = dirs.union(paths, (REGISTRATION_NAME,))
+    # the lower case of every name, folded in C: the paths in one call
+    folded = {d.lower() for d in dirs}.union(joined.lower().split("\n"), (REGISTRATION_NAME,))
+    return len(folded) == len(names)
 
 
 def _tree_findings(reg: Registration, name: str) -> list[Finding]:
@@ -553,8 +562,66 @@ def _judge(ctx: _Context, b: _Bundle, outcomes: Sequence[HashOutcome]) -> Bundle
 
 
 def _verify_bundles(ctx: _Context, regs: Mapping[str, Registration]) -> list[BundleReport]:
+    """Every bundle's report, in order: many bundles are split across forked workers
+    (each runs the whole pipeline on its share); otherwise one pipeline runs here."""
+    shares = _shares(ctx, regs)
+    if not shares:
+        return _pipeline(ctx, regs)
+    import msgspec
+
+    def run(share: list[str]) -> bytes:
+        return msgspec.msgpack.encode(_pipeline(ctx, {n: regs[n] for n in share}, threads=1))
+
+    decoder = msgspec.msgpack.Decoder(list[BundleReport])
+    by_name: dict[str, BundleReport] = {}
+    for share, data in zip(shares, fork_map(run, shares), strict=True):
+        reports: list[BundleReport] | None = None
+        if data is not None:
+            with contextlib.suppress(msgspec.DecodeError):
+                reports = decoder.decode(data)
+        if reports is None or len(reports) != len(share):
+            reports = _pipeline(ctx, {n: regs[n] for n in share})  # the worker failed
+        by_name.update(zip(share, reports, strict=True))
+    return [by_name[n] for n in regs]
+
+
+# Forking whole-pipeline workers pays once a repository has this many bundles (each
+# bundle's cost is mostly its own syscalls and interpreter work, which one process
+# cannot overlap), and only when no bundle is most of the work (one large bundle is
+# split file by file instead).
+_SPLIT_MIN_BUNDLES = 64
+
+
+def _shares(ctx: _Context, regs: Mapping[str, Registration]) -> list[list[str]]:
+    """The bundles each worker verifies (largest first onto the least loaded worker),
+    or none when the work stays in this process. Only over local files: a worker must
+    not use a network client it inherited."""
+    workers = cpu_count()
+    if (
+        workers < 2
+        or len(regs) < _SPLIT_MIN_BUNDLES
+        or (ctx.store is not None and ctx.local is None)
+        or not can_fork()
+    ):
+        return []
+    weight = {n: 1 + len(r.manifest.entries) for n, r in regs.items()}
+    total = sum(weight.values())
+    if max(weight.values()) * workers > total:
+        return []
+    shares: list[list[str]] = [[] for _ in range(workers)]
+    loads = [0] * workers
+    for name in sorted(regs, key=lambda n: -weight[n]):
+        k = loads.index(min(loads))
+        shares[k].append(name)
+        loads[k] += weight[name]
+    return [share for share in shares if share]
+
+
+def _pipeline(
+    ctx: _Context, regs: Mapping[str, Registration], *, threads: int | None = None
+) -> list[BundleReport]:
     """The one pipeline: plan every bundle, hash one flat list of files in the
-    background while the main thread does the rest, then judge each bundle."""
+    background while this thread does the rest, then judge each bundle."""
     planned = [_Bundle(name, reg) for name, reg in regs.items()]
     paths: list[str] = []
     sizes: list[int | None] = []
@@ -566,7 +633,9 @@ def _verify_bundles(ctx: _Context, regs: Mapping[str, Registration]) -> list[Bun
             paths.append(fpath)
             sizes.append(entry.descriptor.size)
             digests.append(entry.descriptor.digest)
-    pending = start_hash_files(paths, sizes, follow_symlinks=False, expected_digests=digests)
+    pending = start_hash_files(
+        paths, sizes, threads=threads, follow_symlinks=False, expected_digests=digests
+    )
     try:
         for b in planned:
             _while_hashing(ctx, b)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+import pytest
 from helpers.repos import add_bundle, init_repo
 
+import evidencestore.verify as verify_module
 from evidencestore.digest import Hashed, NotRegularFileError, hash_bytes, start_hash_files
 from evidencestore.errors import IntegrityError
 from evidencestore.remotes import local_store
@@ -98,3 +101,95 @@ def test_symlinked_subdirectory_inside_is_followed_and_outside_is_an_escape(
     [f] = by["outer"].findings
     assert f.code == "symlink-escape" and f.path == "d/f.bin"
     assert str(elsewhere) in f.message
+
+
+def _split_repo(tmp_path: Path) -> Path:
+    """80 bundles with one of each kind of problem, store entries included."""
+    root = init_repo(tmp_path / "repo")
+    for b in range(80):
+        files = {f"d/f{i}.bin": bytes([b, i]) * 30 for i in range(4)}
+        files["blob.bin"] = bytes([b]) * 100
+        add_bundle(root, f"b{b:02d}", files, external=("blob.bin",))
+    (root / "evidence/b03/d/f1.bin").write_bytes(b"y" * 60)  # same size, other bytes
+    (root / "evidence/b41/d/f0.bin").unlink()
+    (root / "evidence/b77/d/extra").write_bytes(b"e")
+    blob = local_store(root).path_of(hash_bytes(bytes([50]) * 100).digest)
+    blob.chmod(0o644)
+    blob.write_bytes(bytes([51]) * 100)  # a corrupt store blob
+    return root
+
+
+def test_bundles_split_across_workers_report_exactly_what_one_process_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _split_repo(tmp_path)
+    calls: list[int] = []
+    real = verify_module.fork_map
+
+    def counting(func: Any, shares: Any) -> Any:
+        calls.append(len(shares))
+        return real(func, shares)
+
+    monkeypatch.delenv("EVSTORE_NO_FORK", raising=False)
+    monkeypatch.setattr(verify_module, "cpu_count", lambda: 2)
+    monkeypatch.setattr(verify_module, "fork_map", counting)
+    split = verify_repository(root, store=local_store(root))
+    assert calls == [2]  # the split path ran, with two workers
+    monkeypatch.setenv("EVSTORE_NO_FORK", "1")
+    alone = verify_repository(root, store=local_store(root))
+    assert calls == [2]
+    assert split == alone
+    assert [r.name for r in split.bundles] == [f"b{b:02d}" for b in range(80)]
+    bad = {r.name: [(f.code, f.path) for f in r.findings] for r in split.bundles if r.findings}
+    assert bad == {
+        "b03": [("hash-mismatch", "d/f1.bin")],
+        "b41": [("missing-file", "d/f0.bin")],
+        "b50": [("blob-corrupt", "blob.bin")],
+        "b77": [("unregistered-file", "d/extra")],
+    }
+
+
+def test_a_worker_that_dies_has_its_share_verified_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _split_repo(tmp_path)
+    monkeypatch.setenv("EVSTORE_NO_FORK", "1")
+    expected = verify_repository(root, store=local_store(root))
+    monkeypatch.delenv("EVSTORE_NO_FORK")
+    monkeypatch.setattr(verify_module, "cpu_count", lambda: 2)
+    parent = os.getpid()
+    real = verify_module._pipeline
+
+    redone: list[int] = []
+
+    def dying(ctx: Any, regs: Any, **kw: Any) -> Any:
+        if "b03" in regs:
+            if os.getpid() != parent:
+                os._exit(3)  # this worker dies before sending anything
+            redone.append(len(regs))
+        return real(ctx, regs, **kw)
+
+    monkeypatch.setattr(verify_module, "_pipeline", dying)
+    assert verify_repository(root, store=local_store(root)) == expected
+    assert len(redone) == 1 and 0 < redone[0] < 80  # its share alone, redone here
+
+
+def test_shares_balance_by_entries_and_keep_large_or_remote_work_here(tmp_path: Path) -> None:
+    root = init_repo(tmp_path / "repo")
+    for b in range(70):
+        add_bundle(root, f"b{b:02d}", {f"f{i}": bytes([b, i]) for i in range(1 + b % 3)})
+    from evidencestore.inventory import load_inventory
+    from evidencestore.storage import MemoryBlobStore
+
+    regs = load_inventory(root).registrations
+    ctx = verify_module._Context(root, local_store(root), False)
+    shares = verify_module._shares(ctx, regs)
+    if len(shares) < 2:
+        pytest.skip("no second CPU or no fork here")
+    assert sorted(n for s in shares for n in s) == sorted(regs)
+    loads = [sum(1 + len(regs[n].manifest.entries) for n in s) for s in shares]
+    assert max(loads) - min(loads) <= 4  # largest first onto the least loaded
+    memory = verify_module._Context(root, MemoryBlobStore(), False)
+    assert verify_module._shares(memory, regs) == []  # never fork over a non-local store
+    few = dict(list(regs.items())[:10])
+    assert verify_module._shares(ctx, few) == []

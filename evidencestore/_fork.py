@@ -1,0 +1,78 @@
+"""Work split across forked processes, for CPU-bound loops that hold the GIL.
+
+A child runs its share and sends back bytes on a pipe, then leaves with ``os._exit``
+(no cleanup of state it shares with the parent). Nothing a child does is trusted
+blindly: a child that dies, or whose output is cut short, has its share done again in
+the parent, so the result never depends on whether forking worked. Forking happens only
+from a single-threaded process (a fork with live threads can deadlock) and never when
+``EVSTORE_NO_FORK`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["can_fork", "cpu_count", "fork_map"]
+
+_CPUS: int | None = None
+
+
+def cpu_count() -> int:
+    """``os.cpu_count()``, asked once per process."""
+    global _CPUS
+    if _CPUS is None:
+        _CPUS = os.cpu_count() or 1
+    return _CPUS
+
+
+def can_fork() -> bool:
+    """Whether work may be forked off now."""
+    return (
+        hasattr(os, "fork")
+        and threading.active_count() == 1
+        and os.environ.get("EVSTORE_NO_FORK", "") in ("", "0")
+    )
+
+
+def fork_map(func: Callable[[T], bytes], shares: Sequence[T]) -> list[bytes | None]:
+    """Run ``func`` on each share in a child of its own, all at once; return each
+    child's bytes, or None for a child that failed (the caller redoes that share)."""
+    children: list[tuple[int, int]] = []
+    for share in shares:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: do the share, send it, exit without cleanup
+            status = 1
+            try:
+                os.close(r)
+                view = memoryview(_len_prefixed(func(share)))
+                while view:
+                    view = view[os.write(w, view) :]
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(w)
+        children.append((r, pid))
+    out: list[bytes | None] = []
+    for r, pid in children:
+        with os.fdopen(r, "rb") as fh:
+            data = fh.read()
+        _, status = os.waitpid(pid, 0)
+        out.append(_unprefixed(data) if status == 0 else None)
+    return out
+
+
+def _len_prefixed(data: bytes) -> bytes:
+    """``data`` with its length in front, so a cut-short transfer is detected."""
+    return len(data).to_bytes(8, "little") + data
+
+
+def _unprefixed(data: bytes) -> bytes | None:
+    if len(data) < 8 or int.from_bytes(data[:8], "little") != len(data) - 8:
+        return None
+    return data[8:]

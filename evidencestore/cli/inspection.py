@@ -321,22 +321,16 @@ def _cmd_checkout(args: argparse.Namespace) -> int:
 
 def _write_atomically(reader: Any, dest: Path) -> None:
     """Copy ``reader`` (which verifies at EOF) to ``dest``; nothing appears on failure."""
-    import contextlib
-
+    from .._atomic import replacing
     from ..errors import StorageError
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "wb") as out:
+        with replacing(dest) as out:
             while chunk := reader.read(8 << 20):
                 out.write(chunk)
-        os.replace(tmp, dest)
     except OSError as exc:
         raise StorageError(f"{dest}: cannot write: {exc.strerror or exc}") from exc
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

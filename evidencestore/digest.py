@@ -140,7 +140,15 @@ def copy_hashing(src: BinaryIO, dst: BinaryIO, *, chunk_size: int = 4 << 20) -> 
 
 
 def _size_mismatch(path: str | os.PathLike[str], expected: int, observed: int) -> IntegrityError:
-    return IntegrityError(f"{os.fspath(path)}: size is {observed} bytes, expected {expected}")
+    where = os.fspath(path)
+    reason = f"size is {observed} bytes, expected {expected}"
+    return IntegrityError(
+        f"{where}: {reason}",
+        where=where,
+        expected_size=expected,
+        observed_size=observed,
+        reason=reason,
+    )
 
 
 _local = threading.local()
@@ -336,7 +344,7 @@ def _encode(outcomes: list[HashOutcome]) -> bytes:
         if isinstance(o, Hashed):
             items.append(("H", o.digest, o.size))
         elif isinstance(o, IntegrityError):
-            items.append(("I", str(o)))
+            items.append(("I", str(o), o.where, o.expected_size, o.observed_size, o.reason))
         elif isinstance(o, NotRegularFileError):
             items.append(("N", o.errno, o.strerror, o.filename))
         else:
@@ -350,7 +358,16 @@ def _decode(data: bytes) -> list[HashOutcome]:
         if tag == "H":
             out.append(Hashed(*fields))
         elif tag == "I":
-            out.append(IntegrityError(*fields))
+            message, where, expected, observed, reason = fields
+            out.append(
+                IntegrityError(
+                    message,
+                    where=where,
+                    expected_size=expected,
+                    observed_size=observed,
+                    reason=reason,
+                )
+            )
         elif tag == "N":
             out.append(NotRegularFileError(*fields))
         else:

@@ -497,7 +497,7 @@ def _judge(ctx: _Context, b: _Bundle, outcomes: Sequence[HashOutcome]) -> Bundle
             msg = f"{what}: content hashes to {outcome.digest}, expected {d.digest}"
         elif isinstance(outcome, IntegrityError):
             code = "blob-corrupt" if in_store else "size-mismatch"
-            msg = f"{what}: {str(outcome).split(': ', 1)[-1]}"
+            msg = f"{what}: {outcome.reason}"
         elif isinstance(outcome, FileNotFoundError):
             if in_store:
                 unavailable += 1

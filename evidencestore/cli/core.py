@@ -95,9 +95,14 @@ def _cmd_hash(args: argparse.Namespace) -> int:
 
 
 def _reason(outcome: BaseException) -> str:
+    """What went wrong, without the path (the caller names it)."""
+    from ..errors import IntegrityError
+
     if isinstance(outcome, OSError) and outcome.strerror:
         return outcome.strerror
-    return str(outcome).split(": ", 1)[-1]  # the caller names the path already
+    if isinstance(outcome, IntegrityError):
+        return outcome.reason
+    return str(outcome)
 
 
 _HEX = frozenset("0123456789abcdef")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .digest import hash_file as hash_file
     from .digest import hash_files as hash_files
     from .digest import parse_digest as parse_digest
+    from .errors import AttestationError as AttestationError
     from .errors import BlobNotFoundError as BlobNotFoundError
     from .errors import BundleError as BundleError
     from .errors import ConfigError as ConfigError
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from .errors import MediaError as MediaError
     from .errors import NotMediaError as NotMediaError
     from .errors import ReadOnlyStoreError as ReadOnlyStoreError
+    from .errors import ReportError as ReportError
     from .errors import ScorerError as ScorerError
     from .errors import StorageError as StorageError
     from .errors import TransferError as TransferError
@@ -76,6 +78,7 @@ _LAZY: dict[str, str] = {
     "hash_file": "digest",
     "hash_files": "digest",
     "parse_digest": "digest",
+    "AttestationError": "errors",
     "BlobNotFoundError": "errors",
     "BundleError": "errors",
     "ConfigError": "errors",
@@ -86,6 +89,7 @@ _LAZY: dict[str, str] = {
     "MediaError": "errors",
     "NotMediaError": "errors",
     "ReadOnlyStoreError": "errors",
+    "ReportError": "errors",
     "ScorerError": "errors",
     "StorageError": "errors",
     "TransferError": "errors",

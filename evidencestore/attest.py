@@ -28,7 +28,7 @@ import msgspec
 from ._canonical import canonical, decode
 from .config import Repository, as_repository
 from .digest import digest_from_hex, hash_bytes, is_digest, new_hasher
-from .errors import EvidenceStoreError
+from .errors import AttestationError, EvidenceStoreError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
 from .models import Model, entry_path_problem
 
@@ -66,14 +66,6 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATE_BUNDLE = "https://evidencestore.dev/attestation/bundle/v1"
 PREDICATE_RECORD = "https://evidencestore.dev/attestation/record/v1"
 _CHUNK = 1 << 20
-
-
-class AttestationError(EvidenceStoreError):
-    """An attestation cannot be made, or does not verify; ``problems`` lists every one."""
-
-    def __init__(self, message: str, problems: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.problems = problems
 
 
 class Subject(Model, frozen=True, kw_only=True, omit_defaults=False):

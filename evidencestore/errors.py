@@ -106,3 +106,15 @@ class TransferError(StorageError):
     def __init__(self, message: str, summary: object = None) -> None:
         super().__init__(message)
         self.summary = summary
+
+
+class AttestationError(EvidenceStoreError):
+    """An attestation cannot be made, or does not verify; ``problems`` lists every one."""
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+class ReportError(EvidenceStoreError):
+    """A report target cannot be found, read or rendered."""

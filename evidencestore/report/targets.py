@@ -18,17 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import EvidenceStoreError
+from ..errors import EvidenceStoreError, ReportError
 from ..models import Entry
 
 if TYPE_CHECKING:
     from ..config import Repository
 
 __all__ = ["Rendered", "ReportError", "render_record_bytes", "render_report"]
-
-
-class ReportError(EvidenceStoreError):
-    """A report target cannot be found, read or rendered."""
 
 
 @dataclass(frozen=True)

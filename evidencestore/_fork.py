@@ -10,6 +10,7 @@ from a single-threaded process (a fork with live threads can deadlock) and never
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["can_fork", "cpu_count", "fork_map"]
+__all__ = ["Child", "can_fork", "cpu_count", "fork_map"]
 
 _CPUS: int | None = None
 
@@ -39,32 +40,38 @@ def can_fork() -> bool:
     )
 
 
-def fork_map(func: Callable[[T], bytes], shares: Sequence[T]) -> list[bytes | None]:
-    """Run ``func`` on each share in a child of its own, all at once; return each
-    child's bytes, or None for a child that failed (the caller redoes that share)."""
-    children: list[tuple[int, int]] = []
-    for share in shares:
+class Child:
+    """A forked worker running one piece of work; :meth:`result` collects it."""
+
+    def __init__(self, work: Callable[[], bytes]) -> None:
         r, w = os.pipe()
         pid = os.fork()
-        if pid == 0:  # child: do the share, send it, exit without cleanup
+        if pid == 0:  # child: do the work, send it, exit without cleanup
             status = 1
             try:
                 os.close(r)
-                view = memoryview(_len_prefixed(func(share)))
+                view = memoryview(_len_prefixed(work()))
                 while view:
                     view = view[os.write(w, view) :]
                 status = 0
             finally:
                 os._exit(status)
         os.close(w)
-        children.append((r, pid))
-    out: list[bytes | None] = []
-    for r, pid in children:
-        with os.fdopen(r, "rb") as fh:
+        self._r, self._pid = r, pid
+
+    def result(self) -> bytes | None:
+        """The child's bytes, or None when it failed (the caller redoes its work)."""
+        with os.fdopen(self._r, "rb") as fh:
             data = fh.read()
-        _, status = os.waitpid(pid, 0)
-        out.append(_unprefixed(data) if status == 0 else None)
-    return out
+        _, status = os.waitpid(self._pid, 0)
+        return _unprefixed(data) if status == 0 else None
+
+
+def fork_map(func: Callable[[T], bytes], shares: Sequence[T]) -> list[bytes | None]:
+    """Run ``func`` on each share in a child of its own, all at once; return each
+    child's bytes, or None for a child that failed (the caller redoes that share)."""
+    children = [Child(functools.partial(func, share)) for share in shares]
+    return [child.result() for child in children]
 
 
 def _len_prefixed(data: bytes) -> bytes:

@@ -15,6 +15,7 @@ slots of one list, so no order in which workers finish can lose or misplace an o
 from __future__ import annotations
 
 import errno
+import functools
 import marshal
 import mmap
 import os
@@ -26,7 +27,7 @@ from typing import BinaryIO, NamedTuple
 
 from blake3 import blake3
 
-from ._fork import can_fork, cpu_count
+from ._fork import Child, can_fork, cpu_count
 from .errors import IntegrityError, InvalidDigestError
 
 __all__ = [
@@ -391,41 +392,27 @@ def _start_forked(
     """
     if expected is not None and len(expected) != len(paths):
         raise ValueError("expected_digests must have one digest per path")
-    children: list[tuple[int, int, int]] = []
-    for k in range(workers):
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child: hash slice k, send the outcomes, exit without cleanup
-            status = 1
-            try:
-                os.close(r)
-                part = _hash_batch(paths[k::workers], sizes[k::workers], flags)
-                exp = expected[k::workers] if expected is not None else [None] * len(part)
-                szs = sizes[k::workers]
-                odd = [
-                    i
-                    for i, o in enumerate(part)
-                    if not (type(o) is Hashed and o[0] == exp[i] and szs[i] is not None)
-                ]
-                data = marshal.dumps((odd, _encode([part[i] for i in odd])))
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(w, view) :]
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(w)
-        children.append((k, r, pid))
+
+    def work(k: int) -> bytes:
+        part = _hash_batch(paths[k::workers], sizes[k::workers], flags)
+        exp = expected[k::workers] if expected is not None else [None] * len(part)
+        szs = sizes[k::workers]
+        odd = [
+            i
+            for i, o in enumerate(part)
+            if not (type(o) is Hashed and o[0] == exp[i] and szs[i] is not None)
+        ]
+        return marshal.dumps((odd, _encode([part[i] for i in odd])))
+
+    children = [Child(functools.partial(work, k)) for k in range(workers)]
 
     def finish() -> list[HashOutcome]:
         out: list[HashOutcome] = [None] * len(paths)  # type: ignore[list-item]
-        for k, r, pid in children:
-            with os.fdopen(r, "rb") as fh:
-                data = fh.read()
-            _, status = os.waitpid(pid, 0)
+        for k, child in enumerate(children):
+            data = child.result()
             szs = sizes[k::workers]
             part: list[HashOutcome] | None = None
-            if status == 0:
+            if data is not None:
                 odd, encoded = marshal.loads(data)
                 exp = expected[k::workers] if expected is not None else [None] * len(szs)
                 part = [Hashed(d, s) for d, s in zip(exp, szs, strict=True)]  # type: ignore[arg-type]

@@ -86,24 +86,25 @@ def colour_tags(frame: Any) -> tuple[int, int, int, int]:
     )
 
 
-_row_cache: dict[tuple[str, int, int], tuple[int, ...]] = {}
+# Per (format, width, height, colour tags): the visible row bytes of each plane and a
+# hasher already fed the frame header; frames of a stream share one, so each frame only
+# copies it (cheaper than encoding and hashing the header again).
+_prefix_cache: dict[tuple[Any, ...], tuple[tuple[int, ...], Any]] = {}
 
 
-def video_frame_digest(frame: Any) -> str:
-    """Digest of a video frame: its pixel format, geometry, colour tags and visible plane
-    bytes (and the palette of palette formats)."""
-    fmt_name = frame.format.name
-    key = (fmt_name, frame.width, frame.height)
-    rows = _row_cache.get(key)
-    if rows is None:
-        rows = _row_cache[key] = _row_bytes(frame)
-    header = {
-        "colour": list(colour_tags(frame)),
-        "format": fmt_name,
-        "height": frame.height,
-        "width": frame.width,
-    }
-    hasher = blake3(canonical(header))
+def _video_digest(frame: Any, fmt_name: str, colour: tuple[int, int, int, int]) -> str:
+    key = (fmt_name, frame.width, frame.height, colour)
+    cached = _prefix_cache.get(key)
+    if cached is None:
+        header = {
+            "colour": list(colour),
+            "format": fmt_name,
+            "height": frame.height,
+            "width": frame.width,
+        }
+        cached = _prefix_cache[key] = (_row_bytes(frame), blake3(canonical(header)))
+    rows, prefix = cached
+    hasher = prefix.copy()
     for plane, row in zip(frame.planes, rows, strict=True):
         view = memoryview(plane)
         line = plane.line_size
@@ -119,23 +120,10 @@ def video_frame_digest(frame: Any) -> str:
     return digest_from_hex(hasher.hexdigest())
 
 
-def _audio_buffers(frame: Any) -> list[memoryview]:
-    fmt = frame.format
-    n = frame.samples * fmt.bytes
-    if not fmt.is_planar:
-        n *= frame.layout.nb_channels
-    return [memoryview(plane)[:n] for plane in frame.planes]
-
-
-def _audio_header(frame: Any) -> bytes:
-    return canonical(
-        {
-            "format": frame.format.name,
-            "layout": frame.layout.name,
-            "rate": frame.sample_rate,
-            "samples": frame.samples,
-        }
-    )
+def video_frame_digest(frame: Any) -> str:
+    """Digest of a video frame: its pixel format, geometry, colour tags and visible plane
+    bytes (and the palette of palette formats)."""
+    return _video_digest(frame, frame.format.name, colour_tags(frame))
 
 
 AUDIO_BLOCK = 1024  # samples per channel in each leaf of an audio stream's root
@@ -148,6 +136,8 @@ class _StreamAccumulator:
         self.stream = stream
         self.index: int = stream.index
         self.type: str = stream.type
+        self.video = self.type == "video"
+        self.codec_context = stream.codec_context
         self.codec: str | None = stream.codec_context.name
         self.time_base = fraction_text(stream.time_base)
         self.keep_frames = keep_frames
@@ -162,17 +152,25 @@ class _StreamAccumulator:
         self.format_changes = 0
         self.corrupt = 0
         self.channel_hashers: list[Any] = []
+        self.audio_prefixes: dict[tuple[Any, ...], Any] = {}  # header hashers, as for video
         # Audio root: samples regrouped in blocks of AUDIO_BLOCK, whatever the framing.
         self.block: list[bytearray] = []
         self.block_format: tuple[Any, ...] | None = None
         self.block_samples = 0
         self.block_stride = 0  # bytes per sample in each buffer
 
+    def _audio_prefix(self, fmt: tuple[Any, ...], samples: int) -> Any:
+        """A hasher fed the header of ``samples`` samples of audio format ``fmt``."""
+        prefix = self.audio_prefixes.get((fmt, samples))
+        if prefix is None:
+            rate, _channels, layout, sample_format = fmt
+            header = {"format": sample_format, "layout": layout, "rate": rate, "samples": samples}
+            prefix = self.audio_prefixes[(fmt, samples)] = blake3(canonical(header))
+        return prefix
+
     def _emit_block(self, samples: int) -> None:
         assert self.block_format is not None
-        rate, _channels, layout, sample_format = self.block_format
-        header = {"format": sample_format, "layout": layout, "rate": rate, "samples": samples}
-        hasher = blake3(canonical(header))
+        hasher = self._audio_prefix(self.block_format, samples).copy()
         n = samples * self.block_stride
         for buf in self.block:
             hasher.update(memoryview(buf)[:n])
@@ -197,31 +195,43 @@ class _StreamAccumulator:
         while self.block_samples >= AUDIO_BLOCK:
             self._emit_block(AUDIO_BLOCK)
 
+    def _audio(self, frame: Any) -> tuple[tuple[Any, ...], str]:
+        """Fold in an audio frame's samples; return its format and digest."""
+        layout = frame.layout
+        sample_format = frame.format
+        samples = frame.samples
+        fmt = (frame.sample_rate, layout.nb_channels, layout.name, sample_format.name)
+        hasher = self._audio_prefix(fmt, samples).copy()
+        n = samples * sample_format.bytes
+        if not sample_format.is_planar:
+            n *= fmt[1]
+        buffers = [memoryview(plane)[:n] for plane in frame.planes]
+        if not self.channel_hashers:
+            self.channel_hashers = [blake3() for _ in buffers]
+        for buf, channel in zip(buffers, self.channel_hashers, strict=False):
+            hasher.update(buf)
+            channel.update(buf)
+        self.samples += samples
+        self._add_audio_blocks(fmt, frame, buffers)
+        return fmt, digest_from_hex(hasher.hexdigest())
+
     def add(self, frame: Any, digest: str | None = None) -> None:
         """Fold in the next frame (``digest``: its precomputed video digest, if any)."""
         index = self.frames
-        if self.type == "video":
-            sar = self.stream.codec_context.sample_aspect_ratio
-            fmt: tuple[Any, ...] = (frame.width, frame.height, frame.format.name)
-            fmt += (*colour_tags(frame), fraction_text(sar) if sar is not None else None)
+        samples: int | None
+        if self.video:
+            sar = self.codec_context.sample_aspect_ratio
+            fmt_name = frame.format.name
+            colour = colour_tags(frame)
+            fmt: tuple[Any, ...] = (frame.width, frame.height, fmt_name, *colour)
+            fmt += (fraction_text(sar) if sar is not None else None,)
             if digest is None:
-                digest = video_frame_digest(frame)
+                digest = _video_digest(frame, fmt_name, colour)
             samples = None
             self.leaves.append(frame_leaf(index, digest))
         else:
-            fmt = (frame.sample_rate, frame.layout.nb_channels, frame.layout.name)
-            fmt += (frame.format.name,)
-            hasher = blake3(_audio_header(frame))
-            buffers = _audio_buffers(frame)
-            if not self.channel_hashers:
-                self.channel_hashers = [blake3() for _ in buffers]
-            for buf, channel in zip(buffers, self.channel_hashers, strict=False):
-                hasher.update(buf)
-                channel.update(buf)
-            digest = digest_from_hex(hasher.hexdigest())
+            fmt, digest = self._audio(frame)
             samples = frame.samples
-            self.samples += samples
-            self._add_audio_blocks(fmt, frame, buffers)
         if self.format is None:
             self.format = fmt
         elif fmt != self.format:
@@ -234,9 +244,10 @@ class _StreamAccumulator:
             if self.first_pts is None:
                 self.first_pts = pts
             self.last_pts = pts
-            if self.type == "audio" and frame.time_base and frame.sample_rate:
+            if not self.video and (tb := frame.time_base) and (rate := frame.sample_rate):
+                # float(time_base), as Fraction's own float fallback computes it
                 span = samples or 0
-                self.end_pts = pts + round(span / frame.sample_rate / frame.time_base)
+                self.end_pts = pts + round(span / rate / (tb.numerator / tb.denominator))
             elif duration is not None:
                 self.end_pts = pts + duration
             else:

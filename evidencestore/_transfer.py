@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, Protocol, TypeVar, runtime_checkable
 
 from . import _steps
 from .digest import hash_bytes, hash_file
@@ -36,9 +36,11 @@ __all__ = [
     "STREAM_THRESHOLD",
     "Progress",
     "Source",
+    "SupportsBatchRead",
     "TransferSummary",
     "check_bytes",
     "download",
+    "download_all",
     "parallel",
     "sizes_of",
     "upload",
@@ -115,14 +117,14 @@ class Source:
         return text if text.startswith(self.label) else f"{self.label}: {text}"
 
 
-class _LocalStoreError(StorageError):
+class _LocalWriteError(StorageError):
     """The local store could not be written: not the remote's fault, so no other
     remote is tried."""
 
 
-def _local_failure(cache: BlobStore, digest: str, exc: Exception) -> _LocalStoreError:
+def _local_failure(cache: BlobStore, digest: str, exc: Exception) -> _LocalWriteError:
     reason = getattr(exc, "strerror", None) or exc
-    return _LocalStoreError(f"local store ({cache.location}): {digest}: cannot write: {reason}")
+    return _LocalWriteError(f"local store ({cache.location}): {digest}: cannot write: {reason}")
 
 
 @dataclass
@@ -356,8 +358,30 @@ def download(
     :class:`IntegrityError` / :class:`StorageError` class of the failures met, with a
     message naming every place looked (``looked_before`` first) and what was found.
     """
-    looked: list[str] = list(looked_before)
-    errors: list[EvidenceStoreError] = []
+    return _download_from(sources, cache, digest, size, list(looked_before), [])
+
+
+def _looked_at(
+    source: Source, exc: EvidenceStoreError, looked: list[str], errors: list[EvidenceStoreError]
+) -> None:
+    """Record what ``source`` answered for a blob it did not deliver."""
+    if isinstance(exc, _LocalWriteError):
+        raise exc
+    if isinstance(exc, BlobNotFoundError):
+        looked.append(f"{source.label}: absent")
+    else:
+        errors.append(exc)
+        looked.append(source.labelled(exc))
+
+
+def _download_from(
+    sources: Sequence[Source],
+    cache: BlobStore,
+    digest: str,
+    size: int | None,
+    looked: list[str],
+    errors: list[EvidenceStoreError],
+) -> tuple[str, int]:
     for source in sources:
         try:
             expected = size
@@ -386,16 +410,8 @@ def download(
                 check_bytes(source, digest, expected, data)
                 _publish_bytes(cache, digest, data)
             return source.name, expected
-        except _LocalStoreError:
-            raise
-        except BlobNotFoundError:
-            looked.append(f"{source.label}: absent")
-        except IntegrityError as exc:
-            errors.append(exc)
-            looked.append(source.labelled(exc))
-        except StorageError as exc:
-            errors.append(exc)
-            looked.append(source.labelled(exc))
+        except (BlobNotFoundError, IntegrityError, StorageError) as exc:
+            _looked_at(source, exc, looked, errors)
     places = "; ".join(looked) if looked else "no local store or remote configured"
     message = f"{digest} could not be fetched: {places}"
     if any(isinstance(e, IntegrityError) for e in errors):
@@ -403,6 +419,89 @@ def download(
     if errors:
         raise StorageError(message)
     raise BlobNotFoundError(message)
+
+
+@runtime_checkable
+class SupportsBatchRead(Protocol):
+    """A store that reads many blobs on one event loop (see ``FsspecBlobStore``)."""
+
+    @property
+    def supports_batch_read(self) -> bool: ...
+
+    def read_batch(
+        self,
+        items: Sequence[tuple[str, int]],
+        consume: Callable[[str, bytes], None],
+        *,
+        concurrency: int = 16,
+    ) -> dict[str, Exception | None]: ...
+
+
+def download_all(
+    sources: Sequence[Source],
+    cache: BlobStore,
+    items: Sequence[tuple[str, int | None]],
+    jobs: int,
+    looked_before: Callable[[str], list[str]],
+    done: Callable[[int], None] = lambda _n: None,
+) -> list[tuple[tuple[str, int | None], int | None, EvidenceStoreError | None]]:
+    """:func:`download` every item, like ``parallel(items, ..., jobs)`` (same results,
+    in order); ``done`` hears each fetched blob's size.
+
+    Blobs of known size up to :data:`STREAM_THRESHOLD` whose first source reads in
+    batches are read on that store's event loop, ``jobs`` at a time, each checked
+    (size, then hash) and published as it arrives; one it does not deliver goes on to
+    the other sources as :func:`download` would. Everything else takes a thread each.
+    """
+    batch: list[tuple[str, int]] = []
+    first: Source | None = sources[0] if sources else None
+    reader: SupportsBatchRead | None = None
+    if first is not None and len(items) > 1:
+        try:
+            store = first.store
+        except StorageError:  # reported per blob below, as download does
+            store = None
+        if isinstance(store, SupportsBatchRead) and store.supports_batch_read:
+            reader = store
+            batch = [(d, s) for d, s in items if s is not None and 0 < s <= STREAM_THRESHOLD]
+    sizes = dict(batch)
+    failed: dict[str, Exception] = {}
+    if batch:
+        assert first is not None and reader is not None
+
+        def consume(digest: str, data: bytes) -> None:
+            check_bytes(first, digest, sizes[digest], data)
+            _publish_bytes(cache, digest, data)
+            done(len(data))
+
+        answers = reader.read_batch([(d, s + 1) for d, s in batch], consume, concurrency=jobs)
+        failed = {d: e for d, e in answers.items() if e is not None}
+
+    def one(item: tuple[str, int | None]) -> int:
+        digest, size = item
+        if digest in sizes:
+            exc = failed[digest]
+            if not isinstance(exc, EvidenceStoreError):
+                raise exc  # an OSError is reported by parallel; anything else is a bug
+            looked, errors = looked_before(digest), list[EvidenceStoreError]()
+            assert first is not None
+            _looked_at(first, exc, looked, errors)
+            got = _download_from(sources[1:], cache, digest, size, looked, errors)[1]
+        else:
+            got = download(sources, cache, digest, size, looked_before=looked_before(digest))[1]
+        done(got)
+        return got
+
+    rest = [item for item in items if item[0] not in sizes or item[0] in failed]
+    answered = {item[0]: (got, error) for item, got, error in parallel(rest, one, jobs)}
+    out: list[tuple[tuple[str, int | None], int | None, EvidenceStoreError | None]] = []
+    for item in items:
+        if item[0] in answered:
+            got, error = answered[item[0]]
+            out.append((item, got, error))
+        else:
+            out.append((item, sizes[item[0]], None))
+    return out
 
 
 # -- uploads -----------------------------------------------------------------------

@@ -24,6 +24,7 @@ from ._transfer import (
     TransferSummary,
     check_bytes,
     download,
+    download_all,
     parallel,
     sizes_of,
     upload,
@@ -381,20 +382,11 @@ def _download_all(
         )
     bar = Progress(summary.action, len(missing), sum(s or 0 for _, s in missing), progress)
 
-    def one(item: tuple[str, int | None]) -> int:
-        digest, size = item
+    def looked_before(digest: str) -> list[str]:
         state = "absent" if cache.size(digest) is None else "wrong size or corrupt"
-        _, got = download(
-            sources,
-            cache,
-            digest,
-            size,
-            looked_before=[f"local store ({cache.location}): {state}"],
-        )
-        bar.advance(got)
-        return got
+        return [f"local store ({cache.location}): {state}"]
 
-    results = parallel(missing, one, jobs)
+    results = download_all(sources, cache, missing, jobs, looked_before, bar.advance)
     bar.close()
     for _, got, error in results:
         if error is not None:

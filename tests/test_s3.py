@@ -281,3 +281,40 @@ def test_s3_write_to_missing_bucket_names_url_and_digest(s3_endpoint: str) -> No
     assert f"s3://no-such-bucket/ev: {digest}: cannot write: bucket or prefix not found" in str(
         info.value
     )
+
+
+def test_s3_batched_pull_refuses_corrupt_and_lists_every_failure(
+    s3_repo: tuple[Path, dict[str, bytes]], s3_endpoint: str, s3_bucket: str, tmp_path: Path
+) -> None:
+    # A pull reads many blobs on one event loop: each copy is still checked before it
+    # is cached, one not delivered goes on to the next remote, and every failure is listed.
+    root, files = s3_repo
+    assert run("push", "--root", str(root))[0] == 0
+    corrupt, missing, *_ = files.values()
+    bad = corrupt[:-1] + b"!"
+    _put(s3_endpoint, s3_bucket, f"evidence/{blob_key(digest_of(corrupt))}", bad)
+    _client(s3_endpoint).delete_object(
+        Bucket=s3_bucket, Key=f"evidence/{blob_key(digest_of(missing))}"
+    )
+    mirror = tmp_path / "mirror"
+    from evidencestore.storage import LocalBlobStore
+
+    LocalBlobStore(mirror).put(corrupt)
+    set_remotes(
+        root,
+        s3={"url": f"s3://{s3_bucket}/evidence", "options": s3_options(s3_endpoint)},
+        mirror={"url": str(mirror)},
+    )
+    for path in store_files(local_store(root).root):
+        os.unlink(path)
+    code, _out, err = run("pull", "--root", str(root))
+    assert code != 0
+    assert "39 of 40 blobs transferred" in err and "1 FAILED" in err
+    assert f"{digest_of(missing)} could not be fetched" in err
+    assert f"remote 's3' (s3://{s3_bucket}/evidence): absent" in err
+    assert digest_of(corrupt) not in err  # refused on s3, then taken from the mirror
+    cache = local_store(root)
+    for data in files.values():
+        if data is not missing:
+            assert cache.get(digest_of(data), len(data)) == data
+    assert cache.size(digest_of(missing)) is None

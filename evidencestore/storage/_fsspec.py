@@ -546,6 +546,63 @@ class FsspecBlobStore(BlobStore):
         except FileNotFoundError:
             raise BlobNotFoundError(f"{digest} is not in store {self.url}") from None
 
+    @property
+    def supports_batch_read(self) -> bool:
+        """Whether :meth:`read_batch` reads on the backend's event loop (async object
+        stores), instead of one thread per blob."""
+        return bool(self.fs.async_impl) and not self._http
+
+    def read_batch(
+        self,
+        items: Sequence[tuple[str, int]],
+        consume: Callable[[str, bytes], None],
+        *,
+        concurrency: int = 16,
+    ) -> dict[str, Exception | None]:
+        """Read each ``(digest, limit)`` like :meth:`read_bytes` (at most ``limit`` bytes,
+        unverified, retried, each attempt within the deadline for ``limit`` bytes), all
+        on the backend's event loop, ``concurrency`` at a time, handing each blob's bytes
+        to ``consume`` as they arrive (on the loop's thread, so at most ``concurrency``
+        blobs are held). Returns each digest's failure, None where it went through: a
+        :class:`BlobNotFoundError`, a :class:`StorageError`, or what ``consume`` raised."""
+        semaphore = asyncio.Semaphore(max(1, concurrency))
+        kwargs: dict[str, Any] = (
+            {"max_concurrency": 1} if hasattr(self.fs, "max_concurrency") else {}
+        )
+
+        async def attempt(key: str, digest: str, limit: int) -> bytes:
+            cat = self.fs._cat_file(key, start=0, end=limit, **kwargs)
+            return await self._within(cat, digest, limit)
+
+        async def one(digest: str, limit: int) -> Exception | None:
+            key = self.key_of(digest)
+            async with semaphore:
+                failures = 0
+                while True:
+                    try:
+                        data = await attempt(key, digest, limit)
+                        break
+                    except FileNotFoundError:
+                        return BlobNotFoundError(f"{digest} is not in store {self.url}")
+                    except TransferDeadlineError as exc:
+                        return exc
+                    except Exception as exc:
+                        failures += 1
+                        if not is_transient(exc) or failures >= self.retry.attempts:
+                            return self._fail(f"GET {digest}", exc, failures)
+                        await asyncio.sleep(self.retry.delay(failures))
+            try:
+                consume(digest, data)
+            except Exception as exc:
+                return exc
+            return None
+
+        async def run_all() -> list[Exception | None]:
+            return await asyncio.gather(*(one(d, n) for d, n in items))
+
+        results = self._run(run_all())
+        return {d: r for (d, _), r in zip(items, results, strict=True)}
+
     def download_to(self, digest: str, path: str, *, limit: int | None = None) -> None:
         """Copy a blob's stored bytes to a local file, unverified (callers verify); with
         ``limit``, stop after that many bytes."""

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Protocol, TypeVar, runtime_checkable
+from typing import IO, TypeVar
 
 from . import _steps
 from .digest import hash_bytes, hash_file
@@ -29,14 +29,13 @@ from .errors import (
 )
 from .integrity import check_content
 from .storage import BlobStore, LocalBlobStore
-from .storage._base import SupportsIncoming
+from .storage._base import SupportsBatchRead, SupportsIncoming
 
 __all__ = [
     "DEFAULT_MAX_UNREGISTERED",
     "STREAM_THRESHOLD",
     "Progress",
     "Source",
-    "SupportsBatchRead",
     "TransferSummary",
     "check_bytes",
     "download",
@@ -419,22 +418,6 @@ def _download_from(
     if errors:
         raise StorageError(message)
     raise BlobNotFoundError(message)
-
-
-@runtime_checkable
-class SupportsBatchRead(Protocol):
-    """A store that reads many blobs on one event loop (see ``FsspecBlobStore``)."""
-
-    @property
-    def supports_batch_read(self) -> bool: ...
-
-    def read_batch(
-        self,
-        items: Sequence[tuple[str, int]],
-        consume: Callable[[str, bytes], None],
-        *,
-        concurrency: int = 16,
-    ) -> dict[str, Exception | None]: ...
 
 
 def download_all(

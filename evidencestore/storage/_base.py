@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, NamedTuple, Protocol, cast, runtime_checkable
 
@@ -119,6 +119,24 @@ class _Counting:
         if data:
             self._report(len(data))
         return data
+
+
+@runtime_checkable
+class SupportsBatchRead(Protocol):
+    """A store that reads many blobs on one event loop (``FsspecBlobStore`` on object
+    stores): ``read_batch`` hands each blob's bytes to ``consume`` as they arrive and
+    returns each digest's failure, or None."""
+
+    @property
+    def supports_batch_read(self) -> bool: ...
+
+    def read_batch(
+        self,
+        items: Sequence[tuple[str, int]],
+        consume: Callable[[str, bytes], None],
+        *,
+        concurrency: int = 16,
+    ) -> dict[str, Exception | None]: ...
 
 
 @runtime_checkable

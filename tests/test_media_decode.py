@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -149,6 +150,15 @@ def test_decode_errors_are_recorded_for_a_cut_faststart_mp4(tmp_path: Path) -> N
 def test_missing_file_is_a_media_error(tmp_path: Path) -> None:
     with pytest.raises(MediaError, match=r"nope\.mp4: cannot read media file"):
         analyse(tmp_path / "nope.mp4")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_or_directory_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.mp4"
+    os.mkfifo(fifo)  # nothing writes to it: opening it blocking would hang
+    for path in (fifo, tmp_path):
+        with pytest.raises(MediaError, match="cannot read media file: not a regular file"):
+            analyse(path)
 
 
 def test_importing_the_package_needs_neither_pyav_nor_numpy() -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import stat
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ..digest import hash_bytes, hash_file, is_digest
+from ..digest import hash_bytes, hash_stream, is_digest
 from ..errors import EvidenceStoreError, MediaError
 from ..models import Descriptor
 
@@ -44,7 +46,7 @@ class MediaSource:
         name = os.fspath(path)
         try:
             before = _stat(name)
-            digest, size = hash_file(name)
+            digest, size = _hash_path(name)
             after = _stat(name)
         except OSError as exc:
             raise MediaError(f"{name}: cannot read media file: {exc.strerror}") from exc
@@ -67,7 +69,7 @@ class MediaSource:
             now = _stat(self.path)
             if now == self.stat:
                 return
-            digest, size = hash_file(self.path)
+            digest, size = _hash_path(self.path)
         except OSError as exc:
             raise MediaError(f"{self.name}: cannot re-read media file: {exc.strerror}") from exc
         if (digest, size) != (self.descriptor.digest, self.descriptor.size):
@@ -82,6 +84,22 @@ class MediaSource:
         """Describe in-memory content."""
         digest, size = hash_bytes(data)
         return cls(name=name or digest, descriptor=Descriptor(digest=digest, size=size), data=data)
+
+
+def _hash_path(path: str) -> tuple[str, int]:
+    """Hash a regular file in bounded memory (streamed, not read whole or mapped: peak RSS
+    must not grow with a clip's length); other files are refused, as hash_file does."""
+    with open(path, "rb", buffering=0, opener=_open_regular) as f:
+        return hash_stream(f)
+
+
+def _open_regular(path: str, flags: int) -> int:
+    # O_NONBLOCK: opening a FIFO must not hang; it is then refused as not a regular file.
+    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
 
 
 def _stat(path: str) -> tuple[int, int]:

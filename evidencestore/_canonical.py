@@ -19,7 +19,6 @@ The error names the JSON path of the object holding the duplicate.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
@@ -153,6 +152,8 @@ def _refuse_duplicates(data: bytes | str, value: Any) -> None:
             return
     except (TypeError, ValueError, msgspec.EncodeError, RecursionError):
         pass  # not re-encodable as decoded: take the exact path
+    import json  # the exact path, taken only when the fast comparison differs
+
     try:
         json.loads(raw, object_pairs_hook=_no_duplicates, parse_int=str, parse_float=str)
     except _Duplicate as dup:
@@ -169,6 +170,8 @@ class _Pairs(list[tuple[str, Any]]):
 
 
 def _duplicate_path(raw: bytes, key: str) -> str:
+    import json
+
     tree = json.loads(raw, object_pairs_hook=_Pairs, parse_int=str, parse_float=str)
     for path, node in _walk(tree):
         keys = [k for k, _ in node]

@@ -15,7 +15,6 @@ three renderings of it, so they can never disagree about which bundle failed.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,6 +84,8 @@ def _entry_lines(registration_file: Path) -> dict[str, int]:
         text = registration_file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return {}
+    import json  # only for --github annotations: off the start-up path
+
     out: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), 1):
         key, sep, value = line.strip().partition(": ")

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +62,30 @@ def test_verify_does_not_import_other_groups() -> None:
     assert out.stdout.strip() == (
         "['evidencestore.cli', 'evidencestore.cli._common', 'evidencestore.cli.core']"
     )
+
+
+def test_verify_of_an_empty_repository_imports_neither_shutil_nor_json(tmp_path: Path) -> None:
+    assert _cli.main(["init", "--root", str(tmp_path)]) == 0
+    code = (
+        "import sys; from evidencestore.cli import main\n"
+        f"code = main(['verify', '--root', {str(tmp_path)!r}])\n"
+        "print(code, 'shutil' in sys.modules, 'json' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-1] == "0 False False"
+
+
+@pytest.mark.parametrize("columns", [None, "57", "0", "junk"])
+def test_help_is_as_wide_as_argparse_would_make_it(
+    columns: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert _cli._columns() == shutil.get_terminal_size().columns
+    parser = _cli.build_parser(["verify"])
+    plain = argparse.ArgumentParser(prog="evstore", description=parser.description)
+    assert parser._get_formatter()._width == plain._get_formatter()._width  # type: ignore[attr-defined]

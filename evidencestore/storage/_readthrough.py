@@ -8,7 +8,6 @@ a cached copy that fails verification is filled again once. Only public
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO, Protocol, TypeVar
@@ -18,7 +17,6 @@ from ..errors import IntegrityError
 from ..models import Descriptor
 from ._base import DEFAULT_MEDIA_TYPE, BlobStore, VerifyingReader
 
-log = logging.getLogger("evidencestore")
 T = TypeVar("T")
 LOCAL = "local store"
 
@@ -98,7 +96,11 @@ class ReadThroughStore(BlobStore):
         except IntegrityError as exc:
             if not self.remotes:
                 raise
-            log.warning("%s; fetching it again from the remotes", exc)
+            import logging  # off the start-up path: only a repair logs
+
+            logging.getLogger("evidencestore").warning(
+                "%s; fetching it again from the remotes", exc
+            )
         self._fill(self.cache, digest, size, [f"local store ({self.cache.location}): corrupt"])
         return read(digest)
 

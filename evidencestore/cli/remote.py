@@ -124,6 +124,7 @@ def _flatten(options: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]
 def _cmd_push_pull(args: argparse.Namespace) -> int:
     from .. import remotes
     from ..errors import TransferError
+    from ..remotes import TransferSummary
 
     root = repo_root(args)
     transfer = remotes.push if args.command == "push" else remotes.pull
@@ -140,8 +141,10 @@ def _cmd_push_pull(args: argparse.Namespace) -> int:
         if args.json and exc.summary is not None:
             _print_json(exc.summary, failures=failures)
         more = len(failures) - 20
+        done = exc.summary
+        head = done.line() if isinstance(done, TransferSummary) else str(exc).split(":\n", 1)[0]
         raise TransferError(
-            str(exc).split(":\n", 1)[0]
+            head
             + ":\n  "
             + "\n  ".join(failures[:20])
             + (f"\n  ... and {more} more" if more > 0 else ""),

@@ -21,6 +21,7 @@ from evidencestore.config import load_config
 from evidencestore.errors import ConfigError
 from evidencestore.remotes import local_store
 from evidencestore.storage._fsspec import FsspecBlobStore, RetryPolicy, TransferDeadlineError
+from evidencestore.testing.http import serving
 
 pytest.importorskip("aiohttp")
 
@@ -74,18 +75,10 @@ def _handler(owner: Trickler) -> type[BaseHTTPRequestHandler]:
 def trickler() -> Iterator[Trickler]:
     owner = Trickler(claimed=0)
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(owner))
-    httpd.daemon_threads = True
     host, port = httpd.server_address[:2]
     owner.url = f"http://{host!s}:{port}"
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with serving(httpd, owner.stopping):
         yield owner
-    finally:
-        owner.stopping.set()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 def _repo_without_blobs(tmp_path: Path, size: int) -> tuple[Path, bytes]:

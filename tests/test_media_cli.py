@@ -9,24 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.media import AudioSpec, VideoSpec, clip, lossless, nudge_frame
+from helpers.media import AV_EXPECT_TOML, AudioSpec, VideoSpec, clip, lossless, nudge_frame
 
 from evidencestore.cli import main
 from evidencestore.errors import ScorerError
 
-EXPECT = """\
-[video]
-width = 64
-height = 64
-pix_fmt = "yuv420p"
-frame_rate = 30
-frames = 15
-
-[audio]
-sample_rate = 48000
-channels = 2
-duration = 0.5
-"""
+EXPECT = AV_EXPECT_TOML
 
 
 @pytest.fixture(scope="module")

@@ -24,22 +24,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.media import AV_EXPECT_TOML
 
 PER_CHECK_S = 20
 
-EXPECT = """\
-[video]
-width = 64
-height = 64
-pix_fmt = "yuv420p"
-frame_rate = 30
-frames = 15
-
-[audio]
-sample_rate = 48000
-channels = 2
-duration = 0.5
-"""
+EXPECT = AV_EXPECT_TOML
 
 WAV_EXPECT = """\
 [audio]

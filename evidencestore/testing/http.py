@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["StoreServer", "serve_directory"]
+__all__ = ["StoreServer", "serve_directory", "serving"]
 
 
 class StoreServer:
@@ -93,14 +93,22 @@ def serve_directory(directory: str | os.PathLike[str]) -> Iterator[StoreServer]:
     httpd = ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(handler, directory=owner.directory)
     )
-    httpd.daemon_threads = True
     owner._httpd = httpd
+    with serving(httpd, owner.stopping):
+        yield owner
+
+
+@contextlib.contextmanager
+def serving(httpd: ThreadingHTTPServer, stopping: threading.Event) -> Iterator[None]:
+    """Serve ``httpd`` on a thread for the block; on leaving, set ``stopping`` (so slow
+    handlers give up), shut the server down and join its thread."""
+    httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
-        yield owner
+        yield
     finally:
-        owner.stopping.set()
+        stopping.set()
         httpd.shutdown()
         httpd.server_close()
         thread.join()

@@ -21,6 +21,7 @@ from evidencestore.testing.synth import AudioSpec, VideoSpec, audio_samples, wri
 
 __all__ = [
     "AV_EXPECT",
+    "AV_EXPECT_TOML",
     "AudioSpec",
     "VideoSpec",
     "audio_gap_hook",
@@ -37,6 +38,20 @@ AV_EXPECT = Expectations(
     video=VideoExpectation(width=64, height=64, pix_fmt="yuv420p", frame_rate=30, frames=15),
     audio=AudioExpectation(sample_rate=48000, channels=2, duration=0.5),
 )
+# The same expectations as an --expect file.
+AV_EXPECT_TOML = """\
+[video]
+width = 64
+height = 64
+pix_fmt = "yuv420p"
+frame_rate = 30
+frames = 15
+
+[audio]
+sample_rate = 48000
+channels = 2
+duration = 0.5
+"""
 
 
 def lossless(**kw: Any) -> VideoSpec:

@@ -89,3 +89,45 @@ def test_help_is_as_wide_as_argparse_would_make_it(
     parser = _cli.build_parser(["verify"])
     plain = argparse.ArgumentParser(prog="evstore", description=parser.description)
     assert parser._get_formatter()._width == plain._get_formatter()._width  # type: ignore[attr-defined]
+
+
+def test_the_evstore_program_starts_without_typing_extensions(tmp_path: Path) -> None:
+    assert _cli.main(["init", "--root", str(tmp_path)]) == 0
+    code = (
+        "import sys; from evidencestore.cli import console\n"
+        f"sys.argv = ['evstore', 'verify', '--root', {str(tmp_path)!r}]\n"
+        "code = console()\n"
+        "print(code, sorted({'typing_extensions', 'inspect'} & set(sys.modules)))\n"
+        "import typing_extensions  # still importable afterwards\n"
+        "print(typing_extensions.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-2:] == ["0 []", "typing_extensions"]
+
+
+def test_the_lean_msgspec_writes_the_same_schemas_and_errors(tmp_path: Path) -> None:
+    # msgspec falls back to typing.get_type_hints: the schemas and the validation
+    # messages that come out of the program must be the ones the library gives.
+    bad = tmp_path / "bundle.json"
+    bad.write_text('{"digest": "blake3:00", "root": 1, "manifest": {}}')
+    probe = (
+        "from evidencestore import _schemas\n"
+        "from evidencestore.inventory import decode_registration\n"
+        "print(_schemas.stale())\n"
+        "print(sorted(_schemas.generate().items()))\n"
+        "try:\n"
+        f"    decode_registration(open({str(bad)!r}, 'rb').read(), 'x')\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    lean = (
+        "import sys; from evidencestore.cli import _import_msgspec_lean; _import_msgspec_lean()\n"
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", prefix + probe], capture_output=True, text=True)
+        for prefix in ("", lean)
+    ]
+    assert runs[0].returncode == 0, runs[0].stderr
+    assert runs[1].stdout == runs[0].stdout
+    assert runs[0].stdout.startswith("[]\n")  # the committed schemas are current
+    assert "ManifestError" in runs[0].stdout and "blake3:" in runs[0].stdout

@@ -269,3 +269,30 @@ def test_file_rewritten_during_decode_is_an_error(tmp_path: Path) -> None:
 
     with pytest.raises(MediaError, match="changed while it was being checked"):
         analyse(path, on_frame=rewrite)
+
+
+def test_before_decode_sees_the_stream_kinds_before_any_frame(tmp_path: Path) -> None:
+    path = clip(tmp_path, "a.mp4", video=VideoSpec(), audio=AudioSpec())
+    events: list[object] = []
+    report = analyse(
+        path,
+        before_decode=lambda kinds: events.append(sorted(kinds)),
+        on_frame=lambda index, frame: events.append(index),
+    )
+    assert events[0] == ["audio", "video"]
+    assert len(events) > 1 and all(isinstance(e, int) for e in events[1:])
+    assert [s.type for s in report.decoded] == ["video", "audio"]
+
+    def refuse(kinds: set[str]) -> None:
+        raise MediaError(f"refused {sorted(kinds)}")
+
+    frames: list[int] = []
+    with pytest.raises(MediaError, match=r"refused \['audio', 'video'\]"):
+        analyse(path, before_decode=refuse, on_frame=lambda index, frame: frames.append(index))
+    assert frames == []
+    # a file that is not media is reported, not passed to the hook
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"not a container" * 10)
+    seen: list[set[str]] = []
+    assert analyse(junk, before_decode=seen.append).errors[0].stage == "open"
+    assert seen == []

@@ -185,12 +185,17 @@ def _probe(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from .._canonical import pretty
-    from ..media.expectations import check
+    from ..media.expectations import check, require_lengths
+    from ..media.source import resolve
 
     expectations = _expectations(args)
-    report = check(
-        _resolve_checked(args.source, expectations, found_repository(args)), expectations
-    )
+    source = resolve(args.source, found_repository(args))
+
+    def refuse_unrequested(kinds: set[str]) -> None:
+        # checked on the container that is decoded, so it is opened once
+        require_lengths(expectations, kinds, source.name)
+
+    report = check(source, expectations, before_decode=refuse_unrequested)
     if args.record:
         _write(args.record, pretty(report))
     if args.json:

@@ -450,8 +450,13 @@ def analyse(
     keep_frames: bool = True,
     threads: bool = True,
     on_frame: Callable[[int, Any], None] | None = None,
+    before_decode: Callable[[set[str]], None] | None = None,
 ) -> MediaReport:
     """Probe and fully decode ``FILE|DIGEST``: every frame hashed, per-stream roots.
+
+    ``before_decode`` is called with the kinds of the streams to be decoded (those of
+    :func:`stream_kinds`) once the container is open and before any frame is decoded,
+    so a caller can refuse the request without opening the file twice.
 
     A file FFmpeg cannot open gives a report with an ``open`` error (and no streams)
     rather than an exception, so checks can FAIL it; an unreadable path, a digest
@@ -464,6 +469,8 @@ def analyse(
         with opened(source) as container:
             probe = probe_container(container, source)
             wanted = [s for s in container.streams if decodable(s)]
+            if before_decode is not None:
+                before_decode({s.type for s in wanted})
             accumulators = {s.index: _StreamAccumulator(s, keep_frames) for s in wanted}
             errors: list[DecodeErrorRecord] = []
             frames = iter_frames(container, wanted, errors, threads=threads)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -683,12 +683,15 @@ def check(
     ref: Any,
     expectations: Expectations | None = None,
     root: str | os.PathLike[str] | None = None,
+    *,
+    before_decode: Callable[[set[str]], None] | None = None,
 ) -> CheckReport:
-    """Decode ``FILE|DIGEST`` fully and check it against ``expectations``."""
+    """Decode ``FILE|DIGEST`` fully and check it against ``expectations``
+    (``before_decode`` as for :func:`~evidencestore.media.decode.analyse`)."""
     from .decode import analyse
     from .versions import tool_versions
 
-    report = analyse(ref, root)
+    report = analyse(ref, root, before_decode=before_decode)
     checks = check_report(report, expectations)
     return CheckReport(
         verdict="PASS" if all(c.ok for c in checks) else "FAIL",

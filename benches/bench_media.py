@@ -13,7 +13,9 @@ evstore runs with bytecode caching on (under a temporary ``PYTHONPYCACHEPREFIX``
 installed package does, so a ``PYTHONDONTWRITEBYTECODE`` environment does not make every
 timed run recompile the modules it imports.
 
-Run: ``python benches/bench_media.py [--quick]`` (or ``python -m benches.bench_media``).
+Run: ``python benches/bench_media.py [--quick] [--against DIR]`` (or ``python -m
+benches.bench_media``); ``--against`` also times the ``evidencestore`` package found in
+DIR (``git archive OLD evidencestore | tar -x -C DIR``) in the same interleaved run.
 """
 
 from __future__ import annotations
@@ -59,7 +61,21 @@ _ENV: dict[str, str] = dict(os.environ)
 
 
 def _run(cmd: list[str]) -> None:
+    if cmd and cmd[0] == _AGAINST:  # the same command on the package found in DIR
+        env = {**_ENV, "PYTHONPATH": cmd[1]}
+        subprocess.run(
+            cmd[2:],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cmd[1],
+        )
+        return
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_ENV)
+
+
+_AGAINST = "--against"
 
 
 def _ffmpeg(clip: Path) -> list[str]:
@@ -122,6 +138,7 @@ def main(argv: list[str] | None = None) -> str:
     """Run the media benchmarks; print and return a Markdown table."""
     args = argv if argv is not None else sys.argv[1:]
     quick = "--quick" in args
+    against = args[args.index(_AGAINST) + 1] if _AGAINST in args else None
     repeats = 3 if quick else 7
     long_seconds = 20 if quick else 60
     rows: list[list[object]] = []
@@ -151,15 +168,16 @@ def main(argv: list[str] | None = None) -> str:
         _run(check(short, 5))  # must PASS (exit 0)
         _run(check(long, long_seconds))
         ffmpeg = _ffmpeg(short)
-        medians = _timed(
-            {
-                "evstore 5": check(short, 5),
-                "ffmpeg 5": ffmpeg,
-                "evstore long": check(long, long_seconds),
-                "ffmpeg long": _ffmpeg(long),
-            },
-            repeats,
-        )
+        cases = {
+            "evstore 5": check(short, 5),
+            "ffmpeg 5": ffmpeg,
+            "evstore long": check(long, long_seconds),
+            "ffmpeg long": _ffmpeg(long),
+        }
+        if against:
+            cases["before 5"] = [_AGAINST, against, *check(short, 5)]
+            cases["before long"] = [_AGAINST, against, *check(long, long_seconds)]
+        medians = _timed(cases, repeats)
         for key, what in (
             ("5", "check 5 s 1280x720 30 fps H.264+AAC (150 frames, 240k samples)"),
             ("long", f"check {long_seconds} s clip (same settings)"),
@@ -177,6 +195,18 @@ def main(argv: list[str] | None = None) -> str:
                     ("ok" if ratio >= 0.9 else "MISSED") if gated else "",
                 ]
             )
+            if against:
+                before = medians[f"before {key}"]
+                rows.append(
+                    [
+                        f"the same, package in {against} (before)",
+                        f"{before:.3f} s",
+                        f"{theirs:.3f} s",
+                        f"{theirs / before:.2f}x",
+                        "(informative)",
+                        "",
+                    ]
+                )
         lib = _in_process(short, work / "e5.toml", ffmpeg, repeats)
         rows.append(
             [

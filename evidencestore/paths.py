@@ -20,13 +20,14 @@ import errno
 import os
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple  # not dataclasses: cheaper to define, on verify's import path
 
 __all__ = [
     "REGISTRATION_NAME",
     "Collision",
     "PathProblem",
+    "all_plain",
     "entry_path_problem",
     "fold_name",
     "name_collisions",
@@ -41,6 +42,8 @@ REGISTRATION_NAME = "bundle.json"
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
 # Printable ASCII but '/' and '\\', in '/'-separated segments: needs no further look.
 _PLAIN_PATH = re.compile(r"[ -.0-\[\]-~]+(?:/[ -.0-\[\]-~]+)*")
+# The same characters as _PLAIN_PATH, and the newline that joins paths for all_plain.
+_PLAIN_LINES = re.compile(r"[ -.0-\[\]-~/\n]*")
 _ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
@@ -160,6 +163,28 @@ def path_problem(path: str) -> PathProblem | None:
     if path == REGISTRATION_NAME:
         return PathProblem("bad-path", "is reserved for the registration")
     return None
+
+
+def all_plain(paths: Sequence[str]) -> bool:
+    """True when :func:`path_problem` would take its common case for every one of
+    ``paths`` and find nothing: decided by a few scans of the joined paths, in C, with no
+    Python call per path. False means "look at each path", not that one is bad.
+    """
+    if not paths:
+        return True
+    joined = "\n".join(paths)
+    # _PLAIN_PATH, one path a line: only its characters, and no empty segment or line
+    # (no '//', no leading or trailing '/', no empty path: no newline next to a '/' or
+    # another newline); then path_problem's other common-case conditions.
+    return (
+        _PLAIN_LINES.fullmatch(joined) is not None
+        and joined[:1] not in ("", "/", ".", "\n")
+        and joined[-1:] not in ("/", ".", "\n")
+        and not any(
+            bad in joined for bad in ("//", "\n\n", "\n/", "/\n", "/.", "./", "\n.", ".\n", ":")
+        )
+        and REGISTRATION_NAME not in paths
+    )
 
 
 def entry_path_problem(path: str) -> str | None:

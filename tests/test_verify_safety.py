@@ -25,6 +25,7 @@ from evidencestore.cli import main
 from evidencestore.digest import hash_bytes
 from evidencestore.errors import BundleError
 from evidencestore.models import BundleManifest, Descriptor, Entry, Metadata, VerifyReport
+from evidencestore.paths import all_plain, path_problem
 from evidencestore.remotes import local_store
 from evidencestore.verify import verify_registration, verify_repository
 
@@ -287,3 +288,33 @@ def test_fuzzed_entry_names_give_findings_never_exceptions(repo: Path, names: li
     }
     assert bool(flagged) == refused, (names, flagged)  # creation refuses what verify flags
     msgspec.json.encode(report)  # every finding can be written as JSON
+
+
+# Plain characters and every separator or mark that all_plain must notice, joined freely.
+_PLAIN_EDGE = st.sampled_from("ab.Z~ /\\:\n\x00é")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(paths=st.lists(st.text(_PLAIN_EDGE, max_size=7) | st.sampled_from(["bundle.json", "C:x"])))
+def test_all_plain_is_true_only_when_no_path_has_a_problem(paths: list[str]) -> None:
+    if all_plain(paths):
+        assert [path_problem(p) for p in paths] == [None] * len(paths), paths
+
+
+def test_all_plain_takes_the_common_case() -> None:
+    assert all_plain([]) and all_plain(["a", "a b/c.d", "x/y/z~"])
+    for bad in ("", "/a", "a/", "a//b", "./a", "a/.", "a/./b", ".a", "a.", "C:a", "bundle.json"):
+        assert not all_plain(["ok", bad]), bad
+        assert path_problem(bad) is not None or bad in (".a", "a.", "C:a"), bad
+
+
+def test_plain_but_unsorted_or_repeated_paths_are_still_reported(repo: Path) -> None:
+    desc = Descriptor(digest=hash_bytes(b"").digest, size=0)
+    for paths, code in ((["b", "a"], "unsorted-entries"), (["a", "a"], "duplicate-path")):
+        manifest = BundleManifest(
+            name="order",
+            metadata=Metadata(created="2026-01-01T00:00:00Z", producer="t"),
+            entries=tuple(Entry(path=p, descriptor=desc, location="repo") for p in paths),
+        )
+        report = verify_registration(repo, seal(manifest), store=local_store(repo))
+        assert [(f.code, f.path) for f in report.findings if f.code == code] == [(code, paths[1])]

@@ -180,9 +180,15 @@ def all_plain(paths: Sequence[str]) -> bool:
         _PLAIN_LINES.fullmatch(joined) is not None
         and joined[:1] not in ("", "/", ".", "\n")
         and joined[-1:] not in ("/", ".", "\n")
-        and not any(
-            bad in joined for bad in ("//", "\n\n", "\n/", "/\n", "/.", "./", "\n.", ".\n", ":")
-        )
+        and "//" not in joined
+        and "\n\n" not in joined
+        and "\n/" not in joined
+        and "/\n" not in joined
+        and "/." not in joined
+        and "./" not in joined
+        and "\n." not in joined
+        and ".\n" not in joined
+        and ":" not in joined  # a drive letter; any colon: look at each path
         and REGISTRATION_NAME not in paths
     )
 

@@ -178,6 +178,7 @@ def all_plain(paths: Sequence[str]) -> bool:
     # another newline); then path_problem's other common-case conditions.
     return (
         _PLAIN_LINES.fullmatch(joined) is not None
+        and joined.count("\n") == len(paths) - 1  # no path holds a newline of its own
         and joined[:1] not in ("", "/", ".", "\n")
         and joined[-1:] not in ("/", ".", "\n")
         and "//" not in joined

@@ -303,7 +303,20 @@ def test_all_plain_is_true_only_when_no_path_has_a_problem(paths: list[str]) -> 
 
 def test_all_plain_takes_the_common_case() -> None:
     assert all_plain([]) and all_plain(["a", "a b/c.d", "x/y/z~"])
-    for bad in ("", "/a", "a/", "a//b", "./a", "a/.", "a/./b", ".a", "a.", "C:a", "bundle.json"):
+    for bad in (
+        "",
+        "/a",
+        "a/",
+        "a//b",
+        "./a",
+        "a/.",
+        "a/./b",
+        ".a",
+        "a.",
+        "C:a",
+        "bundle.json",
+        "a\nb",
+    ):
         assert not all_plain(["ok", bad]), bad
         assert path_problem(bad) is not None or bad in (".a", "a.", "C:a"), bad
 

@@ -105,6 +105,22 @@ def test_the_evstore_program_starts_without_typing_extensions(tmp_path: Path) ->
     assert out.stdout.splitlines()[-2:] == ["0 []", "typing_extensions"]
 
 
+def test_the_evstore_program_imports_msgspec_only_for_a_command_that_uses_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "f").write_bytes(b"x")
+    code = (
+        "import sys; from evidencestore.cli import console\n"
+        f"sys.argv = ['evstore', 'hash', {str(tmp_path / 'f')!r}]\n"
+        "code = console()\n"
+        "print(code, 'msgspec' in sys.modules)\n"
+        "import msgspec, msgspec._utils  # a later import is the lean one\n"
+        "print(msgspec._utils._get_type_hints.__module__, 'typing_extensions' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-2:] == ["0 False", "typing False"]
+
+
 def test_the_lean_msgspec_writes_the_same_schemas_and_errors(tmp_path: Path) -> None:
     # msgspec falls back to typing.get_type_hints: the schemas and the validation
     # messages that come out of the program must be the ones the library gives.
@@ -120,9 +136,7 @@ def test_the_lean_msgspec_writes_the_same_schemas_and_errors(tmp_path: Path) -> 
         "except Exception as exc:\n"
         "    print(type(exc).__name__, exc)\n"
     )
-    lean = (
-        "import sys; from evidencestore.cli import _import_msgspec_lean; _import_msgspec_lean()\n"
-    )
+    lean = "import sys; from evidencestore.cli import lean_msgspec; lean_msgspec()\n"
     runs = [
         subprocess.run([sys.executable, "-c", prefix + probe], capture_output=True, text=True)
         for prefix in ("", lean)

@@ -138,14 +138,18 @@ def main(argv: list[str] | None = None) -> str:
     """Run the media benchmarks; print and return a Markdown table."""
     args = argv if argv is not None else sys.argv[1:]
     quick = "--quick" in args
-    against = args[args.index(_AGAINST) + 1] if _AGAINST in args else None
+    against = None
+    if _AGAINST in args:
+        if args.index(_AGAINST) + 1 >= len(args):
+            sys.exit("bench_media: --against needs a directory holding an evidencestore package")
+        against = os.path.abspath(args[args.index(_AGAINST) + 1])  # the runs change directory
     repeats = 3 if quick else 7
     long_seconds = 20 if quick else 60
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory(
         prefix="evstore-bench-media-", dir=os.environ.get("BENCH_DIR")
     ) as tmp:
-        work = Path(tmp)
+        work = Path(tmp).absolute()
         _ENV.clear()
         _ENV.update(os.environ)
         _ENV.pop("PYTHONDONTWRITEBYTECODE", None)

@@ -145,3 +145,36 @@ def test_the_lean_msgspec_writes_the_same_schemas_and_errors(tmp_path: Path) -> 
     assert runs[1].stdout == runs[0].stdout
     assert runs[0].stdout.startswith("[]\n")  # the committed schemas are current
     assert "ManifestError" in runs[0].stdout and "blake3:" in runs[0].stdout
+
+
+def test_the_lean_import_asks_the_finders_after_it_in_order(tmp_path: Path) -> None:
+    # A finder ahead of the path finder serves its own msgspec: the lean import must
+    # still get that one (with typing_extensions hidden while it runs), not skip it.
+    alt = tmp_path / "alt" / "msgspec"
+    alt.mkdir(parents=True)
+    (alt / "__init__.py").write_text(
+        "try:\n    import typing_extensions\n    HIDDEN = False\n"
+        "except ImportError:\n    HIDDEN = True\n"
+    )
+    code = (
+        "import sys\n"
+        "from importlib.machinery import PathFinder\n"
+        "class Alt:\n"
+        "    @classmethod\n"
+        "    def find_spec(cls, name, path=None, target=None):\n"
+        f"        return PathFinder.find_spec(name, [{str(alt.parent)!r}]) if name == 'msgspec' else None\n"
+        "class Nothing:\n"
+        "    @classmethod\n"
+        "    def find_spec(cls, name, path=None, target=None):\n"
+        "        return None\n"
+        "sys.meta_path[:0] = [Nothing, Alt]\n"
+        "from evidencestore.cli import lean_msgspec\n"
+        "lean_msgspec()\n"
+        "import msgspec\n"
+        "print(msgspec.__file__.startswith(" + repr(str(alt)) + "), msgspec.HIDDEN)\n"
+        "import typing_extensions\n"
+        "print(typing_extensions.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["True True", "typing_extensions"]

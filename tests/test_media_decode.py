@@ -296,3 +296,25 @@ def test_before_decode_sees_the_stream_kinds_before_any_frame(tmp_path: Path) ->
     seen: list[set[str]] = []
     assert analyse(junk, before_decode=seen.append).errors[0].stage == "open"
     assert seen == []
+
+
+def test_before_decode_runs_before_the_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A container whose stream properties cannot be read is refused for a missing
+    # length first, as when the kinds were read on a separate open.
+    from evidencestore.errors import NotMediaError
+    from evidencestore.media import decode
+
+    def unreadable(*args: Any, **kwargs: Any) -> Any:
+        raise NotMediaError("stream properties unreadable")
+
+    monkeypatch.setattr(decode, "probe_container", unreadable)
+    path = clip(tmp_path, "a.mp4", video=VideoSpec(), audio=AudioSpec())
+
+    def refuse(kinds: set[str]) -> None:
+        raise MediaError(f"refused {sorted(kinds)}")
+
+    with pytest.raises(MediaError, match="refused"):
+        analyse(path, before_decode=refuse)
+    assert analyse(path).errors[0].stage == "open"

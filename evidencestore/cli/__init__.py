@@ -226,41 +226,52 @@ class _HidingLoader:
         try:
             self._loader.exec_module(module)
         finally:
-            del sys.modules["typing_extensions"]  # later imports find the real one
+            if sys.modules.get("typing_extensions", 0) is None:
+                del sys.modules["typing_extensions"]  # later imports find the real one
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
 
 
 class _LeanMsgspecFinder:
-    """A meta path finder that, the first time msgspec is imported, hands its loader
-    back wrapped in :class:`_HidingLoader`, then steps aside."""
+    """A meta path finder that, the first time msgspec is imported, asks the finders
+    after it for msgspec and wraps the loader they give in :class:`_HidingLoader`; then
+    it finds nothing. It stays in ``sys.meta_path`` (removing itself while the import
+    system walks that list would make it skip the next finder)."""
+
+    used = False
 
     @classmethod
     def find_spec(cls, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "msgspec":
+        if name != "msgspec" or cls.used:
             return None
-        sys.meta_path.remove(cls)
-        from importlib.machinery import PathFinder  # loaded with site already
-
-        spec = PathFinder.find_spec(name, path)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _HidingLoader(spec.loader)  # type: ignore[assignment]  # duck-typed
-        return spec
+        cls.used = True
+        after = sys.meta_path[sys.meta_path.index(cls) + 1 :] if cls in sys.meta_path else []
+        for finder in after:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _HidingLoader(spec.loader)
+                return spec
+        return None
 
 
 def lean_msgspec() -> None:
     """Have msgspec, when this process first imports it, skip typing_extensions (and the
-    inspect, ast and dis that it imports): about 10 ms of each command that uses msgspec,
-    and nothing for one that does not (``evstore hash``).
+    inspect, ast and dis that it imports) unless typing_extensions is already imported:
+    about 10 ms of each command that uses msgspec, and nothing for one that does not
+    (``evstore hash``).
 
     msgspec takes ``get_type_hints`` and ``Required`` from typing_extensions when it can
     and from ``typing`` otherwise, and on Python 3.11 ``typing`` has both. Only for a
     process of its own (:func:`console`): an embedding program may use
-    typing_extensions' own ``TypedDict`` with msgspec, so it is left as it is, and so is
-    a process that has already imported msgspec.
+    typing_extensions' own ``TypedDict`` with msgspec, and another thread importing
+    typing_extensions while msgspec's module runs would find it hidden (evstore's
+    commands import msgspec, with their models, before they start threads).
     """
     if "msgspec" not in sys.modules and _LeanMsgspecFinder not in sys.meta_path:
+        _LeanMsgspecFinder.used = False
         sys.meta_path.insert(0, _LeanMsgspecFinder)
 
 

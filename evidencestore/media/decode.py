@@ -467,10 +467,10 @@ def analyse(
     source = resolve(ref, root)
     try:
         with opened(source) as container:
-            probe = probe_container(container, source)
             wanted = [s for s in container.streams if decodable(s)]
             if before_decode is not None:
-                before_decode({s.type for s in wanted})
+                before_decode({s.type for s in wanted})  # before the probe, as it was
+            probe = probe_container(container, source)
             accumulators = {s.index: _StreamAccumulator(s, keep_frames) for s in wanted}
             errors: list[DecodeErrorRecord] = []
             frames = iter_frames(container, wanted, errors, threads=threads)

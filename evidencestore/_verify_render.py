@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Literal, NamedTuple
 
-from .inventory import EVIDENCE_DIR, REGISTRATION_NAME
+from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, BundleDirs
 from .models import BundleReport, Finding, Registration, VerifyReport
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "append_step_summary",
     "describe",
     "plural",
+    "registrations_with_findings",
     "worktree_prefix",
 ]
 
@@ -272,6 +273,19 @@ class View:
         notice = self.unavailable_notice()
         lines += [f"\n{_md(x)}" for x in ([notice] if notice else []) + list(extra)]
         return "\n".join(lines) + "\n\n"
+
+
+def registrations_with_findings(
+    report: VerifyReport, root: str | os.PathLike[str]
+) -> dict[str, Registration]:
+    """The registrations a :class:`View` of ``report`` looks at (those of bundles with a
+    finding), read as the inventory reads them, for a report made without one."""
+    wanted = {b.name for b in report.bundles if b.findings}
+    wanted.update(f.bundle for f in report.findings if f.bundle is not None)
+    if not wanted:
+        return {}
+    dirs = BundleDirs(root)
+    return dirs.load([d for d in dirs.dirs if d.name in wanted]).registrations
 
 
 def _size_of(f: Finding, registrations: dict[str, Registration]) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -27,6 +28,7 @@ from .paths import REGISTRATION_NAME, name_collisions, resolve, shown, within
 __all__ = [
     "EVIDENCE_DIR",
     "REGISTRATION_NAME",
+    "BundleDirs",
     "Inventory",
     "decode_registration",
     "load_inventory",
@@ -184,111 +186,153 @@ def _read_plain(path: str) -> bytes | OSError | None:
         os.close(fd)
 
 
-def load_inventory(root: str | os.PathLike[str]) -> Inventory:
-    """Assemble the inventory of the evidence repository at ``root``.
-
-    Unreadable or invalid registrations, and directories without one, become error
-    findings rather than exceptions, so a verifier can list every problem.
-    """
-    root = Path(root)
-    inventory = Inventory(root=root)
-
-    def error(
-        code: str,
-        message: str,
-        bundle: str | None = None,
-        path: str | None = None,
-        severity: Severity = "error",
-    ) -> None:
-        inventory.findings.append(
-            Finding(
-                severity=severity,
-                code=code,
-                message=shown(message),  # a name on disk need not be UTF-8
-                bundle=None if bundle is None else shown(bundle),
-                path=None if path is None else shown(path),
-            )
-        )
-
-    evidence = root / EVIDENCE_DIR
-    if not evidence.is_dir():
-        # A freshly initialised repository (evstore.toml, no bundle yet: git keeps no
-        # empty directory) holds zero bundles, which verify; anything else is not one.
-        initialised = (root / "evstore.toml").is_file()
-        error(
-            "no-evidence-dir",
-            f"{evidence}: no evidence directory yet: no bundle is registered"
-            if initialised
-            else f"{evidence}: no evidence directory (expected evidence/<bundle>/bundle.json)",
-            severity="info" if initialised else "error",
-        )
-        return inventory
-    dirs = sorted(
-        (p for p in os.scandir(evidence) if not p.name.startswith(".")), key=lambda p: p.name
+def _finding(
+    code: str,
+    message: str,
+    bundle: str | None = None,
+    path: str | None = None,
+    severity: Severity = "error",
+) -> Finding:
+    return Finding(
+        severity=severity,
+        code=code,
+        message=shown(message),  # a name on disk need not be UTF-8
+        bundle=None if bundle is None else shown(bundle),
+        path=None if path is None else shown(path),
     )
-    real_root = os.path.realpath(root)
-    for entry in dirs:
+
+
+class BundleDirs:
+    """The bundle directories of a repository, listed once, loaded in any number of
+    contiguous parts: ``load_inventory`` is ``load()`` of all of them plus
+    :meth:`closing_findings`, and a verifier may load parts in forked workers and join
+    them in order (the findings of a part are about its directories only)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.evidence = self.root / EVIDENCE_DIR
+        self.findings: list[Finding] = []  # about the evidence directory itself
+        self.dirs: list[os.DirEntry[str]] = []
+        self.real_root = ""
+        self.present = self.evidence.is_dir()
+        if not self.present:
+            # A freshly initialised repository (evstore.toml, no bundle yet: git keeps
+            # no empty directory) holds zero bundles, which verify; anything else is
+            # not one.
+            initialised = (self.root / "evstore.toml").is_file()
+            self.findings.append(
+                _finding(
+                    "no-evidence-dir",
+                    f"{self.evidence}: no evidence directory yet: no bundle is registered"
+                    if initialised
+                    else f"{self.evidence}: no evidence directory (expected "
+                    "evidence/<bundle>/bundle.json)",
+                    severity="info" if initialised else "error",
+                )
+            )
+            return
+        self.dirs = sorted(
+            (p for p in os.scandir(self.evidence) if not p.name.startswith(".")),
+            key=lambda p: p.name,
+        )
+        self.real_root = os.path.realpath(self.root)
+
+    def load(self, dirs: Sequence[os.DirEntry[str]] | None = None) -> Inventory:
+        """The registrations of ``dirs`` (default: all), and findings about them."""
+        inventory = Inventory(root=self.root)
+        for entry in self.dirs if dirs is None else dirs:
+            finding = self._load_one(entry, inventory.registrations)
+            if finding is not None:
+                inventory.findings.append(finding)
+        return inventory
+
+    def _load_one(
+        self, entry: os.DirEntry[str], registrations: dict[str, Registration]
+    ) -> Finding | None:
         rel = f"{EVIDENCE_DIR}/{entry.name}"
         reg_rel = f"{rel}/{REGISTRATION_NAME}"
         if entry.is_symlink() and resolve(entry.path) is None:
-            error(
+            return _finding(
                 "symlink-loop",
                 f"{rel}: a symlink loop ({rel} -> {os.readlink(entry.path)}): no bundle to read",
                 entry.name,
                 rel,
             )
-            continue
         if not entry.is_dir():
-            error(
+            return _finding(
                 "stray-file",
                 f"{rel}: a file directly under evidence/ (only bundle directories belong there)",
                 path=rel,
             )
-            continue
         reg_path = f"{entry.path}{os.sep}{REGISTRATION_NAME}"
         data = _read_plain(reg_path)
         problem = (
-            _careful_problem(reg_path, rel, reg_rel, entry.path, real_root)
+            _careful_problem(reg_path, rel, reg_rel, entry.path, self.real_root)
             if not isinstance(data, bytes)
             else None
         )
         if problem is not None:
-            error(*problem, entry.name, reg_rel)
-            continue
+            return _finding(*problem, entry.name, reg_rel)
         try:
             if isinstance(data, bytes):
                 registration = decode_registration(data, reg_path)
             else:  # a symlink inside the repository, or unreadable: the careful way
                 registration = load_registration(Path(reg_path))
         except ManifestError as exc:
-            error(
+            return _finding(
                 "invalid-registration",
-                str(exc).replace(str(root) + os.sep, ""),
+                str(exc).replace(str(self.root) + os.sep, ""),
                 entry.name,
                 reg_rel,
             )
-            continue
+        registrations[entry.name] = registration
         if registration.manifest.name != entry.name:
-            error(
+            return _finding(
                 "name-mismatch",
                 f"{reg_rel}: manifest name {registration.manifest.name!r} "
                 f"disagrees with its directory {entry.name!r}",
                 entry.name,
                 reg_rel,
             )
-        inventory.registrations[entry.name] = registration
-    for c in name_collisions(p.name for p in dirs):
-        error(
-            "name-collision",
-            f"{EVIDENCE_DIR}/{c.first} and {EVIDENCE_DIR}/{c.second}: bundle directories {c.reason}",
-            c.second,
-            f"{EVIDENCE_DIR}/{c.second}",
-        )
-    if not dirs:
-        error(
-            "empty-evidence-dir",
-            f"{evidence}: the evidence directory holds no bundle yet",
-            path=EVIDENCE_DIR,
-            severity="info",
-        )
-    return inventory
+        return None
+
+    def inventory(self) -> Inventory:
+        """Every directory loaded, with every finding: what :func:`load_inventory` gives."""
+        inventory = self.load()
+        inventory.findings[:0] = self.findings
+        inventory.findings.extend(self.closing_findings())
+        return inventory
+
+    def closing_findings(self) -> list[Finding]:
+        """What is judged over all the directories: names that collide, and none at all."""
+        if not self.present:
+            return []
+        out = [
+            _finding(
+                "name-collision",
+                f"{EVIDENCE_DIR}/{c.first} and {EVIDENCE_DIR}/{c.second}: bundle directories "
+                f"{c.reason}",
+                c.second,
+                f"{EVIDENCE_DIR}/{c.second}",
+            )
+            for c in name_collisions(p.name for p in self.dirs)
+        ]
+        if not self.dirs:
+            out.append(
+                _finding(
+                    "empty-evidence-dir",
+                    f"{self.evidence}: the evidence directory holds no bundle yet",
+                    path=EVIDENCE_DIR,
+                    severity="info",
+                )
+            )
+        return out
+
+
+def load_inventory(root: str | os.PathLike[str]) -> Inventory:
+    """Assemble the inventory of the evidence repository at ``root``.
+
+    Unreadable or invalid registrations, and directories without one, become error
+    findings rather than exceptions, so a verifier can list every problem.
+    """
+    return BundleDirs(root).inventory()

@@ -46,9 +46,9 @@ from .errors import ConfigError, IntegrityError, ManifestError, VerificationErro
 from .inventory import (
     EVIDENCE_DIR,
     REGISTRATION_NAME,
+    BundleDirs,
     Inventory,
     decode_registration,
-    load_inventory,
 )
 from .merkle import bundle_digest, entries_root
 from .models import (
@@ -620,6 +620,68 @@ def _shares(ctx: _Context, regs: Mapping[str, Registration]) -> list[list[str]]:
     return [share for share in shares if share]
 
 
+def _dir_shares(ctx: _Context, dirs: BundleDirs) -> list[list[os.DirEntry[str]]]:
+    """Contiguous runs of bundle directories, one a worker, of about equal weight (the
+    size of each registration stands for its entries), or none when the work stays in
+    this process (as for :func:`_shares`). Each worker then reads and decodes its own
+    registrations, so no bundle is decoded here first."""
+    workers = cpu_count()
+    found = dirs.dirs
+    if (
+        workers < 2
+        or len(found) < _SPLIT_MIN_BUNDLES
+        or (ctx.store is not None and ctx.local is None)
+        or not can_fork()
+    ):
+        return []
+    weight = []
+    for entry in found:
+        try:
+            weight.append(1 + os.stat(f"{entry.path}{os.sep}{REGISTRATION_NAME}").st_size)
+        except OSError:
+            weight.append(1)
+    total = sum(weight)
+    if max(weight) * workers > total:
+        return []
+    shares: list[list[os.DirEntry[str]]] = [[]]
+    load = 0
+    for entry, w in zip(found, weight, strict=True):
+        if load >= total * len(shares) / workers and len(shares) < workers:
+            shares.append([])
+        shares[-1].append(entry)
+        load += w
+    return [share for share in shares if share]
+
+
+def _verify_dir_shares(
+    ctx: _Context, dirs: BundleDirs, shares: list[list[os.DirEntry[str]]]
+) -> tuple[list[Finding], list[BundleReport]]:
+    """Each share's registrations loaded and verified in a forked worker: the findings
+    about its directories and its bundles' reports, joined in directory order."""
+    import msgspec
+
+    def run(share: list[os.DirEntry[str]]) -> bytes:
+        part = dirs.load(share)
+        return msgspec.msgpack.encode(
+            (part.findings, _pipeline(ctx, part.registrations, threads=1))
+        )
+
+    decoder = msgspec.msgpack.Decoder(tuple[list[Finding], list[BundleReport]])
+    found: list[Finding] = []
+    reports: list[BundleReport] = []
+    for share, data in zip(shares, fork_map(run, shares), strict=True):
+        got: tuple[list[Finding], list[BundleReport]] | None = None
+        if data is not None:
+            with contextlib.suppress(msgspec.DecodeError):
+                got = decoder.decode(data)
+        if got is None:  # the worker failed: its share again, here
+            part = dirs.load(share)
+            got = (part.findings, _pipeline(ctx, part.registrations))
+        found.extend(got[0])
+        reports.extend(got[1])
+    return found, reports
+
+
 def _pipeline(
     ctx: _Context, regs: Mapping[str, Registration], *, threads: int | None = None
 ) -> list[BundleReport]:
@@ -765,8 +827,20 @@ def verify_repository(
     ``inventory`` is ``load_inventory(root)`` when the caller has already loaded it.
     """
     repo = as_repository(root).root
+    ctx = _Context(repo, store, require_available)
     if inventory is None:
-        inventory = load_inventory(repo)
+        dirs = BundleDirs(repo)
+        shares = (
+            _dir_shares(ctx, dirs)
+            if bundles is None and base is None and remote_checker is None
+            else []
+        )
+        if shares:  # many bundles: each worker also loads its own registrations
+            found, parts = _verify_dir_shares(ctx, dirs, shares)
+            found[:0] = dirs.findings
+            found.extend(dirs.closing_findings())
+            return _report(repo, parts, [*found, *_staging_findings(repo)])
+        inventory = dirs.inventory()  # load_inventory, on the listing made above
     repo_findings = list(inventory.findings)
     selected = sorted(inventory.registrations)
     if bundles is not None:
@@ -796,7 +870,6 @@ def verify_repository(
     regs = {n: inventory.registrations[n] for n in selected}
     remote_found = remote_checker(regs) if remote_checker is not None else {}
     reports: list[BundleReport] = []
-    ctx = _Context(repo, store, require_available)
     for name, rep in zip(selected, _verify_bundles(ctx, regs), strict=True):
         extra_findings = tuple(remote_found.get(name, ()))
         if extra_findings:
@@ -811,6 +884,10 @@ def verify_repository(
                 findings=all_f,
             )
         reports.append(rep)
+    return _report(repo, reports, repo_findings)
+
+
+def _report(repo: Path, reports: list[BundleReport], repo_findings: list[Finding]) -> VerifyReport:
     all_findings = [f for r in reports for f in r.findings] + repo_findings
     errors = sum(f.severity == "error" for f in all_findings)
     totals = Totals(

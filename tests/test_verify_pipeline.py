@@ -222,3 +222,67 @@ def test_shares_balance_by_entries_and_keep_large_or_remote_work_here(
     assert verify_module._shares(memory, regs) == []  # never fork over a non-local store
     few = dict(list(regs.items())[:10])
     assert verify_module._shares(ctx, few) == []
+
+
+def test_workers_that_load_their_own_registrations_print_what_one_process_does(
+    tmp_path: Path,
+) -> None:
+    """Many bundles, no inventory given: each worker reads its share of registrations.
+    Problems with the registrations themselves land in the same order, and the CLI's
+    text and JSON reports are byte for byte those of a run that does not fork."""
+    import subprocess
+    import sys
+
+    root = _split_repo(tmp_path)
+    (root / "evidence/b10/bundle.json").write_text("{not json")  # invalid-registration
+    (root / "evidence/b20/bundle.json").unlink()  # missing-registration
+    (root / "evidence/b30").rename(root / "evidence/B30x")  # name-mismatch
+    (root / "evidence/stray.txt").write_text("s")  # stray-file
+    (root / "evidence/b60").rename(root / "evidence/B60")
+    (root / "evidence/b61").rename(root / "evidence/b60")  # B60 and b60: name-collision
+    (root / "evidence/loop").symlink_to("loop")  # symlink-loop
+    runs = {}
+    for fork in ("", "1"):
+        env = {k: v for k, v in os.environ.items() if k != "EVSTORE_NO_FORK"}
+        if fork:
+            env["EVSTORE_NO_FORK"] = fork
+        runs[fork] = [
+            subprocess.run(
+                [sys.executable, "-m", "evidencestore", *args, "--root", str(root)],
+                capture_output=True,
+                env=env,
+            )
+            for args in (["verify"], ["verify", "--json", "-"], ["-v", "verify"])
+        ]
+    for split, alone in zip(runs[""], runs["1"], strict=True):
+        assert split.returncode == alone.returncode == 1
+        assert split.stdout == alone.stdout
+        assert split.stderr == alone.stderr
+    import json
+
+    report = json.loads(runs[""][1].stdout)
+    codes = [f["code"] for f in report["findings"]]
+    assert {"invalid-registration", "missing-registration", "name-mismatch", "stray-file"} <= set(
+        codes
+    )
+    assert {"symlink-loop", "name-collision"} <= set(codes)
+    assert report["totals"]["bundles"] == 80 - 2  # b10 and b20 are not registered
+
+
+def test_the_shares_of_directories_are_contiguous_and_balanced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evidencestore.inventory import BundleDirs
+
+    monkeypatch.setattr(verify_module, "can_fork", lambda: True)  # shares only: no fork
+    monkeypatch.setattr(verify_module, "cpu_count", lambda: 2)
+    root = init_repo(tmp_path / "repo")
+    for b in range(70):
+        add_bundle(root, f"b{b:02d}", {f"f{i}": bytes([b, i]) for i in range(1 + b % 3)})
+    dirs = BundleDirs(root)
+    ctx = verify_module._Context(root, local_store(root), False)
+    shares = verify_module._dir_shares(ctx, dirs)
+    assert [d.name for share in shares for d in share] == [d.name for d in dirs.dirs]
+    assert len(shares) == 2 and abs(len(shares[0]) - len(shares[1])) <= 6
+    add_bundle(root, "big", {f"f{i}": bytes([i % 256, i // 256]) for i in range(3000)})
+    assert verify_module._dir_shares(ctx, BundleDirs(root)) == []  # one bundle is most of it

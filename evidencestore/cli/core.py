@@ -325,6 +325,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         View,
         append_step_summary,
         plural,
+        registrations_with_findings,
         worktree_prefix,
     )
     from ..config import local_store
@@ -362,7 +363,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     mode: UnavailableMode = args.unavailable
     if mode == "summary" and verbosity(args) > 0:
         mode = "each"
-    inventory = load_inventory(root)  # loaded once: the report and the view share it
+    # --bundle, --base and --remote work on the registrations: loaded once, shared with
+    # the view. Otherwise verify loads them itself (in its workers, for many bundles)
+    # and the view reads only those of bundles with findings.
+    inventory = load_inventory(root) if args.bundle or args.base or args.remote else None
     report = verify_repository(
         root,
         bundles=args.bundle or None,
@@ -378,7 +382,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             if args.github:
                 print(f"::error title=evstore unknown-bundle::{f.message}")
         names = ", ".join(repr(f.bundle) for f in unknown)
-        known = sorted(inventory.registrations)
+        known = sorted(inventory.registrations) if inventory is not None else []
         raise ConfigError(
             f"--bundle {names}: no such bundle registered"
             + (f" (registered: {', '.join(known[:20])})" if known else " (none registered)")
@@ -386,7 +390,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     view = View(
         report,
         root.root,
-        inventory.registrations,
+        inventory.registrations
+        if inventory is not None
+        else registrations_with_findings(report, root),
         unavailable=mode,
         prefix=worktree_prefix(root.root)
         if args.github or os.environ.get("GITHUB_ACTIONS")

@@ -17,8 +17,10 @@ judged by the one rule in ``paths.py`` (``bad-path``, ``misleading-name``,
 Speed: one pipeline plans every selected bundle, hashes one flat list of files in
 forked workers while this process computes Merkle roots and walks the directories, then
 judges each bundle. A repository of many bundles is instead split bundle by bundle
-across forked workers that each run that pipeline (``_fork.fork_map``); a worker that
-fails has its share verified again here, so the report never depends on forking.
+across forked workers that each run that pipeline (``_fork.fork_map``); given no
+inventory, each worker also reads and decodes its own contiguous run of registrations
+(``inventory.BundleDirs``), so none is decoded here first. A worker that fails has its
+share verified again here, so the report never depends on forking.
 Verification only reads, so no interleaving with a writer can lose anything here.
 """
 

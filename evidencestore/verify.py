@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import operator
 import os
 import stat
@@ -623,10 +624,11 @@ def _shares(ctx: _Context, regs: Mapping[str, Registration]) -> list[list[str]]:
 
 
 def _dir_shares(ctx: _Context, dirs: BundleDirs) -> list[list[os.DirEntry[str]]]:
-    """Contiguous runs of bundle directories, one a worker, of about equal weight (the
-    size of each registration stands for its entries), or none when the work stays in
-    this process (as for :func:`_shares`). Each worker then reads and decodes its own
-    registrations, so no bundle is decoded here first."""
+    """Contiguous runs of bundle directories of equal length, one a worker, or none
+    when the work stays in this process (as for :func:`_shares`). Each worker then
+    reads and decodes its own registrations, so no bundle is decoded here first, and
+    nothing here is read to weigh the bundles (a worker that finds a large one among
+    its own hashes it on forked workers of its own)."""
     workers = cpu_count()
     found = dirs.dirs
     if (
@@ -636,23 +638,14 @@ def _dir_shares(ctx: _Context, dirs: BundleDirs) -> list[list[os.DirEntry[str]]]
         or not can_fork()
     ):
         return []
-    weight = []
-    for entry in found:
-        try:
-            weight.append(1 + os.stat(f"{entry.path}{os.sep}{REGISTRATION_NAME}").st_size)
-        except OSError:
-            weight.append(1)
-    total = sum(weight)
-    if max(weight) * workers > total:
-        return []
-    shares: list[list[os.DirEntry[str]]] = [[]]
-    load = 0
-    for entry, w in zip(found, weight, strict=True):
-        if load >= total * len(shares) / workers and len(shares) < workers:
-            shares.append([])
-        shares[-1].append(entry)
-        load += w
-    return [share for share in shares if share]
+    size, extra = divmod(len(found), workers)
+    cuts = [k * size + min(k, extra) for k in range(workers + 1)]
+    return [found[a:b] for a, b in itertools.pairwise(cuts)]
+
+
+# A worker's share with a bundle of this many entries hashes on forked workers of its
+# own (one large bundle among many small ones would otherwise be hashed on one core).
+_LARGE_BUNDLE = 2000
 
 
 def _verify_dir_shares(
@@ -664,9 +657,10 @@ def _verify_dir_shares(
 
     def run(share: list[os.DirEntry[str]]) -> bytes:
         part = dirs.load(share)
-        return msgspec.msgpack.encode(
-            (part.findings, _pipeline(ctx, part.registrations, threads=1))
-        )
+        regs = part.registrations
+        large = any(len(r.manifest.entries) >= _LARGE_BUNDLE for r in regs.values())
+        reports = _pipeline(ctx, regs, threads=None if large else 1)
+        return msgspec.msgpack.encode((part.findings, reports))
 
     decoder = msgspec.msgpack.Decoder(tuple[list[Finding], list[BundleReport]])
     found: list[Finding] = []

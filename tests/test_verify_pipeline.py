@@ -234,6 +234,9 @@ def test_workers_that_load_their_own_registrations_print_what_one_process_does(
     import sys
 
     root = _split_repo(tmp_path)
+    # one large bundle: the worker that loads it hashes it on forked workers of its own
+    add_bundle(root, "large", {f"f{i:04d}": i.to_bytes(2, "little") for i in range(2100)})
+    (root / "evidence/large/f0042").write_bytes(b"xx")  # same size, other bytes
     (root / "evidence/b10/bundle.json").write_text("{not json")  # invalid-registration
     (root / "evidence/b20/bundle.json").unlink()  # missing-registration
     (root / "evidence/b30").rename(root / "evidence/B30x")  # name-mismatch
@@ -266,10 +269,13 @@ def test_workers_that_load_their_own_registrations_print_what_one_process_does(
         codes
     )
     assert {"symlink-loop", "name-collision"} <= set(codes)
-    assert report["totals"]["bundles"] == 80 - 2  # b10 and b20 are not registered
+    assert report["totals"]["bundles"] == 81 - 2  # b10 and b20 are not registered
+    [large] = [b for b in report["bundles"] if b["name"] == "large"]
+    assert [(f["code"], f["path"]) for f in large["findings"]] == [("hash-mismatch", "f0042")]
+    assert large["checked"] == 2099
 
 
-def test_the_shares_of_directories_are_contiguous_and_balanced(
+def test_the_shares_of_directories_are_contiguous_and_even(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from evidencestore.inventory import BundleDirs
@@ -283,6 +289,9 @@ def test_the_shares_of_directories_are_contiguous_and_balanced(
     ctx = verify_module._Context(root, local_store(root), False)
     shares = verify_module._dir_shares(ctx, dirs)
     assert [d.name for share in shares for d in share] == [d.name for d in dirs.dirs]
-    assert len(shares) == 2 and abs(len(shares[0]) - len(shares[1])) <= 6
-    add_bundle(root, "big", {f"f{i}": bytes([i % 256, i // 256]) for i in range(3000)})
-    assert verify_module._dir_shares(ctx, BundleDirs(root)) == []  # one bundle is most of it
+    assert [len(share) for share in shares] == [35, 35]
+    monkeypatch.setattr(verify_module, "cpu_count", lambda: 3)
+    assert [len(share) for share in verify_module._dir_shares(ctx, dirs)] == [24, 23, 23]
+    few = BundleDirs(root)
+    few.dirs = few.dirs[:10]
+    assert verify_module._dir_shares(ctx, few) == []

@@ -271,6 +271,9 @@ class _Context:
         )
         self.require_available = require_available
         self.evidence_s = f"{evidence}{os.sep}"
+        # Bundle directories the listing saw as directories, not symlinks (None: not
+        # listed here); each is where it is without an lstat of its own.
+        self.plain_dirs: frozenset[str] | None = None
 
 
 class _Bundle:
@@ -309,11 +312,15 @@ class _Bundle:
 
 
 def _real_bundle_dir(ctx: _Context, bdir: str, name: str) -> str:
-    """Where a bundle directory resolves: one ``lstat`` unless it is a symlink."""
-    try:
-        plain = not stat.S_ISLNK(os.lstat(bdir).st_mode)
-    except OSError:
+    """Where a bundle directory resolves: one ``lstat`` (none when the listing said)
+    unless it is a symlink."""
+    if ctx.plain_dirs is not None and name in ctx.plain_dirs:
         plain = True
+    else:
+        try:
+            plain = not stat.S_ISLNK(os.lstat(bdir).st_mode)
+        except OSError:
+            plain = True
     if plain and ctx.real_evidence is not None:
         return f"{ctx.real_evidence}{os.sep}{name}"
     real = resolve(bdir)
@@ -826,6 +833,7 @@ def verify_repository(
     ctx = _Context(repo, store, require_available)
     if inventory is None:
         dirs = BundleDirs(repo)
+        ctx.plain_dirs = frozenset(d.name for d in dirs.dirs if not d.is_symlink())
         shares = (
             _dir_shares(ctx, dirs)
             if bundles is None and base is None and remote_checker is None

@@ -331,3 +331,21 @@ def test_plain_but_unsorted_or_repeated_paths_are_still_reported(repo: Path) -> 
         )
         report = verify_registration(repo, seal(manifest), store=local_store(repo))
         assert [(f.code, f.path) for f in report.findings if f.code == code] == [(code, paths[1])]
+
+
+def test_a_bundle_directory_that_is_a_symlink_is_resolved(repo: Path, tmp_path: Path) -> None:
+    # The listing saw it as a symlink, so it is resolved: inside, it verifies; outside,
+    # its files are not checked.
+    inside = repo / "kept-alpha"
+    shutil.move(str(repo / "evidence/alpha"), inside)
+    (repo / "evidence/alpha").symlink_to(inside, target_is_directory=True)
+    assert _verify(repo).ok
+    outside = tmp_path / "elsewhere-alpha"
+    shutil.move(str(inside), outside)
+    (repo / "evidence/alpha").unlink()
+    (repo / "evidence/alpha").symlink_to(outside, target_is_directory=True)
+    report = _verify(repo)
+    [alpha] = [b for b in report.bundles if b.name == "alpha"]
+    assert [(f.code, f.path) for f in alpha.findings] == [("symlink-escape", None)]
+    assert f"resolves to {outside}, outside the repository" in alpha.findings[0].message
+    assert alpha.checked == 0

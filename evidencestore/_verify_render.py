@@ -16,20 +16,23 @@ three renderings of it, so they can never disagree about which bundle failed.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Literal, NamedTuple
+from typing import IO, Any, Literal, NamedTuple
 
-from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, BundleDirs
+import msgspec
+
+from .inventory import EVIDENCE_DIR, REGISTRATION_NAME
 from .models import BundleReport, Finding, Registration, VerifyReport
+from .paths import shown as shown_name
 
 __all__ = [
+    "RegisteredEntries",
     "UnavailableMode",
     "View",
     "append_step_summary",
     "describe",
     "plural",
-    "registrations_with_findings",
     "worktree_prefix",
 ]
 
@@ -107,7 +110,7 @@ class View:
         self,
         report: VerifyReport,
         root: Path,
-        registrations: dict[str, Registration],
+        registrations: Mapping[str, Registration] | RegisteredEntries,
         *,
         unavailable: UnavailableMode = "summary",
         prefix: str = "",
@@ -116,7 +119,11 @@ class View:
         self.root = root
         self.prefix = prefix
         self.mode = unavailable
-        self._registrations = registrations
+        self._entries = (
+            registrations
+            if isinstance(registrations, RegisteredEntries)
+            else RegisteredEntries.of(registrations)
+        )
         self._lines: dict[str, dict[str, int]] = {}
         self.hidden: list[Finding] = []  # unavailable warnings collapsed into the notice
         self.per_bundle: dict[str, list[Item]] = {}
@@ -150,11 +157,11 @@ class View:
         if not f.bundle:
             return Item(f, base if f.path is None else f"{base}/{f.path}", None)
         bdir = f"{base}/{f.bundle}"
-        reg = self._registrations.get(f.bundle)
-        if not f.path or f.path == REGISTRATION_NAME or reg is None:
-            return Item(f, f"{bdir}/{REGISTRATION_NAME}" if reg is not None else bdir, None)
-        entry = next((e for e in reg.manifest.entries if e.path == f.path), None)
-        if entry is not None and entry.location == "repo":
+        entries = self._entries.get(f.bundle)
+        if not f.path or f.path == REGISTRATION_NAME or entries is None:
+            return Item(f, f"{bdir}/{REGISTRATION_NAME}" if entries is not None else bdir, None)
+        entry = entries.get(f.path)
+        if entry is not None and entry[0] == "repo":
             return Item(f, f"{bdir}/{f.path}", None)
         if entry is None and f.code == "unregistered-file":
             return Item(f, f"{bdir}/{f.path}", None)
@@ -168,7 +175,7 @@ class View:
         """The one line that stands for every collapsed unavailable entry."""
         if not self.hidden:
             return None
-        size = sum(_size_of(f, self._registrations) for f in self.hidden)
+        size = sum(self._entries.size_of(f) for f in self.hidden)
         bundles = len({f.bundle for f in self.hidden})
         return (
             f"{plural(len(self.hidden), 'store entry', 'store entries')} of "
@@ -275,24 +282,68 @@ class View:
         return "\n".join(lines) + "\n\n"
 
 
-def registrations_with_findings(
-    report: VerifyReport, root: str | os.PathLike[str]
-) -> dict[str, Registration]:
-    """The registrations a :class:`View` of ``report`` looks at (those of bundles with a
-    finding), read as the inventory reads them, for a report made without one."""
-    wanted = {b.name for b in report.bundles if b.findings}
-    wanted.update(f.bundle for f in report.findings if f.bundle is not None)
-    if not wanted:
-        return {}
-    dirs = BundleDirs(root)
-    return dirs.load([d for d in dirs.dirs if d.name in wanted]).registrations
+class RegisteredEntries:
+    """What a :class:`View` needs of each registered bundle: its entries' locations and
+    sizes, by path (the first entry of a path), read when first asked for."""
+
+    def __init__(self, read: Callable[[str], Registration | dict[str, Any] | None]) -> None:
+        self._read = read
+        self._cache: dict[str, dict[str, tuple[str, int]] | None] = {}
+
+    @classmethod
+    def of(cls, registrations: Mapping[str, Registration]) -> RegisteredEntries:
+        """From registrations already loaded (an inventory's)."""
+        return cls(registrations.get)
+
+    @classmethod
+    def on_disk(cls, report: VerifyReport, root: str | os.PathLike[str]) -> RegisteredEntries:
+        """Read from the registrations of the bundles ``report`` verified, for a report
+        made without an inventory at hand: only a bundle that is looked up is read, as
+        plain JSON (verification has already decoded and checked it strictly)."""
+        registered = {b.name for b in report.bundles}
+        evidence = Path(root) / EVIDENCE_DIR
+
+        def read(name: str) -> dict[str, Any] | None:
+            if shown_name(name) not in registered:
+                return None
+            try:
+                data = (evidence / name / REGISTRATION_NAME).read_bytes()
+                value = msgspec.json.decode(data)
+            except (OSError, msgspec.DecodeError):
+                return None
+            return value if isinstance(value, dict) else None
+
+        return cls(read)
+
+    def get(self, bundle: str | None) -> dict[str, tuple[str, int]] | None:
+        """Entry path -> (location, size) for ``bundle``; None when it is not registered."""
+        if bundle is None:
+            return None
+        if bundle not in self._cache:
+            self._cache[bundle] = _entries_of(self._read(bundle))
+        return self._cache[bundle]
+
+    def size_of(self, f: Finding) -> int:
+        """The size of the entry a finding is about (0 when unknown)."""
+        entries = self.get(f.bundle or "")
+        entry = entries.get(f.path or "") if entries is not None else None
+        return entry[1] if entry is not None else 0
 
 
-def _size_of(f: Finding, registrations: dict[str, Registration]) -> int:
-    reg = registrations.get(f.bundle or "")
+def _entries_of(reg: Registration | dict[str, Any] | None) -> dict[str, tuple[str, int]] | None:
     if reg is None:
-        return 0
-    return next((e.descriptor.size for e in reg.manifest.entries if e.path == f.path), 0)
+        return None
+    out: dict[str, tuple[str, int]] = {}
+    if isinstance(reg, Registration):
+        for e in reg.manifest.entries:
+            out.setdefault(e.path, (e.location, e.descriptor.size))
+        return out
+    try:
+        for e in reg["manifest"]["entries"]:
+            out.setdefault(e["path"], (e["location"], e["descriptor"]["size"]))
+    except (KeyError, TypeError):
+        return None
+    return out
 
 
 def _gh_data(text: str) -> str:

@@ -295,3 +295,36 @@ def test_the_shares_of_directories_are_contiguous_and_even(
     few = BundleDirs(root)
     few.dirs = few.dirs[:10]
     assert verify_module._dir_shares(ctx, few) == []
+
+
+def test_the_view_reads_the_registrations_it_needs_as_the_inventory_did(tmp_path: Path) -> None:
+    """Without a preloaded inventory the CLI view reads registrations itself: the
+    unavailable notice sums every hidden entry's size and annotations point into each
+    registration, under a name that is not UTF-8 too."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = init_repo(tmp_path / "repo")
+    add_bundle(root, "good", {"ext/a.bin": b"x" * 100, "r.json": b"{}"}, external=("ext/*",))
+    add_bundle(root, "bad", {"ext/a.bin": b"y" * 200, "r.json": b"{}"}, external=("ext/*",))
+    for b in range(70):  # the split path
+        add_bundle(root, f"n{b:02d}", {"ext/c.bin": bytes([b]) * 10}, external=("ext/*",))
+    shutil.rmtree(root / ".evstore")
+    os.rename(os.fsencode(root / "evidence/bad"), os.fsencode(root / "evidence") + b"/bad\xff")
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "evidencestore", *args, "--root", str(root)],
+            capture_output=True,
+            env={k: v for k, v in os.environ.items() if k != "EVSTORE_NO_FORK"},
+        )
+        assert b"Traceback" not in done.stderr, done.stderr
+        return done.stdout.decode("utf-8", "replace")
+
+    text = run("verify")
+    assert "72 store entries of 72 bundles (1000 bytes) are not in the local store" in text
+    github = run("verify", "--github", "--unavailable=each")
+    marks = [line for line in github.splitlines() if line.startswith("::warning")]
+    assert len(marks) == 72
+    assert all("/bundle.json,line=" in line for line in marks), marks[:3]

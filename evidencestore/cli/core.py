@@ -321,11 +321,11 @@ def _base_problem(root: Repository, rev: str) -> str | None:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from .._verify_render import (
+        RegisteredEntries,
         UnavailableMode,
         View,
         append_step_summary,
         plural,
-        registrations_with_findings,
         worktree_prefix,
     )
     from ..config import local_store
@@ -392,7 +392,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         root.root,
         inventory.registrations
         if inventory is not None
-        else registrations_with_findings(report, root),
+        else RegisteredEntries.on_disk(report, root.root),
         unavailable=mode,
         prefix=worktree_prefix(root.root)
         if args.github or os.environ.get("GITHUB_ACTIONS")

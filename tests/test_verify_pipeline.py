@@ -291,7 +291,13 @@ def test_the_shares_of_directories_are_contiguous_and_even(
     assert [d.name for share in shares for d in share] == [d.name for d in dirs.dirs]
     assert [len(share) for share in shares] == [35, 35]
     monkeypatch.setattr(verify_module, "cpu_count", lambda: 3)
-    assert [len(share) for share in verify_module._dir_shares(ctx, dirs)] == [24, 23, 23]
+    assert [len(share) for share in verify_module._dir_shares(ctx, dirs)] == [35, 35]
+    for b in range(70, 100):
+        add_bundle(root, f"b{b:02d}", {"f": bytes([b])})
+    dirs = BundleDirs(root)
+    assert [len(share) for share in verify_module._dir_shares(ctx, dirs)] == [34, 33, 33]
+    monkeypatch.setattr(verify_module, "cpu_count", lambda: 128)  # 32 bundles a worker at least
+    assert [len(share) for share in verify_module._dir_shares(ctx, dirs)] == [34, 33, 33]
     few = BundleDirs(root)
     few.dirs = few.dirs[:10]
     assert verify_module._dir_shares(ctx, few) == []

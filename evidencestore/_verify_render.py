@@ -15,6 +15,7 @@ three renderings of it, so they can never disagree about which bundle failed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -292,8 +293,11 @@ class RegisteredEntries:
 
     @classmethod
     def of(cls, registrations: Mapping[str, Registration]) -> RegisteredEntries:
-        """From registrations already loaded (an inventory's)."""
-        return cls(registrations.get)
+        """From registrations already loaded (an inventory's), found by directory name
+        or by the name a finding shows for it."""
+        by_name = {shown_name(name): reg for name, reg in registrations.items()}
+        by_name.update(registrations)
+        return cls(by_name.get)
 
     @classmethod
     def on_disk(cls, report: VerifyReport, root: str | os.PathLike[str]) -> RegisteredEntries:
@@ -302,12 +306,17 @@ class RegisteredEntries:
         plain JSON (verification has already decoded and checked it strictly)."""
         registered = {b.name for b in report.bundles}
         evidence = Path(root) / EVIDENCE_DIR
+        on_disk: dict[str, str] = {}  # the name a finding shows -> the directory's name
 
         def read(name: str) -> dict[str, Any] | None:
-            if shown_name(name) not in registered:
+            if not on_disk:
+                with contextlib.suppress(OSError):
+                    on_disk.update((shown_name(d), d) for d in os.listdir(evidence))
+            directory = on_disk.get(name)
+            if directory is None or name not in registered:
                 return None
             try:
-                data = (evidence / name / REGISTRATION_NAME).read_bytes()
+                data = (evidence / directory / REGISTRATION_NAME).read_bytes()
                 value = msgspec.json.decode(data)
             except (OSError, msgspec.DecodeError):
                 return None

@@ -181,9 +181,9 @@ def _unavailable(entry: Entry, bundle: str, store: BlobStore | None, required: b
     return Finding(
         severity="error" if required else "warning",
         code="unavailable",
-        message=f"store entry {entry.path!r} ({d.digest}, {d.size} bytes) is not in {where}",
-        bundle=bundle,
-        path=entry.path,
+        message=shown(f"store entry {entry.path!r} ({d.digest}, {d.size} bytes) is not in {where}"),
+        bundle=shown(bundle),  # as _err: a name on disk need not be UTF-8
+        path=shown(entry.path),
         digest=d.digest,
     )
 

@@ -305,8 +305,8 @@ def test_the_shares_of_directories_are_contiguous_and_even(
 
 def test_the_view_reads_the_registrations_it_needs_as_the_inventory_did(tmp_path: Path) -> None:
     """Without a preloaded inventory the CLI view reads registrations itself: the
-    unavailable notice sums every hidden entry's size and annotations point into each
-    registration, under a name that is not UTF-8 too."""
+    unavailable notice sums every hidden entry's size, annotations point into each
+    registration, and a bundle name that is not UTF-8 is shown escaped, not a crash."""
     import shutil
     import subprocess
     import sys
@@ -333,4 +333,13 @@ def test_the_view_reads_the_registrations_it_needs_as_the_inventory_did(tmp_path
     github = run("verify", "--github", "--unavailable=each")
     marks = [line for line in github.splitlines() if line.startswith("::warning")]
     assert len(marks) == 72
-    assert all("/bundle.json,line=" in line for line in marks), marks[:3]
+    plain = [line for line in marks if "file=evidence/bad" not in line]
+    assert len(plain) == 71 and all("/bundle.json,line=" in line for line in plain), plain[:3]
+    # a name that is not UTF-8 is shown escaped, as in every other finding
+    [odd] = [line for line in marks if "file=evidence/bad" in line]
+    assert odd.startswith("::warning file=evidence/bad\\xff/bundle.json,")
+    import json
+
+    report = json.loads(run("verify", "--json", "-"))  # the raw name is shown, not a crash
+    [bad] = [b for b in report["bundles"] if b["name"] == "bad\\xff"]
+    assert [(f["code"], f["bundle"]) for f in bad["findings"]] == [("unavailable", "bad\\xff")]

@@ -632,11 +632,11 @@ def _shares(ctx: _Context, regs: Mapping[str, Registration]) -> list[list[str]]:
 
 def _dir_shares(ctx: _Context, dirs: BundleDirs) -> list[list[os.DirEntry[str]]]:
     """Contiguous runs of bundle directories of equal length (one a worker, at least
-    half of ``_SPLIT_MIN_BUNDLES`` each), or none
-    when the work stays in this process (as for :func:`_shares`). Each worker then
-    reads and decodes its own registrations, so no bundle is decoded here first, and
-    nothing here is read to weigh the bundles (a worker that finds a large one among
-    its own hashes it on forked workers of its own)."""
+    half of ``_SPLIT_MIN_BUNDLES`` each), or none when the work stays in this process
+    (as for :func:`_shares`). Each worker then reads and decodes its own registrations,
+    so no bundle is decoded here first, and nothing here is read to weigh the bundles
+    (a worker that finds a large one among its own hashes it on forked workers of its
+    own)."""
     found = dirs.dirs
     workers = min(cpu_count(), len(found) // (_SPLIT_MIN_BUNDLES // 2))
     if (

@@ -56,8 +56,6 @@ _PREFIX = "blake3:"
 MMAP_THRESHOLD = 16 << 20
 # Whole-file single reads up to this size; larger files are read in chunks.
 _WHOLE_READ_MAX = 8 << 20
-# Files up to this size are read into bytes of their own rather than the shared buffer.
-_SMALL_READ_MAX = 64 << 10
 _CHUNK = 1 << 20
 # Batches of files averaging less than this are hashed on one thread: below it the
 # GIL hand-offs cost more than the hashing they would overlap.
@@ -186,7 +184,7 @@ def _hash_batch(
     append = out.append
     buf = _buffer()
     view = memoryview(buf)
-    osopen, fstat, read, readv, close = os.open, os.fstat, os.read, os.readv, os.close
+    osopen, fstat, readv, close = os.open, os.fstat, os.readv, os.close
     is_reg = stat.S_ISREG
     for path, expected in zip(paths, sizes, strict=True):
         try:
@@ -205,16 +203,6 @@ def _hash_batch(
                 hasher = blake3(max_threads=blake3.AUTO)
                 hasher.update_mmap(path)
                 append(Hashed(_format(hasher), size))
-            elif size <= _SMALL_READ_MAX:
-                # As below, into a fresh bytes object: for a small file that is cheaper
-                # than slicing the buffer (about 0.7 us a file).
-                data = read(fd, size + 1)
-                while 0 < len(data) < size and (more := read(fd, size + 1 - len(data))):
-                    data += more  # interrupted read: continue
-                if len(data) != size:
-                    append(_size_mismatch(path, size, len(data)))
-                else:
-                    append(Hashed(digest_from_hex(blake3(data).hexdigest()), size))
             elif size <= _WHOLE_READ_MAX:
                 # Asking for one byte more than expected: a short read means EOF on a
                 # regular file, so growth since fstat is caught without a second read.

@@ -605,17 +605,22 @@ def _verify_bundles(ctx: _Context, regs: Mapping[str, Registration]) -> list[Bun
 _SPLIT_MIN_BUNDLES = 64
 
 
+def _may_split(ctx: _Context, bundles: int, workers: int) -> bool:
+    """Whether ``bundles`` bundles go to ``workers`` forked workers: enough of both, and
+    only over local files (a worker must not use a network client it inherited)."""
+    return (
+        workers >= 2
+        and bundles >= _SPLIT_MIN_BUNDLES
+        and (ctx.store is None or ctx.local is not None)
+        and can_fork()
+    )
+
+
 def _shares(ctx: _Context, regs: Mapping[str, Registration]) -> list[list[str]]:
     """The bundles each worker verifies (largest first onto the least loaded worker),
-    or none when the work stays in this process. Only over local files: a worker must
-    not use a network client it inherited."""
+    or none when the work stays in this process (see :func:`_may_split`)."""
     workers = cpu_count()
-    if (
-        workers < 2
-        or len(regs) < _SPLIT_MIN_BUNDLES
-        or (ctx.store is not None and ctx.local is None)
-        or not can_fork()
-    ):
+    if not _may_split(ctx, len(regs), workers):
         return []
     weight = {n: 1 + len(r.manifest.entries) for n, r in regs.items()}
     total = sum(weight.values())
@@ -633,18 +638,13 @@ def _shares(ctx: _Context, regs: Mapping[str, Registration]) -> list[list[str]]:
 def _dir_shares(ctx: _Context, dirs: BundleDirs) -> list[list[os.DirEntry[str]]]:
     """Contiguous runs of bundle directories of equal length (one a worker, at least
     half of ``_SPLIT_MIN_BUNDLES`` each), or none when the work stays in this process
-    (as for :func:`_shares`). Each worker then reads and decodes its own registrations,
+    (see :func:`_may_split`). Each worker then reads and decodes its own registrations,
     so no bundle is decoded here first, and nothing here is read to weigh the bundles
     (a worker that finds a large one among its own hashes it on forked workers of its
     own)."""
     found = dirs.dirs
     workers = min(cpu_count(), len(found) // (_SPLIT_MIN_BUNDLES // 2))
-    if (
-        workers < 2
-        or len(found) < _SPLIT_MIN_BUNDLES
-        or (ctx.store is not None and ctx.local is None)
-        or not can_fork()
-    ):
+    if not _may_split(ctx, len(found), workers):
         return []
     size, extra = divmod(len(found), workers)
     cuts = [k * size + min(k, extra) for k in range(workers + 1)]

@@ -91,6 +91,12 @@ def test_help_is_as_wide_as_argparse_would_make_it(
     assert parser._get_formatter()._width == plain._get_formatter()._width  # type: ignore[attr-defined]
 
 
+def _python(code: str) -> list[str]:
+    """The lines ``code`` prints, run in a fresh interpreter (a process of its own)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
+
+
 def test_the_evstore_program_starts_without_typing_extensions(tmp_path: Path) -> None:
     assert _cli.main(["init", "--root", str(tmp_path)]) == 0
     code = (
@@ -101,8 +107,7 @@ def test_the_evstore_program_starts_without_typing_extensions(tmp_path: Path) ->
         "import typing_extensions  # still importable afterwards\n"
         "print(typing_extensions.__name__)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines()[-2:] == ["0 []", "typing_extensions"]
+    assert _python(code)[-2:] == ["0 []", "typing_extensions"]
 
 
 def test_the_evstore_program_imports_msgspec_only_for_a_command_that_uses_it(
@@ -117,8 +122,7 @@ def test_the_evstore_program_imports_msgspec_only_for_a_command_that_uses_it(
         "import msgspec, msgspec._utils  # a later import is the lean one\n"
         "print(msgspec._utils._get_type_hints.__module__, 'typing_extensions' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines()[-2:] == ["0 False", "typing False"]
+    assert _python(code)[-2:] == ["0 False", "typing False"]
 
 
 def test_the_lean_msgspec_writes_the_same_schemas_and_errors(tmp_path: Path) -> None:

@@ -200,14 +200,20 @@ def test_a_worker_that_dies_has_its_share_verified_here(tmp_path: Path) -> None:
     assert 0 < share < 80
 
 
-def test_shares_balance_by_entries_and_keep_large_or_remote_work_here(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _seventy_bundles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """70 bundles of 1 to 3 entries, on a 2-CPU machine that could fork (no fork made)."""
     monkeypatch.setattr(verify_module, "can_fork", lambda: True)  # shares only: no fork
     monkeypatch.setattr(verify_module, "cpu_count", lambda: 2)
     root = init_repo(tmp_path / "repo")
     for b in range(70):
         add_bundle(root, f"b{b:02d}", {f"f{i}": bytes([b, i]) for i in range(1 + b % 3)})
+    return root
+
+
+def test_shares_balance_by_entries_and_keep_large_or_remote_work_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _seventy_bundles(tmp_path, monkeypatch)
     from evidencestore.inventory import load_inventory
     from evidencestore.storage import MemoryBlobStore
 
@@ -280,11 +286,7 @@ def test_the_shares_of_directories_are_contiguous_and_even(
 ) -> None:
     from evidencestore.inventory import BundleDirs
 
-    monkeypatch.setattr(verify_module, "can_fork", lambda: True)  # shares only: no fork
-    monkeypatch.setattr(verify_module, "cpu_count", lambda: 2)
-    root = init_repo(tmp_path / "repo")
-    for b in range(70):
-        add_bundle(root, f"b{b:02d}", {f"f{i}": bytes([b, i]) for i in range(1 + b % 3)})
+    root = _seventy_bundles(tmp_path, monkeypatch)
     dirs = BundleDirs(root)
     ctx = verify_module._Context(root, local_store(root), False)
     shares = verify_module._dir_shares(ctx, dirs)

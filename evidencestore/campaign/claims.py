@@ -51,6 +51,9 @@ def run_value(member: Member) -> RunValue:
         values=values,
         mean=math.fsum(values) / len(values) if values else 0.0,
         cv=_cv(values),
+        audit_findings=tuple(
+            f"{a.name}: {f.message}" for a in member.record.audits for f in a.findings
+        ),
     )
 
 

@@ -121,7 +121,9 @@ class ArrayComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """One request's output in two runs: verdict, digests compared, distances."""
+    """One request's output in two runs: verdict, digests compared, distances;
+    ``unchecked`` when it is UNAVAILABLE because an output was not checked against its
+    request."""
 
     key: str
     verdict: Verdict
@@ -132,6 +134,7 @@ class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
     audio_max_abs_diff: float | None = None
     video_min_psnr: float | None = None
     arrays: tuple[ArrayComparison, ...] = ()
+    unchecked: bool = False
 
 
 class Repeatability(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -163,7 +166,8 @@ class Adjudication(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):
     """One run's measured end-to-end latencies (seconds), their mean and coefficient of
-    variation (sample sd / mean)."""
+    variation (sample sd / mean), and the findings of the run's audits (seed ignored,
+    possible output caching), carried into every claim that uses the run."""
 
     run: str
     digest: DigestStr
@@ -171,6 +175,7 @@ class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):
     values: tuple[float, ...]
     mean: float
     cv: float | None
+    audit_findings: tuple[str, ...] = ()
 
 
 class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):

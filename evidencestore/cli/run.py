@@ -252,6 +252,11 @@ def _show(args: argparse.Namespace) -> int:
                 )
     for f in summary["failures"]:
         print(f"  request {f['index']} ({f['phase']}): {f['failure']}: {f['message']}")
+    for audit in summary["audits"]:
+        found = len(audit["findings"])
+        print(f"audit {audit['name']}: {found} finding(s); {audit['description']}")
+        for finding in audit["findings"]:
+            print(f"  {finding['message']}")
     return EXIT_OK
 
 

@@ -652,9 +652,9 @@ def _samples(
         ok = gap == 0
         rule = f"exactly {expected}"
     if gap < 0:
-        what = f"{-gap} samples short (truncated)"
+        what = f"{-gap} sample{'s' if gap < -1 else ''} short (truncated)"
     elif gap > 0:
-        what = f"{gap} samples too many"
+        what = f"{gap} sample{'s' if gap > 1 else ''} too many"
     else:
         what = "as requested"
     checks.add(

@@ -137,7 +137,7 @@ def presented_samples(
         table = ending_at(stream.packet_end)
         table_at = f"its packets end at {stream.packet_end // ticks}"
         resolution = max(1, math.ceil(rate / probe.movie_timescale))
-        scale = f"1/{probe.movie_timescale} s, {resolution} samples"
+        scale = f"1/{probe.movie_timescale} s, {resolution} sample{'s' if resolution > 1 else ''}"
         if info is None or not info.duration or info.duration % ticks:
             source = f"the MP4/MOV sample table ({table_at}; no edit-list duration)"
             return PresentedLength(table, source, 1, allowance, decoded)

@@ -18,6 +18,8 @@ from ..models import Descriptor, DigestStr, Model
 __all__ = [
     "FAILURE_CLASSES",
     "SCHEMA_TYPES",
+    "Audit",
+    "AuditFinding",
     "AudioSection",
     "ClientEnvironment",
     "Endpoint",
@@ -72,14 +74,17 @@ class Endpoint(Model, frozen=True, kw_only=True):
 
 class RunSection(Model, frozen=True, kw_only=True):
     """Repetitions (each request of the workload is sent ``warmup`` then ``measured``
-    times), the per-request timeout in seconds, concurrency, and whether outputs are
-    checked as media."""
+    times), the per-request timeout in seconds, concurrency, whether outputs are
+    checked as media (an unchecked output can make no verdict PASS), and the output
+    caching audit's threshold: a repetition returning its request's first output that
+    many times faster than the first is a finding."""
 
     warmup: Count = 0
     measured: PositiveInt = 1
     timeout: Seconds = 600.0
     concurrency: PositiveInt = 1
     check_media: bool = True
+    cache_ratio: Annotated[float, Meta(gt=1)] = 3.0
 
 
 class AudioSection(Model, frozen=True, kw_only=True):
@@ -168,9 +173,10 @@ class ClientEnvironment(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 class MediaOutcome(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """The media check of one output against the expectations derived from its request."""
+    """The media check of one output against the expectations derived from its request;
+    ``UNAVAILABLE`` when the check itself could not run (the output is unchecked)."""
 
-    verdict: Literal["PASS", "FAIL"]
+    verdict: Literal["PASS", "FAIL", "UNAVAILABLE"]
     failed_checks: tuple[str, ...]
     report: Descriptor
     message: str | None = None
@@ -215,6 +221,26 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     ttfb_s: float | None = None
 
 
+class AuditFinding(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One thing an audit found, with the request records (``index``) it is about."""
+
+    message: str
+    requests: tuple[Count, ...]
+
+
+class Audit(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """An audit over a run's outputs (MLPerf TEST04-style): ``seed-ignored`` (requests
+    differing only in their seed returned identical decoded content) or
+    ``output-caching`` (a repeated request returned its first output far faster than
+    the first time). ``examined`` says what was compared, in words; no finding and
+    nothing examined are told apart."""
+
+    name: Literal["seed-ignored", "output-caching"]
+    examined: Count
+    description: str
+    findings: tuple[AuditFinding, ...] = ()
+
+
 class PhaseCounts(Model, frozen=True, kw_only=True, omit_defaults=False):
     """Requests of one phase and their failures by class."""
 
@@ -244,6 +270,7 @@ class RunRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     reason: str | None = None
     counts: dict[str, PhaseCounts] = msgspec.field(default_factory=dict)
     requests: tuple[RequestRecord, ...] = ()
+    audits: tuple[Audit, ...] = ()
 
 
 SCHEMA_TYPES: dict[str, type] = {"workload": Workload, "run-record": RunRecord}

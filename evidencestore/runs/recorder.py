@@ -39,6 +39,7 @@ from ..staging import staging_dir
 from ..storage import LocalBlobStore
 from .body import BodySink
 from .models import (
+    Audit,
     ClientEnvironment,
     Exchange,
     Failure,
@@ -156,7 +157,7 @@ def check_output(
         message = f"{name}: cannot be checked: {exc}"
         desc = store.put(message.encode(), "text/plain")
         return MediaOutcome(
-            verdict="FAIL", failed_checks=("open",), report=desc, message=message
+            verdict="UNAVAILABLE", failed_checks=("check",), report=desc, message=message
         ), desc
     desc = store_record(report, store)
     failed = tuple(c.name for c in report.checks if not c.ok)
@@ -198,6 +199,7 @@ class RunRecorder:
         self.campaign = campaign
         self.protocol_digest = protocol_digest
         self.condition = condition
+        self.audits: tuple[Audit, ...] = ()  # the runner's audits of the outputs
         self.started = utc_precise()
         self.client = client_environment()
         self.entries: dict[str, Entry] = {}
@@ -394,6 +396,7 @@ class RunRecorder:
             reason=reason,
             counts=phase_counts(requests),
             requests=requests,
+            audits=self.audits,
         )
 
     def seal(self) -> tuple[Registration, RunRecord]:

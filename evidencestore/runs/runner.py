@@ -34,6 +34,7 @@ import msgspec
 from ..errors import ConfigError
 from ..models import Descriptor, Registration
 from ..storage import LocalBlobStore
+from .audits import audit_run
 from .body import BodySink
 from .models import Exchange, Failure, Phase, RequestRecord, RunRecord, ServerIdentity
 from .recorder import RunRecorder, check_output, utc_precise
@@ -149,6 +150,7 @@ def run_workload(
     try:
         pending = asyncio.run(_drive(recorder, loaded, payloads, stored, base, progress))
         _finish(recorder, loaded, pending)
+        recorder.audits = audit_run(loaded.workload, recorder.requests, recorder.store)
     finally:
         recorder.discard_unpublished()  # interrupted: no temporary is left behind
     for log in server_logs:

@@ -161,3 +161,32 @@ def test_a_truncation_beyond_the_bound_is_seen_even_without_container_informatio
     c = _by_name(result.checks)["audio.samples"]
     assert result.verdict == "FAIL" and c.observed == 47104
     assert "896 samples short (truncated)" in c.message
+
+
+@pytest.mark.parametrize(("requested", "verdict"), [(10, "PASS"), (15, "FAIL")])
+def test_video_frames_are_counted_after_the_edit_list(
+    tmp_path: Path, requested: int, verdict: str
+) -> None:
+    """15 frames encoded, an edit list (movie timescale 30) presenting the first 10: FFmpeg
+    drops the other 5 (their packets are marked discard), the count is the presented one,
+    and the container's declared 15 frames are still accounted for."""
+    from evidencestore.media.records import VideoExpectation
+    from evidencestore.testing.synth import VideoSpec
+
+    path = tmp_path / "v.mp4"
+    write_clip(
+        path, video=VideoSpec(frames=15), format="mp4", container_options={"movie_timescale": "30"}
+    )
+    data = bytearray(path.read_bytes())
+    at = data.find(b"elst")
+    assert struct.unpack_from(">I", data, at + 12)[0] == 15
+    struct.pack_into(">I", data, at + 12, 10)
+    path.write_bytes(bytes(data))
+    exp = Expectations(video=VideoExpectation(width=64, height=64, frame_rate=30, frames=requested))
+    result = check(path, exp)
+    assert result.verdict == verdict
+    c = _by_name(result.checks)
+    assert (c["video.frames"].expected, c["video.frames"].observed) == (requested, 10)
+    assert "5 frames outside it not presented" in c["video.frames"].message
+    assert c["video.declared_frames"].ok and c["video.declared_frames"].observed == 15
+    assert result.report.decoded[0].discarded_packets == 5

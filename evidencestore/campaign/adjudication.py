@@ -280,10 +280,7 @@ def adjudicate(
             f"run {reference.name!r}"
         )
     unchecked = [
-        r
-        for c in (*repeat.comparisons, *comparisons)
-        if c.unchecked
-        for r in c.reasons[:1]
+        r for c in (*repeat.comparisons, *comparisons) if c.unchecked for r in c.reasons[:1]
     ]
     if unchecked:
         return Adjudication(

@@ -68,6 +68,7 @@ __all__ = [
     "with_overrides",
 ]
 
+
 def parse_rate(value: int | float | str) -> Fraction:
     """Parse a frame rate: ``30``, ``"30000/1001"`` or ``"29.97"``."""
     try:
@@ -674,7 +675,11 @@ def _samples(
         padding,
         f"the decoder emitted {decoded} samples, {padding} beyond the {shown.samples} "
         f"presented (codec padding allowance: less than one codec frame, {allowance})"
-        + ("" if gap >= 0 else f"; the presented samples are {-gap} short of the expected {expected}"),
+        + (
+            ""
+            if gap >= 0
+            else f"; the presented samples are {-gap} short of the expected {expected}"
+        ),
         i,
     )
 

@@ -150,10 +150,7 @@ def presented_samples(
             )
             return PresentedLength(table, source, 1, allowance, decoded)
         if edit < table:
-            source = (
-                f"the MP4/MOV edit list ({declared} samples, resolution {scale}; "
-                f"{table_at})"
-            )
+            source = f"the MP4/MOV edit list ({declared} samples, resolution {scale}; {table_at})"
             return PresentedLength(edit, source, resolution, allowance, decoded)
         source = (
             f"the MP4/MOV sample table ({table_at}; the edit list declares {declared}, "

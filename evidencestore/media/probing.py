@@ -132,7 +132,7 @@ def _boxes(f: BinaryIO, end: int | None) -> Iterator[tuple[bytes, int, int]]:
 def movie_timescale(f: BinaryIO) -> int | None:
     """The ``mvhd`` timescale of an MP4/MOV file (ticks per second of its edit lists and
     movie duration), or None when there is no readable one."""
-    for kind, payload, box_end in _boxes(f, None):
+    for kind, _payload, box_end in _boxes(f, None):
         if kind != b"moov":
             continue
         for child, offset, _ in _boxes(f, box_end):

@@ -121,9 +121,7 @@ def _seed_audit(
     )
 
 
-def _cache_audit(
-    delivered: Sequence[RequestRecord], ident: dict[int, Any], ratio: float
-) -> Audit:
+def _cache_audit(delivered: Sequence[RequestRecord], ident: dict[int, Any], ratio: float) -> Audit:
     by_request: dict[int, list[RequestRecord]] = defaultdict(list)
     for r in sorted(delivered, key=lambda r: (r.sent_ns, r.index)):
         by_request[r.request].append(r)

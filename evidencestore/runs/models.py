@@ -18,9 +18,9 @@ from ..models import Descriptor, DigestStr, Model
 __all__ = [
     "FAILURE_CLASSES",
     "SCHEMA_TYPES",
+    "AudioSection",
     "Audit",
     "AuditFinding",
-    "AudioSection",
     "ClientEnvironment",
     "Endpoint",
     "Exchange",

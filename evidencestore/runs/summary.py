@@ -93,7 +93,9 @@ def summarize(record: RunRecord) -> dict[str, Any]:
                 "name": a.name,
                 "examined": a.examined,
                 "description": a.description,
-                "findings": [{"message": f.message, "requests": list(f.requests)} for f in a.findings],
+                "findings": [
+                    {"message": f.message, "requests": list(f.requests)} for f in a.findings
+                ],
             }
             for a in record.audits
         ],

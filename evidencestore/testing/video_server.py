@@ -20,8 +20,8 @@ body is that many filler bytes, streamed in 1 MiB chunks, instead of a video),
 ``redirect_to`` (generation requests are answered 302 to that base URL),
 ``audio_short_by`` (every output's audio that many samples short of the request),
 ``ignore_seed`` (the seed is ignored: requests differing only in it get the same
-content), ``cache`` (a request identical to one already answered is served at once,
-without ``latency``: the output caching the run audits look for).
+content), ``cache`` (while it is on, a request identical to one already answered is
+served at once, without ``latency``: the output caching the run audits look for).
 ``arrivals_ns`` holds ``time.monotonic_ns()`` when each generation request arrived (also
 served as JSON at ``GET /_reference/arrivals``, for benchmarks running the server in
 another process); ``log_path`` (if set) receives the server log.
@@ -171,15 +171,16 @@ class VideoServer:
         return {k: v for k, v in form.items() if isinstance(v, str)}
 
     async def _work(self, fields: dict[str, str]) -> None:
-        """The generation delay: ``latency``, skipped for a request already answered
-        when ``cache`` is on."""
+        """The generation delay: ``latency``, skipped while ``cache`` is on for a request
+        already answered while it was on."""
         key = json.dumps(fields, sort_keys=True)
         if self.cache and key in self._answered:
             self.log("served from cache")
             return
         if self.latency:
             await asyncio.sleep(self.latency)
-        self._answered.add(key)
+        if self.cache:
+            self._answered.add(key)
 
     def _number(self) -> int:
         self.arrivals_ns.append(time.monotonic_ns())

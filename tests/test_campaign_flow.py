@@ -624,6 +624,8 @@ def test_unchecked_outputs_are_never_lossless(
     for arm, name in (("baseline", "b1"), ("baseline", "b2"), ("rank-local", "r1")):
         assert c.run("unchecked", "5s", arm, name, audio_short_by=1024) == 0  # not checked
         assert all(r.media is None for r in load_run(c.root, name).requests)
+    code, out, _ = c.cli("run", "show", "r1")
+    assert code == 0 and "3 output(s) not checked against their request" in out
     commit(root := c.root, "runs", "evidence")
     code, out, _ = c.cli("campaign", "status", "unchecked", "--json")
     status = json.loads(out)
@@ -692,3 +694,38 @@ def test_claims_carry_the_audit_findings_of_their_runs(
     assert len(findings) == 2
     assert all(f.startswith("output-caching: request 0:") for f in findings)
     assert all("possible output caching" in f for f in findings)
+
+
+def test_a_check_that_could_not_run_is_unchecked_not_invalid(
+    tmp_path: Path,
+    server: VideoServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The candidate's outputs change under the checker (as a file rewritten while it is
+    decoded would): the check cannot run, the media outcome is UNAVAILABLE with the reason,
+    and the adjudication is UNAVAILABLE, not FAIL and never PASS."""
+    from evidencestore.campaign.status import evaluate
+    from evidencestore.errors import MediaError
+    from evidencestore.media.source import MediaSource
+
+    c = _one_condition_campaign(tmp_path, server, capsys, "errored")
+    assert c.run("errored", "5s", "baseline", "b1") == 0
+    assert c.run("errored", "5s", "baseline", "b2") == 0
+
+    def changed(self: MediaSource) -> None:
+        raise MediaError(f"{self.name}: the file changed while it was being checked")
+
+    with monkeypatch.context() as m:
+        m.setattr(MediaSource, "ensure_unchanged", changed)
+        assert c.run("errored", "5s", "rank-local", "r1") == 1
+    record = load_run(c.root, "r1")
+    for r in record.requests:
+        assert r.media is not None and r.media.verdict == "UNAVAILABLE"
+        assert r.media.failed_checks == ("check",)
+        assert r.media.message is not None and "cannot be checked" in r.media.message
+    commit(c.root, "runs", "evidence")
+    adj = evaluate(c.root, load_campaign(c.root, "errored")).adjudications["5s/rank-local"]
+    assert adj.verdict == "UNAVAILABLE"
+    assert all(x.unchecked for x in adj.comparisons)
+    assert any("its media check could not run" in r for r in adj.reasons)

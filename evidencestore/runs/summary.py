@@ -88,6 +88,13 @@ def summarize(record: RunRecord) -> dict[str, Any]:
         "configs": {k: v.digest for k, v in record.configs.items()},
         "logs": {k: v.digest for k, v in record.logs.items()},
         "phases": phases,
+        "unchecked": sum(
+            1
+            for r in record.requests
+            if r.body is not None
+            and r.failure is None
+            and (r.media is None or r.media.verdict == "UNAVAILABLE")
+        ),
         "audits": [
             {
                 "name": a.name,

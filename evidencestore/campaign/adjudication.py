@@ -282,7 +282,7 @@ def adjudicate(
     unchecked = [
         r for c in (*repeat.comparisons, *comparisons) if c.unchecked for r in c.reasons[:1]
     ]
-    if unchecked:
+    if unchecked and verdict != "FAIL":  # an invalid output FAILs whatever else holds
         return Adjudication(
             protocol_digest=campaign.digest,
             condition=condition,

@@ -163,6 +163,7 @@ class _StreamAccumulator:
         self.packets = 0
         self.discarded = 0
         self.packet_end: int | None = None
+        self._latest_pts: int | None = None  # pts of the latest packet, whose end is packet_end
         self.skip_start: int | None = None
         self.skip_end: int | None = None
 
@@ -171,10 +172,12 @@ class _StreamAccumulator:
         self.packets += 1
         if packet.is_discard:
             self.discarded += 1
-        if packet.pts is not None and packet.duration:
-            end = packet.pts + packet.duration
-            if self.packet_end is None or end > self.packet_end:
-                self.packet_end = end
+        pts = packet.pts
+        if pts is not None and (self._latest_pts is None or pts >= self._latest_pts):
+            # The stream's last packet fixes its end; one without a duration leaves the
+            # end unknown (None) rather than taken from an earlier packet.
+            self._latest_pts = pts
+            self.packet_end = pts + packet.duration if packet.duration else None
         if not self.video and packet.has_sidedata("skip_samples"):
             data = bytes(packet.get_sidedata("skip_samples"))
             if len(data) >= 8:

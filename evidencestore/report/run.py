@@ -195,8 +195,10 @@ def _banner(run: Mapping[str, Any], outcome: str) -> str:
     if run.get("reason"):
         meaning = f"{meaning} Reason: {run['reason']}"
     server = run.get("server")
+    refused = outcome == "failed-before-inference"
     if isinstance(server, Mapping) and server.get("message"):
-        if outcome == "failed-before-inference" or not server.get("ok", True):
+        refused = refused or not server.get("ok", True)
+        if refused:
             meaning = f"{meaning} The server said: {server['message']}"
     return meaning
 

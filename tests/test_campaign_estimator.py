@@ -145,3 +145,45 @@ def test_welch_interval_degenerate_and_invalid() -> None:
         welch_log_interval([1.0], [1.0, 2.0], 0.95)
     with pytest.raises(ValueError, match="positive"):
         welch_log_interval([1.0, -1.0], [1.0, 2.0], 0.95)
+
+
+def test_paired_interval_by_hand() -> None:
+    from evidencestore.campaign.estimator import paired_log_interval
+
+    pairs = [(10.0, 8.0), (11.0, 8.9), (10.4, 8.1), (12.0, 9.9)]
+    iv = paired_log_interval(pairs, 0.95)
+    d = [math.log(b / c) for b, c in pairs]
+    mean = sum(d) / 4
+    se = math.sqrt(sum((v - mean) ** 2 for v in d) / 3 / 4)
+    half = 3.182446305284263 * se  # t(0.975, 3), tabulated
+    assert iv.df == 3.0
+    assert abs(iv.ratio - math.exp(mean)) < 1e-12
+    assert abs(iv.low - math.exp(mean - half)) < 1e-9
+    assert abs(iv.high - math.exp(mean + half)) < 1e-9
+    with pytest.raises(ValueError, match="at least 2 pairs"):
+        paired_log_interval(pairs[:1], 0.95)
+
+
+def test_power_agrees_with_simulation_and_noncentral_bounds() -> None:
+    np = pytest.importorskip("numpy")
+    from scipy import stats
+
+    from evidencestore.campaign.estimator import log_bounds, power, runs_needed
+
+    rng = np.random.default_rng(7)
+    for ratio, sd, n in ((1.2, 0.1, 4), (1.1, 0.05, 3), (1.05, 0.04, 6), (1.3, 0.2, 5)):
+        x = rng.normal(math.log(ratio), sd, size=(20000, n))
+        y = rng.normal(0.0, sd, size=(20000, n))
+        _, low, _ = log_bounds(x, y, 0.95)
+        simulated = float(np.mean(low > 0.0))  # another seed: an independent estimate
+        got = power(ratio, 1.0, sd, n, 0.95)
+        assert abs(got - simulated) < 0.02, (ratio, sd, n)
+        # Welch's df lies between n - 1 and 2n - 2: its power between theirs.
+        delta = math.log(ratio) / (sd * math.sqrt(2 / n))
+        lo, hi = (stats.nct.sf(stats.t.ppf(0.975, df), df, delta) for df in (n - 1, 2 * n - 2))
+        assert lo - 0.01 < got < hi + 0.01
+    need = runs_needed(1.2, 1.0, 0.1, 0.95, 0.8)
+    assert need is not None
+    assert power(1.2, 1.0, 0.1, need, 0.95) >= 0.8 > power(1.2, 1.0, 0.1, need - 1, 0.95)
+    assert runs_needed(1.0, 1.0, 0.1, 0.95) is None  # no speedup cannot be resolved
+    assert power(0.9, 0.98, 0.0, 5, 0.95) == 0.0 and power(1.01, 0.98, 0.0, 5, 0.95) == 1.0

@@ -258,6 +258,12 @@ def make_claim(
     clears: bool | None = None
     verdict: ClaimVerdict = "REFUSED"
     resolution = max((t.resolution for m in (*b_done, *c_done) for t in _timed(m)), default=None)
+    unbounded = sum(
+        1
+        for m in (*b_done, *c_done)
+        for r in m.record.requests
+        if r.phase == "measured" and r.polls > 0 and r.resolution_s is None
+    )
     if not reasons:
         pair_values = [(value_of[p[0].name].value, value_of[p[1].name].value) for p in pairs]
         interval = _interval(timing, xs, ys, pair_values if paired else None)
@@ -293,6 +299,13 @@ def make_claim(
             notes.append(
                 "the protocol makes no timing claim (timing.claim = false): this interval is "
                 "shown for information and claims nothing"
+            )
+        elif unbounded:
+            verdict = "UNRESOLVED"
+            notes.append(
+                f"{unbounded} job-flow request(s) carry no recorded resolution (recorded "
+                "before it was kept): each includes waiting for a poll that this claim "
+                "cannot bound, so it cannot stand; record the runs again"
             )
         elif (min(low_ends) > floor) != (max(low_ends) > floor):
             verdict = "UNRESOLVED"

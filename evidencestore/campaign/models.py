@@ -251,7 +251,8 @@ class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """One condition and arm: runs required / done / failed, verdicts, speedup."""
+    """One condition and arm: runs required / done / failed, verdicts, speedup, and the
+    candidate's claim verdict (``Claim.verdict``)."""
 
     condition: str
     arm: str
@@ -264,6 +265,7 @@ class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
     lossless: Verdict | None
     speedup: Speedup | None
     qualified: bool
+    claim: ClaimVerdict | None = None
 
 
 class StatusRecord(Model, frozen=True, kw_only=True, omit_defaults=False):

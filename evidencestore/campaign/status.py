@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import msgspec
+
 from ..config import local_store
 from .adjudication import adjudicate, repeatability
 from .claims import make_claim
@@ -126,7 +128,8 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
                     "resolution could change its verdict"
                 )
             qualified = verdict == "PASS" and speedup_ok
-            cells.append(_cell(c, arm, done, failed, rep_word, verdict, claim.speedup, qualified))
+            cell = _cell(c, arm, done, failed, rep_word, verdict, claim.speedup, qualified)
+            cells.append(msgspec.structs.replace(cell, claim=claim.verdict))
     if not protocol.timing.claim:
         notes.append(
             "the protocol makes no timing claim (timing.claim = false): a verdict here "

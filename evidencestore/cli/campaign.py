@@ -330,7 +330,7 @@ def _status(args: argparse.Namespace) -> int:
             "-"
             if c.speedup is None
             else f"{c.speedup.ratio:.3f} [{c.speedup.low:.3f}, {c.speedup.high:.3f}]"
-        )
+        ) + (f" {c.claim}" if c.claim is not None and c.speedup is not None else "")
         print(
             f"  {c.condition:<10} {c.arm:<16} {f'{c.runs_done}/{c.runs_required}':>7} "
             f"{c.runs_failed:>6} {c.repeatability or '-':<10} {c.lossless or '-':<13} {speed}",

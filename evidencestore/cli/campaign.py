@@ -214,8 +214,8 @@ def _print_claim(condition: str, arm: str, claim: Any) -> None:
         if claim.min_speedup is not None:
             side = "clears" if claim.clears else "does NOT clear"
             print(f"  the interval's low end {s.low:.4f} {side} min_speedup {claim.min_speedup:g}")
-        if claim.bounded is not None and claim.resolution_s:
-            b = claim.bounded
+        b = claim.bounded
+        if b is not None and (b.low < s.low * (1 - 1e-6) or b.high > s.high * (1 + 1e-6)):
             print(
                 f"  within the measurement resolution (up to {claim.resolution_s:.4g} s a "
                 f"request): {b.low:.4f} to {b.high:.4f}"

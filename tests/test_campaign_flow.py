@@ -319,6 +319,13 @@ def test_failed_arm_gives_no_claim(seed: Campaign, capsys: pytest.CaptureFixture
     assert "resident-16-5s-1" in claim["reasons"][1] and OFFLOAD in claim["reasons"][1]
     assert all(rv["arm"] == "baseline" for rv in claim["runs"])
     assert claim["failed_runs"] == ["resident-16-5s-1"]
+    code, out, _ = seed.cli(
+        "campaign", "claim", "h3-lossless", "--condition", "5s", "--arm", "resident-16"
+    )
+    assert code == 1
+    assert out.startswith("5s resident-16 vs baseline: claim refused (min_speedup 1)")
+    assert "  failed   resident-16-5s-1: contributes no number" in out
+    assert "runs used: 3 baseline (9 requests" in out and "0 resident-16 (0 requests" in out
 
 
 def test_claim_matches_independent_computation(
@@ -593,6 +600,9 @@ def test_claim_cites_configuration_difference(
     assert [e["run"] for e in claim["excluded"]] == ["wrong-config"]
     assert claim["excluded"][0]["code"] == "config-mismatch"
     assert {rv["run"] for rv in claim["runs"]} == {"b1", "b2", "b3", "r1", "r2", "r3"}
+    code, out, _ = c.cli("campaign", "claim", "cfg", "--condition", "5s", "--arm", "resident-16")
+    assert code == 0 and "the claim stands (min_speedup 1)" in out
+    assert "  excluded wrong-config: config-mismatch: run 'wrong-config'" in out
 
 
 def test_run_committed_with_its_protocol_is_not_proven(

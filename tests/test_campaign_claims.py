@@ -240,7 +240,7 @@ def test_plan_sizes_the_campaign_from_baseline_runs(repo: Repo) -> None:
     assert cond["baseline_runs"] == ["b1", "b2", "b3", "b4"]
     assert cond["aa_includes_one"] is True
     assert cond["aa"]["low"] <= 1.0 <= cond["aa"]["high"]
-    assert cond["aa_halves"] == [["b1", "b3"], ["b2", "b4"]]
+    assert cond["aa_halves"] == [["b1", "b2"], ["b3", "b4"]]  # earlier against later
     rows = {r["ratio"]: r for r in cond["rows"]}
     assert rows[2.0]["runs_needed"] is not None and rows[2.0]["runs_needed"] <= 3
     assert (

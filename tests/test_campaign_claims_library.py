@@ -153,3 +153,26 @@ def test_protocol_rules_for_the_timing_claim(tmp_path: Path) -> None:
         parse_protocol(text.format('estimator = "paired-log-t"').encode(), "p.toml")
     with pytest.raises(ConfigError, match="min_speedup"):
         parse_protocol(text.format("min_speedup = 0").encode(), "p.toml")
+
+
+def test_plan_from_baseline_runs_and_a_drifting_baseline_fails_aa(tmp_path: Path) -> None:
+    from evidencestore.campaign.plan import plan_campaign
+
+    c = _campaign(tmp_path)
+    root = tmp_path / "repo"
+    for i, value in enumerate((1.00, 1.02, 0.99, 1.01), start=1):
+        _run(root, c, f"b{i}", "base", [[value, value]])
+    (plan,) = plan_campaign(c, campaign_runs(root, c), ratios=(1.05, 1.5))
+    sd = stats.tstd([math.log(v) for v in (1.00, 1.02, 0.99, 1.01)])
+    assert plan.run_spread == pytest.approx(sd) and plan.within_spread == 0.0
+    assert plan.aa_includes_one is True and plan.aa_halves == (("b1", "b2"), ("b3", "b4"))
+    rows = {r.ratio: r for r in plan.rows}
+    assert rows[1.5].runs_needed == 2  # 40 % above the threshold at a 1.3 % spread
+    assert rows[1.05].runs_needed is not None and rows[1.05].runs_needed > 2
+    assert rows[1.05].power_at_required is not None and rows[1.05].power_at_required < 1.0
+    for i, value in enumerate((1.30, 1.31, 1.29, 1.32), start=5):  # the server got slower
+        _run(root, c, f"b{i}", "base", [[value, value]])
+    (plan,) = plan_campaign(c, campaign_runs(root, c))
+    assert plan.aa_includes_one is False and plan.aa is not None and plan.aa.high < 1.0
+    assert plan.aa_halves == (("b1", "b2", "b3", "b4"), ("b5", "b6", "b7", "b8"))
+    assert any(n.startswith("A/A check failed: the earlier baseline runs") for n in plan.notes)

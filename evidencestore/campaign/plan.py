@@ -5,10 +5,10 @@ standard deviation of their log run values, ``claims.run_value``) and the within
 spread. With that spread taken for both arms, ``estimator.runs_needed`` gives the fewest
 runs per arm whose interval clears ``timing.min_speedup`` at the protocol's confidence
 with the stated power, for each assumed true speedup, and ``estimator.power`` the power
-the protocol's required runs have. The A/A check splits the baseline runs, in their
-recorded order, alternately into two halves and computes the claim's interval between
-them: it must include 1.0, or the baseline drifts or its runs are not exchangeable and no
-speedup over it means what it says.
+the protocol's required runs have. The A/A check splits the baseline runs by their
+recorded start into the earlier and the later half and computes the claim's interval
+between them: it must include 1.0, or the baseline drifts over time (or its runs are
+otherwise not alike) and no speedup over it means what it says.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def plan_campaign(
         includes: bool | None = None
         halves: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         if len(values) >= 4:
-            first, second = values[0::2], values[1::2]
+            first, second = values[: len(values) // 2], values[len(values) // 2 :]
             halves = (tuple(v.run for v in first), tuple(v.run for v in second))
             iv = welch_log_interval(
                 [v.value for v in first], [v.value for v in second], timing.confidence
@@ -116,9 +116,10 @@ def plan_campaign(
             includes = iv.low <= 1.0 <= iv.high
             if not includes:
                 notes.append(
-                    f"A/A check failed: the baseline against itself gives {iv.ratio:.4f} "
-                    f"[{iv.low:.4f}, {iv.high:.4f}], excluding 1.0: the baseline runs drift "
-                    "or are not alike, and a speedup over them would not mean what it says"
+                    f"A/A check failed: the earlier baseline runs against the later give "
+                    f"{iv.ratio:.4f} [{iv.low:.4f}, {iv.high:.4f}], excluding 1.0: the "
+                    "baseline drifts or its runs are not alike, and a speedup over it would "
+                    "not mean what it says"
                 )
         else:
             notes.append(

@@ -29,7 +29,13 @@ if TYPE_CHECKING:
     from ..media.records import Expectations
     from ..storage import BlobStore
 
-__all__ = ["LoadedWorkload", "expectations_for", "input_files", "load_workload"]
+__all__ = [
+    "LoadedWorkload",
+    "expectations_for",
+    "input_files",
+    "load_workload",
+    "parse_workload",
+]
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,20 @@ def load_workload(
     p = Path(path)
     allowed = (Path(os.path.dirname(os.path.abspath(p))), *(Path(r) for r in roots))
     data = read_file(p, allowed, limit=MAX_CONTROL_FILE, where=f"workload {p}")
+    workload = parse_workload(data, p)
+    return LoadedWorkload(
+        p,
+        data,
+        Descriptor(**hash_bytes(data)._asdict(), media_type="application/toml"),
+        workload,
+        allowed,
+    )
+
+
+def parse_workload(data: bytes, path: str | os.PathLike[str]) -> Workload:
+    """Decode and strictly validate the bytes of ``workload.toml`` (from ``path``, which
+    errors name with the field)."""
+    p = path
     raw = loads_toml(data, f"workload {p}")
     try:
         workload = msgspec.convert(raw, Workload)
@@ -92,13 +112,7 @@ def load_workload(
         for j, inp in enumerate(req.inputs):
             if (inp.path is None) == (inp.digest is None):
                 raise ConfigError(f"{where}.inputs[{j}]: give exactly one of `path` or `digest`")
-    return LoadedWorkload(
-        p,
-        data,
-        Descriptor(**hash_bytes(data)._asdict(), media_type="application/toml"),
-        workload,
-        allowed,
-    )
+    return workload
 
 
 def input_files(

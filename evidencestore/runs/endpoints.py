@@ -42,6 +42,7 @@ import msgspec
 
 from ..digest import hash_bytes
 from ..models import Descriptor
+from ..paths import shown
 from .body import BodySink, BodyTooLarge
 from .models import Exchange, Failure, RequestSpec
 from .workload import LoadedWorkload, input_files
@@ -66,6 +67,7 @@ __all__ = [
     "media_type_of",
     "model_ids",
     "parse_json",
+    "text_of",
 ]
 
 #: The largest control answer read (job creation, poll, health, model listing).
@@ -153,8 +155,16 @@ def media_type_of(headers: Mapping[str, str], default: str) -> str:
 
 
 def selected(headers: Mapping[str, str]) -> dict[str, str]:
-    """The response headers kept in a record (verbatim: the schema allows any string)."""
-    return {k: headers[k] for k in _KEPT_HEADERS if k in headers}
+    """The response headers kept in a record (verbatim: the schema allows any string;
+    bytes that are not UTF-8 are shown escaped, so the record can always be encoded)."""
+    return {k: text_of(headers[k]) for k in _KEPT_HEADERS if k in headers}
+
+
+def text_of(value: str, limit: int = 8192) -> str:
+    """A string from the network as a record may hold it: encodable (bytes that are not
+    UTF-8 and lone surrogates escaped) and at most ``limit`` characters."""
+    value = shown(value)
+    return value if len(value) <= limit else value[:limit] + "…"
 
 
 def parse_json(data: bytes, type_: type[T], what: str) -> T:
@@ -213,8 +223,8 @@ def model_ids(data: bytes) -> tuple[str, ...]:
     except BadAnswer:
         return ()
     return tuple(
-        str(m["id"])
-        for m in listing.data
+        text_of(str(m["id"]), 256)
+        for m in listing.data[:1000]
         if isinstance(m, dict) and isinstance(m.get("id"), str | int)
     )
 
@@ -247,7 +257,7 @@ async def get_control(
     except TimeoutError:
         return Exchange(path=path, status=None, error=f"no answer within {timeout} s")
     except (aiohttp.ClientError, OSError, ValueError) as exc:
-        return Exchange(path=path, status=None, error=f"{type(exc).__name__}: {exc}")
+        return Exchange(path=path, status=None, error=text_of(f"{type(exc).__name__}: {exc}", 2000))
 
 
 # -- endpoints ------------------------------------------------------------------------
@@ -303,7 +313,7 @@ class _Progress:
             polls=self.polls,
             media_type=self.media_type,
             failure=failure,
-            message=message,
+            message=None if message is None else text_of(message, 2000),
         )
 
 

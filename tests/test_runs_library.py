@@ -13,9 +13,9 @@ from evidencestore.digest import hash_bytes
 from evidencestore.errors import ConfigError, ManifestError
 from evidencestore.inventory import load_registration, registration_path
 from evidencestore.runs import Observation, diff_configs, diff_runs, load_run, open_run
+from evidencestore.runs.endpoints import build_payload
 from evidencestore.runs.runner import check_server_url
 from evidencestore.runs.summary import latency_stats, quantile
-from evidencestore.runs.endpoints import build_payload
 from evidencestore.runs.workload import expectations_for, load_workload
 from evidencestore.testing.video_server import sample_workload
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +43,7 @@ Writer = asyncio.StreamWriter
 Handler = Callable[["HostileServer", _Request, Writer], Awaitable[bool]]
 
 
-def _head(status: str, headers: list[tuple[str, str | bytes]]) -> bytes:
+def _head(status: str, headers: Sequence[tuple[str, str | bytes]]) -> bytes:
     out = f"HTTP/1.1 {status}\r\n".encode()
     for k, v in headers:
         out += k.encode() + b": " + (v if isinstance(v, bytes) else v.encode()) + b"\r\n"
@@ -138,7 +138,7 @@ def _big(
     status: str, total: int | None, ctype: str, *, declare: bool, route: Callable[[_Request], bool]
 ) -> Handler:
     async def act(server: HostileServer, req: _Request, w: Writer) -> bool:
-        size = total if total is not None else server.size
+        size = server.size if server.size is not None else total
         headers: list[tuple[str, str | bytes]] = [("Content-Type", ctype)]
         if declare and size is not None:
             headers.append(("Content-Length", str(size)))
@@ -307,7 +307,10 @@ MODES: dict[str, tuple[str, Handler]] = {
     ),
     "header-control": (
         "videos-sync",
-        _raw(_head("200 OK", [("X-Request-Id", b"abc\x01\x7fdef"), ("Content-Length", "0")])),
+        _raw(
+            _head("200 OK", [("X-Request-Id", b"abc\x01\x7fdef"), ("Content-Length", "0")]),
+            keep=True,
+        ),
     ),
     "headers-many": (
         "videos-sync",

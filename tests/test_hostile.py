@@ -222,3 +222,57 @@ def test_peak_memory_is_flat_with_a_huge_hostile_body(tmp_path: Path) -> None:
     sys.stderr.write(f"peak RSS KiB by case (body {BIG} bytes): {peaks}\n")
     for name in ("kept", "endless", "job", "error"):
         assert peaks[name] - peaks["small"] < 96 << 10, peaks  # flat: within 96 MiB
+
+
+KILLS = int(os.environ.get("EVSTORE_RUN_KILLS", "6"))
+
+
+def test_run_killed_anywhere_leaves_nothing_partial(tmp_path: Path) -> None:
+    """``evstore run`` SIGKILLed at points spread over a run's duration: every bundle is
+    registered whole or not at all, verify passes, and gc (grace 0) removes what a
+    killed run left in ``incoming/`` (its lock died with it) and nothing a live run holds."""
+    import random
+    import signal
+    import time
+
+    from helpers.repos import init_repo
+
+    repo = init_repo(tmp_path / "repo")
+    (repo / "evidence").mkdir()
+    (repo / "evstore.toml").write_text("")
+    size = 48 << 20
+    wl = hostile_workload(tmp_path, "output-huge-declared", max_output_size=size, measured=3)
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from evidencestore.cli import main; sys.exit(main(sys.argv[1:]))",
+    ]
+    rng = random.Random(19)
+    survived = 0
+    with serve_hostile("output-huge-declared", size) as server:
+
+        def run(name: str) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                [*argv, "run", str(wl), "--arm", "a", "--server", server.url, "--name", name,
+                 "--root", str(repo)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+
+        started = time.monotonic()
+        assert run("probe").wait(600) == 0
+        span = time.monotonic() - started
+        for trial in range(KILLS):
+            proc = run(f"killed-{trial}")
+            time.sleep(rng.uniform(0.05, 1.0) * span)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            survived += 1
+            assert _cli("verify", "--root", str(repo))[0] == 0
+        assert _cli("gc", "--grace", "0", "--yes", "--root", str(repo))[0] == 0
+        assert not (local_store(repo).root / "incoming").exists() or not os.listdir(
+            local_store(repo).root / "incoming"
+        )
+        assert run("after").wait(600) == 0
+    assert load_run(repo, "after").outcome == "complete"
+    assert _cli("verify", "--root", str(repo))[0] == 0
+    sys.stderr.write(f"run kills survived: {survived}\n")

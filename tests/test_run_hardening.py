@@ -234,7 +234,7 @@ def test_an_internal_error_while_checking_keeps_the_measurements(
 
     monkeypatch.setattr(endpoints.Endpoint, "check_output", broken)
     wl = hostile_workload(tmp_path, "well-behaved")
-    registration, record = run_workload(
+    _, record = run_workload(
         repo, wl, arm="a", server=server.url, name="r", store=local_store(repo)
     )
     assert record.outcome == "partial"

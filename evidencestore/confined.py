@@ -17,8 +17,9 @@ either) reaches a payload, a server or a bundle:
 The file is opened once, through its resolved path, non-blocking and without following a
 final symlink, and the checks are made on that descriptor (a swap between check and read
 is refused, not followed). ``bundle create``'s scan uses :func:`kind_of` and
-:func:`pseudo_file` from here too, and ``paths.within`` for "inside". Errors are :class:`~evidencestore.errors.ConfigError`
-naming what was being read (``where``) and what was expected.
+:func:`pseudo_file` from here too, and ``paths.within`` for "inside". Errors are
+:class:`~evidencestore.errors.ConfigError` naming what was being read (``where``) and
+what was expected.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ exchange, returning one :class:`Observation` per request.
 The registry :data:`ENDPOINTS` maps a workload's ``endpoint.kind`` to its endpoint:
 ``videos-sync`` (a multipart POST whose response body is the video), ``videos-job``
 (POST, poll ``{path}/{id}``, then GET ``{path}/{id}/content``) and ``json`` (a JSON POST
-whose response body is the output). An output that says it is JSON must be well-formed. A new kind is added here and
-nowhere else.
+whose response body is the output). An output that says it is JSON must be well-formed.
+A new kind is added here and nowhere else.
 
 Everything a server sends is untrusted data:
 

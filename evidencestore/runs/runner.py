@@ -13,7 +13,12 @@ Concurrency: with ``concurrency = N``, N workers take requests from one queue; e
 warmup request finishes before the first measured request is sent. Records are keyed by
 their schedule index, so completion order cannot reorder or lose one.
 
-Nothing but the server URL given is contacted; redirects are not followed.
+Nothing but the server URL given is contacted; redirects are not followed. Each
+request's exchange belongs to its endpoint (``endpoints.py``), which returns one
+observation per request; this module schedules them, publishes and checks the bodies,
+and registers the run. Everything given is checked before the first byte is sent;
+once the server check begins the run is registered whatever happens (an internal error
+becomes the run's reason, never a lost run).
 """
 
 from __future__ import annotations

@@ -219,6 +219,9 @@ def test_peak_memory_is_flat_with_a_huge_hostile_body(tmp_path: Path) -> None:
             assert record.requests[0].body is not None and record.requests[0].body.size == BIG
         elif name != "small":
             assert record.requests[0].failure == "too-large", out
+    # an error answer is bounded like a control answer, whatever max_output_size says
+    error = load_run(repo, "error").requests[0]
+    assert error.status == 500 and str(CONTROL_MAX) in (error.message or "")
     sys.stderr.write(f"peak RSS KiB by case (body {BIG} bytes): {peaks}\n")
     for name in ("kept", "endless", "job", "error"):
         assert peaks[name] - peaks["small"] < 96 << 10, peaks  # flat: within 96 MiB

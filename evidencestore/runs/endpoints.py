@@ -10,8 +10,9 @@ A new kind is added here and nowhere else.
 Everything a server sends is untrusted data:
 
 - every body has a size limit and is read in chunks: an output streams to a temporary
-  file under the store (``body.py``) up to ``[run] max_output_size``; a control answer
-  (job creation, poll, ``/health``, ``/v1/models``) is read up to :data:`CONTROL_MAX`.
+  file under the store (``body.py``) up to ``[run] max_output_size``; an error answer
+  (not 2xx) in its place, and a control answer (job creation, poll, ``/health``,
+  ``/v1/models``), up to :data:`CONTROL_MAX`.
   Past a limit the request fails ``too-large`` and no byte past it is kept;
 - JSON is decoded into small typed structs with bounded nesting (a nesting bomb is an
   ``invalid-response``, never a ``RecursionError``);
@@ -403,9 +404,11 @@ class Endpoint(ABC):
         p.headers = selected(resp.headers)
         p.declared = resp.content_length
         p.media_type = media_type_of(resp.headers, self.default_media_type)
-        if p.declared is not None and p.declared > conn.max_output:
-            raise BodyTooLarge(conn.max_output)
-        p.sink = sink = conn.new_sink(conn.max_output)
+        # An error answer is kept as evidence too, but it is no output: the control bound.
+        limit = conn.max_output if 200 <= resp.status < 300 else min(conn.max_output, CONTROL_MAX)
+        if p.declared is not None and p.declared > limit:
+            raise BodyTooLarge(limit)
+        p.sink = sink = conn.new_sink(limit)
         async for chunk in resp.content.iter_chunked(_CHUNK):
             if p.first_ns is None:
                 p.first_ns = time.monotonic_ns()

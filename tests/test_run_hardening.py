@@ -389,3 +389,17 @@ def test_gc_during_a_run_loses_nothing(
     assert record.outcome == "complete" and len(record.requests) == 3
     body = local_store(git_repo).get(record.requests[0].body.digest)  # type: ignore[union-attr]
     assert hash_bytes(body).digest == record.requests[0].body.digest  # type: ignore[union-attr]
+
+
+def test_a_harness_cannot_register_an_invalid_media_type(repo: Path) -> None:
+    from evidencestore.runs import Observation, open_run
+
+    run = open_run(repo, "h", arm="a", workload=b"# w\n")
+    with pytest.raises(ConfigError, match=r"media type '<script>' of request 0: expected"):
+        run.record_request(
+            Observation(sent_ns=1, end_ns=2, media_type="<script>"), phase="measured", payload=b""
+        )
+    run.record_request(Observation(sent_ns=1, end_ns=2), phase="measured", payload=b"p", body=b"x")
+    _, record = run.seal()
+    assert record.requests[0].body is not None
+    assert record.requests[0].body.media_type == "video/mp4"

@@ -69,6 +69,7 @@ __all__ = [
     "model_ids",
     "parse_json",
     "text_of",
+    "valid_media_type",
 ]
 
 #: The largest control answer read (job creation, poll, health, model listing).
@@ -145,6 +146,11 @@ class BadAnswer(Exception):
 
 
 # -- untrusted data -------------------------------------------------------------------
+def valid_media_type(value: str) -> bool:
+    """Whether ``value`` is a media type a descriptor may hold (``type/subtype``)."""
+    return _MEDIA_TYPE.fullmatch(value) is not None
+
+
 def media_type_of(headers: Mapping[str, str], default: str) -> str:
     """The media type a ``Content-Type`` header names, if it is a valid one (parameters
     dropped); ``default`` otherwise. Never lets a header make a registration invalid."""
@@ -152,7 +158,7 @@ def media_type_of(headers: Mapping[str, str], default: str) -> str:
     if value is None:
         return default
     kind = value.split(";")[0].strip()
-    return kind if _MEDIA_TYPE.fullmatch(kind) else default
+    return kind if valid_media_type(kind) else default
 
 
 def selected(headers: Mapping[str, str]) -> dict[str, str]:

@@ -38,7 +38,7 @@ from ..models import Descriptor, Entry, Registration
 from ..staging import staging_dir
 from ..storage import LocalBlobStore
 from .body import BodySink
-from .endpoints import Observation
+from .endpoints import Observation, valid_media_type
 from .models import (
     ClientEnvironment,
     Exchange,
@@ -357,8 +357,13 @@ class RunRecorder:
         payload sent and the body as bytes or a file (``observation.media_type``). A body
         is checked against ``expectations`` when they are given; an invalid one makes the
         request an ``invalid-media`` failure."""
-        payload_desc = self.store.put(payload, "application/octet-stream")
         media_type = observation.media_type
+        if not valid_media_type(media_type):
+            raise ConfigError(
+                f"run {self.name!r}: media type {media_type!r} of request {len(self.requests)}: "
+                "expected type/subtype (such as video/mp4)"
+            )
+        payload_desc = self.store.put(payload, "application/octet-stream")
         body_desc = None
         if body is not None:
             if isinstance(body, bytes):

@@ -3,8 +3,10 @@ exchange, returning one :class:`Observation` per request.
 
 The registry :data:`ENDPOINTS` maps a workload's ``endpoint.kind`` to its endpoint:
 ``videos-sync`` (a multipart POST whose response body is the video), ``videos-job``
-(POST, poll ``{path}/{id}``, then GET ``{path}/{id}/content``) and ``json`` (a JSON POST
-whose response body is the output). An output that says it is JSON must be well-formed.
+(POST, poll ``{path}/{id}``, then GET ``{path}/{id}/content``), ``json`` (a JSON POST
+whose response body is the output), and OpenAI's ``chat`` and ``completions`` (streamed
+as server-sent events or not; the stream is kept whole and read back afterwards by
+``streams.py``). An output that says it is JSON must be well-formed.
 A new kind is added here and nowhere else.
 
 Everything a server sends is untrusted data:
@@ -22,9 +24,11 @@ Everything a server sends is untrusted data:
   request record, whose schema allows any string;
 - a job id is used in a URL only when it is a plain token.
 
-Timing: ``time.monotonic_ns()`` when the request is handed to the HTTP client, when the
-output's headers are parsed, and at its first and last body chunk; nothing but writing
-the chunk to its temporary happens between chunks.
+Timing: ``time.monotonic_ns()`` when the request was due (``intended_ns``, given by the
+runner), when it is handed to the HTTP client, when the output's headers are parsed, and
+at its first and last body chunk; nothing but writing the chunk to its sink happens
+between chunks. A streamed LLM output also keeps every chunk's arrival with the bytes
+received so far (``marks``), taken as it is read, before any parsing.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from ..paths import shown
 from .body import BodySink, BodyTooLarge
 from .models import Exchange, Failure, RequestSpec
 from .polling import PollSchedule, clock_resolution
+from .streams import StreamOutcome, examine
 from .workload import LoadedWorkload, input_files
 
 if TYPE_CHECKING:
@@ -59,6 +64,8 @@ __all__ = [
     "ENDPOINTS",
     "JSON_OUTPUT_MAX",
     "BadAnswer",
+    "ChatEndpoint",
+    "CompletionsEndpoint",
     "Connection",
     "Endpoint",
     "Observation",
@@ -125,6 +132,8 @@ class Observation:
     media_type: str = "video/mp4"
     failure: Failure | None = None
     message: str | None = None
+    intended_ns: int | None = None
+    marks: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -302,6 +311,8 @@ class _Progress:
     resolution: float = field(default_factory=clock_resolution)
     media_type: str = "video/mp4"
     sink: BodySink | None = None
+    intended_ns: int | None = None
+    marks: list[tuple[int, int]] | None = None
 
     def observation(
         self, start_utc: str, failure: Failure | None, message: str | None
@@ -325,6 +336,8 @@ class _Progress:
             media_type=self.media_type,
             failure=failure,
             message=None if message is None else text_of(message, 2000),
+            intended_ns=self.intended_ns,
+            marks=tuple(self.marks) if self.marks else (),
         )
 
 
@@ -333,6 +346,8 @@ class Endpoint(ABC):
 
     kind: ClassVar[str]
     default_media_type: ClassVar[str] = "video/mp4"
+    #: Whether chunk arrivals are kept (``Observation.marks``) for reading back events.
+    marks: ClassVar[bool] = False
 
     @abstractmethod
     def payload(self, workload: LoadedWorkload, index: int, store: BlobStore | None) -> Payload:
@@ -355,14 +370,29 @@ class Endpoint(ABC):
             return "invalid-response", exc.message
         return None
 
+    def examine(
+        self, data: bytes, observation: Observation, request: RequestSpec, stream: bool
+    ) -> StreamOutcome | None:
+        """What a delivered output says once read back (LLM endpoints: the events, the
+        completion, a stream failure); None for endpoints whose output is not a stream."""
+        return None
+
     async def exchange(
-        self, conn: Connection, payload: Payload, path: str, start_utc: str
+        self,
+        conn: Connection,
+        payload: Payload,
+        path: str,
+        start_utc: str,
+        intended_ns: int | None = None,
     ) -> tuple[Observation, BodySink | None]:
         """Perform one request; return what it saw and the output's sink (finished,
         unpublished) when a body is to be kept. Never raises for what a server does."""
         import aiohttp
 
         p = _Progress("POST", path)
+        p.intended_ns = intended_ns
+        if self.marks:
+            p.marks = []
         p.media_type = self.default_media_type
         failure: Failure | None = None
         message: str | None = None
@@ -419,11 +449,15 @@ class Endpoint(ABC):
         if p.declared is not None and p.declared > limit:
             raise BodyTooLarge(limit)
         p.sink = sink = conn.new_sink(limit)
+        marks = p.marks
         async for chunk in resp.content.iter_chunked(_CHUNK):
+            now = time.monotonic_ns()
             if p.first_ns is None:
-                p.first_ns = time.monotonic_ns()
+                p.first_ns = now
             p.received += len(chunk)
             sink.write(chunk)
+            if marks is not None:
+                marks.append((now, p.received))
         p.last_ns = time.monotonic_ns()
         sink.finish()
 
@@ -605,8 +639,73 @@ class JsonEndpoint(Endpoint):
             await self._stream(conn, resp, p)
 
 
+class ChatEndpoint(JsonEndpoint):
+    """OpenAI ``/v1/chat/completions``: a JSON POST answered by server-sent events (or,
+    with ``stream = false``, one JSON completion); the stream is kept whole as the output
+    and read back afterwards (``streams.py``)."""
+
+    kind = "chat"
+    default_media_type = "text/event-stream"
+    marks = True
+    chat: ClassVar[bool] = True
+
+    def payload(self, workload: LoadedWorkload, index: int, store: BlobStore | None) -> Payload:
+        wl = workload.workload
+        req = wl.request[index]
+        ep = wl.endpoint
+        body: dict[str, object] = {}
+        if ep.model is not None:
+            body["model"] = ep.model
+        if self.chat:
+            if req.messages is not None:
+                body["messages"] = [{"role": m.role, "content": m.content} for m in req.messages]
+            else:
+                body["messages"] = [{"role": "user", "content": req.prompt or ""}]
+        else:
+            body["prompt"] = req.prompt or ""
+        for name in ("max_tokens", "seed", "temperature", "ignore_eos"):
+            value = getattr(req, name)
+            if value is not None:
+                body[name] = value
+        if req.logprobs:
+            if self.chat:
+                body["logprobs"] = True
+                if req.top_logprobs is not None:
+                    body["top_logprobs"] = req.top_logprobs
+            else:
+                body["logprobs"] = req.top_logprobs or 0
+        body["stream"] = ep.stream
+        if ep.stream and ep.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        body.update(req.fields)
+        data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        return Payload(
+            data,
+            "application/json",
+            Descriptor(**hash_bytes(data)._asdict(), media_type="application/json"),
+        )
+
+    def check_output(self, path: Path, size: int, media_type: str) -> tuple[Failure, str] | None:
+        return None  # read back whole by `examine`
+
+    def examine(
+        self, data: bytes, observation: Observation, request: RequestSpec, stream: bool
+    ) -> StreamOutcome | None:
+        return examine(data, observation.marks, request, stream=stream, chat=self.chat)
+
+
+class CompletionsEndpoint(ChatEndpoint):
+    """OpenAI ``/v1/completions`` (``prompt`` in, ``choices[].text`` out)."""
+
+    kind = "completions"
+    chat = False
+
+
 #: Endpoint kind -> endpoint.
-ENDPOINTS: dict[str, Endpoint] = {e.kind: e for e in (VideosSync(), VideosJob(), JsonEndpoint())}
+ENDPOINTS: dict[str, Endpoint] = {
+    e.kind: e
+    for e in (VideosSync(), VideosJob(), JsonEndpoint(), ChatEndpoint(), CompletionsEndpoint())
+}
 
 
 def endpoint_for(kind: str) -> Endpoint:

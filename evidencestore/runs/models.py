@@ -23,10 +23,13 @@ __all__ = [
     "Audit",
     "AuditFinding",
     "ClientEnvironment",
+    "ClientLoad",
+    "EventTimes",
     "Endpoint",
     "Exchange",
     "Failure",
     "InputFile",
+    "Message",
     "MediaOutcome",
     "Outcome",
     "Phase",
@@ -49,6 +52,8 @@ Failure = Literal[
     "invalid-media",
     "too-large",
     "invalid-response",
+    "stream-error",
+    "incomplete",
 ]
 FAILURE_CLASSES: tuple[str, ...] = (
     "connect",
@@ -58,9 +63,11 @@ FAILURE_CLASSES: tuple[str, ...] = (
     "invalid-media",
     "too-large",
     "invalid-response",
+    "stream-error",
+    "incomplete",
 )
 Outcome = Literal["complete", "partial", "failed-before-inference"]
-EndpointKind = Literal["videos-sync", "videos-job", "json"]
+EndpointKind = Literal["videos-sync", "videos-job", "json", "chat", "completions"]
 
 Count = Annotated[int, Meta(ge=0)]
 # Workload values are bounded (finite, in range) so none can fail a run after it started.
@@ -87,10 +94,17 @@ class Endpoint(Model, frozen=True, kw_only=True):
     ``videos-job`` (POST, poll ``{path}/{id}``, then GET ``{path}/{id}/content``) or
     ``json`` (a JSON POST whose response body is the output). The job flow waits
     ``min(poll_interval, max(poll_min, poll_relative * elapsed))`` between polls
-    (``runs/polling.py``): its resolution stays near ``poll_relative`` of the time."""
+    (``runs/polling.py``): its resolution stays near ``poll_relative`` of the time.
+
+    ``chat`` and ``completions`` are OpenAI's ``/v1/chat/completions`` and
+    ``/v1/completions``: ``model`` is sent with every request, ``stream`` asks for
+    server-sent events (with ``stream_options.include_usage`` when ``include_usage``)."""
 
     kind: EndpointKind
     path: UrlPath
+    model: str | None = None
+    stream: bool = True
+    include_usage: bool = True
     health_path: UrlPath = "/health"
     models_path: UrlPath = "/v1/models"
     poll_interval: Annotated[float, Meta(gt=0, le=3600)] = 0.5
@@ -104,7 +118,9 @@ class RunSection(Model, frozen=True, kw_only=True):
     checked as media (an unchecked output can make no verdict PASS), the largest output
     body accepted (bytes; a larger one is a ``too-large`` failure, never kept), and the
     output caching audit's threshold: a repetition returning its request's first output
-    that many times faster than the first is a finding."""
+    that many times faster than the first is a finding. ``max_send_lag``: a run whose
+    median send lag (actual minus intended send time) exceeds it, in seconds, is
+    flagged client-bound."""
 
     warmup: Annotated[int, Meta(ge=0, le=1_000_000)] = 0
     measured: Annotated[int, Meta(gt=0, le=1_000_000)] = 1
@@ -113,6 +129,7 @@ class RunSection(Model, frozen=True, kw_only=True):
     check_media: bool = True
     max_output_size: Annotated[int, Meta(gt=0, le=1 << 40)] = MAX_OUTPUT_SIZE
     cache_ratio: Annotated[float, Meta(gt=1)] = 3.0
+    max_send_lag: Annotated[float, Meta(gt=0, le=60)] = 0.001
 
 
 class AudioSection(Model, frozen=True, kw_only=True):
@@ -141,8 +158,19 @@ class InputFile(Model, frozen=True, kw_only=True):
     filename: str | None = None
 
 
+class Message(Model, frozen=True, kw_only=True):
+    """One chat message."""
+
+    role: Annotated[str, Meta(min_length=1, max_length=64)]
+    content: str
+
+
 class RequestSpec(Model, frozen=True, kw_only=True):
-    """One request: the generation fields, extra form fields and input files."""
+    """One request: the generation fields, extra form fields and input files.
+
+    For ``chat`` / ``completions``: ``prompt`` (or ``messages`` for chat), ``max_tokens``,
+    ``seed``, ``temperature``, ``logprobs`` (and ``top_logprobs``), ``ignore_eos``; extra
+    ``fields`` are passed through as top-level JSON members."""
 
     prompt: str | None = None
     negative_prompt: str | None = None
@@ -154,6 +182,12 @@ class RequestSpec(Model, frozen=True, kw_only=True):
     num_inference_steps: Annotated[int, Meta(gt=0, le=1_000_000)] | None = None
     fields: dict[str, FieldValue] = msgspec.field(default_factory=dict)
     inputs: tuple[InputFile, ...] = ()
+    messages: tuple[Message, ...] | None = None
+    max_tokens: Annotated[int, Meta(gt=0, le=10_000_000)] | None = None
+    temperature: Annotated[float, Meta(ge=0, le=100)] | None = None
+    logprobs: bool | None = None
+    top_logprobs: Annotated[int, Meta(ge=0, le=100)] | None = None
+    ignore_eos: bool | None = None
 
 
 class Workload(Model, frozen=True, kw_only=True):
@@ -210,6 +244,18 @@ class MediaOutcome(Model, frozen=True, kw_only=True, omit_defaults=False):
     message: str | None = None
 
 
+class EventTimes(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """Every server-sent event of a streamed output, compactly: ``offsets_us[i]`` is event
+    ``i``'s arrival in microseconds after ``sent_ns`` (taken at the socket, when the chunk
+    completing it was read, before any parsing), ``tokens[i]`` the output tokens it
+    carried (0 for a role-only, usage-only or ``[DONE]`` event). Per-token times follow:
+    the first content event's tokens at its arrival, each later event's ``k`` tokens
+    spread evenly over the gap since the previous content event."""
+
+    offsets_us: tuple[int, ...]
+    tokens: tuple[Count, ...]
+
+
 class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     """One request: what was sent, when each byte moved, what came back, how it failed.
 
@@ -223,6 +269,21 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     ``resolution_s`` bounds it (from the send of the last poll that saw the job
     unfinished to the answer of the one that saw it complete; the clock's resolution for
     a request without polling): the true time is within it below ``e2e_s``.
+
+    ``intended_ns`` is when the request was due (the moment a worker took it from the
+    schedule); ``send_lag_s = (sent_ns - intended_ns)`` is client-side queueing, and
+    ``e2e_s`` is measured from ``intended_ns`` when it is recorded, so it includes it.
+
+    Streamed LLM outputs (``chat``, ``completions``) add ``events`` (every SSE event's
+    arrival and token count), and from them: ``ttft_s``, from ``intended_ns`` to the
+    first event carrying content (a role-only first chunk does not count);
+    ``itl_s``, the request's mean inter-token latency over the tokens after the first
+    content event (each later event's gap spread over its tokens); ``tpot_s``, the time
+    from the first to the last content event over ``output_tokens - 1``; and
+    ``output_tokens``, from the server's usage (``output_tokens_from = "usage"``) or
+    counted from the events (``"events"``) when usage is absent. ``completion`` is the
+    decoded output (text, token ids, logprobs, finish reason) stored by digest beside
+    the raw event stream (``body``).
     """
 
     index: Count
@@ -251,6 +312,32 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     message: str | None = None
     e2e_s: float | None = None
     ttfb_s: float | None = None
+    intended_ns: int | None = None
+    send_lag_s: float | None = None
+    events: EventTimes | None = None
+    completion: Descriptor | None = None
+    finish_reason: str | None = None
+    ttft_s: float | None = None
+    itl_s: float | None = None
+    tpot_s: float | None = None
+    output_tokens: Count | None = None
+    output_tokens_from: Literal["usage", "events"] | None = None
+
+
+class ClientLoad(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """The client's own load while the requests ran: process CPU seconds over wall
+    seconds, the send lag's median and largest value, and whether the run is
+    ``client_bound`` (median send lag above ``[run] max_send_lag``, or the client's CPU
+    saturated: at least 0.9 of one core), with why."""
+
+    cpu_s: float
+    wall_s: float
+    cpu_fraction: float
+    send_lag_median_s: float | None
+    send_lag_max_s: float | None
+    max_send_lag_s: float
+    client_bound: bool
+    reasons: tuple[str, ...] = ()
 
 
 class AuditFinding(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -303,6 +390,7 @@ class RunRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     counts: dict[str, PhaseCounts] = msgspec.field(default_factory=dict)
     requests: tuple[RequestRecord, ...] = ()
     audits: tuple[Audit, ...] = ()
+    load: ClientLoad | None = None
 
 
 SCHEMA_TYPES: dict[str, type] = {"workload": Workload, "run-record": RunRecord}

@@ -42,6 +42,7 @@ from .endpoints import Observation, valid_media_type
 from .models import (
     Audit,
     ClientEnvironment,
+    ClientLoad,
     Exchange,
     MediaOutcome,
     Outcome,
@@ -51,6 +52,7 @@ from .models import (
     RunRecord,
     ServerIdentity,
 )
+from .streams import StreamOutcome, event_times, stream_metrics
 
 if TYPE_CHECKING:
     from ..media.records import Expectations
@@ -81,13 +83,17 @@ def utc_precise() -> str:
 
 
 def _version(module: str) -> str | None:
+    """A package's version without importing it (PyAV's import alone costs more than a
+    run of small requests when media checks are off)."""
     mod = sys.modules.get(module)
-    if mod is None:
-        try:
-            mod = __import__(module)
-        except ImportError:
-            return None
-    return str(getattr(mod, "__version__", "unknown"))
+    if mod is not None:
+        return str(getattr(mod, "__version__", "unknown"))
+    from importlib import metadata
+
+    try:
+        return metadata.version(module)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def client_environment() -> ClientEnvironment:
@@ -178,15 +184,26 @@ def request_record(
     payload: Descriptor,
     body: Descriptor | None,
     media: MediaOutcome | None = None,
+    stream: StreamOutcome | None = None,
+    completion: Descriptor | None = None,
 ) -> RequestRecord:
     """The record of one request from what it saw; the one place that computes its
-    end-to-end latency (``last_byte_ns - sent_ns``, only for a request that delivered a
-    valid output) and time to first byte (``first_byte_ns - sent_ns``). A media check
-    that did not pass makes the request an ``invalid-media`` failure."""
+    end-to-end latency (``last_byte_ns`` minus ``intended_ns``, or ``sent_ns`` when no
+    intended time was recorded, only for a request that delivered a valid output), time
+    to first byte (``first_byte_ns - sent_ns``) and, for a streamed LLM output
+    (``stream``), TTFT, ITL, TPOT and output tokens (``RequestRecord``). A media check
+    that did not pass makes the request an ``invalid-media`` failure; a stream that
+    failed (``stream-error``, ``incomplete``) makes it that failure."""
     o = observation
     failure, message = o.failure, o.message
     if failure is None and media is not None and media.verdict != "PASS":
         failure, message = "invalid-media", media.message
+    if failure is None and stream is not None and stream.failure is not None:
+        failure, message = stream.failure, stream.message
+    start = o.intended_ns if o.intended_ns is not None else o.sent_ns
+    metrics = None
+    if stream is not None and failure is None:
+        metrics = stream_metrics(stream.event_ns, stream.event_tokens, start, stream.output_tokens)
     return RequestRecord(
         index=index,
         phase=phase,
@@ -212,10 +229,20 @@ def request_record(
         media=media,
         failure=failure,
         message=message,
-        e2e_s=(o.last_byte_ns - o.sent_ns) / 1e9
+        e2e_s=(o.last_byte_ns - start) / 1e9
         if failure is None and o.last_byte_ns is not None
         else None,
         ttfb_s=(o.first_byte_ns - o.sent_ns) / 1e9 if o.first_byte_ns is not None else None,
+        intended_ns=o.intended_ns,
+        send_lag_s=(o.sent_ns - o.intended_ns) / 1e9 if o.intended_ns is not None else None,
+        events=event_times(stream, o.sent_ns) if stream is not None else None,
+        completion=completion,
+        finish_reason=stream.completion.finish_reason if stream is not None else None,
+        ttft_s=metrics.ttft_s if metrics else None,
+        itl_s=metrics.itl_s if metrics else None,
+        tpot_s=metrics.tpot_s if metrics else None,
+        output_tokens=stream.output_tokens if stream is not None else None,
+        output_tokens_from=stream.output_tokens_from if stream is not None else None,
     )
 
 
@@ -252,6 +279,7 @@ class RunRecorder:
         self.protocol_digest = protocol_digest
         self.condition = condition
         self.audits: tuple[Audit, ...] = ()  # the runner's audits of the outputs
+        self.load: ClientLoad | None = None  # the runner's own load while it sent
         self.started = utc_precise()
         self.client = client_environment()
         self.entries: dict[str, Entry] = {}
@@ -341,6 +369,8 @@ class RunRecorder:
             self.add_entry(f"{base}/output", record.body, "output")
         if record.media is not None:
             self.add_entry(f"{base}/check.json", record.media.report, "media")
+        if record.completion is not None:
+            self.add_entry(f"{base}/completion.json", record.completion, "completion")
         self.requests.append(record)
         return record
 
@@ -440,6 +470,7 @@ class RunRecorder:
             counts=phase_counts(requests),
             requests=requests,
             audits=self.audits,
+            load=self.load,
         )
 
     def seal(self) -> tuple[Registration, RunRecord]:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -51,8 +53,10 @@ from .endpoints import (
     get_control,
     model_ids,
 )
-from .models import MediaOutcome, Phase, RequestRecord, RunRecord, ServerIdentity
+from .endpoints import JSON_OUTPUT_MAX
+from .models import ClientLoad, MediaOutcome, Phase, RequestRecord, RunRecord, ServerIdentity
 from .recorder import RunRecorder, check_output, request_record, utc_precise
+from .streams import StreamOutcome
 from .workload import LoadedWorkload, expectations_for, load_workload
 
 if TYPE_CHECKING:
@@ -95,6 +99,8 @@ class _Pending:
         body: Descriptor | None,
         media: MediaOutcome | None = None,
         observation: Observation | None = None,
+        stream: StreamOutcome | None = None,
+        completion: Descriptor | None = None,
     ) -> RequestRecord:
         s = self.slot
         return request_record(
@@ -106,6 +112,8 @@ class _Pending:
             payload=payload,
             body=body,
             media=media,
+            stream=stream,
+            completion=completion,
         )
 
     def preview(self, payload: Descriptor) -> RequestRecord:
@@ -190,13 +198,19 @@ def run_workload(
         recorder.attach_config(config)
     stored = [recorder.store.put(p.data, p.descriptor.media_type) for p in payloads]
     results: dict[int, _Pending] = {}
+    clock: dict[str, float] = {}
     try:
         try:
             asyncio.run(
-                _drive(recorder, loaded, endpoint, payloads, stored, base, progress, results)
+                _drive(recorder, loaded, endpoint, payloads, stored, base, progress, results, clock)
             )
         except Exception as exc:  # the run started: it is registered whatever happened
             recorder.fail(_internal("while sending the requests", exc))
+        recorder.load = client_load(
+            [p.observation for p in results.values() if p.slot.phase == "measured"],
+            clock,
+            loaded.workload.run.max_send_lag,
+        )
         _finish(recorder, loaded, endpoint, [results[i] for i in sorted(results)], stored)
         try:
             recorder.audits = audit_run(loaded.workload, recorder.requests, recorder.store)
@@ -210,6 +224,44 @@ def run_workload(
         except Exception as exc:
             recorder.fail(_internal(f"while keeping --server-log {log}", exc))
     return recorder.seal()
+
+
+#: A client using this fraction of one core while it sends is saturated.
+SATURATED = 0.9
+
+
+def client_load(
+    observations: Sequence[Observation], clock: dict[str, float], max_send_lag: float
+) -> ClientLoad | None:
+    """The client's load over the measured requests: CPU over wall time, the send lag
+    (actual minus intended send time), and whether the run is client-bound."""
+    if "wall" not in clock or clock["wall"] <= 0:
+        return None
+    lags = sorted(
+        (o.sent_ns - o.intended_ns) / 1e9 for o in observations if o.intended_ns is not None
+    )
+    median = statistics.median(lags) if lags else None
+    fraction = clock["cpu"] / clock["wall"]
+    reasons = []
+    if median is not None and median > max_send_lag:
+        reasons.append(
+            f"median send lag {median * 1e3:.3f} ms exceeds [run] max_send_lag = "
+            f"{max_send_lag * 1e3:g} ms: requests left later than intended"
+        )
+    if fraction >= SATURATED:
+        reasons.append(
+            f"the client used {fraction:.0%} of a core while sending: its CPU was saturated"
+        )
+    return ClientLoad(
+        cpu_s=clock["cpu"],
+        wall_s=clock["wall"],
+        cpu_fraction=fraction,
+        send_lag_median_s=median,
+        send_lag_max_s=lags[-1] if lags else None,
+        max_send_lag_s=max_send_lag,
+        client_bound=bool(reasons),
+        reasons=tuple(reasons),
+    )
 
 
 def _finish(
@@ -245,6 +297,8 @@ def _checked(
         return item.record(payload, None)
     body = item.sink.publish(obs.media_type)
     media = None
+    if obs.failure is None and endpoint.marks:
+        return _streamed(recorder, loaded, endpoint, item, payload, body)
     if obs.failure is None:
         bad = endpoint.check_output(recorder.store.path_of(body.digest), body.size, body.media_type)
         if bad is not None:
@@ -256,6 +310,34 @@ def _checked(
                 exp = _audio_if_present(recorder.store, body, exp)
             media, _ = check_output(recorder.store, body, exp, f"request {item.slot.index}")
     return item.record(payload, body, media, obs)
+
+
+def _streamed(
+    recorder: RunRecorder,
+    loaded: LoadedWorkload,
+    endpoint: Endpoint,
+    item: _Pending,
+    payload: Descriptor,
+    body: Descriptor,
+) -> RequestRecord:
+    """A delivered LLM output read back: its events timed, its completion stored."""
+    obs = item.observation
+    if body.size > JSON_OUTPUT_MAX:
+        obs = replace(
+            obs,
+            failure="too-large",
+            message=f"a streamed output of {body.size} bytes is larger than {JSON_OUTPUT_MAX}",
+        )
+        return item.record(payload, body, observation=obs)
+    data = recorder.store.get(body.digest, body.size)
+    request = loaded.workload.request[item.slot.request]
+    outcome = endpoint.examine(data, obs, request, loaded.workload.endpoint.stream)
+    if outcome is None:
+        return item.record(payload, body)
+    completion = recorder.store.put(
+        msgspec.json.encode(outcome.completion), "application/vnd.evidencestore.completion+json"
+    )
+    return item.record(payload, body, stream=outcome, completion=completion)
 
 
 def _audio_if_present(store: LocalBlobStore, body: Descriptor, exp: Expectations) -> Expectations:
@@ -331,6 +413,7 @@ async def _drive(
     base: str,
     progress: Progress | None,
     results: dict[int, _Pending],
+    clock: dict[str, float],
 ) -> None:
     """Check the server, then send every warmup and measured request; each request's
     observation lands in ``results`` (by schedule index) as soon as it ends, so what
@@ -347,7 +430,10 @@ async def _drive(
         for rep in range(reps):
             for i in range(len(wl.request)):
                 slots.append(_Slot(len(slots), phase, i, rep))
-    connector = aiohttp.TCPConnector(limit=wl.run.concurrency, force_close=False)
+    # No TLS context is built for a plain-http server.
+    connector = aiohttp.TCPConnector(
+        limit=wl.run.concurrency, force_close=False, ssl=not base.startswith("http://")
+    )
     async with aiohttp.ClientSession(
         connector=connector, auto_decompress=False, trust_env=False
     ) as session:
@@ -370,13 +456,19 @@ async def _drive(
             async def worker(queue: list[_Slot]) -> None:
                 while queue:
                     slot = queue.pop()
+                    # Closed loop: a request is due the moment a worker is free for it.
+                    due = time.monotonic_ns()
                     observation, sink = await endpoint.exchange(
-                        conn, payloads[slot.request], wl.endpoint.path, utc_precise()
+                        conn, payloads[slot.request], wl.endpoint.path, utc_precise(), due
                     )
                     pending = results[slot.index] = _Pending(slot, observation, sink)
                     if progress is not None:
                         progress(slot.index + 1, len(slots), pending.preview(stored[slot.request]))
 
+            cpu0, wall0 = time.process_time(), time.perf_counter()
             await asyncio.gather(
                 *(worker(queue) for _ in range(min(wl.run.concurrency, len(queue)) or 1))
             )
+            if phase == "measured":
+                clock["cpu"] = time.process_time() - cpu0
+                clock["wall"] = time.perf_counter() - wall0

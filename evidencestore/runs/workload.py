@@ -96,10 +96,18 @@ def parse_workload(data: bytes, path: str | os.PathLike[str]) -> Workload:
         for key, value in sorted(req.fields.items()):
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"{where}.fields.{key} = {value}: expected a finite number")
-        if workload.endpoint.kind != "json" and req.size is None:
-            raise ConfigError(f"{where}: `size` (WxH) is required for {workload.endpoint.kind}")
-        if req.seconds is None and req.num_frames is None and workload.endpoint.kind != "json":
+        kind = workload.endpoint.kind
+        video = kind in ("videos-sync", "videos-job")
+        if video and req.size is None:
+            raise ConfigError(f"{where}: `size` (WxH) is required for {kind}")
+        if req.seconds is None and req.num_frames is None and video:
             raise ConfigError(f"{where}: give `seconds` or `num_frames` (with `fps`)")
+        if kind == "chat" and (req.prompt is None) == (req.messages is None):
+            raise ConfigError(f"{where}: give exactly one of `prompt` or `messages` for chat")
+        if kind == "completions" and (req.prompt is None or req.messages is not None):
+            raise ConfigError(f"{where}: completions needs `prompt` (and no `messages`)")
+        if kind in ("chat", "completions") and req.inputs:
+            raise ConfigError(f"{where}: input files are not sent by {kind}")
         if req.num_frames is not None and req.fps is None:
             raise ConfigError(f"{where}: `num_frames` needs `fps`")
         if req.seconds is not None and req.num_frames is not None and req.fps is not None:

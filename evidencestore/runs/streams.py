@@ -1,0 +1,347 @@
+"""Streamed LLM outputs: server-sent events read back from the stored stream, decoded
+into a completion (text, token ids, logprobs, finish reason), checked against the request,
+and timed by the arrival of each event at the socket.
+
+The runner does no parsing while a response streams: it keeps the raw bytes (stored by
+digest) and, per chunk read from the socket, ``(monotonic ns, bytes received so far)``.
+Afterwards :func:`examine` splits the stored stream into SSE events (WHATWG rules: lines
+end in CRLF, CR or LF; ``data:`` lines joined; a blank line dispatches), and each event
+takes the arrival time of the chunk that completed it. So an event's time is when its
+last byte was read, before any parsing, and a chunk carrying several events gives them
+all its time.
+
+Failure classes: ``stream-error`` for an ``event: error`` or a JSON ``error`` object in
+the stream; ``incomplete`` for a stream closed without ``data: [DONE]`` or without a
+``finish_reason``; ``invalid-response`` for an event that is not the JSON expected, or
+more output tokens than the request's ``max_tokens``.
+
+Tokens per event: the token ids the server returned with it (``token_ids``), else its
+logprob entries, else one for an event with non-empty content, counted from the events
+(``output_tokens_from = "events"`` when the server sent no usage).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+from ..models import Descriptor, Model
+from .models import EventTimes, Failure, RequestSpec
+
+__all__ = [
+    "COMPLETION_MEDIA_TYPE",
+    "Completion",
+    "SseEvent",
+    "StreamOutcome",
+    "examine",
+    "sse_events",
+    "stream_metrics",
+    "token_times",
+]
+
+COMPLETION_MEDIA_TYPE = "application/vnd.evidencestore.completion+json"
+_LINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n)")
+_MAX_EVENTS = 4_000_000
+
+
+class Completion(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One LLM output as evidence: its text, the token ids and logprobs the server gave
+    (None when it gave none), the finish reason and the output token count."""
+
+    kind: Literal["evidencestore/completion"] = "evidencestore/completion"
+    text: str
+    token_ids: tuple[int, ...] | None = None
+    tokens: tuple[str, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
+    finish_reason: str | None = None
+    output_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    """One dispatched server-sent event: its name, data, and the byte offset just past
+    the blank line that dispatched it."""
+
+    name: str
+    data: bytes
+    end: int
+
+
+def sse_events(data: bytes) -> list[SseEvent]:
+    """The events of an SSE stream (a trailing event without its blank line is dropped,
+    as a client would drop it)."""
+    out: list[SseEvent] = []
+    name = ""
+    lines: list[bytes] = []
+    for m in _LINE.finditer(data):
+        line = m.group(1)
+        if not line:
+            if lines:
+                out.append(SseEvent(name or "message", b"\n".join(lines), m.end()))
+                if len(out) > _MAX_EVENTS:
+                    break
+            name, lines = "", []
+            continue
+        if line.startswith(b":"):
+            continue
+        field, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if field == b"data":
+            lines.append(value)
+        elif field == b"event":
+            name = value.decode("utf-8", "replace")
+    return out
+
+
+class _S(msgspec.Struct, forbid_unknown_fields=False):
+    pass
+
+
+class _Delta(_S):
+    content: str | None = None
+    role: str | None = None
+
+
+class _Message(_S):
+    content: str | None = None
+
+
+class _Choice(_S):
+    index: int = 0
+    delta: _Delta | None = None
+    message: _Message | None = None
+    text: str | None = None
+    finish_reason: str | None = None
+    logprobs: Any = None
+    token_ids: list[int] | None = None
+
+
+class _Usage(_S):
+    completion_tokens: int | None = None
+
+
+class _Chunk(_S):
+    choices: list[_Choice] = msgspec.field(default_factory=list)
+    usage: _Usage | None = None
+    error: Any = None
+
+
+def _logprobs(value: Any) -> tuple[list[str], list[float]]:
+    """Tokens and logprobs from chat (``content: [{token, logprob}]``) or completions
+    (``tokens``, ``token_logprobs``) shapes."""
+    if isinstance(value, dict):
+        content = value.get("content")
+        if isinstance(content, list):
+            toks = [str(c.get("token", "")) for c in content if isinstance(c, dict)]
+            lps = [float(c.get("logprob") or 0.0) for c in content if isinstance(c, dict)]
+            return toks, lps
+        toks_v, lps_v = value.get("tokens"), value.get("token_logprobs")
+        if isinstance(toks_v, list) and isinstance(lps_v, list):
+            return [str(t) for t in toks_v], [float(v or 0.0) for v in lps_v]
+    return [], []
+
+
+@dataclass(frozen=True)
+class StreamOutcome:
+    """What a streamed (or plain JSON) LLM output says once read back: its failure, if
+    any, each event's arrival (monotonic ns) and token count, the decoded completion
+    (stored: ``completion``), the finish reason and output tokens with their source."""
+
+    failure: Failure | None
+    message: str | None
+    event_ns: tuple[int, ...]
+    event_tokens: tuple[int, ...]
+    completion: Completion
+    output_tokens: int | None
+    output_tokens_from: Literal["usage", "events"] | None
+
+
+def _arrival(marks: Sequence[tuple[int, int]], end: int) -> int:
+    """The time of the first chunk whose bytes reach offset ``end``."""
+    ends = [m[1] for m in marks]
+    i = bisect.bisect_left(ends, end)
+    return marks[min(i, len(marks) - 1)][0]
+
+
+def examine(
+    data: bytes,
+    marks: Sequence[tuple[int, int]],
+    request: RequestSpec,
+    *,
+    stream: bool,
+    chat: bool,
+) -> StreamOutcome:
+    """Decode a stored LLM output (see module doc); ``marks`` are the chunk arrivals."""
+    texts: list[str] = []
+    ids: list[int] = []
+    toks: list[str] = []
+    lps: list[float] = []
+    have_ids = have_lps = False
+    finish: str | None = None
+    usage: int | None = None
+    event_ns: list[int] = []
+    event_tokens: list[int] = []
+    failure: Failure | None = None
+    message: str | None = None
+    done = False
+    if stream:
+        events = sse_events(data)
+    else:
+        events = [SseEvent("message", data, len(data))] if data.strip() else []
+    for n, ev in enumerate(events):
+        when = _arrival(marks, ev.end) if marks else 0
+        if ev.name == "error":
+            failure = "stream-error"
+            message = f"event {n}: the server sent an error event: {ev.data[:300]!r}"
+            break
+        if stream and ev.data.strip() == b"[DONE]":
+            done = True
+            event_ns.append(when)
+            event_tokens.append(0)
+            break
+        try:
+            chunk = msgspec.json.decode(ev.data, type=_Chunk)
+        except RecursionError:
+            failure, message = "invalid-response", f"event {n}: nested too deeply"
+            break
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            failure, message = "invalid-response", f"event {n} is not the JSON expected: {exc}"
+            break
+        if chunk.error is not None:
+            failure = "stream-error"
+            message = f"event {n}: the server reported an error: {str(chunk.error)[:300]}"
+            break
+        if chunk.usage is not None and chunk.usage.completion_tokens is not None:
+            usage = chunk.usage.completion_tokens
+        k = 0
+        for choice in chunk.choices[:1]:
+            if chat:
+                holder = choice.delta if stream else choice.message
+                piece = holder.content if holder is not None else None
+            else:
+                piece = choice.text
+            if choice.token_ids is not None:
+                have_ids = True
+                ids.extend(choice.token_ids)
+                k = len(choice.token_ids)
+            t, lp = _logprobs(choice.logprobs)
+            if lp:
+                have_lps = True
+                toks.extend(t)
+                lps.extend(lp)
+                k = k or len(lp)
+            if piece:
+                texts.append(piece)
+                k = k or 1
+            if choice.finish_reason is not None:
+                finish = choice.finish_reason
+        event_ns.append(when)
+        event_tokens.append(k)
+    counted = sum(event_tokens)
+    output = usage if usage is not None else counted
+    if failure is None:
+        if stream and not done:
+            failure = "incomplete"
+            message = f"the stream closed without `data: [DONE]` after {len(events)} events"
+        elif finish is None:
+            failure = "incomplete"
+            message = "the output has no finish_reason"
+        elif request.max_tokens is not None and output > request.max_tokens:
+            failure = "invalid-response"
+            message = f"{output} output tokens, more than max_tokens = {request.max_tokens}"
+    completion = Completion(
+        text="".join(texts),
+        token_ids=tuple(ids) if have_ids else None,
+        tokens=tuple(toks) if have_lps else None,
+        logprobs=tuple(lps) if have_lps else None,
+        finish_reason=finish,
+        output_tokens=output,
+    )
+    return StreamOutcome(
+        failure=failure,
+        message=message,
+        event_ns=tuple(event_ns),
+        event_tokens=tuple(event_tokens),
+        completion=completion,
+        output_tokens=output,
+        output_tokens_from="usage" if usage is not None else "events",
+    )
+
+
+def event_times(outcome: StreamOutcome, sent_ns: int) -> EventTimes:
+    """The record's compact form of an outcome's event arrivals (µs after ``sent_ns``)."""
+    return EventTimes(
+        offsets_us=tuple(max(0, (t - sent_ns) // 1000) for t in outcome.event_ns),
+        tokens=outcome.event_tokens,
+    )
+
+
+@dataclass(frozen=True)
+class StreamMetrics:
+    """TTFT, mean ITL and TPOT of one request, in seconds (None where undefined)."""
+
+    ttft_s: float | None
+    itl_s: float | None
+    tpot_s: float | None
+
+
+def stream_metrics(
+    event_ns: Sequence[int], tokens: Sequence[int], start_ns: int, output_tokens: int | None
+) -> StreamMetrics:
+    """The definitions of the request record (``RequestRecord``): TTFT to the first
+    content event, ITL over the tokens after it, TPOT over ``output_tokens - 1``."""
+    content = [(t, k) for t, k in zip(event_ns, tokens, strict=False) if k > 0]
+    if not content:
+        return StreamMetrics(None, None, None)
+    first, last = content[0][0], content[-1][0]
+    later = sum(k for _, k in content[1:])
+    span = (last - first) / 1e9
+    return StreamMetrics(
+        ttft_s=(first - start_ns) / 1e9,
+        itl_s=span / later if later else None,
+        tpot_s=span / (output_tokens - 1) if output_tokens and output_tokens > 1 else None,
+    )
+
+
+def token_times(events: EventTimes) -> list[float]:
+    """Each output token's arrival in seconds after the send, from a record's events:
+    the first content event's tokens at its arrival, each later event's tokens spread
+    evenly over its gap (the last at the event's arrival)."""
+    out: list[float] = []
+    prev: float | None = None
+    for off, k in zip(events.offsets_us, events.tokens, strict=False):
+        if k <= 0:
+            continue
+        t = off / 1e6
+        if prev is None:
+            out.extend([t] * k)
+        else:
+            gap = (t - prev) / k
+            out.extend(prev + gap * (j + 1) for j in range(k))
+        prev = t
+    return out
+
+
+def inter_token_latencies(events: EventTimes) -> list[float]:
+    """Per-token ITL values (each later event's gap spread over its tokens)."""
+    times = token_times(events)
+    first_k = next((k for k in events.tokens if k > 0), 0)
+    return [b - a for a, b in zip(times[first_k - 1 :], times[first_k:], strict=False)] if (
+        first_k
+    ) else []
+
+
+def stored_completion(outcome: StreamOutcome) -> bytes:
+    """The bytes of the completion record kept by digest."""
+    return msgspec.json.encode(outcome.completion)
+
+
+def completion_descriptor(data: bytes, digest: str) -> Descriptor:
+    """The descriptor of stored completion bytes."""
+    return Descriptor(digest=digest, size=len(data), media_type=COMPLETION_MEDIA_TYPE)

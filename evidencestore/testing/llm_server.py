@@ -1,0 +1,446 @@
+"""A reference LLM server for tests and benches (aiohttp, 127.0.0.1, port 0).
+
+OpenAI-compatible ``POST /v1/chat/completions`` and ``POST /v1/completions``, streamed as
+server-sent events (``"stream": true``, with ``stream_options.include_usage``) or as one
+JSON answer, plus ``/health``, ``/v1/models`` and ``GET /_reference/log``.
+
+Tokens are deterministic: token ``i`` of a request is a hash of its prompt, seed and
+position (its text the word ``w<id>``), ``max_tokens`` of them (finish reason
+``length``). Every event carries the token ids it holds (``token_ids``) and, when asked
+(``logprobs``), a logprob per token.
+
+Knobs are attributes of :class:`LlmServer`, changeable while it runs (and options of
+``python -m evidencestore.testing.llm_server``): ``ttft`` (seconds before the first
+token), ``itl`` (seconds per token), ``jitter`` (uniform extra seconds per event, seeded),
+``tokens_per_event``, ``role_chunk`` (a role-only first chunk with empty content, sent at
+once, as vLLM's chat path does), ``diverge_at`` (tokens from this position on differ:
+a lossy candidate), ``logprob_shift`` (every logprob shifted by this much: same tokens,
+different logprobs), ``nondeterministic`` (tokens from ``diverge_at`` (or 0) differ per
+request), ``batch_dependent`` (tokens depend on how many requests are in flight),
+``error_at`` (an ``event: error`` after that many tokens), ``stall_at`` / ``stall``
+(a pause of ``stall`` seconds after that many tokens), ``drop_at`` (the stream ends after
+that many tokens without a finish reason or ``[DONE]``), ``fail_on`` (a set of 1-based
+request numbers, or True for all, answered ``fail_status``), ``cache`` (a request equal
+to one already answered is served at once), ``usage`` (whether usage is sent when asked).
+
+``log`` holds, for every token written, ``(request number, position, monotonic ns)``
+taken just before its event was written: the truth a client's TTFT and ITL are measured
+against (``GET /_reference/log`` serves it to a client in another process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+__all__ = ["LlmServer", "chat_workload", "serve_llm"]
+
+Knob = set[int] | bool
+
+
+def _applies(knob: Knob, number: int) -> bool:
+    return knob is True or (isinstance(knob, set) and number in knob)
+
+
+class LlmServer:
+    """A running reference LLM server: its URL, knobs and what it wrote when."""
+
+    def __init__(self, *, model: str = "reference-llm", vocab: int = 32000) -> None:
+        self.model = model
+        self.vocab = vocab
+        self.ttft = 0.0
+        self.itl = 0.0
+        self.jitter = 0.0
+        self.tokens_per_event = 1
+        self.role_chunk = False
+        self.diverge_at: int | None = None
+        self.logprob_shift = 0.0
+        self.nondeterministic = False
+        self.batch_dependent = False
+        self.error_at: int | None = None
+        self.stall_at: int | None = None
+        self.stall = 0.0
+        self.drop_at: int | None = None
+        self.fail_on: Knob = False
+        self.fail_status = 500
+        self.cache = False
+        self.usage = True
+        self.port = 0
+        self.requests = 0
+        self.in_flight = 0
+        self.log: list[tuple[int, int, int]] = []
+        self._rng = random.Random(0)
+        self._cache: dict[str, list[bytes]] = {}
+
+    @property
+    def url(self) -> str:
+        """The base URL (``http://127.0.0.1:<port>``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def token(self, prompt: str, seed: int, position: int, salt: str = "") -> int:
+        """Token ``position`` of a request (deterministic unless ``salt`` differs)."""
+        key = f"{prompt}\x00{seed}\x00{position}\x00{salt}".encode()
+        return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") % self.vocab
+
+    def tokens(self, prompt: str, seed: int, count: int, number: int) -> list[int]:
+        """The tokens a request gets under the current knobs."""
+        out = []
+        start = self.diverge_at if self.diverge_at is not None else 0
+        for i in range(count):
+            salt = ""
+            if self.diverge_at is not None and i >= self.diverge_at:
+                salt = "diverged"
+            if self.nondeterministic and i >= start:
+                salt += f"run{number}"
+            if self.batch_dependent and self.in_flight > 1:
+                salt += "batched"
+            out.append(self.token(prompt, seed, i, salt))
+        return out
+
+    def logprob(self, token: int) -> float:
+        """The logprob the server reports for ``token``."""
+        return -((token % 997) / 997.0) - 0.001 + self.logprob_shift
+
+    # -- the exchange ----------------------------------------------------------------
+    def _chunk(
+        self, chat: bool, ids: list[int], logprobs: bool, finish: str | None
+    ) -> dict[str, Any]:
+        text = "".join(f" w{t}" for t in ids)
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+        if chat:
+            choice["delta"] = {"content": text} if ids else {}
+        else:
+            choice["text"] = text
+        if ids:
+            choice["token_ids"] = ids
+        if logprobs and ids:
+            lps = [self.logprob(t) for t in ids]
+            choice["logprobs"] = (
+                {"content": [{"token": f" w{t}", "logprob": v} for t, v in zip(ids, lps)]}
+                if chat
+                else {"tokens": [f" w{t}" for t in ids], "token_logprobs": lps}
+            )
+        return {
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "model": self.model,
+            "choices": [choice],
+        }
+
+    async def _serve(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        from aiohttp import web
+
+        arrived = time.monotonic_ns()
+        self.requests += 1
+        number = self.requests
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"error": {"message": "not JSON"}}, status=400)
+        if _applies(self.fail_on, number):
+            return web.json_response(
+                {"error": {"message": "injected failure", "type": "server_error"}},
+                status=self.fail_status,
+            )
+        if chat:
+            prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+        else:
+            prompt = str(body.get("prompt", ""))
+        seed = int(body.get("seed") or 0)
+        count = int(body.get("max_tokens") or 16)
+        stream = bool(body.get("stream", False))
+        logprobs = bool(body.get("logprobs"))
+        usage = self.usage and bool((body.get("stream_options") or {}).get("include_usage"))
+        key = json.dumps(body, sort_keys=True)
+        self.in_flight += 1
+        try:
+            cached = self._cache.get(key) if self.cache else None
+            if cached is not None:
+                resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+                await resp.prepare(request)
+                for part in cached:
+                    await resp.write(part)
+                await resp.write_eof()
+                return resp
+            ids = self.tokens(prompt, seed, count, number)
+            if not stream:
+                await asyncio.sleep(self.ttft + self.itl * count)
+                one = self._chunk(chat, ids, logprobs, "length")
+                choice = one["choices"][0]
+                if chat:
+                    choice["message"] = {"role": "assistant", "content": choice.pop("delta")["content"]}
+                one["usage"] = {"prompt_tokens": len(prompt.split()), "completion_tokens": count}
+                return web.json_response(one)
+            return await self._stream(request, chat, ids, logprobs, usage, number, arrived, key)
+        finally:
+            self.in_flight -= 1
+
+    async def _stream(
+        self,
+        request: web.Request,
+        chat: bool,
+        ids: list[int],
+        logprobs: bool,
+        usage: bool,
+        number: int,
+        arrived: int,
+        key: str,
+    ) -> web.StreamResponse:
+        from aiohttp import web
+
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        written: list[bytes] = []
+
+        async def send(obj: dict[str, Any] | str, event: str | None = None) -> None:
+            data = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
+            part = (f"event: {event}\n" if event else "") + f"data: {data}\n\n"
+            raw = part.encode()
+            written.append(raw)
+            await resp.write(raw)
+
+        if self.role_chunk and chat:
+            await send(
+                {
+                    "object": "chat.completion.chunk",
+                    "model": self.model,
+                    "choices": [
+                        {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                    ],
+                }
+            )
+        due = arrived + int(self.ttft * 1e9)
+        step = max(1, self.tokens_per_event)
+        pos = 0
+        while pos < len(ids):
+            if self.error_at is not None and pos >= self.error_at:
+                await send({"error": {"message": "injected error mid-stream", "code": 500}}, "error")
+                await resp.write_eof()
+                return resp
+            if self.drop_at is not None and pos >= self.drop_at:
+                await resp.write_eof()  # closed without a finish reason or [DONE]
+                return resp
+            if self.stall_at is not None and pos == self.stall_at:
+                due += int(self.stall * 1e9)
+            part = ids[pos : pos + step]
+            if pos:
+                due += int(self.itl * len(part) * 1e9)
+            if self.jitter:
+                due += int(self._rng.uniform(0, self.jitter) * 1e9)
+            wait = (due - time.monotonic_ns()) / 1e9
+            if wait > 0:
+                await asyncio.sleep(wait)
+            finish = "length" if pos + len(part) >= len(ids) else None
+            chunk = self._chunk(chat, part, logprobs, None)
+            now = time.monotonic_ns()
+            for j in range(len(part)):
+                self.log.append((number, pos + j, now))
+            await send(chunk)
+            pos += len(part)
+            if finish is not None:
+                await send(self._chunk(chat, [], False, finish))
+        if usage:
+            await send(
+                {
+                    "object": "chat.completion.chunk" if chat else "text_completion",
+                    "model": self.model,
+                    "choices": [],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": len(ids)},
+                }
+            )
+        await send("[DONE]")
+        await resp.write_eof()
+        if self.cache:
+            self._cache[key] = written
+        return resp
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, True)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, False)
+
+    async def _health(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.json_response({"status": "ok"})
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+
+    async def _log(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.json_response({"log": self.log})
+
+    def app(self) -> web.Application:
+        """The aiohttp application."""
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_get("/_reference/log", self._log)
+        return app
+
+
+@contextlib.contextmanager
+def serve_llm(**knobs: Any) -> Iterator[LlmServer]:
+    """Run an :class:`LlmServer` in a background thread; yield it (``url`` is set)."""
+    from aiohttp import web
+
+    server = LlmServer(
+        model=knobs.pop("model", "reference-llm"), vocab=knobs.pop("vocab", 32000)
+    )
+    for key, value in knobs.items():
+        if not hasattr(server, key):
+            raise TypeError(f"unknown LLM server knob {key!r}")
+        setattr(server, key, value)
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    stop = asyncio.Event()
+    errors: list[BaseException] = []
+
+    async def main() -> None:
+        runner = web.AppRunner(
+            server.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        server.port = int(runner.addresses[0][1])
+        started.set()
+        await stop.wait()
+        await runner.cleanup()
+
+    def target() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(main())
+        except BaseException as exc:  # surfaced to the caller below
+            errors.append(exc)
+            started.set()
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=target, name="evstore-llm-server", daemon=True)
+    thread.start()
+    started.wait()
+    if errors:
+        raise errors[0]
+    try:
+        yield server
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=10)
+
+
+def chat_workload(
+    prompts: Sequence[str] = ("Hello there", "Tell me a story"),
+    *,
+    kind: str = "chat",
+    max_tokens: int = 32,
+    seed: int = 7,
+    measured: int = 1,
+    warmup: int = 0,
+    concurrency: int = 1,
+    logprobs: bool = True,
+    stream: bool = True,
+) -> str:
+    """The text of a ``workload.toml`` for the reference LLM server."""
+    path = "/v1/chat/completions" if kind == "chat" else "/v1/completions"
+    lines = [
+        "[endpoint]",
+        f'kind = "{kind}"',
+        f'path = "{path}"',
+        'model = "reference-llm"',
+        f"stream = {'true' if stream else 'false'}",
+        "",
+        "[run]",
+        f"warmup = {warmup}",
+        f"measured = {measured}",
+        f"concurrency = {concurrency}",
+        "check_media = false",
+        "timeout = 60",
+    ]
+    for p in prompts:
+        lines += [
+            "",
+            "[[request]]",
+            f"prompt = {json.dumps(p)}",
+            f"max_tokens = {max_tokens}",
+            f"seed = {seed}",
+            "temperature = 0.0",
+        ]
+        if logprobs:
+            lines.append("logprobs = true")
+    return "\n".join(lines) + "\n"
+
+
+_KNOBS: dict[str, tuple[type, str]] = {
+    "ttft": (float, "seconds before the first token"),
+    "itl": (float, "seconds per token"),
+    "jitter": (float, "uniform extra seconds per event (seeded)"),
+    "tokens_per_event": (int, "tokens per SSE event"),
+    "diverge_at": (int, "tokens from this position differ (a lossy candidate)"),
+    "logprob_shift": (float, "shift every logprob (same tokens, other logprobs)"),
+    "error_at": (int, "an `event: error` after this many tokens"),
+    "stall_at": (int, "pause --stall seconds after this many tokens"),
+    "stall": (float, "seconds of the stall"),
+    "drop_at": (int, "end the stream after this many tokens, without [DONE]"),
+    "fail_status": (int, "the HTTP status of --fail-all"),
+}
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        description="Serve the reference LLM server until stdin closes (prints its URL)."
+    )
+    parser.add_argument("--model", default="reference-llm")
+    parser.add_argument("--vocab", type=int, default=32000)
+    for name, (kind, help_) in _KNOBS.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, help=help_)
+    for flag, help_ in (
+        ("role_chunk", "send a role-only first chunk"),
+        ("nondeterministic", "tokens differ per request"),
+        ("batch_dependent", "tokens depend on the requests in flight"),
+        ("cache", "serve repeated requests from a cache"),
+        ("no_usage", "never send usage"),
+        ("fail_all", "answer every request with --fail-status"),
+    ):
+        parser.add_argument("--" + flag.replace("_", "-"), action="store_true", help=help_)
+    args = parser.parse_args(argv)
+    knobs: dict[str, Any] = {
+        k: getattr(args, k) for k in _KNOBS if getattr(args, k) is not None
+    }
+    for flag in ("role_chunk", "nondeterministic", "batch_dependent", "cache"):
+        if getattr(args, flag):
+            knobs[flag] = True
+    if args.no_usage:
+        knobs["usage"] = False
+    if args.fail_all:
+        knobs["fail_on"] = True
+    with serve_llm(model=args.model, vocab=args.vocab, **knobs) as server:
+        print(server.url, flush=True)
+        sys.stdin.read()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

@@ -7,7 +7,10 @@ frames and samples. Byte-identical outputs that the run already found valid are 
 without decoding again (equal bytes decode to equal content). Raw arrays kept beside an
 output (``requests/<index>/arrays/<file>``) are compared exactly as well
 (``arrays.py``): equal is PASS, a different dtype or shape UNAVAILABLE, different values
-INCONCLUSIVE. A pair's verdict is the worst of its parts (FAIL, UNAVAILABLE,
+INCONCLUSIVE. LLM outputs (a stored completion beside the event stream) are compared
+token-exactly instead (``tokens.py``): PASS for equal tokens and logprobs, INCONCLUSIVE
+for equal tokens with different logprobs, FAIL at the first divergent token; the
+completion was checked against its request when the stream was read back. A pair's verdict is the worst of its parts (FAIL, UNAVAILABLE,
 INCONCLUSIVE, PASS), and so is a run's.
 
 Unchecked is never valid: an output the run did not check against its request (``[run]
@@ -42,6 +45,7 @@ from .arrays import ARRAY_SUFFIXES, compare_array_files
 from .members import Member
 from .models import Adjudication, ArrayComparison, OutputComparison, Repeatability, Verdict
 from .protocol import Campaign
+from .tokens import compare_completions, load_completion
 
 if TYPE_CHECKING:
     from ..media.records import Expectations
@@ -64,10 +68,13 @@ class _Output:
     request: int
     arrays: dict[str, Descriptor]
     unchecked: str | None = None  # why the output was not checked against its request
+    completion: Descriptor | None = None  # an LLM output's decoded tokens
 
 
 def _unchecked(r: RequestRecord) -> str | None:
     """Why a delivered output was not checked against its request, or None."""
+    if r.completion is not None:
+        return None  # read back and checked against its request (streams.py)
     if r.media is None:
         return (
             "not checked against its request (no media outcome in the run record: "
@@ -94,7 +101,7 @@ def _outputs(member: Member, phases: Sequence[str]) -> dict[str, _Output]:
         valid = r.failure is None or (r.media is not None and r.media.verdict == "UNAVAILABLE")
         problem = None if valid else f"{r.failure}: {r.message or 'failed'}"
         key = f"request {r.request} {r.phase} #{r.repetition}"
-        out[key] = _Output(r.body, valid, problem, r.request, arrays, unchecked)
+        out[key] = _Output(r.body, valid, problem, r.request, arrays, unchecked, r.completion)
     return out
 
 
@@ -136,6 +143,8 @@ def _pair(
             key=key, verdict="FAIL", reference=ref_digest, candidate=cand_digest,
             reasons=tuple(reasons),
         )  # fmt: skip
+    if a.completion is not None and b.completion is not None:
+        return _tokens(store, key, ref_name, cand_name, a.completion, b.completion, a, b)
     if needs_check(a.request) and (a.unchecked or b.unchecked):
         reasons = [
             f"{name}: {key}: {o.unchecked}"
@@ -189,6 +198,38 @@ def _pair(
         audio_max_abs_diff=metrics.audio.max_abs_diff if metrics and metrics.audio else None,
         video_min_psnr=metrics.video.min_psnr if metrics and metrics.video else None,
         arrays=tuple(arrays),
+    )
+
+
+def _tokens(
+    store: BlobStore,
+    key: str,
+    ref_name: str,
+    cand_name: str,
+    ca: Descriptor,
+    cb: Descriptor,
+    a: _Output,
+    b: _Output,
+) -> OutputComparison:
+    ref = a.body.digest if a.body else None
+    cand = b.body.digest if b.body else None
+    try:
+        va = load_completion(store, ca.digest, ca.size)
+        vb = load_completion(store, cb.digest, cb.size)
+    except EvidenceStoreError as exc:
+        return OutputComparison(
+            key=key, verdict="UNAVAILABLE", reference=ref, candidate=cand,
+            reasons=(f"{key}: cannot be compared: {exc}",),
+        )  # fmt: skip
+    tv = compare_completions(key, ref_name, cand_name, va, vb)
+    return OutputComparison(
+        key=key,
+        verdict=tv.verdict,
+        reference=ref,
+        candidate=cand,
+        reasons=tv.reasons,
+        token_position=tv.position,
+        logprob_max_abs_diff=tv.logprob_max_abs_diff,
     )
 
 

@@ -133,7 +133,9 @@ class ArrayComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
 class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
     """One request's output in two runs: verdict, digests compared, distances;
     ``unchecked`` when it is UNAVAILABLE because an output was not checked against its
-    request."""
+    request. LLM outputs are compared token-exactly (``campaign/tokens.py``):
+    ``token_position`` is the first divergent token of a FAIL, ``logprob_max_abs_diff``
+    the largest logprob difference of equal tokens."""
 
     key: str
     verdict: Verdict
@@ -145,6 +147,8 @@ class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
     video_min_psnr: float | None = None
     arrays: tuple[ArrayComparison, ...] = ()
     unchecked: bool = False
+    token_position: int | None = None
+    logprob_max_abs_diff: float | None = None
 
 
 class Repeatability(Model, frozen=True, kw_only=True, omit_defaults=False):

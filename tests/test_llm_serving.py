@@ -1,0 +1,275 @@
+"""LLM serving over real HTTP against the reference LLM server: chat and completions
+streamed as server-sent events, timings from the socket, failure classes, token-exact
+verdicts in a campaign, and the determinism check across batch sizes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("aiohttp")
+
+from evidencestore.campaign.protocol import load_campaign
+from evidencestore.campaign.status import evaluate
+from evidencestore.campaign.tokens import compare_completions, determinism, load_completion
+from evidencestore.cli import main
+from evidencestore.config import local_store
+from evidencestore.runs import load_run, run_workload
+from evidencestore.runs.streams import Completion, examine, sse_events, token_times
+from evidencestore.runs.workload import parse_workload
+from evidencestore.testing.llm_server import LlmServer, chat_workload, serve_llm
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[LlmServer]:
+    with serve_llm() as s:
+        yield s
+
+
+def _repo(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "evidence").mkdir(exist_ok=True)
+    wl = tmp_path / "w.toml"
+    wl.write_text(text)
+    return wl
+
+
+def _run(tmp_path: Path, server: LlmServer, name: str, **knobs: object):  # type: ignore[no-untyped-def]
+    saved = {k: getattr(server, k) for k in knobs}
+    for k, v in knobs.items():
+        setattr(server, k, v)
+    try:
+        return run_workload(tmp_path, tmp_path / "w.toml", arm="a", server=server.url, name=name)[1]
+    finally:
+        for k, v in saved.items():
+            setattr(server, k, v)
+
+
+def test_chat_stream_timings_and_tokens(tmp_path: Path, llm: LlmServer) -> None:
+    _repo(tmp_path, chat_workload(("alpha",), max_tokens=12))
+    log_from = len(llm.log)
+    rec = _run(tmp_path, llm, "r", ttft=0.05, itl=0.01, role_chunk=True, tokens_per_event=3)
+    assert rec.outcome == "complete", rec.reason
+    (r,) = rec.requests
+    assert r.failure is None and r.finish_reason == "length"
+    assert (r.output_tokens, r.output_tokens_from) == (12, "usage")
+    assert r.events is not None
+    # role-only chunk first (0 tokens), then 4 events of 3 tokens, finish, usage, [DONE]
+    assert r.events.tokens == (0, 3, 3, 3, 3, 0, 0, 0)
+    assert r.ttft_s is not None and r.itl_s is not None and r.tpot_s is not None
+    # TTFT is the first content event, not the role-only chunk (sent at once).
+    assert r.events.offsets_us[0] < r.events.offsets_us[1]
+    assert r.ttft_s == pytest.approx(r.events.offsets_us[1] / 1e6 + (r.sent_ns - r.intended_ns) / 1e9, abs=2e-6)  # type: ignore[operator]
+    assert r.ttft_s >= 0.05
+    # Each later event's gap spread over its 3 tokens: ITL per token about 10 ms.
+    assert 0.008 <= r.itl_s <= 0.05
+    times = token_times(r.events)
+    assert len(times) == 12 and times == sorted(times)
+    assert r.send_lag_s is not None and r.send_lag_s >= 0
+    # The output is evidence: raw stream and completion by digest, tokens as the server's.
+    store = local_store(tmp_path)
+    assert r.completion is not None and r.body is not None
+    assert r.body.media_type == "text/event-stream"
+    comp = load_completion(store, r.completion.digest)
+    assert comp.token_ids == tuple(llm.tokens("alpha", 7, 12, 0))
+    assert comp.text == "".join(f" w{t}" for t in comp.token_ids)
+    assert comp.logprobs is not None and len(comp.logprobs) == 12
+    reg = json.loads((tmp_path / "evidence/r/bundle.json").read_text())
+    paths = {e["path"] for e in reg["manifest"]["entries"]}
+    assert "requests/00000/completion.json" in paths and "requests/00000/output" in paths
+    # The server's own log: the recorded TTFT matches when it wrote the first token.
+    written = [t for n, pos, t in llm.log[log_from:] if pos == 0]
+    assert len(written) == 1
+    assert abs((written[0] - r.sent_ns) / 1e9 - r.events.offsets_us[1] / 1e6) < 0.02
+    assert rec.load is not None and rec.load.client_bound is False
+    assert rec.load.send_lag_median_s is not None
+
+
+def test_completions_and_non_streamed(tmp_path: Path, llm: LlmServer) -> None:
+    _repo(tmp_path, chat_workload(("p",), kind="completions", max_tokens=5))
+    rec = _run(tmp_path, llm, "c")
+    assert rec.outcome == "complete", rec.reason
+    comp = load_completion(local_store(tmp_path), rec.requests[0].completion.digest)  # type: ignore[union-attr]
+    assert comp.token_ids == tuple(llm.tokens("p", 7, 5, 0))
+    (tmp_path / "w.toml").write_text(chat_workload(("p",), max_tokens=5, stream=False))
+    rec = _run(tmp_path, llm, "n")
+    assert rec.outcome == "complete", rec.reason
+    assert rec.requests[0].output_tokens == 5
+
+
+def test_stream_failure_classes(tmp_path: Path, llm: LlmServer) -> None:
+    _repo(tmp_path, chat_workload(("x",), max_tokens=8))
+    dropped = _run(tmp_path, llm, "drop", drop_at=3).requests[0]
+    assert dropped.failure == "incomplete"
+    assert "without `data: [DONE]`" in (dropped.message or "")
+    assert dropped.ttft_s is None and dropped.e2e_s is None
+    err = _run(tmp_path, llm, "err", error_at=2).requests[0]
+    assert err.failure == "stream-error" and "injected error mid-stream" in (err.message or "")
+    http = _run(tmp_path, llm, "http", fail_on=True).requests[0]
+    assert http.failure == "http-status" and http.status == 500
+    assert load_run(tmp_path, "drop").counts["measured"].failures == {"incomplete": 1}
+
+
+def test_error_json_mid_stream_and_max_tokens() -> None:
+    req = parse_workload(chat_workload(("x",), max_tokens=1).encode(), "w.toml").request[0]
+    stream = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"error":{"message":"oom"}}\n\n'
+    out = examine(stream, [(1, len(stream))], req, stream=True, chat=True)
+    assert out.failure == "stream-error" and "oom" in (out.message or "")
+    two = (
+        b'data: {"choices":[{"delta":{"content":"a"},"token_ids":[1,2]}]}\r\n\r\n'
+        b'data: {"choices":[{"delta":{},"finish_reason":"length"}]}\r\n\r\ndata: [DONE]\r\n\r\n'
+    )
+    out = examine(two, [(1, len(two))], req, stream=True, chat=True)
+    assert out.failure == "invalid-response" and "more than max_tokens = 1" in (out.message or "")
+    assert [e.end for e in sse_events(two)][-1] == len(two)
+
+
+def test_token_verdicts() -> None:
+    a = Completion(text=" a b", token_ids=(1, 2, 3), logprobs=(-0.1, -0.2, -0.3))
+    assert compare_completions("k", "base", "cand", a, a).verdict == "PASS"
+    lp = Completion(text=" a b", token_ids=(1, 2, 3), logprobs=(-0.1, -0.25, -0.3))
+    v = compare_completions("k", "base", "cand", a, lp)
+    assert v.verdict == "INCONCLUSIVE" and v.logprob_max_abs_diff == pytest.approx(0.05)
+    d = Completion(text=" a c", token_ids=(1, 2, 9, 9))
+    v = compare_completions("request 0", "base", "cand", a, d)
+    assert v.verdict == "FAIL" and v.position == 2
+    assert v.reasons[0] == (
+        "request 0: first divergent token at position 2: 'base' continues 3, 'cand' continues 9 9"
+    )
+    t1, t2 = Completion(text="hello"), Completion(text="help!")
+    v = compare_completions("k", "a", "b", t1, t2)
+    assert v.verdict == "FAIL" and v.position == 3 and "character" in v.reasons[0]
+
+
+PROTOCOL = """name = "spec-decode"
+
+[timing]
+min_runs = 2
+claim = false
+
+[quality]
+non_repeatable_baseline = "inconclusive"
+
+[[condition]]
+name = "det"
+workload = "workloads/det.toml"
+
+[[condition]]
+name = "nondet"
+workload = "workloads/nondet.toml"
+
+[[arm]]
+name = "baseline"
+baseline = true
+runs = 2
+
+[[arm]]
+name = "eagle"
+runs = 1
+
+[[arm]]
+name = "kv-fp8"
+runs = 1
+"""
+
+
+def test_chat_campaign_token_exact(
+    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's Done-when: baseline, a lossless candidate (PASS), a lossy one that
+    diverges at token 17 (FAIL at 17), a nondeterministic baseline (repeatability)."""
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    src = tmp_path / "proto"
+    (src / "workloads").mkdir(parents=True)
+    (src / "workloads/det.toml").write_text(chat_workload(("one", "two"), max_tokens=24))
+    (src / "workloads/nondet.toml").write_text(chat_workload(("three",), max_tokens=24))
+    (src / "protocol.toml").write_text(PROTOCOL)
+    assert main(["campaign", "init", "spec-decode", "--protocol", str(src / "protocol.toml"),
+                 "--root", str(root)]) == 0  # fmt: skip
+
+    def run(cond: str, arm: str, name: str, **knobs: object) -> int:
+        saved = {k: getattr(llm, k) for k in knobs}
+        for k, v in knobs.items():
+            setattr(llm, k, v)
+        try:
+            return main(["-q", "run", str(root / f"evidence/spec-decode/workloads/{cond}.toml"),
+                         "--arm", arm, "--server", llm.url, "--name", name, "--campaign",
+                         "spec-decode", "--condition", cond, "--root", str(root)])  # fmt: skip
+        finally:
+            for k, v in saved.items():
+                setattr(llm, k, v)
+
+    for i in (1, 2):
+        assert run("det", "baseline", f"base-det-{i}") == 0
+        assert run("nondet", "baseline", f"base-nondet-{i}", nondeterministic=True) == 0
+    assert run("det", "eagle", "eagle-det", tokens_per_event=4, role_chunk=True) == 0
+    assert run("det", "kv-fp8", "kv-det", diverge_at=17) == 0
+    assert run("nondet", "eagle", "eagle-nondet") == 0
+    ev = evaluate(root, load_campaign(root, "spec-decode"))
+    assert ev.repeatability["det"].exact is True
+    assert ev.adjudications["det/eagle"].verdict == "PASS"
+    kv = ev.adjudications["det/kv-fp8"]
+    assert kv.verdict == "FAIL"
+    assert {c.token_position for c in kv.comparisons} == {17}
+    assert "first divergent token at position 17: 'base-det-1' continues" in kv.reasons[0]
+    rep = ev.repeatability["nondet"]
+    assert rep.exact is False and rep.comparisons[0].verdict == "FAIL"
+    assert ev.adjudications["nondet/eagle"].verdict in ("INCONCLUSIVE", "FAIL")
+    capsys.readouterr()
+    code = main(["campaign", "status", "spec-decode", "--json", "--root", str(root)])
+    status = json.loads(capsys.readouterr().out)
+    assert code == 1
+    cells = {(c["condition"], c["arm"]): c for c in status["cells"]}
+    assert cells[("det", "eagle")]["lossless"] == "PASS"
+    assert cells[("det", "kv-fp8")]["lossless"] == "FAIL"
+    assert cells[("nondet", "baseline")]["repeatability"] == "not-exact"
+    assert any("nondet: baseline is not repeatable-exact" in r for r in status["remaining"])
+
+
+def test_determinism_across_batch_sizes(tmp_path: Path, llm: LlmServer) -> None:
+    store_root = tmp_path
+    prompts = tuple(f"prompt {i}" for i in range(4))
+    _repo(store_root, chat_workload(prompts, max_tokens=6, concurrency=1))
+    one = _run(store_root, llm, "c1", batch_dependent=True, itl=0.002)
+    (store_root / "w.toml").write_text(chat_workload(prompts, max_tokens=6, concurrency=4))
+    four = _run(store_root, llm, "c4", batch_dependent=True, itl=0.002)
+    four_ok = _run(store_root, llm, "c4ok", itl=0.002)
+    store = local_store(store_root)
+    bad = determinism(store, [("c1", one, 1), ("c4", four, 4)])
+    assert bad.deterministic is False
+    assert max(p.distinct for p in bad.prompts) == 2
+    good = determinism(store, [("c1", one, 1), ("c4ok", four_ok, 4)])
+    assert good.deterministic is True and [p.distinct for p in good.prompts] == [1, 1, 1, 1]
+
+
+def test_reference_server_cli() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evidencestore.testing.llm_server", "--ttft", "0.01",
+         "--tokens-per-event", "2", "--role-chunk"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        import urllib.request
+
+        body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                           "stream": True}).encode()  # fmt: skip
+        req = urllib.request.Request(url + "/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            events = sse_events(resp.read())
+        assert events[-1].data == b"[DONE]"
+        first = json.loads(events[0].data)
+        assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+        assert len(json.loads(events[1].data)["choices"][0]["token_ids"]) == 2
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=10)

@@ -187,3 +187,27 @@ def test_power_agrees_with_simulation_and_noncentral_bounds() -> None:
     assert power(1.2, 1.0, 0.1, need, 0.95) >= 0.8 > power(1.2, 1.0, 0.1, need - 1, 0.95)
     assert runs_needed(1.0, 1.0, 0.1, 0.95) is None  # no speedup cannot be resolved
     assert power(0.9, 0.98, 0.0, 5, 0.95) == 0.0 and power(1.01, 0.98, 0.0, 5, 0.95) == 1.0
+
+
+def test_percentile_order_statistic_interval_against_binomial() -> None:
+    """The order-statistic interval's coverage, recomputed from the binomial directly."""
+    from math import comb
+
+    from evidencestore.campaign.percentiles import percentile, requests_needed
+
+    values = [float(v) for v in range(1, 101)]
+    p = percentile("a", values, 0.5, 0.95)
+    assert p.value == 50.0 and p.low is not None and p.high is not None
+    lo, hi = int(p.low), int(p.high)  # values are their own ranks
+    cover = sum(comb(100, k) * 0.5**100 for k in range(lo, hi))
+    assert cover == pytest.approx(p.coverage) and cover >= 0.95
+    # Each tail at most 2.5 %.
+    assert sum(comb(100, k) * 0.5**100 for k in range(lo)) <= 0.025
+    assert sum(comb(100, k) * 0.5**100 for k in range(hi, 101)) <= 0.025
+    # A high quantile's upper rank needs q**n <= 2.5 %: the largest value must be able
+    # to lie above it (the lower rank is no constraint there).
+    assert requests_needed(0.99, 0.95) == 368
+    assert 0.99**368 <= 0.025 < 0.99**367
+    few = percentile("a", values[:10], 0.9, 0.95)
+    assert few.low is None and few.needed == requests_needed(0.9, 0.95) == 36
+    assert 0.9**36 <= 0.025 < 0.9**35

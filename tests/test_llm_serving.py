@@ -273,3 +273,73 @@ def test_reference_server_cli() -> None:
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait(timeout=10)
+
+
+def _claim_campaign(tmp_path: Path, metric: str) -> Path:
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    src = tmp_path / "proto"
+    (src / "workloads").mkdir(parents=True)
+    (src / "workloads/c.toml").write_text(chat_workload(("a", "b"), max_tokens=8, measured=3))
+    (src / "protocol.toml").write_text(
+        f'name = "ttft"\n\n[timing]\nmin_runs = 2\nmetric = "{metric}"\n\n'
+        '[[condition]]\nname = "c"\nworkload = "workloads/c.toml"\n\n'
+        '[[arm]]\nname = "baseline"\nbaseline = true\nruns = 2\n\n[[arm]]\nname = "fast"\nruns = 2\n'
+    )
+    assert main(["campaign", "init", "ttft", "--protocol", str(src / "protocol.toml"),
+                 "--root", str(root)]) == 0  # fmt: skip
+    return root
+
+
+@pytest.mark.parametrize(
+    ("metric", "slow", "fast"),
+    [
+        ("ttft", {"ttft": 0.08, "itl": 0.001}, {"ttft": 0.02, "itl": 0.001}),
+        ("itl", {"itl": 0.012}, {"itl": 0.003, "tokens_per_event": 2}),
+        ("output_throughput", {"itl": 0.012}, {"itl": 0.003}),
+    ],
+)
+def test_claim_on_llm_metric(
+    tmp_path: Path,
+    llm: LlmServer,
+    capsys: pytest.CaptureFixture[str],
+    metric: str,
+    slow: dict[str, float],
+    fast: dict[str, float],
+) -> None:
+    root = _claim_campaign(tmp_path, metric)
+
+    def run(arm: str, name: str, knobs: dict[str, float]) -> None:
+        saved = {k: getattr(llm, k) for k in knobs}
+        for k, v in knobs.items():
+            setattr(llm, k, v)
+        try:
+            assert main(["-q", "run", str(root / "evidence/ttft/workloads/c.toml"), "--arm", arm,
+                         "--server", llm.url, "--name", name, "--campaign", "ttft",
+                         "--condition", "c", "--root", str(root)]) == 0  # fmt: skip
+        finally:
+            for k, v in saved.items():
+                setattr(llm, k, v)
+
+    for i in (1, 2):
+        run("baseline", f"b{i}", slow)
+        run("fast", f"f{i}", fast)
+    capsys.readouterr()
+    main(["campaign", "claim", "ttft", "--condition", "c", "--arm", "fast", "--json",
+          "--root", str(root)])  # fmt: skip
+    claim = json.loads(capsys.readouterr().out)
+    assert claim["metric"] == metric and claim["refused"] is False, claim["reasons"]
+    assert claim["speedup"]["ratio"] > 2.0
+    runs = {rv["run"]: rv for rv in claim["runs"]}
+    b1 = load_run(root, "b1")
+    if metric == "output_throughput":
+        ok = [r for r in b1.requests if r.phase == "measured"]
+        span = (max(r.last_byte_ns for r in ok) - min(r.intended_ns for r in ok)) / 1e9  # type: ignore[type-var,operator]
+        assert runs["b1"]["value"] == pytest.approx(span / sum(r.output_tokens for r in ok))  # type: ignore[misc]
+    else:
+        field = {"ttft": "ttft_s", "itl": "itl_s"}[metric]
+        assert sorted(runs["b1"]["values"]) == sorted(getattr(r, field) for r in b1.requests)
+    p = {(x["arm"], x["q"]): x for x in claim["percentiles"]}
+    assert p[("baseline", 0.5)]["n"] == 12 and p[("baseline", 0.5)]["value"] is not None
+    # 12 requests cannot bound a p99 two-sided at 95 %: it says how many it would take.
+    assert p[("baseline", 0.99)]["low"] is None and p[("baseline", 0.99)]["needed"] == 368

@@ -115,7 +115,10 @@ def test_complete_run_at_5_and_15_seconds(
             and r.declared_length == r.received == r.body.size
         )
         assert r.sent_ns < r.headers_ns <= r.first_byte_ns <= r.last_byte_ns <= r.end_ns  # type: ignore[operator]
-        assert r.e2e_s == (r.last_byte_ns - r.sent_ns) / 1e9  # type: ignore[operator]
+        # e2e from when the request was due (issue 25: client-side queueing included)
+        assert r.intended_ns is not None and r.intended_ns <= r.sent_ns
+        assert r.e2e_s == (r.last_byte_ns - r.intended_ns) / 1e9  # type: ignore[operator]
+        assert r.send_lag_s == (r.sent_ns - r.intended_ns) / 1e9
     # the 15 s output is longer than the 5 s one, and each was checked against its request
     five, fifteen = record.requests[4], record.requests[5]
     assert five.body is not None and fifteen.body is not None and fifteen.body.size > five.body.size

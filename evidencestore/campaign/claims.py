@@ -1,4 +1,13 @@
-"""Speedup claims: baseline / candidate end-to-end latency, with an interval over runs.
+"""Speedup claims: baseline / candidate request time on the protocol's metric, with an
+interval over runs.
+
+The metric (``timing.metric``) is ``e2e`` (``e2e_s``), ``ttft``, ``itl``, ``tpot`` (the
+request record's ``ttft_s``, ``itl_s``, ``tpot_s``) or ``output_throughput``: a run's
+seconds per output token over its measured span (first intended send to last byte), so
+the ratio is candidate over baseline throughput. Every claim also gives each arm's p50,
+p90 and p99 of the metric over its measured requests, with order-statistic intervals
+(``percentiles.py``), and names the runs flagged client-bound (their send lag or CPU
+says the client, not the server, may have set the pace).
 
 The run is the unit of replication. Each complete run of this protocol, condition,
 workload and arm configuration (``members.py``) contributes one value: the geometric mean,
@@ -38,11 +47,14 @@ from ..storage import BlobStore
 from .estimator import WelchInterval, paired_log_interval, welch_log_interval
 from .members import Member, Members
 from .models import Claim, ClaimVerdict, RunValue, Speedup, TimingRule
+from .percentiles import percentile
 from .protocol import Campaign
 
 __all__ = ["make_claim", "run_value"]
 
 Order = Literal["alternating", "baseline-first", "candidate-first", "mixed"]
+#: The percentiles every claim gives per arm.
+PERCENTILES = (0.5, 0.9, 0.99)
 
 
 def _cv(values: Sequence[float]) -> float | None:
@@ -69,12 +81,39 @@ class _Timed:
     resolution: float
 
 
-def _timed(member: Member) -> list[_Timed]:
-    return [
-        _Timed(r.request, r.e2e_s, r.resolution_s or 0.0)
-        for r in member.record.requests
-        if r.phase == "measured" and r.failure is None and r.e2e_s is not None and r.e2e_s > 0
-    ]
+_FIELDS = {"e2e": "e2e_s", "ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s"}
+
+
+def _request_value(r: Any, metric: str) -> float | None:
+    if metric == "output_throughput":
+        if r.e2e_s is None or not r.output_tokens:
+            return None
+        return float(r.e2e_s) / r.output_tokens
+    value = getattr(r, _FIELDS[metric])
+    return None if value is None else float(value)
+
+
+def _timed(member: Member, metric: str = "e2e") -> list[_Timed]:
+    out = []
+    for r in member.record.requests:
+        if r.phase != "measured" or r.failure is not None:
+            continue
+        value = _request_value(r, metric)
+        if value is not None and value > 0:
+            # Only end-to-end time waits for a job-flow poll: the bound is its alone.
+            out.append(_Timed(r.request, value, (r.resolution_s or 0.0) if metric == "e2e" else 0.0))
+    return out
+
+
+def _throughput_value(member: Member) -> float:
+    """Seconds per output token over the run's measured span (0.0 without tokens)."""
+    ok = [r for r in member.record.requests if r.phase == "measured" and r.failure is None]
+    tokens = sum(r.output_tokens or 0 for r in ok)
+    ends = [r.last_byte_ns for r in ok if r.last_byte_ns is not None]
+    starts = [r.intended_ns if r.intended_ns is not None else r.sent_ns for r in ok]
+    if not tokens or not ends:
+        return 0.0
+    return (max(ends) - min(starts)) / 1e9 / tokens
 
 
 def _by_request(timed: Sequence[_Timed], shift: bool = False) -> dict[int, list[float]]:
@@ -92,11 +131,16 @@ def _geo(logs: dict[int, list[float]]) -> float:
     return math.exp(math.fsum(means) / len(means))
 
 
-def run_value(member: Member) -> RunValue:
-    """A run's measured, successful end-to-end latencies and its one value (module doc)."""
-    timed = _timed(member)
+def run_value(member: Member, metric: str = "e2e") -> RunValue:
+    """A run's measured, successful request times on ``metric`` and its one value
+    (module doc)."""
+    timed = _timed(member, metric)
     values = tuple(t.e2e for t in timed)
     logs = _by_request(timed)
+    value = _geo(logs) if logs else 0.0
+    if metric == "output_throughput":
+        value = _throughput_value(member)
+    load = member.record.load
     return RunValue(
         run=member.name,
         digest=member.digest,
@@ -104,26 +148,35 @@ def run_value(member: Member) -> RunValue:
         values=values,
         mean=math.fsum(values) / len(values) if values else 0.0,
         cv=_cv(values),
-        value=_geo(logs) if logs else 0.0,
+        value=value,
         request_values=tuple(math.exp(math.fsum(v) / len(v)) for _, v in sorted(logs.items())),
         started=member.record.started,
         resolution_s=max((t.resolution for t in timed), default=None),
         audit_findings=tuple(
             f"{a.name}: {f.message}" for a in member.record.audits for f in a.findings
         ),
+        client_bound=load is not None and load.client_bound,
     )
 
 
-def _within_spread(members: Sequence[Member]) -> float | None:
+def _within_spread(members: Sequence[Member], metric: str) -> float | None:
     """The pooled log-scale standard deviation of requests around their run's mean."""
     ss, dof = 0.0, 0
     for m in members:
-        for logs in _by_request(_timed(m)).values():
+        for logs in _by_request(_timed(m, metric)).values():
             if len(logs) > 1:
                 mean = math.fsum(logs) / len(logs)
                 ss += math.fsum((v - mean) ** 2 for v in logs)
                 dof += len(logs) - 1
     return math.sqrt(ss / dof) if dof else None
+
+
+def _low(member: Member, metric: str, value_of: dict[str, RunValue]) -> float:
+    """A run's value with every request time at the low end of its bound (only
+    end-to-end times have a bound: the job flow's polling)."""
+    if metric != "e2e":
+        return value_of[member.name].value
+    return _geo(_by_request(_timed(member, metric), shift=True))
 
 
 def _required(campaign: Campaign, condition: str, arm: str, runs: Sequence[Member]) -> list[str]:
@@ -194,6 +247,7 @@ def make_claim(
     store: BlobStore, campaign: Campaign, members: Members, condition: str, arm: str
 ) -> Claim:
     """The speedup claim of ``arm`` over the baseline at ``condition`` (see module doc)."""
+    metric = campaign.protocol.timing.metric
     campaign.workload_digest(condition)  # a ConfigError naming the conditions if unknown
     spec = campaign.arm(arm)
     base = campaign.baseline
@@ -213,8 +267,8 @@ def make_claim(
         and e.code in ("workload-mismatch", "config-mismatch")
     )
     reasons += [f"excluded: {e.message}" for e in excluded if e.code == "workload-mismatch"]
-    b_done = [m for m in b_runs if m.complete and _timed(m)]
-    c_done = [m for m in c_runs if m.complete and _timed(m)]
+    b_done = [m for m in b_runs if m.complete and _timed(m, metric)]
+    c_done = [m for m in c_runs if m.complete and _timed(m, metric)]
     for who, done in ((base.name, b_done), (arm, c_done)):
         if len(done) < timing.min_runs:
             reasons.append(
@@ -246,7 +300,7 @@ def make_claim(
                     f"{condition}: {len(pairs)} interleaved pairs, below the protocol's "
                     f"min_runs = {timing.min_runs}"
                 )
-    values = [run_value(m) for m in (*b_runs, *c_runs) if m.complete]
+    values = [run_value(m, metric) for m in (*b_runs, *c_runs) if m.complete]
     value_of = {rv.run: rv for rv in values}
     xs = [value_of[m.name].value for m in b_done]
     ys = [value_of[m.name].value for m in c_done]
@@ -260,7 +314,7 @@ def make_claim(
     df = None
     clears: bool | None = None
     verdict: ClaimVerdict = "REFUSED"
-    resolution = max((t.resolution for m in (*b_done, *c_done) for t in _timed(m)), default=None)
+    resolution = max((t.resolution for m in (*b_done, *c_done) for t in _timed(m, metric)), default=None)
     unbounded = sum(
         1
         for m in (*b_done, *c_done)
@@ -275,8 +329,8 @@ def make_claim(
         # Every request's true time lies within its bound below the recorded one: the
         # lowest speedup has the baseline's times at their low ends, the highest the
         # candidate's.
-        low_b = {m.name: _geo(_by_request(_timed(m), shift=True)) for m in b_done}
-        low_c = {m.name: _geo(_by_request(_timed(m), shift=True)) for m in c_done}
+        low_b = {m.name: _low(m, metric, value_of) for m in b_done}
+        low_c = {m.name: _low(m, metric, value_of) for m in c_done}
         worst = _interval(
             timing,
             [low_b[m.name] for m in b_done],
@@ -322,6 +376,17 @@ def make_claim(
             verdict = "STANDS" if clears else "NOT_CLEARED"
     b_values = [v for m in b_done for v in value_of[m.name].values]
     c_values = [v for m in c_done for v in value_of[m.name].values]
+    percentiles = tuple(
+        percentile(who, vals, q, timing.confidence)
+        for who, vals in ((base.name, b_values), (arm, c_values))
+        for q in PERCENTILES
+    )
+    bound = tuple(m.name for m in (*b_done, *c_done) if value_of[m.name].client_bound)
+    if bound:
+        notes.append(
+            f"client-bound run(s) used: {', '.join(bound)}: the client's send lag or CPU "
+            "may have set the pace, not the server"
+        )
     return Claim(
         protocol_digest=campaign.digest,
         condition=condition,
@@ -349,11 +414,14 @@ def make_claim(
         runs_candidate=len(c_done),
         run_spread_baseline=_sd([math.log(v) for v in xs]),
         run_spread_candidate=_sd([math.log(v) for v in ys]),
-        within_spread_baseline=_within_spread(b_done),
-        within_spread_candidate=_within_spread(c_done),
+        within_spread_baseline=_within_spread(b_done, metric),
+        within_spread_candidate=_within_spread(c_done, metric),
         bounded=bounded,
         resolution_s=resolution,
         order=order,
         pairs=tuple((a.name, b.name) for a, b in pairs),
         notes=tuple(notes),
+        metric=timing.metric,
+        percentiles=percentiles,
+        client_bound_runs=bound,
     )

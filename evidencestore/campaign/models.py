@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from msgspec import Meta
 
 from ..models import DigestStr, Model
+from .percentiles import Percentile
 
 __all__ = [
     "SCHEMA_TYPES",
@@ -60,9 +61,13 @@ class TimingRule(Model, frozen=True, kw_only=True):
     ``claim = false``: the campaign makes no timing claim (losslessness only) and its
     verdict says so; ``order = "interleaved"``: baseline and candidate runs must alternate
     (A B A B ...) and are paired in that order (estimator ``paired-log-t``).
+    ``metric``: the request time claims are about: ``e2e`` (default), or for LLM serving
+    ``ttft``, ``itl`` (each request's mean inter-token latency), ``tpot``, or
+    ``output_throughput`` (each run's output tokens per second over its measured span;
+    the speedup is candidate over baseline throughput).
     """
 
-    metric: Literal["e2e"] = "e2e"
+    metric: Literal["e2e", "ttft", "itl", "tpot", "output_throughput"] = "e2e"
     min_runs: Annotated[int, Meta(ge=2)] = 3
     confidence: Annotated[float, Meta(gt=0.5, lt=1)] = 0.95
     estimator: Literal["welch-log-t", "paired-log-t"] = ESTIMATOR
@@ -197,6 +202,7 @@ class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):
     started: str = ""
     resolution_s: float | None = None
     audit_findings: tuple[str, ...] = ()
+    client_bound: bool = False
 
 
 class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -258,6 +264,9 @@ class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
     order: Literal["alternating", "baseline-first", "candidate-first", "mixed"] | None = None
     pairs: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
+    metric: str = "e2e"
+    percentiles: tuple[Percentile, ...] = ()
+    client_bound_runs: tuple[str, ...] = ()
 
 
 class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):

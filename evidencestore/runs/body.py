@@ -1,7 +1,11 @@
-"""Response bodies streamed into the local store, never held whole in memory.
+"""Response bodies streamed into the local store, never held whole in memory past a bound.
 
-Each body is written chunk by chunk to a temporary file under ``<store>/incoming/`` while
-it is hashed (one pass), and published under its digest only when it is complete:
+A small body (at most :data:`SMALL` bytes, while the run's :class:`MemoryBudget` of
+:data:`BUDGET` bytes lasts) is hashed and kept in memory as it arrives, and stored by
+digest when published: creating a temporary file per response on the event loop costs
+more than the whole exchange of a small answer. Any other body, and one that grows past
+``SMALL``, is written chunk by chunk to a temporary file under ``<store>/incoming/``
+while it is hashed (one pass), and published under its digest only when complete:
 ``publish`` hands it to the store's ``adopt`` (create-only; an intact blob already there
 is kept, refreshed first so a concurrent gc keeps it). A dropped connection discards the
 temporary, so nothing partial ever appears under a digest. Publishing is separate from
@@ -37,7 +41,30 @@ from ..errors import StorageError
 from ..models import Descriptor
 from ..storage import LocalBlobStore
 
-__all__ = ["BodySink", "BodyTooLarge"]
+__all__ = ["BUDGET", "SMALL", "BodySink", "BodyTooLarge", "MemoryBudget"]
+
+#: The largest body kept in memory until published.
+SMALL = 64 << 10
+#: The most bytes of bodies one run keeps in memory at once (then they go to files).
+BUDGET = 64 << 20
+
+
+class MemoryBudget:
+    """The bytes of unpublished bodies a run may keep in memory."""
+
+    def __init__(self, limit: int = BUDGET) -> None:
+        self.left = limit
+
+    def take(self, size: int) -> bool:
+        """Reserve ``size`` bytes; False (nothing reserved) when they are not left."""
+        if size > self.left:
+            return False
+        self.left -= size
+        return True
+
+    def give(self, size: int) -> None:
+        """Return ``size`` bytes reserved before."""
+        self.left += size
 
 
 class BodyTooLarge(Exception):
@@ -51,9 +78,28 @@ class BodyTooLarge(Exception):
 class BodySink:
     """One body on its way into a local store: ``write`` chunks, then ``finish``."""
 
-    def __init__(self, store: LocalBlobStore, limit: int | None = None) -> None:
+    def __init__(
+        self, store: LocalBlobStore, limit: int | None = None, budget: MemoryBudget | None = None
+    ) -> None:
         self.store = store
         self.limit = limit
+        self._hasher = new_hasher()
+        self.size = 0
+        self.digest: str | None = None
+        self.tmp: Path | None = None
+        self._lock = -1
+        self._budget = budget
+        self._held = 0  # bytes reserved in the budget
+        self._memory: list[bytes] | None = None
+        if budget is not None and budget.take(SMALL):
+            self._held = SMALL
+            self._memory = []
+        else:
+            self._open()
+
+    def _open(self) -> None:
+        """Create the locked temporary (see module doc)."""
+        store = self.store
         while True:
             tmp = store.incoming_path()
             try:
@@ -74,29 +120,46 @@ class BodySink:
                 os.close(lock)
                 continue  # a cleaner removed it before we held it: take a new name
             break
-        self.tmp: Path | None = tmp
+        self.tmp = tmp
         self._fh = fh
         self._lock = lock
-        self._hasher = new_hasher()
-        self.size = 0
-        self.digest: str | None = None
+
+    def _release(self) -> None:
+        if self._budget is not None and self._held:
+            self._budget.give(self._held)
+        self._held = 0
 
     def write(self, chunk: bytes) -> None:
         """Hash and write one chunk; :class:`BodyTooLarge` (nothing written) past the limit."""
         if self.limit is not None and self.size + len(chunk) > self.limit:
             raise BodyTooLarge(self.limit)
         self._hasher.update(chunk)
+        memory = self._memory
+        if memory is not None:
+            if self.size + len(chunk) <= SMALL:
+                memory.append(chunk)
+                self.size += len(chunk)
+                return
+            # Grew past the in-memory bound: to a temporary file, as a large body.
+            self._open()
+            for part in memory:
+                self._fh.write(part)
+            self._memory = None
+            self._release()
         self._fh.write(chunk)
         self.size += len(chunk)
 
     def finish(self) -> str:
         """Close the temporary (complete body); return its digest. Not yet published."""
-        self._fh.close()
+        if self._memory is None:
+            self._fh.close()
         self.digest = digest_from_hex(self._hasher.hexdigest())
         return self.digest
 
     def head(self, size: int) -> bytes:
         """The first ``size`` bytes written so far (to quote an error body)."""
+        if self._memory is not None:
+            return b"".join(self._memory)[:size]
         if self.tmp is None:
             return b""
         try:
@@ -107,6 +170,12 @@ class BodySink:
 
     def discard(self) -> None:
         """Drop the temporary (a body that was not complete, or not wanted)."""
+        if self._memory is not None:
+            self._memory = None
+            self._release()
+            return
+        if self.tmp is None and self._lock < 0:
+            return
         with contextlib.suppress(OSError):
             self._fh.close()
         if self.tmp is not None:
@@ -119,6 +188,15 @@ class BodySink:
 
     def publish(self, media_type: str) -> Descriptor:
         """Put the finished body into the store under its digest; return its descriptor."""
+        if self.digest is not None and self._memory is not None:
+            digest = self.digest
+            try:
+                stored = self.store.put(b"".join(self._memory), media_type)
+            finally:
+                self.discard()
+            if stored.digest != digest:  # pragma: no cover - the same bytes, hashed twice
+                raise StorageError(f"a response body hashed to {digest}, stored as {stored.digest}")
+            return Descriptor(digest=digest, size=self.size, media_type=media_type)
         if self.digest is None or self.tmp is None:
             raise StorageError("a response body was published before it was finished")
         digest, tmp = self.digest, self.tmp

@@ -37,7 +37,7 @@ from ..inventory import (
 from ..models import Descriptor, Entry, Registration
 from ..staging import staging_dir
 from ..storage import LocalBlobStore
-from .body import BodySink
+from .body import BodySink, MemoryBudget
 from .endpoints import Observation, valid_media_type
 from .models import (
     Audit,
@@ -287,6 +287,8 @@ class RunRecorder:
         self.logs: dict[str, Descriptor] = {}
         self.requests: list[RequestRecord] = []
         self._sinks: list[BodySink] = []
+        self._budget = MemoryBudget()  # small bodies kept in memory until published
+        self.store.incoming_path()  # the folder large bodies stream into exists from the start
         self.server: ServerIdentity | None = None
         self.error: str | None = None
         if workload_bytes is not None:
@@ -345,7 +347,7 @@ class RunRecorder:
     def body_sink(self, limit: int | None = None) -> BodySink:
         """A sink streaming one response body (at most ``limit`` bytes) into the store
         (discarded by :meth:`discard_unpublished` if it is never published)."""
-        sink = BodySink(self.store, limit)
+        sink = BodySink(self.store, limit, self._budget)
         self._sinks.append(sink)
         return sink
 

@@ -1,0 +1,174 @@
+"""The runner at high request rates (issue 28 item 1): request rate and client CPU per
+request against a bare aiohttp client, 1 KiB bodies, concurrency 1, 8, 32, 256.
+
+The reference video server runs in its own process (``--stream-bytes 1024``: every
+``POST /v1/generate`` is answered with 1 KiB at once). Each client runs in a fresh
+process of its own, rounds interleaved (bare, evstore, bare, evstore, ...):
+
+* bare: an ``aiohttp.ClientSession`` with N workers POSTing the same JSON and reading
+  each body whole; nothing is kept;
+* evstore: ``run_workload`` of a ``json`` workload with ``check_media = false``, which
+  records every request and stores every body by digest.
+
+Both are measured over their request phase only: rate = requests / (last response's end
+- first send), CPU = process CPU time over the same phase / requests (``time.
+process_time`` in the bare client; the run record's ``load.cpu_s`` for evstore). The
+ratios (evstore rate / bare rate, evstore CPU / bare CPU) are within one run; medians of
+the rounds. The whole ``evstore run`` time (server check, publishing, registration) is
+shown beside.
+
+Run: ``python -m benches.bench_rate [--quick] [--requests N] [--rounds R]``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SERVER = [sys.executable, "-m", "evidencestore.testing.video_server", "--stream-bytes", "1024"]
+
+WORKLOAD = """\
+[endpoint]
+kind = "json"
+path = "/v1/generate"
+
+[run]
+measured = {measured}
+concurrency = {concurrency}
+check_media = false
+timeout = 60
+
+[[request]]
+prompt = "bench"
+seed = 1
+"""
+
+BARE = r"""
+import asyncio, json, sys, time
+import aiohttp
+
+async def main(url, n, c):
+    payload = json.dumps({"prompt": "bench", "seed": 1}).encode()
+    conn = aiohttp.TCPConnector(limit=c, ssl=False)
+    async with aiohttp.ClientSession(connector=conn, auto_decompress=False) as s:
+        async with s.get(url + "/health") as r:
+            await r.read()
+        left = [n]
+        async def worker():
+            while left[0] > 0:
+                left[0] -= 1
+                async with s.post(url + "/v1/generate", data=payload,
+                                  headers={"Content-Type": "application/json"}) as r:
+                    await r.read()
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(min(c, n))))
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    print(json.dumps({"wall": wall, "cpu": cpu}))
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+"""
+
+EVSTORE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from evidencestore.runs import run_workload
+root, wl, url, name = sys.argv[1:5]
+reg, rec = run_workload(root, wl, arm="bench", server=url, name=name)
+total = time.perf_counter() - t0
+ok = [r for r in rec.requests if r.failure is None and r.body is not None]
+assert len(ok) == len(rec.requests), rec.reason
+first = min(r.sent_ns for r in rec.requests)
+last = max(r.end_ns for r in rec.requests)
+print(json.dumps({"wall": (last - first) / 1e9, "cpu": rec.load.cpu_s, "total": total,
+                  "bound": rec.load.client_bound, "lag": rec.load.send_lag_median_s}))
+"""
+
+
+def _server() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+def _json(cmd: list[str]) -> dict[str, float]:
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def measure(requests: int, rounds: int, levels: tuple[int, ...]) -> list[dict[str, float]]:
+    proc, url = _server()
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="evstore-bench-rate-") as tmp:
+            root = Path(tmp)
+            (root / "evidence").mkdir()
+            for c in levels:
+                wl = root / f"w{c}.toml"
+                wl.write_text(WORKLOAD.format(measured=requests, concurrency=c))
+                bare, ev = [], []
+                for i in range(rounds):
+                    bare.append(_json([sys.executable, "-c", BARE, url, str(requests), str(c)]))
+                    ev.append(
+                        _json([sys.executable, "-c", EVSTORE, str(root), str(wl), url, f"r{c}-{i}"])
+                    )
+                rate_ratio = statistics.median(
+                    (requests / e["wall"]) / (requests / b["wall"]) for b, e in zip(bare, ev)
+                )
+                cpu_ratio = statistics.median(e["cpu"] / b["cpu"] for b, e in zip(bare, ev))
+                rows.append(
+                    {
+                        "concurrency": c,
+                        "bare_rps": statistics.median(requests / b["wall"] for b in bare),
+                        "evstore_rps": statistics.median(requests / e["wall"] for e in ev),
+                        "rate_ratio": rate_ratio,
+                        "bare_cpu_ms": statistics.median(b["cpu"] for b in bare) / requests * 1e3,
+                        "evstore_cpu_ms": statistics.median(e["cpu"] for e in ev) / requests * 1e3,
+                        "cpu_ratio": cpu_ratio,
+                        "evstore_total_s": statistics.median(e["total"] for e in ev),
+                        "client_bound": any(bool(e["bound"]) for e in ev),
+                        "send_lag_ms": statistics.median(e["lag"] for e in ev) * 1e3,
+                    }
+                )
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    return rows
+
+
+def main(argv: list[str]) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--requests", type=int)
+    parser.add_argument("--rounds", type=int)
+    parser.add_argument("--concurrency", type=int, nargs="*")
+    args = parser.parse_args(argv)
+    requests = args.requests or (512 if args.quick else 4096)
+    rounds = args.rounds or (1 if args.quick else 3)
+    levels = tuple(args.concurrency or (1, 8, 32, 256))
+    t0 = time.perf_counter()
+    rows = measure(requests, rounds, levels)
+    print(f"runner request rate, 1 KiB bodies, {requests} requests, {rounds} round(s)")
+    print(
+        f"{'conc':>5} {'bare req/s':>11} {'evstore':>9} {'rate x':>7} {'bare ms':>8} "
+        f"{'ev ms':>7} {'cpu x':>6} {'run s':>6} {'lag ms':>7} bound"
+    )
+    for r in rows:
+        print(
+            f"{r['concurrency']:>5} {r['bare_rps']:>11.0f} {r['evstore_rps']:>9.0f} "
+            f"{r['rate_ratio']:>7.2f} {r['bare_cpu_ms']:>8.3f} {r['evstore_cpu_ms']:>7.3f} "
+            f"{r['cpu_ratio']:>6.2f} {r['evstore_total_s']:>6.2f} {r['send_lag_ms']:>7.3f} "
+            f"{r['client_bound']}"
+        )
+    print(f"({time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

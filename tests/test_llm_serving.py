@@ -63,7 +63,9 @@ def test_chat_stream_timings_and_tokens(tmp_path: Path, llm: LlmServer) -> None:
     assert r.ttft_s is not None and r.itl_s is not None and r.tpot_s is not None
     # TTFT is the first content event, not the role-only chunk (sent at once).
     assert r.events.offsets_us[0] < r.events.offsets_us[1]
-    assert r.ttft_s == pytest.approx(r.events.offsets_us[1] / 1e6 + (r.sent_ns - r.intended_ns) / 1e9, abs=2e-6)  # type: ignore[operator]
+    assert r.ttft_s == pytest.approx(
+        r.events.offsets_us[1] / 1e6 + (r.sent_ns - r.intended_ns) / 1e9, abs=2e-6
+    )  # type: ignore[operator]
     assert r.ttft_s >= 0.05
     # Each later event's gap spread over its 3 tokens: ITL per token about 10 ms.
     assert 0.008 <= r.itl_s <= 0.05
@@ -116,7 +118,9 @@ def test_stream_failure_classes(tmp_path: Path, llm: LlmServer) -> None:
 
 def test_error_json_mid_stream_and_max_tokens() -> None:
     req = parse_workload(chat_workload(("x",), max_tokens=1).encode(), "w.toml").request[0]
-    stream = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"error":{"message":"oom"}}\n\n'
+    stream = (
+        b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"error":{"message":"oom"}}\n\n'
+    )
     out = examine(stream, [(1, len(stream))], req, stream=True, chat=True)
     assert out.failure == "stream-error" and "oom" in (out.message or "")
     two = (

@@ -332,9 +332,11 @@ def inter_token_latencies(events: EventTimes) -> list[float]:
     """Per-token ITL values (each later event's gap spread over its tokens)."""
     times = token_times(events)
     first_k = next((k for k in events.tokens if k > 0), 0)
-    return [b - a for a, b in zip(times[first_k - 1 :], times[first_k:], strict=False)] if (
-        first_k
-    ) else []
+    return (
+        [b - a for a, b in zip(times[first_k - 1 :], times[first_k:], strict=False)]
+        if (first_k)
+        else []
+    )
 
 
 def stored_completion(outcome: StreamOutcome) -> bytes:

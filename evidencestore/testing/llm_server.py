@@ -126,7 +126,11 @@ class LlmServer:
         if logprobs and ids:
             lps = [self.logprob(t) for t in ids]
             choice["logprobs"] = (
-                {"content": [{"token": f" w{t}", "logprob": v} for t, v in zip(ids, lps)]}
+                {
+                    "content": [
+                        {"token": f" w{t}", "logprob": v} for t, v in zip(ids, lps, strict=True)
+                    ]
+                }
                 if chat
                 else {"tokens": [f" w{t}" for t in ids], "token_logprobs": lps}
             )
@@ -177,7 +181,10 @@ class LlmServer:
                 one = self._chunk(chat, ids, logprobs, "length")
                 choice = one["choices"][0]
                 if chat:
-                    choice["message"] = {"role": "assistant", "content": choice.pop("delta")["content"]}
+                    choice["message"] = {
+                        "role": "assistant",
+                        "content": choice.pop("delta")["content"],
+                    }
                 one["usage"] = {"prompt_tokens": len(prompt.split()), "completion_tokens": count}
                 return web.json_response(one)
             return await self._stream(request, chat, ids, logprobs, usage, number, arrived, key)
@@ -214,7 +221,11 @@ class LlmServer:
                     "object": "chat.completion.chunk",
                     "model": self.model,
                     "choices": [
-                        {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                        {
+                            "index": 0,
+                            "delta": {"role": "assistant", "content": ""},
+                            "finish_reason": None,
+                        }
                     ],
                 }
             )
@@ -223,7 +234,9 @@ class LlmServer:
         pos = 0
         while pos < len(ids):
             if self.error_at is not None and pos >= self.error_at:
-                await send({"error": {"message": "injected error mid-stream", "code": 500}}, "error")
+                await send(
+                    {"error": {"message": "injected error mid-stream", "code": 500}}, "error"
+                )
                 await resp.write_eof()
                 return resp
             if self.drop_at is not None and pos >= self.drop_at:
@@ -277,7 +290,9 @@ class LlmServer:
     async def _models(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
-        return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+        )
 
     async def _log(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
@@ -302,9 +317,7 @@ def serve_llm(**knobs: Any) -> Iterator[LlmServer]:
     """Run an :class:`LlmServer` in a background thread; yield it (``url`` is set)."""
     from aiohttp import web
 
-    server = LlmServer(
-        model=knobs.pop("model", "reference-llm"), vocab=knobs.pop("vocab", 32000)
-    )
+    server = LlmServer(model=knobs.pop("model", "reference-llm"), vocab=knobs.pop("vocab", 32000))
     for key, value in knobs.items():
         if not hasattr(server, key):
             raise TypeError(f"unknown LLM server knob {key!r}")
@@ -426,9 +439,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     ):
         parser.add_argument("--" + flag.replace("_", "-"), action="store_true", help=help_)
     args = parser.parse_args(argv)
-    knobs: dict[str, Any] = {
-        k: getattr(args, k) for k in _KNOBS if getattr(args, k) is not None
-    }
+    knobs: dict[str, Any] = {k: getattr(args, k) for k in _KNOBS if getattr(args, k) is not None}
     for flag in ("role_chunk", "nondeterministic", "batch_dependent", "cache"):
         if getattr(args, flag):
             knobs[flag] = True

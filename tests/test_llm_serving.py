@@ -347,3 +347,32 @@ def test_claim_on_llm_metric(
     assert p[("baseline", 0.5)]["n"] == 12 and p[("baseline", 0.5)]["value"] is not None
     # 12 requests cannot bound a p99 two-sided at 95 %: it says how many it would take.
     assert p[("baseline", 0.99)]["low"] is None and p[("baseline", 0.99)]["needed"] == 368
+
+
+def test_run_show_llm_metrics(
+    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _repo(tmp_path, chat_workload(("a", "b"), max_tokens=6, measured=2))
+    _run(tmp_path, llm, "s", itl=0.002)
+    capsys.readouterr()
+    assert main(["run", "show", "s", "--json", "--root", str(tmp_path)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    measured = shown["phases"]["measured"]
+    assert measured["ttft_s"]["n"] == 4 and measured["output_tokens"] == 24
+    assert measured["itl_s"]["median"] is not None and shown["unchecked"] == 0
+    assert shown["load"]["client_bound"] is False
+    assert main(["run", "show", "s", "--root", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "  TTFT s (n=4): min " in text and "  output tokens: 24" in text
+
+
+def test_inter_token_latencies_spread_over_multi_token_events() -> None:
+    from evidencestore.runs.models import EventTimes
+    from evidencestore.runs.streams import inter_token_latencies, stream_metrics
+
+    ev = EventTimes(offsets_us=(100, 1000, 7000, 8000), tokens=(0, 1, 3, 0))
+    assert token_times(ev) == pytest.approx([0.001, 0.003, 0.005, 0.007])
+    assert inter_token_latencies(ev) == pytest.approx([0.002, 0.002, 0.002])
+    m = stream_metrics([100_000, 1_000_000, 7_000_000, 8_000_000], [0, 1, 3, 0], 0, 4)
+    assert m.ttft_s == pytest.approx(0.001)  # not the role-only event at 0.1 ms
+    assert m.itl_s == pytest.approx(0.002) and m.tpot_s == pytest.approx(0.002)

@@ -248,14 +248,25 @@ def _show(args: argparse.Namespace) -> int:
     for phase, info in summary["phases"].items():
         fails = ", ".join(f"{k} {v}" for k, v in info["failures"].items()) or "none"
         print(f"{phase}: {info['requests']} requests, {info['ok']} ok, failures: {fails}")
-        for key, label in (("e2e_s", "E2E"), ("ttfb_s", "TTFB")):
-            s = info[key]
-            if s["n"]:
+        for key, label in (
+            ("e2e_s", "E2E"),
+            ("ttfb_s", "TTFB"),
+            ("ttft_s", "TTFT"),
+            ("itl_s", "ITL"),
+            ("tpot_s", "TPOT"),
+        ):
+            s = info.get(key)
+            if s and s["n"]:
                 sd = f" ± {s['sd']:.3f}" if s["sd"] is not None else ""
                 print(
                     f"  {label} s (n={s['n']}): min {_fmt(s['min'])}  median {_fmt(s['median'])}  "
                     f"p90 {_fmt(s['p90'])}  max {_fmt(s['max'])}  mean {_fmt(s['mean'])}{sd}"
                 )
+        if "output_tokens" in info:
+            print(f"  output tokens: {info['output_tokens']}")
+    load = summary.get("load")
+    if load and load["client_bound"]:
+        print("client-bound: " + "; ".join(load["reasons"]))
     for f in summary["failures"]:
         print(f"  request {f['index']} ({f['phase']}): {f['failure']}: {f['message']}")
     if summary["unchecked"]:

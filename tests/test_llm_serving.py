@@ -5,6 +5,7 @@ verdicts in a campaign, and the determinism check across batch sizes."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -376,3 +377,79 @@ def test_inter_token_latencies_spread_over_multi_token_events() -> None:
     m = stream_metrics([100_000, 1_000_000, 7_000_000, 8_000_000], [0, 1, 3, 0], 0, 4)
     assert m.ttft_s == pytest.approx(0.001)  # not the role-only event at 0.1 ms
     assert m.itl_s == pytest.approx(0.002) and m.tpot_s == pytest.approx(0.002)
+
+
+def test_video_server_cli_exposes_every_knob() -> None:
+    from evidencestore.testing import video_server
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evidencestore.testing.video_server", "--fail-on", "all",
+         "--startup-error", "no GPU", "--ignore-seed", "--latency", "0.01"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        import urllib.error
+        import urllib.request
+
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(url + "/health", timeout=10)
+        assert info.value.code == 503 and b"no GPU" in info.value.read()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    # Every knob of the server is an option.
+    vs = video_server.VideoServer()
+    shutil.rmtree(vs._tmp)
+    knobs = {k for k, v in vars(vs).items()
+             if not k.startswith("_") and k not in ("model", "log_path", "sample_rate",
+             "channels", "requests", "arrivals_ns", "log_lines", "port")}  # fmt: skip
+    exposed = {*video_server._VALUE_KNOBS, *video_server._SET_KNOBS, *video_server._FLAGS}
+    assert knobs == exposed
+    from evidencestore.testing import llm_server
+
+    llm_knobs = {k for k in vars(llm_server.LlmServer()) if not k.startswith("_")} - {
+        "model", "vocab", "port", "requests", "in_flight", "log", "fail_on", "usage"}  # fmt: skip
+    flags = {"role_chunk", "nondeterministic", "batch_dependent", "cache"}
+    assert llm_knobs == set(llm_server._KNOBS) | flags
+
+
+def test_prompts_from_jsonl_and_sampled_lengths(tmp_path: Path, llm: LlmServer) -> None:
+    from evidencestore.errors import ConfigError
+    from evidencestore.runs import load_workload
+
+    (tmp_path / "evidence").mkdir()
+    (tmp_path / "prompts.jsonl").write_text(
+        '{"prompt": "first"}\n{"messages": [{"role": "user", "content": "second"}], '
+        '"max_tokens": 3}\n\n{"prompt": "third"}\n'
+    )
+    head = chat_workload(("inline",), max_tokens=4).split("\n[[request]]")[0]
+    (tmp_path / "w.toml").write_text(
+        head + '\n[[request]]\nprompt = "inline"\nmax_tokens = 4\n\n'
+        '[prompts]\npath = "prompts.jsonl"\ncount = 2\nmax_tokens = 5\nmax_tokens_max = 9\n'
+        "seed = 3\nrequest_seed = 11\n"
+    )
+    loaded = load_workload(tmp_path / "w.toml")
+    reqs = loaded.workload.request
+    assert [r.prompt for r in reqs] == ["inline", "first", None]
+    assert reqs[2].messages is not None and reqs[2].messages[0].content == "second"
+    assert reqs[2].max_tokens == 3 and 5 <= (reqs[1].max_tokens or 0) <= 9
+    assert reqs[1].seed == 11
+    # The same workload gives the same requests (sampled from its seed).
+    assert load_workload(tmp_path / "w.toml").workload.request == reqs
+    rec = _run(tmp_path, llm, "jsonl")
+    assert rec.outcome == "complete", rec.reason
+    assert [r.output_tokens for r in rec.requests] == [4, reqs[1].max_tokens, 3]
+    # Synthetic prompts of sampled input lengths, no file.
+    (tmp_path / "s.toml").write_text(
+        head + "\n[prompts]\ncount = 5\ninput_tokens = 3\ninput_tokens_max = 6\nmax_tokens = 2\n"
+    )
+    syn = load_workload(tmp_path / "s.toml").workload.request
+    assert len(syn) == 5 and all(3 <= len((r.prompt or "").split()) <= 6 for r in syn)
+    assert len({r.prompt for r in syn}) == 5
+    (tmp_path / "bad.jsonl").write_text('{"prompt": "a"}\n{"nothing": 1}\n')
+    (tmp_path / "b.toml").write_text(head + '\n[prompts]\npath = "bad.jsonl"\n')
+    with pytest.raises(ConfigError, match=r"\[prompts\]: line 2: give exactly one of"):
+        load_workload(tmp_path / "b.toml")

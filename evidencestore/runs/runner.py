@@ -158,7 +158,7 @@ def run_workload(
     ``failed-before-inference`` and its reason says what happened).
     """
     base = check_server_url(server)
-    loaded = load_workload(workload_path, roots=(root,))
+    loaded = load_workload(workload_path, roots=(root,), store=store)
     for kind, path in [
         *(("config", c) for c in configs),
         *(("server-log", g) for g in server_logs),

@@ -25,7 +25,8 @@ to one already answered is served at once), ``usage`` (whether usage is sent whe
 
 ``log`` holds, for every token written, ``(request number, position, monotonic ns)``
 taken just before its event was written: the truth a client's TTFT and ITL are measured
-against (``GET /_reference/log`` serves it to a client in another process).
+against (``GET /_reference/log`` serves it, with ``prompts``, each request's prompt by
+number, to a client in another process).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class LlmServer:
         self.requests = 0
         self.in_flight = 0
         self.log: list[tuple[int, int, int]] = []
+        self.prompts: dict[int, str] = {}
         self._rng = random.Random(0)
         self._cache: dict[str, list[bytes]] = {}
 
@@ -159,6 +161,7 @@ class LlmServer:
             prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         else:
             prompt = str(body.get("prompt", ""))
+        self.prompts[number] = prompt
         seed = int(body.get("seed") or 0)
         count = int(body.get("max_tokens") or 16)
         stream = bool(body.get("stream", False))
@@ -297,7 +300,7 @@ class LlmServer:
     async def _log(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
-        return web.json_response({"log": self.log})
+        return web.json_response({"log": self.log, "prompts": self.prompts})
 
     def app(self) -> web.Application:
         """The aiohttp application."""

@@ -73,7 +73,9 @@ def accuracy(root: Path, concurrency: int, count: int, tokens: int) -> dict[str,
     proc, url = _server("--ttft", "0.02", "--itl", "0.005", "--jitter", "0.002")
     try:
         wl = root / f"acc-{concurrency}.toml"
-        wl.write_text(WORKLOAD.format(concurrency=concurrency, count=count, tokens=tokens, seed=concurrency))
+        wl.write_text(
+            WORKLOAD.format(concurrency=concurrency, count=count, tokens=tokens, seed=concurrency)
+        )
         prompts = [r.prompt for r in load_workload(wl).workload.request]
         _, rec = run_workload(root, wl, arm="bench", server=url, name=f"acc-{concurrency}")
         with urllib.request.urlopen(url + "/_reference/log", timeout=60) as resp:
@@ -145,7 +147,9 @@ def main(argv: list[str]) -> None:
         root = Path(tmp)
         (root / "evidence").mkdir()
         print("TTFT / ITL error against the server's log (ms; |runner - server|)")
-        print(f"{'conc':>5} {'n':>5} {'ttft med':>9} {'ttft p99':>9} {'itl med':>8} {'itl p99':>8} {'cpu ms/req':>10}")
+        print(
+            f"{'conc':>5} {'n':>5} {'ttft med':>9} {'ttft p99':>9} {'itl med':>8} {'itl p99':>8} {'cpu ms/req':>10}"
+        )
         for c in (1, 64):
             count = (16 if quick else 64) if c == 1 else (64 if quick else 256)
             r = accuracy(root, c, count, 32)

@@ -236,7 +236,9 @@ def test_chat_campaign_token_exact(
     assert any("nondet: baseline is not repeatable-exact" in r for r in status["remaining"])
 
 
-def test_determinism_across_batch_sizes(tmp_path: Path, llm: LlmServer) -> None:
+def test_determinism_across_batch_sizes(
+    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     store_root = tmp_path
     prompts = tuple(f"prompt {i}" for i in range(4))
     _repo(store_root, chat_workload(prompts, max_tokens=6, concurrency=1))
@@ -250,6 +252,13 @@ def test_determinism_across_batch_sizes(tmp_path: Path, llm: LlmServer) -> None:
     assert max(p.distinct for p in bad.prompts) == 2
     good = determinism(store, [("c1", one, 1), ("c4ok", four_ok, 4)])
     assert good.deterministic is True and [p.distinct for p in good.prompts] == [1, 1, 1, 1]
+    # The same through the CLI, concurrency read from each run's workload.
+    assert main(["-q", "run", "determinism", "c1", "c4ok", "--root", str(store_root)]) == 0
+    capsys.readouterr()
+    assert main(["run", "determinism", "c1", "c4", "--json", "--root", str(store_root)]) == 1
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["concurrency"] == [1, 4] and shown["deterministic"] is False
+    assert any("distinct outputs across concurrencies [1, 4]" in r for r in shown["reasons"])
 
 
 def test_reference_server_cli() -> None:

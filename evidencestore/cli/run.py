@@ -1,12 +1,13 @@
 """`evstore` subcommands: run (``run WORKLOAD``, ``run show``, ``run diff``).
 
-``run`` is both a command taking WORKLOAD and a group with ``show`` and ``diff``: the
-``run`` parser takes its arguments verbatim and dispatches on the first one to one of
-three parsers, so ``evstore run workload.toml --arm x`` and ``evstore run show B`` both
-parse (a workload file literally named ``show`` or ``diff`` is given as ``./show``).
+``run`` is both a command taking WORKLOAD and a group with ``show``, ``diff`` and
+``determinism``: the ``run`` parser takes its arguments verbatim and dispatches on the
+first one to one of four parsers, so ``evstore run workload.toml --arm x`` and ``evstore
+run show B`` both parse (a workload file literally named ``show`` is given as ``./show``).
 
 Exit codes: ``run`` 0 for a complete run with every output valid, 1 for any other run
-(registered all the same), 2 for usage errors; ``show`` and ``diff`` 0, or 2.
+(registered all the same), 2 for usage errors; ``show`` and ``diff`` 0, or 2;
+``determinism`` 0 when every prompt got one distinct output, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -102,6 +103,37 @@ def _diff_parser() -> _Parser:
     )
 
 
+def _determinism_parser() -> _Parser:
+    return _parser(
+        "evstore run determinism",
+        "The determinism check across batch sizes: the same prompts in runs at different "
+        "concurrencies must give identical tokens. Exit 0 when every prompt has one "
+        "distinct output, 1 otherwise.",
+        [arg("runs", metavar="RUN", nargs="+"), json_flag("the check")],
+    )
+
+
+def _determinism(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from ..campaign.tokens import determinism_of_runs
+
+    result = determinism_of_runs(repo_root(args), args.runs)
+    if args.json:
+        print(json.dumps(msgspec.to_builtins(result), indent=2))
+    else:
+        shown = ", ".join(
+            f"{n} (concurrency {c})" for n, c in zip(result.runs, result.concurrency, strict=True)
+        )
+        verdict = "deterministic" if result.deterministic else "NOT deterministic"
+        print(f"{verdict} across {shown}")
+        for p in result.prompts:
+            print(f"  request {p.request}: {p.distinct} distinct output(s)")
+        for reason in result.reasons:
+            print(f"  {reason}")
+    return EXIT_OK if result.deterministic else EXIT_FAILED
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     argv: list[str] = list(args.argv)
     verbosity = getattr(args, "verbosity", 0)
@@ -113,9 +145,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         if head == "show"
         else (_diff_parser(), _diff)
         if head == "diff"
+        else (_determinism_parser(), _determinism)
+        if head == "determinism"
         else (_run_parser(), _run)
     )
-    rest = argv[1:] if head in ("show", "diff") else argv
+    rest = argv[1:] if head in ("show", "diff", "determinism") else argv
     try:
         ns = parser.parse_args(rest)
     except SystemExit as exc:  # -h

@@ -420,7 +420,8 @@ def test_video_server_cli_exposes_every_knob() -> None:
     from evidencestore.testing import llm_server
 
     llm_knobs = {k for k in vars(llm_server.LlmServer()) if not k.startswith("_")} - {
-        "model", "vocab", "port", "requests", "in_flight", "log", "prompts", "fail_on", "usage"}  # fmt: skip
+        "model", "vocab", "port", "requests", "in_flight", "log", "prompts", "request_ids",
+        "arrivals", "fail_on", "usage"}  # fmt: skip
     flags = {"role_chunk", "nondeterministic", "batch_dependent", "cache"}
     assert llm_knobs == set(llm_server._KNOBS) | flags
 

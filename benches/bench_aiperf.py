@@ -32,6 +32,7 @@ Run: ``python -m benches.bench_aiperf [--aiperf PATH] [--requests N] [--concurre
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 import os
 import resource
 import statistics
@@ -143,7 +144,7 @@ def evstore(root: Path, concurrency: int, count: int, isl: int, osl: int) -> dic
     for r in rec.requests:
         assert r.failure is None and r.events is not None, r.message
         times = [r.sent_ns / 1e9 + t for t in token_times(r.events)]
-        t, i = _errors(times[0], [b - a for a, b in zip(times, times[1:], strict=False)],
+        t, i = _errors(times[0], [b - a for a, b in pairwise(times)],
                        written[number_of[prompts[r.request]]])  # fmt: skip
         ttft.append(t)
         itl += i

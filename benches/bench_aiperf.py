@@ -32,7 +32,6 @@ Run: ``python -m benches.bench_aiperf [--aiperf PATH] [--requests N] [--concurre
 from __future__ import annotations
 
 import json
-from itertools import pairwise
 import os
 import resource
 import statistics
@@ -40,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+from itertools import pairwise
 from pathlib import Path
 
 TOKENIZER = r"""

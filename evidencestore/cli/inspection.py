@@ -117,8 +117,8 @@ def resolve_blob(root: Repository, text: str) -> tuple[str, int | None, Path | N
 
 # -- show --------------------------------------------------------------------------
 def _cmd_show(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
     from ..config import local_store
+    from ..verify.render import plural
 
     root = repo_root(args)
     reg = _registration(root, args.bundle)
@@ -163,9 +163,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 # -- status ------------------------------------------------------------------------
 def _cmd_status(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
     from ..config import local_store
     from ..inventory import load_inventory
+    from ..verify.render import plural
 
     root = repo_root(args)
     inventory = load_inventory(root)
@@ -283,10 +283,10 @@ def _plain(value: Any) -> Any:
 
 # -- checkout ----------------------------------------------------------------------
 def _cmd_checkout(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
     from ..inventory import EVIDENCE_DIR
     from ..remotes import export_blob, repository_store
     from ..storage import VerifyingReader
+    from ..verify.render import plural
 
     root = repo_root(args)
     reg = _registration(root, args.bundle)

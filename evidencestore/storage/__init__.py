@@ -6,7 +6,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ._base import DEFAULT_MEDIA_TYPE, BlobStore, VerifyingReader, blob_key
+from ._base import (
+    DEFAULT_MEDIA_TYPE,
+    BlobStore,
+    SupportsIncoming,
+    SupportsLocalPaths,
+    VerifyingReader,
+    blob_key,
+)
 from ._local import LocalBlobStore
 from ._memory import MemoryBlobStore
 from ._readthrough import ReadThroughStore
@@ -32,6 +39,8 @@ __all__ = [
     "LocalBlobStore",
     "MemoryBlobStore",
     "ReadThroughStore",
+    "SupportsIncoming",
+    "SupportsLocalPaths",
     "VerifyingReader",
     "blob_key",
     "open_store",

@@ -1,6 +1,8 @@
 """The package's shape, as the restructure left it: no import cycle (lazy imports
-included), no switch on a store class and no call of a store's private primitive outside
-``storage/``, and one place that adds the digest prefix."""
+included), imports that go downwards only through the layer table of
+docs/architecture.md (every module placed in it, every name in it a module), no switch
+on a store class and no call of a store's private primitive outside ``storage/``, and
+one place that adds the digest prefix."""
 
 from __future__ import annotations
 
@@ -9,12 +11,13 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "evidencestore"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 
 
-def _modules() -> dict[str, Path]:
+def _modules(package: Path = PACKAGE) -> dict[str, Path]:
     out = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = path
@@ -129,3 +132,106 @@ def test_the_digest_prefix_is_added_in_one_place() -> None:
         if re.search(r"[\"']blake3:[\"']\s*\+", path.read_text())
     ]
     assert glued == ["storage/conformance.py"]
+
+
+# -- layers ------------------------------------------------------------------------
+_LAYERS_HEADING = "## Layers (imports go downwards only)"
+
+
+def _layer_table(markdown: str) -> list[tuple[str, list[str]]]:
+    """The layer table of the architecture document, top layer first: each layer's
+    name and its names (``x/`` a subpackage, ``x.py`` a module); text in parentheses
+    is commentary."""
+    after = markdown.split(_LAYERS_HEADING, 1)[1]
+    block = after.split("```", 2)[1]
+    table: list[tuple[str, list[str]]] = []
+    for line in block.splitlines()[1:]:  # the first line is the fence's info string
+        words = re.sub(r"\([^)]*\)", " ", line).split()
+        if not words:
+            continue
+        names = words[1:]
+        odd = [n for n in names if not (n.endswith("/") or n.endswith(".py"))]
+        assert not odd, f"layer {words[0]!r}: {odd} are neither 'package/' nor 'module.py'"
+        table.append((words[0], names))
+    assert table, f"no layer table after {_LAYERS_HEADING!r}"
+    return table
+
+
+def _layer_of(module: str, table: list[tuple[str, list[str]]]) -> int | None:
+    """The index of the layer that holds ``module`` (a dotted name below the package),
+    None for the package itself (its public API stands above every layer) or -1 when
+    the table does not place it."""
+    rel = module.split(".")[1:]
+    if not rel:
+        return None
+    for index, (_layer, names) in enumerate(table):
+        for name in names:
+            if name.endswith("/") and rel[0] == name[:-1]:
+                return index
+            if len(rel) == 1 and name == f"{rel[0]}.py":
+                return index
+    return -1
+
+
+def _layer_problems(
+    mods: dict[str, Path], graph: dict[str, set[str]], table: list[tuple[str, list[str]]]
+) -> list[str]:
+    """Every upward import, every module the table does not place and every name in
+    the table that is no module, each as a line that says what to change."""
+    problems = [
+        f"{m} is in no layer: add it to the layer table in docs/architecture.md"
+        for m in sorted(mods)
+        if _layer_of(m, table) == -1
+    ]
+    tops = {m.split(".")[1] for m in mods if m.count(".") >= 1}
+    for layer, names in table:
+        for name in names:
+            stem = name[:-1] if name.endswith("/") else name[:-3]
+            is_package = any(m.count(".") >= 2 and m.split(".")[1] == stem for m in mods)
+            if stem not in tops or name.endswith("/") != is_package:
+                problems.append(f"layer {layer!r} names {name}, which is not in the package")
+    for module in sorted(graph):
+        here = _layer_of(module, table)
+        for target in sorted(graph[module]):
+            there = _layer_of(target, table)
+            if here is None or there is None or here < 0 or there < 0 or there >= here:
+                continue
+            problems.append(
+                f"{module} ({table[here][0]}) imports {target} ({table[there][0]}): "
+                "imports go downwards only"
+            )
+    return problems
+
+
+def test_imports_go_downwards_through_the_documented_layers() -> None:
+    table = _layer_table(ARCHITECTURE.read_text())
+    assert [layer for layer, _ in table] == ["cli", "features", "repository", "core"]
+    mods = _modules()
+    assert _layer_problems(mods, _import_graph(mods), table) == []
+
+
+def test_the_layer_check_fails_on_an_upward_import_and_on_drift(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "feat").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "feat" / "__init__.py").write_text("")
+    (package / "feat" / "run.py").write_text("from ..low import x\n")  # downwards: fine
+    (package / "low.py").write_text(
+        "def f():\n    from .feat.run import y  # upward, even inside a function\n"
+    )
+    (package / "loose.py").write_text("")
+    doc = (
+        f"# a\n\n{_LAYERS_HEADING}\n\n```\n"
+        "features   feat/ (commentary, ignored)\n"
+        "core       low.py  gone.py  feat.py\n```\n"
+    )
+    table = _layer_table(doc)
+    assert table == [("features", ["feat/"]), ("core", ["low.py", "gone.py", "feat.py"])]
+    mods = _modules(package)
+    assert _layer_problems(mods, _import_graph(mods), table) == [
+        "pkg.loose is in no layer: add it to the layer table in docs/architecture.md",
+        "layer 'core' names gone.py, which is not in the package",
+        "layer 'core' names feat.py, which is not in the package",
+        "pkg.low (core) imports pkg.feat (features): imports go downwards only",
+        "pkg.low (core) imports pkg.feat.run (features): imports go downwards only",
+    ]

@@ -110,11 +110,13 @@ def _outside_storage() -> list[tuple[Path, str]]:
 def test_no_store_class_switch_or_private_primitive_outside_storage() -> None:
     switch = re.compile(r"isinstance\([^)]*,\s*\(?[\w.]*(Local|Memory|Fsspec|ReadThrough)\w*Store")
     private = re.compile(
-        r"\b(?!self\b)\w+\.(_open_raw|_write|_write_file|_delete|_size|_exists|_iter|_tmp_in)\("
+        r"\b(?!self\b)\w+\.(_open_raw|_write|_write_file|_delete|_size|_exists|_iter|_tmp_in"
+        r"|_read_raw|_download_raw|_read_batch)\("
     )
     assert switch.search("isinstance(store, LocalBlobStore)")
     assert private.search("cache._write(digest, data)")
     assert not private.search("self._write(digest, data)")
+    assert private.search("source.store._read_raw(digest, limit=n)")
     found = [
         f"{path.relative_to(PACKAGE)}: {m.group(0)}"
         for path, text in _outside_storage()
@@ -122,6 +124,24 @@ def test_no_store_class_switch_or_private_primitive_outside_storage() -> None:
         for m in pattern.finditer(text)
     ]
     assert found == []
+
+
+def test_raw_reads_are_private_to_storage() -> None:
+    """Every public read of a store is verified: the raw, unverified reads have private
+    names (and the test above keeps their callers inside ``storage/``)."""
+    from evidencestore.storage import (
+        BlobStore,
+        FsspecBlobStore,
+        LocalBlobStore,
+        MemoryBlobStore,
+        ReadThroughStore,
+    )
+
+    raw = {"read_bytes", "download_to", "read_batch", "read_raw", "download_raw"}
+    for cls in (BlobStore, LocalBlobStore, MemoryBlobStore, FsspecBlobStore, ReadThroughStore):
+        assert not raw & set(dir(cls)), cls
+        assert {"_read_raw", "_download_raw"} <= set(dir(cls))
+    assert hasattr(FsspecBlobStore, "_read_batch")
 
 
 def test_the_digest_prefix_is_added_in_one_place() -> None:

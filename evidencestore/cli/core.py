@@ -176,7 +176,7 @@ def _store_progress(args: argparse.Namespace, planned: Any, stream: Any = None) 
     total = sum(p.size for p in planned if p.location == "store")
     if not total:
         return None
-    from .._transfer import Progress
+    from ..storage.transfer import Progress
 
     n = sum(p.location == "store" for p in planned)
     # Each byte is counted twice: once hashed, once stored.

@@ -1,5 +1,7 @@
-"""Blob stores: an ABC, local, memory, fsspec and read-through implementations, and
-``open_store``."""
+"""Blob stores: an ABC, local, memory, fsspec and read-through implementations,
+``open_store``, the capability protocols (``Supports*``), and what moves blobs between
+stores: ``transfer`` (verified, atomic, parallel push / pull / fetch) and ``leases``.
+Every public read is verified; raw reads are private to this package."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ from ._base import (
     DEFAULT_MEDIA_TYPE,
     BlobStore,
     SupportsIncoming,
+    SupportsKeepAlive,
+    SupportsLeases,
     SupportsLocalPaths,
+    SupportsQuarantine,
     VerifyingReader,
     blob_key,
 )
@@ -40,7 +45,10 @@ __all__ = [
     "MemoryBlobStore",
     "ReadThroughStore",
     "SupportsIncoming",
+    "SupportsKeepAlive",
+    "SupportsLeases",
     "SupportsLocalPaths",
+    "SupportsQuarantine",
     "VerifyingReader",
     "blob_key",
     "open_store",

@@ -347,3 +347,28 @@ def test_the_view_reads_the_registrations_it_needs_as_the_inventory_did(tmp_path
     report = json.loads(run("verify", "--json", "-"))  # the raw name is shown, not a crash
     [bad] = [b for b in report["bundles"] if b["name"] == "bad\\xff"]
     assert [(f["code"], f["bundle"]) for f in bad["findings"]] == [("unavailable", "bad\\xff")]
+
+
+def test_the_plan_is_frozen_and_says_what_is_hashed(tmp_path: Path) -> None:
+    """``plan`` decides from the registration and the layout alone: path findings, the
+    files to hash (a repo entry beside its registration, a store entry in the local
+    store) and the store entries that are unavailable; nothing in it can be changed."""
+    from evidencestore.inventory import load_inventory
+    from evidencestore.verify._pipeline import Plan, plan
+
+    root = init_repo(tmp_path / "repo")
+    add_bundle(root, "b", {"a.txt": b"a", "blob.bin": b"B" * 50}, external=("blob.bin",))
+    store = local_store(root)
+    reg = load_inventory(root).registrations["b"]
+    planned = plan(Context(root, store, False), "b", reg)
+    assert isinstance(planned, Plan)
+    assert planned.findings == () and planned.n_path == 0 and not planned.bdir_escapes
+    jobs = {entry.path: where for entry, where in planned.jobs}
+    assert jobs["a.txt"] == str(root / "evidence/b/a.txt")
+    assert jobs["blob.bin"] == str(store.path_of(hash_bytes(b"B" * 50).digest))
+    with pytest.raises(AttributeError):
+        planned.jobs = ()  # type: ignore[misc]
+    elsewhere = plan(Context(root, None, True), "b", reg)  # no local store at all
+    assert [entry.path for entry, _ in elsewhere.jobs] == ["a.txt"]
+    assert elsewhere.unavailable == 1
+    assert [(f.code, f.severity) for f in elsewhere.findings] == [("unavailable", "error")]

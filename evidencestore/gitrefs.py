@@ -14,6 +14,7 @@ from .inventory import EVIDENCE_DIR, REGISTRATION_NAME
 __all__ = [
     "REF_NAMESPACES",
     "git",
+    "is_ancestor",
     "is_git_repository",
     "list_refs",
     "read_blobs",
@@ -60,6 +61,18 @@ def is_git_repository(root: Path) -> bool:
         return git(root, "rev-parse", "--is-inside-work-tree").strip() == b"true"
     except ConfigError:
         return False
+
+
+def is_ancestor(root: Path, older: str, newer: str) -> bool:
+    """Whether commit ``older`` is an ancestor of ``newer`` (or ``newer`` itself); a
+    :class:`ConfigError` with git's message when git cannot tell."""
+    returncode, _, stderr = _run(root, ("merge-base", "--is-ancestor", older, newer), None)
+    if returncode not in (0, 1):
+        raise ConfigError(
+            f"git merge-base --is-ancestor {older[:12]} {newer[:12]}: "
+            + stderr.decode("utf-8", "replace").strip()
+        )
+    return returncode == 0
 
 
 def list_refs(root: Path) -> dict[str, str]:

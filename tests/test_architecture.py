@@ -144,6 +144,17 @@ def test_raw_reads_are_private_to_storage() -> None:
     assert hasattr(FsspecBlobStore, "_read_batch")
 
 
+def test_git_is_run_in_one_place() -> None:
+    runs_git = re.compile(r"""\[\s*["']git["']\s*,""")
+    assert runs_git.search('["git", "-C", str(root), *args]')
+    callers = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if runs_git.search(path.read_text())
+    )
+    assert callers == ["gitrefs.py"]
+
+
 def test_the_digest_prefix_is_added_in_one_place() -> None:
     # the conformance suite glues the prefix to malformed hex on purpose
     glued = [

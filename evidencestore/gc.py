@@ -60,8 +60,7 @@ from .inventory import decode_registration, load_inventory
 from .models import Registration
 from .remotes import open_remote
 from .staging import remove_stale_staging, stale_staging_dirs
-from .storage import BlobStore, SupportsQuarantine
-from .storage._base import BlobInfo
+from .storage import BlobInfo, BlobStore, SupportsQuarantine
 from .storage.leases import iter_leases, read_lease, remove_lease
 
 __all__ = [

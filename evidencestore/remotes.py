@@ -28,8 +28,13 @@ from .errors import (
 )
 from .inventory import load_inventory
 from .models import Finding, Registration
-from .storage import BlobStore, LocalBlobStore, ReadThroughStore
-from .storage._fsspec import FsspecBlobStore, RetryPolicy
+from .storage import (
+    BlobStore,
+    FsspecBlobStore,
+    LocalBlobStore,
+    ReadThroughStore,
+    RetryPolicy,
+)
 from .storage.leases import (
     LEASE_DIR,
     LEASE_RENEWAL,

@@ -99,6 +99,25 @@ def test_no_import_cycle() -> None:
     assert _cycles(graph) == []
 
 
+def _private_reaches(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a private module (``pkg._mod``) from outside its package ``pkg``."""
+    found = []
+    for module in sorted(graph):
+        for target in sorted(graph[module]):
+            owner, _, last = target.rpartition(".")
+            private = last.startswith("_") and not last.startswith("__")
+            if private and not (module == owner or module.startswith(f"{owner}.")):
+                found.append(f"{module} imports {target}")
+    return found
+
+
+def test_no_module_imports_a_private_module_of_another_package() -> None:
+    assert _private_reaches({"p.a": {"p.s._b", "p._c"}, "p.s.x": {"p.s._b"}}) == [
+        "p.a imports p.s._b"
+    ]
+    assert _private_reaches(_import_graph(_modules())) == []
+
+
 def _outside_storage() -> list[tuple[Path, str]]:
     return [
         (path, path.read_text())

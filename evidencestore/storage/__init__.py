@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._base import (
     DEFAULT_MEDIA_TYPE,
+    BlobInfo,
     BlobStore,
     SupportsIncoming,
     SupportsKeepAlive,
@@ -24,26 +25,28 @@ from ._memory import MemoryBlobStore
 from ._readthrough import ReadThroughStore
 
 if TYPE_CHECKING:
-    from ._fsspec import FsspecBlobStore
+    from ._fsspec import FsspecBlobStore, RetryPolicy
 
 
 def __getattr__(name: str) -> Any:
     # fsspec (and asyncio with it) is imported only when a non-local store is used,
     # so `evstore verify` on the local store starts fast.
-    if name == "FsspecBlobStore":
-        from ._fsspec import FsspecBlobStore
+    if name in ("FsspecBlobStore", "RetryPolicy"):
+        from . import _fsspec
 
-        return FsspecBlobStore
+        return getattr(_fsspec, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "DEFAULT_MEDIA_TYPE",
+    "BlobInfo",
     "BlobStore",
     "FsspecBlobStore",
     "LocalBlobStore",
     "MemoryBlobStore",
     "ReadThroughStore",
+    "RetryPolicy",
     "SupportsIncoming",
     "SupportsKeepAlive",
     "SupportsLeases",

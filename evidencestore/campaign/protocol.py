@@ -104,6 +104,12 @@ def parse_protocol(data: bytes, source: str) -> Protocol:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ConfigError(f"protocol {source}: {kind} {dup[0]!r} is declared twice")
+    timing = protocol.timing
+    if timing.estimator == "paired-log-t" and timing.order != "interleaved":
+        raise ConfigError(
+            f"protocol {source}: timing.estimator = 'paired-log-t' pairs interleaved runs: "
+            "it needs timing.order = 'interleaved'"
+        )
     if (base := next(a for a in protocol.arm if a.baseline)).runs < 2:
         raise ConfigError(
             f"protocol {source}: arm[{base.name}].runs = {base.runs}: the baseline needs at "

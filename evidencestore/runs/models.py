@@ -61,13 +61,17 @@ UrlPath = Annotated[str, Meta(pattern=r"^/[^\s]*$", description="an absolute URL
 class Endpoint(Model, frozen=True, kw_only=True):
     """Where requests go: ``videos-sync`` (multipart POST, the body is the video),
     ``videos-job`` (POST, poll ``{path}/{id}``, then GET ``{path}/{id}/content``) or
-    ``json`` (a JSON POST whose response body is the output)."""
+    ``json`` (a JSON POST whose response body is the output). The job flow waits
+    ``min(poll_interval, max(poll_min, poll_relative * elapsed))`` between polls
+    (``runs/polling.py``): its resolution stays near ``poll_relative`` of the time."""
 
     kind: EndpointKind
     path: UrlPath
     health_path: UrlPath = "/health"
     models_path: UrlPath = "/v1/models"
     poll_interval: Seconds = 0.5
+    poll_relative: Annotated[float, Meta(gt=0, le=0.5)] = 0.01
+    poll_min: Seconds = 0.005
 
 
 class RunSection(Model, frozen=True, kw_only=True):
@@ -185,7 +189,10 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     parsed, ``first_byte_ns`` / ``last_byte_ns`` for the output body. ``e2e_s`` is
     ``last_byte_ns - sent_ns`` of a request that delivered a valid output; ``ttfb_s`` is
     ``first_byte_ns - sent_ns``. For the job flow they span the POST to the content's
-    last byte, so they include up to one poll interval of waiting.
+    last byte, so they include some waiting for the poll that saw the job complete:
+    ``resolution_s`` bounds it (from the send of the last poll that saw the job
+    unfinished to the answer of the one that saw it complete; the clock's resolution for
+    a request without polling): the true time is within it below ``e2e_s``.
     """
 
     index: Count
@@ -208,6 +215,7 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     declared_length: int | None = None
     job_id: str | None = None
     polls: Count = 0
+    resolution_s: float | None = None
     media: MediaOutcome | None = None
     failure: Failure | None = None
     message: str | None = None

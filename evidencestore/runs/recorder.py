@@ -311,10 +311,14 @@ class RunRecorder:
         repetition: int = 0,
         headers: dict[str, str] | None = None,
         media_type: str = "video/mp4",
+        polls: int = 0,
+        resolution_s: float | None = None,
     ) -> RequestRecord:
         """Record one request a harness made itself: timings in monotonic ns, the body as
         bytes or a file. A body is checked against ``expectations`` when they are given;
-        an invalid one makes the request an ``invalid-media`` failure."""
+        an invalid one makes the request an ``invalid-media`` failure. A harness that
+        polled for the output gives ``polls`` and the bound on the waiting it added
+        (``resolution_s``, see :class:`RequestRecord`)."""
         payload_desc = self.store.put(payload, "application/octet-stream")
         body_desc = None
         if body is not None:
@@ -358,6 +362,8 @@ class RunRecorder:
                 headers=dict(headers or {}),
                 body=body_desc,
                 received=body_desc.size if body_desc else 0,
+                polls=polls,
+                resolution_s=resolution_s,
                 media=media,
                 failure=failure,
                 message=message,

@@ -34,6 +34,7 @@ import msgspec
 from ..errors import ConfigError
 from ..models import Descriptor, Registration
 from ..storage import LocalBlobStore
+from . import polling
 from .body import BodySink
 from .models import Exchange, Failure, Phase, RequestRecord, RunRecord, ServerIdentity
 from .recorder import RunRecorder, check_output, utc_precise
@@ -337,6 +338,7 @@ class _Observed:
         self.received = 0
         self.job: str | None = None
         self.polls = 0
+        self.resolution = polling.clock_resolution()
 
 
 async def _one(
@@ -392,7 +394,10 @@ async def _one(
                     raise _HttpStatus(resp.status, created)
                 job = _job_id(created)
                 t.job = job
+                schedule = polling.schedule_of(endpoint)
+                unfinished_ns = t.sent_ns  # when the job was last known unfinished
                 while True:
+                    poll_ns = time.monotonic_ns()
                     async with session.get(f"{base}{path}/{job}", allow_redirects=False) as resp:
                         t.polls += 1
                         info = await resp.read()
@@ -400,10 +405,12 @@ async def _one(
                         raise _HttpStatus(resp.status, info)
                     status = _job_status(info)
                     if status == "completed":
+                        t.resolution = (time.monotonic_ns() - unfinished_ns) / 1e9
                         break
                     if status in ("failed", "cancelled", "expired"):
                         raise _HttpStatus(resp.status, info, f"job {job} {status}")
-                    await asyncio.sleep(endpoint.poll_interval)
+                    unfinished_ns = poll_ns
+                    await asyncio.sleep(schedule.wait((time.monotonic_ns() - t.sent_ns) / 1e9))
                 method, path = "GET", f"{path}/{job}/content"
                 async with session.get(base + path, allow_redirects=False) as resp:
                     await stream(resp)
@@ -459,6 +466,7 @@ async def _one(
         declared_length=t.declared,
         job_id=t.job,
         polls=t.polls,
+        resolution_s=t.resolution,
         failure=failure,
         message=message,
         e2e_s=(t.last_ns - t.sent_ns) / 1e9 if failure is None and t.last_ns is not None else None,

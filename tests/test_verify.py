@@ -202,6 +202,26 @@ def test_base_registrations_are_read_in_one_git_batch(
     assert not any(c[0] == "show" for c in calls)
 
 
+def test_base_of_a_repository_in_a_subdirectory_of_the_work_tree(tmp_path: Path) -> None:
+    """The evidence repository is ``ml/`` inside the git work tree: the registrations
+    at the base are found under ``ml/evidence/`` (not a top-level ``evidence/``)."""
+    from evidencestore.verify import base_registrations
+
+    top = init_repo(tmp_path / "top")
+    add_bundle(top, "outer", {"o.txt": b"o"})  # a top-level evidence/ that is not ml's
+    ml = top / "ml"
+    add_bundle(ml, "inner", {"i.txt": b"i"})
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "base")
+    regs = base_registrations(ml, "HEAD")
+    assert list(regs) == ["inner"]
+    assert regs["inner"] == registration_path(ml, "inner").read_bytes()
+    assert _verify(ml, base="HEAD").ok
+    registration_path(ml, "inner").unlink()
+    codes = _codes(_verify(ml, base="HEAD"))
+    assert ("bundle-removed", "inner", "bundle.json") in codes
+
+
 def test_base_revision_unknown(repo: Path) -> None:
     from evidencestore.errors import ConfigError
 

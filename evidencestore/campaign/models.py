@@ -131,7 +131,9 @@ class ArrayComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """One request's output in two runs: verdict, digests compared, distances."""
+    """One request's output in two runs: verdict, digests compared, distances;
+    ``unchecked`` when it is UNAVAILABLE because an output was not checked against its
+    request."""
 
     key: str
     verdict: Verdict
@@ -142,6 +144,7 @@ class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
     audio_max_abs_diff: float | None = None
     video_min_psnr: float | None = None
     arrays: tuple[ArrayComparison, ...] = ()
+    unchecked: bool = False
 
 
 class Repeatability(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -175,7 +178,9 @@ class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):
     """One run as the unit of replication: its measured end-to-end latencies (seconds),
     their mean and coefficient of variation, and its one value ``value``: the geometric
     mean over distinct requests of each request's geometric mean. ``started`` (UTC) gives
-    the runs' order; ``resolution_s`` is the largest measurement bound of its requests."""
+    the runs' order; ``resolution_s`` is the largest measurement bound of its requests.
+    ``audit_findings``: the findings of the run's audits (seed ignored, possible output
+    caching), carried into every claim that uses the run."""
 
     run: str
     digest: DigestStr
@@ -187,6 +192,7 @@ class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):
     request_values: tuple[float, ...] = ()
     started: str = ""
     resolution_s: float | None = None
+    audit_findings: tuple[str, ...] = ()
 
 
 class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):

@@ -86,6 +86,11 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
         b_done, b_failed = _split_runs(c, base, b_runs, remaining)
         if repeat is None:
             remaining.append(f"{c}: baseline repeatability not yet qualified")
+        elif unchecked := [x for x in repeat.comparisons if x.unchecked]:
+            remaining.append(
+                f"{c}: baseline repeatability is UNAVAILABLE: {len(unchecked)} output pair(s) "
+                f"not checked against their request; first: {unchecked[0].reasons[0]}"
+            )
         elif not repeat.exact:
             remaining.append(
                 f"{c}: baseline is not repeatable-exact; the protocol declares "

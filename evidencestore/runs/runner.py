@@ -126,6 +126,10 @@ def run_workload(
     """
     base = check_server_url(server)
     loaded = load_workload(workload_path)
+    if campaign is not None:
+        protocol_digest = _fits(
+            root, workload_path, loaded, arm, campaign, condition, configs, protocol_digest
+        )
     for log in server_logs:
         if not Path(log).is_file():
             raise ConfigError(f"--server-log {log}: no such file")
@@ -154,6 +158,42 @@ def run_workload(
     for log in server_logs:
         recorder.attach_log(log)
     return recorder.seal()
+
+
+def _fits(
+    root: str | os.PathLike[str],
+    workload_path: str | os.PathLike[str],
+    loaded: LoadedWorkload,
+    arm: str,
+    campaign: str,
+    condition: str | None,
+    configs: Sequence[str | os.PathLike[str]],
+    protocol_digest: str | None,
+) -> str:
+    """The protocol digest of ``campaign``, once the run fits it (``campaign.fit``)."""
+    from ..campaign.fit import check_run_fits
+    from ..digest import hash_file
+
+    digests = []
+    for config in configs:
+        try:
+            digests.append(hash_file(config).digest)
+        except OSError as exc:
+            raise ConfigError(f"--config {config}: cannot read: {exc.strerror}") from exc
+    fitting = check_run_fits(
+        root,
+        campaign,
+        arm=arm,
+        condition=condition,
+        workload_digest=loaded.descriptor.digest,
+        config_digests=digests,
+        workload_source=os.fspath(workload_path),
+    )
+    if protocol_digest is not None and protocol_digest != fitting.digest:
+        raise ConfigError(
+            f"protocol digest {protocol_digest}: campaign {campaign!r} is protocol {fitting.digest}"
+        )
+    return fitting.digest
 
 
 def _finish(recorder: RunRecorder, loaded: LoadedWorkload, pending: list[_Pending]) -> None:

@@ -134,10 +134,16 @@ class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
     arrays: tuple[ArrayComparison, ...] = ()
 
 
-class Repeatability(Model, frozen=True, kw_only=True, omit_defaults=False):
+class Repeatability(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-repeatability",
+):
     """Baseline run vs baseline run, per request, for one condition."""
 
-    kind: Literal["evidencestore/campaign-repeatability"] = "evidencestore/campaign-repeatability"
     protocol_digest: DigestStr
     condition: str
     runs: tuple[DigestStr, ...]
@@ -146,10 +152,16 @@ class Repeatability(Model, frozen=True, kw_only=True, omit_defaults=False):
     comparisons: tuple[OutputComparison, ...]
 
 
-class Adjudication(Model, frozen=True, kw_only=True, omit_defaults=False):
+class Adjudication(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-adjudication",
+):
     """Candidate vs baseline for one condition and arm, under the protocol's rule."""
 
-    kind: Literal["evidencestore/campaign-adjudication"] = "evidencestore/campaign-adjudication"
     protocol_digest: DigestStr
     condition: str
     arm: str
@@ -181,10 +193,16 @@ class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):
     high: float
 
 
-class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
+class Claim(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-claim",
+):
     """A speedup claim, or its refusal, citing every run and value it used."""
 
-    kind: Literal["evidencestore/campaign-claim"] = "evidencestore/campaign-claim"
     protocol_digest: DigestStr
     condition: str
     arm: str
@@ -221,10 +239,16 @@ class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
     qualified: bool
 
 
-class StatusRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
+class StatusRecord(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-status",
+):
     """``evstore campaign status``: the matrix, the overall verdict, what remains."""
 
-    kind: Literal["evidencestore/campaign-status"] = "evidencestore/campaign-status"
     campaign: str
     protocol_digest: DigestStr
     verdict: Literal["ACCEPTED", "NOT_ACCEPTED"]

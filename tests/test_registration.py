@@ -8,6 +8,7 @@ two runs racing for one name keeps its measurements under a fresh name.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -299,3 +300,78 @@ def test_init_repository_is_a_library_function(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="cannot initialise"):
         init_repository(tmp_path / "file")
+
+
+PROTOCOL = """name = "nested"
+
+[timing]
+min_runs = 3
+confidence = 0.95
+
+[quality]
+non_repeatable_baseline = "inconclusive"
+
+[[condition]]
+name = "1s"
+workload = "workloads/1s.toml"
+
+[[arm]]
+name = "base"
+baseline = true
+runs = 2
+
+[[arm]]
+name = "fast"
+runs = 1
+"""
+
+
+def test_a_whole_campaign_under_an_explicit_root_never_walks_up(
+    tmp_path: Path,
+    nested: tuple[Path, Path],
+    server: VideoServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/architecture.md: a root is resolved once, at the entry point, and nothing
+    below walks up again: campaign init, runs, status with its records, report."""
+    pytest.importorskip("jinja2")
+    outer, new = nested
+    src = tmp_path / "p"
+    (src / "workloads").mkdir(parents=True)
+    (src / "workloads/1s.toml").write_text(sample_workload(seconds=(1,), **TINY))  # type: ignore[arg-type]
+    (src / "protocol.toml").write_text(PROTOCOL)
+    _no_walking_up(monkeypatch)
+    root = ("--root", str(new))
+    code, _, err = _cli(
+        capsys, "campaign", "init", "nested", "--protocol", str(src / "protocol.toml"), *root
+    )
+    assert code == 0, err
+    wl = str(new / "evidence/nested/workloads/1s.toml")
+    for arm, name in (("base", "b1"), ("base", "b2"), ("fast", "f1")):
+        code, _, err = _cli(
+            capsys, "-q", "run", wl, "--arm", arm, "--server", server.url, "--name", name,
+            "--campaign", "nested", "--condition", "1s", *root,
+        )  # fmt: skip
+        assert code == 0, err
+    code, out, err = _cli(
+        capsys, "campaign", "status", "nested", "--register", "st", "--json", *root
+    )
+    assert code in (0, 1), err
+    assert json.loads(out)["kind"] == "evidencestore/campaign-status"
+    code, _, err = _cli(capsys, "report", "st", "-o", str(tmp_path / "st.html"), *root)
+    assert code == 0, err
+    code, _, err = _cli(capsys, "verify", *root)
+    assert code == 0, err
+    assert sorted(p.name for p in (new / "evidence").iterdir()) == [
+        "b1",
+        "b2",
+        "f1",
+        "nested",
+        "st",
+    ]
+    assert list((outer / "evidence").iterdir()) == [] and _blobs(outer) == 0
+    reg = load_registration(registration_path(new, "st"))
+    assert {e.descriptor.media_type for e in reg.manifest.entries if e.path == "status.json"} == {
+        "application/vnd.evidencestore.campaign-status+json"
+    }

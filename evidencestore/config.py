@@ -13,9 +13,8 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import msgspec
 from msgspec import Meta
@@ -420,8 +419,7 @@ def local_store(root: str | os.PathLike[str] | None = None) -> LocalBlobStore:
 GIT_IGNORED = (".evstore/", "evstore.local.toml")
 
 
-@dataclass(frozen=True)
-class Initialised:
+class Initialised(NamedTuple):
     """What :func:`init_repository` did: the repository, whether it wrote
     ``evstore.toml`` (an existing one is left unchanged), and the patterns it added to
     ``.gitignore``."""

@@ -505,6 +505,7 @@ def test_claims_refused_for_differing_workload_and_small_n(
          "--campaign", "small", "--condition", "5s", "--root", str(root)]
     )  # fmt: skip
     assert code == 2
+    from evidencestore.campaign import campaign_rules
     from evidencestore.campaign.protocol import load_campaign
     from evidencestore.errors import ConfigError
     from evidencestore.runs import open_run
@@ -512,8 +513,13 @@ def test_claims_refused_for_differing_workload_and_small_n(
 
     with pytest.raises(ConfigError, match="but campaign 'small' binds condition '5s' to"):
         run_workload(
-            root, other, arm="odd", server=server.url, name="odd-1", campaign="small",
-            condition="5s",
+            root, other, arm="odd", server=server.url, name="odd-1",
+            campaign=campaign_rules(root, "small"), condition="5s",
+        )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"campaign='small': pass the campaign's rules"):
+        run_workload(
+            root, other, arm="odd", server=server.url, name="odd-1",
+            campaign="small", condition="5s",  # type: ignore[arg-type]
         )  # fmt: skip
     assert not (root / "evidence" / "odd-1").exists()
     open_run(

@@ -372,6 +372,4 @@ def test_a_whole_campaign_under_an_explicit_root_never_walks_up(
     ]
     assert list((outer / "evidence").iterdir()) == [] and _blobs(outer) == 0
     reg = load_registration(registration_path(new, "st"))
-    assert {e.descriptor.media_type for e in reg.manifest.entries if e.path == "status.json"} == {
-        "application/vnd.evidencestore.campaign-status+json"
-    }
+    assert "status.json" in {e.path for e in reg.manifest.entries}

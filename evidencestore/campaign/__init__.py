@@ -1,7 +1,8 @@
 """Campaigns: protocols frozen before results, verdicts, speedup claims, status.
 
 ``init_campaign`` registers a protocol; ``load_campaign`` reads it back (its digest names
-the campaign); ``campaign_runs`` finds the runs that count and those excluded, with why;
+the campaign); ``campaign_rules`` gives the rules a run must fit, which ``run_workload``
+applies; ``campaign_runs`` finds the runs that count and those excluded, with why;
 ``verify_campaign`` checks from git history that the protocol predates every run;
 ``repeatability`` / ``adjudicate`` judge outputs; ``make_claim`` gives a speedup with its
 interval (``welch_log_interval``); ``evaluate`` gives the status and every record behind
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from .arrays import compare_array_files, compare_arrays
     from .claims import make_claim
     from .estimator import t_quantile, welch_log_interval
+    from .fit import campaign_rules
     from .members import campaign_runs
     from .protocol import Campaign, init_campaign, load_campaign, parse_protocol
     from .records import register_records
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Campaign",
     "adjudicate",
+    "campaign_rules",
     "campaign_runs",
     "compare_array_files",
     "compare_arrays",
@@ -47,6 +50,7 @@ __all__ = [
 _LAZY = {
     "Campaign": "protocol",
     "adjudicate": "adjudication",
+    "campaign_rules": "fit",
     "campaign_runs": "members",
     "compare_array_files": "arrays",
     "compare_arrays": "arrays",

@@ -56,21 +56,15 @@ def register_records(
     campaign: str,
     protocol_digest: str,
 ) -> Registration:
-    """Register bundle ``name`` holding each record at its path (``claims/5s-x.json``)
-    under its kind's media type (``evidencestore.records``), from memory through the one
-    registration path (``bundle.register_bundle``)."""
+    """Register bundle ``name`` holding each record at its path (``claims/5s-x.json``),
+    from memory through the one registration path (``bundle.register_bundle``)."""
     from ..bundle import RepoFile, register_bundle
     from ..config import repository_at
-    from ..records import KINDS
 
-    media_types = {k.type: k.media_type for k in KINDS}
     return register_bundle(
         repository_at(root),
         name,
-        files={
-            rel: RepoFile(pretty(record), media_type=media_types.get(type(record)))
-            for rel, record in records.items()
-        },
+        files={rel: RepoFile(pretty(record)) for rel, record in records.items()},
         annotations={
             "kind": RECORD_KIND,
             "campaign": campaign,

@@ -118,6 +118,7 @@ def resolve_blob(root: Repository, text: str) -> tuple[str, int | None, Path | N
 # -- show --------------------------------------------------------------------------
 def _cmd_show(args: argparse.Namespace) -> int:
     from .._verify_render import plural
+
     root = repo_root(args)
     reg = _registration(root, args.bundle)
     store = root.local_store()

@@ -137,6 +137,11 @@ def _run(args: argparse.Namespace) -> int:
     from ..runs.runner import run_workload
 
     root = repo_root(args)
+    rules = None
+    if args.campaign:
+        from ..campaign.fit import campaign_rules
+
+        rules = campaign_rules(root, args.campaign)
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     tty = sys.stderr.isatty() and args.verbosity >= 0
     registration, record = run_workload(
@@ -147,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
         name=name,
         configs=args.config,
         server_logs=args.server_log,
-        campaign=args.campaign,
+        campaign=rules,
         condition=args.condition,
         progress=_progress(sys.stderr) if tty else None,
     )

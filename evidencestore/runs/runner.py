@@ -35,6 +35,7 @@ from ..errors import ConfigError
 from ..models import Descriptor, Registration
 from ..storage import LocalBlobStore
 from .body import BodySink
+from .fit import CampaignRules
 from .models import Exchange, Failure, Phase, RequestRecord, RunRecord, ServerIdentity
 from .recorder import RunRecorder, check_output, utc_precise
 from .workload import LoadedWorkload, Payload, build_payload, expectations_for, load_workload
@@ -113,7 +114,7 @@ def run_workload(
     name: str,
     configs: Sequence[str | os.PathLike[str]] = (),
     server_logs: Sequence[str | os.PathLike[str]] = (),
-    campaign: str | None = None,
+    campaign: CampaignRules | None = None,
     protocol_digest: str | None = None,
     condition: str | None = None,
     store: LocalBlobStore | None = None,
@@ -122,13 +123,15 @@ def run_workload(
     """Run a workload against ``server`` and register the run as bundle ``name``.
 
     Every run is registered, whatever its outcome; errors in the inputs (workload,
-    configs, logs, name, URL) raise before anything is sent.
+    configs, logs, name, URL) raise before anything is sent, and so does a run that does
+    not fit ``campaign`` (``evidencestore.campaign.campaign_rules(root, NAME)``: its
+    condition, arm, workload digest and declared configuration files).
     """
     base = check_server_url(server)
     loaded = load_workload(workload_path)
     if campaign is not None:
         protocol_digest = _fits(
-            root, workload_path, loaded, arm, campaign, condition, configs, protocol_digest
+            campaign, workload_path, loaded, arm, condition, configs, protocol_digest
         )
     for log in server_logs:
         if not Path(log).is_file():
@@ -140,7 +143,7 @@ def run_workload(
         workload=loaded.descriptor,
         workload_bytes=loaded.data,
         store=store,
-        campaign=campaign,
+        campaign=campaign.name if campaign is not None else None,
         protocol_digest=protocol_digest,
         condition=condition,
     )
@@ -161,39 +164,41 @@ def run_workload(
 
 
 def _fits(
-    root: str | os.PathLike[str],
+    rules: CampaignRules | str,
     workload_path: str | os.PathLike[str],
     loaded: LoadedWorkload,
     arm: str,
-    campaign: str,
     condition: str | None,
     configs: Sequence[str | os.PathLike[str]],
     protocol_digest: str | None,
 ) -> str:
-    """The protocol digest of ``campaign``, once the run fits it (``campaign.fit``)."""
-    from ..campaign.fit import check_run_fits
+    """The protocol digest of the campaign, once the run fits its rules."""
     from ..digest import hash_file
 
+    if isinstance(rules, str):
+        raise ConfigError(
+            f"campaign={rules!r}: pass the campaign's rules, "
+            f"evidencestore.campaign.campaign_rules(root, {rules!r}), so the run is checked "
+            "against its protocol before anything is sent"
+        )
     digests = []
     for config in configs:
         try:
             digests.append(hash_file(config).digest)
         except OSError as exc:
             raise ConfigError(f"--config {config}: cannot read: {exc.strerror}") from exc
-    fitting = check_run_fits(
-        root,
-        campaign,
+    rules.check_run(
         arm=arm,
         condition=condition,
         workload_digest=loaded.descriptor.digest,
         config_digests=digests,
         workload_source=os.fspath(workload_path),
     )
-    if protocol_digest is not None and protocol_digest != fitting.digest:
+    if protocol_digest is not None and protocol_digest != rules.digest:
         raise ConfigError(
-            f"protocol digest {protocol_digest}: campaign {campaign!r} is protocol {fitting.digest}"
+            f"protocol digest {protocol_digest}: campaign {rules.name!r} is protocol {rules.digest}"
         )
-    return fitting.digest
+    return rules.digest
 
 
 def _finish(recorder: RunRecorder, loaded: LoadedWorkload, pending: list[_Pending]) -> None:

@@ -182,6 +182,16 @@ def test_the_loser_of_a_race_for_a_name_keeps_its_measurements(
     ] == ["f.txt"]
     assert verify_repository(repo, store=local_store(repo)).ok
     assert sorted(p.name for p in (repo / "evidence").iterdir()) == ["race", "race-2"]
+    harness = open_run(repo, "h", arm="a", workload=b"# w\n")
+    assert harness.renamed is None
+    create_bundle(repo, "h", [tmp_path / "f.txt"], store=local_store(repo))
+    create_bundle(repo, "h-2", [tmp_path / "f.txt"], store=local_store(repo))
+    _, record = harness.seal()
+    assert record.name == harness.name == "h-3"
+    assert harness.renamed == (
+        "bundle 'h' was registered by another process while this run was recorded; its "
+        "measurements are kept as bundle 'h-3'"
+    )
 
 
 def test_a_race_lost_at_the_rename_is_kept_and_said(

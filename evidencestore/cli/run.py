@@ -159,11 +159,9 @@ def _run(args: argparse.Namespace) -> int:
     if tty:
         sys.stderr.write("\n")
     if record.name != name:
-        print(
-            f"evstore: warning: bundle {name!r} was registered by another process while this "
-            f"run was recorded; its measurements are kept as bundle {record.name!r}",
-            file=sys.stderr,
-        )
+        from ..runs.recorder import renamed
+
+        print(f"evstore: warning: {renamed(name, record.name)}", file=sys.stderr)
     counts = record.counts
     failed = sum(sum(c.failures.values()) for c in counts.values())
     total = sum(c.requests for c in counts.values())

@@ -57,6 +57,7 @@ __all__ = [
     "open_run",
     "outcome_of",
     "phase_counts",
+    "renamed",
     "utc_precise",
 ]
 
@@ -428,12 +429,15 @@ class RunRecorder:
     @property
     def renamed(self) -> str | None:
         """Why the run is registered under another name than asked, or None."""
-        if self.name == self.requested_name:
-            return None
-        return (
-            f"bundle {self.requested_name!r} was registered by another process while this run "
-            f"was recorded; its measurements are kept as bundle {self.name!r}"
-        )
+        return None if self.name == self.requested_name else renamed(self.requested_name, self.name)
+
+
+def renamed(asked: str, name: str) -> str:
+    """What to say of a run registered as ``name`` because ``asked`` was taken meanwhile."""
+    return (
+        f"bundle {asked!r} was registered by another process while this run was recorded; "
+        f"its measurements are kept as bundle {name!r}"
+    )
 
 
 def workload_name(descriptor: Descriptor) -> str:

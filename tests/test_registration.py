@@ -383,3 +383,34 @@ def test_a_whole_campaign_under_an_explicit_root_never_walks_up(
     assert list((outer / "evidence").iterdir()) == [] and _blobs(outer) == 0
     reg = load_registration(registration_path(new, "st"))
     assert "status.json" in {e.path for e in reg.manifest.entries}
+
+
+def _racer(root: str, name: str, tag: str, barrier: Any) -> str:
+    run = open_run(root, name, arm=tag, workload=b"# racing\n")
+    run.record_request(
+        phase="measured", payload=tag.encode(), sent_ns=1, first_byte_ns=2, last_byte_ns=3,
+        end_ns=4, status=200, body=f"output of {tag}".encode(), media_type="text/plain",
+    )  # fmt: skip
+    barrier.wait()
+    _, record = run.seal()
+    return record.name
+
+
+def test_runs_racing_for_one_name_in_processes_all_keep_their_measurements(repo: Path) -> None:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    racers = 4
+    with ctx.Manager() as manager, ctx.Pool(racers) as pool:
+        for round_ in range(5):
+            name = f"round{round_}"
+            barrier = manager.Barrier(racers)
+            names = pool.starmap(
+                _racer, [(str(repo), name, f"arm{i}", barrier) for i in range(racers)]
+            )
+            assert sorted(names) == [name] + [f"{name}-{k}" for k in range(2, racers + 1)]
+            arms = {load_run(repo, n).arm for n in names}
+            assert arms == {f"arm{i}" for i in range(racers)}  # every racer's run is kept
+    leftovers = [p.name for p in (repo / "evidence").iterdir() if p.name.startswith(".")]
+    assert leftovers == []
+    assert verify_repository(repo, store=local_store(repo)).ok

@@ -450,10 +450,12 @@ def check_name_free(repo: Repository, name: str) -> str:
             f"bundle {name!r} is already registered at {final / REGISTRATION_NAME}; "
             "registered bundles are immutable: create a new bundle instead"
         )
-    if final.exists() and any(final.iterdir()):
+    if final.is_dir() and any(final.iterdir()):
         raise BundleNameTaken(
             f"{final}: directory exists and is not empty, but holds no registration"
         )
+    if final.exists() and not final.is_dir():
+        raise BundleNameTaken(f"{final}: exists and is not a directory")
     try:
         existing = [e.name for e in os.scandir(evidence) if not e.name.startswith(".")]
     except (FileNotFoundError, NotADirectoryError):

@@ -134,6 +134,9 @@ def test_register_bundle_checks_every_name_before_writing(repo: Path) -> None:
     with pytest.raises(BundleError, match="'..' segment"):
         register_bundle(r, "dots", files={"../x": RepoFile(b"1")})
     assert sorted(p.name for p in (repo / "evidence").iterdir()) == ["mem"]
+    (repo / "evidence" / "plain").write_text("a file where a bundle would go")
+    with pytest.raises(BundleNameTaken, match="exists and is not a directory"):
+        register_bundle(r, "plain", files={"y": RepoFile(b"1")})
 
 
 def test_campaign_records_are_registered_from_memory(

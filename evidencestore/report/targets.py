@@ -24,6 +24,7 @@ from ..models import Entry
 
 if TYPE_CHECKING:
     from ..config import Repository
+    from ..records import Record
 
 __all__ = ["Rendered", "ReportError", "render_record_bytes", "render_report"]
 
@@ -38,7 +39,7 @@ class Rendered:
     context: dict[str, str] = field(default_factory=dict)
 
 
-def _decode(data: bytes, source: str) -> Any:
+def _decode(data: bytes, source: str) -> Record:
     """The record's decoded type (``evidencestore.records``), as a report error."""
     from ..records import UnknownRecordKind, decode_record
 

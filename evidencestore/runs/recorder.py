@@ -457,7 +457,10 @@ def open_run(
     condition: str | None = None,
 ) -> RunRecorder:
     """Open a run of ``workload`` (the workload file's bytes) by ``arm``, to be registered
-    as bundle ``name`` in the repository at ``root``."""
+    as bundle ``name`` in the repository at ``root`` (a name taken, or differing only in
+    letter case from a bundle, is refused now). ``campaign``, ``protocol_digest`` and
+    ``condition`` are recorded as given: a harness is not checked against the protocol
+    (``run_workload`` is), and ``campaign status`` excludes a run that does not fit."""
     desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")
     return RunRecorder(
         root,

@@ -208,6 +208,16 @@ def _show(args: argparse.Namespace) -> int:
                 )
     for f in summary["failures"]:
         print(f"  request {f['index']} ({f['phase']}): {f['failure']}: {f['message']}")
+    if summary["unchecked"]:
+        print(
+            f"  {summary['unchecked']} output(s) not checked against their request "
+            "(check_media off, or the check could not run): no verdict can be PASS on them"
+        )
+    for audit in summary["audits"]:
+        found = len(audit["findings"])
+        print(f"audit {audit['name']}: {found} finding(s); {audit['description']}")
+        for finding in audit["findings"]:
+            print(f"  {finding['message']}")
     return EXIT_OK
 
 

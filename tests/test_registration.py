@@ -71,6 +71,10 @@ def _no_walking_up(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(config_module, "find_root", refuse)
 
 
+def _no_temporary(*args: Any, **kwargs: Any) -> str:
+    raise AssertionError("a temporary directory was made")
+
+
 # -- bug 1: a run bypassed the bundle-name rules ------------------------------------------------
 def test_a_run_named_like_a_bundle_but_for_case_is_refused_before_sending(
     tmp_path: Path,
@@ -144,10 +148,7 @@ def test_campaign_records_are_registered_from_memory(
 ) -> None:
     from evidencestore.campaign.models import Claim
 
-    def no_temporary(*args: Any, **kwargs: Any) -> str:
-        raise AssertionError("a temporary directory was made")
-
-    monkeypatch.setattr(tempfile, "mkdtemp", no_temporary)
+    monkeypatch.setattr(tempfile, "mkdtemp", _no_temporary)
     digest = "blake3:" + "0" * 64
     claim = Claim(
         protocol_digest=digest, condition="5s", arm="fast", baseline_arm="base", refused=True,
@@ -356,10 +357,17 @@ def test_a_whole_campaign_under_an_explicit_root_never_walks_up(
     (src / "protocol.toml").write_text(PROTOCOL)
     _no_walking_up(monkeypatch)
     root = ("--root", str(new))
-    code, _, err = _cli(
-        capsys, "campaign", "init", "nested", "--protocol", str(src / "protocol.toml"), *root
-    )
+    with monkeypatch.context() as m:  # the protocol bundle is registered from memory too
+        m.setattr(tempfile, "mkdtemp", _no_temporary)
+        code, _, err = _cli(
+            capsys, "campaign", "init", "nested", "--protocol", str(src / "protocol.toml"), *root
+        )
     assert code == 0, err
+    protocol = load_registration(registration_path(new, "nested")).manifest
+    assert [(e.path, e.role) for e in protocol.entries] == [
+        ("protocol.toml", "protocol"),
+        ("workloads/1s.toml", None),
+    ]
     wl = str(new / "evidence/nested/workloads/1s.toml")
     for arm, name in (("base", "b1"), ("base", "b2"), ("fast", "f1")):
         code, _, err = _cli(

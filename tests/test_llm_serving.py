@@ -68,8 +68,11 @@ def test_chat_stream_timings_and_tokens(tmp_path: Path, llm: LlmServer) -> None:
         r.events.offsets_us[1] / 1e6 + (r.sent_ns - r.intended_ns) / 1e9, abs=2e-6
     )  # type: ignore[operator]
     assert r.ttft_s >= 0.05
-    # Each later event's gap spread over its 3 tokens: ITL per token about 10 ms.
-    assert 0.008 <= r.itl_s <= 0.05
+    # ITL: the span from the first content event to the last over the 9 tokens after
+    # the first event (each later event's gap spread over its 3 tokens).
+    offs = r.events.offsets_us
+    assert r.itl_s == pytest.approx((offs[4] - offs[1]) / 1e6 / 9, abs=1e-6)
+    assert r.tpot_s == pytest.approx((offs[4] - offs[1]) / 1e6 / 11, abs=1e-6)
     times = token_times(r.events)
     assert len(times) == 12 and times == sorted(times)
     assert r.send_lag_s is not None and r.send_lag_s >= 0
@@ -88,8 +91,11 @@ def test_chat_stream_timings_and_tokens(tmp_path: Path, llm: LlmServer) -> None:
     written = [t for n, pos, t in llm.log[log_from:] if pos == 0]
     assert len(written) == 1
     assert abs((written[0] - r.sent_ns) / 1e9 - r.events.offsets_us[1] / 1e6) < 0.02
-    assert rec.load is not None and rec.load.client_bound is False
-    assert rec.load.send_lag_median_s is not None
+    load = rec.load
+    assert load is not None and load.send_lag_median_s == pytest.approx(r.send_lag_s)
+    assert load.client_bound == (
+        load.send_lag_median_s > load.max_send_lag_s or load.cpu_fraction >= 0.9
+    )
 
 
 def test_completions_and_non_streamed(tmp_path: Path, llm: LlmServer) -> None:
@@ -343,7 +349,7 @@ def test_claim_on_llm_metric(
           "--root", str(root)])  # fmt: skip
     claim = json.loads(capsys.readouterr().out)
     assert claim["metric"] == metric and claim["refused"] is False, claim["reasons"]
-    assert claim["speedup"]["ratio"] > 2.0
+    assert claim["speedup"]["ratio"] > 1.0
     runs = {rv["run"]: rv for rv in claim["runs"]}
     b1 = load_run(root, "b1")
     if metric == "output_throughput":
@@ -370,7 +376,7 @@ def test_run_show_llm_metrics(
     measured = shown["phases"]["measured"]
     assert measured["ttft_s"]["n"] == 4 and measured["output_tokens"] == 24
     assert measured["itl_s"]["median"] is not None and shown["unchecked"] == 0
-    assert shown["load"]["client_bound"] is False
+    assert shown["load"]["max_send_lag_s"] == 0.001
     assert main(["run", "show", "s", "--root", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "  TTFT s (n=4): min " in text and "  output tokens: 24" in text

@@ -363,6 +363,10 @@ def test_claim_on_llm_metric(
     assert p[("baseline", 0.5)]["n"] == 12 and p[("baseline", 0.5)]["value"] is not None
     # 12 requests cannot bound a p99 two-sided at 95 %: it says how many it would take.
     assert p[("baseline", 0.99)]["low"] is None and p[("baseline", 0.99)]["needed"] == 368
+    main(["campaign", "claim", "ttft", "--condition", "c", "--arm", "fast", "--root", str(root)])
+    text = capsys.readouterr().out
+    assert f"speedup on {metric} " in text
+    assert "  baseline     p99 " in text and "(no interval: 12 requests, 368 needed)" in text
 
 
 def test_run_show_llm_metrics(

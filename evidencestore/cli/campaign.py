@@ -206,8 +206,9 @@ def _print_claim(condition: str, arm: str, claim: Any) -> None:
         s = claim.speedup
         pct = round(claim.confidence * 100, 4)
         df = "-" if claim.df is None else f"{claim.df:.2f}"
+        metric = "" if claim.metric == "e2e" else f" on {claim.metric}"
         print(
-            f"  speedup {s.ratio:.4f} ({pct:g}% CI {s.low:.4f} to {s.high:.4f}), "
+            f"  speedup{metric} {s.ratio:.4f} ({pct:g}% CI {s.low:.4f} to {s.high:.4f}), "
             f"{claim.estimator}, df {df}"
         )
         if claim.min_speedup is not None:
@@ -233,6 +234,15 @@ def _print_claim(condition: str, arm: str, claim: Any) -> None:
             f"  {rv.arm:<12} {rv.run}: value {rv.value:.4f} s, mean {rv.mean:.4f} s, CV {cv}, "
             f"started {rv.started or '-'}, {rv.digest}"
         )
+    for p in claim.percentiles:
+        if p.value is None:
+            continue
+        where = (
+            f"{round(claim.confidence * 100, 4):g}% CI {p.low:.4f} to {p.high:.4f}"
+            if p.low is not None and p.high is not None
+            else f"no interval: {p.n} requests, {p.needed} needed"
+        )
+        print(f"  {p.arm:<12} p{round(p.q * 100, 4):g} {p.value:.4f} s ({where})")
     for a, b in claim.pairs:
         print(f"  pair {a} / {b}")
     for name in claim.failed_runs:

@@ -165,9 +165,9 @@ class StreamOutcome:
     output_tokens_from: Literal["usage", "events"] | None
 
 
-def _arrival(marks: Sequence[tuple[int, int]], end: int) -> int:
-    """The time of the first chunk whose bytes reach offset ``end``."""
-    ends = [m[1] for m in marks]
+def _arrival(marks: Sequence[tuple[int, int]], ends: Sequence[int], end: int) -> int:
+    """The time of the first chunk whose bytes reach offset ``end`` (``ends``: each
+    chunk's cumulative end, ascending)."""
     i = bisect.bisect_left(ends, end)
     return marks[min(i, len(marks) - 1)][0]
 
@@ -197,8 +197,9 @@ def examine(
         events = sse_events(data)
     else:
         events = [SseEvent("message", data, len(data))] if data.strip() else []
+    ends = [m[1] for m in marks]
     for n, ev in enumerate(events):
-        when = _arrival(marks, ev.end) if marks else 0
+        when = _arrival(marks, ends, ev.end) if marks else 0
         if ev.name == "error":
             failure = "stream-error"
             message = f"event {n}: the server sent an error event: {ev.data[:300]!r}"

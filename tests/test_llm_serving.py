@@ -128,13 +128,13 @@ def test_error_json_mid_stream_and_max_tokens() -> None:
     stream = (
         b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"error":{"message":"oom"}}\n\n'
     )
-    out = examine(stream, [(1, len(stream))], req, stream=True, chat=True)
+    out = examine(stream, [1], [len(stream)], req, stream=True, chat=True)
     assert out.failure == "stream-error" and "oom" in (out.message or "")
     two = (
         b'data: {"choices":[{"delta":{"content":"a"},"token_ids":[1,2]}]}\r\n\r\n'
         b'data: {"choices":[{"delta":{},"finish_reason":"length"}]}\r\n\r\ndata: [DONE]\r\n\r\n'
     )
-    out = examine(two, [(1, len(two))], req, stream=True, chat=True)
+    out = examine(two, [1], [len(two)], req, stream=True, chat=True)
     assert out.failure == "invalid-response" and "more than max_tokens = 1" in (out.message or "")
     assert [e.end for e in sse_events(two)][-1] == len(two)
 
@@ -473,3 +473,16 @@ def test_prompts_from_jsonl_and_sampled_lengths(tmp_path: Path, llm: LlmServer) 
     (tmp_path / "b.toml").write_text(head + '\n[prompts]\npath = "bad.jsonl"\n')
     with pytest.raises(ConfigError, match=r"\[prompts\]: line 2: give exactly one of"):
         load_workload(tmp_path / "b.toml")
+
+
+def test_event_takes_the_arrival_of_the_chunk_completing_it() -> None:
+    req = parse_workload(chat_workload(("x",), max_tokens=4).encode(), "w.toml").request[0]
+    e1 = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n'
+    e2 = b'data: {"choices":[{"delta":{"content":"b"},"finish_reason":"length"}]}\n\n'
+    done = b"data: [DONE]\n\n"
+    data = e1 + e2 + done
+    # chunk 1 ends inside e1, chunk 2 completes e1 and e2, chunk 3 carries [DONE]
+    out = examine(data, [100, 200, 300], [10, len(e1 + e2), len(data)], req, stream=True, chat=True)
+    assert out.failure is None
+    assert out.event_ns == (200, 200, 300) and out.event_tokens == (1, 1, 0)
+    assert out.completion.text == "ab" and out.output_tokens_from == "events"

@@ -165,22 +165,24 @@ class StreamOutcome:
     output_tokens_from: Literal["usage", "events"] | None
 
 
-def _arrival(marks: Sequence[tuple[int, int]], ends: Sequence[int], end: int) -> int:
+def _arrival(times: Sequence[int], ends: Sequence[int], end: int) -> int:
     """The time of the first chunk whose bytes reach offset ``end`` (``ends``: each
     chunk's cumulative end, ascending)."""
     i = bisect.bisect_left(ends, end)
-    return marks[min(i, len(marks) - 1)][0]
+    return times[min(i, len(times) - 1)]
 
 
 def examine(
     data: bytes,
-    marks: Sequence[tuple[int, int]],
+    chunk_ns: Sequence[int],
+    chunk_end: Sequence[int],
     request: RequestSpec,
     *,
     stream: bool,
     chat: bool,
 ) -> StreamOutcome:
-    """Decode a stored LLM output (see module doc); ``marks`` are the chunk arrivals."""
+    """Decode a stored LLM output (see module doc); chunk ``i`` of the stream arrived at
+    ``chunk_ns[i]`` with ``chunk_end[i]`` bytes received so far."""
     texts: list[str] = []
     ids: list[int] = []
     toks: list[str] = []
@@ -197,9 +199,8 @@ def examine(
         events = sse_events(data)
     else:
         events = [SseEvent("message", data, len(data))] if data.strip() else []
-    ends = [m[1] for m in marks]
     for n, ev in enumerate(events):
-        when = _arrival(marks, ends, ev.end) if marks else 0
+        when = _arrival(chunk_ns, chunk_end, ev.end) if chunk_ns else 0
         if ev.name == "error":
             failure = "stream-error"
             message = f"event {n}: the server sent an error event: {ev.data[:300]!r}"

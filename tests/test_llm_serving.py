@@ -486,3 +486,16 @@ def test_event_takes_the_arrival_of_the_chunk_completing_it() -> None:
     assert out.failure is None
     assert out.event_ns == (200, 200, 300) and out.event_tokens == (1, 1, 0)
     assert out.completion.text == "ab" and out.output_tokens_from == "events"
+
+
+def test_token_ids_from_vllm_logprob_tokens() -> None:
+    req = parse_workload(chat_workload(("x",), kind="completions").encode(), "w.toml").request[0]
+    ev = (
+        b'data: {"choices":[{"text":" a b","logprobs":{"tokens":["token_id:5","token_id:9"],'
+        b'"token_logprobs":[-0.5,-0.25]},"finish_reason":"length"}],'
+        b'"usage":{"completion_tokens":2}}\n\ndata: [DONE]\n\n'
+    )
+    out = examine(ev, [1], [len(ev)], req, stream=True, chat=False)
+    assert out.failure is None and out.completion.token_ids == (5, 9)
+    assert out.completion.logprobs == (-0.5, -0.25) and out.event_tokens == (2, 0)
+    assert (out.output_tokens, out.output_tokens_from) == (2, "usage")

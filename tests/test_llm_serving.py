@@ -499,3 +499,29 @@ def test_token_ids_from_vllm_logprob_tokens() -> None:
     assert out.failure is None and out.completion.token_ids == (5, 9)
     assert out.completion.logprobs == (-0.5, -0.25) and out.event_tokens == (2, 0)
     assert (out.output_tokens, out.output_tokens_from) == (2, "usage")
+
+
+def test_harness_records_an_llm_stream_itself(tmp_path: Path) -> None:
+    """A harness that drove the server itself records the stream with its chunk arrivals;
+    the record is read back as the runner's own, and compares token-exactly."""
+    from evidencestore.runs import Observation, open_run
+    from evidencestore.runs.models import RequestSpec
+
+    (tmp_path / "evidence").mkdir()
+    e1 = b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'
+    e2 = b'data: {"choices":[{"delta":{"content":" a"},"token_ids":[4]}]}\n\n'
+    e3 = b'data: {"choices":[{"delta":{"content":" b c"},"token_ids":[7,8],"finish_reason":"length"}]}\n\n'
+    body = e1 + e2 + e3 + b"data: [DONE]\n\n"
+    ends = [len(e1), len(e1 + e2), len(body)]
+    run = open_run(tmp_path, "h", arm="a", workload=b'[endpoint]\nkind = "chat"\npath = "/"\n')
+    seen = Observation(sent_ns=1_000_000, first_byte_ns=2_000_000, last_byte_ns=9_000_000,
+                       end_ns=9_000_000, status=200, media_type="text/event-stream",
+                       chunk_ns=[2_000_000, 5_000_000, 9_000_000], chunk_end=ends)  # fmt: skip
+    rec = run.record_request(seen, phase="measured", payload=b"{}", body=body, llm="chat",
+                             spec=RequestSpec(prompt="x", max_tokens=3))  # fmt: skip
+    assert rec.failure is None and rec.output_tokens == 3
+    assert rec.events is not None and rec.events.offsets_us == (1000, 4000, 8000, 8000)
+    assert rec.ttft_s == pytest.approx(0.004) and rec.itl_s == pytest.approx(0.002)
+    _, record = run.seal()
+    comp = load_completion(local_store(tmp_path), record.requests[0].completion.digest)  # type: ignore[union-attr]
+    assert comp.token_ids == (4, 7, 8) and comp.text == " a b c"

@@ -290,7 +290,8 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     when the runner handed the request to the HTTP client (connecting, if needed, is
     inside the measured time), ``headers_ns`` when the output's response headers were
     parsed, ``first_byte_ns`` / ``last_byte_ns`` for the output body. ``e2e_s`` is
-    ``last_byte_ns - sent_ns`` of a request that delivered a valid output; ``ttfb_s`` is
+    ``last_byte_ns - intended_ns`` (``- sent_ns`` in records without ``intended_ns``) of a
+    request that delivered a valid output; ``ttfb_s`` is
     ``first_byte_ns - sent_ns``. For the job flow they span the POST to the content's
     last byte, so they include some waiting for the poll that saw the job complete:
     ``resolution_s`` bounds it (from the send of the last poll that saw the job

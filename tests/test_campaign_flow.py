@@ -285,8 +285,19 @@ def test_status_matrix(seed: Campaign, capsys: pytest.CaptureFixture[str]) -> No
         "5s: candidate resident-16 run resident-16-5s-1 failed (failed-before-inference)"
         in remaining
     )
-    assert any(r.startswith(f"5s: candidate lsb-audio is {lsb['lossless']}") for r in remaining)
+    # A definite verdict is a rejection in its cell, not something that "remains".
+    lsb5 = cells[("5s", "lsb-audio")]
+    assert lsb5["conclusion"] == "rejected"
+    assert any(r.startswith(f"5s: candidate lsb-audio is {lsb['lossless']}") for r in lsb5["reasons"])
+    assert not any("lsb-audio" in r for r in remaining)
     assert not any("rank-local" in r for r in remaining)
+    assert failed["conclusion"] == "open"
+    arms = {a["arm"]: a for a in status["arms"]}
+    assert {k: a["conclusion"] for k, a in arms.items()} == {
+        "baseline": "qualified", "rank-local": "qualified", "lsb-audio": "rejected",
+        "resident-16": "open",
+    }  # fmt: skip
+    assert status["accept"] == "every-arm" and status["missing"] == []
 
 
 def test_lsb_audio_not_lossless_names_audio(seed: Campaign) -> None:
@@ -456,7 +467,9 @@ def test_non_repeatable_baseline_follows_declared_rule(
     assert (
         f"5s: baseline is not repeatable-exact; the protocol declares "
         f"non_repeatable_baseline = '{rule}'"
-    ) in status["remaining"]
+    ) in cells["baseline"]["reasons"]  # a definite finding: in its cell, not "what remains"
+    assert cells["baseline"]["conclusion"] == "rejected"
+    assert cells["rank-local"]["conclusion"] == "rejected"
 
 
 def test_accepted_needs_both_conditions(

@@ -17,21 +17,27 @@ from ..models import DigestStr, Model
 __all__ = [
     "SCHEMA_TYPES",
     "Adjudication",
+    "ArmConclusion",
     "ArmSpec",
     "ArrayComparison",
     "CellStatus",
     "Claim",
     "ClaimVerdict",
+    "Conclusion",
     "ConditionSpec",
+    "Evaluation",
     "Exclusion",
+    "MissingInput",
     "OutputComparison",
     "Protocol",
     "QualityRule",
     "Repeatability",
+    "RunVoid",
     "RunValue",
     "Speedup",
     "StatusRecord",
     "TimingRule",
+    "Withdrawal",
 ]
 
 Name = Annotated[
@@ -73,10 +79,14 @@ class TimingRule(Model, frozen=True, kw_only=True):
 
 class QualityRule(Model, frozen=True, kw_only=True):
     """What a baseline that is not bit-exact with itself means for every candidate:
-    ``inconclusive`` (no candidate can PASS) or ``fail`` (every candidate FAILs)."""
+    ``inconclusive`` (no candidate can PASS) or ``fail`` (every candidate FAILs).
+    ``repeatability_first = true``: a candidate run counts only when it was committed
+    after enough baseline runs of its condition (the arm's ``runs``) to establish the
+    baseline's repeatability (from git history)."""
 
     non_repeatable_baseline: Literal["inconclusive", "fail"] = "inconclusive"
     compare_phases: tuple[Literal["warmup", "measured"], ...] = ("warmup", "measured")
+    repeatability_first: bool = False
 
 
 class ConditionSpec(Model, frozen=True, kw_only=True):
@@ -97,10 +107,13 @@ class ArmSpec(Model, frozen=True, kw_only=True):
 
 
 class Protocol(Model, frozen=True, kw_only=True):
-    """``protocol.toml``: conditions, arms, timing and quality rules."""
+    """``protocol.toml``: conditions, arms, timing and quality rules, and the campaign's
+    acceptance rule: ``accept = "every-arm"`` (every candidate arm not withdrawn is
+    qualified, and at least one is) or ``"any-arm"`` (at least one is)."""
 
     name: Name
     description: str | None = None
+    accept: Literal["every-arm", "any-arm"] = "every-arm"
     timing: TimingRule = TimingRule()
     quality: QualityRule = QualityRule()
     condition: Annotated[tuple[ConditionSpec, ...], Meta(min_length=1)]
@@ -197,7 +210,10 @@ class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):
     high: float
 
 
-ClaimVerdict = Literal["STANDS", "NOT_CLEARED", "UNRESOLVED", "REFUSED", "NO_TIMING_CLAIM"]
+ClaimVerdict = Literal[
+    "STANDS", "NOT_CLEARED", "UNRESOLVED", "REFUSED", "NO_TIMING_CLAIM", "UNAVAILABLE"
+]
+Conclusion = Literal["qualified", "rejected", "withdrawn", "open"]
 
 
 class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -248,6 +264,7 @@ class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
     order: Literal["alternating", "baseline-first", "candidate-first", "mixed"] | None = None
     pairs: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
+    unavailable: tuple[str, ...] = ()
 
 
 class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -266,6 +283,28 @@ class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
     speedup: Speedup | None
     qualified: bool
     claim: ClaimVerdict | None = None
+    conclusion: Conclusion | None = None
+    reasons: tuple[str, ...] = ()
+
+
+class ArmConclusion(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One arm over every condition: ``qualified`` (every cell is), ``rejected`` (a cell
+    has a definite FAIL, an output that is not exactly equal, or a speedup that does not
+    clear the threshold with its required runs done), ``withdrawn`` (a committed
+    withdrawal record) or ``open`` (``reasons``: what remains)."""
+
+    arm: str
+    baseline: bool
+    conclusion: Conclusion
+    reasons: tuple[str, ...] = ()
+
+
+class MissingInput(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """An input the verdict reads that neither the local store nor a configured remote
+    could give: its digest and what needed it."""
+
+    digest: DigestStr
+    needed_by: str
 
 
 class StatusRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -274,11 +313,48 @@ class StatusRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     kind: Literal["evidencestore/campaign-status"] = "evidencestore/campaign-status"
     campaign: str
     protocol_digest: DigestStr
-    verdict: Literal["ACCEPTED", "NOT_ACCEPTED"]
+    verdict: Literal["ACCEPTED", "NOT_ACCEPTED", "UNAVAILABLE"]
     remaining: tuple[str, ...]
     cells: tuple[CellStatus, ...]
     excluded: tuple[Exclusion, ...] = ()
     notes: tuple[str, ...] = ()
+    accept: Literal["every-arm", "any-arm"] = "every-arm"
+    arms: tuple[ArmConclusion, ...] = ()
+    missing: tuple[MissingInput, ...] = ()
+    voided: tuple[Exclusion, ...] = ()
+    withdrawn: tuple[Exclusion, ...] = ()
+
+
+class RunVoid(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """A committed record setting one mistaken run aside: the run, its bundle digest
+    (the void applies to exactly that registration) and why."""
+
+    kind: Literal["evidencestore/campaign-void"] = "evidencestore/campaign-void"
+    campaign: str
+    protocol_digest: DigestStr
+    run: str
+    run_digest: DigestStr
+    reason: Annotated[str, Meta(min_length=1)]
+
+
+class Withdrawal(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """A committed record withdrawing a candidate arm from the campaign, and why."""
+
+    kind: Literal["evidencestore/campaign-withdrawal"] = "evidencestore/campaign-withdrawal"
+    campaign: str
+    protocol_digest: DigestStr
+    arm: str
+    reason: Annotated[str, Meta(min_length=1)]
+
+
+class Evaluation(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """A status with every record it was computed from (kept by the digests of its
+    inputs, ``memo.py``)."""
+
+    status: StatusRecord
+    repeatability: dict[str, Repeatability] = {}
+    adjudications: dict[str, Adjudication] = {}
+    claims: dict[str, Claim] = {}
 
 
 SCHEMA_TYPES: dict[str, type] = {
@@ -287,4 +363,6 @@ SCHEMA_TYPES: dict[str, type] = {
     "campaign-adjudication": Adjudication,
     "campaign-claim": Claim,
     "campaign-status": StatusRecord,
+    "campaign-void": RunVoid,
+    "campaign-withdrawal": Withdrawal,
 }

@@ -597,7 +597,26 @@ def test_claim_cites_configuration_difference(
     for i in (1, 2, 3):
         assert run("baseline", f"b{i}", base_cfg) == 0
         assert run("resident-16", f"r{i}", cand_cfg) == 0
-    assert run("resident-16", "wrong-config", base_cfg) == 0
+    # The wrong configuration is refused before anything is sent ...
+    capsys.readouterr()
+    assert run("resident-16", "wrong-config", base_cfg) == 2
+    err = capsys.readouterr().err
+    assert "arm 'resident-16' declares configs/resident.yaml" in err
+    assert "no --config has the content of configs/resident.yaml (blake3:" in err
+    assert "not declared: " + str(base_cfg) in err and "(nothing was sent)" in err
+    assert not (root / "evidence/wrong-config").exists()
+    # ... so the mistaken run is recorded the way an older tool would have, unchecked.
+    from evidencestore.runs.runner import run_workload
+
+    server.latency = FAST
+    try:
+        run_workload(
+            root, root / "evidence/cfg/workloads/5s.toml", arm="resident-16", server=server.url,
+            name="wrong-config", configs=[base_cfg], campaign="cfg",
+            protocol_digest=load_campaign(root, "cfg").digest, condition="5s",
+        )  # fmt: skip
+    finally:
+        server.latency = 0.0
     commit(root, "runs", "evidence")
     code, out, _ = c.cli(
         "campaign", "claim", "cfg", "--condition", "5s", "--arm", "resident-16", "--json"
@@ -616,6 +635,36 @@ def test_claim_cites_configuration_difference(
     code, out, _ = c.cli("campaign", "claim", "cfg", "--condition", "5s", "--arm", "resident-16")
     assert code == 0 and "the claim stands (min_speedup 1)" in out
     assert "  excluded wrong-config: config-mismatch: run 'wrong-config'" in out
+    # Registrations are immutable: the campaign fails verification until the run is
+    # voided by a committed record naming its digest.
+    code, out, _ = c.cli("campaign", "verify", "cfg", "--json")
+    assert code == 1
+    assert [f["code"] for f in json.loads(out)["findings"]] == ["config-mismatch"]
+    code, out, _ = c.cli(
+        "campaign", "void", "cfg", "--run", "wrong-config", "--reason",
+        "launched with the baseline's configuration", "--record", "void-wrong-config",
+    )  # fmt: skip
+    assert code == 0 and "voided by void-wrong-config" in out
+    wrong = json.loads((root / "evidence/wrong-config/bundle.json").read_text())["digest"]
+    void = json.loads((root / "evidence/void-wrong-config/void.json").read_text())
+    assert void["run"] == "wrong-config" and void["run_digest"] == wrong
+    code, out, _ = c.cli("campaign", "verify", "cfg", "--json")
+    result = json.loads(out)
+    assert code == 1  # not committed yet: no effect
+    assert {f["code"] for f in result["findings"]} == {"config-mismatch", "set-aside-not-effective"}
+    commit(root, "void the mistaken run", "evidence/void-wrong-config")
+    code, out, _ = c.cli("campaign", "verify", "cfg", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["findings"] == []
+    assert [(v["run"], v["code"]) for v in result["voided"]] == [("wrong-config", "voided")]
+    assert "wrong-config" not in result["runs"] and len(result["runs"]) == 6
+    code, out, _ = c.cli("campaign", "verify", "cfg")
+    assert code == 0
+    assert "  voided    wrong-config: voided by 'void-wrong-config': launched with" in out
+    code, out, _ = c.cli("campaign", "status", "cfg", "--json")
+    status = json.loads(out)
+    assert code == 0 and status["verdict"] == "ACCEPTED", status
+    assert [v["run"] for v in status["voided"]] == ["wrong-config"] and status["excluded"] == []
 
 
 def test_run_committed_with_its_protocol_is_not_proven(

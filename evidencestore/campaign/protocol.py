@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +83,39 @@ class Campaign:
     def config_digests(self, arm: str) -> frozenset[str]:
         """Digests of the configuration files arm ``arm`` declares."""
         return frozenset(self.files[p].digest for p in self.arm(arm).configs)
+
+    def check_configs(self, arm: str, paths: Sequence[str | os.PathLike[str]]) -> None:
+        """Refuse, before anything is sent, configuration files that are not the ones
+        arm ``arm`` declares: each file must exist and the set of their digests must be
+        the declared set (a run with other files would only be excluded afterwards as
+        ``config-mismatch``). :class:`ConfigError` names what is missing or differs."""
+        from ..digest import hash_file
+
+        declared = {self.files[p].digest: p for p in self.arm(arm).configs}
+        if not declared:
+            return
+        got: dict[str, str] = {}
+        for path in paths:
+            try:
+                got[hash_file(path).digest] = os.fspath(path)
+            except OSError as exc:
+                raise ConfigError(f"--config {os.fspath(path)}: cannot read: {exc.strerror}") from exc
+        where = f"campaign {self.name!r}: arm {arm!r} declares"
+        missing = [p for d, p in declared.items() if d not in got]
+        extra = [p for d, p in got.items() if d not in declared]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(
+                    "no --config has the content of "
+                    + ", ".join(f"{p} ({self.files[p].digest})" for p in missing)
+                )
+            if extra:
+                parts.append("not declared: " + ", ".join(extra))
+            raise ConfigError(
+                f"{where} {', '.join(sorted(declared.values()))}: {'; '.join(parts)} "
+                "(nothing was sent)"
+            )
 
 
 def parse_protocol(data: bytes, source: str) -> Protocol:

@@ -170,6 +170,7 @@ def _protocol_digest(root: Any, args: argparse.Namespace) -> str:
             f"workload {args.workload} hashes to {observed}, but campaign {campaign!r} "
             f"binds condition {args.condition!r} to {spec.workload} ({bound.digest})"
         )
+    protocol.check_configs(args.arm, args.config or ())
     return protocol.digest
 
 

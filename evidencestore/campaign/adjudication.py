@@ -252,12 +252,15 @@ class Judge:
                          *array_reasons),
                 arrays=tuple(arrays),
             ), lasting  # fmt: skip
+        lacking: list[OutputComparison] = []
         for desc, name in ((body_a, ref_name), (body_b, cand_name)):
             try:
                 self._source(desc)
             except EvidenceStoreError as exc:
                 what = f"output of run {name!r}, {key}"
-                return self._unavailable(desc, what, exc, ref_digest, cand_digest), False
+                lacking.append(self._unavailable(desc, what, exc, ref_digest, cand_digest))
+        if lacking:
+            return lacking[0], False
         try:
             ref_src, ref = self._report(body_a)
             cand_src, cand = self._report(body_b)

@@ -32,7 +32,7 @@ from ..digest import hash_bytes
 from ..errors import EvidenceStoreError
 from ..inventory import EVIDENCE_DIR
 from ..models import Descriptor
-from ..runs import expectations_for, load_workload
+from ..runs.workload import expectations_for, load_workload
 from ..storage import BlobStore
 from .arrays import ARRAY_SUFFIXES, compare_array_files
 from .members import Member

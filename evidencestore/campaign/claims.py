@@ -33,7 +33,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from ..errors import ConfigError, EvidenceStoreError
-from ..runs import diff_configs
+from ..runs.diff import diff_configs
 from ..storage import BlobStore
 from .estimator import WelchInterval, paired_log_interval, welch_log_interval
 from .members import Member, Members

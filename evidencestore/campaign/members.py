@@ -22,7 +22,8 @@ from pathlib import Path
 from ..errors import EvidenceStoreError
 from ..inventory import load_inventory
 from ..models import Registration
-from ..runs import RunRecord, load_run
+from ..runs.models import RunRecord
+from ..runs.recorder import load_run
 from .history import HistoryCheck, check_history, is_strict_ancestor
 from .models import Exclusion, RunVoid
 from .protocol import Campaign

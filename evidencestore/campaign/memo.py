@@ -37,18 +37,35 @@ _MEDIA_TYPE = "application/vnd.evidencestore.campaign-memo+json"
 
 @functools.cache
 def tool_version() -> dict[str, str]:
-    """The versions a memoised record depends on, without importing the tools."""
-    from importlib import metadata
-
+    """The versions a memoised record depends on, without importing the tools: each
+    from its installed distribution's ``*.dist-info`` name beside the package."""
     from .._version import __version__
 
     out = {"evidencestore": __version__, "memo": str(MEMO_FORMAT)}
     for dist in ("av", "numpy", "scipy"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "-"
+        out[dist] = _installed_version(dist)
     return out
+
+
+def _installed_version(dist: str) -> str:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(dist)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return "-"
+    site = Path(next(iter(spec.submodule_search_locations))).parent
+    found = sorted(site.glob(f"{dist}-*.dist-info"))
+    if len(found) != 1:
+        from importlib import metadata
+
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "-"
+    return found[0].name[len(dist) + 1 : -len(".dist-info")]
 
 
 def memo_key(kind: str, inputs: Any) -> str:

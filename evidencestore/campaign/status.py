@@ -90,14 +90,11 @@ def evaluation_inputs(campaign: Campaign, members: Members) -> dict[str, object]
     }  # fmt: skip
 
 
-def _stores(root: Path) -> tuple[BlobStore, BlobStore, Memo]:
+def _memo(root: Path) -> tuple[BlobStore, Memo]:
     from ..config import as_repository
-    from ..remotes import repository_store
 
-    repo = as_repository(root)
-    local = repo.local_store()
-    memo = Memo(local, Path(local.location) / MEMO_DIR)
-    return local, repository_store(repo), memo
+    local = as_repository(root).local_store()
+    return local, Memo(local, Path(local.location) / MEMO_DIR)
 
 
 def _seed_from_git(root: Path, campaign: Campaign, local: BlobStore) -> None:
@@ -121,7 +118,7 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
     them when the same inputs were evaluated before (see module doc)."""
     root = Path(root)
     members = campaign_runs(root, campaign)
-    local, store, memo = _stores(root)
+    local, memo = _memo(root)
     key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
     kept = memo.get(key, Evaluation)
     if kept is not None:
@@ -129,7 +126,10 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
             kept.status, dict(kept.repeatability), dict(kept.adjudications), dict(kept.claims),
             reused=True,
         )  # fmt: skip
+    from ..remotes import repository_store  # only now: remotes load fsspec
+
     _seed_from_git(root, campaign, local)
+    store = repository_store(root)
     judge = Judge(root, store, memo)
     ev = _evaluate(root, campaign, members, store, judge)
     ev.decoded = judge.decoded

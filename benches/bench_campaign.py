@@ -105,7 +105,7 @@ def build(work: Path, runs: int) -> Path:
                     if arm == "lsb":
                         server.render = lsb  # type: ignore[method-assign]
                     try:
-                        code = main(["-q", "run", str(root / "evidence/bench/workloads" /
+                        code = main(["-q", "-q", "run", str(root / "evidence/bench/workloads" /
                                      f"{cond}.toml"), "--arm", arm, "--server", server.url,
                                      "--name", f"{arm}-{cond}-{i}", "--campaign", "bench",
                                      "--condition", cond, "--root", str(root)])  # fmt: skip

@@ -22,9 +22,8 @@ spread scales with their level, so the estimators work on logarithms.
   bound, first reaches it).
 
 When both samples have zero spread the interval is the point itself (``df`` undefined).
-Quantiles and distributions are SciPy's (``scipy.special.stdtrit`` for t quantiles, ``scipy.stats`` for
-the noncentral t; the ``campaign`` extra), imported
-on first use.
+Quantiles and distributions are SciPy's (``scipy.special.stdtrit`` for t quantiles,
+``scipy.stats`` for the noncentral t; the ``campaign`` extra), imported on first use.
 """
 
 from __future__ import annotations

@@ -1,11 +1,14 @@
 """What ``evstore report TARGET`` names, resolved to stored records, and the page for it.
 
 A TARGET is a record file, a record's digest in the store, a bundle name (the run, the
-campaign status or the one comparison record it holds), ``BUNDLE:PATH`` (one entry of a
-bundle), or a campaign's protocol bundle (its status is evaluated from the runs
-registered now, with every record it was computed from). Records are read from the working tree or the repository
-store, always verified against the digest that names them, and the page names that digest.
-The record's kind decides the page: ``kind`` (comparison records) or ``metadata.kind``.
+campaign status or the one comparison record it holds; a registered bundle of campaign
+records renders its status with every record beside it, from those records alone),
+``BUNDLE:PATH`` (one entry of a bundle), or a campaign's protocol bundle (its status is
+evaluated from the runs registered now, with every record it was computed from). Every
+registered record kind renders: run, comparison, campaign status, claim, repeatability,
+adjudication, void and withdrawal. Records are read from the working tree or the
+repository store, always verified against the digest that names them, and the page names
+that digest. The record's kind decides the page: ``kind`` or ``metadata.kind``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ class Rendered:
 COMPARISON = "evidencestore/media-comparison"
 RUN = "run"
 STATUS = "campaign-status"
+_STATUS_KINDS = (STATUS, "evidencestore/campaign-status", "campaign_status", "status")
+_CAMPAIGN_RECORDS = frozenset(
+    f"evidencestore/campaign-{k}"
+    for k in ("claim", "repeatability", "adjudication", "void", "withdrawal")
+)
 _COMPARISON_KEYS = frozenset({"verdict", "reasons", "reference", "candidate", "thresholds"})
 
 
@@ -67,8 +75,10 @@ def render_record_bytes(
     source: str,
     root: str | os.PathLike[str] | None,
     context: dict[str, str] | None = None,
+    records: list[Any] | None = None,
 ) -> Rendered:
-    """Render a stored record (its exact bytes) by its kind."""
+    """Render a stored record (its exact bytes) by its kind; ``records``: the records
+    stored beside a campaign status (shown with it)."""
     from ..digest import hash_bytes
 
     digest = hash_bytes(data).digest
@@ -96,14 +106,22 @@ def render_record_bytes(
 
         html = render_run_html(value, record_digest=digest, context=context)
         return Rendered(html, "run", digest, context)
-    if kind in (STATUS, "campaign_status", "status"):
+    if kind in _STATUS_KINDS:
         from .campaign import render_campaign_status_html
 
-        html = render_campaign_status_html(value, record_digest=digest, context=context)
+        html = render_campaign_status_html(
+            value, record_digest=digest, context=context, records=records or ()
+        )
         return Rendered(html, "campaign", digest, context)
+    if kind in _CAMPAIGN_RECORDS:
+        from .campaign import render_campaign_record_html
+
+        html = render_campaign_record_html(value, record_digest=digest, context=context)
+        return Rendered(html, str(kind).rsplit("-", 1)[-1], digest, context)
     raise ReportError(
         f"{source}: record kind {kind!r} has no report (expected a comparison record, a run "
-        "record or a campaign status)"
+        "record, a campaign status, claim, repeatability, adjudication, void or withdrawal "
+        "record)"
     )
 
 
@@ -134,7 +152,7 @@ def _entry_bytes(root: Repository, bundle: str, entry: Entry) -> bytes:
     return data
 
 
-_REPORTED = frozenset({COMPARISON, RUN, "evidencestore/run", STATUS, "campaign_status", "status"})
+_REPORTED = frozenset({COMPARISON, RUN, "evidencestore/run", *_STATUS_KINDS, *_CAMPAIGN_RECORDS})
 _RECORD_MAX = 64 << 20
 
 
@@ -163,15 +181,31 @@ def _bundle(root: Repository, name: str, path: str | None) -> Rendered:
         if not chosen:
             raise ReportError(f"bundle {name!r} has no entry {path!r}")
     else:
-        chosen = [e for e in entries if _record_kind(root, name, e) in _REPORTED]
+        kinds = {e.path: _record_kind(root, name, e) for e in entries}
+        chosen = [e for e in entries if kinds[e.path] in _REPORTED]
         runs = [e for e in chosen if e.path == "run.json"]
+        statuses = [e for e in chosen if kinds[e.path] in _STATUS_KINDS]
+        if not runs and len(statuses) == 1:
+            # A bundle of campaign records: the status, with every record beside it.
+            entry = statuses[0]
+            siblings = [
+                msgspec.json.decode(_entry_bytes(root, name, e))
+                for e in chosen
+                if kinds[e.path] in _CAMPAIGN_RECORDS
+            ]
+            context[f"entry {name}:{entry.path}"] = entry.descriptor.digest
+            data = _entry_bytes(root, name, entry)
+            return render_record_bytes(
+                data, source=f"{name}:{entry.path}", root=root, context=context,
+                records=siblings,
+            )  # fmt: skip
         chosen = runs or chosen
         if len(chosen) > 1:
             listed = ", ".join(f"{name}:{e.path}" for e in chosen)
             raise ReportError(f"bundle {name!r} holds {len(chosen)} records: name one ({listed})")
         if not chosen:
             raise ReportError(
-                f"bundle {name!r} holds no run record, campaign status or comparison record"
+                f"bundle {name!r} holds no run record, comparison record or campaign record"
             )
     entry = chosen[0]
     context[f"entry {name}:{entry.path}"] = entry.descriptor.digest

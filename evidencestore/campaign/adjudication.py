@@ -415,4 +415,6 @@ def adjudicate(
         candidate_runs=tuple(m.digest for m in judged),
         baseline_repeatable=repeat.exact,
         comparisons=tuple(comparisons),
+        baseline_run_names=repeat.run_names,
+        candidate_run_names=tuple(m.name for m in judged),
     )

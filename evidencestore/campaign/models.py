@@ -182,6 +182,8 @@ class Adjudication(Model, frozen=True, kw_only=True, omit_defaults=False):
     candidate_runs: tuple[DigestStr, ...]
     baseline_repeatable: bool
     comparisons: tuple[OutputComparison, ...]
+    baseline_run_names: tuple[str, ...] = ()
+    candidate_run_names: tuple[str, ...] = ()
 
 
 class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):

@@ -41,7 +41,7 @@ font-size:.8rem;white-space:nowrap}
 ul.reasons{margin:.3rem 0 .8rem;padding-left:1.3rem}
 .facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(11rem,1fr));gap:.5rem;margin:.6rem 0}
 .fact{background:var(--soft);border:1px solid var(--line);border-radius:.35rem;padding:.4rem .6rem}
-.fact b{display:block;font-size:1.1rem}
+.fact b{display:block;font-size:1.1rem;overflow-wrap:anywhere}
 .fact span{color:var(--muted);font-size:.8rem}
 .table-wrap{overflow-x:auto;margin:.4rem 0 .8rem}
 table{border-collapse:collapse;width:100%;font-size:.88rem}

@@ -115,6 +115,9 @@ def _run_names(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         for v in r.get("runs", ()):
             if isinstance(v, Mapping) and isinstance(v.get("digest"), str):
                 names[v["digest"]] = str(v.get("run"))
+        for side in ("baseline", "candidate"):
+            pairs = zip(r.get(f"{side}_runs", ()), r.get(f"{side}_run_names", ()), strict=False)
+            names.update({str(d): str(n) for d, n in pairs})
     return names
 
 

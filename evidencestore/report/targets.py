@@ -246,6 +246,18 @@ def render_campaign(
     return Rendered(html, "campaign", digest, context)
 
 
+def _repo_entry(root: Repository, digest: str) -> tuple[str, str] | None:
+    """(bundle, path) of a registered entry kept in git with content ``digest``: records
+    registered as repo entries are addressed by digest too."""
+    from ..inventory import load_inventory
+
+    for name, reg in sorted(load_inventory(root).registrations.items()):
+        for e in reg.manifest.entries:
+            if e.location == "repo" and e.descriptor.digest == digest:
+                return name, e.path
+    return None
+
+
 def render_report(root: str | os.PathLike[str] | None, target: str) -> Rendered:
     """Resolve ``target`` (see the module docstring) and render its page."""
     from ..config import as_repository
@@ -270,7 +282,10 @@ def render_report(root: str | os.PathLike[str] | None, target: str) -> Rendered:
         try:
             data = repository_store(base).get(target)
         except EvidenceStoreError as exc:
-            raise ReportError(f"{target}: cannot read from the store: {exc}") from exc
+            found = _repo_entry(base, target)
+            if found is None:
+                raise ReportError(f"{target}: cannot read from the store: {exc}") from exc
+            return _bundle(base, found[0], found[1])
         return render_record_bytes(data, source=target, root=base)
     name, _, entry = target.partition(":")
     if registration_path(base, name).is_file():

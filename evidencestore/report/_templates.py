@@ -263,7 +263,7 @@ _CAMPAIGN = """{% extends "base.html" %}{% import "macros.html" as m %}
 <p>Fetch them with <code>evstore pull</code> (or configure the remote that holds them), then run the status again.</p>
 <ul class="reasons">{% for d, what in missing %}<li>{{ m.short(d) }} {{ what }}</li>{% endfor %}</ul></section>{% endif %}
 <section id="remaining"><h2>What remains</h2>
-{% if remaining %}<ul class="reasons">{% for r in remaining %}<li>{{ r }}</li>{% endfor %}</ul>{% else %}<p><span class="tag ok">nothing</span> every condition is qualified.</p>{% endif %}
+{% if remaining %}<ul class="reasons">{% for r in remaining %}<li>{{ r }}</li>{% endfor %}</ul>{% elif verdict == "ACCEPTED" %}<p><span class="tag ok">nothing</span> every condition is qualified.</p>{% else %}<p><span class="tag none">nothing</span> no further run or record is expected: the verdict follows from the conclusions above.</p>{% endif %}
 </section>
 <section id="speedups"><h2>Speedup intervals</h2>
 {% for p in plots %}{{ m.plot(p) }}{% else %}<p class="note">No speedup claim yet.</p>{% endfor %}
@@ -276,8 +276,8 @@ _CAMPAIGN = """{% extends "base.html" %}{% import "macros.html" as m %}
 <div>runs {{ cell.runs }}{% if cell.failed not in ('0', '—') %}, <span class="tag bad">{{ cell.failed }} failed</span>{% endif %}</div>
 {% if cell.repeatability is not none %}<div>repeatability {{ m.tag(cell.repeatability) }}</div>{% endif %}
 {% for r in cell.failed_runs %}<div class="note">failed run: {{ r }}</div>{% endfor %}
-<div>lossless {% if cell.lossless is not none %}{{ m.tag(cell.lossless) }}{% else %}<span class="tag none">not judged</span>{% endif %}</div>
-<div>speedup {{ cell.speedup }}</div>
+{% if not cell.baseline %}<div>lossless {% if cell.lossless is not none %}{{ m.tag(cell.lossless) }}{% else %}<span class="tag none">not judged</span>{% endif %}</div>
+<div>speedup {{ cell.speedup }}</div>{% endif %}
 {% for r in cell.reasons %}<div class="note">{{ r }}</div>{% endfor %}
 {% for label, d, anchor in cell.refs %}<div class="note"><a href="#{{ anchor }}">{{ label }}</a></div>{% endfor %}
 {% for kind, rid in cell.links %}<div class="note"><a href="#{{ rid }}">{{ kind }}</a></div>{% endfor %}

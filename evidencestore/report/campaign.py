@@ -17,7 +17,7 @@ documented field names: ``verdict``, ``remaining``, ``cells`` (``condition``, ``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._page import digests_in, fmt, render_page, unique
@@ -27,7 +27,7 @@ __all__ = ["render_campaign_record_html", "render_campaign_status_html"]
 _VERDICT_STYLE = {"ACCEPTED": "PASS", "NOT_ACCEPTED": "INCONCLUSIVE", "UNAVAILABLE": "UNAVAILABLE"}
 _MEANING = {
     "ACCEPTED": "Every condition is qualified as the protocol requires.",
-    "NOT_ACCEPTED": "Not every condition is qualified yet: see what remains.",
+    "NOT_ACCEPTED": "Not accepted: see the conclusions per arm and what remains.",
     "UNAVAILABLE": "Inputs of this verdict cannot be had here: fetch them with `evstore pull`.",
 }
 _ACCEPT = {
@@ -46,8 +46,7 @@ def _claim_summary(r: Mapping[str, Any]) -> str:
     verdict = r.get("verdict", "")
     floor = r.get("min_speedup")
     if not isinstance(s, Mapping):
-        why = "; ".join(map(str, r.get("reasons", ()))) or "no interval"
-        return f"{verdict}: no speedup interval ({why})."
+        return f"{verdict}: no speedup interval could be computed, for the reasons below."
     conf = r.get("confidence")
     text = (
         f"Speedup {s['ratio']:.3f}\u00d7 [{s['low']:.3f}, {s['high']:.3f}]"
@@ -103,6 +102,15 @@ def _plain(value: Any) -> Mapping[str, Any]:
 
     out: Mapping[str, Any] = value if isinstance(value, Mapping) else msgspec.to_builtins(value)
     return out
+
+
+def _counted(reasons: Iterable[str]) -> list[str]:
+    """Each distinct reason once, with how many times it was given."""
+    listed = list(reasons)
+    return [
+        r + (f" (\u00d7{listed.count(r)})" if listed.count(r) > 1 else "")
+        for r in dict.fromkeys(listed)
+    ]
 
 
 def _run_names(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -210,7 +218,7 @@ def _related(records: Sequence[Any]) -> list[dict[str, Any]]:
                 "arm": arm,
                 "verdict": r.get("verdict"),
                 "facts": facts,
-                "reasons": [str(x) for x in r.get("reasons", ())],
+                "reasons": _counted(str(x) for x in r.get("reasons", ())),
                 "comparisons": rows,
                 "runs": runs,
                 "run_digests": [(d, once(d), names.get(d)) for d in dict.fromkeys(run_digests)],
@@ -291,6 +299,7 @@ def render_campaign_status_html(
         matrix[(str(c.get("condition")), str(c.get("arm")))] = {
             "links": links,
             "qualified": c.get("qualified"),
+            "baseline": bool(c.get("baseline")),
             "failed_runs": [str(x) for x in c.get("failed_runs", ())],
             "id": f"cell-{c.get('condition')}-{c.get('arm')}",
             "runs": f"{fmt(c.get('runs_done'))}"

@@ -138,6 +138,28 @@ print(len(seen))
 """
 
 
+def measure(root: Path, repeats: int) -> tuple[str, dict[str, float]]:
+    """(distinct outputs, median seconds of each case) for the campaign at ``root``."""
+    status = [*EVSTORE, "-q", "campaign", "status", "bench", "--json", "--root", str(root)]
+    memo = root / ".evstore" / "memo"
+    once_cmd = [sys.executable, "-c", _DECODE_ONCE, str(root)]
+
+    def first() -> None:
+        shutil.rmtree(memo, ignore_errors=True)
+        subprocess.run(status, check=False, capture_output=True)
+
+    def again() -> None:  # "warm" puts the memo back before each "second"
+        subprocess.run(status, check=False, capture_output=True)
+
+    def once() -> None:
+        subprocess.run(once_cmd, check=True, capture_output=True)
+
+    cases = {"decode-once": once, "first": first, "warm": again, "second": again}
+    t = interleaved(cases, repeats)
+    distinct = subprocess.run(once_cmd, check=True, capture_output=True, text=True)
+    return distinct.stdout.strip(), t
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench_campaign")
     parser.add_argument("--runs", type=int, action="append")
@@ -146,40 +168,14 @@ def main(argv: list[str]) -> int:
     rows = []
     for runs in args.runs or [3, 6]:
         with tempfile.TemporaryDirectory(prefix="evstore-bench-campaign-") as tmp:
-            root = build(Path(tmp), runs)
-            status = [*EVSTORE, "-q", "campaign", "status", "bench", "--json", "--root", str(root)]
-            memo = root / ".evstore" / "memo"
-
-            def first() -> None:
-                shutil.rmtree(memo, ignore_errors=True)
-                subprocess.run(status, check=False, capture_output=True)
-
-            def second() -> None:
-                subprocess.run(status, check=False, capture_output=True)
-
-            def once() -> None:
-                subprocess.run([sys.executable, "-c", _DECODE_ONCE, str(root)], check=True,
-                               capture_output=True)  # fmt: skip
-
-            def warm() -> None:  # the memo in place before each "second"
-                subprocess.run(status, check=False, capture_output=True)
-
-            t = interleaved({"decode-once": once, "first": first, "warm": warm,
-                             "second": second}, args.repeats)  # fmt: skip
-            distinct = subprocess.run([sys.executable, "-c", _DECODE_ONCE, str(root)],
-                                      check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+            distinct, t = measure(build(Path(tmp), runs), args.repeats)
             rows.append(
                 [runs, distinct, f"{t['decode-once']:.2f}", f"{t['first']:.2f}",
                  f"{t['first'] / t['decode-once']:.2f}x", f"{t['second']:.3f}"]
             )  # fmt: skip
-    print(
-        table(
-            "campaign status (2 conditions x 3 arms, 3 measured requests)",
-            ["runs/arm", "distinct outputs", "decode-once s", "status first s",
-             "first / decode-once", "status second s"],
-            rows,
-        )  # fmt: skip
-    )
+    header = ["runs/arm", "distinct outputs", "decode-once s", "status first s",
+              "first / decode-once", "status second s"]  # fmt: skip
+    print(table("campaign status (2 conditions x 3 arms, 3 measured requests)", header, rows))
     return 0
 
 

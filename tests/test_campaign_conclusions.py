@@ -26,29 +26,32 @@ def server() -> Iterator[VideoServer]:
 
 
 def _protocol(name: str, accept: str, *, first: bool = False) -> str:
-    return "\n".join(
-        [
-            f'name = "{name}"',
-            f'accept = "{accept}"',
-            "[timing]",
-            "claim = false",
-            "[quality]",
-            f"repeatability_first = {'true' if first else 'false'}",
-            "[[condition]]",
-            'name = "5s"',
-            'workload = "workloads/5s.toml"',
-            "[[arm]]",
-            'name = "baseline"',
-            "baseline = true",
-            "runs = 2",
-            "[[arm]]",
-            'name = "rank-local"',
-            "runs = 1",
-            "[[arm]]",
-            'name = "resident-16"',
-            "runs = 1",
-        ]
-    ) + "\n"
+    return (
+        "\n".join(
+            [
+                f'name = "{name}"',
+                f'accept = "{accept}"',
+                "[timing]",
+                "claim = false",
+                "[quality]",
+                f"repeatability_first = {'true' if first else 'false'}",
+                "[[condition]]",
+                'name = "5s"',
+                'workload = "workloads/5s.toml"',
+                "[[arm]]",
+                'name = "baseline"',
+                "baseline = true",
+                "runs = 2",
+                "[[arm]]",
+                'name = "rank-local"',
+                "runs = 1",
+                "[[arm]]",
+                'name = "resident-16"',
+                "runs = 1",
+            ]
+        )
+        + "\n"
+    )
 
 
 def _setup(

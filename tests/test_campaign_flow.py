@@ -288,7 +288,9 @@ def test_status_matrix(seed: Campaign, capsys: pytest.CaptureFixture[str]) -> No
     # A definite verdict is a rejection in its cell, not something that "remains".
     lsb5 = cells[("5s", "lsb-audio")]
     assert lsb5["conclusion"] == "rejected"
-    assert any(r.startswith(f"5s: candidate lsb-audio is {lsb['lossless']}") for r in lsb5["reasons"])
+    assert any(
+        r.startswith(f"5s: candidate lsb-audio is {lsb['lossless']}") for r in lsb5["reasons"]
+    )
     assert not any("lsb-audio" in r for r in remaining)
     assert not any("rank-local" in r for r in remaining)
     assert failed["conclusion"] == "open"

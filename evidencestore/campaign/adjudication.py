@@ -350,9 +350,9 @@ def repeatability(
         return None
     wl = _workload_file(Path(root), campaign, condition)
     comparisons = [
-        c for other in runs[1:] for c in compare_runs(
-            root, store, campaign, runs[0], other, wl, judge=judge
-        )
+        c
+        for other in runs[1:]
+        for c in compare_runs(root, store, campaign, runs[0], other, wl, judge=judge)
     ]
     return Repeatability(
         protocol_digest=campaign.digest,

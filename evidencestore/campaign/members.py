@@ -97,7 +97,11 @@ def campaign_runs(
             continue
         reg = inventory.registrations[name]
         void = voids.get(name)
-        if void is not None and void.record.run_digest == reg.digest:
+        if (
+            void is not None
+            and isinstance(void.record, RunVoid)
+            and void.record.run_digest == reg.digest
+        ):
             out.voided.append(
                 Exclusion(
                     run=name, code="voided",
@@ -154,7 +158,9 @@ def _set_asides(
         rec = aside.record
         problem = None
         if rec.protocol_digest != campaign.digest:
-            problem = f"record {bundle!r} names protocol {rec.protocol_digest}, not {campaign.digest}"
+            problem = (
+                f"record {bundle!r} names protocol {rec.protocol_digest}, not {campaign.digest}"
+            )
         elif out.history is not None and bundle in out.history.uncommitted:
             problem = f"record {bundle!r} is not committed: it takes effect once committed"
         elif isinstance(rec, RunVoid):
@@ -169,7 +175,9 @@ def _set_asides(
         elif rec.arm not in {a.name for a in campaign.candidates}:
             problem = f"withdrawal record {bundle!r}: {rec.arm!r} is not a candidate arm"
         if problem is not None:
-            out.excluded.append(Exclusion(run=bundle, code="set-aside-not-effective", message=problem))
+            out.excluded.append(
+                Exclusion(run=bundle, code="set-aside-not-effective", message=problem)
+            )
             continue
         out.set_aside.append(aside)
         if isinstance(rec, RunVoid):
@@ -195,7 +203,7 @@ def _repeatability_first(root: Path, campaign: Campaign, out: Members) -> None:
             continue
         before = [
             b.name
-            for b in out.of(m.record.condition, campaign.baseline.name)
+            for b in out.of(m.record.condition or "", campaign.baseline.name)
             if b.complete
             and (bc := history.frozen.get(b.name)) is not None
             and is_strict_ancestor(root, bc, commit)

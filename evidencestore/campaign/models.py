@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import msgspec
 from msgspec import Meta
 
 from ..models import DigestStr, Model
@@ -32,8 +33,8 @@ __all__ = [
     "Protocol",
     "QualityRule",
     "Repeatability",
-    "RunVoid",
     "RunValue",
+    "RunVoid",
     "Speedup",
     "StatusRecord",
     "TimingRule",
@@ -354,9 +355,9 @@ class Evaluation(Model, frozen=True, kw_only=True, omit_defaults=False):
     inputs, ``memo.py``)."""
 
     status: StatusRecord
-    repeatability: dict[str, Repeatability] = {}
-    adjudications: dict[str, Adjudication] = {}
-    claims: dict[str, Claim] = {}
+    repeatability: dict[str, Repeatability] = msgspec.field(default_factory=dict)
+    adjudications: dict[str, Adjudication] = msgspec.field(default_factory=dict)
+    claims: dict[str, Claim] = msgspec.field(default_factory=dict)
 
 
 SCHEMA_TYPES: dict[str, type] = {

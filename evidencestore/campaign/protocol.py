@@ -99,7 +99,9 @@ class Campaign:
             try:
                 got[hash_file(path).digest] = os.fspath(path)
             except OSError as exc:
-                raise ConfigError(f"--config {os.fspath(path)}: cannot read: {exc.strerror}") from exc
+                raise ConfigError(
+                    f"--config {os.fspath(path)}: cannot read: {exc.strerror}"
+                ) from exc
         where = f"campaign {self.name!r}: arm {arm!r} declares"
         missing = [p for d, p in declared.items() if d not in got]
         extra = [p for d, p in got.items() if d not in declared]

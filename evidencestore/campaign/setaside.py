@@ -43,7 +43,7 @@ VOID_KIND = "campaign-void"
 WITHDRAWAL_KIND = "campaign-withdrawal"
 VOID_ENTRY = "void.json"
 WITHDRAWAL_ENTRY = "withdrawal.json"
-_ENTRIES = {VOID_KIND: (VOID_ENTRY, RunVoid), WITHDRAWAL_KIND: (WITHDRAWAL_ENTRY, Withdrawal)}
+_ENTRIES = {VOID_KIND: (VOID_ENTRY,), WITHDRAWAL_KIND: (WITHDRAWAL_ENTRY,)}
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,8 @@ def read_set_aside(root: str | os.PathLike[str], bundle: str, reg: Registration)
     """The void or withdrawal record of bundle ``bundle``, checked against its
     registration; :class:`ManifestError` naming the bundle otherwise."""
     kind = reg.manifest.metadata.annotations.get("kind", "")
-    entry_name, type_ = _ENTRIES[kind]
+    entry_name = _ENTRIES[kind][0]
+    type_: type[RunVoid] | type[Withdrawal] = RunVoid if kind == VOID_KIND else Withdrawal
     entry = next((e for e in reg.manifest.entries if e.path == entry_name), None)
     if entry is None:
         raise ManifestError(f"bundle {bundle!r} (kind {kind}) has no {entry_name} entry")

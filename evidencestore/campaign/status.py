@@ -224,9 +224,7 @@ def _evaluate(
             for what in claim.unavailable:
                 opened.append(f"{c}: candidate {arm.name}: {what}")
             if claim.verdict == "REFUSED" and done and protocol.timing.claim:
-                opened.append(
-                    f"{c}: candidate {arm.name} has no speedup claim: {claim.reasons[0]}"
-                )
+                opened.append(f"{c}: candidate {arm.name} has no speedup claim: {claim.reasons[0]}")
             speedup_ok = claim.stands or not protocol.timing.claim
             floor = protocol.timing.min_speedup
             if claim.verdict == "NOT_CLEARED" and claim.speedup is not None:
@@ -271,7 +269,9 @@ def _evaluate(
             "the remote that holds them)",
         )
     else:
-        verdict_word = "ACCEPTED" if _accepted(protocol.accept, arms, history_ok) else "NOT_ACCEPTED"
+        verdict_word = (
+            "ACCEPTED" if _accepted(protocol.accept, arms, history_ok) else "NOT_ACCEPTED"
+        )
     status = StatusRecord(
         campaign=campaign.name,
         protocol_digest=campaign.digest,
@@ -315,9 +315,7 @@ def _arm_conclusion(arm: ArmSpec, cells: list[CellStatus]) -> ArmConclusion:
         word = "qualified"
     else:
         word = "open"
-    reasons = tuple(
-        dict.fromkeys(r for c in cells if c.conclusion == word for r in c.reasons)
-    )
+    reasons = tuple(dict.fromkeys(r for c in cells if c.conclusion == word for r in c.reasons))
     return ArmConclusion(arm=arm.name, baseline=arm.baseline, conclusion=word, reasons=reasons)
 
 
@@ -349,9 +347,7 @@ def _split_runs(
     return [m for m in runs if m.complete], [m for m in runs if not m.complete]
 
 
-def _runs_open(
-    condition: str, arm: ArmSpec, done: list[Member], failed: list[Member]
-) -> list[str]:
+def _runs_open(condition: str, arm: ArmSpec, done: list[Member], failed: list[Member]) -> list[str]:
     """What the cell still needs in runs: the required count, and its failed runs."""
     role = "baseline" if arm.baseline else "candidate"
     out: list[str] = []

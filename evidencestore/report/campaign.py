@@ -195,9 +195,8 @@ def _related(records: Sequence[Any]) -> list[dict[str, Any]]:
         if kind == "claim":
             summary = _claim_summary(r)
         elif kind == "repeatability":
-            summary = (
-                f"{len(r.get('runs', ()))} baseline runs compared with the first: "
-                + ("repeatable-exact." if r.get("exact") else "NOT repeatable-exact.")
+            summary = f"{len(r.get('runs', ()))} baseline runs compared with the first: " + (
+                "repeatable-exact." if r.get("exact") else "NOT repeatable-exact."
             )
         elif kind == "adjudication":
             summary = (
@@ -399,7 +398,9 @@ def _latency_plots(related: Sequence[Mapping[str, Any]]) -> list[Any]:
                 runs[str(v.get("run"))] = [float(t) for t in v.get("values", ())]
     plots = []
     for cond, arms in by_condition.items():
-        groups = {arm: [t for values in runs.values() for t in values] for arm, runs in arms.items()}
+        groups = {
+            arm: [t for values in runs.values() for t in values] for arm, runs in arms.items()
+        }
         plots.append(
             latency_plot(
                 groups,

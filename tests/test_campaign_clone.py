@@ -138,6 +138,22 @@ def test_fresh_clone_gives_byte_identical_records(
     shutil.rmtree(bare / ".evstore" / "memo", ignore_errors=True)
     assert _status_and_claim(bare) == (a_code, a_status, a_claim)
 
+    # A status registered with every record behind it is reused by any clone holding the
+    # bundle: a fresh clone with no store at all gives the same record without evaluating.
+    code, _, err = run("campaign", "status", "clone", "--register", "clone-status-1",
+                       "--root", str(root))  # fmt: skip
+    assert code == 1, err
+    reg = json.loads((root / "evidence/clone-status-1/bundle.json").read_text())
+    key = reg["manifest"]["metadata"]["annotations"]["evaluation"]
+    commit(root, "status", "evidence/clone-status-1")
+    third = tmp_path / "third"
+    git(tmp_path, "clone", "-q", str(root), str(third))
+    set_remotes(third)  # no remote: nothing could be fetched
+    reused = evaluate(third, load_campaign(third, "clone"))
+    assert reused.reused and reused.decoded == 0 and reused.key == key
+    code, out, _ = run("campaign", "status", "clone", "--json", "--root", str(third))
+    assert (code, out) == (a_code, a_status)
+
 
 def _builtins(obj: object) -> object:
     import msgspec

@@ -59,6 +59,7 @@ class Members:
     withdrawn_arms: dict[str, str] = field(default_factory=dict)  # arm -> why
     set_aside: list[SetAside] = field(default_factory=list)  # effective records
     digests: dict[str, str] = field(default_factory=dict)  # every campaign bundle -> digest
+    records: dict[str, Registration] = field(default_factory=dict)  # campaign-record bundles
 
     def of(self, condition: str, arm: str) -> list[Member]:
         """The counted runs of one condition and arm, by name."""
@@ -85,6 +86,12 @@ def campaign_runs(
         and reg.manifest.metadata.annotations.get("campaign") == campaign.name
     ]
     out = Members()
+    out.records = {
+        n: reg
+        for n, reg in sorted(inventory.registrations.items())
+        if reg.manifest.metadata.annotations.get("kind") == "campaign-record"
+        and reg.manifest.metadata.annotations.get("campaign") == campaign.name
+    }
     out.digests = {n: inventory.registrations[n].digest for n in (*names, *asides)}
     out.history = check_history(root, campaign.name, [*names, *asides]) if history else None
     voids, withdrawals = _set_asides(root, campaign, inventory.registrations, asides, out)

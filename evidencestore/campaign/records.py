@@ -4,7 +4,10 @@ Each record (repeatability, adjudication, claim, status) is written as indented 
 and binds the digests it was computed from (protocol, run bundles, outputs, comparison
 records). ``register_records`` registers a bundle holding them as repo entries, with
 metadata ``kind = campaign-record`` and the protocol digest, so a claim quoted in a
-report can be re-checked with ``evstore verify``.
+report can be re-checked with ``evstore verify``. A registered status with every record
+behind it also carries its evaluation key (``evaluation``: the digest of its inputs and
+the tool version, ``status.py``), so any clone holding the bundle reuses it instead of
+evaluating again.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ def register_records(
     *,
     campaign: str,
     protocol_digest: str,
+    evaluation: str | None = None,
 ) -> Registration:
     """Register bundle ``name`` holding each record at its path (``claims/5s-x.json``)."""
     from ..bundle import create_bundle
@@ -50,6 +54,7 @@ def register_records(
                 "kind": RECORD_KIND,
                 "campaign": campaign,
                 "protocol_digest": protocol_digest,
+                **({"evaluation": evaluation} if evaluation else {}),
             },
         )
     finally:

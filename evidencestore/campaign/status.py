@@ -74,6 +74,7 @@ class CampaignEvaluation:
     claims: dict[str, Claim] = field(default_factory=dict)
     decoded: int = 0
     reused: bool = False
+    key: str = ""
 
 
 def evaluation_inputs(campaign: Campaign, members: Members) -> dict[str, object]:
@@ -120,11 +121,12 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
     members = campaign_runs(root, campaign)
     local, memo = _memo(root)
     key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
-    kept = memo.get(key, Evaluation)
+    kept = memo.get(key, Evaluation) or _registered(root, members, key)
     if kept is not None:
+        memo.put(key, kept)  # (a no-op rewrite on a memo hit)
         return CampaignEvaluation(
             kept.status, dict(kept.repeatability), dict(kept.adjudications), dict(kept.claims),
-            reused=True,
+            reused=True, key=key,
         )  # fmt: skip
     from ..remotes import repository_store  # only now: remotes load fsspec
 
@@ -132,7 +134,7 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
     store = repository_store(root)
     judge = Judge(root, store, memo)
     ev = _evaluate(root, campaign, members, store, judge)
-    ev.decoded = judge.decoded
+    ev.decoded, ev.key = judge.decoded, key
     if ev.status.verdict != "UNAVAILABLE":
         memo.put(
             key,
@@ -140,6 +142,42 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
                        adjudications=ev.adjudications, claims=ev.claims),
         )  # fmt: skip
     return ev
+
+
+def _registered(root: Path, members: Members, key: str) -> Evaluation | None:
+    """The evaluation registered (``--register``) under ``key`` by any clone, read from
+    its bundle's files checked against the registration; None when there is none."""
+    from .._canonical import decode
+    from ..inventory import read_entry, registration_path
+
+    for name, reg in members.records.items():
+        if reg.manifest.metadata.annotations.get("evaluation") != key:
+            continue
+        bundle_dir = registration_path(root, name).parent
+        reps: dict[str, Repeatability] = {}
+        adjs: dict[str, Adjudication] = {}
+        claims: dict[str, Claim] = {}
+        status = None
+        try:
+            for e in reg.manifest.entries:
+                data = read_entry(bundle_dir, name, e, "a campaign record")
+                folder = e.path.partition("/")[0]
+                if e.path == "status.json":
+                    status = decode(data, StatusRecord)
+                elif folder == "repeatability":
+                    rep = decode(data, Repeatability)
+                    reps[rep.condition] = rep
+                elif folder == "adjudications":
+                    adj = decode(data, Adjudication)
+                    adjs[f"{adj.condition}/{adj.arm}"] = adj
+                elif folder == "claims":
+                    claim = decode(data, Claim)
+                    claims[f"{claim.condition}/{claim.arm}"] = claim
+        except (EvidenceStoreError, msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        if status is not None:
+            return Evaluation(status=status, repeatability=reps, adjudications=adjs, claims=claims)
+    return None
 
 
 def _evaluate(

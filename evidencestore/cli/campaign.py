@@ -368,8 +368,9 @@ def _status(args: argparse.Namespace) -> int:
         )
         records.update({f"claims/{k.replace('/', '-')}.json": v for k, v in ev.claims.items()})
         register_records(
-            root, args.register, records, campaign=campaign.name, protocol_digest=campaign.digest
-        )
+            root, args.register, records, campaign=campaign.name, protocol_digest=campaign.digest,
+            evaluation=ev.key if status.verdict != "UNAVAILABLE" else None,
+        )  # fmt: skip
     if args.html:
         _write_html(args.html, root, campaign, ev)
     if args.json:

@@ -22,6 +22,7 @@ from evidencestore.campaign.models import Claim
 from evidencestore.campaign.protocol import Campaign, init_campaign, load_campaign
 from evidencestore.config import local_store
 from evidencestore.runs import open_run
+from evidencestore.runs.endpoints import Observation
 from evidencestore.testing.video_server import sample_workload
 
 
@@ -57,10 +58,13 @@ def _run(
     for request, values in enumerate(times):
         for rep, value in enumerate(values):
             end = t + round(value * 1e9)
+            seen = Observation(
+                sent_ns=t, first_byte_ns=end, last_byte_ns=end, end_ns=end, status=200,
+                polls=polls, resolution_s=resolution,
+            )  # fmt: skip
             run.record_request(
-                phase="measured", payload=b"p%d" % request, body=b"out", status=200,
-                sent_ns=t, first_byte_ns=end, last_byte_ns=end, end_ns=end, request=request,
-                repetition=rep, polls=polls, resolution_s=resolution,
+                seen, phase="measured", payload=b"p%d" % request, body=b"out",
+                request=request, repetition=rep,
             )  # fmt: skip
             t = end + 1
     run.seal()

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import repository_at
 from ..errors import EvidenceStoreError
 from ..inventory import load_inventory
 from ..models import Registration
@@ -70,7 +71,7 @@ def campaign_runs(
     root: str | os.PathLike[str], campaign: Campaign, *, history: bool = True
 ) -> Members:
     """Every run registered for ``campaign``, sorted by name, each counted or excluded."""
-    root = Path(root)
+    root = repository_at(root)
     inventory = load_inventory(root)
     names = [
         n
@@ -93,8 +94,8 @@ def campaign_runs(
         and reg.manifest.metadata.annotations.get("campaign") == campaign.name
     }
     out.digests = {n: inventory.registrations[n].digest for n in (*names, *asides)}
-    out.history = check_history(root, campaign.name, [*names, *asides]) if history else None
-    voids, withdrawals = _set_asides(root, campaign, inventory.registrations, asides, out)
+    out.history = check_history(root.root, campaign.name, [*names, *asides]) if history else None
+    voids, withdrawals = _set_asides(root.root, campaign, inventory.registrations, asides, out)
     conditions = {c.name for c in campaign.protocol.condition}
     for name in names:
         try:
@@ -141,7 +142,7 @@ def campaign_runs(
             continue
         out.runs.append(Member(name, reg.digest, reg, record))
     if campaign.protocol.quality.repeatability_first and out.history is not None:
-        _repeatability_first(root, campaign, out)
+        _repeatability_first(root.root, campaign, out)
     return out
 
 

@@ -14,9 +14,6 @@ immutable.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,41 +81,6 @@ class Campaign:
         """Digests of the configuration files arm ``arm`` declares."""
         return frozenset(self.files[p].digest for p in self.arm(arm).configs)
 
-    def check_configs(self, arm: str, paths: Sequence[str | os.PathLike[str]]) -> None:
-        """Refuse, before anything is sent, configuration files that are not the ones
-        arm ``arm`` declares: each file must exist and the set of their digests must be
-        the declared set (a run with other files would only be excluded afterwards as
-        ``config-mismatch``). :class:`ConfigError` names what is missing or differs."""
-        from ..digest import hash_file
-
-        declared = {self.files[p].digest: p for p in self.arm(arm).configs}
-        if not declared:
-            return
-        got: dict[str, str] = {}
-        for path in paths:
-            try:
-                got[hash_file(path).digest] = os.fspath(path)
-            except OSError as exc:
-                raise ConfigError(
-                    f"--config {os.fspath(path)}: cannot read: {exc.strerror}"
-                ) from exc
-        where = f"campaign {self.name!r}: arm {arm!r} declares"
-        missing = [p for d, p in declared.items() if d not in got]
-        extra = [p for d, p in got.items() if d not in declared]
-        if missing or extra:
-            parts = []
-            if missing:
-                parts.append(
-                    "no --config has the content of "
-                    + ", ".join(f"{p} ({self.files[p].digest})" for p in missing)
-                )
-            if extra:
-                parts.append("not declared: " + ", ".join(extra))
-            raise ConfigError(
-                f"{where} {', '.join(sorted(declared.values()))}: {'; '.join(parts)} "
-                "(nothing was sent)"
-            )
-
 
 def parse_protocol(data: bytes, source: str) -> Protocol:
     """Decode ``protocol.toml`` strictly; errors name ``source`` and the field."""
@@ -163,53 +125,73 @@ def _referenced(protocol: Protocol) -> list[str]:
 def init_campaign(
     root: str | os.PathLike[str], name: str, protocol_path: str | os.PathLike[str]
 ) -> Campaign:
-    """Register bundle ``name`` holding ``protocol.toml`` and the files it names."""
-    from ..bundle import create_bundle
-    from ..config import local_store
-    from ..runs import load_workload
+    """Register bundle ``name`` holding ``protocol.toml`` and the files it names.
 
+    Atomic: the protocol, every file it names (read once, by the one file-reading rule
+    of ``confined.py``: inside the protocol's directory or the repository, regular
+    files, bounded), every workload and every entry name are checked first; only then
+    is the bundle registered, from the bytes that were checked. An error registers
+    nothing, so the name stays free.
+    """
+    from ..bundle import RepoFile, check_bundle_name, register_bundle
+    from ..config import repository_at
+    from ..confined import read_file
+    from ..paths import name_collisions, path_problem
+    from ..runs.workload import parse_workload
+
+    check_bundle_name(name)
     src = Path(protocol_path)
-    try:
-        data = src.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"--protocol {src}: cannot read: {exc.strerror}") from exc
+    roots = (src.absolute().parent, Path(root))
+    data = read_file(src, roots, where=f"--protocol {src}")
     protocol = parse_protocol(data, str(src))
     base = src.parent
+    referenced = _referenced(protocol)
+    for rel in referenced:
+        if rel == PROTOCOL_ENTRY:
+            raise ConfigError(f"protocol {src}: {rel} cannot name the protocol itself")
+        problem = path_problem(rel)
+        if problem is not None:
+            raise ConfigError(
+                f"protocol {src}: {rel!r} cannot be an entry of the protocol bundle: "
+                f"{problem.reason} (name files by plain relative paths below the protocol)"
+            )
+    for collision in name_collisions([PROTOCOL_ENTRY, *referenced]):
+        raise ConfigError(f"protocol {src}: {collision.reason}")
+    contents: dict[str, bytes] = {PROTOCOL_ENTRY: data}
     for cond in protocol.condition:
         where = f"protocol {src}: condition {cond.name!r}: workload {cond.workload}"
-        wpath = base / cond.workload
-        if not wpath.is_file():
-            raise ConfigError(f"{where}: no such file (paths are relative to the protocol)")
-        load_workload(wpath)  # a workload must be valid before any run uses it
+        wdata = contents.get(cond.workload)
+        if wdata is None:
+            if not os.path.lexists(base / cond.workload):
+                raise ConfigError(f"{where}: no such file (paths are relative to the protocol)")
+            wdata = read_file(base / cond.workload, roots, where=where)
+            contents[cond.workload] = wdata
+        parse_workload(wdata, base / cond.workload)  # valid before any run uses it
         if cond.workload_digest is not None:
-            got = hash_bytes(wpath.read_bytes()).digest
+            got = hash_bytes(wdata).digest
             if got != cond.workload_digest:
                 raise ConfigError(
                     f"{where}: hashes to {got}, but the protocol pins {cond.workload_digest}"
                 )
     for arm in protocol.arm:
         for cfg in arm.configs:
-            if not (base / cfg).is_file():
-                raise ConfigError(f"protocol {src}: arm {arm.name!r}: config {cfg}: no such file")
-    staging = Path(tempfile.mkdtemp(prefix="evstore-campaign-"))
-    try:
-        (staging / PROTOCOL_ENTRY).write_bytes(data)
-        for rel in _referenced(protocol):
-            if rel == PROTOCOL_ENTRY:
-                raise ConfigError(f"protocol {src}: {rel} cannot name the protocol itself")
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(base / rel, target)
-        create_bundle(
-            root,
-            name,
-            sorted(str(p) for p in staging.iterdir()),
-            store=local_store(root),
-            annotations={"kind": PROTOCOL_KIND, "campaign": protocol.name},
-            roles={PROTOCOL_ENTRY: "protocol"},
-        )
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            if cfg not in contents:
+                if not os.path.lexists(base / cfg):
+                    raise ConfigError(
+                        f"protocol {src}: arm {arm.name!r}: config {cfg}: no such file"
+                    )
+                contents[cfg] = read_file(
+                    base / cfg, roots, where=f"protocol {src}: arm {arm.name!r}: config {cfg}"
+                )
+    register_bundle(
+        repository_at(root),
+        name,
+        files={
+            rel: RepoFile(content, role="protocol" if rel == PROTOCOL_ENTRY else None)
+            for rel, content in sorted(contents.items())
+        },
+        annotations={"kind": PROTOCOL_KIND, "campaign": protocol.name},
+    )
     return load_campaign(root, name)
 
 

@@ -14,10 +14,7 @@ it never applies to another registration under the same name.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import msgspec
 
@@ -75,22 +72,15 @@ def read_set_aside(root: str | os.PathLike[str], bundle: str, reg: Registration)
 def _register(
     root: str | os.PathLike[str], name: str, kind: str, record: RunVoid | Withdrawal
 ) -> Registration:
-    from ..bundle import create_bundle
-    from ..config import local_store
+    from ..bundle import RepoFile, register_bundle
+    from ..config import repository_at
 
-    entry_name = _ENTRIES[kind][0]
-    staging = Path(tempfile.mkdtemp(prefix="evstore-set-aside-"))
-    try:
-        (staging / entry_name).write_bytes(pretty(record))
-        return create_bundle(
-            root,
-            name,
-            [str(staging / entry_name)],
-            store=local_store(root),
-            annotations={"kind": kind, "campaign": record.campaign},
-        )
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    return register_bundle(
+        repository_at(root),
+        name,
+        files={_ENTRIES[kind][0]: RepoFile(pretty(record))},
+        annotations={"kind": kind, "campaign": record.campaign},
+    )
 
 
 def void_run(

@@ -35,6 +35,7 @@ from typing import Literal
 
 import msgspec
 
+from ..config import repository_at
 from ..errors import EvidenceStoreError
 from ..storage import BlobStore
 from .adjudication import Judge, adjudicate, repeatability
@@ -92,9 +93,7 @@ def evaluation_inputs(campaign: Campaign, members: Members) -> dict[str, object]
 
 
 def _memo(root: Path) -> tuple[BlobStore, Memo]:
-    from ..config import as_repository
-
-    local = as_repository(root).local_store()
+    local = repository_at(root).local_store()
     return local, Memo(local, Path(local.location) / MEMO_DIR)
 
 
@@ -117,7 +116,7 @@ def _seed_from_git(root: Path, campaign: Campaign, local: BlobStore) -> None:
 def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvaluation:
     """Compute repeatability, verdicts, claims and the status of ``campaign``, or reuse
     them when the same inputs were evaluated before (see module doc)."""
-    root = Path(root)
+    root = repository_at(root).root  # the root as given: its store is never looked for above it
     members = campaign_runs(root, campaign)
     local, memo = _memo(root)
     key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
@@ -131,7 +130,7 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
     from ..remotes import repository_store  # only now: remotes load fsspec
 
     _seed_from_git(root, campaign, local)
-    store = repository_store(root)
+    store = repository_store(repository_at(root))
     judge = Judge(root, store, memo)
     ev = _evaluate(root, campaign, members, store, judge)
     ev.decoded, ev.key = judge.decoded, key
@@ -222,6 +221,11 @@ def _evaluate(
             b_open.append(f"{c}: baseline repeatability not yet qualified")
         elif _lacks(repeat.comparisons, judge):
             b_open.append(f"{c}: baseline outputs are unavailable here (`evstore pull`)")
+        elif unchecked := [x for x in repeat.comparisons if x.unchecked]:
+            b_open.append(
+                f"{c}: baseline repeatability is UNAVAILABLE: {len(unchecked)} output pair(s) "
+                f"not checked against their request; first: {unchecked[0].reasons[0]}"
+            )
         elif not repeat.exact:
             b_rejected.append(
                 f"{c}: baseline is not repeatable-exact; the protocol declares "
@@ -252,6 +256,11 @@ def _evaluate(
                             f"{c}: candidate {arm.name}: outputs are unavailable here "
                             "(`evstore pull`)"
                         )
+                    elif verdict == "UNAVAILABLE" and any(
+                        x.unchecked for x in (*repeat.comparisons, *adj.comparisons)
+                    ):  # unchecked outputs: runs recorded with their checks would decide
+                        why = adj.reasons[0] if adj.reasons else ""
+                        opened.append(f"{c}: candidate {arm.name} is {verdict}: {why}")
                     elif verdict != "PASS":
                         why = adj.reasons[0] if adj.reasons else ""
                         rejected.append(f"{c}: candidate {arm.name} is {verdict}: {why}")

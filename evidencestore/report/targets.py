@@ -1,14 +1,16 @@
 """What ``evstore report TARGET`` names, resolved to stored records, and the page for it.
 
-A TARGET is a record file, a record's digest in the store, a bundle name (the run, the
-campaign status or the one comparison record it holds; a registered bundle of campaign
-records renders its status with every record beside it, from those records alone),
-``BUNDLE:PATH`` (one entry of a bundle), or a campaign's protocol bundle (its status is
-evaluated from the runs registered now, with every record it was computed from). Every
-registered record kind renders: run, comparison, campaign status, claim, repeatability,
-adjudication, void and withdrawal. Records are read from the working tree or the
-repository store, always verified against the digest that names them, and the page names
-that digest. The record's kind decides the page: ``kind`` or ``metadata.kind``.
+A TARGET is a record file, a record's digest (in the store, or of an entry kept in git),
+a bundle name (the run, the campaign status or the one comparison record it holds; a
+registered bundle of campaign records renders its status with every record beside it,
+from those records alone), ``BUNDLE:PATH`` (one entry of a bundle), or a campaign's
+protocol bundle (its status is evaluated from the runs registered now, with every record
+it was computed from). Every registered record kind renders: run, comparison, campaign
+status, claim, repeatability, adjudication, void and withdrawal. Records are read from
+the working tree or the repository store, always verified against the digest that names
+them, and the page names that digest. The record's decoded type
+(``evidencestore.records``: one tagged union, untagged comparison records of earlier
+versions included) decides the page.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..models import Entry
 
 if TYPE_CHECKING:
     from ..config import Repository
+    from ..records import Record
 
 __all__ = ["Rendered", "ReportError", "render_record_bytes", "render_report"]
 
@@ -40,33 +43,19 @@ class Rendered:
     context: dict[str, str] = field(default_factory=dict)
 
 
-COMPARISON = "evidencestore/media-comparison"
-RUN = "run"
-STATUS = "campaign-status"
-_STATUS_KINDS = (STATUS, "evidencestore/campaign-status", "campaign_status", "status")
-_CAMPAIGN_RECORDS = frozenset(
-    f"evidencestore/campaign-{k}"
-    for k in ("claim", "repeatability", "adjudication", "void", "withdrawal")
-)
-_COMPARISON_KEYS = frozenset({"verdict", "reasons", "reference", "candidate", "thresholds"})
+def _decode(data: bytes, source: str) -> Record:
+    """The record's decoded type (``evidencestore.records``), as a report error."""
+    from ..records import UnknownRecordKind, decode_record
 
-
-def _kind(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return None
-    kind = value.get("kind")
-    if isinstance(kind, str):
-        return kind
-    meta = value.get("metadata")
-    if isinstance(meta, dict) and isinstance(meta.get("kind"), str):
-        return str(meta["kind"])
-    if value.keys() >= _COMPARISON_KEYS:
-        return COMPARISON  # its default kind is omitted when encoded
-    if value.keys() >= {"verdict", "cells", "remaining"}:
-        return STATUS
-    if value.keys() >= {"outcome", "requests"}:
-        return RUN
-    return None
+    try:
+        return decode_record(data, source)
+    except UnknownRecordKind as exc:
+        raise ReportError(
+            f"{source}: record kind {exc.kind!r} has no report (expected a comparison record, "
+            "a run record or a campaign record)"
+        ) from None
+    except EvidenceStoreError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def render_record_bytes(
@@ -77,52 +66,50 @@ def render_record_bytes(
     context: dict[str, str] | None = None,
     records: list[Any] | None = None,
 ) -> Rendered:
-    """Render a stored record (its exact bytes) by its kind; ``records``: the records
-    stored beside a campaign status (shown with it)."""
+    """Render a stored record (its exact bytes) by its decoded type; ``records``: the
+    records stored beside a campaign status (shown with it)."""
+    from ..campaign.models import StatusRecord
     from ..digest import hash_bytes
+    from ..media.records import ComparisonRecord
+    from ..records import kind_of
+    from ..runs.models import RunRecord
 
     digest = hash_bytes(data).digest
-    from .._canonical import loads_json
-
-    try:
-        value = loads_json(data)
-    except msgspec.DecodeError as exc:
-        raise ReportError(f"{source}: not a JSON record: {exc}") from None
-    kind = _kind(value)
+    record = _decode(data, source)
     context = dict(context or {})
-    if kind == COMPARISON:
-        from .._canonical import decode
-        from ..media.records import ComparisonRecord
+    if isinstance(record, ComparisonRecord):
         from .comparison import render_comparison_html
 
-        try:
-            record = decode(data, ComparisonRecord)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise ReportError(f"{source}: not a valid comparison record: {exc}") from None
         html = render_comparison_html(record, record_digest=digest, root=root, context=context)
         return Rendered(html, "comparison", digest, context)
-    if kind in (RUN, "evidencestore/run"):
+    if isinstance(record, RunRecord):
         from .run import render_run_html
 
-        html = render_run_html(value, record_digest=digest, context=context)
+        html = render_run_html(msgspec.to_builtins(record), record_digest=digest, context=context)
         return Rendered(html, "run", digest, context)
-    if kind in _STATUS_KINDS:
+    if isinstance(record, StatusRecord):
         from .campaign import render_campaign_status_html
 
         html = render_campaign_status_html(
-            value, record_digest=digest, context=context, records=records or ()
+            record, record_digest=digest, context=context, records=records or ()
         )
         return Rendered(html, "campaign", digest, context)
-    if kind in _CAMPAIGN_RECORDS:
+    if isinstance(record, _campaign_records()):
         from .campaign import render_campaign_record_html
 
-        html = render_campaign_record_html(value, record_digest=digest, context=context)
-        return Rendered(html, str(kind).rsplit("-", 1)[-1], digest, context)
+        html = render_campaign_record_html(record, record_digest=digest, context=context)
+        return Rendered(html, kind_of(record).label.removeprefix("campaign-"), digest, context)
     raise ReportError(
-        f"{source}: record kind {kind!r} has no report (expected a comparison record, a run "
-        "record, a campaign status, claim, repeatability, adjudication, void or withdrawal "
-        "record)"
+        f"{source}: record kind {kind_of(record).tag!r} has no report (expected a comparison "
+        "record, a run record or a campaign status)"
     )
+
+
+def _campaign_records() -> tuple[type, ...]:
+    """The campaign record types with a page of their own (the status has its own)."""
+    from ..campaign.models import Adjudication, Claim, Repeatability, RunVoid, Withdrawal
+
+    return (Claim, Repeatability, Adjudication, RunVoid, Withdrawal)
 
 
 def _entry_bytes(root: Repository, bundle: str, entry: Entry) -> bytes:
@@ -152,20 +139,27 @@ def _entry_bytes(root: Repository, bundle: str, entry: Entry) -> bytes:
     return data
 
 
-_REPORTED = frozenset({COMPARISON, RUN, "evidencestore/run", *_STATUS_KINDS, *_CAMPAIGN_RECORDS})
 _RECORD_MAX = 64 << 20
 
 
-def _record_kind(root: Repository, bundle: str, entry: Entry) -> str | None:
-    """The kind of a JSON record entry, or None (other entries are not read)."""
+def _reported(root: Repository, bundle: str, entry: Entry) -> Any:
+    """The record a JSON entry holds when it has a report, else None (other entries are
+    not read)."""
+    from ..campaign.models import StatusRecord
+    from ..media.records import ComparisonRecord
+    from ..records import decode_record
+    from ..runs.models import RunRecord
+
     d = entry.descriptor
     is_json = d.media_type.endswith(("/json", "+json")) or entry.path.endswith(".json")
     if not is_json or d.size > _RECORD_MAX:
         return None
     try:
-        return _kind(msgspec.json.decode(_entry_bytes(root, bundle, entry)))
-    except (ReportError, msgspec.DecodeError):
+        record = decode_record(_entry_bytes(root, bundle, entry), entry.path)
+    except EvidenceStoreError:
         return None
+    reported = (ComparisonRecord, RunRecord, StatusRecord, *_campaign_records())
+    return record if isinstance(record, reported) else None
 
 
 def _bundle(root: Repository, name: str, path: str | None) -> Rendered:
@@ -181,18 +175,16 @@ def _bundle(root: Repository, name: str, path: str | None) -> Rendered:
         if not chosen:
             raise ReportError(f"bundle {name!r} has no entry {path!r}")
     else:
-        kinds = {e.path: _record_kind(root, name, e) for e in entries}
-        chosen = [e for e in entries if kinds[e.path] in _REPORTED]
+        from ..campaign.models import StatusRecord
+
+        found = {e.path: _reported(root, name, e) for e in entries}
+        chosen = [e for e in entries if found[e.path] is not None]
         runs = [e for e in chosen if e.path == "run.json"]
-        statuses = [e for e in chosen if kinds[e.path] in _STATUS_KINDS]
+        statuses = [e for e in chosen if isinstance(found[e.path], StatusRecord)]
         if not runs and len(statuses) == 1:
             # A bundle of campaign records: the status, with every record beside it.
             entry = statuses[0]
-            siblings = [
-                msgspec.json.decode(_entry_bytes(root, name, e))
-                for e in chosen
-                if kinds[e.path] in _CAMPAIGN_RECORDS
-            ]
+            siblings = [r for r in found.values() if isinstance(r, _campaign_records())]
             context[f"entry {name}:{entry.path}"] = entry.descriptor.digest
             data = _entry_bytes(root, name, entry)
             return render_record_bytes(

@@ -17,15 +17,18 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .diff import Difference, diff_configs, diff_runs
+    from .endpoints import ENDPOINTS, Observation, build_payload
     from .models import RequestRecord, RunRecord, Workload
     from .recorder import RUN_ENTRY, RunRecorder, load_run, open_run
     from .runner import run_workload
     from .summary import latency_stats, summarize
-    from .workload import build_payload, expectations_for, load_workload
+    from .workload import expectations_for, load_workload
 
 __all__ = [
+    "ENDPOINTS",
     "RUN_ENTRY",
     "Difference",
+    "Observation",
     "RequestRecord",
     "RunRecord",
     "RunRecorder",
@@ -43,13 +46,15 @@ __all__ = [
 ]
 
 _LAZY = {
+    "ENDPOINTS": "endpoints",
+    "Observation": "endpoints",
     "RUN_ENTRY": "recorder",
     "Difference": "diff",
     "RequestRecord": "models",
     "RunRecord": "models",
     "RunRecorder": "recorder",
     "Workload": "models",
-    "build_payload": "workload",
+    "build_payload": "endpoints",
     "diff_configs": "diff",
     "diff_runs": "diff",
     "expectations_for": "workload",

@@ -17,8 +17,11 @@ from ..models import Descriptor, DigestStr, Model
 
 __all__ = [
     "FAILURE_CLASSES",
+    "MAX_OUTPUT_SIZE",
     "SCHEMA_TYPES",
     "AudioSection",
+    "Audit",
+    "AuditFinding",
     "ClientEnvironment",
     "Endpoint",
     "Exchange",
@@ -38,23 +41,44 @@ __all__ = [
 ]
 
 Phase = Literal["warmup", "measured"]
-Failure = Literal["connect", "timeout", "http-status", "truncated", "invalid-media"]
+Failure = Literal[
+    "connect",
+    "timeout",
+    "http-status",
+    "truncated",
+    "invalid-media",
+    "too-large",
+    "invalid-response",
+]
 FAILURE_CLASSES: tuple[str, ...] = (
     "connect",
     "timeout",
     "http-status",
     "truncated",
     "invalid-media",
+    "too-large",
+    "invalid-response",
 )
 Outcome = Literal["complete", "partial", "failed-before-inference"]
 EndpointKind = Literal["videos-sync", "videos-job", "json"]
 
 Count = Annotated[int, Meta(ge=0)]
-PositiveInt = Annotated[int, Meta(gt=0)]
-Seconds = Annotated[float, Meta(gt=0)]
+# Workload values are bounded (finite, in range) so none can fail a run after it started.
+Seconds = Annotated[float, Meta(gt=0, le=604_800, description="seconds, at most 7 days")]
+Frames = Annotated[int, Meta(gt=0, le=10_000_000)]
+FrameRate = Annotated[int, Meta(gt=0, le=10_000)]
+Seed = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 Size = Annotated[str, Meta(pattern=r"^[1-9][0-9]{0,4}x[1-9][0-9]{0,4}$", description="WxH")]
 FieldValue = str | int | float | bool
-UrlPath = Annotated[str, Meta(pattern=r"^/[^\s]*$", description="an absolute URL path")]
+UrlPath = Annotated[
+    str, Meta(pattern=r"^/[!-~]*$", description="an absolute URL path (printable ASCII)")
+]
+InputMediaType = Annotated[
+    str,
+    Meta(pattern=r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(;[ -~]*)?$", description="IANA media type"),
+]
+#: Default ``[run] max_output_size``: larger than any real generated output.
+MAX_OUTPUT_SIZE = 8 << 30
 
 
 # -- workload ---------------------------------------------------------------------
@@ -69,28 +93,33 @@ class Endpoint(Model, frozen=True, kw_only=True):
     path: UrlPath
     health_path: UrlPath = "/health"
     models_path: UrlPath = "/v1/models"
-    poll_interval: Seconds = 0.5
+    poll_interval: Annotated[float, Meta(gt=0, le=3600)] = 0.5
     poll_relative: Annotated[float, Meta(gt=0, le=0.5)] = 0.01
-    poll_min: Seconds = 0.005
+    poll_min: Annotated[float, Meta(gt=0, le=3600)] = 0.005
 
 
 class RunSection(Model, frozen=True, kw_only=True):
     """Repetitions (each request of the workload is sent ``warmup`` then ``measured``
-    times), the per-request timeout in seconds, concurrency, and whether outputs are
-    checked as media."""
+    times), the per-request timeout in seconds, concurrency, whether outputs are
+    checked as media (an unchecked output can make no verdict PASS), the largest output
+    body accepted (bytes; a larger one is a ``too-large`` failure, never kept), and the
+    output caching audit's threshold: a repetition returning its request's first output
+    that many times faster than the first is a finding."""
 
-    warmup: Count = 0
-    measured: PositiveInt = 1
+    warmup: Annotated[int, Meta(ge=0, le=1_000_000)] = 0
+    measured: Annotated[int, Meta(gt=0, le=1_000_000)] = 1
     timeout: Seconds = 600.0
-    concurrency: PositiveInt = 1
+    concurrency: Annotated[int, Meta(gt=0, le=1024)] = 1
     check_media: bool = True
+    max_output_size: Annotated[int, Meta(gt=0, le=1 << 40)] = MAX_OUTPUT_SIZE
+    cache_ratio: Annotated[float, Meta(gt=1)] = 3.0
 
 
 class AudioSection(Model, frozen=True, kw_only=True):
     """What every output's audio must be (its length comes from each request)."""
 
-    sample_rate: PositiveInt
-    channels: PositiveInt
+    sample_rate: Annotated[int, Meta(gt=0, le=10_000_000)]
+    channels: Annotated[int, Meta(gt=0, le=1024)]
     codec: str | None = None
 
 
@@ -108,7 +137,7 @@ class InputFile(Model, frozen=True, kw_only=True):
     field: Annotated[str, Meta(min_length=1)]
     path: str | None = None
     digest: DigestStr | None = None
-    media_type: str = "application/octet-stream"
+    media_type: InputMediaType = "application/octet-stream"
     filename: str | None = None
 
 
@@ -119,10 +148,10 @@ class RequestSpec(Model, frozen=True, kw_only=True):
     negative_prompt: str | None = None
     size: Size | None = None
     seconds: Seconds | None = None
-    num_frames: PositiveInt | None = None
-    fps: PositiveInt | None = None
-    seed: int | None = None
-    num_inference_steps: PositiveInt | None = None
+    num_frames: Frames | None = None
+    fps: FrameRate | None = None
+    seed: Seed | None = None
+    num_inference_steps: Annotated[int, Meta(gt=0, le=1_000_000)] | None = None
     fields: dict[str, FieldValue] = msgspec.field(default_factory=dict)
     inputs: tuple[InputFile, ...] = ()
 
@@ -172,9 +201,10 @@ class ClientEnvironment(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 class MediaOutcome(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """The media check of one output against the expectations derived from its request."""
+    """The media check of one output against the expectations derived from its request;
+    ``UNAVAILABLE`` when the check itself could not run (the output is unchecked)."""
 
-    verdict: Literal["PASS", "FAIL"]
+    verdict: Literal["PASS", "FAIL", "UNAVAILABLE"]
     failed_checks: tuple[str, ...]
     report: Descriptor
     message: str | None = None
@@ -223,6 +253,26 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     ttfb_s: float | None = None
 
 
+class AuditFinding(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One thing an audit found, with the request records (``index``) it is about."""
+
+    message: str
+    requests: tuple[Count, ...]
+
+
+class Audit(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """An audit over a run's outputs (MLPerf TEST04-style): ``seed-ignored`` (requests
+    differing only in their seed returned identical decoded content) or
+    ``output-caching`` (a repeated request returned its first output far faster than
+    the first time). ``examined`` says what was compared, in words; no finding and
+    nothing examined are told apart."""
+
+    name: Literal["seed-ignored", "output-caching"]
+    examined: Count
+    description: str
+    findings: tuple[AuditFinding, ...] = ()
+
+
 class PhaseCounts(Model, frozen=True, kw_only=True, omit_defaults=False):
     """Requests of one phase and their failures by class."""
 
@@ -231,10 +281,11 @@ class PhaseCounts(Model, frozen=True, kw_only=True, omit_defaults=False):
     failures: dict[str, int] = msgspec.field(default_factory=dict)
 
 
-class RunRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
+class RunRecord(
+    Model, frozen=True, kw_only=True, omit_defaults=False, tag_field="kind", tag="evidencestore/run"
+):
     """``run.json``: one execution of a workload by one arm against one server."""
 
-    kind: Literal["evidencestore/run"] = "evidencestore/run"
     name: str
     arm: str
     campaign: str | None = None
@@ -252,6 +303,7 @@ class RunRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     reason: str | None = None
     counts: dict[str, PhaseCounts] = msgspec.field(default_factory=dict)
     requests: tuple[RequestRecord, ...] = ()
+    audits: tuple[Audit, ...] = ()
 
 
 SCHEMA_TYPES: dict[str, type] = {"workload": Workload, "run-record": RunRecord}

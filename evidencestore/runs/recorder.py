@@ -3,10 +3,11 @@
 The recorder is what the HTTP runner uses, and what harnesses that drive a server
 themselves use directly. Everything a run produced goes into the repository's local
 store (payloads, outputs, media check reports, configs, server logs, the server check's
-responses); ``run.json`` is the one repo entry. Sealing writes ``run.json`` and the
-registration into a staging directory beside ``evidence/<name>/`` and renames it into
-place, so a run's bundle appears whole or not at all; a name already registered is
-refused when the run is opened, before anything is sent.
+responses); ``run.json`` is the one repo entry. Sealing registers the bundle
+through the one registration path (``bundle.register_bundle``: staging directory,
+renamed into place whole), so a run's bundle appears whole or not at all; a name already
+taken is refused when the run is opened, before anything is sent, and a name another
+process takes while the run is recorded costs nothing: the run is kept under a fresh one.
 """
 
 from __future__ import annotations
@@ -24,24 +25,18 @@ import msgspec
 
 from .. import __version__
 from .._canonical import decode, pretty
-from ..bundle import check_bundle_name, make_manifest, seal
+from ..bundle import RepoFile, check_name_free, free_name, register_bundle
 from ..digest import hash_bytes
-from ..errors import BundleError, ConfigError, EvidenceStoreError, ManifestError
-from ..inventory import (
-    EVIDENCE_DIR,
-    REGISTRATION_NAME,
-    load_registration,
-    read_entry,
-    registration_path,
-)
+from ..errors import BundleError, BundleNameTaken, ConfigError, EvidenceStoreError, ManifestError
+from ..inventory import load_registration, read_entry, registration_path
 from ..models import Descriptor, Entry, Registration
-from ..staging import staging_dir
 from ..storage import LocalBlobStore
 from .body import BodySink
+from .endpoints import Observation, valid_media_type
 from .models import (
+    Audit,
     ClientEnvironment,
     Exchange,
-    Failure,
     MediaOutcome,
     Outcome,
     Phase,
@@ -63,6 +58,8 @@ __all__ = [
     "open_run",
     "outcome_of",
     "phase_counts",
+    "renamed",
+    "request_record",
     "utc_precise",
 ]
 
@@ -156,7 +153,7 @@ def check_output(
         message = f"{name}: cannot be checked: {exc}"
         desc = store.put(message.encode(), "text/plain")
         return MediaOutcome(
-            verdict="FAIL", failed_checks=("open",), report=desc, message=message
+            verdict="UNAVAILABLE", failed_checks=("check",), report=desc, message=message
         ), desc
     desc = store_record(report, store)
     failed = tuple(c.name for c in report.checks if not c.ok)
@@ -164,6 +161,57 @@ def check_output(
     return MediaOutcome(
         verdict=report.verdict, failed_checks=failed, report=desc, message=first
     ), desc
+
+
+def request_record(
+    observation: Observation,
+    *,
+    index: int,
+    phase: Phase,
+    request: int,
+    repetition: int,
+    payload: Descriptor,
+    body: Descriptor | None,
+    media: MediaOutcome | None = None,
+) -> RequestRecord:
+    """The record of one request from what it saw; the one place that computes its
+    end-to-end latency (``last_byte_ns - sent_ns``, only for a request that delivered a
+    valid output) and time to first byte (``first_byte_ns - sent_ns``). A media check
+    that did not pass makes the request an ``invalid-media`` failure."""
+    o = observation
+    failure, message = o.failure, o.message
+    if failure is None and media is not None and media.verdict != "PASS":
+        failure, message = "invalid-media", media.message
+    return RequestRecord(
+        index=index,
+        phase=phase,
+        request=request,
+        repetition=repetition,
+        method=o.method,
+        path=o.path,
+        payload=payload,
+        start_utc=o.start_utc or utc_precise(),
+        sent_ns=o.sent_ns,
+        headers_ns=o.headers_ns,
+        first_byte_ns=o.first_byte_ns,
+        last_byte_ns=o.last_byte_ns,
+        end_ns=o.end_ns,
+        status=o.status,
+        headers=dict(o.headers),
+        body=body,
+        received=o.received if o.received or body is None else body.size,
+        declared_length=o.declared_length,
+        job_id=o.job_id,
+        polls=o.polls,
+        resolution_s=o.resolution_s,
+        media=media,
+        failure=failure,
+        message=message,
+        e2e_s=(o.last_byte_ns - o.sent_ns) / 1e9
+        if failure is None and o.last_byte_ns is not None
+        else None,
+        ttfb_s=(o.first_byte_ns - o.sent_ns) / 1e9 if o.first_byte_ns is not None else None,
+    )
 
 
 class RunRecorder:
@@ -182,22 +230,23 @@ class RunRecorder:
         protocol_digest: str | None = None,
         condition: str | None = None,
     ) -> None:
-        from ..config import local_store
+        from ..config import repository_at
 
-        self.root = Path(root)
-        self.name = check_bundle_name(name)
-        if registration_path(self.root, name).exists():
-            raise BundleError(
-                f"bundle {name!r} is already registered at {registration_path(self.root, name)}; "
-                "choose another --name"
-            )
+        self.repo = repository_at(root)
+        self.root = self.repo.root
+        try:
+            self.name = check_name_free(self.repo, name)
+        except BundleNameTaken as exc:
+            raise BundleNameTaken(f"{exc}; choose another --name") from None
+        self.requested_name = name
         if not arm:
             raise ConfigError("a run needs an arm name (--arm)")
-        self.store = store if store is not None else local_store(self.root)
+        self.store = store if store is not None else self.repo.local_store()
         self.arm = arm
         self.campaign = campaign
         self.protocol_digest = protocol_digest
         self.condition = condition
+        self.audits: tuple[Audit, ...] = ()  # the runner's audits of the outputs
         self.started = utc_precise()
         self.client = client_environment()
         self.entries: dict[str, Entry] = {}
@@ -206,6 +255,7 @@ class RunRecorder:
         self.requests: list[RequestRecord] = []
         self._sinks: list[BodySink] = []
         self.server: ServerIdentity | None = None
+        self.error: str | None = None
         if workload_bytes is not None:
             workload = self.put(
                 f"workload/{workload_name(workload)}",
@@ -259,10 +309,10 @@ class RunRecorder:
         """Store a server log as ``logs/<name>``."""
         return self._attach("log", path, self.logs)
 
-    def body_sink(self) -> BodySink:
-        """A sink streaming one response body into the store (discarded by
-        :meth:`discard_unpublished` if it is never published)."""
-        sink = BodySink(self.store)
+    def body_sink(self, limit: int | None = None) -> BodySink:
+        """A sink streaming one response body (at most ``limit`` bytes) into the store
+        (discarded by :meth:`discard_unpublished` if it is never published)."""
+        sink = BodySink(self.store, limit)
         self._sinks.append(sink)
         return sink
 
@@ -291,34 +341,26 @@ class RunRecorder:
 
     def record_request(
         self,
+        observation: Observation,
         *,
         phase: Phase,
         payload: bytes,
-        sent_ns: int,
-        end_ns: int,
         body: bytes | str | os.PathLike[str] | None = None,
-        status: int | None = None,
-        headers_ns: int | None = None,
-        first_byte_ns: int | None = None,
-        last_byte_ns: int | None = None,
-        start_utc: str | None = None,
-        failure: Failure | None = None,
-        message: str | None = None,
         expectations: Expectations | None = None,
-        method: str = "POST",
-        path: str = "/",
         request: int = 0,
         repetition: int = 0,
-        headers: dict[str, str] | None = None,
-        media_type: str = "video/mp4",
-        polls: int = 0,
-        resolution_s: float | None = None,
     ) -> RequestRecord:
-        """Record one request a harness made itself: timings in monotonic ns, the body as
-        bytes or a file. A body is checked against ``expectations`` when they are given;
-        an invalid one makes the request an ``invalid-media`` failure. A harness that
-        polled for the output gives ``polls`` and the bound on the waiting it added
-        (``resolution_s``, see :class:`RequestRecord`)."""
+        """Record one request a harness made itself: what it saw (timings in monotonic
+        ns, status, failure: an :class:`~evidencestore.runs.endpoints.Observation`), the
+        payload sent and the body as bytes or a file (``observation.media_type``). A body
+        is checked against ``expectations`` when they are given; an invalid one makes the
+        request an ``invalid-media`` failure."""
+        media_type = observation.media_type
+        if not valid_media_type(media_type):
+            raise ConfigError(
+                f"run {self.name!r}: media type {media_type!r} of request {len(self.requests)}: "
+                "expected type/subtype (such as video/mp4)"
+            )
         payload_desc = self.store.put(payload, "application/octet-stream")
         body_desc = None
         if body is not None:
@@ -339,38 +381,26 @@ class RunRecorder:
                     ) from exc
         index = len(self.requests)
         media = None
-        if body_desc is not None and expectations is not None and failure is None:
+        if body_desc is not None and expectations is not None and observation.failure is None:
             media, _ = check_output(self.store, body_desc, expectations, f"request {index}")
-            if media.verdict != "PASS":
-                failure, message = "invalid-media", media.message
         return self.add(
-            RequestRecord(
+            request_record(
+                observation,
                 index=index,
                 phase=phase,
                 request=request,
                 repetition=repetition,
-                method=method,
-                path=path,
                 payload=payload_desc,
-                start_utc=start_utc or utc_precise(),
-                sent_ns=sent_ns,
-                headers_ns=headers_ns,
-                first_byte_ns=first_byte_ns,
-                last_byte_ns=last_byte_ns,
-                end_ns=end_ns,
-                status=status,
-                headers=dict(headers or {}),
                 body=body_desc,
-                received=body_desc.size if body_desc else 0,
-                polls=polls,
-                resolution_s=resolution_s,
                 media=media,
-                failure=failure,
-                message=message,
-                e2e_s=(last_byte_ns - sent_ns) / 1e9 if failure is None and last_byte_ns else None,
-                ttfb_s=(first_byte_ns - sent_ns) / 1e9 if first_byte_ns else None,
             )
         )
+
+    def fail(self, reason: str) -> None:
+        """Say why the run stopped before it finished (an error after its first request
+        was sent): the run is still sealed, ``partial`` or ``failed-before-inference``,
+        with this reason."""
+        self.error = reason
 
     # -- sealing ------------------------------------------------------------------
     def record(self) -> RunRecord:
@@ -382,6 +412,10 @@ class RunRecorder:
         )
         requests = tuple(sorted(self.requests, key=lambda r: r.index))
         outcome, reason = outcome_of(server.ok, requests)
+        if self.error is not None:
+            answered = any(r.status is not None and 200 <= r.status < 300 for r in requests)
+            outcome = "partial" if answered else "failed-before-inference"
+            reason = self.error if reason is None else f"{self.error}; {reason}"
         return RunRecord(
             name=self.name,
             arm=self.arm,
@@ -400,41 +434,56 @@ class RunRecorder:
             reason=reason,
             counts=phase_counts(requests),
             requests=requests,
+            audits=self.audits,
         )
 
     def seal(self) -> tuple[Registration, RunRecord]:
-        """Write ``run.json`` and register the bundle (metadata ``kind = run``)."""
-        record = self.record()
-        data = pretty(record)
-        run_desc = Descriptor(**hash_bytes(data)._asdict(), media_type=RUN_MEDIA_TYPE)
-        entries = [
-            *self.entries.values(),
-            Entry(path=RUN_ENTRY, descriptor=run_desc, location="repo", role="run"),
-        ]
-        annotations = {"kind": "run", "arm": self.arm, "outcome": record.outcome}
-        if self.campaign:
-            annotations["campaign"] = self.campaign
-        if self.condition:
-            annotations["condition"] = self.condition
-        manifest = make_manifest(self.name, entries, annotations=annotations)
-        registration = seal(manifest)
-        evidence = self.root / EVIDENCE_DIR
-        final = evidence / self.name
-        try:
-            evidence.mkdir(parents=True, exist_ok=True)
-            # The same locked staging directory as `bundle create`: a killed run leaves
-            # one that verify reports and gc removes.
-            with staging_dir(evidence, self.name) as staging:
-                (staging / RUN_ENTRY).write_bytes(data)
-                (staging / REGISTRATION_NAME).write_bytes(pretty(registration))
-                if final.exists():
-                    final.rmdir()  # empty; a registered bundle was refused when the run opened
-                os.rename(staging, final)
-        except OSError as exc:
-            raise BundleError(
-                f"run {self.name!r}: cannot register the bundle at {final}: {exc}"
-            ) from exc
-        return registration, record
+        """Register the run as bundle :attr:`name` (metadata ``kind = run``), ``run.json``
+        its one git entry, through the one registration path
+        (:func:`~evidencestore.bundle.register_bundle`).
+
+        A name another process registered meanwhile does not cost the measurements: the
+        run is registered under the first free ``<name>-<k>`` instead, and
+        :attr:`renamed` says so (``name`` and the record's ``name`` are the new one)."""
+        for _ in range(100):
+            record = self.record()
+            annotations = {"kind": "run", "arm": self.arm, "outcome": record.outcome}
+            if self.campaign:
+                annotations["campaign"] = self.campaign
+            if self.condition:
+                annotations["condition"] = self.condition
+            run_file = RepoFile(pretty(record), media_type=RUN_MEDIA_TYPE, role="run")
+            try:
+                registration = register_bundle(
+                    self.repo,
+                    self.name,
+                    files={RUN_ENTRY: run_file},
+                    stored=self.entries.values(),
+                    annotations=annotations,
+                    # A run is kept whatever its size: the size policy guards what people
+                    # put in git, and refusing the record here would lose the run.
+                    max_git_file_size=None,
+                )
+            except BundleNameTaken:
+                self.name = free_name(self.repo, self.requested_name)
+                continue
+            except BundleError as exc:
+                raise BundleError(f"run {self.name!r}: cannot register the bundle: {exc}") from exc
+            return registration, record
+        raise BundleError(f"run {self.requested_name!r}: no free bundle name to register it under")
+
+    @property
+    def renamed(self) -> str | None:
+        """Why the run is registered under another name than asked, or None."""
+        return None if self.name == self.requested_name else renamed(self.requested_name, self.name)
+
+
+def renamed(asked: str, name: str) -> str:
+    """What to say of a run registered as ``name`` because ``asked`` was taken meanwhile."""
+    return (
+        f"bundle {asked!r} was registered by another process while this run was recorded; "
+        f"its measurements are kept as bundle {name!r}"
+    )
 
 
 def workload_name(descriptor: Descriptor) -> str:
@@ -454,7 +503,10 @@ def open_run(
     condition: str | None = None,
 ) -> RunRecorder:
     """Open a run of ``workload`` (the workload file's bytes) by ``arm``, to be registered
-    as bundle ``name`` in the repository at ``root``."""
+    as bundle ``name`` in the repository at ``root`` (a name taken, or differing only in
+    letter case from a bundle, is refused now). ``campaign``, ``protocol_digest`` and
+    ``condition`` are recorded as given: a harness is not checked against the protocol
+    (``run_workload`` is), and ``campaign status`` excludes a run that does not fit."""
     desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")
     return RunRecorder(
         root,

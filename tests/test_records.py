@@ -65,10 +65,9 @@ def test_records_stored_by_main_still_decode(name: str) -> None:
 
 def test_the_registry_is_the_one_owner() -> None:
     from evidencestore._schemas import schema_types
+    from evidencestore.campaign.models import RunVoid, Withdrawal
     from evidencestore.media.store import MEDIA_TYPES
     from evidencestore.runs.recorder import RUN_MEDIA_TYPE
-
-    from evidencestore.campaign.models import RunVoid, Withdrawal
 
     # Every kind stored by main, then the void and withdrawal records (issue 24).
     assert [k.type for k in KINDS] == [*(t for t, _, _ in EXPECTED.values()), RunVoid, Withdrawal]

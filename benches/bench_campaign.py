@@ -8,7 +8,7 @@ server into a git repository. Timed, in fresh processes, medians of interleaved 
 ``status (first)`` (the memo removed first: everything judged) and ``status (second)``
 (unchanged campaign: reused from the store, nothing decoded).
 
-``python -m benches.bench_campaign [--runs N] [--repeats R]``
+``python -m benches.bench_campaign [--runs N] [--repeats R] [--size WxH] [--seconds A,B]``
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from benches._util import EVSTORE, interleaved, table
 
-CONDITIONS = {"c1": 1, "c2": 2}
+CONDITIONS = {"c1": 1.0, "c2": 2.0}
 
 
 def _git(root: Path, *args: str) -> None:
@@ -72,7 +72,9 @@ def _lsb_render(server: Any) -> Any:
     return render
 
 
-def build(work: Path, runs: int) -> Path:
+def build(
+    work: Path, runs: int, size: str = "160x120", seconds: tuple[float, float] = (1.0, 2.0)
+) -> Path:
     """The campaign repository, every run recorded and committed."""
     from evidencestore.cli import main
     from evidencestore.testing.video_server import sample_workload, serve_video
@@ -84,9 +86,9 @@ def build(work: Path, runs: int) -> Path:
     proto = work / "proto"
     (proto / "workloads").mkdir(parents=True)
     lines = ['name = "bench"', "[timing]", "min_runs = 3"]
-    for cond, seconds in CONDITIONS.items():
+    for cond, length in zip(CONDITIONS, seconds, strict=True):
         (proto / "workloads" / f"{cond}.toml").write_text(
-            sample_workload(seconds=(seconds,), size="160x120", fps=24, warmup=0, measured=3)
+            sample_workload(seconds=(length,), size=size, fps=24, warmup=0, measured=3)
         )
         lines += ["[[condition]]", f'name = "{cond}"', f'workload = "workloads/{cond}.toml"']
     for arm in ("baseline", "exact", "lsb"):
@@ -164,18 +166,27 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench_campaign")
     parser.add_argument("--runs", type=int, action="append")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--size", default="160x120", help="output size (160x120)")
+    parser.add_argument("--seconds", default="1,2", help="the two conditions' lengths (1,2)")
     args = parser.parse_args(argv)
+    lengths = tuple(float(x) for x in args.seconds.split(","))
+    assert len(lengths) == 2, "--seconds: two lengths, e.g. 5,15"
     rows = []
     for runs in args.runs or [3, 6]:
         with tempfile.TemporaryDirectory(prefix="evstore-bench-campaign-") as tmp:
-            distinct, t = measure(build(Path(tmp), runs), args.repeats)
+            root = build(Path(tmp), runs, args.size, (lengths[0], lengths[1]))
+            distinct, t = measure(root, args.repeats)
             rows.append(
                 [runs, distinct, f"{t['decode-once']:.2f}", f"{t['first']:.2f}",
                  f"{t['first'] / t['decode-once']:.2f}x", f"{t['second']:.3f}"]
             )  # fmt: skip
     header = ["runs/arm", "distinct outputs", "decode-once s", "status first s",
               "first / decode-once", "status second s"]  # fmt: skip
-    print(table("campaign status (2 conditions x 3 arms, 3 measured requests)", header, rows))
+    title = (
+        f"campaign status (2 conditions of {args.seconds} s at {args.size} x 3 arms, "
+        "3 measured requests)"
+    )
+    print(table(title, header, rows))
     return 0
 
 

@@ -39,14 +39,15 @@ def _key_values(items: list[str], flag: str) -> dict[str, str]:
 
 # -- init ----------------------------------------------------------------------
 def _cmd_init(args: argparse.Namespace) -> int:
-    from ..config import CONFIG_NAME, Config, save_config
+    from .._atomic import write_replace
+    from ..config import CONFIG_NAME, CONFIG_TEMPLATE
 
     root = Path(args.root or ".").absolute()
     root.mkdir(parents=True, exist_ok=True)
     if (root / CONFIG_NAME).exists():
         print(f"{root / CONFIG_NAME} already exists; left unchanged")
     else:
-        save_config(root, Config())
+        write_replace(root / CONFIG_NAME, CONFIG_TEMPLATE.encode("utf-8"))
         print(f"wrote {root / CONFIG_NAME}")
     (root / "evidence").mkdir(exist_ok=True)
     ignore = root / ".gitignore"

@@ -121,6 +121,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     except SystemExit as exc:  # -h
         return int(exc.code or 0)
     ns.verbosity = verbosity
+    if getattr(args, "root", None) and not getattr(ns, "root", None):
+        ns.root = args.root  # `evstore --root DIR run ...`
     return func(ns)
 
 

@@ -1,0 +1,83 @@
+"""Everyday frictions (issue 27): global options, the ``evstore.toml`` template, run
+commands' conventions."""
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from helpers.repos import add_bundle
+
+from evidencestore.cli import main
+from evidencestore.config import CONFIG_TEMPLATE, load_config, load_config_file
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_root_before_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    assert _run(capsys, "init", "--root", str(repo))[0] == 0
+    add_bundle(repo, "b1", {"a.txt": b"alpha"})
+    monkeypatch.chdir(tmp_path)  # not inside the repository: only --root finds it
+    code, out, err = _run(capsys, "--root", str(repo), "verify", "--json")
+    assert code == 0, err
+    assert json.loads(out)["totals"]["bundles"] == 1
+    code, out, _ = _run(capsys, f"--root={repo}", "verify", "--json")
+    assert code == 0 and json.loads(out)["totals"]["bundles"] == 1
+    # after the command, as before
+    code, out, _ = _run(capsys, "verify", "--root", str(repo), "--json")
+    assert code == 0 and json.loads(out)["totals"]["bundles"] == 1
+    # both, the same: fine; different: a usage error naming both
+    assert _run(capsys, "--root", str(repo), "verify", "--root", str(repo))[0] == 0
+    code, _, err = _run(capsys, "--root", str(repo), "verify", "--root", str(tmp_path))
+    assert code == 2 and "--root given twice" in err and str(tmp_path) in err
+    # a nested group and `run show` take it too
+    code, _, err = _run(capsys, "--root", str(repo), "remote", "list")
+    assert code == 0, err
+    code, _, err = _run(capsys, "--root", str(repo), "run", "show", "b1")
+    assert code == 2 and "b1" in err and "invalid choice" not in err
+    code, _, err = _run(capsys, "--root", str(tmp_path / "nope"), "verify")
+    assert code == 2 and "not a directory" in err
+
+
+def test_init_writes_a_commented_template(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(capsys, "init", "--root", str(tmp_path))
+    assert code == 0 and f"wrote {tmp_path / 'evstore.toml'}" in out
+    text = (tmp_path / "evstore.toml").read_text()
+    assert text == CONFIG_TEMPLATE
+    for setting in ("[store]", "path = ", "[remotes.origin]", "url = ", "max_git_file_size"):
+        assert f"# {setting}" in text, setting
+    # as written, every setting is commented out: the defaults
+    assert load_config(tmp_path) == load_config_file(tmp_path / "missing.toml")
+    # uncommented, the template is a valid configuration with what it shows
+    setting = re.compile(r"^# (\[|[a-z_]+ = )")
+    uncommented = "\n".join(
+        line[2:] for line in text.splitlines() if setting.match(line)
+    )
+    data = tomllib.loads(uncommented)
+    assert data["bundle"]["max_git_file_size"] == 10485760
+    (tmp_path / "full.toml").write_text(uncommented)
+    full = load_config_file(tmp_path / "full.toml")
+    assert full.remotes["origin"].url == "s3://my-bucket/evidence"
+    assert full.bundle.max_git_file_size == 10485760
+    # adding a remote keeps the commented header
+    remote = tmp_path / "remote-dir"
+    code, _, err = _run(capsys, "remote", "add", "backup", str(remote), "--root", str(tmp_path))
+    assert code == 0, err
+    after = (tmp_path / "evstore.toml").read_text()
+    assert after.startswith(CONFIG_TEMPLATE.rstrip())
+    assert load_config(tmp_path).remotes["backup"].url == str(remote)
+    # a second init leaves it alone
+    code, out, _ = _run(capsys, "init", "--root", str(tmp_path))
+    assert code == 0 and "already exists; left unchanged" in out
+    assert (tmp_path / "evstore.toml").read_text() == after

@@ -81,3 +81,44 @@ def test_init_writes_a_commented_template(
     code, out, _ = _run(capsys, "init", "--root", str(tmp_path))
     assert code == 0 and "already exists; left unchanged" in out
     assert (tmp_path / "evstore.toml").read_text() == after
+
+
+def test_run_show_and_diff_conventions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("aiohttp")
+    pytest.importorskip("av")
+    from evidencestore.runs import load_run
+    from evidencestore.testing.video_server import sample_workload, serve_video
+
+    repo = tmp_path / "repo"
+    (repo / "evidence").mkdir(parents=True)
+    wl = tmp_path / "workload.toml"
+    wl.write_text(sample_workload(size="64x48", fps=8, warmup=0, measured=3, seconds=(1,)))
+    with serve_video() as server:
+        for name in ("r1", "r2"):
+            argv = ["run", str(wl), "--arm", "a", "--server", server.url, "--name", name]
+            assert _run(capsys, "--root", str(repo), *argv)[0] == 0
+        server.fail_on = {server.requests + 3}  # r3's third: request 0, repetition #2
+        argv = ["run", str(wl), "--arm", "b", "--server", server.url, "--name", "r3"]
+        assert _run(capsys, "--root", str(repo), *argv)[0] == 1
+    # run diff exits like diff: 0 the same, 1 different (text and JSON alike)
+    assert _run(capsys, "run", "diff", "r1", "r2", "--root", str(repo))[0] == 0
+    code, out, _ = _run(capsys, "run", "diff", "r1", "r3", "--json", "--root", str(repo))
+    assert code == 1 and json.loads(out)["differences"]
+    code, out, _ = _run(capsys, "run", "diff", "r1", "r3", "--root", str(repo))
+    assert code == 1 and "differences" in out
+    # run show says what the spread is, and names requests as campaign status does
+    code, out, _ = _run(capsys, "run", "show", "r1", "--root", str(repo))
+    assert code == 0 and "±" not in out
+    assert "  sd " in out and "(sd: the sample standard deviation over the phase's requests" in out
+    failed = [r for r in load_run(repo, "r3").requests if r.failure is not None]
+    assert [r.label for r in failed] == ["request 0 measured #2"]
+    code, out, _ = _run(capsys, "run", "show", "r3", "--root", str(repo))
+    assert f"  request 0 measured #2 (record {failed[0].index}): http-status: " in out
+    code, out, _ = _run(capsys, "run", "show", "r3", "--json", "--root", str(repo))
+    shown = json.loads(out)
+    assert [f["label"] for f in shown["failures"]] == ["request 0 measured #2"]
+    assert [r["label"] for r in shown["requests"]] == [
+        f"request 0 measured #{k}" for k in range(3)
+    ]

@@ -61,9 +61,7 @@ def test_init_writes_a_commented_template(
     assert load_config(tmp_path) == load_config_file(tmp_path / "missing.toml")
     # uncommented, the template is a valid configuration with what it shows
     setting = re.compile(r"^# (\[|[a-z_]+ = )")
-    uncommented = "\n".join(
-        line[2:] for line in text.splitlines() if setting.match(line)
-    )
+    uncommented = "\n".join(line[2:] for line in text.splitlines() if setting.match(line))
     data = tomllib.loads(uncommented)
     assert data["bundle"]["max_git_file_size"] == 10485760
     (tmp_path / "full.toml").write_text(uncommented)
@@ -83,9 +81,7 @@ def test_init_writes_a_commented_template(
     assert (tmp_path / "evstore.toml").read_text() == after
 
 
-def test_run_show_and_diff_conventions(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_run_show_and_diff_conventions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("aiohttp")
     pytest.importorskip("av")
     from evidencestore.runs import load_run
@@ -119,6 +115,4 @@ def test_run_show_and_diff_conventions(
     code, out, _ = _run(capsys, "run", "show", "r3", "--json", "--root", str(repo))
     shown = json.loads(out)
     assert [f["label"] for f in shown["failures"]] == ["request 0 measured #2"]
-    assert [r["label"] for r in shown["requests"]] == [
-        f"request 0 measured #{k}" for k in range(3)
-    ]
+    assert [r["label"] for r in shown["requests"]] == [f"request 0 measured #{k}" for k in range(3)]

@@ -901,7 +901,8 @@ def _report(repo: Path, reports: list[BundleReport], repo_findings: list[Finding
         checked=sum(r.checked for r in reports),
         unavailable=sum(r.unavailable for r in reports),
         errors=errors,
-        warnings=sum(f.severity == "warning" for f in all_findings),
+        # An unavailable entry is counted once, in `unavailable`, never also as a warning.
+        warnings=sum(f.severity == "warning" and f.code != "unavailable" for f in all_findings),
     )
     return VerifyReport(
         ok=errors == 0,

@@ -116,3 +116,34 @@ def test_run_show_and_diff_conventions(tmp_path: Path, capsys: pytest.CaptureFix
     shown = json.loads(out)
     assert [f["label"] for f in shown["failures"]] == ["request 0 measured #2"]
     assert [r["label"] for r in shown["requests"]] == [f"request 0 measured #{k}" for k in range(3)]
+
+
+def test_verify_totals_agree_with_what_is_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    root = tmp_path / "repo"
+    files = {f"ext/{i}.bin": bytes([i]) * 10 for i in range(5)}
+    add_bundle(root, "s", {**files, "r.txt": b"results"}, external=("ext/*",))
+    shutil.rmtree(root / ".evstore")  # a fresh clone: no local store
+    code, out, _ = _run(capsys, "verify", "--root", str(root))
+    assert code == 0
+    assert out.count("notice: 5 store entries of 1 bundle (50 bytes)") == 1
+    assert "warning" not in out.replace("0 warnings", "")
+    totals = "1 bundle, 6 entries, 1 hash checked, 5 unavailable (not checked: 1 notice), "
+    assert totals + "0 errors, 0 warnings" in out
+    code, out, _ = _run(capsys, "verify", "--json", "--root", str(root))
+    doc = json.loads(out)
+    assert doc["totals"]["unavailable"] == 5 and doc["totals"]["warnings"] == 0
+    # the JSON keeps every finding: one per unavailable entry, counted in `unavailable`
+    found = [f for b in doc["bundles"] for f in b["findings"]]
+    assert sorted(f["path"] for f in found if f["code"] == "unavailable") == sorted(files)
+    # one warning each: the lines and the totals say the same
+    code, out, _ = _run(capsys, "verify", "--unavailable", "each", "--root", str(root))
+    assert code == 0 and out.count("    warning: unavailable: ") == 5 and "notice:" not in out
+    assert "5 unavailable (not checked: a warning each), 0 errors, 0 other warnings" in out
+    # required: they are errors, counted as errors
+    code, out, _ = _run(capsys, "verify", "--unavailable", "error", "--json", "--root", str(root))
+    doc = json.loads(out)
+    assert code == 1 and doc["totals"]["errors"] == 5 and doc["totals"]["unavailable"] == 5

@@ -826,11 +826,15 @@ def verify_repository(
 ) -> VerifyReport:
     """Verify the evidence repository at ``root`` and return every finding.
 
-    ``bundles`` restricts the per-bundle checks (unknown names are errors);
+    ``store`` is where ``store`` entries are re-hashed (default: the repository's own
+    local store); ``bundles`` restricts the per-bundle checks (unknown names are errors);
     ``remote_checker`` adds findings about ``store`` entries on a remote;
     ``inventory`` is ``load_inventory(root)`` when the caller has already loaded it.
     """
-    repo = as_repository(root).root
+    repository = as_repository(root)
+    repo = repository.root
+    if store is None:
+        store = repository.local_store()
     ctx = _Context(repo, store, require_available)
     if inventory is None:
         dirs = BundleDirs(repo)
@@ -921,6 +925,7 @@ def check_repository(
     require_available: bool = False,
     base: str | None = None,
     remote_checker: RemoteChecker | None = None,
+    inventory: Inventory | None = None,
 ) -> VerifyReport:
     """Like :func:`verify_repository`, but raise :class:`VerificationError` on any error."""
     report = verify_repository(
@@ -930,6 +935,7 @@ def check_repository(
         require_available=require_available,
         base=base,
         remote_checker=remote_checker,
+        inventory=inventory,
     )
     if not report.ok:
         from ._verify_render import describe  # the path only where the message lacks it

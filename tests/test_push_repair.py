@@ -122,3 +122,23 @@ def test_push_repair_never_uploads_a_corrupt_local_copy(
     summary = info.value.summary
     assert summary is not None and summary.repaired == 1  # the truncated one, from intact bytes
     assert _object(s3_endpoint, s3_bucket, d_flip) != b"\x00" * len(files[p_flip])
+
+
+def test_push_repair_on_a_directory_remote(tmp_path: Path) -> None:
+    from helpers.remotes import blob_path, overwrite
+
+    root = tmp_path / "repo"
+    files = blobs(3, size=500)
+    make_repo(root, files)
+    remote = tmp_path / "remote"
+    set_remotes(root, mirror={"url": str(remote)})
+    assert push(root).transferred == 3
+    (p1, d1), (p2, d2) = list(files.items())[:2]
+    overwrite(blob_path(remote, d1), bytes(500))  # same size, other bytes
+    overwrite(blob_path(remote, d2), d2[:10])  # truncated
+    summary = push(root, repair=True)
+    assert (summary.transferred, summary.repaired, summary.present) == (2, 2, 1)
+    assert blob_path(remote, d1).read_bytes() == d1
+    assert blob_path(remote, d2).read_bytes() == d2
+    regs = load_inventory(root).registrations
+    assert check_remote(root, regs, "mirror", deep=True) == {"run1": []}

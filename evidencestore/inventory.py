@@ -81,10 +81,7 @@ def load_registration(path: str | os.PathLike[str]) -> Registration:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise BundleNotFoundError(
-            f"{os.fspath(path)}: no such registration (no bundle "
-            f"{Path(path).parent.name!r} is registered)"
-        ) from None
+        raise BundleNotFoundError(f"{os.fspath(path)}: no such registration") from None
     except OSError as exc:
         raise ManifestError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from exc
     return decode_registration(data, os.fspath(path))

@@ -58,11 +58,19 @@ def test_check_repository_takes_an_inventory(repo: tuple[Path, es.Registration])
     assert es.check_repository(root, inventory=empty).totals.bundles == 0
 
 
-def test_one_not_found_type_and_one_integrity_type(repo: tuple[Path, es.Registration]) -> None:
+def test_one_not_found_type_and_one_integrity_type(
+    repo: tuple[Path, es.Registration], memory_url: str
+) -> None:
     root, reg = repo
     blob = _stored(reg)
     absent = es.hash_bytes(b"never stored").digest
-    stores = {"local store": es.local_store(root), "repository store": es.repository_store(root)}
+    remote = es.open_store(memory_url)  # an fsspec store, as a remote is
+    remote.put(b"w" * 1000)
+    stores = {
+        "local store": es.local_store(root),
+        "repository store": es.repository_store(root),
+        "fsspec store": remote,
+    }
     for label, store in stores.items():
         assert store.get(blob.digest, blob.size) == b"w" * 1000, label
         with pytest.raises(es.NotFoundError):

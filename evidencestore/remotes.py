@@ -16,21 +16,8 @@ from typing import IO, TypeVar
 
 from . import _steps
 from ._atomic import replacing
-from ._transfer import (
-    DEFAULT_JOBS,
-    STREAM_THRESHOLD,
-    Progress,
-    Source,
-    TransferSummary,
-    check_bytes,
-    download,
-    download_all,
-    parallel,
-    sizes_of,
-    upload,
-)
 from .config import RemoteConfig, Repository, as_repository, local_store
-from .digest import hash_file, parse_digest
+from .digest import parse_digest
 from .errors import (
     BlobNotFoundError,
     ConfigError,
@@ -39,9 +26,16 @@ from .errors import (
     StorageError,
     TransferError,
 )
-from .integrity import check_content
 from .inventory import load_inventory
-from .leases import (
+from .models import Finding, Registration
+from .storage import (
+    BlobStore,
+    FsspecBlobStore,
+    LocalBlobStore,
+    ReadThroughStore,
+    RetryPolicy,
+)
+from .storage.leases import (
     LEASE_DIR,
     LEASE_RENEWAL,
     Lease,
@@ -50,9 +44,18 @@ from .leases import (
     remove_lease,
     write_lease,
 )
-from .models import Finding, Registration
-from .storage import BlobStore, LocalBlobStore, ReadThroughStore
-from .storage._fsspec import FsspecBlobStore, RetryPolicy
+from .storage.transfer import (
+    DEFAULT_JOBS,
+    Progress,
+    Source,
+    TransferSummary,
+    check_copy,
+    download,
+    download_all,
+    parallel,
+    sizes_of,
+    upload,
+)
 
 __all__ = [
     "DEFAULT_JOBS",
@@ -300,7 +303,7 @@ def push(
     damaged = {d for d, s in missing if stored.get(d) is not None}
     if repair:
         present = [(d, s) for d, s in sorted(wanted.items()) if stored.get(d) == s]
-        for item, _, error in parallel(present, lambda i: _hash_remote(target.source, *i), jobs):
+        for item, _, error in parallel(present, lambda i: check_copy(target.source, *i), jobs):
             if isinstance(error, IntegrityError):
                 missing.append(item)
                 damaged.add(item[0])
@@ -316,7 +319,7 @@ def push(
         upload(cache, target.source, digest, size, lambda n: bar.sent(digest, n))
         if repair and digest in damaged:
             try:
-                _hash_remote(target.source, digest, size)  # the replacement, read back
+                check_copy(target.source, digest, size)  # the replacement, read back
             except IntegrityError as exc:
                 raise IntegrityError(f"{digest}: still corrupt after re-upload: {exc}") from exc
         bar.advance(size, digest)
@@ -460,22 +463,6 @@ def export_blob(
 
 
 # -- verification against a remote -------------------------------------------------
-def _hash_remote(source: Source, digest: str, size: int) -> None:
-    """Download and hash a remote copy without caching it (never reading more than one
-    byte past ``size``)."""
-    store = source.store
-    if size > STREAM_THRESHOLD:
-        import tempfile
-
-        with tempfile.TemporaryDirectory(prefix="evstore-verify-") as tmpdir:
-            path = os.path.join(tmpdir, "blob")
-            store.download_to(digest, path, limit=size + 1)
-            check_content(source.label, digest, size, None, os.stat(path).st_size)
-            check_content(source.label, digest, size, hash_file(path, size).digest, size)
-        return
-    check_bytes(source, digest, size, store.read_bytes(digest, limit=size + 1))
-
-
 def check_remote(
     root: str | os.PathLike[str],
     registrations: Mapping[str, Registration],
@@ -538,7 +525,7 @@ def check_remote(
         if deep and stored.get(digest) == first_size:
             to_hash.append((digest, first_size))
     for (digest, _size), _, error in parallel(
-        to_hash, lambda item: _hash_remote(source, *item), jobs
+        to_hash, lambda item: check_copy(source, *item), jobs
     ):
         if error is None:
             continue

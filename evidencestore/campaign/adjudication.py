@@ -106,7 +106,7 @@ def _outputs(member: Member, phases: Sequence[str]) -> dict[str, _Output]:
         unchecked = _unchecked(r) if r.body is not None else None
         valid = r.failure is None or (r.media is not None and r.media.verdict == "UNAVAILABLE")
         problem = None if valid else f"{r.failure}: {r.message or 'failed'}"
-        key = f"request {r.request} {r.phase} #{r.repetition}"
+        key = r.label
         out[key] = _Output(r.body, valid, problem, r.request, arrays, unchecked)
     return out
 

@@ -99,7 +99,12 @@ class ConditionSpec(Model, frozen=True, kw_only=True):
 
 
 class ArmSpec(Model, frozen=True, kw_only=True):
-    """An arm: baseline or candidate, runs required per condition, configuration files."""
+    """An arm: baseline or candidate, runs required per condition, configuration files.
+
+    ``runs`` defaults to 1; the baseline needs at least 2 (its repeatability), and a
+    speedup claim counts ``timing.min_runs`` complete runs per arm, so an arm whose
+    speedup is claimed declares at least that many.
+    """
 
     name: Name
     baseline: bool = False

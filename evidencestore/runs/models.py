@@ -351,6 +351,13 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     output_tokens: Count | None = None
     output_tokens_from: Literal["usage", "events"] | None = None
 
+    @property
+    def label(self) -> str:
+        """How every report names this request: ``request R PHASE #K``, the workload's
+        request ``R`` (``[[request]]`` in file order, from 0) in its ``K``-th repetition
+        in ``PHASE`` (from 0); ``index`` is only its place in the run's ``requests``."""
+        return f"request {self.request} {self.phase} #{self.repetition}"
+
 
 class ClientLoad(Model, frozen=True, kw_only=True, omit_defaults=False):
     """The client's own load while the requests ran: process CPU seconds over wall

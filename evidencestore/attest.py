@@ -42,20 +42,24 @@ __all__ = [
     "PAYLOAD_TYPE",
     "PREDICATE_BUNDLE",
     "PREDICATE_RECORD",
+    "PREDICATE_RUN",
     "STATEMENT_TYPE",
     "AttestationError",
     "AttestationResult",
     "Envelope",
+    "RunSignature",
     "Signature",
     "Statement",
     "Subject",
     "attest",
     "check_attestation",
+    "check_run_signature",
     "generate_key",
     "key_id",
     "load_private_key",
     "load_public_key",
     "pae",
+    "sign_run",
     "sign_statement",
     "statement_for",
     "verify_attestation",
@@ -65,6 +69,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATE_BUNDLE = "https://evidencestore.dev/attestation/bundle/v1"
 PREDICATE_RECORD = "https://evidencestore.dev/attestation/record/v1"
+PREDICATE_RUN = "https://evidencestore.dev/attestation/run/v1"
 _CHUNK = 1 << 20
 
 
@@ -107,6 +112,8 @@ class AttestationResult(msgspec.Struct, frozen=True, kw_only=True):
     statement: Statement | None
     verified: tuple[str, ...]
     problems: tuple[str, ...]
+    keyid: str | None = None
+    expected: str | None = None
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -392,30 +399,18 @@ def _decode_envelope(data: bytes, source: str) -> Envelope:
         raise AttestationError(f"{source}: not a DSSE envelope: {exc}") from None
 
 
-def check_attestation(
-    root: str | os.PathLike[str],
-    envelope: bytes,
-    public_key: Ed25519PublicKey,
-    *,
-    source: str = "envelope",
-) -> AttestationResult:
-    """Check an envelope's signature with ``public_key``, its statement, and every subject
-    against the repository at ``root``; return every problem found."""
+def _signed_payload(
+    env: Envelope, public_key: Ed25519PublicKey
+) -> tuple[bytes | None, str | None]:
+    """The payload when one of the envelope's signatures verifies with ``public_key``
+    (over PAE), else ``None``; and a problem when the payload is not base64."""
     from cryptography.exceptions import InvalidSignature
 
     try:
-        env = _decode_envelope(envelope, source)
-    except AttestationError as exc:
-        return _result(None, (), [str(exc)])
-    problems: list[str] = []
-    if env.payload_type != PAYLOAD_TYPE:
-        problems.append(f"{source}: payloadType {env.payload_type!r}, expected {PAYLOAD_TYPE!r}")
-    try:
         payload = base64.b64decode(env.payload, validate=True)
     except ValueError:
-        return _result(None, (), [*problems, f"{source}: payload is not valid base64"])
+        return None, "payload is not valid base64"
     kid = key_id(public_key)
-    signed = False
     for s in env.signatures:
         if s.keyid and s.keyid != kid:
             continue
@@ -425,12 +420,113 @@ def check_attestation(
             )
         except (InvalidSignature, ValueError):
             continue
-        signed = True
-    if not signed:
+        return payload, None
+    return None, None
+
+
+def _expected_problems(repo: Repository, statement: Statement, expected: str) -> list[str]:
+    """Whether ``statement`` is about ``expected`` (a bundle name or a record digest)."""
+    ptype = statement.predicate_type
+    names = [s.name for s in statement.subject]
+    if registration_path(repo.root, expected).is_file():
+        reg = load_registration(registration_path(repo.root, expected))
+        prefix = f"{EVIDENCE_DIR}/{expected}/"
+        stray = [n for n in names if not n.startswith(prefix)]
+        problems = [f"subject {n!r} is not part of bundle {expected!r}" for n in stray]
+        if ptype == PREDICATE_BUNDLE:
+            about = statement.predicate.get("bundle")
+            if about != expected:
+                problems.append(f"the statement is about bundle {about!r}, not {expected!r}")
+            elif statement.predicate.get("bundle_digest") != reg.digest:
+                problems.append(
+                    f"the statement is about bundle {expected!r} as "
+                    f"{statement.predicate.get('bundle_digest')}, but it is registered as "
+                    f"{reg.digest} now: it changed after signing"
+                )
+            if prefix + REGISTRATION_NAME not in names:
+                problems.append(f"the statement does not name {prefix}{REGISTRATION_NAME}")
+        elif ptype == PREDICATE_RUN:
+            if prefix + "run.json" not in names:
+                problems.append(f"the statement does not name {prefix}run.json")
+        else:
+            problems.append(
+                f"predicate type {ptype!r} is not a bundle or run attestation, which bundle "
+                f"{expected!r} needs"
+            )
+        return problems
+    if is_digest(expected):
+        problems = []
+        if ptype != PREDICATE_RECORD:
+            problems.append(
+                f"predicate type {ptype!r}, expected {PREDICATE_RECORD!r} for a record digest"
+            )
+        hexd = expected.removeprefix("blake3:")
+        if not any(s.digest.get("blake3") == hexd for s in statement.subject):
+            problems.append(
+                f"no subject has digest {expected} (subjects: {', '.join(names) or 'none'})"
+            )
+        return problems
+    rel = _repository_file(repo, expected)
+    problems = []
+    if ptype != PREDICATE_RECORD:
+        problems.append(f"predicate type {ptype!r}, expected {PREDICATE_RECORD!r} for a file")
+    if rel not in names:
+        problems.append(
+            f"no subject is the file {rel!r} (subjects: {', '.join(names) or 'none'})"
+        )
+    return problems
+
+
+def _repository_file(repo: Repository, target: str) -> str:
+    """``target``, a file inside the repository, as a repository-relative POSIX path."""
+    path = Path(target)
+    full = path if path.is_absolute() else Path.cwd() / path
+    try:
+        rel = full.resolve().relative_to(repo.root.resolve()).as_posix()
+    except ValueError:
+        rel = None
+    if rel is None or not full.is_file():
+        raise AttestationError(
+            f"expected subject {target!r}: not a registered bundle, a blake3 digest, or a "
+            "file inside the repository"
+        )
+    return rel
+
+
+def check_attestation(
+    root: str | os.PathLike[str],
+    envelope: bytes,
+    public_key: Ed25519PublicKey,
+    *,
+    source: str = "envelope",
+    expected: str | None = None,
+) -> AttestationResult:
+    """Check an envelope's signature with ``public_key``, its statement, and every subject
+    against the repository at ``root``; with ``expected`` (a bundle name or a record
+    digest, or a file inside the repository), also that the statement is about it, with
+    the matching predicate type.
+    Return every problem found."""
+    repo = as_repository(root)
+    if expected is not None and not (
+        registration_path(repo.root, expected).is_file() or is_digest(expected)
+    ):
+        _repository_file(repo, expected)  # raises for anything else
+    try:
+        env = _decode_envelope(envelope, source)
+    except AttestationError as exc:
+        return _result(None, (), [str(exc)], expected=expected)
+    problems: list[str] = []
+    if env.payload_type != PAYLOAD_TYPE:
+        problems.append(f"{source}: payloadType {env.payload_type!r}, expected {PAYLOAD_TYPE!r}")
+    kid = key_id(public_key)
+    payload, bad = _signed_payload(env, public_key)
+    if bad:
+        return _result(None, (), [*problems, f"{source}: {bad}"], expected=expected)
+    if payload is None:
         problems.append(
             f"{source}: no valid signature by key {kid} (wrong key, or the envelope was altered)"
         )
-        return _result(None, (), problems)
+        return _result(None, (), problems, expected=expected)
     try:
         statement = decode(payload, Statement)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -443,40 +539,150 @@ def check_attestation(
         )
     if not statement.subject:
         problems.append(f"{source}: the statement has no subject")
-    repo = as_repository(root)
+    if expected is not None:
+        problems += [f"{source}: {p}" for p in _expected_problems(repo, statement, expected)]
     verified: list[str] = []
     for subject in statement.subject:
         found = list(_subject_problems(repo, subject))
         problems += found
         if not found:
             verified.append(subject.name)
-    return _result(statement, verified, problems)
+    return _result(statement, verified, problems, keyid=kid, expected=expected)
 
 
 def _result(
-    statement: Statement | None, verified: Iterable[str], problems: list[str]
+    statement: Statement | None,
+    verified: Iterable[str],
+    problems: list[str],
+    *,
+    keyid: str | None = None,
+    expected: str | None = None,
 ) -> AttestationResult:
     return AttestationResult(
         ok=not problems,
         statement=statement,
         verified=tuple(verified),
         problems=tuple(problems),
+        keyid=keyid if not problems else None,
+        expected=expected,
     )
+
+
+# -- signed runs ----------------------------------------------------------------------
+class RunSignature(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's signature as a campaign judges it: ``code`` is ``None`` when a key of
+    ``keys`` signed exactly these ``run.json`` bytes, else one of ``unsigned-run``,
+    ``other-signer``, ``bad-signature`` or ``changed-after-signing``."""
+
+    keyid: str | None
+    code: str | None
+    message: str
+
+
+def _run_subject(bundle: str, data: bytes) -> Subject:
+    return Subject(
+        name=f"{EVIDENCE_DIR}/{bundle}/run.json",
+        digest={
+            "blake3": hash_bytes(data).digest.removeprefix("blake3:"),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        },
+    )
+
+
+def sign_run(
+    bundle: str, data: bytes, predicate: dict[str, Any], key: Ed25519PrivateKey
+) -> Envelope:
+    """Sign a run record's bytes (``run.json`` of bundle ``bundle``) as an in-toto
+    statement of type :data:`PREDICATE_RUN`, in a DSSE envelope."""
+    statement = Statement(
+        subject=(_run_subject(bundle, data),), predicate_type=PREDICATE_RUN, predicate=predicate
+    )
+    return sign_statement(statement, key)
+
+
+def check_run_signature(
+    envelope: bytes | None, data: bytes, bundle: str, keys: dict[str, Ed25519PublicKey]
+) -> RunSignature:
+    """Judge a run's envelope (``None`` when the run has none) against its ``run.json``
+    bytes and the public keys allowed to sign (by key id)."""
+    allowed = ", ".join(k[:16] for k in sorted(keys))
+    if envelope is None:
+        return RunSignature(
+            keyid=None,
+            code="unsigned-run",
+            message=f"run {bundle!r} is not signed, and the protocol requires a signature by "
+            f"one of its keys ({allowed}); record it with `evstore run --sign KEY`",
+        )
+    try:
+        env = _decode_envelope(envelope, f"run {bundle!r}: its signature")
+    except AttestationError as exc:
+        return RunSignature(keyid=None, code="bad-signature", message=str(exc))
+    payload: bytes | None = None
+    signer = None
+    for kid, key in sorted(keys.items()):
+        payload, _ = _signed_payload(env, key)
+        if payload is not None:
+            signer = kid
+            break
+    if payload is None or signer is None or env.payload_type != PAYLOAD_TYPE:
+        others = sorted({s.keyid for s in env.signatures if s.keyid and s.keyid not in keys})
+        if others:
+            return RunSignature(
+                keyid=others[0],
+                code="other-signer",
+                message=f"run {bundle!r} is signed by key {others[0][:16]}, which the protocol "
+                f"does not allow (allowed: {allowed})",
+            )
+        return RunSignature(
+            keyid=None,
+            code="bad-signature",
+            message=f"run {bundle!r}: no signature of its envelope verifies with an allowed "
+            f"key ({allowed}): the envelope was altered",
+        )
+    try:
+        statement = decode(payload, Statement)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return RunSignature(
+            keyid=signer, code="bad-signature", message=f"run {bundle!r}: not a statement: {exc}"
+        )
+    want = _run_subject(bundle, data).digest
+    digests = [s.digest for s in statement.subject]
+    if statement.predicate_type != PREDICATE_RUN or len(digests) != 1:
+        return RunSignature(
+            keyid=signer,
+            code="bad-signature",
+            message=f"run {bundle!r}: its signed statement is not a run statement "
+            f"({statement.predicate_type!r}, {len(digests)} subject(s))",
+        )
+    if any(digests[0].get(alg) != want[alg] for alg in ("blake3", "sha256")):
+        return RunSignature(
+            keyid=signer,
+            code="changed-after-signing",
+            message=f"run {bundle!r}: its run.json hashes to blake3:{want['blake3']}, but key "
+            f"{signer[:16]} signed blake3:{digests[0].get('blake3')}: the run record changed "
+            "after it was signed",
+        )
+    return RunSignature(keyid=signer, code=None, message=f"signed by key {signer[:16]}")
 
 
 def verify_attestation(
     root: str | os.PathLike[str],
     envelope_path: str | os.PathLike[str],
     public_key_path: str | os.PathLike[str],
+    *,
+    expected: str | None = None,
 ) -> AttestationResult:
-    """Verify the envelope file against the key file and the repository; raise
+    """Verify the envelope file against the key file and the repository (and, with
+    ``expected``, that it is about that bundle or digest); raise
     :class:`AttestationError` listing every problem when it does not verify."""
     source = os.fspath(envelope_path)
     try:
         data = Path(envelope_path).read_bytes()
     except OSError as exc:
         raise AttestationError(f"{source}: cannot read envelope: {exc.strerror}") from exc
-    result = check_attestation(root, data, load_public_key(public_key_path), source=source)
+    result = check_attestation(
+        root, data, load_public_key(public_key_path), source=source, expected=expected
+    )
     if not result.ok:
         raise AttestationError(
             f"{source}: attestation refused: " + "; ".join(result.problems), result.problems

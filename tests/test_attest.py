@@ -56,8 +56,11 @@ def _attest(repo: Path, target: str, key: Path, out: Path) -> dict[str, object]:
     return envelope
 
 
-def _verify(repo: Path, envelope: Path, pub: Path) -> tuple[int, str, str]:
-    return run("attest", "verify", str(envelope), "--key", str(pub), "--root", str(repo))
+def _verify(repo: Path, envelope: Path, pub: Path, subject: str = "run1") -> tuple[int, str, str]:
+    return run(
+        "attest", "verify", str(envelope), "--key", str(pub), "--subject", subject,
+        "--root", str(repo),
+    )  # fmt: skip
 
 
 def test_pae_matches_the_dsse_specification() -> None:
@@ -184,7 +187,7 @@ def test_record_by_digest(repo: Path, keys: tuple[Path, Path], tmp_path: Path) -
     statement = json.loads(base64.b64decode(str(env["payload"])))
     assert statement["subject"][0]["name"] == desc.digest
     assert statement["predicate"]["kind"] == "campaign-status"
-    assert _verify(repo, tmp_path / "s.json", public)[0] == 0
+    assert _verify(repo, tmp_path / "s.json", public, desc.digest)[0] == 0
 
 
 def test_usage_and_key_errors(repo: Path, keys: tuple[Path, Path], tmp_path: Path) -> None:
@@ -211,9 +214,9 @@ def test_file_in_repository(repo: Path, keys: tuple[Path, Path], tmp_path: Path)
     statement = json.loads(base64.b64decode(str(env["payload"])))
     assert statement["subject"][0]["name"] == "notes/claim.json"
     assert statement["predicate"] == {"kind": "claim", "size": path.stat().st_size}
-    assert _verify(repo, tmp_path / "c.json", public)[0] == 0
+    assert _verify(repo, tmp_path / "c.json", public, str(path))[0] == 0
     path.write_text('{"kind": "claim", "ratio": "9.99"}')
-    code, out, _ = _verify(repo, tmp_path / "c.json", public)
+    code, out, _ = _verify(repo, tmp_path / "c.json", public, str(path))
     assert code == 1 and "subject 'notes/claim.json': the bytes in the working tree" in out
     outside = tmp_path / "outside.json"
     outside.write_text("{}")

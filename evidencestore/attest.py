@@ -399,9 +399,7 @@ def _decode_envelope(data: bytes, source: str) -> Envelope:
         raise AttestationError(f"{source}: not a DSSE envelope: {exc}") from None
 
 
-def _signed_payload(
-    env: Envelope, public_key: Ed25519PublicKey
-) -> tuple[bytes | None, str | None]:
+def _signed_payload(env: Envelope, public_key: Ed25519PublicKey) -> tuple[bytes | None, str | None]:
     """The payload when one of the envelope's signatures verifies with ``public_key``
     (over PAE), else ``None``; and a problem when the payload is not base64."""
     from cryptography.exceptions import InvalidSignature
@@ -471,9 +469,7 @@ def _expected_problems(repo: Repository, statement: Statement, expected: str) ->
     if ptype != PREDICATE_RECORD:
         problems.append(f"predicate type {ptype!r}, expected {PREDICATE_RECORD!r} for a file")
     if rel not in names:
-        problems.append(
-            f"no subject is the file {rel!r} (subjects: {', '.join(names) or 'none'})"
-        )
+        problems.append(f"no subject is the file {rel!r} (subjects: {', '.join(names) or 'none'})")
     return problems
 
 

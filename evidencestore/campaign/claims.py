@@ -8,7 +8,9 @@ failed runs are named: they stay in the record and never contribute a number), w
 either arm has fewer values than ``timing.min_runs``, or when a run was excluded because
 its workload differs from the condition's. The claim cites every run digest, each run's
 values, mean and coefficient of variation, and the configuration difference between the
-arms (``evidencestore.runs.diff_configs`` of their first runs); runs that did not
+arms (``evidencestore.runs.diff_configs`` of their first runs, which stands for every
+run: a claim is refused when an arm's runs differ in configuration or server,
+``identity.py``); runs that did not
 complete are named in ``failed_runs`` whether or not the claim stands.
 """
 
@@ -22,6 +24,7 @@ from ..errors import ConfigError, EvidenceStoreError
 from ..runs import diff_configs
 from ..storage import BlobStore
 from .estimator import welch_log_interval
+from .identity import config_changes
 from .members import Member, Members
 from .models import Claim, RunValue, Speedup
 from .protocol import Campaign
@@ -111,6 +114,8 @@ def make_claim(
     diff: list[dict[str, Any]] = []
     b_done = [m for m in b_runs if m.complete]
     c_done = [m for m in c_runs if m.complete]
+    reasons += [f.message for f in members.findings if f.arm in (base.name, arm)]
+    reasons += [*config_changes(store, b_done), *config_changes(store, c_done)]
     if b_done and c_done:
         try:
             diff = [d.as_dict() for d in diff_configs(b_done[0].record, c_done[0].record, store)]

@@ -170,6 +170,7 @@ class HistoryCheck:
     protocol_commit: str | None
     protocol_time: int | None = None
     frozen: dict[str, str] = field(default_factory=dict)  # run -> its commit
+    commits: dict[str, tuple[str, int]] = field(default_factory=dict)  # run -> (commit, time)
     before: dict[str, str] = field(default_factory=dict)  # run -> why it is excluded
     changed: dict[str, str] = field(default_factory=dict)  # run -> what changed, where
     uncommitted: list[str] = field(default_factory=list)
@@ -180,9 +181,7 @@ class HistoryCheck:
 
 
 def _change_message(what: str, reg: Registered, dirty: bool) -> str:
-    where = (
-        f"in commit(s) {', '.join(c[:12] for c in reg.changed_in)}" if reg.changed_in else ""
-    )
+    where = f"in commit(s) {', '.join(c[:12] for c in reg.changed_in)}" if reg.changed_in else ""
     if reg.changed:
         return (
             f"{what} was first committed in {reg.added[:12]} and changed since {where}".rstrip()
@@ -266,6 +265,7 @@ def check_history(
         if reg is None:
             check.uncommitted.append(run)
             continue
+        check.commits[run] = (reg.added, reg.added_time)
         if reg.changed or run in dirty:
             check.changed[run] = _change_message(f"run {run!r}", reg, run in dirty)
         commit = reg.added

@@ -3,9 +3,14 @@
 A run belongs to campaign ``NAME`` when its registration says ``kind = run`` and
 ``campaign = NAME``. It contributes only when it was recorded under this protocol's
 digest, for a condition and arm the protocol declares, with the condition's workload
-and the arm's configuration files, and (in a git repository) after the protocol was
-committed (``history.py``). Every other run is kept in the list of exclusions, with the
-reason, never silently dropped.
+and the arm's configuration files, and (in a git repository, ``history.py``) after the
+protocol was committed, unchanged since its own first commit, started no earlier than
+the protocol's commit time; when the protocol lists signing keys, only when one of them
+signed its ``run.json``; and only once (``identity.py``: a copy of a run under another
+name counts as nothing). Every other run is kept in the list of exclusions, with the
+reason, never silently dropped. Findings about the campaign as a whole (a changed
+protocol, a shallow clone, a protocol not on the base, an arm that mixes servers) are
+``findings``: they exclude no run, and no verdict is accepted while one stands.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import EvidenceStoreError
-from ..inventory import load_inventory
+from ..inventory import load_inventory, read_entry, registration_path
 from ..models import Registration
-from ..runs import RunRecord, load_run
+from ..runs import RUN_ENTRY, RunRecord, load_run
 from .history import HistoryCheck, check_history
+from .identity import duplicates, run_keys, server_changes, unseeded_requests
 from .models import Exclusion
 from .protocol import Campaign
 
@@ -47,6 +54,8 @@ class Members:
     runs: list[Member] = field(default_factory=list)
     excluded: list[Exclusion] = field(default_factory=list)
     history: HistoryCheck | None = None
+    findings: list[Exclusion] = field(default_factory=list)
+    signed: bool = False
 
     def of(self, condition: str, arm: str) -> list[Member]:
         """The counted runs of one condition and arm, by name."""
@@ -54,9 +63,14 @@ class Members:
 
 
 def campaign_runs(
-    root: str | os.PathLike[str], campaign: Campaign, *, history: bool = True
+    root: str | os.PathLike[str],
+    campaign: Campaign,
+    *,
+    history: bool = True,
+    base: str | None = None,
 ) -> Members:
-    """Every run registered for ``campaign``, sorted by name, each counted or excluded."""
+    """Every run registered for ``campaign``, sorted by name, each counted or excluded;
+    ``base`` is the protected branch the protocol must be on (``history.py``)."""
     root = Path(root)
     inventory = load_inventory(root)
     names = [
@@ -66,17 +80,35 @@ def campaign_runs(
         and reg.manifest.metadata.annotations.get("campaign") == campaign.name
     ]
     out = Members()
-    out.history = check_history(root, campaign.name, names) if history else None
+    out.history = check_history(root, campaign.name, names, base=base) if history else None
+    if out.history is not None:
+        out.findings += [Exclusion(run="", code=c, message=m) for c, m in out.history.problems]
+    if (problem := campaign.name_problem()) is not None:
+        out.findings.append(Exclusion(run="", code="protocol-name", message=problem))
+    keys = campaign.signing_keys(root)
+    out.signed = bool(keys)
+    unseeded = unseeded_requests(root, campaign)
     conditions = {c.name for c in campaign.protocol.condition}
+    identities: dict[str, list[tuple[str, str]]] = {}
+    started: dict[str, str] = {}
+    candidates: list[tuple[str, RunRecord]] = []
     for name in names:
         try:
             record = load_run(root, name)
         except EvidenceStoreError as exc:
             out.excluded.append(Exclusion(run=name, code="unreadable-run", message=str(exc)))
             continue
+        reg = inventory.registrations[name]
+        run_entry = next(e for e in reg.manifest.entries if e.path == RUN_ENTRY)
+        identities[name] = run_keys(
+            record, run_entry.descriptor.digest, unseeded.get(record.condition or "", frozenset())
+        )
+        started[name] = record.started
         why = _exclusion(campaign, conditions, name, record)
-        if why is None and out.history is not None and name in out.history.before:
-            why = ("before-protocol", out.history.before[name])
+        if why is None and out.history is not None:
+            why = _history_exclusion(out.history, name, record)
+        if why is None and keys:
+            why = _signature_exclusion(root, reg, name, keys)
         if why is not None:
             out.excluded.append(
                 Exclusion(
@@ -88,9 +120,87 @@ def campaign_runs(
                 )
             )
             continue
+        candidates.append((name, record))
+    commits = out.history.commits if out.history is not None else {}
+    order = sorted(
+        identities,
+        key=lambda n: (n not in commits, commits.get(n, ("", 0))[1], started[n], n),
+    )
+    repeated = duplicates(order, identities)
+    for name, record in candidates:
+        if name in repeated:
+            first, what = repeated[name]
+            out.excluded.append(
+                Exclusion(
+                    run=name,
+                    code="duplicate-run",
+                    message=f"run {name!r} is run {first!r} again: they have {what}; a run "
+                    f"counts once, as the one first committed ({first!r})",
+                    condition=record.condition,
+                    arm=record.arm,
+                )
+            )
+            continue
         reg = inventory.registrations[name]
         out.runs.append(Member(name, reg.digest, reg, record))
+    out.findings += server_changes(out.runs)
     return out
+
+
+def _history_exclusion(
+    history: HistoryCheck, name: str, record: RunRecord
+) -> tuple[str, str] | None:
+    if name in history.changed:
+        return "changed-since-commit", history.changed[name]
+    if name in history.before:
+        return "before-protocol", history.before[name]
+    when = history.protocol_time
+    if when is not None and name in history.frozen:
+        start = _epoch(record.started)
+        if start is None:
+            return (
+                "started-unreadable",
+                f"run {name!r}: its start time {record.started!r} is not a UTC time",
+            )
+        if start < when:
+            import time
+
+            at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+            return (
+                "started-before-protocol",
+                f"run {name!r} started at {record.started}, before the protocol was committed "
+                f"({at}, commit {(history.protocol_commit or '')[:12]}): it was not recorded "
+                "under a frozen protocol, whenever it was committed",
+            )
+    return None
+
+
+def _epoch(utc: str) -> float | None:
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(utc.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.timestamp() if when.tzinfo is not None else None
+
+
+def _signature_exclusion(
+    root: Path, reg: Registration, name: str, keys: dict[str, Any]
+) -> tuple[str, str] | None:
+    from ..attest import check_run_signature
+    from ..runs.recorder import RUN_SIGNATURE
+
+    where = registration_path(root, name).parent
+    entries = {e.path: e for e in reg.manifest.entries}
+    try:
+        data = read_entry(where, name, entries[RUN_ENTRY], "the run record")
+        sig = entries.get(RUN_SIGNATURE)
+        envelope = read_entry(where, name, sig, "the run signature") if sig else None
+    except EvidenceStoreError as exc:
+        return "bad-signature", str(exc)
+    verdict = check_run_signature(envelope, data, name, keys)
+    return None if verdict.code is None else (verdict.code, verdict.message)
 
 
 def _exclusion(

@@ -28,6 +28,7 @@ __all__ = [
     "QualityRule",
     "Repeatability",
     "RunValue",
+    "SigningRule",
     "Speedup",
     "StatusRecord",
     "TimingRule",
@@ -86,13 +87,22 @@ class ArmSpec(Model, frozen=True, kw_only=True):
     configs: tuple[RelPath, ...] = ()
 
 
+class SigningRule(Model, frozen=True, kw_only=True):
+    """Runs count only when signed (``evstore run --sign KEY``) by one of these ed25519
+    public keys: PEM files beside ``protocol.toml``, registered with it."""
+
+    keys: Annotated[tuple[RelPath, ...], Meta(min_length=1)]
+
+
 class Protocol(Model, frozen=True, kw_only=True):
-    """``protocol.toml``: conditions, arms, timing and quality rules."""
+    """``protocol.toml``: conditions, arms, timing and quality rules, and the keys allowed
+    to sign runs."""
 
     name: Name
     description: str | None = None
     timing: TimingRule = TimingRule()
     quality: QualityRule = QualityRule()
+    signing: SigningRule | None = None
     condition: Annotated[tuple[ConditionSpec, ...], Meta(min_length=1)]
     arm: Annotated[tuple[ArmSpec, ...], Meta(min_length=2)]
 

@@ -4,9 +4,10 @@ A baseline cell is qualified when its required runs are complete and it is
 repeatable-exact; a candidate cell when its required runs are complete, it is lossless
 (PASS) and its speedup claim stands (with, when the protocol sets
 ``timing.min_speedup``, an interval whose low end reaches it). The campaign is
-``ACCEPTED`` only when every cell of every condition is qualified and the history shows
-every counted run recorded after the protocol was committed; otherwise ``remaining``
-says what is missing, one sentence each.
+``ACCEPTED`` only when every cell of every condition is qualified, the history shows
+every counted run recorded after the protocol was committed, and no finding about the
+campaign as a whole stands (``members.py``); otherwise ``remaining`` says what is
+missing, one sentence each. The notes say what the verdict rests on (``protection``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .models import (
     Verdict,
 )
 from .protocol import Campaign
+from .verify import protection
 
 __all__ = ["CampaignEvaluation", "evaluate"]
 
@@ -68,8 +70,13 @@ def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvalua
                     f"run {run!r} is not committed yet: that the protocol was frozen before "
                     "it cannot be proven"
                 )
+    remaining += [f.message for f in members.findings]
     for e in members.excluded:
         notes.append(f"excluded: {e.message}")
+    notes += [
+        f"protection: {line}"
+        for line in protection(history.anchor if history else None, members.signed)
+    ]
     for cond in protocol.condition:
         c = cond.name
         b_runs = members.of(c, base.name)

@@ -31,7 +31,17 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     csub.add(
         "verify",
         _verify,
-        [NAME, json_flag("the findings"), ROOT],
+        [
+            NAME,
+            json_flag("the findings"),
+            arg(
+                "--base",
+                metavar="REV",
+                help="the protected branch: the protocol must be on it, runs after it there "
+                "or on top of it",
+            ),
+            ROOT,
+        ],
         help="check from git history that the protocol predates every run",
     )
     csub.add(
@@ -100,7 +110,7 @@ def _verify(args: argparse.Namespace) -> int:
     from ..campaign.verify import verify_campaign
 
     root = repo_root(args)
-    result = verify_campaign(root, load_campaign(root, args.name))
+    result = verify_campaign(root, load_campaign(root, args.name), base=args.base)
     if args.json:
         _print_json(
             {
@@ -110,6 +120,7 @@ def _verify(args: argparse.Namespace) -> int:
                 "ok": result.ok,
                 "runs": result.runs,
                 "findings": result.findings,
+                "protection": result.protection,
             }
         )
     else:
@@ -119,6 +130,8 @@ def _verify(args: argparse.Namespace) -> int:
             print(f"  ok        {run}" + (f" (added in {at[:12]})" if at else ""))
         for f in result.findings:
             print(f"  excluded  {f.run or '-'}: {f.code}: {f.message}")
+        for line in result.protection:
+            print(f"  {line}")
         counted = len(result.runs) - sum(1 for f in result.findings if f.code == "uncommitted")
         print(
             f"{'verified' if result.ok else 'NOT verified'}: {counted} run(s) recorded under "

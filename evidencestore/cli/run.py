@@ -81,6 +81,11 @@ def _run_parser() -> _Parser:
                 help="campaign bundle whose protocol.toml this run follows",
             ),
             arg("--condition", metavar="C", help="the campaign condition (e.g. 5s)"),
+            arg(
+                "--sign",
+                metavar="KEY",
+                help="sign the run record with this ed25519 private key (run.dsse.json)",
+            ),
         ],
     )
 
@@ -189,6 +194,19 @@ def _run(args: argparse.Namespace) -> int:
     if args.campaign and not args.condition:
         raise ConfigError("--campaign needs --condition (the protocol condition this run is for)")
     protocol = _protocol_digest(root, args) if args.campaign else None
+    key = None
+    if args.sign:
+        from ..attest import load_private_key
+
+        key = load_private_key(args.sign)
+    if args.campaign:
+        from ..campaign.protocol import load_campaign
+
+        problem = load_campaign(root, args.campaign).signer_problem(
+            root, key.public_key() if key is not None else None
+        )
+        if problem:
+            raise ConfigError(problem)
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     tty = sys.stderr.isatty() and args.verbosity >= 0
     registration, record = run_workload(
@@ -203,6 +221,7 @@ def _run(args: argparse.Namespace) -> int:
         protocol_digest=protocol,
         condition=args.condition,
         progress=_progress(sys.stderr) if tty else None,
+        signing_key=key,
     )
     if tty:
         sys.stderr.write("\n")

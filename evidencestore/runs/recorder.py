@@ -52,10 +52,13 @@ from .models import (
 )
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from ..media.records import Expectations
 
 __all__ = [
     "RUN_ENTRY",
+    "RUN_SIGNATURE",
     "RunRecorder",
     "check_output",
     "client_environment",
@@ -68,6 +71,8 @@ __all__ = [
 
 RUN_ENTRY = "run.json"
 RUN_MEDIA_TYPE = "application/vnd.evidencestore.run+json"
+RUN_SIGNATURE = "run.dsse.json"
+DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
 
 
 def utc_precise() -> str:
@@ -181,6 +186,7 @@ class RunRecorder:
         campaign: str | None = None,
         protocol_digest: str | None = None,
         condition: str | None = None,
+        signing_key: Ed25519PrivateKey | None = None,
     ) -> None:
         from ..config import local_store
 
@@ -198,6 +204,7 @@ class RunRecorder:
         self.campaign = campaign
         self.protocol_digest = protocol_digest
         self.condition = condition
+        self.signing_key = signing_key
         self.started = utc_precise()
         self.client = client_environment()
         self.entries: dict[str, Entry] = {}
@@ -405,6 +412,12 @@ class RunRecorder:
             *self.entries.values(),
             Entry(path=RUN_ENTRY, descriptor=run_desc, location="repo", role="run"),
         ]
+        envelope = self._signature(record, data)
+        if envelope is not None:
+            sig_desc = Descriptor(**hash_bytes(envelope)._asdict(), media_type=DSSE_MEDIA_TYPE)
+            entries.append(
+                Entry(path=RUN_SIGNATURE, descriptor=sig_desc, location="repo", role="signature")
+            )
         annotations = {"kind": "run", "arm": self.arm, "outcome": record.outcome}
         if self.campaign:
             annotations["campaign"] = self.campaign
@@ -420,6 +433,8 @@ class RunRecorder:
             # one that verify reports and gc removes.
             with staging_dir(evidence, self.name) as staging:
                 (staging / RUN_ENTRY).write_bytes(data)
+                if envelope is not None:
+                    (staging / RUN_SIGNATURE).write_bytes(envelope)
                 (staging / REGISTRATION_NAME).write_bytes(pretty(registration))
                 if final.exists():
                     final.rmdir()  # empty; a registered bundle was refused when the run opened
@@ -429,6 +444,24 @@ class RunRecorder:
                 f"run {self.name!r}: cannot register the bundle at {final}: {exc}"
             ) from exc
         return registration, record
+
+    def _signature(self, record: RunRecord, data: bytes) -> bytes | None:
+        """``run.dsse.json``: the run record signed as an in-toto statement, when the run
+        was opened with a signing key."""
+        if self.signing_key is None:
+            return None
+        from ..attest import sign_run
+
+        predicate = {
+            "run": record.name,
+            "arm": record.arm,
+            "campaign": record.campaign,
+            "protocol_digest": record.protocol_digest,
+            "condition": record.condition,
+            "started": record.started,
+            "outcome": record.outcome,
+        }
+        return pretty(sign_run(self.name, data, predicate, self.signing_key))
 
 
 def workload_name(descriptor: Descriptor) -> str:
@@ -446,9 +479,11 @@ def open_run(
     campaign: str | None = None,
     protocol_digest: str | None = None,
     condition: str | None = None,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> RunRecorder:
     """Open a run of ``workload`` (the workload file's bytes) by ``arm``, to be registered
-    as bundle ``name`` in the repository at ``root``."""
+    as bundle ``name`` in the repository at ``root`` (its record signed with
+    ``signing_key`` when one is given)."""
     desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")
     return RunRecorder(
         root,
@@ -460,6 +495,7 @@ def open_run(
         campaign=campaign,
         protocol_digest=protocol_digest,
         condition=condition,
+        signing_key=signing_key,
     )
 
 

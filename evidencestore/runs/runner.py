@@ -41,6 +41,7 @@ from .workload import LoadedWorkload, Payload, build_payload, expectations_for, 
 
 if TYPE_CHECKING:
     import aiohttp
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from ..media.records import Expectations
 
@@ -118,11 +119,13 @@ def run_workload(
     condition: str | None = None,
     store: LocalBlobStore | None = None,
     progress: Progress | None = None,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> tuple[Registration, RunRecord]:
     """Run a workload against ``server`` and register the run as bundle ``name``.
 
     Every run is registered, whatever its outcome; errors in the inputs (workload,
-    configs, logs, name, URL) raise before anything is sent.
+    configs, logs, name, URL) raise before anything is sent. With ``signing_key``, the
+    run record is signed (``run.dsse.json``, see :func:`evidencestore.attest.sign_run`).
     """
     base = check_server_url(server)
     loaded = load_workload(workload_path)
@@ -139,6 +142,7 @@ def run_workload(
         campaign=campaign,
         protocol_digest=protocol_digest,
         condition=condition,
+        signing_key=signing_key,
     )
     payloads = [
         build_payload(loaded, i, recorder.store) for i in range(len(loaded.workload.request))

@@ -353,7 +353,7 @@ def test_run_started_before_the_protocol_commit_is_excluded(
     assert code == 1
     what, message = findings(result)["early"]
     assert what == "started-before-protocol"
-    assert f"before the protocol was committed" in message and protocol_commit[:12] in message
+    assert "before the protocol was committed" in message and protocol_commit[:12] in message
 
 
 def _reorder_editor(tmp: Path) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .._canonical import canonical
 from ..digest import hash_bytes
@@ -38,8 +38,16 @@ from ..storage import BlobStore
 from .models import Exclusion
 from .protocol import Campaign
 
-if TYPE_CHECKING:
-    from .members import Member
+
+class Member(Protocol):
+    """What these rules read of a campaign's run (``members.Member``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def record(self) -> RunRecord: ...
+
 
 __all__ = ["config_changes", "duplicates", "run_keys", "server_changes", "unseeded_requests"]
 

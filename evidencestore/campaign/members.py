@@ -104,7 +104,11 @@ def campaign_runs(
             record, run_entry.descriptor.digest, unseeded.get(record.condition or "", frozenset())
         )
         started[name] = record.started
-        why = _exclusion(campaign, conditions, name, record)
+        why = None
+        if out.history is not None and name in out.history.changed:
+            why = ("changed-since-commit", out.history.changed[name])  # named first: an edit
+        if why is None:
+            why = _exclusion(campaign, conditions, name, record)
         if why is None and out.history is not None:
             why = _history_exclusion(out.history, name, record)
         if why is None and keys:
@@ -150,8 +154,6 @@ def campaign_runs(
 def _history_exclusion(
     history: HistoryCheck, name: str, record: RunRecord
 ) -> tuple[str, str] | None:
-    if name in history.changed:
-        return "changed-since-commit", history.changed[name]
     if name in history.before:
         return "before-protocol", history.before[name]
     when = history.protocol_time

@@ -518,3 +518,31 @@ def test_signed_runs(
         capsys, root, "attest", "verify", str(envelope), "--key", pub, "--subject", "b1"
     )
     assert code == 1 and "subject 'evidence/c1/run.json' is not part of bundle 'b1'" in out
+
+
+def test_protocol_registered_under_another_name_is_a_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`campaign init` refuses it; one registered some other way is named by verify."""
+    from evidencestore.bundle import create_bundle
+    from evidencestore.config import local_store
+
+    root = new_repo(tmp_path, protocol().replace(f'name = "{CAMPAIGN}"', 'name = "elsewhere"'))
+    assert init(root, tmp_path) == 2
+    assert "name = 'elsewhere', but the campaign is 'ledger'" in capsys.readouterr().err
+    src = tmp_path / "protocol-src"
+    create_bundle(
+        root, CAMPAIGN, [str(src / "protocol.toml"), str(src / "workloads")],
+        store=local_store(root), annotations={"kind": "campaign-protocol", "campaign": CAMPAIGN},
+        roles={"protocol.toml": "protocol"},
+    )  # fmt: skip
+    commit(root, "protocol", ".gitignore", "evidence")
+    code, result = verify(capsys, root)
+    assert code == 1
+    assert [(f["code"], f["message"]) for f in result["findings"]] == [
+        (
+            "protocol-name",
+            "campaign 'ledger': its protocol.toml says name = 'elsewhere'; a protocol is "
+            "registered under its own name",
+        )
+    ]

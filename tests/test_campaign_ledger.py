@@ -546,3 +546,25 @@ def test_protocol_registered_under_another_name_is_a_finding(
             "registered under its own name",
         )
     ]
+
+
+def test_run_amended_in_place_is_caught_against_the_base(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A committer amends the commit that added the runs (an edit no later commit shows):
+    the branch's own history cannot tell; the protected branch can."""
+    git(repo, "checkout", "-q", "-b", "amended")
+    reseal(repo, "c1", lambda r: [q.update(e2e_s=q["e2e_s"] * 0.5) for q in r["requests"]])
+    git(repo, "add", "-A", "evidence")
+    git(repo, "commit", "-q", "--amend", "--no-edit")
+    code, result = verify(capsys, repo)
+    assert code == 0, result  # unchanged since the first commit this history shows
+    code, result = verify(capsys, repo, "--base", "main")
+    assert code == 1
+    got = findings(result)
+    assert got["c1"][0] == "changed-since-commit"
+    assert "differs from its registration on main" in got["c1"][1]
+    for name in ("b1", "b2"):
+        assert got[name][0] == "history-rewritten"
+        assert "which is not on main: the history was rewritten" in got[name][1]
+    assert result["runs"] == {}

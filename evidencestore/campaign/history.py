@@ -14,8 +14,9 @@ re-sealed under the same name shows here.
 
 Ordering rests on the branch's own history unless a *base* (the protected branch) is
 given: then the protocol's commit must be reachable from the base, so a rebase that
-rewrote it (or reordered runs before it) is a finding. A shallow clone, whose history is
-cut, is named as such. Plain ``git`` is run; no library.
+rewrote it (or reordered runs before it) is a finding; and a registration the base holds
+must be the base's bytes, added by a commit of the base (an amended commit is not). A
+shallow clone, whose history is cut, is named as such. Plain ``git`` is run; no library.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..gitrefs import git, is_git_repository
+from ..gitrefs import git, is_git_repository, registration_blobs
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME
 
 __all__ = [
@@ -173,6 +174,7 @@ class HistoryCheck:
     commits: dict[str, tuple[str, int]] = field(default_factory=dict)  # run -> (commit, time)
     before: dict[str, str] = field(default_factory=dict)  # run -> why it is excluded
     changed: dict[str, str] = field(default_factory=dict)  # run -> what changed, where
+    rewritten: dict[str, str] = field(default_factory=dict)  # run -> how (against the base)
     uncommitted: list[str] = field(default_factory=list)
     problem: str | None = None
     problems: list[tuple[str, str]] = field(default_factory=list)  # (code, message)
@@ -215,6 +217,12 @@ def check_history(
         except ConfigError:
             raise ConfigError(f"--base {base}: not a commit of {root}") from None
     history = registration_history(root, [campaign, *runs])
+    on_base: dict[str, str] = {}
+    if base_commit is not None:
+        on_base = {
+            path.split("/")[-2]: oid
+            for path, oid in registration_blobs(root, base_commit.decode().strip())
+        }
     dirty = _dirty(root)
     boundary = _shallow_boundary(root)
     proto = history.get(campaign)
@@ -250,6 +258,14 @@ def check_history(
         if base_commit is not None:
             commit = base_commit.decode().strip()
             check.anchor = f"{base} ({commit[:12]})"
+            if campaign in on_base and on_base[campaign] != proto.head_blob:
+                check.problems.append(
+                    (
+                        "protocol-changed",
+                        f"the protocol {campaign!r} differs from its registration on {base} "
+                        f"({commit[:12]}): a registration is never edited",
+                    )
+                )
             if not _is_ancestor(root, proto.added, commit):
                 check.problems.append(
                     (
@@ -268,7 +284,20 @@ def check_history(
         check.commits[run] = (reg.added, reg.added_time)
         if reg.changed or run in dirty:
             check.changed[run] = _change_message(f"run {run!r}", reg, run in dirty)
+        elif run in on_base and on_base[run] != reg.head_blob:
+            check.changed[run] = (
+                f"run {run!r} differs from its registration on {base}: a registration is "
+                "never edited, and the protected branch's history is not rewritten"
+            )
         commit = reg.added
+        if run in on_base and base_commit is not None:
+            tip = base_commit.decode().strip()
+            if not _is_ancestor(root, commit, tip):
+                check.rewritten[run] = (
+                    f"run {run!r} is on {base}, but this branch's history adds it in commit "
+                    f"{commit[:12]}, which is not on {base}: the history was rewritten"
+                )
+                continue
         if proto is None:
             check.before[run] = (
                 f"run {run!r} was committed in {commit[:12]}, but the protocol is not committed"

@@ -154,6 +154,8 @@ def campaign_runs(
 def _history_exclusion(
     history: HistoryCheck, name: str, record: RunRecord
 ) -> tuple[str, str] | None:
+    if name in history.rewritten:
+        return "history-rewritten", history.rewritten[name]
     if name in history.before:
         return "before-protocol", history.before[name]
     when = history.protocol_time

@@ -313,18 +313,27 @@ def test_duplicate_run_counts_once(
     assert (c["n_baseline"], c["n_candidate"]) == (6, 3)
 
 
-def test_copied_unseeded_body_is_a_duplicate(
+def test_copied_body_of_a_nondeterministic_request_is_a_duplicate(
     tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A request without a seed cannot give the same bytes twice: a second run holding
-    them (its timings re-written) was copied."""
+    """A request whose repetitions never gave the same bytes cannot give them to another
+    run: a second run holding them (its timings re-written) was copied. A deterministic
+    server's identical bodies, unseeded requests included, are not copies."""
     root = new_repo(tmp_path)
     wl = tmp_path / "protocol-src/workloads/5s.toml"
     wl.write_text(wl.read_text().replace("seed = 42\n", ""))
     assert "seed" not in wl.read_text()
     assert init(root, tmp_path) == 0
     commit(root, "protocol", ".gitignore", "evidence")
-    assert run(root, server, "fast", "c1") == 0
+    assert run(root, server, "baseline", "b1") == 0  # the server seeds unseeded requests
+    assert run(root, server, "baseline", "b2") == 0  # itself: the same bodies, two runs
+    original = server.render
+    server.render = lambda f, n: original({**f, "seed": str(n)}, n)  # type: ignore[method-assign]
+    try:
+        assert run(root, server, "fast", "c1") == 0
+        assert run(root, server, "fast", "c0") == 0  # honest: other bodies
+    finally:
+        del server.render
 
     def shifted(r: dict[str, Any]) -> None:
         r["name"] = "c2"
@@ -335,9 +344,12 @@ def test_copied_unseeded_body_is_a_duplicate(
     reseal(root, "c1", shifted, new_name="c2")
     commit(root, "runs")
     code, result = verify(capsys, root)
+    assert code == 1
+    assert [f["run"] for f in result["findings"]] == ["c2"]
     what, message = findings(result)["c2"]
-    assert code == 1 and what == "duplicate-run"
-    assert "the same response body blake3:" in message and "does not seed" in message
+    assert what == "duplicate-run" and "is run 'c1' again" in message
+    assert "the same response body blake3:" in message and "never gave the same body" in message
+    assert sorted(result["runs"]) == ["b1", "b2", "c0", "c1"]
 
 
 def test_run_started_before_the_protocol_commit_is_excluded(

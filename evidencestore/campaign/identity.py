@@ -6,10 +6,12 @@ A run is identified by its content, never by its bundle name:
 - its measurements (every request's monotonic send, first-byte, last-byte and end
   nanoseconds, with the body digest): two executions never share them, so a run copied
   with its name, arm or start time edited is still the same run;
-- the bodies it received for requests the workload does not seed: such a request
-  cannot produce the same output twice, so a body digest shared by two runs means one
-  was copied from the other. (Seeded requests of a repeatable server do produce
-  identical bodies; that is the repeatability a baseline is qualified by.)
+- the bodies it received for a request that cannot produce the same output twice, as
+  the run itself shows: its repetitions of that request (two or more) never gave the
+  same body. A body digest of such a request shared by two runs means one was copied
+  from the other. (A deterministic server gives every repetition, and every run, the
+  same bytes for a seeded request, or for an unseeded one it seeds itself; that is the
+  repeatability a baseline is qualified by, not a copy.)
 
 Runs sharing any of these are one run. The one committed first (then the one started
 first, then by name) is the one that counts; every other copy is excluded, naming it.
@@ -26,17 +28,14 @@ an arm, not its first only (``config_changes``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Protocol
 
 from .._canonical import canonical
 from ..digest import hash_bytes
 from ..errors import EvidenceStoreError
-from ..inventory import registration_path
 from ..runs import RunRecord, diff_configs
 from ..storage import BlobStore
 from .models import Exclusion
-from .protocol import Campaign
 
 
 class Member(Protocol):
@@ -49,32 +48,10 @@ class Member(Protocol):
     def record(self) -> RunRecord: ...
 
 
-__all__ = ["config_changes", "duplicates", "run_keys", "server_changes", "unseeded_requests"]
+__all__ = ["config_changes", "duplicates", "run_keys", "server_changes"]
 
 
-def unseeded_requests(root: str | Path, campaign: Campaign) -> dict[str, frozenset[int]]:
-    """Per condition, the indexes of the workload's requests that carry no seed."""
-    from ..runs import load_workload
-
-    where = registration_path(root, campaign.name).parent
-    out: dict[str, frozenset[int]] = {}
-    for cond in campaign.protocol.condition:
-        try:
-            workload = load_workload(where / cond.workload).workload
-        except EvidenceStoreError:
-            out[cond.name] = frozenset()
-            continue
-        out[cond.name] = frozenset(
-            i
-            for i, req in enumerate(workload.request)
-            if req.seed is None and "seed" not in req.fields
-        )
-    return out
-
-
-def run_keys(
-    record: RunRecord, record_digest: str, unseeded: frozenset[int] = frozenset()
-) -> list[tuple[str, str]]:
+def run_keys(record: RunRecord, record_digest: str) -> list[tuple[str, str]]:
     """The content keys that identify a run (see the module doc)."""
     keys = [("record", record_digest)]
     timings = [
@@ -84,18 +61,21 @@ def run_keys(
     ]  # fmt: skip
     if any(t[1] or t[3] or t[4] for t in timings):
         keys.append(("measurements", hash_bytes(canonical(timings)).digest))
-    keys += [
-        ("body", r.body.digest)
-        for r in record.requests
-        if r.body is not None and r.request in unseeded
-    ]
+    bodies: dict[int, list[str]] = {}
+    for r in record.requests:
+        if r.body is not None:
+            bodies.setdefault(r.request, []).append(r.body.digest)
+    for digests in bodies.values():
+        if len(digests) >= 2 and len(set(digests)) == len(digests):
+            keys += [("body", d) for d in digests]
     return keys
 
 
 _WHAT = {
     "record": "the same run record (run.json {key})",
     "measurements": "the same measurements (every request's timings and body)",
-    "body": "the same response body {key} for a request its workload does not seed",
+    "body": "the same response body {key} for a request whose repetitions never gave the "
+    "same body twice",
 }
 
 

@@ -25,7 +25,7 @@ from ..inventory import load_inventory, read_entry, registration_path
 from ..models import Registration
 from ..runs import RUN_ENTRY, RunRecord, load_run
 from .history import HistoryCheck, check_history
-from .identity import duplicates, run_keys, server_changes, unseeded_requests
+from .identity import duplicates, run_keys, server_changes
 from .models import Exclusion
 from .protocol import Campaign
 
@@ -87,7 +87,6 @@ def campaign_runs(
         out.findings.append(Exclusion(run="", code="protocol-name", message=problem))
     keys = campaign.signing_keys(root)
     out.signed = bool(keys)
-    unseeded = unseeded_requests(root, campaign)
     conditions = {c.name for c in campaign.protocol.condition}
     identities: dict[str, list[tuple[str, str]]] = {}
     started: dict[str, str] = {}
@@ -100,9 +99,7 @@ def campaign_runs(
             continue
         reg = inventory.registrations[name]
         run_entry = next(e for e in reg.manifest.entries if e.path == RUN_ENTRY)
-        identities[name] = run_keys(
-            record, run_entry.descriptor.digest, unseeded.get(record.condition or "", frozenset())
-        )
+        identities[name] = run_keys(record, run_entry.descriptor.digest)
         started[name] = record.started
         why = None
         if out.history is not None and name in out.history.changed:

@@ -61,14 +61,18 @@ class Registered:
         return self.head_blob != self.blob
 
 
-def _log(root: Path) -> list[tuple[str, int, list[tuple[str, str, str]]]]:
-    """Commits of ``HEAD`` touching a registration, oldest first: ``(commit, committer
-    time, [(status, new blob, path)])``."""
+def _log(root: Path, bundles: set[str]) -> list[tuple[str, int, list[tuple[str, str, str]]]]:
+    """Commits of ``HEAD`` touching the registrations of ``bundles``, oldest first:
+    ``(commit, committer time, [(status, new blob, path)])``."""
+    paths = (
+        [f":(literal){EVIDENCE_DIR}/{b}/{REGISTRATION_NAME}" for b in sorted(bundles)]
+        if len(bundles) <= 256
+        else [f":(glob){EVIDENCE_DIR}/*/{REGISTRATION_NAME}"]
+    )
     try:
         out = git(
             root, "log", "--raw", "--no-renames", "--no-abbrev", "-z",
-            "--format=%x01%H %ct", "--relative", "HEAD", "--",
-            f":(glob){EVIDENCE_DIR}/*/{REGISTRATION_NAME}",
+            "--format=%x01%H %ct", "--relative", "HEAD", "--", *paths,
         )  # fmt: skip
     except ConfigError:
         return []  # no commit yet
@@ -91,7 +95,9 @@ def registration_history(root: str | Path, bundles: Iterable[str]) -> dict[str, 
     """The history of each named bundle's registration that a commit of ``HEAD`` added."""
     wanted = set(bundles)
     events: dict[str, list[tuple[str, int, str, str]]] = {}
-    for commit, when, changes in _log(Path(root)):
+    if not wanted:
+        return {}
+    for commit, when, changes in _log(Path(root), wanted):
         for status, blob, path in changes:
             parts = path.split("/")
             if len(parts) == 3 and parts[1] in wanted:
@@ -102,9 +108,11 @@ def registration_history(root: str | Path, bundles: Iterable[str]) -> dict[str, 
         if first is None:
             continue
         after = seq[seq.index(first) + 1 :]
-        changed = tuple(c for c, _, s, b in after if s != "D" and b != first[3])
         last = seq[-1]
         head = None if last[2] == "D" or set(last[3]) <= _ZERO else last[3]
+        changed = tuple(
+            c for c, _, s, b in after if (s == "D" and head is None) or (s != "D" and b != first[3])
+        )
         found[bundle] = Registered(bundle, first[0], first[1], first[3], head, changed)
     return found
 
@@ -184,6 +192,11 @@ class HistoryCheck:
 
 def _change_message(what: str, reg: Registered, dirty: bool) -> str:
     where = f"in commit(s) {', '.join(c[:12] for c in reg.changed_in)}" if reg.changed_in else ""
+    if reg.changed and reg.head_blob is None:
+        return (
+            f"{what} was first committed in {reg.added[:12]} and deleted since {where}: the "
+            "registration in the working tree is not the committed one"
+        )
     if reg.changed:
         return (
             f"{what} was first committed in {reg.added[:12]} and changed since {where}".rstrip()

@@ -409,6 +409,10 @@ def test_rebase_is_caught_by_the_base_anchor(
     assert "is not on main" in got["protocol-not-on-base"]
     code, out, _ = cli(capsys, root, "campaign", "verify", CAMPAIGN, "--base", "main")
     assert code == 1 and "protocol-not-on-base" in out and "protected branch main" in out
+    code, out, _ = cli(capsys, root, "campaign", "status", CAMPAIGN, "--base", "main", "--json")
+    status = json.loads(out)
+    assert code == 1 and any("is not on main" in r for r in status["remaining"])
+    assert any("protected branch main" in n for n in status["notes"])
 
 
 def test_shallow_clone_is_named(
@@ -580,3 +584,19 @@ def test_run_amended_in_place_is_caught_against_the_base(
         assert got[name][0] == "history-rewritten"
         assert "which is not on main: the history was rewritten" in got[name][1]
     assert result["runs"] == {}
+
+
+def test_configuration_differing_within_an_arm_refuses_the_claim(
+    repo: Path, server: VideoServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The claim's configuration difference stands for every run, not the first only."""
+    cfg = tmp_path / "engine.yaml"
+    cfg.write_text("offload:\n  resident_layers: 16\n")
+    assert run(repo, server, "fast", "c2", "--config", str(cfg)) == 0
+    commit(repo, "a second candidate run, another configuration")
+    c = claim(capsys, repo)
+    assert c["speedup"] is None
+    assert (
+        "arm 'fast': run 'c2' has another configuration than 'c1' (configs/engine.yaml): one "
+        "arm is one configuration" in c["reasons"]
+    )

@@ -47,11 +47,14 @@ class CampaignEvaluation:
     claims: dict[str, Claim] = field(default_factory=dict)
 
 
-def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvaluation:
-    """Compute repeatability, verdicts, claims and the status of ``campaign``."""
+def evaluate(
+    root: str | os.PathLike[str], campaign: Campaign, *, base_rev: str | None = None
+) -> CampaignEvaluation:
+    """Compute repeatability, verdicts, claims and the status of ``campaign`` (its
+    history anchored at the protected branch ``base_rev`` when given)."""
     root = Path(root)
     store = local_store(root)
-    members = campaign_runs(root, campaign)
+    members = campaign_runs(root, campaign, base=base_rev)
     protocol = campaign.protocol
     base = campaign.baseline
     cells: list[CellStatus] = []

@@ -69,6 +69,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                 help="also register the status and every record behind it as a bundle",
             ),
             arg(
+                "--base",
+                metavar="REV",
+                help="the protected branch the protocol must be on (as campaign verify)",
+            ),
+            arg(
                 "--html",
                 metavar="OUT",
                 help="also write the status as a self-contained HTML report "
@@ -190,7 +195,7 @@ def _status(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
-    ev = evaluate(root, campaign)
+    ev = evaluate(root, campaign, base_rev=args.base)
     status = ev.status
     if args.register:
         records: dict[str, Any] = {"status.json": status}

@@ -600,3 +600,20 @@ def test_configuration_differing_within_an_arm_refuses_the_claim(
         "arm 'fast': run 'c2' has another configuration than 'c1' (configs/engine.yaml): one "
         "arm is one configuration" in c["reasons"]
     )
+
+
+def test_deleted_run_is_a_finding(
+    repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cherry-picking: a second candidate run is made and the first one deleted."""
+    assert run(repo, server, "fast", "c2") == 0
+    commit(repo, "another candidate run")
+    git(repo, "rm", "-rq", "evidence/c1")
+    deletion = commit(repo, "drop the slower one")
+    code, result = verify(capsys, repo)
+    assert code == 1
+    (finding,) = result["findings"]
+    assert (finding["run"], finding["code"], finding["arm"]) == ("c1", "deleted-run", "fast")
+    assert f"deleted in commit {deletion[:12]}" in finding["message"]
+    c = claim(capsys, repo)
+    assert c["speedup"] is None and any("is never removed" in r for r in c["reasons"])

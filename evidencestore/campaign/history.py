@@ -26,15 +26,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..gitrefs import git, is_git_repository, registration_blobs
-from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME
+from ..errors import ConfigError, EvidenceStoreError
+from ..gitrefs import git, is_git_repository, read_blobs, registration_blobs
+from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, decode_registration
+from ..models import Registration
 
 __all__ = [
+    "Deleted",
     "HistoryCheck",
     "Registered",
     "added_in",
     "check_history",
+    "deleted_registrations",
     "is_strict_ancestor",
     "registration_history",
 ]
@@ -114,6 +117,48 @@ def registration_history(root: str | Path, bundles: Iterable[str]) -> dict[str, 
             c for c, _, s, b in after if (s == "D" and head is None) or (s != "D" and b != first[3])
         )
         found[bundle] = Registered(bundle, first[0], first[1], first[3], head, changed)
+    return found
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """A registration a commit of ``HEAD`` deleted and ``HEAD`` does not hold: the
+    bundle, the deleting commit, and the registration as it was before."""
+
+    bundle: str
+    commit: str
+    registration: Registration
+
+
+def deleted_registrations(root: str | Path, present: Iterable[str]) -> list[Deleted]:
+    """Every registration deleted in the history of ``HEAD`` whose bundle is not among
+    ``present`` (the last deletion of each), decoded from git (one batch read)."""
+    root = Path(root)
+    have = set(present)
+    try:
+        out = git(
+            root, "log", "--raw", "--no-renames", "--no-abbrev", "-z", "--diff-filter=D",
+            "--format=%x01%H", "--relative", "HEAD", "--",
+            f":(glob){EVIDENCE_DIR}/*/{REGISTRATION_NAME}",
+        )  # fmt: skip
+    except ConfigError:
+        return []
+    last: dict[str, tuple[str, str]] = {}  # bundle -> (commit, old blob), newest first
+    for chunk in out.decode("utf-8", "surrogateescape").split("\x01")[1:]:
+        commit, _, rest = chunk.partition("\0")
+        fields = rest.lstrip("\n").split("\0")
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+            parts, where = meta.split(), path.split("/")
+            if len(parts) >= 5 and len(where) == 3 and where[1] not in have:
+                last.setdefault(where[1], (commit.strip(), parts[2]))
+    blobs = dict(read_blobs(root, sorted({oid for _, oid in last.values()})))
+    found = []
+    for bundle, (commit, oid) in sorted(last.items()):
+        try:
+            reg = decode_registration(blobs[oid], f"{EVIDENCE_DIR}/{bundle}/{REGISTRATION_NAME}")
+        except EvidenceStoreError:
+            continue
+        found.append(Deleted(bundle, commit, reg))
     return found
 
 

@@ -24,7 +24,7 @@ from ..errors import EvidenceStoreError
 from ..inventory import load_inventory, read_entry, registration_path
 from ..models import Registration
 from ..runs import RUN_ENTRY, RunRecord, load_run
-from .history import HistoryCheck, check_history
+from .history import HistoryCheck, check_history, deleted_registrations
 from .identity import duplicates, run_keys, server_changes
 from .models import Exclusion
 from .protocol import Campaign
@@ -145,7 +145,36 @@ def campaign_runs(
         reg = inventory.registrations[name]
         out.runs.append(Member(name, reg.digest, reg, record))
     out.findings += server_changes(out.runs)
+    if out.history is not None and out.history.git:
+        out.findings += _deleted_runs(root, campaign, inventory.registrations)
     return out
+
+
+def _deleted_runs(
+    root: Path, campaign: Campaign, present: dict[str, Registration]
+) -> list[Exclusion]:
+    """A finding per run of the campaign that a commit deleted: a run, failed or not, is
+    evidence and stays (one whose entries another registration holds was renamed)."""
+    roots = {reg.root for reg in present.values()}
+    found = []
+    for gone in deleted_registrations(root, present):
+        notes = gone.registration.manifest.metadata.annotations
+        if notes.get("kind") != "run" or notes.get("campaign") != campaign.name:
+            continue
+        if gone.registration.root in roots:
+            continue  # the same entries under another name: renamed, not deleted
+        found.append(
+            Exclusion(
+                run=gone.bundle,
+                code="deleted-run",
+                message=f"run {gone.bundle!r} ({notes.get('outcome', 'outcome unknown')}) was "
+                f"registered and deleted in commit {gone.commit[:12]}: a run, failed or not, "
+                "is evidence and is never removed from a campaign",
+                condition=notes.get("condition"),
+                arm=notes.get("arm"),
+            )
+        )
+    return found
 
 
 def _history_exclusion(

@@ -6,8 +6,8 @@ does not descend from it) or started before its commit time, runs changed since 
 first commit, the same run under two names, unsigned or wrongly signed runs when the
 protocol requires signatures, runs not yet committed; and about the campaign: a
 protocol changed since its first commit, not committed, not on the base, named
-otherwise than its campaign, an arm that mixes servers, a shallow clone, a root that is
-not a git repository. ``protection`` says what the verdict rests on (the trust model in
+otherwise than its campaign, an arm that mixes servers, a run deleted from the history,
+a shallow clone, a root that is not a git repository. ``protection`` says what the verdict rests on (the trust model in
 the README).
 """
 

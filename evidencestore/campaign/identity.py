@@ -4,8 +4,9 @@ A run is identified by its content, never by its bundle name:
 
 - its record (the digest of ``run.json``): the same bytes under a second name;
 - its measurements (every request's monotonic send, first-byte, last-byte and end
-  nanoseconds, with the body digest): two executions never share them, so a run copied
-  with its name, arm or start time edited is still the same run;
+  nanoseconds and its UTC start to the microsecond, with the body digest): two
+  executions never share them, so a run copied with its name, arm or start time edited
+  is still the same run;
 - the bodies it received for a request that cannot produce the same output twice, as
   the run itself shows: its repetitions of that request (two or more) never gave the
   same body. A body digest of such a request shared by two runs means one was copied
@@ -55,7 +56,7 @@ def run_keys(record: RunRecord, record_digest: str) -> list[tuple[str, str]]:
     """The content keys that identify a run (see the module doc)."""
     keys = [("record", record_digest)]
     timings = [
-        (r.index, r.sent_ns, r.first_byte_ns, r.last_byte_ns, r.end_ns,
+        (r.index, r.sent_ns, r.first_byte_ns, r.last_byte_ns, r.end_ns, r.start_utc,
          r.body.digest if r.body else None)
         for r in record.requests
     ]  # fmt: skip

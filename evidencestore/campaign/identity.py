@@ -8,8 +8,8 @@ A run is identified by its content, never by its bundle name:
   executions never share them, so a run copied with its name, arm or start time edited
   is still the same run;
 - the bodies it received for a request that cannot produce the same output twice, as
-  the run itself shows: its repetitions of that request (two or more) never gave the
-  same body. A body digest of such a request shared by two runs means one was copied
+  the run itself shows: its repetitions of that request (two or more, the same payload
+  bytes sent each time) never gave the same body. A body digest of such a request shared by two runs means one was copied
   from the other. (A deterministic server gives every repetition, and every run, the
   same bytes for a seeded request, or for an unseeded one it seeds itself; that is the
   repeatability a baseline is qualified by, not a copy.)
@@ -62,10 +62,10 @@ def run_keys(record: RunRecord, record_digest: str) -> list[tuple[str, str]]:
     ]  # fmt: skip
     if any(t[1] or t[3] or t[4] for t in timings):
         keys.append(("measurements", hash_bytes(canonical(timings)).digest))
-    bodies: dict[int, list[str]] = {}
+    bodies: dict[tuple[int, str], list[str]] = {}
     for r in record.requests:
-        if r.body is not None:
-            bodies.setdefault(r.request, []).append(r.body.digest)
+        if r.body is not None:  # repetitions of one request: the same bytes sent
+            bodies.setdefault((r.request, r.payload.digest), []).append(r.body.digest)
     for digests in bodies.values():
         if len(digests) >= 2 and len(set(digests)) == len(digests):
             keys += [("body", d) for d in digests]

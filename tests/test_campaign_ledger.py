@@ -617,3 +617,32 @@ def test_deleted_run_is_a_finding(
     assert f"deleted in commit {deletion[:12]}" in finding["message"]
     c = claim(capsys, repo)
     assert c["speedup"] is None and any("is never removed" in r for r in c["reasons"])
+
+
+def test_runs_merged_from_parallel_branches_verify(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The honest workflow: the protocol lands on main, runs arrive in pull requests from
+    parallel branches, merged; verified against the protected branch."""
+    root = new_repo(tmp_path)
+    assert init(root, tmp_path) == 0
+    commit(root, "protocol", ".gitignore", "evidence")
+    for branch, arm, name in (("pr-1", "baseline", "b1"), ("pr-2", "baseline", "b2"),
+                              ("pr-3", "fast", "c1")):  # fmt: skip
+        git(root, "checkout", "-q", "-b", branch, "main")
+        assert run(root, server, arm, name) == 0
+        commit(root, f"run {name}")
+    git(root, "checkout", "-q", "main")
+    for branch in ("pr-1", "pr-2", "pr-3"):
+        git(root, "merge", "-q", "--no-ff", "-m", f"merge {branch}", branch)
+    code, result = verify(capsys, root, "--base", "main")
+    assert code == 0, result
+    assert sorted(result["runs"]) == ["b1", "b2", "c1"]
+    assert all(commit_id for commit_id in result["runs"].values())
+    # A pull request verified against main before it is merged: on top of the base.
+    git(root, "checkout", "-q", "-b", "pr-4", "main")
+    assert run(root, server, "fast", "c2") == 0
+    commit(root, "run c2")
+    code, result = verify(capsys, root, "--base", "main")
+    assert code == 0, result
+    assert "c2" in result["runs"]

@@ -461,6 +461,9 @@ def test_changed_server_within_an_arm(
     assert finding["run"] == "b3" and finding["arm"] == "baseline"
     assert "model ids [another-model]" in finding["message"]
     assert "model ids [reference-video]" in finding["message"]
+    code, out, _ = cli(capsys, repo, "campaign", "verify", CAMPAIGN)
+    assert code == 1 and "  finding   b3: server-changed: arm 'baseline'" in out
+    assert "  ok        b3" in out  # counted, but no claim rests on the arm
     c = claim(capsys, repo)
     assert c["speedup"] is None and any("different servers" in r for r in c["reasons"])
 

@@ -134,7 +134,8 @@ def _verify(args: argparse.Namespace) -> int:
         for run, at in sorted(result.runs.items()):
             print(f"  ok        {run}" + (f" (added in {at[:12]})" if at else ""))
         for f in result.findings:
-            print(f"  excluded  {f.run or '-'}: {f.code}: {f.message}")
+            word = "finding " if not f.run or f.run in result.runs else "excluded"
+            print(f"  {word}  {f.run or '-'}: {f.code}: {f.message}")
         for line in result.protection:
             print(f"  {line}")
         counted = len(result.runs) - sum(1 for f in result.findings if f.code == "uncommitted")

@@ -275,6 +275,13 @@ def check_history(
         except ConfigError:
             raise ConfigError(f"--base {base}: not a commit of {root}") from None
     history = registration_history(root, [campaign, *runs])
+    known: dict[tuple[str, str], bool] = {}  # runs share commits: ask git once per pair
+
+    def ancestor(older: str, newer: str) -> bool:
+        if (older, newer) not in known:
+            known[older, newer] = _is_ancestor(root, older, newer)
+        return known[older, newer]
+
     on_base: dict[str, str] = {}
     if base_commit is not None:
         on_base = {
@@ -350,7 +357,7 @@ def check_history(
         commit = reg.added
         if run in on_base and base_commit is not None:
             tip = base_commit.decode().strip()
-            if not _is_ancestor(root, commit, tip):
+            if not ancestor(commit, tip):
                 check.rewritten[run] = (
                     f"run {run!r} is on {base}, but this branch's history adds it in commit "
                     f"{commit[:12]}, which is not on {base}: the history was rewritten"
@@ -360,7 +367,7 @@ def check_history(
             check.before[run] = (
                 f"run {run!r} was committed in {commit[:12]}, but the protocol is not committed"
             )
-        elif is_strict_ancestor(root, proto.added, commit):
+        elif commit != proto.added and ancestor(proto.added, commit):
             check.frozen[run] = commit
         elif commit == proto.added and commit in boundary:
             check.before[run] = (

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from ._canonical import pretty
 from ._version import __version__
+from .confined import kind_of as _kind
+from .confined import pseudo_file
 from .digest import copy_hashing
 from .errors import BundleError, IntegrityError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME
@@ -163,18 +165,6 @@ class Sources:
     skipped: list[SkippedSource]
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    return "not a regular file"
-
-
 _FOLLOW_HINT = "pass --follow-symlinks (follow_symlinks=True) to copy what it points to"
 
 
@@ -292,6 +282,9 @@ def scan_sources(
                     f"{arg} is a symlink to {target}: refusing to follow it (name the target "
                     f"itself, or {_FOLLOW_HINT})"
                 )
+        pseudo = pseudo_file(os.path.realpath(src))
+        if pseudo is not None:  # the one file-reading rule (confined.py)
+            raise BundleError(f"{arg}: a {pseudo} file, not evidence")
         if stat.S_ISREG(st.st_mode):
             out.files.append(SourceFile(src, top, target))
             continue

@@ -94,7 +94,7 @@ def test_arrays_decide_adjudication_of_recorded_runs(tmp_path: Path) -> None:
     from evidencestore.campaign.members import campaign_runs
     from evidencestore.campaign.protocol import init_campaign
     from evidencestore.config import local_store
-    from evidencestore.runs import open_run
+    from evidencestore.runs import Observation, open_run
     from evidencestore.testing.video_server import sample_workload
 
     root = tmp_path / "repo"
@@ -118,8 +118,8 @@ def test_arrays_decide_adjudication_of_recorded_runs(tmp_path: Path) -> None:
             root, name, arm=arm, workload=wl.encode(), campaign="arrays",
             protocol_digest=campaign.digest, condition="5s",
         )  # fmt: skip
-        rec.record_request(phase="measured", payload=b"p", sent_ns=1, end_ns=10**9,
-                           last_byte_ns=10**9, body=body, status=200)  # fmt: skip
+        seen = Observation(sent_ns=1, end_ns=10**9, last_byte_ns=10**9, status=200)
+        rec.record_request(seen, phase="measured", payload=b"p", body=body)
         rec.put("requests/00000/arrays/latents.npy", _npy(arr), "application/octet-stream")
         rec.seal()
     members = campaign_runs(root, campaign, history=False)

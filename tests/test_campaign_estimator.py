@@ -1,5 +1,6 @@
-"""The speedup estimator: Student's t quantile and the Welch interval on log times,
-checked against tabulated values, closed forms and (when installed) SciPy."""
+"""The speedup estimator: Student's t quantile (SciPy) and the Welch interval on log
+times, checked against tabulated values, closed forms and an independent implementation
+(the regularized incomplete beta function by Lentz's continued fraction, kept here)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,56 @@ import math
 
 import pytest
 
-from evidencestore.campaign.estimator import betainc, t_cdf, t_quantile, welch_log_interval
+pytest.importorskip("scipy")
+
+from evidencestore.campaign.estimator import t_quantile, welch_log_interval
+
+
+# -- an independent Student's t (no SciPy): the cross-check of the library's quantiles --
+def _betacf(a: float, b: float, x: float) -> float:
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        step = d * c
+        h *= step
+        if abs(step - 1.0) < 1e-16:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function ``I_x(a, b)``."""
+    if x in (0.0, 1.0):
+        return x
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    front = math.exp(log_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student's t CDF from the incomplete beta function."""
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
 
 # Two-sided 95 % and 99 % critical values (upper 0.975 / 0.995 quantiles), as tabulated
 # (NIST/SEMATECH e-Handbook, table 1.3.6.7.2, to 3 decimals; the further digits are the
@@ -48,12 +98,11 @@ def test_t_quantile_closed_forms(df: int, p: float) -> None:
     assert abs(t_quantile(p, df) - expected) < 1e-9 * max(1.0, abs(expected))
 
 
-def test_t_quantile_against_scipy() -> None:
-    stats = pytest.importorskip("scipy.stats")
+def test_t_quantile_against_independent_cdf() -> None:
+    # The library's (SciPy's) quantile, put back through the independent CDF.
     for df in (1, 1.5, 2.7, 3, 6.4, 12, 47.3, 200):
         for p in (0.55, 0.9, 0.975, 0.999):
-            expected = float(stats.t.ppf(p, df))
-            assert abs(t_quantile(p, df) - expected) < 1e-9 * max(1.0, abs(expected))
+            assert abs(t_cdf(t_quantile(p, df), df) - p) < 1e-10
 
 
 def test_cdf_and_beta_properties() -> None:
@@ -63,6 +112,8 @@ def test_cdf_and_beta_properties() -> None:
     assert t_quantile(0.5, 3) == 0.0
     with pytest.raises(ValueError, match="must be in"):
         t_quantile(1.0, 3)
+    with pytest.raises(ValueError, match="must be positive"):
+        t_quantile(0.9, 0)
 
 
 def test_welch_interval_by_hand() -> None:
@@ -94,3 +145,45 @@ def test_welch_interval_degenerate_and_invalid() -> None:
         welch_log_interval([1.0], [1.0, 2.0], 0.95)
     with pytest.raises(ValueError, match="positive"):
         welch_log_interval([1.0, -1.0], [1.0, 2.0], 0.95)
+
+
+def test_paired_interval_by_hand() -> None:
+    from evidencestore.campaign.estimator import paired_log_interval
+
+    pairs = [(10.0, 8.0), (11.0, 8.9), (10.4, 8.1), (12.0, 9.9)]
+    iv = paired_log_interval(pairs, 0.95)
+    d = [math.log(b / c) for b, c in pairs]
+    mean = sum(d) / 4
+    se = math.sqrt(sum((v - mean) ** 2 for v in d) / 3 / 4)
+    half = 3.182446305284263 * se  # t(0.975, 3), tabulated
+    assert iv.df == 3.0
+    assert abs(iv.ratio - math.exp(mean)) < 1e-12
+    assert abs(iv.low - math.exp(mean - half)) < 1e-9
+    assert abs(iv.high - math.exp(mean + half)) < 1e-9
+    with pytest.raises(ValueError, match="at least 2 pairs"):
+        paired_log_interval(pairs[:1], 0.95)
+
+
+def test_power_agrees_with_simulation_and_noncentral_bounds() -> None:
+    np = pytest.importorskip("numpy")
+    from scipy import stats
+
+    from evidencestore.campaign.estimator import log_bounds, power, runs_needed
+
+    rng = np.random.default_rng(7)
+    for ratio, sd, n in ((1.2, 0.1, 4), (1.1, 0.05, 3), (1.05, 0.04, 6), (1.3, 0.2, 5)):
+        x = rng.normal(math.log(ratio), sd, size=(20000, n))
+        y = rng.normal(0.0, sd, size=(20000, n))
+        _, low, _ = log_bounds(x, y, 0.95)
+        simulated = float(np.mean(low > 0.0))  # another seed: an independent estimate
+        got = power(ratio, 1.0, sd, n, 0.95)
+        assert abs(got - simulated) < 0.02, (ratio, sd, n)
+        # Welch's df lies between n - 1 and 2n - 2: its power between theirs.
+        delta = math.log(ratio) / (sd * math.sqrt(2 / n))
+        lo, hi = (stats.nct.sf(stats.t.ppf(0.975, df), df, delta) for df in (n - 1, 2 * n - 2))
+        assert lo - 0.01 < got < hi + 0.01
+    need = runs_needed(1.2, 1.0, 0.1, 0.95, 0.8)
+    assert need is not None
+    assert power(1.2, 1.0, 0.1, need, 0.95) >= 0.8 > power(1.2, 1.0, 0.1, need - 1, 0.95)
+    assert runs_needed(1.0, 1.0, 0.1, 0.95) is None  # no speedup cannot be resolved
+    assert power(0.9, 0.98, 0.0, 5, 0.95) == 0.0 and power(1.01, 0.98, 0.0, 5, 0.95) == 1.0

@@ -2,7 +2,10 @@
 a real git history, and every campaign command through the CLI.
 
 Conditions "5s" and "15s" are stood in for by 1 s and 2 s clips at 64x48 (distinct
-workloads, distinct digests); the timing rule is the protocol's, unchanged.
+workloads, distinct digests); the timing rule is the protocol's, unchanged. The run is the
+unit of replication, so an arm whose claim must stand has 3 runs (``min_runs``), and its
+speedup is real: the server answers the baseline after ``SLOW`` seconds, the candidate
+after ``FAST``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from evidencestore.testing.video_server import VideoServer, sample_workload, ser
 SECONDS = {"5s": 1, "15s": 2}
 TINY = {"size": "64x48", "fps": 8, "warmup": 0, "measured": 3}
 OFFLOAD = "both unified and legacy offload settings given"
+SLOW, FAST = 0.12, 0.03
 
 
 def git(root: Path, *args: str) -> str:
@@ -76,7 +80,7 @@ def protocol_text(name: str, arms: list[tuple[str, int]], conditions: tuple[str,
         f'name = "{name}"',
         "",
         "[timing]",
-        "min_runs = 3          # measured requests of complete runs, per arm",
+        "min_runs = 3          # complete runs per arm: the run is the unit",
         "confidence = 0.95",
         "",
         "[quality]",
@@ -209,7 +213,7 @@ def seed(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Itera
         tmp_path_factory.mktemp("proto"),
         protocol_text(
             "h3-lossless",
-            [("baseline", 2), ("rank-local", 1), ("lsb-audio", 1), ("resident-16", 1)],
+            [("baseline", 3), ("rank-local", 3), ("lsb-audio", 1), ("resident-16", 1)],
         ),
     )
     c = Campaign(root, server, None)
@@ -217,9 +221,12 @@ def seed(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Itera
     assert code == 0
     commit(root, "protocol", ".gitignore", "evidence/h3-lossless")
     for cond in SECONDS:
-        for i in (1, 2):
-            assert c.run("h3-lossless", cond, "baseline", f"baseline-{cond}-{i}", latency=0.03) == 0
-        assert c.run("h3-lossless", cond, "rank-local", f"rank-local-{cond}-1") == 0
+        for i in (1, 2, 3):
+            assert c.run("h3-lossless", cond, "baseline", f"baseline-{cond}-{i}", latency=SLOW) == 0
+            assert (
+                c.run("h3-lossless", cond, "rank-local", f"rank-local-{cond}-{i}", latency=FAST)
+                == 0
+            )
         assert (
             c.run("h3-lossless", cond, "lsb-audio", f"lsb-audio-{cond}-1", render=lsb_render()) == 0
         )
@@ -247,7 +254,7 @@ def test_verify_all_runs_after_protocol(seed: Campaign, capsys: pytest.CaptureFi
     result = json.loads(out)
     assert code == 0, result
     assert result["ok"] is True and result["findings"] == []
-    assert len(result["runs"]) == 9
+    assert len(result["runs"]) == 15
     assert all(len(commit) == 40 for commit in result["runs"].values())
 
 
@@ -260,7 +267,7 @@ def test_status_matrix(seed: Campaign, capsys: pytest.CaptureFixture[str]) -> No
     cells = {(c["condition"], c["arm"]): c for c in status["cells"]}
     for cond in SECONDS:
         assert cells[(cond, "baseline")]["repeatability"] == "exact"
-        assert cells[(cond, "baseline")]["runs_done"] == 2
+        assert cells[(cond, "baseline")]["runs_done"] == 3
         exact = cells[(cond, "rank-local")]
         assert exact["lossless"] == "PASS" and exact["qualified"] is True
         assert exact["speedup"]["low"] <= exact["speedup"]["ratio"] <= exact["speedup"]["high"]
@@ -312,6 +319,13 @@ def test_failed_arm_gives_no_claim(seed: Campaign, capsys: pytest.CaptureFixture
     assert "resident-16-5s-1" in claim["reasons"][1] and OFFLOAD in claim["reasons"][1]
     assert all(rv["arm"] == "baseline" for rv in claim["runs"])
     assert claim["failed_runs"] == ["resident-16-5s-1"]
+    code, out, _ = seed.cli(
+        "campaign", "claim", "h3-lossless", "--condition", "5s", "--arm", "resident-16"
+    )
+    assert code == 1
+    assert out.startswith("5s resident-16 vs baseline: claim refused (min_speedup 1)")
+    assert "  failed   resident-16-5s-1: contributes no number" in out
+    assert "runs used: 3 baseline (9 requests" in out and "0 resident-16 (0 requests" in out
 
 
 def test_claim_matches_independent_computation(
@@ -325,10 +339,12 @@ def test_claim_matches_independent_computation(
     claim = json.loads(out)
     assert code == 0, claim
     values: dict[str, list[float]] = {"baseline": [], "rank-local": []}
-    names = ["baseline-15s-1", "baseline-15s-2", "rank-local-15s-1"]
+    names = [f"{arm}-15s-{i}" for arm in ("baseline", "rank-local") for i in (1, 2, 3)]
     for name in names:
         run = load_run(seed.root, name)
-        values[run.arm] += [r.e2e_s for r in run.requests if r.phase == "measured" and r.e2e_s]
+        times = [r.e2e_s for r in run.requests if r.phase == "measured" and r.e2e_s]
+        assert len(times) == 3
+        values[run.arm].append(float(np.exp(np.log(times).mean())))  # one value per run
     x, y = np.log(values["baseline"]), np.log(values["rank-local"])
     vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
     df = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
@@ -338,8 +354,11 @@ def test_claim_matches_independent_computation(
     assert abs(s["ratio"] - math.exp(d)) < 1e-9
     assert abs(s["low"] - math.exp(d - half)) < 1e-9
     assert abs(s["high"] - math.exp(d + half)) < 1e-9
-    assert (claim["n_baseline"], claim["n_candidate"]) == (6, 3)
+    assert (claim["n_baseline"], claim["n_candidate"]) == (9, 9)  # requests
+    assert (claim["runs_baseline"], claim["runs_candidate"]) == (3, 3)  # the unit
     assert abs(claim["df"] - df) < 1e-9
+    assert claim["verdict"] == "STANDS" and claim["stands"] is True
+    assert claim["min_speedup"] == 1.0 and claim["clears"] is True and s["low"] > 1.0
     assert {rv["run"] for rv in claim["runs"]} == set(names)
     digests = {rv["digest"] for rv in claim["runs"]}
     for name in names:
@@ -446,32 +465,31 @@ def test_accepted_needs_both_conditions(
     root = tmp_path / "repo"
     _git_repo(root)
     src = write_protocol(
-        tmp_path / "p", protocol_text("both", [("baseline", 2), ("rank-local", 1)])
+        tmp_path / "p", protocol_text("both", [("baseline", 3), ("rank-local", 3)])
     )
     c = Campaign(root, server, capsys)
     assert main(["campaign", "init", "both", "--protocol", str(src), "--root", str(root)]) == 0
     commit(root, "protocol", ".gitignore", "evidence/both")
-    for name in ("b1", "b2"):
-        assert c.run("both", "5s", "baseline", f"{name}-5s") == 0
-    assert c.run("both", "5s", "rank-local", "r-5s") == 0
+    for i in (1, 2, 3):
+        assert c.run("both", "5s", "baseline", f"b{i}-5s", latency=SLOW) == 0
+        assert c.run("both", "5s", "rank-local", f"r{i}-5s", latency=FAST) == 0
     commit(root, "5s runs", "evidence")
     code, out, _ = c.cli("campaign", "status", "both", "--json")
     status = json.loads(out)
     assert code == 1 and status["verdict"] == "NOT_ACCEPTED"
     assert status["remaining"] == [
-        "15s: baseline baseline has 0 of 2 required runs",
+        "15s: baseline baseline has 0 of 3 required runs",
         "15s: baseline repeatability not yet qualified",
-        "15s: candidate rank-local has 0 of 1 required runs",
+        "15s: candidate rank-local has 0 of 3 required runs",
     ]
-    for name in ("b1", "b2"):
-        assert c.run("both", "15s", "baseline", f"{name}-15s") == 0
-    assert c.run("both", "15s", "rank-local", "r-15s") == 0
+    for i in (1, 2, 3):
+        assert c.run("both", "15s", "baseline", f"b{i}-15s", latency=SLOW) == 0
+        assert c.run("both", "15s", "rank-local", f"r{i}-15s", latency=FAST) == 0
     code, out, _ = c.cli("campaign", "status", "both", "--json")
     status = json.loads(out)
     assert status["remaining"] == [
-        "run 'b1-15s' is not committed yet: that the protocol was frozen before it cannot be proven",
-        "run 'b2-15s' is not committed yet: that the protocol was frozen before it cannot be proven",
-        "run 'r-15s' is not committed yet: that the protocol was frozen before it cannot be proven",
+        f"run {name!r} is not committed yet: that the protocol was frozen before it cannot be proven"
+        for name in ("b1-15s", "b2-15s", "b3-15s", "r1-15s", "r2-15s", "r3-15s")
     ]
     commit(root, "15s runs", "evidence")
     code, out, _ = c.cli("campaign", "status", "both", "--json")
@@ -518,10 +536,13 @@ def test_claims_refused_for_differing_workload_and_small_n(
     claim = json.loads(out)
     assert code == 1 and claim["speedup"] is None
     assert claim["reasons"] == [
-        "5s: arm 'fast' has n = 3 measured requests of complete runs, below the protocol's "
-        "min_runs = 4"
+        f"5s: arm {arm!r} has {k} complete runs with measured times, below the protocol's "
+        "min_runs = 4 (the run is the unit: more requests per run do not count as more runs)"
+        for arm, k in (("baseline", 2), ("fast", 1))
     ]
     assert (claim["n_baseline"], claim["n_candidate"]) == (6, 3)
+    assert (claim["runs_baseline"], claim["runs_candidate"]) == (2, 1)
+    assert claim["verdict"] == "REFUSED" and claim["stands"] is False
     code, out, _ = c.cli("campaign", "claim", "small", "--condition", "5s", "--arm", "odd")
     assert code == 1 and "claim refused" in out
     assert "5s: arm 'odd' has 0 of 1 required complete runs" in out
@@ -536,7 +557,7 @@ def test_claim_cites_configuration_difference(
 ) -> None:
     root = tmp_path / "repo"
     _git_repo(root)
-    text = protocol_text("cfg", [("baseline", 2), ("resident-16", 1)], ("5s",))
+    text = protocol_text("cfg", [("baseline", 3), ("resident-16", 3)], ("5s",))
     text = text.replace("baseline = true\n", 'baseline = true\nconfigs = ["configs/base.yaml"]\n')
     text += 'configs = ["configs/resident.yaml"]\n'
     src = write_protocol(tmp_path / "p", text)
@@ -550,15 +571,19 @@ def test_claim_cites_configuration_difference(
     commit(root, "protocol", ".gitignore", "evidence/cfg")
 
     def run(arm: str, name: str, config: Path) -> int:
-        return main(
-            ["-q", "run", str(root / "evidence/cfg/workloads/5s.toml"), "--arm", arm,
-             "--server", server.url, "--name", name, "--campaign", "cfg", "--condition", "5s",
-             "--config", str(config), "--root", str(root)]
-        )  # fmt: skip
+        server.latency = SLOW if arm == "baseline" else FAST
+        try:
+            return main(
+                ["-q", "run", str(root / "evidence/cfg/workloads/5s.toml"), "--arm", arm,
+                 "--server", server.url, "--name", name, "--campaign", "cfg", "--condition",
+                 "5s", "--config", str(config), "--root", str(root)]
+            )  # fmt: skip
+        finally:
+            server.latency = 0.0
 
-    assert run("baseline", "b1", base_cfg) == 0
-    assert run("baseline", "b2", base_cfg) == 0
-    assert run("resident-16", "r1", cand_cfg) == 0
+    for i in (1, 2, 3):
+        assert run("baseline", f"b{i}", base_cfg) == 0
+        assert run("resident-16", f"r{i}", cand_cfg) == 0
     assert run("resident-16", "wrong-config", base_cfg) == 0
     commit(root, "runs", "evidence")
     code, out, _ = c.cli(
@@ -574,7 +599,10 @@ def test_claim_cites_configuration_difference(
     }
     assert [e["run"] for e in claim["excluded"]] == ["wrong-config"]
     assert claim["excluded"][0]["code"] == "config-mismatch"
-    assert {rv["run"] for rv in claim["runs"]} == {"b1", "b2", "r1"}
+    assert {rv["run"] for rv in claim["runs"]} == {"b1", "b2", "b3", "r1", "r2", "r3"}
+    code, out, _ = c.cli("campaign", "claim", "cfg", "--condition", "5s", "--arm", "resident-16")
+    assert code == 0 and "the claim stands (min_speedup 1)" in out
+    assert "  excluded wrong-config: config-mismatch: run 'wrong-config'" in out
 
 
 def test_run_committed_with_its_protocol_is_not_proven(

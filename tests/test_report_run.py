@@ -19,6 +19,7 @@ from evidencestore.bundle import create_bundle
 from evidencestore.digest import hash_bytes
 from evidencestore.remotes import local_store
 from evidencestore.report.run import render_run_html, request_times
+from evidencestore.runs.endpoints import Observation
 
 
 def _digest(text: str) -> str:
@@ -151,17 +152,20 @@ def test_report_of_a_run_recorded_by_the_library(repo: Path, tmp_path: Path) -> 
     for i in range(5):
         failed = i == 3
         first, last = t + 200_000_000, t + (2_000 + 100 * i) * 10**6
-        run_.record_request(
-            phase="warmup" if i == 0 else "measured",
-            payload=b"payload %d" % i,
+        seen = Observation(
             sent_ns=t,
             end_ns=last,
             first_byte_ns=None if failed else first,
             last_byte_ns=None if failed else last,
-            body=None if failed else b"output %d" % i,
             status=500 if failed else 200,
             failure="http-status" if failed else None,
             message="HTTP 500 Internal Server Error" if failed else None,
+        )
+        run_.record_request(
+            seen,
+            phase="warmup" if i == 0 else "measured",
+            payload=b"payload %d" % i,
+            body=None if failed else b"output %d" % i,
             repetition=i,
         )
         t = last + 10**6

@@ -12,10 +12,11 @@ from evidencestore.config import local_store
 from evidencestore.digest import hash_bytes
 from evidencestore.errors import ConfigError, ManifestError
 from evidencestore.inventory import load_registration, registration_path
-from evidencestore.runs import diff_configs, diff_runs, load_run, open_run
+from evidencestore.runs import Observation, diff_configs, diff_runs, load_run, open_run
+from evidencestore.runs.endpoints import build_payload
 from evidencestore.runs.runner import check_server_url
 from evidencestore.runs.summary import latency_stats, quantile
-from evidencestore.runs.workload import build_payload, expectations_for, load_workload
+from evidencestore.runs.workload import expectations_for, load_workload
 from evidencestore.testing.video_server import sample_workload
 
 
@@ -144,7 +145,9 @@ def test_payloads_are_deterministic_multipart(tmp_path: Path, repo: Path) -> Non
     )
     assert build_payload(load_workload(by_digest), 0, store).data == one.data
     missing = text.replace('path = "ref.png"', 'path = "nope.png"')
-    with pytest.raises(ConfigError, match=r"request\[0\]\.inputs\[0\]: cannot read .*nope\.png"):
+    with pytest.raises(
+        ConfigError, match=r"request\[0\]\.inputs\[0\]\.path = 'nope\.png' .*: cannot read"
+    ):
         build_payload(load_workload(_wl(tmp_path, missing)), 0)
 
 
@@ -187,35 +190,23 @@ def test_recorder_for_harnesses(tmp_path: Path, repo: Path) -> None:
     run.attach_log(tmp_path / "server.log")
     (tmp_path / "body.mp4").write_bytes(good)
     a = run.record_request(
+        Observation(sent_ns=10, first_byte_ns=20, last_byte_ns=40, end_ns=41, status=200),
         phase="warmup",
         payload=b"p",
-        sent_ns=10,
-        first_byte_ns=20,
-        last_byte_ns=40,
-        end_ns=41,
-        status=200,
         body=tmp_path / "body.mp4",
         expectations=exp,
     )
     b = run.record_request(
+        Observation(sent_ns=100, first_byte_ns=150, last_byte_ns=300, end_ns=301, status=200),
         phase="measured",
         payload=b"p",
-        sent_ns=100,
-        first_byte_ns=150,
-        last_byte_ns=300,
-        end_ns=301,
-        status=200,
         body=good,
         expectations=exp,
     )
     c = run.record_request(
+        Observation(sent_ns=400, first_byte_ns=450, last_byte_ns=600, end_ns=601, status=200),
         phase="measured",
         payload=b"p",
-        sent_ns=400,
-        first_byte_ns=450,
-        last_byte_ns=600,
-        end_ns=601,
-        status=200,
         body=short,
         expectations=exp,
     )

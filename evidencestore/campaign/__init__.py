@@ -4,8 +4,10 @@
 the campaign); ``campaign_runs`` finds the runs that count and those excluded, with why;
 ``verify_campaign`` checks from git history that the protocol predates every run;
 ``repeatability`` / ``adjudicate`` judge outputs; ``make_claim`` gives a speedup with its
-interval (``welch_log_interval``); ``evaluate`` gives the status and every record behind
-it; ``register_records`` keeps records as a bundle. Submodules load on first use.
+interval over runs (``welch_log_interval``, ``paired_log_interval``) and whether it stands;
+``plan_campaign`` sizes a campaign from its baseline runs; ``evaluate`` gives the status
+and every record behind it; ``register_records`` keeps records as a bundle. Submodules
+load on first use.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ if TYPE_CHECKING:
     from .adjudication import adjudicate, compare_runs, repeatability
     from .arrays import compare_array_files, compare_arrays
     from .claims import make_claim
-    from .estimator import t_quantile, welch_log_interval
+    from .estimator import paired_log_interval, t_quantile, welch_log_interval
     from .members import campaign_runs
+    from .plan import plan_campaign
     from .protocol import Campaign, init_campaign, load_campaign, parse_protocol
     from .records import register_records
     from .status import evaluate
@@ -36,7 +39,9 @@ __all__ = [
     "init_campaign",
     "load_campaign",
     "make_claim",
+    "paired_log_interval",
     "parse_protocol",
+    "plan_campaign",
     "register_records",
     "repeatability",
     "t_quantile",
@@ -55,7 +60,9 @@ _LAZY = {
     "init_campaign": "protocol",
     "load_campaign": "protocol",
     "make_claim": "claims",
+    "paired_log_interval": "estimator",
     "parse_protocol": "protocol",
+    "plan_campaign": "plan",
     "register_records": "records",
     "repeatability": "adjudication",
     "t_quantile": "estimator",

@@ -21,6 +21,7 @@ __all__ = [
     "ArrayComparison",
     "CellStatus",
     "Claim",
+    "ClaimVerdict",
     "ConditionSpec",
     "Exclusion",
     "OutputComparison",
@@ -52,14 +53,23 @@ ESTIMATOR: Literal["welch-log-t"] = "welch-log-t"
 
 
 class TimingRule(Model, frozen=True, kw_only=True):
-    """How speedups are estimated: the metric, minimum n per arm, confidence, estimator,
-    and the smallest speedup that matters (the interval's low end must reach it)."""
+    """How speedups are estimated and what a claim must show.
+
+    ``min_runs``: complete runs per arm (the run is the unit of replication);
+    ``min_speedup``: the interval's low end must exceed it (1.0: strictly faster; a
+    smaller value declares a non-inferiority claim, 0.98 = "at most 2 % slower");
+    ``claim = false``: the campaign makes no timing claim (losslessness only) and its
+    verdict says so; ``order = "interleaved"``: baseline and candidate runs must alternate
+    (A B A B ...) and are paired in that order (estimator ``paired-log-t``).
+    """
 
     metric: Literal["e2e"] = "e2e"
     min_runs: Annotated[int, Meta(ge=2)] = 3
     confidence: Annotated[float, Meta(gt=0.5, lt=1)] = 0.95
-    estimator: Literal["welch-log-t"] = ESTIMATOR
-    min_speedup: Annotated[float, Meta(gt=0)] | None = None
+    estimator: Literal["welch-log-t", "paired-log-t"] = ESTIMATOR
+    min_speedup: Annotated[float, Meta(gt=0)] = 1.0
+    claim: bool = True
+    order: Literal["any", "interleaved"] = "any"
 
 
 class QualityRule(Model, frozen=True, kw_only=True):
@@ -172,8 +182,10 @@ class Adjudication(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """One run's measured end-to-end latencies (seconds), their mean and coefficient of
-    variation (sample sd / mean)."""
+    """One run as the unit of replication: its measured end-to-end latencies (seconds),
+    their mean and coefficient of variation, and its one value ``value``: the geometric
+    mean over distinct requests of each request's geometric mean. ``started`` (UTC) gives
+    the runs' order; ``resolution_s`` is the largest measurement bound of its requests."""
 
     run: str
     digest: DigestStr
@@ -181,6 +193,10 @@ class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):
     values: tuple[float, ...]
     mean: float
     cv: float | None
+    value: float = 0.0
+    request_values: tuple[float, ...] = ()
+    started: str = ""
+    resolution_s: float | None = None
 
 
 class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -191,8 +207,22 @@ class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):
     high: float
 
 
+ClaimVerdict = Literal["STANDS", "NOT_CLEARED", "UNRESOLVED", "REFUSED", "NO_TIMING_CLAIM"]
+
+
 class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """A speedup claim, or its refusal, citing every run and value it used."""
+    """A speedup claim, or its refusal, citing every run and value it used.
+
+    ``verdict``: ``STANDS`` only when the interval's low end exceeds ``min_speedup`` and
+    stays above it within the measurement resolution (``bounded``: the interval recomputed
+    with each request's time anywhere within its bound); ``NOT_CLEARED`` when it does not;
+    ``UNRESOLVED`` when the resolution could change the verdict; ``REFUSED`` when no
+    interval can be computed (``reasons``); ``NO_TIMING_CLAIM`` when the protocol makes
+    none. ``n_*`` count measured requests, ``runs_*`` complete runs (the interval's unit);
+    ``run_spread_*`` / ``within_spread_*`` are the log-scale standard deviations between
+    runs and between requests inside a run; ``order`` says whether the arms' runs
+    alternated or one arm ran entirely first (drift then cannot be told from the effect).
+    """
 
     kind: Literal["evidencestore/campaign-claim"] = "evidencestore/campaign-claim"
     protocol_digest: DigestStr
@@ -213,10 +243,26 @@ class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
     failed_runs: tuple[str, ...] = ()
     config_diff: tuple[dict[str, Any], ...] = ()
     excluded: tuple[Exclusion, ...] = ()
+    verdict: ClaimVerdict = "REFUSED"
+    stands: bool = False
+    min_speedup: float | None = None
+    clears: bool | None = None
+    runs_baseline: int = 0
+    runs_candidate: int = 0
+    run_spread_baseline: float | None = None
+    run_spread_candidate: float | None = None
+    within_spread_baseline: float | None = None
+    within_spread_candidate: float | None = None
+    bounded: Speedup | None = None
+    resolution_s: float | None = None
+    order: Literal["alternating", "baseline-first", "candidate-first", "mixed"] | None = None
+    pairs: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """One condition and arm: runs required / done / failed, verdicts, speedup."""
+    """One condition and arm: runs required / done / failed, verdicts, speedup, and the
+    candidate's claim verdict (``Claim.verdict``)."""
 
     condition: str
     arm: str
@@ -229,6 +275,7 @@ class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
     lossless: Verdict | None
     speedup: Speedup | None
     qualified: bool
+    claim: ClaimVerdict | None = None
 
 
 class StatusRecord(Model, frozen=True, kw_only=True, omit_defaults=False):

@@ -156,6 +156,12 @@ def parse_protocol(data: bytes, source: str) -> Protocol:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ConfigError(f"protocol {source}: {kind} {dup[0]!r} is declared twice")
+    timing = protocol.timing
+    if timing.estimator == "paired-log-t" and timing.order != "interleaved":
+        raise ConfigError(
+            f"protocol {source}: timing.estimator = 'paired-log-t' pairs interleaved runs: "
+            "it needs timing.order = 'interleaved'"
+        )
     if (base := next(a for a in protocol.arm if a.baseline)).runs < 2:
         raise ConfigError(
             f"protocol {source}: arm[{base.name}].runs = {base.runs}: the baseline needs at "
@@ -174,45 +180,76 @@ def _referenced(protocol: Protocol) -> list[str]:
 def init_campaign(
     root: str | os.PathLike[str], name: str, protocol_path: str | os.PathLike[str]
 ) -> Campaign:
-    """Register bundle ``name`` holding ``protocol.toml`` and the files it names."""
-    from ..bundle import create_bundle
-    from ..config import local_store
-    from ..runs import load_workload
+    """Register bundle ``name`` holding ``protocol.toml`` and the files it names.
 
+    Atomic: the protocol, every file it names (read once, by the one file-reading rule
+    of ``confined.py``: inside the protocol's directory or the repository, regular
+    files, bounded), every workload and every entry name are checked first; only then
+    is the bundle registered, from the bytes that were checked. An error registers
+    nothing, so the name stays free.
+    """
+    from ..bundle import check_bundle_name, create_bundle
+    from ..config import local_store
+    from ..confined import read_file
+    from ..paths import name_collisions, path_problem
+    from ..runs.workload import parse_workload
+
+    check_bundle_name(name)
     src = Path(protocol_path)
-    try:
-        data = src.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"--protocol {src}: cannot read: {exc.strerror}") from exc
+    roots = (src.absolute().parent, Path(root))
+    data = read_file(src, roots, where=f"--protocol {src}")
     protocol = parse_protocol(data, str(src))
     base = src.parent
-    if protocol.signing is not None:
-        from ..attest import load_public_key
-
-        for rel in protocol.signing.keys:
-            if not (base / rel).is_file():
-                raise ConfigError(f"protocol {src}: signing key {rel}: no such file")
-            if b"PRIVATE KEY" in (base / rel).read_bytes():
-                raise ConfigError(
-                    f"protocol {src}: signing key {rel} is a private key; name the public one"
-                )
-            load_public_key(base / rel)
+    referenced = _referenced(protocol)
+    for rel in referenced:
+        if rel == PROTOCOL_ENTRY:
+            raise ConfigError(f"protocol {src}: {rel} cannot name the protocol itself")
+        problem = path_problem(rel)
+        if problem is not None:
+            raise ConfigError(
+                f"protocol {src}: {rel!r} cannot be an entry of the protocol bundle: "
+                f"{problem.reason} (name files by plain relative paths below the protocol)"
+            )
+    for collision in name_collisions([PROTOCOL_ENTRY, *referenced]):
+        raise ConfigError(f"protocol {src}: {collision.reason}")
+    contents: dict[str, bytes] = {PROTOCOL_ENTRY: data}
     for cond in protocol.condition:
         where = f"protocol {src}: condition {cond.name!r}: workload {cond.workload}"
-        wpath = base / cond.workload
-        if not wpath.is_file():
-            raise ConfigError(f"{where}: no such file (paths are relative to the protocol)")
-        load_workload(wpath)  # a workload must be valid before any run uses it
+        wdata = contents.get(cond.workload)
+        if wdata is None:
+            if not os.path.lexists(base / cond.workload):
+                raise ConfigError(f"{where}: no such file (paths are relative to the protocol)")
+            wdata = read_file(base / cond.workload, roots, where=where)
+            contents[cond.workload] = wdata
+        parse_workload(wdata, base / cond.workload)  # valid before any run uses it
         if cond.workload_digest is not None:
-            got = hash_bytes(wpath.read_bytes()).digest
+            got = hash_bytes(wdata).digest
             if got != cond.workload_digest:
                 raise ConfigError(
                     f"{where}: hashes to {got}, but the protocol pins {cond.workload_digest}"
                 )
     for arm in protocol.arm:
         for cfg in arm.configs:
-            if not (base / cfg).is_file():
-                raise ConfigError(f"protocol {src}: arm {arm.name!r}: config {cfg}: no such file")
+            if cfg not in contents:
+                if not os.path.lexists(base / cfg):
+                    raise ConfigError(
+                        f"protocol {src}: arm {arm.name!r}: config {cfg}: no such file"
+                    )
+                contents[cfg] = read_file(
+                    base / cfg, roots, where=f"protocol {src}: arm {arm.name!r}: config {cfg}"
+                )
+    if protocol.signing is not None:
+        from ..attest import load_public_key
+
+        for rel in protocol.signing.keys:
+            where = f"protocol {src}: signing key {rel}"
+            if rel not in contents:
+                if not os.path.lexists(base / rel):
+                    raise ConfigError(f"{where}: no such file")
+                contents[rel] = read_file(base / rel, roots, where=where)
+            if b"PRIVATE KEY" in contents[rel]:
+                raise ConfigError(f"{where} is a private key; name the public one")
+            load_public_key(base / rel)
     if protocol.name != name:
         raise ConfigError(
             f"protocol {src}: name = {protocol.name!r}, but the campaign is {name!r}: register "
@@ -220,13 +257,10 @@ def init_campaign(
         )
     staging = Path(tempfile.mkdtemp(prefix="evstore-campaign-"))
     try:
-        (staging / PROTOCOL_ENTRY).write_bytes(data)
-        for rel in _referenced(protocol):
-            if rel == PROTOCOL_ENTRY:
-                raise ConfigError(f"protocol {src}: {rel} cannot name the protocol itself")
+        for rel, content in contents.items():
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(base / rel, target)
+            target.write_bytes(content)
         create_bundle(
             root,
             name,

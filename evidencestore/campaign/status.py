@@ -2,8 +2,10 @@
 
 A baseline cell is qualified when its required runs are complete and it is
 repeatable-exact; a candidate cell when its required runs are complete, it is lossless
-(PASS) and its speedup claim stands (with, when the protocol sets
-``timing.min_speedup``, an interval whose low end reaches it). The campaign is
+(PASS) and its speedup claim stands (``claims.py``: an interval over runs whose low end
+exceeds ``timing.min_speedup``, 1.0 unless the protocol says otherwise, within the
+measurement resolution), or the protocol makes no timing claim (``timing.claim =
+false``; the notes then say the verdict certifies outputs only). The campaign is
 ``ACCEPTED`` only when every cell of every condition is qualified, the history shows
 every counted run recorded after the protocol was committed, and no finding about the
 campaign as a whole stands (``members.py``); otherwise ``remaining`` says what is
@@ -16,6 +18,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+import msgspec
 
 from ..config import local_store
 from .adjudication import adjudicate, repeatability
@@ -112,20 +116,35 @@ def evaluate(
                         remaining.append(f"{c}: candidate {arm.name} is {verdict}: {why}")
             claim = make_claim(store, campaign, members, c, arm.name)
             claims[f"{c}/{arm.name}"] = claim
-            if claim.refused and done:
+            if claim.refused and done and protocol.timing.claim:
                 remaining.append(
                     f"{c}: candidate {arm.name} has no speedup claim: {claim.reasons[0]}"
                 )
-            speedup_ok = claim.speedup is not None
+            speedup_ok = claim.stands or not protocol.timing.claim
             floor = protocol.timing.min_speedup
-            if claim.speedup is not None and floor is not None and claim.speedup.low < floor:
-                speedup_ok = False
+            if claim.verdict == "NOT_CLEARED" and claim.speedup is not None:
                 remaining.append(
                     f"{c}: candidate {arm.name} speedup interval starts at "
-                    f"{claim.speedup.low:.4g}, below timing.min_speedup = {floor}"
+                    f"{claim.speedup.low:.4g}, not above timing.min_speedup = {floor:g}"
+                )
+            notes += [
+                f"{c}: candidate {arm.name}: {n}"
+                for n in claim.notes
+                if claim.verdict != "NO_TIMING_CLAIM" or not n.startswith("the protocol makes")
+            ]
+            if claim.verdict == "UNRESOLVED":
+                remaining.append(
+                    f"{c}: candidate {arm.name} speedup is unresolved: the measurement "
+                    "resolution could change its verdict"
                 )
             qualified = verdict == "PASS" and speedup_ok
-            cells.append(_cell(c, arm, done, failed, rep_word, verdict, claim.speedup, qualified))
+            cell = _cell(c, arm, done, failed, rep_word, verdict, claim.speedup, qualified)
+            cells.append(msgspec.structs.replace(cell, claim=claim.verdict))
+    if not protocol.timing.claim:
+        notes.append(
+            "the protocol makes no timing claim (timing.claim = false): a verdict here "
+            "certifies the outputs only, never a speedup"
+        )
     remaining = list(dict.fromkeys(remaining))
     accepted = not remaining and all(cell.qualified for cell in cells)
     status = StatusRecord(

@@ -154,4 +154,5 @@ _EXTRAS = {
     "jinja2": "report",
     "matplotlib": "report",
     "cryptography": "attest",
+    "scipy": "campaign",
 }

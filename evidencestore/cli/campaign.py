@@ -1,8 +1,11 @@
-"""`evstore` subcommands: campaign (``init``, ``verify``, ``claim``, ``status``).
+"""`evstore` subcommands: campaign (``init``, ``verify``, ``claim``, ``plan``, ``status``).
 
 Exit codes: ``init`` 0 registered; ``verify`` 0 when every run of the campaign was
-recorded under the frozen protocol, 1 with findings; ``claim`` 0 for a claim, 1 when it
-is refused; ``status`` 0 when ``ACCEPTED``, 1 when ``NOT_ACCEPTED``; 2 for usage errors.
+recorded under the frozen protocol, 1 with findings; ``claim`` 0 only when the claim
+stands (its interval clears ``min_speedup`` within the measurement resolution), 1
+otherwise; ``plan`` 0 when every condition's plan could be computed and its A/A check
+includes 1.0, 1 otherwise; ``status`` 0 when ``ACCEPTED``, 1 when ``NOT_ACCEPTED``; 2 for
+usage errors.
 """
 
 from __future__ import annotations
@@ -56,6 +59,31 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             ROOT,
         ],
         help="the speedup of an arm over the baseline, with its interval",
+    )
+    csub.add(
+        "plan",
+        _plan,
+        [
+            NAME,
+            arg(
+                "--ratio",
+                type=float,
+                action="append",
+                metavar="R",
+                help="an assumed true speedup to plan for (repeatable; default: a range above "
+                "min_speedup)",
+            ),
+            arg(
+                "--power",
+                type=float,
+                default=0.8,
+                metavar="P",
+                help="the probability the claim should stand when the speedup is R (0.8)",
+            ),
+            json_flag("the plan"),
+            ROOT,
+        ],
+        help="runs per arm needed to resolve min_speedup, from the baseline runs; the A/A check",
     )
     csub.add(
         "status",
@@ -169,24 +197,120 @@ def _claim(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(claim)
     else:
-        head = f"{args.condition} {args.arm} vs {claim.baseline_arm}"
-        if claim.speedup is None:
-            print(f"{head}: claim refused")
-            for reason in claim.reasons:
-                print(f"  - {reason}")
-        else:
-            s = claim.speedup
-            pct = round(claim.confidence * 100, 4)
+        _print_claim(args.condition, args.arm, claim)
+    return EXIT_OK if claim.stands else EXIT_FAILED
+
+
+_VERDICT_WORDS = {
+    "STANDS": "the claim stands",
+    "NOT_CLEARED": "NOT claimed: the interval does not clear the threshold",
+    "UNRESOLVED": "NOT claimed: the measurement resolution could change the verdict",
+    "REFUSED": "claim refused",
+    "NO_TIMING_CLAIM": "no timing claim: the protocol declares none",
+}
+
+
+def _spread(run: float | None, within: float | None) -> str:
+    r = "-" if run is None else f"{run:.2%}"
+    w = "-" if within is None else f"{within:.2%}"
+    return f"run-to-run {r}, within-run {w}"
+
+
+def _print_claim(condition: str, arm: str, claim: Any) -> None:
+    head = f"{condition} {arm} vs {claim.baseline_arm}"
+    threshold = (
+        "no timing claim" if claim.min_speedup is None else f"min_speedup {claim.min_speedup:g}"
+    )
+    print(f"{head}: {_VERDICT_WORDS[claim.verdict]} ({threshold})")
+    if claim.speedup is not None:
+        s = claim.speedup
+        pct = round(claim.confidence * 100, 4)
+        df = "-" if claim.df is None else f"{claim.df:.2f}"
+        print(
+            f"  speedup {s.ratio:.4f} ({pct:g}% CI {s.low:.4f} to {s.high:.4f}), "
+            f"{claim.estimator}, df {df}"
+        )
+        if claim.min_speedup is not None:
+            side = "clears" if claim.clears else "does NOT clear"
+            print(f"  the interval's low end {s.low:.4f} {side} min_speedup {claim.min_speedup:g}")
+        b = claim.bounded
+        if b is not None and (b.low < s.low * (1 - 1e-6) or b.high > s.high * (1 + 1e-6)):
             print(
-                f"{head}: speedup {s.ratio:.4f} ({pct:g}% CI {s.low:.4f} to {s.high:.4f}), "
-                f"n = {claim.n_baseline} / {claim.n_candidate}, {claim.estimator}"
+                f"  within the measurement resolution (up to {claim.resolution_s:.4g} s a "
+                f"request): {b.low:.4f} to {b.high:.4f}"
             )
-            for rv in claim.runs:
-                cv = "-" if rv.cv is None else f"{rv.cv:.3%}"
-                print(f"  {rv.arm:<12} {rv.run}: mean {rv.mean:.4f} s, CV {cv}, {rv.digest}")
-            for d in claim.config_diff:
-                print(f"  config {d['key']}: {d['a']!r} -> {d['b']!r}")
-    return EXIT_OK if claim.speedup is not None else EXIT_FAILED
+    for reason in claim.reasons:
+        print(f"  - {reason}")
+    print(
+        f"  runs used: {claim.runs_baseline} {claim.baseline_arm} ({claim.n_baseline} requests, "
+        f"{_spread(claim.run_spread_baseline, claim.within_spread_baseline)}), "
+        f"{claim.runs_candidate} {arm} ({claim.n_candidate} requests, "
+        f"{_spread(claim.run_spread_candidate, claim.within_spread_candidate)})"
+    )
+    for rv in sorted(claim.runs, key=lambda r: (r.started, r.run)):
+        cv = "-" if rv.cv is None else f"{rv.cv:.3%}"
+        print(
+            f"  {rv.arm:<12} {rv.run}: value {rv.value:.4f} s, mean {rv.mean:.4f} s, CV {cv}, "
+            f"started {rv.started or '-'}, {rv.digest}"
+        )
+    for a, b in claim.pairs:
+        print(f"  pair {a} / {b}")
+    for name in claim.failed_runs:
+        print(f"  failed   {name}: contributes no number")
+    for e in claim.excluded:
+        print(f"  excluded {e.run}: {e.code}: {e.message}")
+    for note in claim.notes:
+        print(f"  note: {note}")
+    for d in claim.config_diff:
+        print(f"  config {d['key']}: {d['a']!r} -> {d['b']!r}")
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from ..campaign.members import campaign_runs
+    from ..campaign.plan import plan_campaign
+    from ..campaign.protocol import load_campaign
+    from ..errors import ConfigError
+
+    if not 0.0 < args.power < 1.0:
+        raise ConfigError(f"--power {args.power}: expected a probability between 0 and 1")
+    for r in args.ratio or ():
+        if not r > 0:
+            raise ConfigError(f"--ratio {r}: expected a positive speedup")
+    root = repo_root(args)
+    campaign = load_campaign(root, args.name)
+    plans = plan_campaign(
+        campaign, campaign_runs(root, campaign), ratios=args.ratio or (), target_power=args.power
+    )
+    ok = all(p.run_spread is not None and p.aa_includes_one for p in plans)
+    if args.json:
+        _print_json({"campaign": campaign.name, "protocol_digest": campaign.digest,
+                     "ok": ok, "conditions": plans})  # fmt: skip
+        return EXIT_OK if ok else EXIT_FAILED
+    print(f"campaign {campaign.name}: protocol {campaign.digest}")
+    for p in plans:
+        spread = "-" if p.run_spread is None else f"{p.run_spread:.2%}"
+        within = "-" if p.within_spread is None else f"{p.within_spread:.2%}"
+        print(
+            f"  {p.condition}: {len(p.baseline_runs)} baseline run(s), run-to-run spread "
+            f"{spread}, within-run {within}; min_speedup {p.min_speedup:g} at "
+            f"{p.confidence:.0%} confidence, power {p.power:.0%}"
+        )
+        for row in p.rows:
+            need = "-" if row.runs_needed is None else str(row.runs_needed)
+            pw = "-" if row.power_at_required is None else f"{row.power_at_required:.0%}"
+            print(
+                f"    true speedup {row.ratio:g}: {need} runs per arm; "
+                f"power with {p.required_runs} runs: {pw}"
+            )
+        if p.aa is not None:
+            word = "includes 1.0" if p.aa_includes_one else "EXCLUDES 1.0"
+            print(
+                f"    A/A check: {p.aa.ratio:.4f} [{p.aa.low:.4f}, {p.aa.high:.4f}] {word} "
+                f"({', '.join(p.aa_halves[0])} vs {', '.join(p.aa_halves[1])})"
+            )
+        for note in p.notes:
+            print(f"    note: {note}")
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -225,7 +349,7 @@ def _status(args: argparse.Namespace) -> int:
             "-"
             if c.speedup is None
             else f"{c.speedup.ratio:.3f} [{c.speedup.low:.3f}, {c.speedup.high:.3f}]"
-        )
+        ) + (f" {c.claim}" if c.claim is not None and c.speedup is not None else "")
         print(
             f"  {c.condition:<10} {c.arm:<16} {f'{c.runs_done}/{c.runs_required}':>7} "
             f"{c.runs_failed:>6} {c.repeatability or '-':<10} {c.lossless or '-':<13} {speed}",

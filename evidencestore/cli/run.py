@@ -133,8 +133,11 @@ def _protocol_digest(root: Any, args: argparse.Namespace) -> str:
     """The campaign's protocol digest, once the run is known to fit the protocol: its
     condition and arm are declared there and the workload is the condition's, byte for
     byte (caught before a long run, not only by ``campaign verify`` afterwards)."""
+    from pathlib import Path
+
     from ..campaign.protocol import load_campaign
-    from ..digest import hash_file
+    from ..confined import read_file
+    from ..digest import hash_bytes
     from ..inventory import load_registration, registration_path
 
     campaign = args.campaign
@@ -166,10 +169,13 @@ def _protocol_digest(root: Any, args: argparse.Namespace) -> str:
         )
     spec = conditions[args.condition]
     bound = protocol.files.get(spec.workload)
-    try:
-        observed = hash_file(args.workload).digest
-    except OSError as exc:
-        raise ConfigError(f"workload {args.workload}: cannot read: {exc.strerror}") from exc
+    observed = hash_bytes(
+        read_file(
+            args.workload,
+            (Path(args.workload).absolute().parent, root),
+            where=f"workload {args.workload}",
+        )
+    ).digest
     if bound is not None and observed != bound.digest:
         raise ConfigError(
             f"workload {args.workload} hashes to {observed}, but campaign {campaign!r} "

@@ -193,6 +193,13 @@ def render_campaign_status_html(
             text += (
                 f", n = {claim.get('n_baseline')} baseline / {claim.get('n_candidate')} candidate"
             )
+            if claim.get("runs_baseline"):  # a claim over runs, with its verdict
+                floor = claim.get("min_speedup")
+                text += (
+                    f" requests, {claim.get('runs_baseline')} / {claim.get('runs_candidate')} "
+                    f"runs: {claim.get('verdict')}"
+                    + (f" (min_speedup {float(floor):g})" if floor is not None else "")
+                )
         elif claim is not None and claim.get("refused"):
             text = "refused: " + "; ".join(map(str, claim.get("reasons", ())))
         required = c.get("runs_required")

@@ -11,15 +11,18 @@ aiohttp, PyAV and numpy are imported only by the functions that need them.
 from __future__ import annotations
 
 from .diff import Difference, diff_configs, diff_runs
+from .endpoints import ENDPOINTS, Observation, build_payload
 from .models import RequestRecord, RunRecord, Workload
 from .recorder import RUN_ENTRY, RunRecorder, load_run, open_run
 from .runner import run_workload
 from .summary import latency_stats, summarize
-from .workload import build_payload, expectations_for, load_workload
+from .workload import expectations_for, load_workload
 
 __all__ = [
+    "ENDPOINTS",
     "RUN_ENTRY",
     "Difference",
+    "Observation",
     "RequestRecord",
     "RunRecord",
     "RunRecorder",

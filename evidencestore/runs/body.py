@@ -8,6 +8,16 @@ temporary, so nothing partial ever appears under a digest. Publishing is separat
 receiving so a runner can defer the fsync and link until after its timed requests.
 The store's own ``put_file`` is not used because it hashes large files through a
 memory map, whose pages count towards the process's resident memory.
+
+Every sink has a size limit: a chunk that would take the body past it is not written
+(:class:`BodyTooLarge` is raised instead), so no byte past a limit ever reaches the disk.
+
+While a sink's temporary exists it holds a shared ``flock`` on it, from before its first
+byte until after it is published or unlinked; the local store lists and removes an
+incoming temporary only while it can take the exclusive lock without waiting
+(``LocalBlobStore.remove_temporary``), so ``gc --grace 0`` during a run never deletes a
+body in flight. A cleaner that got in between creation and locking is seen (the file
+has no link left) and the sink starts again under a new name, as ``staging.py`` does.
 """
 
 from __future__ import annotations
@@ -16,30 +26,65 @@ import contextlib
 import os
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+from .. import _steps
 from ..digest import digest_from_hex, new_hasher
 from ..errors import StorageError
 from ..models import Descriptor
 from ..storage import LocalBlobStore
 
-__all__ = ["BodySink"]
+__all__ = ["BodySink", "BodyTooLarge"]
+
+
+class BodyTooLarge(Exception):
+    """A body went past its sink's limit; nothing past the limit was written."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"larger than the limit of {limit} bytes")
+        self.limit = limit
 
 
 class BodySink:
     """One body on its way into a local store: ``write`` chunks, then ``finish``."""
 
-    def __init__(self, store: LocalBlobStore) -> None:
+    def __init__(self, store: LocalBlobStore, limit: int | None = None) -> None:
         self.store = store
-        self.tmp: Path | None = store.incoming_path()
-        try:
-            self._fh = open(self.tmp, "xb")  # noqa: SIM115 - closed by finish/discard
-        except OSError as exc:
-            raise StorageError(f"{self.tmp}: cannot write a response body: {exc.strerror}") from exc
+        self.limit = limit
+        while True:
+            tmp = store.incoming_path()
+            try:
+                fh = open(tmp, "xb")  # noqa: SIM115 - closed by finish/discard
+            except OSError as exc:
+                raise StorageError(f"{tmp}: cannot write a response body: {exc.strerror}") from exc
+            _steps.reached("incoming:created")
+            try:
+                # Held until the temporary is published or discarded: gc sees it is live.
+                lock = os.open(tmp, os.O_RDONLY)
+            except OSError:
+                fh.close()
+                continue  # removed before we could hold it: take a new name
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_SH)
+            if os.fstat(lock).st_nlink == 0:
+                fh.close()
+                os.close(lock)
+                continue  # a cleaner removed it before we held it: take a new name
+            break
+        self.tmp: Path | None = tmp
+        self._fh = fh
+        self._lock = lock
         self._hasher = new_hasher()
         self.size = 0
         self.digest: str | None = None
 
     def write(self, chunk: bytes) -> None:
-        """Hash and write one chunk."""
+        """Hash and write one chunk; :class:`BodyTooLarge` (nothing written) past the limit."""
+        if self.limit is not None and self.size + len(chunk) > self.limit:
+            raise BodyTooLarge(self.limit)
         self._hasher.update(chunk)
         self._fh.write(chunk)
         self.size += len(chunk)
@@ -50,6 +95,16 @@ class BodySink:
         self.digest = digest_from_hex(self._hasher.hexdigest())
         return self.digest
 
+    def head(self, size: int) -> bytes:
+        """The first ``size`` bytes written so far (to quote an error body)."""
+        if self.tmp is None:
+            return b""
+        try:
+            with open(self.tmp, "rb") as fh:
+                return fh.read(size)
+        except OSError:
+            return b""
+
     def discard(self) -> None:
         """Drop the temporary (a body that was not complete, or not wanted)."""
         with contextlib.suppress(OSError):
@@ -58,6 +113,9 @@ class BodySink:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.tmp)
             self.tmp = None
+        if self._lock >= 0:
+            os.close(self._lock)  # after the unlink: gc never sees it unlocked and present
+            self._lock = -1
 
     def publish(self, media_type: str) -> Descriptor:
         """Put the finished body into the store under its digest; return its descriptor."""

@@ -17,6 +17,7 @@ from ..models import Descriptor, DigestStr, Model
 
 __all__ = [
     "FAILURE_CLASSES",
+    "MAX_OUTPUT_SIZE",
     "SCHEMA_TYPES",
     "AudioSection",
     "ClientEnvironment",
@@ -38,55 +39,82 @@ __all__ = [
 ]
 
 Phase = Literal["warmup", "measured"]
-Failure = Literal["connect", "timeout", "http-status", "truncated", "invalid-media"]
+Failure = Literal[
+    "connect",
+    "timeout",
+    "http-status",
+    "truncated",
+    "invalid-media",
+    "too-large",
+    "invalid-response",
+]
 FAILURE_CLASSES: tuple[str, ...] = (
     "connect",
     "timeout",
     "http-status",
     "truncated",
     "invalid-media",
+    "too-large",
+    "invalid-response",
 )
 Outcome = Literal["complete", "partial", "failed-before-inference"]
 EndpointKind = Literal["videos-sync", "videos-job", "json"]
 
 Count = Annotated[int, Meta(ge=0)]
-PositiveInt = Annotated[int, Meta(gt=0)]
-Seconds = Annotated[float, Meta(gt=0)]
+# Workload values are bounded (finite, in range) so none can fail a run after it started.
+Seconds = Annotated[float, Meta(gt=0, le=604_800, description="seconds, at most 7 days")]
+Frames = Annotated[int, Meta(gt=0, le=10_000_000)]
+FrameRate = Annotated[int, Meta(gt=0, le=10_000)]
+Seed = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 Size = Annotated[str, Meta(pattern=r"^[1-9][0-9]{0,4}x[1-9][0-9]{0,4}$", description="WxH")]
 FieldValue = str | int | float | bool
-UrlPath = Annotated[str, Meta(pattern=r"^/[^\s]*$", description="an absolute URL path")]
+UrlPath = Annotated[
+    str, Meta(pattern=r"^/[!-~]*$", description="an absolute URL path (printable ASCII)")
+]
+InputMediaType = Annotated[
+    str,
+    Meta(pattern=r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(;[ -~]*)?$", description="IANA media type"),
+]
+#: Default ``[run] max_output_size``: larger than any real generated output.
+MAX_OUTPUT_SIZE = 8 << 30
 
 
 # -- workload ---------------------------------------------------------------------
 class Endpoint(Model, frozen=True, kw_only=True):
     """Where requests go: ``videos-sync`` (multipart POST, the body is the video),
     ``videos-job`` (POST, poll ``{path}/{id}``, then GET ``{path}/{id}/content``) or
-    ``json`` (a JSON POST whose response body is the output)."""
+    ``json`` (a JSON POST whose response body is the output). The job flow waits
+    ``min(poll_interval, max(poll_min, poll_relative * elapsed))`` between polls
+    (``runs/polling.py``): its resolution stays near ``poll_relative`` of the time."""
 
     kind: EndpointKind
     path: UrlPath
     health_path: UrlPath = "/health"
     models_path: UrlPath = "/v1/models"
-    poll_interval: Seconds = 0.5
+    poll_interval: Annotated[float, Meta(gt=0, le=3600)] = 0.5
+    poll_relative: Annotated[float, Meta(gt=0, le=0.5)] = 0.01
+    poll_min: Annotated[float, Meta(gt=0, le=3600)] = 0.005
 
 
 class RunSection(Model, frozen=True, kw_only=True):
     """Repetitions (each request of the workload is sent ``warmup`` then ``measured``
-    times), the per-request timeout in seconds, concurrency, and whether outputs are
-    checked as media."""
+    times), the per-request timeout in seconds, concurrency, whether outputs are
+    checked as media, and the largest output body accepted (bytes; a larger one is a
+    ``too-large`` failure, never kept)."""
 
-    warmup: Count = 0
-    measured: PositiveInt = 1
+    warmup: Annotated[int, Meta(ge=0, le=1_000_000)] = 0
+    measured: Annotated[int, Meta(gt=0, le=1_000_000)] = 1
     timeout: Seconds = 600.0
-    concurrency: PositiveInt = 1
+    concurrency: Annotated[int, Meta(gt=0, le=1024)] = 1
     check_media: bool = True
+    max_output_size: Annotated[int, Meta(gt=0, le=1 << 40)] = MAX_OUTPUT_SIZE
 
 
 class AudioSection(Model, frozen=True, kw_only=True):
     """What every output's audio must be (its length comes from each request)."""
 
-    sample_rate: PositiveInt
-    channels: PositiveInt
+    sample_rate: Annotated[int, Meta(gt=0, le=10_000_000)]
+    channels: Annotated[int, Meta(gt=0, le=1024)]
     codec: str | None = None
 
 
@@ -104,7 +132,7 @@ class InputFile(Model, frozen=True, kw_only=True):
     field: Annotated[str, Meta(min_length=1)]
     path: str | None = None
     digest: DigestStr | None = None
-    media_type: str = "application/octet-stream"
+    media_type: InputMediaType = "application/octet-stream"
     filename: str | None = None
 
 
@@ -115,10 +143,10 @@ class RequestSpec(Model, frozen=True, kw_only=True):
     negative_prompt: str | None = None
     size: Size | None = None
     seconds: Seconds | None = None
-    num_frames: PositiveInt | None = None
-    fps: PositiveInt | None = None
-    seed: int | None = None
-    num_inference_steps: PositiveInt | None = None
+    num_frames: Frames | None = None
+    fps: FrameRate | None = None
+    seed: Seed | None = None
+    num_inference_steps: Annotated[int, Meta(gt=0, le=1_000_000)] | None = None
     fields: dict[str, FieldValue] = msgspec.field(default_factory=dict)
     inputs: tuple[InputFile, ...] = ()
 
@@ -185,7 +213,10 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     parsed, ``first_byte_ns`` / ``last_byte_ns`` for the output body. ``e2e_s`` is
     ``last_byte_ns - sent_ns`` of a request that delivered a valid output; ``ttfb_s`` is
     ``first_byte_ns - sent_ns``. For the job flow they span the POST to the content's
-    last byte, so they include up to one poll interval of waiting.
+    last byte, so they include some waiting for the poll that saw the job complete:
+    ``resolution_s`` bounds it (from the send of the last poll that saw the job
+    unfinished to the answer of the one that saw it complete; the clock's resolution for
+    a request without polling): the true time is within it below ``e2e_s``.
     """
 
     index: Count
@@ -208,6 +239,7 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     declared_length: int | None = None
     job_id: str | None = None
     polls: Count = 0
+    resolution_s: float | None = None
     media: MediaOutcome | None = None
     failure: Failure | None = None
     message: str | None = None

@@ -38,10 +38,10 @@ from ..models import Descriptor, Entry, Registration
 from ..staging import staging_dir
 from ..storage import LocalBlobStore
 from .body import BodySink
+from .endpoints import Observation, valid_media_type
 from .models import (
     ClientEnvironment,
     Exchange,
-    Failure,
     MediaOutcome,
     Outcome,
     Phase,
@@ -66,6 +66,7 @@ __all__ = [
     "open_run",
     "outcome_of",
     "phase_counts",
+    "request_record",
     "utc_precise",
 ]
 
@@ -171,6 +172,57 @@ def check_output(
     ), desc
 
 
+def request_record(
+    observation: Observation,
+    *,
+    index: int,
+    phase: Phase,
+    request: int,
+    repetition: int,
+    payload: Descriptor,
+    body: Descriptor | None,
+    media: MediaOutcome | None = None,
+) -> RequestRecord:
+    """The record of one request from what it saw; the one place that computes its
+    end-to-end latency (``last_byte_ns - sent_ns``, only for a request that delivered a
+    valid output) and time to first byte (``first_byte_ns - sent_ns``). A media check
+    that did not pass makes the request an ``invalid-media`` failure."""
+    o = observation
+    failure, message = o.failure, o.message
+    if failure is None and media is not None and media.verdict != "PASS":
+        failure, message = "invalid-media", media.message
+    return RequestRecord(
+        index=index,
+        phase=phase,
+        request=request,
+        repetition=repetition,
+        method=o.method,
+        path=o.path,
+        payload=payload,
+        start_utc=o.start_utc or utc_precise(),
+        sent_ns=o.sent_ns,
+        headers_ns=o.headers_ns,
+        first_byte_ns=o.first_byte_ns,
+        last_byte_ns=o.last_byte_ns,
+        end_ns=o.end_ns,
+        status=o.status,
+        headers=dict(o.headers),
+        body=body,
+        received=o.received if o.received or body is None else body.size,
+        declared_length=o.declared_length,
+        job_id=o.job_id,
+        polls=o.polls,
+        resolution_s=o.resolution_s,
+        media=media,
+        failure=failure,
+        message=message,
+        e2e_s=(o.last_byte_ns - o.sent_ns) / 1e9
+        if failure is None and o.last_byte_ns is not None
+        else None,
+        ttfb_s=(o.first_byte_ns - o.sent_ns) / 1e9 if o.first_byte_ns is not None else None,
+    )
+
+
 class RunRecorder:
     """A run being recorded; :meth:`seal` registers it as bundle ``name``."""
 
@@ -213,6 +265,7 @@ class RunRecorder:
         self.requests: list[RequestRecord] = []
         self._sinks: list[BodySink] = []
         self.server: ServerIdentity | None = None
+        self.error: str | None = None
         if workload_bytes is not None:
             workload = self.put(
                 f"workload/{workload_name(workload)}",
@@ -266,10 +319,10 @@ class RunRecorder:
         """Store a server log as ``logs/<name>``."""
         return self._attach("log", path, self.logs)
 
-    def body_sink(self) -> BodySink:
-        """A sink streaming one response body into the store (discarded by
-        :meth:`discard_unpublished` if it is never published)."""
-        sink = BodySink(self.store)
+    def body_sink(self, limit: int | None = None) -> BodySink:
+        """A sink streaming one response body (at most ``limit`` bytes) into the store
+        (discarded by :meth:`discard_unpublished` if it is never published)."""
+        sink = BodySink(self.store, limit)
         self._sinks.append(sink)
         return sink
 
@@ -298,30 +351,26 @@ class RunRecorder:
 
     def record_request(
         self,
+        observation: Observation,
         *,
         phase: Phase,
         payload: bytes,
-        sent_ns: int,
-        end_ns: int,
         body: bytes | str | os.PathLike[str] | None = None,
-        status: int | None = None,
-        headers_ns: int | None = None,
-        first_byte_ns: int | None = None,
-        last_byte_ns: int | None = None,
-        start_utc: str | None = None,
-        failure: Failure | None = None,
-        message: str | None = None,
         expectations: Expectations | None = None,
-        method: str = "POST",
-        path: str = "/",
         request: int = 0,
         repetition: int = 0,
-        headers: dict[str, str] | None = None,
-        media_type: str = "video/mp4",
     ) -> RequestRecord:
-        """Record one request a harness made itself: timings in monotonic ns, the body as
-        bytes or a file. A body is checked against ``expectations`` when they are given;
-        an invalid one makes the request an ``invalid-media`` failure."""
+        """Record one request a harness made itself: what it saw (timings in monotonic
+        ns, status, failure: an :class:`~evidencestore.runs.endpoints.Observation`), the
+        payload sent and the body as bytes or a file (``observation.media_type``). A body
+        is checked against ``expectations`` when they are given; an invalid one makes the
+        request an ``invalid-media`` failure."""
+        media_type = observation.media_type
+        if not valid_media_type(media_type):
+            raise ConfigError(
+                f"run {self.name!r}: media type {media_type!r} of request {len(self.requests)}: "
+                "expected type/subtype (such as video/mp4)"
+            )
         payload_desc = self.store.put(payload, "application/octet-stream")
         body_desc = None
         if body is not None:
@@ -342,36 +391,26 @@ class RunRecorder:
                     ) from exc
         index = len(self.requests)
         media = None
-        if body_desc is not None and expectations is not None and failure is None:
+        if body_desc is not None and expectations is not None and observation.failure is None:
             media, _ = check_output(self.store, body_desc, expectations, f"request {index}")
-            if media.verdict != "PASS":
-                failure, message = "invalid-media", media.message
         return self.add(
-            RequestRecord(
+            request_record(
+                observation,
                 index=index,
                 phase=phase,
                 request=request,
                 repetition=repetition,
-                method=method,
-                path=path,
                 payload=payload_desc,
-                start_utc=start_utc or utc_precise(),
-                sent_ns=sent_ns,
-                headers_ns=headers_ns,
-                first_byte_ns=first_byte_ns,
-                last_byte_ns=last_byte_ns,
-                end_ns=end_ns,
-                status=status,
-                headers=dict(headers or {}),
                 body=body_desc,
-                received=body_desc.size if body_desc else 0,
                 media=media,
-                failure=failure,
-                message=message,
-                e2e_s=(last_byte_ns - sent_ns) / 1e9 if failure is None and last_byte_ns else None,
-                ttfb_s=(first_byte_ns - sent_ns) / 1e9 if first_byte_ns else None,
             )
         )
+
+    def fail(self, reason: str) -> None:
+        """Say why the run stopped before it finished (an error after its first request
+        was sent): the run is still sealed, ``partial`` or ``failed-before-inference``,
+        with this reason."""
+        self.error = reason
 
     # -- sealing ------------------------------------------------------------------
     def record(self) -> RunRecord:
@@ -383,6 +422,10 @@ class RunRecorder:
         )
         requests = tuple(sorted(self.requests, key=lambda r: r.index))
         outcome, reason = outcome_of(server.ok, requests)
+        if self.error is not None:
+            answered = any(r.status is not None and 200 <= r.status < 300 for r in requests)
+            outcome = "partial" if answered else "failed-before-inference"
+            reason = self.error if reason is None else f"{self.error}; {reason}"
         return RunRecord(
             name=self.name,
             arm=self.arm,

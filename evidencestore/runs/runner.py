@@ -13,31 +13,46 @@ Concurrency: with ``concurrency = N``, N workers take requests from one queue; e
 warmup request finishes before the first measured request is sent. Records are keyed by
 their schedule index, so completion order cannot reorder or lose one.
 
-Nothing but the server URL given is contacted; redirects are not followed.
+Nothing but the server URL given is contacted; redirects are not followed. Each
+request's exchange belongs to its endpoint (``endpoints.py``), which returns one
+observation per request; this module schedules them, publishes and checks the bodies,
+and registers the run. Everything given is checked before the first byte is sent;
+once the server check begins the run is registered whatever happens (an internal error
+becomes the run's reason, never a lost run).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import time
+import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import msgspec
 
+from ..confined import MAX_CONTROL_FILE, MAX_LOG_FILE, check_file
 from ..errors import ConfigError
 from ..models import Descriptor, Registration
 from ..storage import LocalBlobStore
+from . import polling
 from .body import BodySink
-from .models import Exchange, Failure, Phase, RequestRecord, RunRecord, ServerIdentity
-from .recorder import RunRecorder, check_output, utc_precise
-from .workload import LoadedWorkload, Payload, build_payload, expectations_for, load_workload
+from .endpoints import (
+    Connection,
+    Endpoint,
+    Observation,
+    Payload,
+    endpoint_for,
+    get_control,
+    model_ids,
+)
+from .models import MediaOutcome, Phase, RequestRecord, RunRecord, ServerIdentity
+from .recorder import RunRecorder, check_output, request_record, utc_precise
+from .workload import LoadedWorkload, expectations_for, load_workload
 
 if TYPE_CHECKING:
     import aiohttp
@@ -48,17 +63,6 @@ if TYPE_CHECKING:
 __all__ = ["Progress", "check_server_url", "run_workload"]
 
 Progress = Callable[[int, int, RequestRecord], None]
-
-_KEPT_HEADERS = (
-    "content-type",
-    "content-length",
-    "transfer-encoding",
-    "server",
-    "date",
-    "x-request-id",
-    "openai-processing-ms",
-)
-_CHUNK = 1 << 20
 
 
 def check_server_url(url: str) -> str:
@@ -81,28 +85,44 @@ class _Slot:
 
 @dataclass
 class _Pending:
-    record: RequestRecord
+    slot: _Slot
+    observation: Observation
     sink: BodySink | None
-    media_type: str
+
+    def record(
+        self,
+        payload: Descriptor,
+        body: Descriptor | None,
+        media: MediaOutcome | None = None,
+        observation: Observation | None = None,
+    ) -> RequestRecord:
+        s = self.slot
+        return request_record(
+            observation or self.observation,
+            index=s.index,
+            phase=s.phase,
+            request=s.request,
+            repetition=s.repetition,
+            payload=payload,
+            body=body,
+            media=media,
+        )
+
+    def preview(self, payload: Descriptor) -> RequestRecord:
+        """The record as it stands before its body is published (for progress)."""
+        sink = self.sink
+        body = None
+        if sink is not None and sink.digest is not None:
+            body = Descriptor(
+                digest=sink.digest, size=sink.size, media_type=self.observation.media_type
+            )
+        return self.record(payload, body)
 
 
-_EXCHANGE_MAX = 16 << 20
-
-
-async def _read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The body, or its first ``limit`` bytes (a server check answer is small)."""
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in resp.content.iter_chunked(_CHUNK):
-        parts.append(chunk[: limit - size])
-        size += len(parts[-1])
-        if size >= limit:
-            break
-    return b"".join(parts)
-
-
-def _selected(headers: Any) -> dict[str, str]:
-    return {k: headers[k] for k in _KEPT_HEADERS if k in headers}
+def _internal(when: str, exc: BaseException) -> str:
+    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    at = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
+    return f"internal error {when}: {type(exc).__name__}: {exc}{at}"
 
 
 def run_workload(
@@ -123,15 +143,36 @@ def run_workload(
 ) -> tuple[Registration, RunRecord]:
     """Run a workload against ``server`` and register the run as bundle ``name``.
 
-    Every run is registered, whatever its outcome; errors in the inputs (workload,
-    configs, logs, name, URL) raise before anything is sent. With ``signing_key``, the
-    run record is signed (``run.dsse.json``, see :func:`evidencestore.attest.sign_run`).
+    Everything given is checked before anything is sent: the URL, every workload value,
+    the workload, its input files, configs and logs by the one file-reading rule
+    (``confined.py``), the name, and every payload is built; an error there raises and
+    registers nothing. Once the server check begins the run is registered whatever
+    happens, failed ones and internal errors included (the run is then ``partial`` or
+    ``failed-before-inference`` and its reason says what happened). With ``signing_key``,
+    the run record is signed (``run.dsse.json``, see :func:`evidencestore.attest.sign_run`).
     """
     base = check_server_url(server)
-    loaded = load_workload(workload_path)
+    loaded = load_workload(workload_path, roots=(root,))
+    for kind, path in [
+        *(("config", c) for c in configs),
+        *(("server-log", g) for g in server_logs),
+    ]:
+        if not os.path.lexists(path):
+            raise ConfigError(f"--{kind} {path}: no such file")
     for log in server_logs:
-        if not Path(log).is_file():
-            raise ConfigError(f"--server-log {log}: no such file")
+        check_file(
+            log,
+            (root, Path(log).absolute().parent),
+            limit=MAX_LOG_FILE,
+            where=f"--server-log {log}",
+        )
+    for config in configs:
+        check_file(
+            config,
+            (root, Path(config).absolute().parent),
+            limit=MAX_CONTROL_FILE,
+            where=f"--config {config}",
+        )
     recorder = RunRecorder(
         root,
         name,
@@ -144,41 +185,76 @@ def run_workload(
         condition=condition,
         signing_key=signing_key,
     )
+    endpoint = endpoint_for(loaded.workload.endpoint.kind)
     payloads = [
-        build_payload(loaded, i, recorder.store) for i in range(len(loaded.workload.request))
+        endpoint.payload(loaded, i, recorder.store) for i in range(len(loaded.workload.request))
     ]
     for config in configs:
         recorder.attach_config(config)
     stored = [recorder.store.put(p.data, p.descriptor.media_type) for p in payloads]
+    results: dict[int, _Pending] = {}
     try:
-        pending = asyncio.run(_drive(recorder, loaded, payloads, stored, base, progress))
-        _finish(recorder, loaded, pending)
+        try:
+            asyncio.run(
+                _drive(recorder, loaded, endpoint, payloads, stored, base, progress, results)
+            )
+        except Exception as exc:  # the run started: it is registered whatever happened
+            recorder.fail(_internal("while sending the requests", exc))
+        _finish(recorder, loaded, endpoint, [results[i] for i in sorted(results)], stored)
     finally:
         recorder.discard_unpublished()  # interrupted: no temporary is left behind
     for log in server_logs:
-        recorder.attach_log(log)
+        try:
+            recorder.attach_log(log)
+        except Exception as exc:
+            recorder.fail(_internal(f"while keeping --server-log {log}", exc))
     return recorder.seal()
 
 
-def _finish(recorder: RunRecorder, loaded: LoadedWorkload, pending: list[_Pending]) -> None:
+def _finish(
+    recorder: RunRecorder,
+    loaded: LoadedWorkload,
+    endpoint: Endpoint,
+    pending: list[_Pending],
+    stored: list[Descriptor],
+) -> None:
     """Publish the bodies, check every delivered output, add the records."""
     for item in pending:
-        record = item.record
-        if item.sink is not None:
-            body = item.sink.publish(item.media_type)
-            record = msgspec.structs.replace(record, body=body)
-            if record.failure is None and loaded.workload.run.check_media:
-                exp = expectations_for(loaded.workload, record.request)
-                if exp is not None:
-                    if exp.audio is None:
-                        exp = _audio_if_present(recorder.store, body, exp)
-                    media, _ = check_output(recorder.store, body, exp, f"request {record.index}")
-                    record = msgspec.structs.replace(record, media=media)
-                    if media.verdict != "PASS":
-                        record = msgspec.structs.replace(
-                            record, failure="invalid-media", message=media.message, e2e_s=None
-                        )
+        payload = stored[item.slot.request]
+        try:
+            record = _checked(recorder, loaded, endpoint, item, payload)
+        except Exception as exc:
+            if item.sink is not None:
+                item.sink.discard()
+            recorder.fail(_internal(f"while checking request {item.slot.index}", exc))
+            record = item.record(payload, None)
         recorder.add(record)
+
+
+def _checked(
+    recorder: RunRecorder,
+    loaded: LoadedWorkload,
+    endpoint: Endpoint,
+    item: _Pending,
+    payload: Descriptor,
+) -> RequestRecord:
+    """One request's record once its body is published and checked."""
+    obs = item.observation
+    if item.sink is None:
+        return item.record(payload, None)
+    body = item.sink.publish(obs.media_type)
+    media = None
+    if obs.failure is None:
+        bad = endpoint.check_output(recorder.store.path_of(body.digest), body.size, body.media_type)
+        if bad is not None:
+            obs = replace(obs, failure=bad[0], message=bad[1])
+    if obs.failure is None and loaded.workload.run.check_media:
+        exp = expectations_for(loaded.workload, item.slot.request)
+        if exp is not None:
+            if exp.audio is None:
+                exp = _audio_if_present(recorder.store, body, exp)
+            media, _ = check_output(recorder.store, body, exp, f"request {item.slot.index}")
+    return item.record(payload, body, media, obs)
 
 
 def _audio_if_present(store: LocalBlobStore, body: Descriptor, exp: Expectations) -> Expectations:
@@ -204,68 +280,42 @@ def _audio_if_present(store: LocalBlobStore, body: Descriptor, exp: Expectations
     return msgspec.structs.replace(exp, audio=AudioExpectation(duration=duration))
 
 
-async def _exchange(
-    session: aiohttp.ClientSession, recorder: RunRecorder, base: str, path: str, timeout: float
-) -> Exchange:
-    import aiohttp
-
-    try:
-        async with asyncio.timeout(timeout):
-            async with session.get(base + path, allow_redirects=False) as resp:
-                data = await _read_capped(resp, _EXCHANGE_MAX)
-                kind = (
-                    resp.headers.get("content-type", "application/octet-stream")
-                    .split(";")[0]
-                    .strip()
-                )
-                desc = recorder.put(
-                    "server/" + (path.strip("/") or "index"),
-                    data,
-                    kind or "application/octet-stream",
-                    "server",
-                )
-                return Exchange(
-                    path=path, status=resp.status, headers=_selected(resp.headers), body=desc
-                )
-    except TimeoutError:
-        return Exchange(path=path, status=None, error=f"no answer within {timeout} s")
-    except aiohttp.ClientError as exc:
-        return Exchange(path=path, status=None, error=f"{type(exc).__name__}: {exc}")
-
-
 async def _check_server(
     session: aiohttp.ClientSession, recorder: RunRecorder, base: str, loaded: LoadedWorkload
 ) -> ServerIdentity:
     endpoint = loaded.workload.endpoint
     timeout = min(loaded.workload.run.timeout, 30.0)
-    health = await _exchange(session, recorder, base, endpoint.health_path, timeout)
+
+    def keep(entry: str, data: bytes, media_type: str) -> Descriptor:
+        return recorder.put(entry, data, media_type, "server")
+
+    health = await get_control(session, base, endpoint.health_path, timeout, keep)
     # A server without a health route (404) may still serve the endpoint; anything else
-    # that is not a 2xx (refused, 5xx, a start-up error) means no inference can follow.
-    ok = health.status is not None and (200 <= health.status < 300 or health.status == 404)
+    # that is not a 2xx (refused, 5xx, a start-up error, an answer too large) means no
+    # inference can follow.
+    ok = (
+        health.status is not None
+        and health.error is None
+        and (200 <= health.status < 300 or health.status == 404)
+    )
     message = health.error
     if health.status is not None and not ok and health.body is not None:
         text = recorder.store.get(health.body.digest)[:2000].decode("utf-8", "replace").strip()
         message = f"{endpoint.health_path} answered {health.status}: {text}"
+    elif health.status is not None and not ok:
+        message = f"{endpoint.health_path} answered {health.status}: {health.error}"
     models = None
-    model_ids: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()
     if ok:
-        models = await _exchange(session, recorder, base, endpoint.models_path, timeout)
+        models = await get_control(session, base, endpoint.models_path, timeout, keep)
         if models.status == 200 and models.body is not None:
-            try:
-                listing = json.loads(recorder.store.get(models.body.digest))
-                model_ids = tuple(
-                    str(m["id"])
-                    for m in listing.get("data", [])
-                    if isinstance(m, dict) and "id" in m
-                )
-            except (ValueError, AttributeError, TypeError):
-                pass
+            ids = model_ids(recorder.store.get(models.body.digest))
     return ServerIdentity(
         url=base,
         ok=ok,
         health=health,
         models=models,
-        model_ids=model_ids,
+        model_ids=ids,
         server_header=health.headers.get("server"),
         message=message,
     )
@@ -274,11 +324,16 @@ async def _check_server(
 async def _drive(
     recorder: RunRecorder,
     loaded: LoadedWorkload,
+    endpoint: Endpoint,
     payloads: list[Payload],
     stored: list[Descriptor],
     base: str,
     progress: Progress | None,
-) -> list[_Pending]:
+    results: dict[int, _Pending],
+) -> None:
+    """Check the server, then send every warmup and measured request; each request's
+    observation lands in ``results`` (by schedule index) as soon as it ends, so what
+    was done survives an error in what follows."""
     import aiohttp
 
     wl = loaded.workload
@@ -291,7 +346,6 @@ async def _drive(
         for rep in range(reps):
             for i in range(len(wl.request)):
                 slots.append(_Slot(len(slots), phase, i, rep))
-    results: dict[int, _Pending] = {}
     connector = aiohttp.TCPConnector(limit=wl.run.concurrency, force_close=False)
     async with aiohttp.ClientSession(
         connector=connector, auto_decompress=False, trust_env=False
@@ -299,7 +353,15 @@ async def _drive(
         server = await _check_server(session, recorder, base, loaded)
         recorder.set_server(server)
         if not server.ok:
-            return []
+            return
+        conn = Connection(
+            session=session,
+            base=base,
+            timeout=wl.run.timeout,
+            new_sink=recorder.body_sink,
+            max_output=wl.run.max_output_size,
+            poll=polling.schedule_of(wl.endpoint),
+        )
         for phase in ("warmup", "measured"):
             queue = [s for s in slots if s.phase == phase]
             queue.reverse()
@@ -307,203 +369,13 @@ async def _drive(
             async def worker(queue: list[_Slot]) -> None:
                 while queue:
                     slot = queue.pop()
-                    pending = await _one(
-                        session,
-                        base,
-                        loaded,
-                        payloads[slot.request],
-                        stored[slot.request],
-                        slot,
-                        recorder,
+                    observation, sink = await endpoint.exchange(
+                        conn, payloads[slot.request], wl.endpoint.path, utc_precise()
                     )
-                    results[slot.index] = pending
+                    pending = results[slot.index] = _Pending(slot, observation, sink)
                     if progress is not None:
-                        progress(slot.index + 1, len(slots), pending.record)
+                        progress(slot.index + 1, len(slots), pending.preview(stored[slot.request]))
 
             await asyncio.gather(
                 *(worker(queue) for _ in range(min(wl.run.concurrency, len(queue)) or 1))
             )
-    return [results[i] for i in sorted(results)]
-
-
-class _Observed:
-    """What one request saw so far: timings, status, headers, bytes, job polling."""
-
-    def __init__(self) -> None:
-        self.start_utc = utc_precise()
-        self.sent_ns = time.monotonic_ns()
-        self.headers_ns: int | None = None
-        self.first_ns: int | None = None
-        self.last_ns: int | None = None
-        self.status: int | None = None
-        self.headers: dict[str, str] = {}
-        self.declared: int | None = None
-        self.received = 0
-        self.job: str | None = None
-        self.polls = 0
-
-
-async def _one(
-    session: aiohttp.ClientSession,
-    base: str,
-    loaded: LoadedWorkload,
-    payload: Payload,
-    payload_desc: Descriptor,
-    slot: _Slot,
-    recorder: RunRecorder,
-) -> _Pending:
-    import aiohttp
-
-    wl = loaded.workload
-    endpoint = wl.endpoint
-    timeout = wl.run.timeout
-    t = _Observed()
-    sink: BodySink | None = None
-    failure: Failure | None = None
-    message: str | None = None
-    media_type = "video/mp4"
-    method, path = "POST", endpoint.path
-
-    async def stream(resp: aiohttp.ClientResponse) -> None:
-        nonlocal sink, media_type
-        t.headers_ns = time.monotonic_ns()
-        t.status = resp.status
-        t.headers = _selected(resp.headers)
-        t.declared = resp.content_length
-        media_type = (
-            resp.headers.get("content-type", media_type).split(";")[0].strip() or media_type
-        )
-        sink = recorder.body_sink()
-        async for chunk in resp.content.iter_chunked(_CHUNK):
-            if t.first_ns is None:
-                t.first_ns = time.monotonic_ns()
-            sink.write(chunk)
-            t.received += len(chunk)
-        t.last_ns = time.monotonic_ns()
-        sink.finish()
-
-    headers = {"Content-Type": payload.content_type}
-    try:
-        async with asyncio.timeout(timeout):
-            if endpoint.kind == "videos-job":
-                async with session.post(
-                    base + path, data=payload.data, headers=headers, allow_redirects=False
-                ) as resp:
-                    t.status = resp.status
-                    t.headers = _selected(resp.headers)
-                    created = await resp.read()
-                if resp.status >= 400:
-                    raise _HttpStatus(resp.status, created)
-                job = _job_id(created)
-                t.job = job
-                while True:
-                    async with session.get(f"{base}{path}/{job}", allow_redirects=False) as resp:
-                        t.polls += 1
-                        info = await resp.read()
-                    if resp.status >= 400:
-                        raise _HttpStatus(resp.status, info)
-                    status = _job_status(info)
-                    if status == "completed":
-                        break
-                    if status in ("failed", "cancelled", "expired"):
-                        raise _HttpStatus(resp.status, info, f"job {job} {status}")
-                    await asyncio.sleep(endpoint.poll_interval)
-                method, path = "GET", f"{path}/{job}/content"
-                async with session.get(base + path, allow_redirects=False) as resp:
-                    await stream(resp)
-            else:
-                async with session.post(
-                    base + path, data=payload.data, headers=headers, allow_redirects=False
-                ) as resp:
-                    await stream(resp)
-        code = t.status
-        if code is not None and not 200 <= code < 300:
-            failure, message = "http-status", f"HTTP {code}" + _snippet(sink)
-        elif t.declared is not None and t.declared != t.received:
-            failure = "truncated"
-            message = f"received {t.received} bytes of the {t.declared} declared"
-    except _HttpStatus as exc:
-        t.status = exc.status
-        failure, message = "http-status", exc.message
-    except TimeoutError:
-        failure, message = "timeout", f"no complete response within {timeout} s"
-    except aiohttp.ClientPayloadError as exc:
-        failure, message = "truncated", f"the body broke off after {t.received} bytes: {exc}"
-    except (aiohttp.ClientConnectionError, aiohttp.ClientResponseError, OSError) as exc:
-        if t.headers_ns is None:  # before the output's response began
-            failure, message = "connect", f"{type(exc).__name__}: {exc}"
-        else:
-            failure = "truncated"
-            message = f"the connection broke after {t.received} bytes: {type(exc).__name__}: {exc}"
-    end_ns = time.monotonic_ns()
-    keep = sink is not None and sink.digest is not None and failure in (None, "http-status")
-    if sink is not None and not keep:
-        sink.discard()  # an incomplete body never reaches the store
-        sink = None
-    digest = sink.digest if sink is not None else None
-    record = RequestRecord(
-        index=slot.index,
-        phase=slot.phase,
-        request=slot.request,
-        repetition=slot.repetition,
-        method=method,
-        path=path,
-        payload=payload_desc,
-        start_utc=t.start_utc,
-        sent_ns=t.sent_ns,
-        headers_ns=t.headers_ns,
-        first_byte_ns=t.first_ns,
-        last_byte_ns=t.last_ns,
-        end_ns=end_ns,
-        status=t.status,
-        headers=t.headers,
-        # the real descriptor is set when the body is published after the timed requests
-        body=Descriptor(digest=digest, size=t.received, media_type=media_type) if digest else None,
-        received=t.received,
-        declared_length=t.declared,
-        job_id=t.job,
-        polls=t.polls,
-        failure=failure,
-        message=message,
-        e2e_s=(t.last_ns - t.sent_ns) / 1e9 if failure is None and t.last_ns is not None else None,
-        ttfb_s=(t.first_ns - t.sent_ns) / 1e9 if t.first_ns is not None else None,
-    )
-    return _Pending(record, sink, media_type)
-
-
-def _snippet(sink: BodySink | None) -> str:
-    """``: <the start of an error body>`` (what the server said), or nothing."""
-    if sink is None or sink.tmp is None:
-        return ""
-    try:
-        with open(sink.tmp, "rb") as fh:
-            text = fh.read(300).decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-    return f": {text}" if text else ""
-
-
-class _HttpStatus(Exception):
-    def __init__(self, status: int, body: bytes, message: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        text = body[:300].decode("utf-8", "replace").strip()
-        self.message = (message or f"HTTP {status}") + (f": {text}" if text else "")
-
-
-def _job_id(body: bytes) -> str:
-    try:
-        job = json.loads(body)["id"]
-    except (ValueError, KeyError, TypeError):
-        raise _HttpStatus(200, body, "the job creation response has no `id`") from None
-    text = str(job)
-    if not text or "/" in text or "?" in text or "#" in text:
-        raise _HttpStatus(200, body, f"job id {text!r} is not usable in a URL path")
-    return text
-
-
-def _job_status(body: bytes) -> str:
-    try:
-        return str(json.loads(body)["status"])
-    except (ValueError, KeyError, TypeError):
-        raise _HttpStatus(200, body, "the job status response has no `status`") from None

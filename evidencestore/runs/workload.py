@@ -1,14 +1,15 @@
-"""Workloads: strict loading, the exact bytes of each request, expectations from the request.
+"""Workloads: strict loading, input files, expectations from the request.
 
-Payload bytes are a pure function of the workload (multipart boundaries are derived from
-the fields' digest, never random), so a rerun of the same workload sends byte-identical
-requests with the same payload digests.
+The exact bytes of each request are built by its endpoint (``endpoints.py``) as a pure
+function of the workload, so a rerun sends byte-identical requests with the same
+payload digests.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -17,51 +18,84 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from .._canonical import loads_toml
+from ..confined import MAX_CONTROL_FILE, MAX_INPUT_FILE, read_file
 from ..digest import hash_bytes
 from ..errors import ConfigError
 from ..models import Descriptor
-from .models import RequestSpec, Workload
+from ..paths import path_problem
+from .models import Workload
 
 if TYPE_CHECKING:
     from ..media.records import Expectations
     from ..storage import BlobStore
 
-__all__ = ["LoadedWorkload", "Payload", "build_payload", "expectations_for", "load_workload"]
+__all__ = [
+    "LoadedWorkload",
+    "expectations_for",
+    "input_files",
+    "load_workload",
+    "parse_workload",
+]
 
 
 @dataclass(frozen=True)
 class LoadedWorkload:
-    """A workload with the bytes and descriptor of the file it came from."""
+    """A workload with the bytes and descriptor of the file it came from, and the
+    directories its input files may be read from (its own, and the repository)."""
 
     path: Path
     data: bytes
     descriptor: Descriptor
     workload: Workload
+    roots: tuple[Path, ...] = ()
 
 
-@dataclass(frozen=True)
-class Payload:
-    """The exact bytes of one request and their content type."""
+def load_workload(
+    path: str | os.PathLike[str], *, roots: Sequence[str | os.PathLike[str]] = ()
+) -> LoadedWorkload:
+    """Read and strictly validate ``workload.toml``; errors name the file and the field.
 
-    data: bytes
-    content_type: str
-    descriptor: Descriptor
-
-
-def load_workload(path: str | os.PathLike[str]) -> LoadedWorkload:
-    """Read and strictly validate ``workload.toml``; errors name the file and the field."""
+    The file and the input files it names are read by the one file-reading rule
+    (``confined.py``): inside the workload's directory or one of ``roots`` (the
+    repository), regular files, bounded. Every value is checked here (finite, in
+    range), so nothing in a workload can fail a run after its first request is sent.
+    """
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"workload {p}: cannot read: {exc.strerror}") from exc
+    allowed = (Path(os.path.dirname(os.path.abspath(p))), *(Path(r) for r in roots))
+    data = read_file(p, allowed, limit=MAX_CONTROL_FILE, where=f"workload {p}")
+    workload = parse_workload(data, p)
+    return LoadedWorkload(
+        p,
+        data,
+        Descriptor(**hash_bytes(data)._asdict(), media_type="application/toml"),
+        workload,
+        allowed,
+    )
+
+
+def parse_workload(data: bytes, path: str | os.PathLike[str]) -> Workload:
+    """Decode and strictly validate the bytes of ``workload.toml`` (from ``path``, which
+    errors name with the field)."""
+    p = path
     raw = loads_toml(data, f"workload {p}")
     try:
         workload = msgspec.convert(raw, Workload)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"workload {p}: {exc}") from exc
+    endpoint = workload.endpoint
+    for field in ("health_path", "models_path"):
+        entry = "server/" + (getattr(endpoint, field).strip("/") or "index")
+        problem = path_problem(entry)
+        if problem is not None:
+            raise ConfigError(
+                f"workload {p}: endpoint.{field} = {getattr(endpoint, field)!r}: "
+                f"its answer would be kept as {entry!r}: {problem.reason}"
+            )
     for i, req in enumerate(workload.request):
         where = f"workload {p}: request[{i}]"
+        for key, value in sorted(req.fields.items()):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{where}.fields.{key} = {value}: expected a finite number")
         if workload.endpoint.kind != "json" and req.size is None:
             raise ConfigError(f"{where}: `size` (WxH) is required for {workload.endpoint.kind}")
         if req.seconds is None and req.num_frames is None and workload.endpoint.kind != "json":
@@ -78,44 +112,24 @@ def load_workload(path: str | os.PathLike[str]) -> LoadedWorkload:
         for j, inp in enumerate(req.inputs):
             if (inp.path is None) == (inp.digest is None):
                 raise ConfigError(f"{where}.inputs[{j}]: give exactly one of `path` or `digest`")
-    return LoadedWorkload(
-        p, data, Descriptor(**hash_bytes(data)._asdict(), media_type="application/toml"), workload
-    )
+    return workload
 
 
-def _form_fields(req: RequestSpec) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for name in ("prompt", "negative_prompt", "size", "seconds", "num_frames", "fps", "seed"):
-        value = getattr(req, name)
-        if value is not None:
-            out.append((name, _text(value)))
-    if req.num_inference_steps is not None:
-        out.append(("num_inference_steps", str(req.num_inference_steps)))
-    out.extend((k, _text(v)) for k, v in sorted(req.fields.items()))
-    return out
-
-
-def _text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _input_bytes(
+def input_files(
     workload: LoadedWorkload, index: int, store: BlobStore | None
 ) -> list[tuple[str, str, str, bytes]]:
+    """The input files of request ``index``: (field, file name, media type, bytes), read
+    by the one file-reading rule (a path) or verified from the store (a digest)."""
     req = workload.workload.request[index]
     out = []
     for j, inp in enumerate(req.inputs):
         where = f"workload {workload.path}: request[{index}].inputs[{j}]"
         if inp.path is not None:
             src = workload.path.parent / inp.path
-            try:
-                data = src.read_bytes()
-            except OSError as exc:
-                raise ConfigError(f"{where}: cannot read {src}: {exc.strerror}") from exc
+            roots = workload.roots or (workload.path.parent,)
+            data = read_file(
+                src, roots, limit=MAX_INPUT_FILE, where=f"{where}.path = {inp.path!r} ({src})"
+            )
             name = inp.filename or src.name
         else:
             assert inp.digest is not None
@@ -130,65 +144,6 @@ def _input_bytes(
             name = inp.filename or inp.digest.split(":")[1][:16]
         out.append((inp.field, name, inp.media_type, data))
     return out
-
-
-def build_payload(workload: LoadedWorkload, index: int, store: BlobStore | None = None) -> Payload:
-    """Return the exact request body of request ``index`` (multipart, or JSON for ``json``)."""
-    req = workload.workload.request[index]
-    if workload.workload.endpoint.kind == "json":
-        body: dict[str, object] = {
-            k: getattr(req, k)
-            for k in (
-                "prompt",
-                "negative_prompt",
-                "size",
-                "seconds",
-                "num_frames",
-                "fps",
-                "seed",
-                "num_inference_steps",
-            )
-            if getattr(req, k) is not None
-        }
-        body.update(req.fields)
-        data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-        return Payload(
-            data,
-            "application/json",
-            Descriptor(**hash_bytes(data)._asdict(), media_type="application/json"),
-        )
-    fields = _form_fields(req)
-    files = _input_bytes(workload, index, store)
-    seed = hash_bytes(
-        json.dumps([fields, [(f, n, t, hash_bytes(d).digest) for f, n, t, d in files]]).encode()
-    )
-    boundary = "evstore-" + seed.digest.split(":")[1][:32]
-    parts: list[bytes] = []
-    for name, value in fields:
-        parts.append(
-            f'--{boundary}\r\nContent-Disposition: form-data; name="{_quote(name)}"\r\n\r\n'.encode()
-            + value.encode()
-            + b"\r\n"
-        )
-    for field, filename, media_type, content in files:
-        parts.append(
-            (
-                f'--{boundary}\r\nContent-Disposition: form-data; name="{_quote(field)}"; '
-                f'filename="{_quote(filename)}"\r\nContent-Type: {media_type}\r\n\r\n'
-            ).encode()
-            + content
-            + b"\r\n"
-        )
-    parts.append(f"--{boundary}--\r\n".encode())
-    data = b"".join(parts)
-    ctype = f"multipart/form-data; boundary={boundary}"
-    return Payload(
-        data, ctype, Descriptor(**hash_bytes(data)._asdict(), media_type="multipart/form-data")
-    )
-
-
-def _quote(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\r", "%0D").replace("\n", "%0A")
 
 
 def expectations_for(workload: Workload, index: int) -> Expectations | None:

@@ -15,6 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 from .._atomic import fsync_dir
 from ..digest import copy_hashing, digest_from_hex, digest_hex, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
@@ -251,18 +256,39 @@ class LocalBlobStore(BlobStore):
                 os.utime(self.path_of(digest))
 
     def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
-        """Yield ``(path, mtime)`` of leftover temporary files of interrupted writes."""
+        """Yield ``(path, mtime)`` of leftover temporary files of interrupted writes
+        (an incoming body a live run holds locked is not a leftover)."""
         base = self.root / "blobs" / "blake3"
         incoming = sorted((self.root / INCOMING_DIR).glob(f"{_TMP_PREFIX}*"))
         if base.is_dir() or incoming:
             for path in [*sorted(base.glob(f"*/{_TMP_PREFIX}*")), *incoming]:
                 st = self._stat(path)
-                if st is not None:
+                if st is not None and not (path in incoming and _held(path)):
                     yield str(path), st.st_mtime
 
     def remove_temporary(self, key: str) -> None:
+        """Remove a leftover temporary; an incoming body is removed only while its
+        exclusive lock can be taken at once (a live run's sink holds it shared from
+        creation to publication: runs/body.py), and the lock is held while unlinking."""
         self._check_writable()
-        self._unlink(Path(key), "cannot remove")
+        path = Path(key)
+        if path.parent.name != INCOMING_DIR or fcntl is None:
+            self._unlink(path, "cannot remove")
+            return
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StorageError(f"{path}: cannot remove: {exc.strerror}") from exc
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return  # a live body
+            self._unlink(path, "cannot remove")
+        finally:
+            os.close(fd)
 
     def _unlink(self, path: Path, what: str) -> None:
         try:
@@ -372,3 +398,20 @@ def _names(folder: Path, failure: str) -> list[str]:
         return []
     except OSError as exc:
         raise StorageError(f"{folder}: {failure}: {exc.strerror}") from exc
+
+
+def _held(path: Path) -> bool:
+    """Whether a live writer holds ``path``'s lock (an incoming body being received)."""
+    if fcntl is None:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -3,8 +3,11 @@
 A statement names its subjects by repository-relative path with two digests each:
 ``sha256`` (one of in-toto's named algorithms, for generic verifiers) and ``blake3`` (the
 store's address, so a verifier can find the bytes). A bundle's subjects are its
-registration file and every entry; a claim, campaign status or any other record is one
-blob (by digest, from the store) or one file. The envelope's signature covers the DSSE
+registration file and every entry, and its predicate names the kind of every record
+among them (``records``: entry path -> kind); a claim, campaign status or any other
+record is one blob (by digest, from the store) or one file, its kind named in the
+predicate. Kinds come from the decoded type (``evidencestore.records``), comparison
+records included, never from sniffing keys. The envelope's signature covers the DSSE
 pre-authentication encoding ``PAE(payloadType, payload)`` (DSSE v1), never the bare
 payload, so a payload cannot be replayed under another type.
 
@@ -16,8 +19,8 @@ recomputes both digests; it lists every problem, it does not stop at the first.
 
 from __future__ import annotations
 
-import base64
 import hashlib
+import io
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -25,16 +28,35 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
-from ._canonical import canonical, decode
+from ._canonical import decode
 from .config import Repository, as_repository
 from .digest import digest_from_hex, hash_bytes, is_digest, new_hasher
+from .dsse import (
+    PAYLOAD_TYPE,
+    PREDICATE_RUN,
+    STATEMENT_TYPE,
+    Envelope,
+    RunSignature,
+    Signature,
+    Statement,
+    Subject,
+    check_run_signature,
+    decode_envelope,
+    generate_key,
+    key_id,
+    load_private_key,
+    load_public_key,
+    pae,
+    sign_run,
+    sign_statement,
+    signed_payload,
+)
 from .errors import AttestationError, EvidenceStoreError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
-from .models import Model, entry_path_problem
+from .models import Entry, entry_path_problem
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-        Ed25519PrivateKey,
         Ed25519PublicKey,
     )
 
@@ -65,43 +87,9 @@ __all__ = [
     "verify_attestation",
 ]
 
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATE_BUNDLE = "https://evidencestore.dev/attestation/bundle/v1"
 PREDICATE_RECORD = "https://evidencestore.dev/attestation/record/v1"
-PREDICATE_RUN = "https://evidencestore.dev/attestation/run/v1"
 _CHUNK = 1 << 20
-
-
-class Subject(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """An artifact the statement is about: a name and its digests (hex, by algorithm)."""
-
-    name: str
-    digest: dict[str, str]
-
-
-class Statement(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """An in-toto Statement v1."""
-
-    type: str = msgspec.field(default=STATEMENT_TYPE, name="_type")
-    subject: tuple[Subject, ...]
-    predicate_type: str = msgspec.field(name="predicateType")
-    predicate: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-class Signature(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """One DSSE signature: the signing key's id and the base64 signature."""
-
-    keyid: str = ""
-    sig: str
-
-
-class Envelope(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """A DSSE envelope: base64 payload, its type, and signatures over PAE."""
-
-    payload: str
-    payload_type: str = msgspec.field(name="payloadType")
-    signatures: tuple[Signature, ...]
 
 
 class AttestationResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -114,97 +102,6 @@ class AttestationResult(msgspec.Struct, frozen=True, kw_only=True):
     problems: tuple[str, ...]
     keyid: str | None = None
     expected: str | None = None
-
-
-def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE v1 pre-authentication encoding."""
-    kind = payload_type.encode()
-    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
-
-
-# -- keys ---------------------------------------------------------------------------
-def _public_bytes(key: Ed25519PublicKey) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
-def key_id(key: Ed25519PublicKey) -> str:
-    """The key's id: SHA-256 of its raw 32-byte public key, hex."""
-    return hashlib.sha256(_public_bytes(key)).hexdigest()
-
-
-def generate_key(path: str | os.PathLike[str]) -> tuple[Path, Path]:
-    """Create an ed25519 key pair: ``path`` (private, mode 0600) and ``path.pub``.
-
-    Existing files are never overwritten.
-    """
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    private = Path(path)
-    public = private.with_name(private.name + ".pub")
-    key = Ed25519PrivateKey.generate()
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    pub = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    for target in (private, public):
-        if target.exists():
-            raise AttestationError(f"{target}: already exists; refusing to overwrite a key")
-    try:
-        fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(pem)
-        public.write_bytes(pub)
-    except OSError as exc:
-        raise AttestationError(f"{exc.filename}: cannot write key: {exc.strerror}") from exc
-    return private, public
-
-
-def _read_key_file(path: str | os.PathLike[str], what: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise AttestationError(f"{os.fspath(path)}: cannot read {what}: {exc.strerror}") from exc
-
-
-def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
-    """Load an unencrypted PEM (PKCS#8) ed25519 private key."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    data = _read_key_file(path, "private key")
-    try:
-        key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as exc:
-        raise AttestationError(
-            f"{os.fspath(path)}: not an unencrypted PEM private key ({exc})"
-        ) from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise AttestationError(f"{os.fspath(path)}: expected an ed25519 private key")
-    return key
-
-
-def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
-    """Load a PEM ed25519 public key (a private key file is accepted, its public half used)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    data = _read_key_file(path, "public key")
-    if b"PRIVATE KEY" in data:
-        return load_private_key(path).public_key()
-    try:
-        key = serialization.load_pem_public_key(data)
-    except (ValueError, TypeError) as exc:
-        raise AttestationError(f"{os.fspath(path)}: not a PEM public key ({exc})") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise AttestationError(f"{os.fspath(path)}: expected an ed25519 public key")
-    return key
 
 
 # -- subjects -------------------------------------------------------------------------
@@ -236,9 +133,16 @@ def _bundle_subjects(root: Repository, name: str) -> tuple[list[Subject], dict[s
     base = f"{EVIDENCE_DIR}/{name}"
     subjects = [Subject(name=f"{base}/{REGISTRATION_NAME}", digest=_file_digests(reg_path))]
     problems: list[str] = []
+    records: dict[str, str] = {}
     for entry in reg.manifest.entries:
         try:
-            if entry.location == "repo":
+            if _may_be_record(entry):
+                data = _entry_data(root, name, entry)
+                got = _digests(io.BytesIO(data))
+                kind = _record_kind(data)
+                if kind is not None and digest_from_hex(got["blake3"]) == entry.descriptor.digest:
+                    records[entry.path] = kind
+            elif entry.location == "repo":
                 got = _file_digests(root.root / EVIDENCE_DIR / name / entry.path)
             else:
                 got = _blob_digests(root, entry.descriptor.digest, entry.descriptor.size)
@@ -264,21 +168,35 @@ def _bundle_subjects(root: Repository, name: str) -> tuple[list[Subject], dict[s
         "root": reg.root,
         "entries": len(reg.manifest.entries),
     }
+    if records:
+        predicate["records"] = records
     return subjects, predicate
 
 
+_RECORD_MAX = 64 << 20
+
+
+def _may_be_record(entry: Entry) -> bool:
+    """A JSON entry small enough to be read whole and decoded as a record."""
+    d = entry.descriptor
+    is_json = d.media_type.endswith(("/json", "+json")) or entry.path.endswith(".json")
+    return is_json and d.size <= _RECORD_MAX
+
+
+def _entry_data(root: Repository, name: str, entry: Entry) -> bytes:
+    if entry.location == "repo":
+        return (root.root / EVIDENCE_DIR / name / entry.path).read_bytes()
+    from .remotes import repository_store
+
+    return repository_store(root).get(entry.descriptor.digest, entry.descriptor.size)
+
+
 def _record_kind(data: bytes) -> str | None:
-    try:
-        value = msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        return None
-    kind = value.get("kind") if isinstance(value, dict) else None
-    if isinstance(kind, str):
-        return kind
-    meta = value.get("metadata") if isinstance(value, dict) else None
-    return (
-        meta.get("kind") if isinstance(meta, dict) and isinstance(meta.get("kind"), str) else None
-    )
+    """The kind of a record by its decoded type (``evidencestore.records``), or None."""
+    from .records import record_kind
+
+    kind = record_kind(data)
+    return kind.tag if kind is not None else None
 
 
 def statement_for(root: str | os.PathLike[str], target: str) -> Statement:
@@ -334,19 +252,6 @@ def statement_for(root: str | os.PathLike[str], target: str) -> Statement:
     return Statement(subject=(subject,), predicate_type=PREDICATE_RECORD, predicate=predicate)
 
 
-def sign_statement(statement: Statement, key: Ed25519PrivateKey) -> Envelope:
-    """Sign ``statement`` (canonical JSON) into a DSSE envelope."""
-    payload = canonical(statement)
-    sig = key.sign(pae(PAYLOAD_TYPE, payload))
-    return Envelope(
-        payload=base64.b64encode(payload).decode("ascii"),
-        payload_type=PAYLOAD_TYPE,
-        signatures=(
-            Signature(keyid=key_id(key.public_key()), sig=base64.b64encode(sig).decode("ascii")),
-        ),
-    )
-
-
 def attest(root: str | os.PathLike[str], target: str, key: str | os.PathLike[str]) -> Envelope:
     """Make and sign the statement about ``target`` (see :func:`statement_for`)."""
     private = load_private_key(key)
@@ -390,36 +295,6 @@ def _subject_problems(repo: Repository, subject: Subject) -> Iterator[str]:
     ]
     if differ:
         yield f"subject {subject.name!r}: the bytes in {where} hash to " + ", ".join(differ)
-
-
-def _decode_envelope(data: bytes, source: str) -> Envelope:
-    try:
-        return decode(data, Envelope)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise AttestationError(f"{source}: not a DSSE envelope: {exc}") from None
-
-
-def _signed_payload(env: Envelope, public_key: Ed25519PublicKey) -> tuple[bytes | None, str | None]:
-    """The payload when one of the envelope's signatures verifies with ``public_key``
-    (over PAE), else ``None``; and a problem when the payload is not base64."""
-    from cryptography.exceptions import InvalidSignature
-
-    try:
-        payload = base64.b64decode(env.payload, validate=True)
-    except ValueError:
-        return None, "payload is not valid base64"
-    kid = key_id(public_key)
-    for s in env.signatures:
-        if s.keyid and s.keyid != kid:
-            continue
-        try:
-            public_key.verify(
-                base64.b64decode(s.sig, validate=True), pae(env.payload_type, payload)
-            )
-        except (InvalidSignature, ValueError):
-            continue
-        return payload, None
-    return None, None
 
 
 def _expected_problems(repo: Repository, statement: Statement, expected: str) -> list[str]:
@@ -508,14 +383,14 @@ def check_attestation(
     ):
         _repository_file(repo, expected)  # raises for anything else
     try:
-        env = _decode_envelope(envelope, source)
+        env = decode_envelope(envelope, source)
     except AttestationError as exc:
         return _result(None, (), [str(exc)], expected=expected)
     problems: list[str] = []
     if env.payload_type != PAYLOAD_TYPE:
         problems.append(f"{source}: payloadType {env.payload_type!r}, expected {PAYLOAD_TYPE!r}")
     kid = key_id(public_key)
-    payload, bad = _signed_payload(env, public_key)
+    payload, bad = signed_payload(env, public_key)
     if bad:
         return _result(None, (), [*problems, f"{source}: {bad}"], expected=expected)
     if payload is None:
@@ -562,103 +437,6 @@ def _result(
         keyid=keyid if not problems else None,
         expected=expected,
     )
-
-
-# -- signed runs ----------------------------------------------------------------------
-class RunSignature(msgspec.Struct, frozen=True, kw_only=True):
-    """A run's signature as a campaign judges it: ``code`` is ``None`` when a key of
-    ``keys`` signed exactly these ``run.json`` bytes, else one of ``unsigned-run``,
-    ``other-signer``, ``bad-signature`` or ``changed-after-signing``."""
-
-    keyid: str | None
-    code: str | None
-    message: str
-
-
-def _run_subject(bundle: str, data: bytes) -> Subject:
-    return Subject(
-        name=f"{EVIDENCE_DIR}/{bundle}/run.json",
-        digest={
-            "blake3": hash_bytes(data).digest.removeprefix("blake3:"),
-            "sha256": hashlib.sha256(data).hexdigest(),
-        },
-    )
-
-
-def sign_run(
-    bundle: str, data: bytes, predicate: dict[str, Any], key: Ed25519PrivateKey
-) -> Envelope:
-    """Sign a run record's bytes (``run.json`` of bundle ``bundle``) as an in-toto
-    statement of type :data:`PREDICATE_RUN`, in a DSSE envelope."""
-    statement = Statement(
-        subject=(_run_subject(bundle, data),), predicate_type=PREDICATE_RUN, predicate=predicate
-    )
-    return sign_statement(statement, key)
-
-
-def check_run_signature(
-    envelope: bytes | None, data: bytes, bundle: str, keys: dict[str, Ed25519PublicKey]
-) -> RunSignature:
-    """Judge a run's envelope (``None`` when the run has none) against its ``run.json``
-    bytes and the public keys allowed to sign (by key id)."""
-    allowed = ", ".join(k[:16] for k in sorted(keys))
-    if envelope is None:
-        return RunSignature(
-            keyid=None,
-            code="unsigned-run",
-            message=f"run {bundle!r} is not signed, and the protocol requires a signature by "
-            f"one of its keys ({allowed}); record it with `evstore run --sign KEY`",
-        )
-    try:
-        env = _decode_envelope(envelope, f"run {bundle!r}: its signature")
-    except AttestationError as exc:
-        return RunSignature(keyid=None, code="bad-signature", message=str(exc))
-    payload: bytes | None = None
-    signer = None
-    for kid, key in sorted(keys.items()):
-        payload, _ = _signed_payload(env, key)
-        if payload is not None:
-            signer = kid
-            break
-    if payload is None or signer is None or env.payload_type != PAYLOAD_TYPE:
-        others = sorted({s.keyid for s in env.signatures if s.keyid and s.keyid not in keys})
-        if others:
-            return RunSignature(
-                keyid=others[0],
-                code="other-signer",
-                message=f"run {bundle!r} is signed by key {others[0][:16]}, which the protocol "
-                f"does not allow (allowed: {allowed})",
-            )
-        return RunSignature(
-            keyid=None,
-            code="bad-signature",
-            message=f"run {bundle!r}: no signature of its envelope verifies with an allowed "
-            f"key ({allowed}): the envelope was altered",
-        )
-    try:
-        statement = decode(payload, Statement)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        return RunSignature(
-            keyid=signer, code="bad-signature", message=f"run {bundle!r}: not a statement: {exc}"
-        )
-    want = _run_subject(bundle, data).digest
-    digests = [s.digest for s in statement.subject]
-    if statement.predicate_type != PREDICATE_RUN or len(digests) != 1:
-        return RunSignature(
-            keyid=signer,
-            code="bad-signature",
-            message=f"run {bundle!r}: its signed statement is not a run statement "
-            f"({statement.predicate_type!r}, {len(digests)} subject(s))",
-        )
-    if any(digests[0].get(alg) != want[alg] for alg in ("blake3", "sha256")):
-        return RunSignature(
-            keyid=signer,
-            code="changed-after-signing",
-            message=f"run {bundle!r}: its run.json hashes to blake3:{want['blake3']}, but key "
-            f"{signer[:16]} signed blake3:{digests[0].get('blake3')}: the run record changed "
-            "after it was signed",
-        )
-    return RunSignature(keyid=signer, code=None, message=f"signed by key {signer[:16]}")
 
 
 def verify_attestation(

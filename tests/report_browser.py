@@ -127,6 +127,7 @@ _FACTS = """(() => {
     digests: [...document.querySelectorAll('code.digest')].map(e => e.textContent),
     identicalAll: [...document.querySelectorAll('.identical-all')].map(e => e.dataset.frames),
     scrollWidth: document.documentElement.scrollWidth,
+    figureOverflow: [...document.querySelectorAll('figure.plot')].map(f => f.scrollWidth - f.clientWidth),
     ids: [...document.querySelectorAll('[id]')].map(e => e.id),
     anchors: [...document.querySelectorAll('a[href^="#"]')].map(a => a.getAttribute('href'))};
 })()"""

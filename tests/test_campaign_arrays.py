@@ -108,7 +108,14 @@ def test_arrays_decide_adjudication_of_recorded_runs(tmp_path: Path) -> None:
         '[[arm]]\nname = "baseline"\nbaseline = true\nruns = 2\n[[arm]]\nname = "fp8"\n'
     )
     campaign = init_campaign(root, "arrays", src / "protocol.toml")
-    body = b"same bytes"  # no media decoding needed: byte-identical bodies
+    # The same output for both runs, checked against its request when recorded (an
+    # unchecked output would make the pair UNAVAILABLE whatever the arrays say).
+    from evidencestore.runs import expectations_for, load_workload
+    from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
+
+    expectations = expectations_for(load_workload(src / "workloads/5s.toml").workload, 0)
+    video = VideoSpec(width=64, height=48, rate=8, frames=8)
+    body = Path(write_clip(tmp_path / "out.mp4", video=video, audio=AudioSpec(samples=48000)))
     latents = np.linspace(0, 1, 16, dtype=np.float32)
     for name, arm, arr in (
         ("b1", "baseline", latents),
@@ -119,7 +126,9 @@ def test_arrays_decide_adjudication_of_recorded_runs(tmp_path: Path) -> None:
             protocol_digest=campaign.digest, condition="5s",
         )  # fmt: skip
         seen = Observation(sent_ns=1, end_ns=10**9, last_byte_ns=10**9, status=200)
-        rec.record_request(seen, phase="measured", payload=b"p", body=body)
+        rec.record_request(
+            seen, phase="measured", payload=b"p", body=body, expectations=expectations
+        )
         rec.put("requests/00000/arrays/latents.npy", _npy(arr), "application/octet-stream")
         rec.seal()
     members = campaign_runs(root, campaign, history=False)

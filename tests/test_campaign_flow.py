@@ -515,20 +515,35 @@ def test_claims_refused_for_differing_workload_and_small_n(
     assert c.run("small", "5s", "fast", "fast-1") == 0
     other = tmp_path / "other.toml"
     other.write_text(sample_workload(seconds=(1,), seed=7, **TINY))  # type: ignore[arg-type]
-    # `evstore run` refuses a workload that is not the condition's before sending anything;
-    # a harness recording through the library can still register one, and claims refuse it.
+    # `evstore run` refuses a workload that is not the condition's before sending anything,
+    # and so does the library's run_workload (the same rule, campaign.fit); a harness that
+    # records by hand can still register one, and claims refuse it.
     code = main(
         ["-q", "run", str(other), "--arm", "odd", "--server", server.url, "--name", "odd-1",
          "--campaign", "small", "--condition", "5s", "--root", str(root)]
     )  # fmt: skip
     assert code == 2
+    from evidencestore.campaign import campaign_rules
     from evidencestore.campaign.protocol import load_campaign
+    from evidencestore.errors import ConfigError
+    from evidencestore.runs import open_run
     from evidencestore.runs.runner import run_workload
 
-    run_workload(
-        root, other, arm="odd", server=server.url, name="odd-1", campaign="small",
+    with pytest.raises(ConfigError, match="but campaign 'small' binds condition '5s' to"):
+        run_workload(
+            root, other, arm="odd", server=server.url, name="odd-1",
+            campaign=campaign_rules(root, "small"), condition="5s",
+        )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"campaign='small': pass the campaign's rules"):
+        run_workload(
+            root, other, arm="odd", server=server.url, name="odd-1",
+            campaign="small", condition="5s",  # type: ignore[arg-type]
+        )  # fmt: skip
+    assert not (root / "evidence" / "odd-1").exists()
+    open_run(
+        root, "odd-1", arm="odd", workload=other.read_bytes(), campaign="small",
         protocol_digest=load_campaign(root, "small").digest, condition="5s",
-    )  # fmt: skip
+    ).seal()  # fmt: skip
     commit(root, "runs", "evidence")
     code, out, _ = c.cli(
         "campaign", "claim", "small", "--condition", "5s", "--arm", "fast", "--json"
@@ -584,7 +599,24 @@ def test_claim_cites_configuration_difference(
     for i in (1, 2, 3):
         assert run("baseline", f"b{i}", base_cfg) == 0
         assert run("resident-16", f"r{i}", cand_cfg) == 0
-    assert run("resident-16", "wrong-config", base_cfg) == 0
+    # The arm's declared configuration files are part of the fit: `evstore run` (and
+    # run_workload) refuse another one before sending anything; a harness recording by
+    # hand can still register it, and the claim excludes it.
+    assert run("resident-16", "wrong-config", base_cfg) == 2
+    assert "declares the configuration files configs/resident.yaml for arm" in (
+        capsys.readouterr().err
+    )
+    assert not (root / "evidence" / "wrong-config").exists()
+    from evidencestore.campaign.protocol import load_campaign
+    from evidencestore.runs import open_run
+
+    wl = root / "evidence/cfg/workloads/5s.toml"
+    harness = open_run(
+        root, "wrong-config", arm="resident-16", workload=wl.read_bytes(), campaign="cfg",
+        protocol_digest=load_campaign(root, "cfg").digest, condition="5s",
+    )  # fmt: skip
+    harness.attach_config(base_cfg)
+    harness.seal()
     commit(root, "runs", "evidence")
     code, out, _ = c.cli(
         "campaign", "claim", "cfg", "--condition", "5s", "--arm", "resident-16", "--json"
@@ -622,3 +654,143 @@ def test_run_committed_with_its_protocol_is_not_proven(
     (finding,) = json.loads(out)["findings"]
     assert code == 1 and finding["run"] == "together" and finding["code"] == "before-protocol"
     assert "together with the protocol" in finding["message"]
+
+
+def _one_condition_campaign(
+    tmp_path: Path, server: VideoServer, capsys: Any, name: str, run_section: str = ""
+) -> Campaign:
+    """A committed protocol (condition 5s; baseline 2 runs, rank-local 1); ``run_section``
+    lines are added to the workload's ``[run]`` before the protocol is registered."""
+    root = tmp_path / "repo"
+    _git_repo(root)
+    src = write_protocol(
+        tmp_path / "p", protocol_text(name, [("baseline", 2), ("rank-local", 1)], ("5s",))
+    )
+    if run_section:
+        wl = src.parent / "workloads" / "5s.toml"
+        wl.write_text(wl.read_text().replace("[run]\n", f"[run]\n{run_section}\n", 1))
+    c = Campaign(root, server, capsys)
+    assert main(["campaign", "init", name, "--protocol", str(src), "--root", str(root)]) == 0
+    commit(root, "protocol", ".gitignore", f"evidence/{name}")
+    return c
+
+
+def test_unchecked_outputs_are_never_lossless(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``check_media = false`` and both arms one AAC frame short: nothing was checked, so
+    losslessness is UNAVAILABLE with the reason and the campaign is not accepted."""
+    c = _one_condition_campaign(tmp_path, server, capsys, "unchecked", "check_media = false")
+    for arm, name in (("baseline", "b1"), ("baseline", "b2"), ("rank-local", "r1")):
+        assert c.run("unchecked", "5s", arm, name, audio_short_by=1024) == 0  # not checked
+        assert all(r.media is None for r in load_run(c.root, name).requests)
+    code, out, _ = c.cli("run", "show", "r1")
+    assert code == 0 and "3 output(s) not checked against their request" in out
+    commit(root := c.root, "runs", "evidence")
+    code, out, _ = c.cli("campaign", "status", "unchecked", "--json")
+    status = json.loads(out)
+    assert code == 1 and status["verdict"] == "NOT_ACCEPTED"
+    cells = {x["arm"]: x for x in status["cells"]}
+    assert cells["baseline"]["repeatability"] == "not-exact"
+    assert any(
+        r.startswith("5s: baseline repeatability is UNAVAILABLE: 3 output pair(s) not checked")
+        for r in status["remaining"]
+    ), status["remaining"]
+    assert not any("baseline is not repeatable-exact" in r for r in status["remaining"])
+    assert cells["rank-local"]["lossless"] == "UNAVAILABLE"
+    assert not cells["rank-local"]["qualified"]
+    assert any(
+        "candidate rank-local is UNAVAILABLE" in r and "not checked against their request" in r
+        for r in status["remaining"]
+    ), status["remaining"]
+    from evidencestore.campaign.status import evaluate
+
+    adj = evaluate(root, load_campaign(root, "unchecked")).adjudications["5s/rank-local"]
+    assert adj.verdict == "UNAVAILABLE" and adj.comparisons
+    assert all(x.unchecked and x.verdict == "UNAVAILABLE" for x in adj.comparisons)
+    assert any("[run] check_media = false" in r for r in adj.reasons)
+    assert not any("exactly equal" in r for r in adj.reasons)
+
+
+def test_equally_truncated_audio_fails_its_runs_and_the_campaign(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's first false PASS: every output 500 samples (10.4 ms) short, both arms
+    alike. The MP4 sample table presents 47,500 of 48,000 samples: each run fails (exit 1)
+    and the campaign is not accepted."""
+    c = _one_condition_campaign(tmp_path, server, capsys, "short")
+    for arm, name in (("baseline", "b1"), ("baseline", "b2"), ("rank-local", "r1")):
+        assert c.run("short", "5s", arm, name, audio_short_by=500) == 1
+        record = load_run(c.root, name)
+        assert record.outcome != "complete"
+        assert all(
+            r.failure == "invalid-media" and r.media is not None and "audio.samples" in r.media.failed_checks
+            for r in record.requests
+        )  # fmt: skip
+        message = record.requests[0].media.message  # type: ignore[union-attr]
+        assert message is not None and "500 samples short (truncated)" in message
+        assert "MP4/MOV sample table" in message
+    commit(c.root, "runs", "evidence")
+    code, out, _ = c.cli("campaign", "status", "short", "--json")
+    status = json.loads(out)
+    assert code == 1 and status["verdict"] == "NOT_ACCEPTED"
+    assert not any(x["qualified"] for x in status["cells"])
+    # `media check` on one output says so too (exit 1).
+    body = load_run(c.root, "r1").requests[0].body
+    assert body is not None
+    code, out, _ = c.cli("media", "check", body.digest, "--frames", "8", "--samples", "48000", "--json")  # fmt: skip
+    assert code == 1 and json.loads(out)["verdict"] == "FAIL"
+
+
+def test_claims_carry_the_audit_findings_of_their_runs(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    c = _one_condition_campaign(tmp_path, server, capsys, "audited")
+    assert c.run("audited", "5s", "baseline", "b1", latency=0.3) == 0
+    assert c.run("audited", "5s", "baseline", "b2", latency=0.3) == 0
+    assert c.run("audited", "5s", "rank-local", "r1", latency=0.3, cache=True) == 0
+    commit(c.root, "runs", "evidence")
+    code, out, _ = c.cli("campaign", "claim", "audited", "--condition", "5s", "--arm", "rank-local", "--json")  # fmt: skip
+    claim = json.loads(out)
+    assert code in (0, 1) and claim["arm"] == "rank-local"
+    runs = {r["run"]: r for r in claim["runs"]}
+    assert runs["b1"]["audit_findings"] == [] and runs["b2"]["audit_findings"] == []
+    findings = runs["r1"]["audit_findings"]
+    assert len(findings) == 2
+    assert all(f.startswith("output-caching: request 0:") for f in findings)
+    assert all("possible output caching" in f for f in findings)
+
+
+def test_a_check_that_could_not_run_is_unchecked_not_invalid(
+    tmp_path: Path,
+    server: VideoServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The candidate's outputs change under the checker (as a file rewritten while it is
+    decoded would): the check cannot run, the media outcome is UNAVAILABLE with the reason,
+    and the adjudication is UNAVAILABLE, not FAIL and never PASS."""
+    from evidencestore.campaign.status import evaluate
+    from evidencestore.errors import MediaError
+    from evidencestore.media.source import MediaSource
+
+    c = _one_condition_campaign(tmp_path, server, capsys, "errored")
+    assert c.run("errored", "5s", "baseline", "b1") == 0
+    assert c.run("errored", "5s", "baseline", "b2") == 0
+
+    def changed(self: MediaSource) -> None:
+        raise MediaError(f"{self.name}: the file changed while it was being checked")
+
+    with monkeypatch.context() as m:
+        m.setattr(MediaSource, "ensure_unchanged", changed)
+        assert c.run("errored", "5s", "rank-local", "r1") == 1
+    record = load_run(c.root, "r1")
+    for r in record.requests:
+        assert r.media is not None and r.media.verdict == "UNAVAILABLE"
+        assert r.media.failed_checks == ("check",)
+        assert r.media.message is not None and "cannot be checked" in r.media.message
+    commit(c.root, "runs", "evidence")
+    adj = evaluate(c.root, load_campaign(c.root, "errored")).adjudications["5s/rank-local"]
+    assert adj.verdict == "UNAVAILABLE"
+    assert all(x.unchecked for x in adj.comparisons)
+    assert any("its media check could not run" in r for r in adj.reasons)

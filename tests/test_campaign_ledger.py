@@ -25,7 +25,6 @@ pytest.importorskip("cryptography")
 
 from evidencestore._canonical import decode, pretty
 from evidencestore.bundle import make_manifest, seal
-from evidencestore.campaign.protocol import load_campaign
 from evidencestore.cli import main
 from evidencestore.digest import hash_bytes
 from evidencestore.models import Descriptor, Registration
@@ -507,11 +506,11 @@ def test_signed_runs(
     assert server.requests == sent
     # What a harness recording through the library can still register:
     from evidencestore.attest import load_private_key
+    from evidencestore.campaign import campaign_rules
 
     wl = str(root / f"evidence/{CAMPAIGN}/workloads/5s.toml")
-    digest = load_campaign(root, CAMPAIGN).digest
-    common: dict[str, Any] = {"arm": "fast", "server": server.url, "campaign": CAMPAIGN,
-                              "protocol_digest": digest, "condition": "5s"}  # fmt: skip
+    common: dict[str, Any] = {"arm": "fast", "server": server.url, "condition": "5s",
+                              "campaign": campaign_rules(root, CAMPAIGN)}  # fmt: skip
     run_workload(root, wl, name="unsigned", **common)
     run_workload(root, wl, name="other", signing_key=load_private_key(other), **common)
     run_workload(root, wl, name="edited", signing_key=load_private_key(lab), **common)

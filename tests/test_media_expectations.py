@@ -51,10 +51,12 @@ def test_h264_aac_mp4_passes_with_aac_priming_and_padding(tmp_path: Path, fastst
     c = checks_by_name(result.checks)
     # The priming frame was trimmed by the edit list: audio starts at 0.
     assert (c["audio.first_timestamp"].expected, c["audio.first_timestamp"].observed) == (0.0, 0.0)
-    # Tail padding: 24576 decoded for 24000 requested, the 576 excess recorded.
-    assert (c["audio.samples"].expected, c["audio.samples"].observed) == (24000, 24576)
+    # Tail padding: 24576 decoded for 24000 requested; the sample table presents 24000
+    # (judged exactly), and the 576 decoded beyond it are recorded as padding.
+    assert (c["audio.samples"].expected, c["audio.samples"].observed) == (24000, 24000)
     assert (c["audio.padding"].expected, c["audio.padding"].observed) == (1024, 576)
-    assert "excess 576" in c["audio.samples"].message
+    assert "decoded 24576" in c["audio.samples"].message
+    assert "MP4/MOV sample table" in c["audio.samples"].message
     assert (c["video.frames"].expected, c["video.frames"].observed) == (15, 15)
     assert c["video.last_timestamp"].observed == pytest.approx(14 / 30)
     assert c["video.end_time"].observed == pytest.approx(0.5)

@@ -281,3 +281,33 @@ def test_report_of_a_record_digest_in_the_store(repo: Path, tmp_path: Path) -> N
     html = out.read_text()
     assert f'data-digest="{desc.digest}"' in html
     assert html.count("<img ") == 3  # media resolved from the repository's store by digest
+
+
+@needs_chromium
+def test_audio_failure_has_an_audio_section_that_says_why(tmp_path: Path) -> None:
+    """Both AAC/MP4 outputs 500 samples short: the comparison FAILs on audio, and the
+    Audio section shows samples expected, presented, and where the gap is."""
+    from evidencestore.testing.synth import write_clip
+
+    short = AudioSpec(codec="aac", samples=47500)
+    ref = write_clip(tmp_path / "ref.mp4", audio=short, format="mp4")
+    cand = write_clip(tmp_path / "cand.mp4", audio=short, format="mp4")
+    exp = Expectations(audio=AudioExpectation(sample_rate=48000, channels=2, samples=48000))
+    record = compare(ref, cand, exp)
+    assert record.verdict == "FAIL"
+    html = render_comparison_html(record)
+    out = tmp_path / "audio.html"
+    out.write_text(html)
+    result = open_page(out, widths=(1280, 390))
+    assert result.errors == [] and result.failed == []
+    text = result.facts["text"]
+    assert "Audio: why it is invalid" in text
+    assert "audio-invalid" in result.facts["ids"]
+    for role in ("reference", "candidate"):
+        assert f"{role}: " in text
+    assert "samples expected" in text and "48000" in text
+    assert "samples presented" in text and "47500" in text
+    assert "500 (10.4 ms)" in text
+    assert "500 samples missing at the end: from 0.989583 s to 1.000000 s" in text
+    assert "MP4/MOV sample table" in text
+    assert result.facts["scrollWidth"] <= 1280

@@ -13,7 +13,7 @@ pytest.importorskip("matplotlib")
 
 from helpers.remotes import run
 from helpers.repos import init_repo
-from report_browser import assert_clean_page, needs_chromium, open_page
+from report_browser import assert_clean_page, needs_chromium, open_page, png_variance
 
 from evidencestore.bundle import create_bundle
 from evidencestore.digest import hash_bytes
@@ -234,3 +234,69 @@ def test_report_of_a_run_against_the_reference_server(repo: Path, tmp_path: Path
     assert "invalid-media" in facts["text"]
     assert facts["plots"][0] == {"groups": "2", "values": "3"}  # 1 warmup + 2 measured
     assert "server.url" in facts["text"] and server.url in facts["text"]
+
+
+def test_failed_before_inference_banner_shows_the_server_s_reason() -> None:
+    record = _run_record("failed-before-inference", n=0)
+    said = "server failed to start: both unified and legacy offload settings given"
+    record["server"] = {**record["server"], "message": said}
+    html = render_run_html(record, record_digest=_digest("r"))
+    banner = html[html.index('id="verdict"') : html.index("</div>", html.index('id="verdict"'))]
+    assert f"The server said: {said}" in banner
+    assert "every request succeeded" not in html
+    assert f"No request was sent: {said}" in html
+    # A complete run with no failure still says so.
+    ok = render_run_html(_run_record("complete", n=3), record_digest=_digest("r"))
+    assert "every request succeeded" in ok and "The server said" not in ok
+
+
+def _two_requests() -> dict[str, Any]:
+    """Requests 0 (fast) and 1 (slow), one warmup and three measured each."""
+    record = _run_record("complete", n=0)
+    requests = []
+    t = 10**12
+    for i, (phase, which) in enumerate(
+        [("warmup", 0), ("warmup", 1)] + [("measured", w) for _ in range(3) for w in (0, 1)]
+    ):
+        took = (1 if which == 0 else 5) * 10**9 + i * 10**6
+        requests.append(
+            {**{k: v for k, v in _run_record(n=1)["requests"][0].items()},
+             "index": i, "phase": phase, "request": which, "repetition": i,
+             "sent_ns": t, "first_byte_ns": t + 10**8, "last_byte_ns": t + took,
+             "end_ns": t + took, "e2e_s": took / 1e9, "ttfb_s": 0.1,
+             "body": {"digest": _digest(f"two {i}"), "size": 10}}
+        )  # fmt: skip
+        t += took + 10**6
+    record["requests"] = requests
+    return record
+
+
+def test_latency_plot_has_one_box_per_request_with_warmup_apart() -> None:
+    html = render_run_html(_two_requests(), record_digest=_digest("r"))
+    for label in (
+        "request 0 \u00b7 measured (n = 3)",
+        "request 1 \u00b7 measured (n = 3)",
+        "request 0 \u00b7 warmup (n = 1)",
+        "request 1 \u00b7 warmup (n = 1)",
+    ):
+        assert label in html
+    # Measured boxes first, warmup after them.
+    assert html.index("request 1 \u00b7 measured") < html.index("request 0 \u00b7 warmup")
+    assert 'data-groups="4" data-values="8"' in html
+
+
+@needs_chromium
+def test_run_report_scales_at_phone_width(repo: Path, tmp_path: Path) -> None:
+    data = _bundle(repo, "two-requests", _two_requests())
+    out = tmp_path / "two.html"
+    assert run("report", "two-requests", "-o", str(out), "--root", str(repo))[0] == 0
+    result = open_page(out, widths=(390,))
+    assert result.errors == [] and result.failed == []
+    facts = result.facts
+    assert facts["plots"][0] == {"groups": "4", "values": "8"}
+    # Every plot is scaled to the page (not cropped, not scrolled) at 390 px.
+    assert facts["svgs"] and all(100 < w <= 390 and h > 50 for w, h in facts["svgs"])
+    assert all(x <= 0 for x in facts["figureOverflow"])
+    assert facts["scrollWidth"] <= 390
+    assert png_variance(result.screenshots[390]) > 100
+    assert data

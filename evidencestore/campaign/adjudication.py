@@ -10,6 +10,14 @@ output (``requests/<index>/arrays/<file>``) are compared exactly as well
 INCONCLUSIVE. A pair's verdict is the worst of its parts (FAIL, UNAVAILABLE,
 INCONCLUSIVE, PASS), and so is a run's.
 
+Unchecked is never valid: an output the run did not check against its request (``[run]
+check_media = false``, a record without a media outcome, a check that could not run)
+makes its pair UNAVAILABLE with the reason, never PASS, even when both outputs are
+byte-identical (two equally truncated outputs are identical too). An invalid output
+still makes the pair FAIL. A baseline whose repeatability rests on unchecked outputs is
+not repeatable-exact, and a candidate judged against it stays UNAVAILABLE whatever the
+protocol's non-repeatable-baseline rule says: what was not checked was not compared.
+
 The baseline is repeatable-exact when every pair of its runs is PASS. A candidate is
 PASS only when every output pair is PASS under a repeatable-exact baseline; under a
 non-repeatable baseline the protocol's declared rule applies (``inconclusive`` or
@@ -25,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config import Repository, repository_at
 from ..errors import EvidenceStoreError
 from ..inventory import EVIDENCE_DIR
 from ..models import Descriptor
-from ..runs import expectations_for, load_workload
+from ..runs import RequestRecord, expectations_for, load_workload
 from ..storage import BlobStore
 from .arrays import ARRAY_SUFFIXES, compare_array_files
 from .members import Member
@@ -55,6 +64,19 @@ class _Output:
     problem: str | None
     request: int
     arrays: dict[str, Descriptor]
+    unchecked: str | None = None  # why the output was not checked against its request
+
+
+def _unchecked(r: RequestRecord) -> str | None:
+    """Why a delivered output was not checked against its request, or None."""
+    if r.media is None:
+        return (
+            "not checked against its request (no media outcome in the run record: "
+            "[run] check_media = false, or a harness recorded it without expectations)"
+        )
+    if r.media.verdict == "UNAVAILABLE":
+        return f"its media check could not run: {r.media.message or 'no reason recorded'}"
+    return None
 
 
 def _outputs(member: Member, phases: Sequence[str]) -> dict[str, _Output]:
@@ -69,9 +91,11 @@ def _outputs(member: Member, phases: Sequence[str]) -> dict[str, _Output]:
             for p, d in entries.items()
             if p.startswith(prefix) and p.endswith(ARRAY_SUFFIXES)
         }
-        problem = None if r.failure is None else f"{r.failure}: {r.message or 'failed'}"
+        unchecked = _unchecked(r) if r.body is not None else None
+        valid = r.failure is None or (r.media is not None and r.media.verdict == "UNAVAILABLE")
+        problem = None if valid else f"{r.failure}: {r.message or 'failed'}"
         key = f"request {r.request} {r.phase} #{r.repetition}"
-        out[key] = _Output(r.body, r.failure is None, problem, r.request, arrays)
+        out[key] = _Output(r.body, valid, problem, r.request, arrays, unchecked)
     return out
 
 
@@ -82,7 +106,7 @@ def _array_verdict(c: ArrayComparison) -> Verdict:
 
 
 def _pair(
-    root: Path,
+    root: Repository,
     store: BlobStore,
     key: str,
     ref_name: str,
@@ -90,6 +114,7 @@ def _pair(
     a: _Output | None,
     b: _Output | None,
     expect: Callable[[int], Expectations | None],
+    needs_check: Callable[[int], bool] = lambda _index: True,
 ) -> OutputComparison:
     from ..media.comparison import compare
     from ..media.store import store_record
@@ -111,6 +136,16 @@ def _pair(
         return OutputComparison(
             key=key, verdict="FAIL", reference=ref_digest, candidate=cand_digest,
             reasons=tuple(reasons),
+        )  # fmt: skip
+    if needs_check(a.request) and (a.unchecked or b.unchecked):
+        reasons = [
+            f"{name}: {key}: {o.unchecked}"
+            for name, o in ((ref_name, a), (cand_name, b))
+            if o.unchecked
+        ]
+        return OutputComparison(
+            key=key, verdict="UNAVAILABLE", reference=ref_digest, candidate=cand_digest,
+            reasons=tuple(reasons), unchecked=True,
         )  # fmt: skip
     arrays: list[ArrayComparison] = []
     for name in sorted(set(a.arrays) | set(b.arrays)):
@@ -179,9 +214,14 @@ def compare_runs(
             cache[index] = expectations_for(workload, index)
         return cache[index]
 
+    def needs_check(index: int) -> bool:
+        # Without the workload every output is held to a check; with it, only those
+        # whose request asks for media (a JSON endpoint's output has nothing to check).
+        return workload is None or expect(index) is not None
+
     return [
-        _pair(Path(root), store, k, reference.name, candidate.name, a.get(k), b.get(k),
-              expect)
+        _pair(repository_at(root), store, k, reference.name, candidate.name, a.get(k), b.get(k),
+              expect, needs_check)
         for k in sorted(set(a) | set(b))
     ]  # fmt: skip
 
@@ -202,7 +242,7 @@ def repeatability(
     runs = [m for m in baseline_runs if m.complete]
     if len(runs) < 2:
         return None
-    wl = _workload_file(Path(root), campaign, condition)
+    wl = _workload_file(repository_at(root).root, campaign, condition)
     comparisons = [
         c for other in runs[1:] for c in compare_runs(root, store, campaign, runs[0], other, wl)
     ]
@@ -231,7 +271,7 @@ def adjudicate(
     judged = [m for m in candidate_runs if m.record.outcome != "failed-before-inference"]
     if not judged:
         return None
-    wl = _workload_file(Path(root), campaign, condition)
+    wl = _workload_file(repository_at(root).root, campaign, condition)
     comparisons = [c for m in judged for c in compare_runs(root, store, campaign, reference, m, wl)]
     verdict = worst([c.verdict for c in comparisons])
     reasons = [r for c in comparisons if c.verdict != "PASS" for r in c.reasons[:1]]
@@ -239,6 +279,25 @@ def adjudicate(
         reasons.append(
             f"every output of {len(judged)} run(s) valid and exactly equal to baseline "
             f"run {reference.name!r}"
+        )
+    unchecked = [
+        r for c in (*repeat.comparisons, *comparisons) if c.unchecked for r in c.reasons[:1]
+    ]
+    if unchecked and verdict != "FAIL":  # an invalid output FAILs whatever else holds
+        return Adjudication(
+            protocol_digest=campaign.digest,
+            condition=condition,
+            arm=arm,
+            verdict="UNAVAILABLE",
+            reasons=(
+                f"{len(unchecked)} output pair(s) rest on outputs not checked against their "
+                "request: unchecked is never valid",
+                *dict.fromkeys(unchecked),
+            ),
+            baseline_runs=repeat.runs,
+            candidate_runs=tuple(m.digest for m in judged),
+            baseline_repeatable=repeat.exact,
+            comparisons=tuple(comparisons),
         )
     if not repeat.exact:
         rule = campaign.protocol.quality.non_repeatable_baseline

@@ -110,6 +110,9 @@ def run_value(member: Member) -> RunValue:
         request_values=tuple(math.exp(math.fsum(v) / len(v)) for _, v in sorted(logs.items())),
         started=member.record.started,
         resolution_s=max((t.resolution for t in timed), default=None),
+        audit_findings=tuple(
+            f"{a.name}: {f.message}" for a in member.record.audits for f in a.findings
+        ),
     )
 
 

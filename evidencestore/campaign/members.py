@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import repository_at
 from ..errors import EvidenceStoreError
 from ..inventory import load_inventory, read_entry, registration_path
 from ..models import Registration
@@ -71,7 +72,7 @@ def campaign_runs(
 ) -> Members:
     """Every run registered for ``campaign``, sorted by name, each counted or excluded;
     ``base`` is the protected branch the protocol must be on (``history.py``)."""
-    root = Path(root)
+    root = repository_at(root)
     inventory = load_inventory(root)
     names = [
         n
@@ -80,12 +81,12 @@ def campaign_runs(
         and reg.manifest.metadata.annotations.get("campaign") == campaign.name
     ]
     out = Members()
-    out.history = check_history(root, campaign.name, names, base=base) if history else None
+    out.history = check_history(root.root, campaign.name, names, base=base) if history else None
     if out.history is not None:
         out.findings += [Exclusion(run="", code=c, message=m) for c, m in out.history.problems]
     if (problem := campaign.name_problem()) is not None:
         out.findings.append(Exclusion(run="", code="protocol-name", message=problem))
-    keys = campaign.signing_keys(root)
+    keys = campaign.signing_keys(root.root)
     out.signed = bool(keys)
     conditions = {c.name for c in campaign.protocol.condition}
     identities: dict[str, list[tuple[str, str]]] = {}
@@ -109,7 +110,7 @@ def campaign_runs(
         if why is None and out.history is not None:
             why = _history_exclusion(out.history, name, record)
         if why is None and keys:
-            why = _signature_exclusion(root, reg, name, keys)
+            why = _signature_exclusion(root.root, reg, name, keys)
         if why is not None:
             out.excluded.append(
                 Exclusion(
@@ -146,7 +147,7 @@ def campaign_runs(
         out.runs.append(Member(name, reg.digest, reg, record))
     out.findings += server_changes(out.runs)
     if out.history is not None and out.history.git:
-        out.findings += _deleted_runs(root, campaign, inventory.registrations)
+        out.findings += _deleted_runs(root.root, campaign, inventory.registrations)
     return out
 
 
@@ -218,7 +219,7 @@ def _epoch(utc: str) -> float | None:
 def _signature_exclusion(
     root: Path, reg: Registration, name: str, keys: dict[str, Any]
 ) -> tuple[str, str] | None:
-    from ..attest import check_run_signature
+    from ..dsse import check_run_signature
     from ..runs.recorder import RUN_SIGNATURE
 
     where = registration_path(root, name).parent

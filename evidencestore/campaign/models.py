@@ -141,7 +141,9 @@ class ArrayComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """One request's output in two runs: verdict, digests compared, distances."""
+    """One request's output in two runs: verdict, digests compared, distances;
+    ``unchecked`` when it is UNAVAILABLE because an output was not checked against its
+    request."""
 
     key: str
     verdict: Verdict
@@ -152,12 +154,19 @@ class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
     audio_max_abs_diff: float | None = None
     video_min_psnr: float | None = None
     arrays: tuple[ArrayComparison, ...] = ()
+    unchecked: bool = False
 
 
-class Repeatability(Model, frozen=True, kw_only=True, omit_defaults=False):
+class Repeatability(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-repeatability",
+):
     """Baseline run vs baseline run, per request, for one condition."""
 
-    kind: Literal["evidencestore/campaign-repeatability"] = "evidencestore/campaign-repeatability"
     protocol_digest: DigestStr
     condition: str
     runs: tuple[DigestStr, ...]
@@ -166,10 +175,16 @@ class Repeatability(Model, frozen=True, kw_only=True, omit_defaults=False):
     comparisons: tuple[OutputComparison, ...]
 
 
-class Adjudication(Model, frozen=True, kw_only=True, omit_defaults=False):
+class Adjudication(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-adjudication",
+):
     """Candidate vs baseline for one condition and arm, under the protocol's rule."""
 
-    kind: Literal["evidencestore/campaign-adjudication"] = "evidencestore/campaign-adjudication"
     protocol_digest: DigestStr
     condition: str
     arm: str
@@ -185,7 +200,9 @@ class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):
     """One run as the unit of replication: its measured end-to-end latencies (seconds),
     their mean and coefficient of variation, and its one value ``value``: the geometric
     mean over distinct requests of each request's geometric mean. ``started`` (UTC) gives
-    the runs' order; ``resolution_s`` is the largest measurement bound of its requests."""
+    the runs' order; ``resolution_s`` is the largest measurement bound of its requests.
+    ``audit_findings``: the findings of the run's audits (seed ignored, possible output
+    caching), carried into every claim that uses the run."""
 
     run: str
     digest: DigestStr
@@ -197,6 +214,7 @@ class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):
     request_values: tuple[float, ...] = ()
     started: str = ""
     resolution_s: float | None = None
+    audit_findings: tuple[str, ...] = ()
 
 
 class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -210,7 +228,14 @@ class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):
 ClaimVerdict = Literal["STANDS", "NOT_CLEARED", "UNRESOLVED", "REFUSED", "NO_TIMING_CLAIM"]
 
 
-class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
+class Claim(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-claim",
+):
     """A speedup claim, or its refusal, citing every run and value it used.
 
     ``verdict``: ``STANDS`` only when the interval's low end exceeds ``min_speedup`` and
@@ -224,7 +249,6 @@ class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
     alternated or one arm ran entirely first (drift then cannot be told from the effect).
     """
 
-    kind: Literal["evidencestore/campaign-claim"] = "evidencestore/campaign-claim"
     protocol_digest: DigestStr
     condition: str
     arm: str
@@ -278,10 +302,16 @@ class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
     claim: ClaimVerdict | None = None
 
 
-class StatusRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
+class StatusRecord(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-status",
+):
     """``evstore campaign status``: the matrix, the overall verdict, what remains."""
 
-    kind: Literal["evidencestore/campaign-status"] = "evidencestore/campaign-status"
     campaign: str
     protocol_digest: DigestStr
     verdict: Literal["ACCEPTED", "NOT_ACCEPTED"]

@@ -14,8 +14,6 @@ immutable.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -92,7 +90,7 @@ class Campaign:
         not ask for signatures), read, verified, from the protocol's bundle."""
         if self.protocol.signing is None:
             return {}
-        from ..attest import key_id, load_public_key
+        from ..dsse import key_id, load_public_key
 
         where = registration_path(root, self.name).parent
         entries = {e.path: e for e in self.registration.manifest.entries}
@@ -111,7 +109,7 @@ class Campaign:
         keys = self.signing_keys(root)
         if not keys:
             return None
-        from ..attest import key_id
+        from ..dsse import key_id
 
         allowed = ", ".join(k[:16] for k in sorted(keys))
         if key is None:
@@ -188,8 +186,8 @@ def init_campaign(
     is the bundle registered, from the bytes that were checked. An error registers
     nothing, so the name stays free.
     """
-    from ..bundle import check_bundle_name, create_bundle
-    from ..config import local_store
+    from ..bundle import RepoFile, check_bundle_name, register_bundle
+    from ..config import repository_at
     from ..confined import read_file
     from ..paths import name_collisions, path_problem
     from ..runs.workload import parse_workload
@@ -239,7 +237,7 @@ def init_campaign(
                     base / cfg, roots, where=f"protocol {src}: arm {arm.name!r}: config {cfg}"
                 )
     if protocol.signing is not None:
-        from ..attest import load_public_key
+        from ..dsse import load_public_key
 
         for rel in protocol.signing.keys:
             where = f"protocol {src}: signing key {rel}"
@@ -255,22 +253,15 @@ def init_campaign(
             f"protocol {src}: name = {protocol.name!r}, but the campaign is {name!r}: register "
             "a protocol under its own name"
         )
-    staging = Path(tempfile.mkdtemp(prefix="evstore-campaign-"))
-    try:
-        for rel, content in contents.items():
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-        create_bundle(
-            root,
-            name,
-            sorted(str(p) for p in staging.iterdir()),
-            store=local_store(root),
-            annotations={"kind": PROTOCOL_KIND, "campaign": protocol.name},
-            roles={PROTOCOL_ENTRY: "protocol"},
-        )
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    register_bundle(
+        repository_at(root),
+        name,
+        files={
+            rel: RepoFile(content, role="protocol" if rel == PROTOCOL_ENTRY else None)
+            for rel, content in sorted(contents.items())
+        },
+        annotations={"kind": PROTOCOL_KIND, "campaign": protocol.name},
+    )
     return load_campaign(root, name)
 
 

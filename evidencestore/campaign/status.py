@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 import msgspec
 
-from ..config import local_store
+from ..config import repository_at
 from .adjudication import adjudicate, repeatability
 from .claims import make_claim
 from .members import Member, campaign_runs
@@ -56,8 +55,8 @@ def evaluate(
 ) -> CampaignEvaluation:
     """Compute repeatability, verdicts, claims and the status of ``campaign`` (its
     history anchored at the protected branch ``base_rev`` when given)."""
-    root = Path(root)
-    store = local_store(root)
+    root = repository_at(root)  # the root as given: its store is never looked for above it
+    store = root.local_store()
     members = campaign_runs(root, campaign, base=base_rev)
     protocol = campaign.protocol
     base = campaign.baseline
@@ -96,6 +95,11 @@ def evaluate(
         b_done, b_failed = _split_runs(c, base, b_runs, remaining)
         if repeat is None:
             remaining.append(f"{c}: baseline repeatability not yet qualified")
+        elif unchecked := [x for x in repeat.comparisons if x.unchecked]:
+            remaining.append(
+                f"{c}: baseline repeatability is UNAVAILABLE: {len(unchecked)} output pair(s) "
+                f"not checked against their request; first: {unchecked[0].reasons[0]}"
+            )
         elif not repeat.exact:
             remaining.append(
                 f"{c}: baseline is not repeatable-exact; the protocol declares "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -158,6 +159,31 @@ class _StreamAccumulator:
         self.block_format: tuple[Any, ...] | None = None
         self.block_samples = 0
         self.block_stride = 0  # bytes per sample in each buffer
+        # The packet timeline, as the container declares it (see DecodedStream).
+        self.packets = 0
+        self.discarded = 0
+        self.packet_end: int | None = None
+        self._latest_pts: int | None = None  # pts of the latest packet, whose end is packet_end
+        self.skip_start: int | None = None
+        self.skip_end: int | None = None
+
+    def packet(self, packet: Any) -> None:
+        """Fold in one demuxed packet: the container's timeline, discards, skip samples."""
+        self.packets += 1
+        if packet.is_discard:
+            self.discarded += 1
+        pts = packet.pts
+        if pts is not None and (self._latest_pts is None or pts >= self._latest_pts):
+            # The stream's last packet fixes its end; one without a duration leaves the
+            # end unknown (None) rather than taken from an earlier packet.
+            self._latest_pts = pts
+            self.packet_end = pts + packet.duration if packet.duration else None
+        if not self.video and packet.has_sidedata("skip_samples"):
+            data = bytes(packet.get_sidedata("skip_samples"))
+            if len(data) >= 8:
+                start, end = struct.unpack_from("<II", data)
+                self.skip_start = (self.skip_start or 0) + start
+                self.skip_end = (self.skip_end or 0) + end
 
     def _audio_prefix(self, fmt: tuple[Any, ...], samples: int) -> Any:
         """A hasher fed the header of ``samples`` samples of audio format ``fmt``."""
@@ -306,6 +332,11 @@ class _StreamAccumulator:
             end_pts=self.end_pts,
             format_changes=self.format_changes,
             corrupt_frames=self.corrupt,
+            packets=self.packets,
+            discarded_packets=self.discarded,
+            packet_end=self.packet_end,
+            skip_start=self.skip_start,
+            skip_end=self.skip_end,
             root=digest_from_hex(merkle_root(self.leaves).hex()),
             frame_records=tuple(self.records),
             **extra,
@@ -344,12 +375,14 @@ def iter_frames(
     errors: list[DecodeErrorRecord],
     *,
     threads: bool = True,
+    on_packet: Callable[[Any], None] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """Yield ``(stream_index, frame)`` for every frame of ``streams``, in demux order.
 
     Demux and decode failures are appended to ``errors`` and decoding continues with the
     next packet where FFmpeg allows it; every decoder is flushed at the end, also after a
-    demux failure.
+    demux failure. ``on_packet`` sees every demuxed packet of ``streams`` before it is
+    decoded.
     """
     import av
 
@@ -374,6 +407,8 @@ def iter_frames(
             continue
         if packet.size == 0:
             flushed.add(index)
+        elif on_packet is not None:
+            on_packet(packet)
         try:
             frames = packet.decode()
         except (av.error.FFmpegError, ValueError) as exc:  # ValueError: no decoder
@@ -473,7 +508,13 @@ def analyse(
             probe = probe_container(container, source)
             accumulators = {s.index: _StreamAccumulator(s, keep_frames) for s in wanted}
             errors: list[DecodeErrorRecord] = []
-            frames = iter_frames(container, wanted, errors, threads=threads)
+            frames = iter_frames(
+                container,
+                wanted,
+                errors,
+                threads=threads,
+                on_packet=lambda p: accumulators[p.stream.index].packet(p),
+            )
             _fold(frames, accumulators, on_frame, threads)
         source.ensure_unchanged()
     except NotMediaError as exc:

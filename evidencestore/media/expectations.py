@@ -5,9 +5,12 @@ Timing rules (``tb`` is the stream time base):
 * a timestamp matches when it is within half a tick of the ideal time; in sample-based
   time bases (1/48000 for 48 kHz audio, 1/15360 for 30 fps MP4 video) ideal times are whole
   ticks, so the rule is exact equality; in coarse ones (1/1000) it tolerates rounding only;
-* audio sample counts follow the codec padding rule: ``expected <= decoded < expected +
-  one codec frame`` (1024 for AAC, 960 for Opus, exact for PCM); the excess is recorded;
-  raw ADTS AAC (no edit list) also allows the encoder's untrimmed 1024-sample priming;
+* audio is judged by the samples the container presents (``presented.py``: PCM, end-trimming
+  side data, the MP4/MOV sample table and edit list), compared with the request exactly
+  (to the edit list's resolution where that is coarser than a sample), and the check names
+  the source; only where the container says nothing does the codec padding bound apply:
+  ``expected <= decoded < expected + one codec frame`` (1024 for AAC, 960 for Opus), raw
+  ADTS AAC (no edit list) also allowing the encoder's untrimmed 1024-sample priming;
 * the first timestamp is 0 after the container's edit list / pre-skip trimming (FFmpeg
   applies it while decoding); continuity compares every frame with the ideal time given
   by the frames or samples before it, so a gap or an overlap anywhere is caught; without
@@ -39,6 +42,7 @@ import msgspec
 
 from .._canonical import MAX_DEPTH, loads_json, nesting_depth
 from ..errors import MediaError
+from .presented import CODEC_FRAME_SIZES, codec_allowance, presented_samples
 from .records import (
     AudioExpectation,
     Check,
@@ -47,6 +51,7 @@ from .records import (
     Expectations,
     FrameRecord,
     MediaReport,
+    ProbeReport,
     StreamInfo,
     Value,
     VideoExpectation,
@@ -62,22 +67,6 @@ __all__ = [
     "require_lengths",
     "with_overrides",
 ]
-
-# Padding allowance (one codec frame) for decoders whose context does not declare it.
-CODEC_FRAME_SIZES: dict[str, int] = {
-    "aac": 1024,
-    "libfdk_aac": 1024,
-    "opus": 960,
-    "libopus": 960,
-    "mp3": 1152,
-    "mp3float": 1152,
-    "mp2": 1152,
-    "ac3": 1536,
-    "eac3": 1536,
-    "vorbis": 2048,
-    "libvorbis": 2048,
-    "flac": 0,
-}
 
 
 def parse_rate(value: int | float | str) -> Fraction:
@@ -434,7 +423,23 @@ def _video(
         )
     # Declared vs decoded.
     if info is not None and info.frames is not None:
-        checks.equal("video.declared_frames", info.frames, s.frames, "decoded frame count", i)
+        # Frames the edit list leaves out are not presented (FFmpeg drops them) but are
+        # still among the frames the container declares.
+        carried = s.frames + s.discarded_packets
+        outside = (
+            f" ({s.frames} presented + {s.discarded_packets} outside the edit list)"
+            if s.discarded_packets
+            else ""
+        )
+        checks.add(
+            "video.declared_frames",
+            info.frames == carried,
+            info.frames,
+            carried,
+            f"decoded frame count is {carried}{outside}"
+            + ("" if info.frames == carried else f", expected {info.frames!r}"),
+            i,
+        )
     records = [r for r in s.frame_records if r.pts is not None]
     end: Fraction | None = None
     if records and tb is not None:
@@ -454,12 +459,17 @@ def _video(
     frames = _requested_length(checks, "video", s, exp, rate)
     if frames is None:
         return
+    dropped = (
+        f" (after the edit list: {s.discarded_packets} frames outside it not presented)"
+        if s.discarded_packets
+        else ""
+    )
     checks.add(
         "video.frames",
         s.frames == frames,
         frames,
         s.frames,
-        f"decoded {s.frames} video frames, expected {frames}",
+        f"decoded {s.frames} video frames{dropped}, expected {frames}",
         i,
     )
     if rate is None or tb is None or not records:
@@ -532,17 +542,12 @@ def _padding_ok(excess: int, allowance: int) -> bool:
     return excess == 0 if allowance <= 0 else 0 <= excess < allowance
 
 
-# Raw ADTS AAC has no edit list, so the encoder's priming (1024 samples for FFmpeg's and
-# most AAC encoders) is decoded rather than trimmed: it is allowed on top of the padding.
-ADTS_PRIMING = 1024
-
-
 def _audio(
     checks: _Checks,
     s: DecodedStream,
     info: StreamInfo | None,
     exp: AudioExpectation | None,
-    container: str = "",
+    probe: ProbeReport,
 ) -> None:
     _common(checks, s)
     i = s.index
@@ -550,14 +555,8 @@ def _audio(
     rate = s.sample_rate
     tb = _tb(s)
     decoded = s.samples or 0
-    if exp is not None and exp.codec_frame_size is not None:
-        allowance = exp.codec_frame_size
-    elif info is not None and info.codec_frame_size:
-        allowance = info.codec_frame_size
-    else:
-        allowance = CODEC_FRAME_SIZES.get(s.codec or "", 0)
-    if container == "aac" and s.codec in ("aac", "libfdk_aac"):
-        allowance += ADTS_PRIMING  # untrimmed priming in raw ADTS (see ADTS_PRIMING)
+    override = exp.codec_frame_size if exp is not None else None
+    allowance = codec_allowance(s, info, override, probe.container)
     _first_timestamp(checks, s)
     if rate:
         _continuity(
@@ -583,32 +582,7 @@ def _audio(
     expected = _requested_length(checks, "audio", s, exp, want_rate)
     if expected is None or not want_rate:
         return
-    excess = decoded - expected
-    ok = _padding_ok(excess, allowance)
-    rule = (
-        f"{expected} <= decoded < {expected + allowance}"
-        if allowance > 0
-        else f"exactly {expected}"
-    )
-    what = f"{-excess} samples short (truncated)" if excess < 0 else f"excess {excess}"
-    checks.add(
-        "audio.samples",
-        ok,
-        expected,
-        decoded,
-        f"decoded {decoded} samples per channel, expected {rule}: {what}",
-        i,
-    )
-    checks.add(
-        "audio.padding",
-        ok,
-        allowance,
-        excess,
-        (f"{excess} samples beyond" if excess >= 0 else f"{-excess} samples short of")
-        + f" the expected {expected} (codec padding allowance: less than one codec frame, "
-        f"{allowance})",
-        i,
-    )
+    _samples(checks, s, info, probe, expected, allowance)
     records = [r for r in s.frame_records if r.pts is not None]
     if not records or tb is None or not rate:
         return
@@ -625,6 +599,87 @@ def _audio(
         float(end),
         f"audio ends at {_fmt(end)}, expected {_fmt(want_end)}"
         + (f" (plus less than {allowance} samples of codec padding)" if allowance else ""),
+        i,
+    )
+
+
+def _samples(
+    checks: _Checks,
+    s: DecodedStream,
+    info: StreamInfo | None,
+    probe: ProbeReport,
+    expected: int,
+    allowance: int,
+) -> None:
+    """``audio.samples``: the presented count against the request (exactly where the
+    container fixes it); ``audio.padding``: what the decoder emitted beyond it."""
+    i = s.index
+    decoded = s.samples or 0
+    shown = presented_samples(s, info, probe, allowance)
+    if shown.resolution is None:  # no container information: the padding bound
+        excess = decoded - expected
+        ok = _padding_ok(excess, allowance)
+        rule = (
+            f"{expected} <= decoded < {expected + allowance}"
+            if allowance > 0
+            else f"exactly {expected}"
+        )
+        what = f"{-excess} samples short (truncated)" if excess < 0 else f"excess {excess}"
+        checks.add(
+            "audio.samples",
+            ok,
+            expected,
+            decoded,
+            f"decoded {decoded} samples per channel, expected {rule}: {what}; source: "
+            f"{shown.source}",
+            i,
+        )
+        checks.add(
+            "audio.padding",
+            ok,
+            allowance,
+            excess,
+            (f"{excess} samples beyond" if excess >= 0 else f"{-excess} samples short of")
+            + f" the expected {expected} (codec padding allowance: less than one codec "
+            f"frame, {allowance})",
+            i,
+        )
+        return
+    gap = shown.samples - expected
+    if shown.resolution > 1:
+        ok = abs(gap) < shown.resolution
+        rule = f"{expected} to within the source's resolution of {shown.resolution} samples"
+    else:
+        ok = gap == 0
+        rule = f"exactly {expected}"
+    if gap < 0:
+        what = f"{-gap} sample{'s' if gap < -1 else ''} short (truncated)"
+    elif gap > 0:
+        what = f"{gap} sample{'s' if gap > 1 else ''} too many"
+    else:
+        what = "as requested"
+    checks.add(
+        "audio.samples",
+        ok,
+        expected,
+        shown.samples,
+        f"{shown.samples} samples per channel presented, expected {rule}: {what}; source: "
+        f"{shown.source}; decoded {decoded}",
+        i,
+    )
+    padding = decoded - shown.samples
+    checks.add(
+        "audio.padding",
+        ok and (_padding_ok(padding, allowance) or padding == 0),
+        allowance,
+        padding,
+        f"the decoder emitted {decoded} samples, {padding} beyond the {shown.samples} "
+        f"presented (codec padding allowance: less than one codec frame, {allowance})"
+        + (
+            ""
+            if gap >= 0
+            else f"; the presented samples are {-gap} short of the expected {expected}"
+        ),
         i,
     )
 
@@ -675,7 +730,7 @@ def check_report(
         if s.type == "video":
             _video(checks, s, info, exp.video)
         else:
-            _audio(checks, s, info, exp.audio, report.probe.container)
+            _audio(checks, s, info, exp.audio, report.probe)
     return tuple(checks.items)
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import NotMediaError
 from .records import ProbeReport, StreamInfo
@@ -98,6 +99,64 @@ def stream_info(stream: Any) -> StreamInfo:
     return StreamInfo(**common)
 
 
+_BOX_HEADER = 8
+_MAX_BOXES = 4096  # top-level and moov children looked at before giving up
+
+
+def _boxes(f: BinaryIO, end: int | None) -> Iterator[tuple[bytes, int, int]]:
+    """ISO BMFF boxes from ``f``'s position to ``end``: ``(type, payload offset, payload
+    end)``; stops at the first malformed header."""
+    for _ in range(_MAX_BOXES):
+        start = f.tell()
+        if end is not None and start + _BOX_HEADER > end:
+            return
+        header = f.read(_BOX_HEADER)
+        if len(header) < _BOX_HEADER:
+            return
+        size, kind = struct.unpack(">I4s", header)
+        payload = start + _BOX_HEADER
+        if size == 1:
+            large = f.read(8)
+            if len(large) < 8:
+                return
+            size = struct.unpack(">Q", large)[0]
+            payload += 8
+        elif size == 0:  # to the end of the enclosing box or file
+            size = (end if end is not None else f.seek(0, os.SEEK_END)) - start
+        if size < payload - start or (end is not None and start + size > end):
+            return
+        yield kind, payload, start + size
+        f.seek(start + size)
+
+
+def movie_timescale(f: BinaryIO) -> int | None:
+    """The ``mvhd`` timescale of an MP4/MOV file (ticks per second of its edit lists and
+    movie duration), or None when there is no readable one."""
+    for kind, _payload, box_end in _boxes(f, None):
+        if kind != b"moov":
+            continue
+        for child, offset, _ in _boxes(f, box_end):
+            if child != b"mvhd":
+                continue
+            f.seek(offset)
+            head = f.read(24)
+            skip = 20 if head[:1] == b"\x01" else 12  # version, flags, creation, modification
+            if len(head) < skip + 4:
+                return None
+            scale = int(struct.unpack_from(">I", head, skip)[0])
+            return scale or None
+        return None
+    return None
+
+
+def _timescale(container: InputContainer, source: MediaSource) -> int | None:
+    names = set(container.format.name.split(","))
+    if not names & {"mov", "mp4"}:
+        return None
+    with source.open() as f:
+        return movie_timescale(f)
+
+
 def probe_container(container: InputContainer, source: MediaSource) -> ProbeReport:
     """Return what an open container declares; :class:`NotMediaError` when PyAV cannot
     describe it."""
@@ -108,6 +167,7 @@ def probe_container(container: InputContainer, source: MediaSource) -> ProbeRepo
             container=container.format.name,
             duration_us=container.duration,
             start_time_us=container.start_time,
+            movie_timescale=_timescale(container, source),
             streams=tuple(stream_info(s) for s in container.streams),
         )
     except Exception as exc:

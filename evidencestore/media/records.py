@@ -92,13 +92,15 @@ class StreamInfo(Model, frozen=True, kw_only=True):
 
 
 class ProbeReport(Model, frozen=True, kw_only=True):
-    """A container's declared properties."""
+    """A container's declared properties; ``movie_timescale`` (MP4/MOV: the ``mvhd``
+    timescale) is the resolution of the container's edit lists and declared durations."""
 
     name: str
     source: Descriptor
     container: str
     duration_us: int | None = None
     start_time_us: int | None = None
+    movie_timescale: int | None = None
     streams: tuple[StreamInfo, ...] = ()
 
 
@@ -131,6 +133,14 @@ class DecodedStream(Model, frozen=True, kw_only=True):
     Per-frame records (timestamps, frame digests) are kept separately in ``frame_records``.
     Video colour tags (range, matrix, primaries, transfer) are part of every frame digest;
     ``sample_aspect_ratio`` is the decoder's, ``"0/1"`` when unknown.
+
+    The container's own timeline, read from the demuxed packets: ``packets`` demuxed,
+    ``discarded_packets`` of them outside the edit list (FFmpeg drops their frames: audio
+    priming, video frames past the edit's end), ``packet_end`` the end of the last packet
+    (pts + duration, in ``time_base``: for MP4/MOV the sample table's last entry), and for
+    audio the samples the container's skip-samples side data asks the decoder to drop at
+    the start (``skip_start``: priming, pre-skip) and at the end (``skip_end``: padding,
+    Matroska DiscardPadding, Ogg end trimming), None when no packet carried any.
     """
 
     index: int
@@ -156,6 +166,11 @@ class DecodedStream(Model, frozen=True, kw_only=True):
     sample_aspect_ratio: str | None = None
     format_changes: int = 0
     corrupt_frames: int = 0
+    packets: int | None = None
+    discarded_packets: int = 0
+    packet_end: int | None = None
+    skip_start: int | None = None
+    skip_end: int | None = None
     root: DigestStr
     content_digest: DigestStr | None = None
     frame_records: tuple[FrameRecord, ...] = ()
@@ -266,10 +281,9 @@ class Thresholds(Model, frozen=True, kw_only=True, omit_defaults=False):
             _require_finite("thresholds.perceptual_max", **{name: value})
 
 
-class CheckReport(Model, frozen=True, kw_only=True):
+class CheckReport(Model, frozen=True, kw_only=True, tag_field="kind", tag=REPORT_KIND):
     """``evstore media check``: a report, the expectations and every check."""
 
-    kind: str = REPORT_KIND
     verdict: Literal["PASS", "FAIL"]
     checks: tuple[Check, ...]
     expectations: Expectations
@@ -369,10 +383,9 @@ class InputRecord(Model, frozen=True, kw_only=True):
     errors: tuple[DecodeErrorRecord, ...] = ()
 
 
-class ComparisonRecord(Model, frozen=True, kw_only=True):
+class ComparisonRecord(Model, frozen=True, kw_only=True, tag_field="kind", tag=COMPARISON_KIND):
     """A comparison bound to its provenance: inputs, expectations, thresholds, versions."""
 
-    kind: str = COMPARISON_KIND
     schema_version: int = 1
     verdict: Verdict
     reasons: tuple[str, ...]

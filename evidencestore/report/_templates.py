@@ -54,7 +54,7 @@ table.checks,table.wide{min-width:44rem}
 table.checks td:last-child{min-width:16rem}
 figure{margin:.6rem 0 1rem;padding:0}
 figure.plot{overflow-x:auto}
-figure svg{display:block;width:100%;height:auto;max-width:60rem;min-width:34rem}
+figure svg{display:block;width:100%;height:auto;max-width:60rem}
 figcaption{color:var(--muted);font-size:.85rem;margin-top:.2rem}
 .thumbs{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:.6rem;max-width:60rem}
 .thumbs figure{margin:0}
@@ -188,6 +188,12 @@ _COMPARISON = """{% extends "base.html" %}{% import "macros.html" as m %}
 {{ m.facts(a.facts) }}
 {% if a.plot %}{{ m.plot(a.plot) }}{% elif a.note %}<p class="note">{{ a.note }}</p>{% endif %}
 </section>{% endfor %}
+{% if audio_failures %}<section id="audio-invalid" class="audio"><h2>Audio: why it is invalid</h2>
+{% for f in audio_failures %}<h3>{{ f.role }}: {{ f.name }}</h3>
+{{ m.facts(f.facts) }}
+{% if f.where %}<ul class="reasons">{% for w in f.where %}<li>{{ w }}</li>{% endfor %}</ul>{% endif %}
+{{ m.checks(f.checks) }}
+{% endfor %}</section>{% endif %}
 {% if threshold_checks %}<section id="thresholds"><h2>Thresholds</h2>{{ m.checks(threshold_checks) }}</section>{% endif %}
 <section id="inputs"><h2>Inputs against the request's expectations</h2>
 {% for side in inputs %}<h3>{{ side.role }}: {{ side.name }} {{ m.okword(side.valid) }}</h3>
@@ -224,7 +230,7 @@ _RUN = """{% extends "base.html" %}{% import "macros.html" as m %}
 {% if failures %}<p>{% for cls, n in by_class %}<span class="tag bad">{{ cls }}</span> {{ n }}&nbsp; {% endfor %}</p>
 <div class="table-wrap"><table class="wide"><thead><tr><th>request</th><th>phase</th><th>class</th><th>detail</th></tr></thead><tbody>
 {% for f in failures %}<tr class="failed" id="request-{{ f.index }}-failure"><td class="num"><a href="#request-{{ f.index }}">{{ f.index }}</a></td><td>{{ f.phase }}</td><td><span class="tag bad">{{ f.cls }}</span></td><td>{{ f.message }}</td></tr>{% endfor %}
-</tbody></table></div>{% else %}<p><span class="tag ok">none</span> every request succeeded.</p>{% endif %}
+</tbody></table></div>{% elif requests %}<p><span class="tag ok">none</span> {{ no_failure_note }}</p>{% else %}<p><span class="tag bad">none sent</span> {{ no_failure_note }}</p>{% endif %}
 </section>
 <section id="requests"><h2>Requests</h2>
 <div class="table-wrap"><table class="wide"><thead><tr><th>#</th><th>phase</th><th>status</th><th>E2E (s)</th><th>TTFB (s)</th><th>bytes</th><th>failure</th><th>body</th></tr></thead><tbody>

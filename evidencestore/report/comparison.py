@@ -4,7 +4,8 @@ Order on the page follows the reader's questions: the verdict (word, glyph, colo
 each input against the request's expectations, exact equality, then per-frame PSNR per
 plane over time with the threshold drawn (identical frames marked as identical, never as
 a capped number), perceptual scores, the worst frame of both inputs with an amplified
-difference, the audio difference per block, and provenance with every digest.
+difference, the audio difference per block (or, when an input's audio is invalid, why:
+samples expected, presented and where the gap is), and provenance with every digest.
 
 Numbers come from the record only; the thumbnails and the audio-over-time plot come from
 the compared media, read by the digests the record names (a caller's verified sources
@@ -278,6 +279,52 @@ def _audio(record: ComparisonRecord, media: _Media) -> list[dict[str, Any]]:
     return out
 
 
+def _audio_failures(record: ComparisonRecord) -> list[dict[str, Any]]:
+    """Why an input's audio is invalid, for a comparison that fails on audio: samples
+    expected and presented per input, and where the missing or extra samples are."""
+    out: list[dict[str, Any]] = []
+    for role, side in (("reference", record.reference), ("candidate", record.candidate)):
+        bad = [c for c in side.checks if c.name.startswith("audio.") and not c.ok]
+        if not bad:
+            continue
+        checks = {c.name: c for c in side.checks}
+        facts: list[tuple[str, str]] = []
+        where: list[str] = []
+        samples = checks.get("audio.samples")
+        stream = next((s for s in side.streams if s.type == "audio"), None)
+        rate = stream.sample_rate if stream is not None else None
+        if samples is not None and isinstance(samples.expected, int):
+            facts.append(("samples expected", str(samples.expected)))
+            if isinstance(samples.observed, int):
+                facts.append(("samples presented", str(samples.observed)))
+                gap = samples.observed - samples.expected
+                if gap and rate:
+                    lo, hi = sorted((samples.expected, samples.observed))
+                    word = "missing" if gap < 0 else "extra"
+                    facts.append(
+                        (f"samples {word}", f"{abs(gap)} ({abs(gap) / rate * 1000:.1f} ms)")
+                    )
+                    where.append(
+                        f"{abs(gap)} samples {word} at the end: from {lo / rate:.6f} s to "
+                        f"{hi / rate:.6f} s"
+                    )
+        if stream is not None and stream.samples is not None:
+            facts.append(("samples decoded", str(stream.samples)))
+        continuity = checks.get("audio.continuity")
+        if continuity is not None and not continuity.ok:
+            where.append(continuity.message)
+        out.append(
+            {
+                "role": role,
+                "name": side.name,
+                "facts": facts,
+                "where": where,
+                "checks": _check_rows(bad),
+            }
+        )
+    return out
+
+
 def _settings(record: ComparisonRecord) -> list[tuple[str, str]]:
     import msgspec
 
@@ -356,6 +403,7 @@ def render_comparison_html(
             "equality": record.equality,
             "videos": videos,
             "audios": audios,
+            "audio_failures": _audio_failures(record),
             "threshold_checks": _check_rows(record.threshold_checks),
             "settings": _settings(record),
             "scorers": [(k, sorted(v.items())) for k, v in sorted(record.scorers.items())],

@@ -269,8 +269,10 @@ def latency_plot(
     title: str = "Latency",
     xlabel: str = "latency",
     salt: str = "latency",
+    apart: Sequence[str] = (),
 ) -> Plot:
-    """A box plot with every value as a strip, one row per group (e.g. phase)."""
+    """A box plot with every value as a strip, one row per group (e.g. request and phase);
+    the groups named in ``apart`` (warmup) are drawn in grey below a rule."""
     import numpy as np
 
     names = [k for k, v in groups.items() if len(v)]
@@ -287,9 +289,21 @@ def latency_plot(
             boxprops={"color": "#1b4f9c"},
         )
         rng = np.random.default_rng(0)
-        for i, values in enumerate(data, start=1):
+        for i, (name, values) in enumerate(zip(names, data, strict=True), start=1):
             jitter = rng.uniform(-0.15, 0.15, len(values))
-            ax.scatter(values, i + jitter, s=12, color="#c2410c", marker="o", alpha=0.8, zorder=3)
+            warm = name in apart
+            ax.scatter(
+                values,
+                i + jitter,
+                s=12,
+                color="#6b7280" if warm else "#c2410c",
+                marker="^" if warm else "o",
+                alpha=0.8,
+                zorder=3,
+            )
+        kept = [i for i, name in enumerate(names, start=1) if name not in apart]
+        if kept and len(kept) < len(names):
+            ax.axhline(max(kept) + 0.5, color="#555555", linestyle="--", linewidth=0.8)
         ax.set_yticks(range(1, len(names) + 1), [f"{k} (n = {len(groups[k])})" for k in names])
         ax.invert_yaxis()  # the first group (measured) on top
     ax.set_xlabel(f"{xlabel} ({unit})")

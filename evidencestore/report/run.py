@@ -1,9 +1,10 @@
 """The run report: one run record (an HTTP end-to-end benchmark run) as an HTML page.
 
 The outcome comes first (``complete``, ``partial``, ``failed-before-inference``) in words,
-glyph and colour; then the latency of measured requests (end to end and time to first
-byte) as box plots with every value drawn, warmup shown apart and never mixed into the
-measured figures; every failure with its class and request; every request; the
+glyph and colour, with the run's reason and what a refusing server said; then the latency
+of measured requests (end to end and time to first byte) as box plots with every value
+drawn, one box per distinct request and phase, warmup drawn apart (below a rule, in grey)
+and never mixed into the measured figures; every failure with its class and request; every request; the
 configuration files and logs by digest; and every digest the record holds.
 
 The page reads the record as plain data (``msgspec.to_builtins``), so it depends only on
@@ -122,9 +123,12 @@ def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     e2e: dict[str, list[float]] = {"measured": [], "warmup": []}
     ttfb: dict[str, list[float]] = {"measured": [], "warmup": []}
+    # Per distinct workload request and phase: one box each in the latency plots.
+    by_request: dict[str, dict[tuple[str, str], list[float]]] = {"e2e": {}, "ttfb": {}}
     failures: list[dict[str, Any]] = []
     for i, r in enumerate(requests):
         phase = str(r.get("phase", "measured"))
+        which = str(r.get("request", "?"))
         total, first = request_times(r)
         failure = _failure(r)
         body = r.get("body") if isinstance(r.get("body"), Mapping) else {}
@@ -147,13 +151,66 @@ def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
         if failure is None:
             if total is not None:
                 e2e.setdefault(phase, []).append(total)
+                by_request["e2e"].setdefault((which, phase), []).append(total)
             if first is not None:
                 ttfb.setdefault(phase, []).append(first)
+                by_request["ttfb"].setdefault((which, phase), []).append(first)
         else:
             failures.append(
                 {"index": index, "phase": phase, "cls": failure, "message": _failure_message(r)}
             )
-    return {"rows": rows, "e2e": e2e, "ttfb": ttfb, "failures": failures}
+    return {
+        "rows": rows,
+        "e2e": e2e,
+        "ttfb": ttfb,
+        "failures": failures,
+        "by_request": by_request,
+    }
+
+
+def _latency_groups(
+    values: Mapping[tuple[str, str], list[float]],
+) -> tuple[dict[str, list[float]], list[str]]:
+    """One group per distinct request and phase, every measured one before any warmup;
+    and the names of the warmup groups (drawn apart)."""
+
+    def order(key: tuple[str, str]) -> tuple[int, int, str]:
+        which, phase = key
+        return (phase != "measured", int(which) if which.isdigit() else 1 << 30, which)
+
+    groups: dict[str, list[float]] = {}
+    apart: list[str] = []
+    for which, phase in sorted(values, key=order):
+        name = f"request {which} \u00b7 {phase}"
+        groups[name] = values[(which, phase)]
+        if phase != "measured":
+            apart.append(name)
+    return groups, apart
+
+
+def _banner(run: Mapping[str, Any], outcome: str) -> str:
+    """The outcome's meaning, the run's reason and, when the server refused the run,
+    what the server said."""
+    meaning = OUTCOME_MEANING.get(outcome, "")
+    if run.get("reason"):
+        meaning = f"{meaning} Reason: {run['reason']}"
+    server = run.get("server")
+    refused = outcome == "failed-before-inference"
+    if isinstance(server, Mapping) and server.get("message"):
+        refused = refused or not server.get("ok", True)
+        if refused:
+            meaning = f"{meaning} The server said: {server['message']}"
+    return meaning
+
+
+def _no_failure_note(run: Mapping[str, Any], outcome: str, requests: int) -> str:
+    """What the failures section says when no request failed."""
+    if outcome == "failed-before-inference" or requests == 0:
+        server = run.get("server")
+        said = server.get("message") if isinstance(server, Mapping) else None
+        why = said or run.get("reason") or "the run ended before any request"
+        return f"No request was sent: {why}"
+    return "every request succeeded."
 
 
 def _configs(run: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -188,12 +245,15 @@ def render_run_html(
     plots = []
     for key, caption, label in (
         ("e2e", "End-to-end latency per request: measured, and warmup apart", "end to end"),
-        ("ttfb", "Time to first byte per request", "time to first byte"),
+        (
+            "ttfb",
+            "Time to first byte per request: measured, and warmup apart",
+            "time to first byte",
+        ),
     ):
-        groups = {phase: view[key].get(phase, []) for phase in ("measured", "warmup")}
-        groups.update({p: v for p, v in view[key].items() if p not in groups})
+        groups, apart = _latency_groups(view["by_request"][key])
         if any(groups.values()):
-            plots.append(latency_plot(groups, title=caption, xlabel=label, salt=key))
+            plots.append(latency_plot(groups, title=caption, xlabel=label, salt=key, apart=apart))
     counts: dict[str, int] = {}
     for row in view["rows"]:
         counts[row["phase"]] = counts.get(row["phase"], 0) + 1
@@ -226,9 +286,7 @@ def render_run_html(
                 settings.append((f"server.{key}", fmt(server[key])))
         if server.get("model_ids"):
             settings.append(("server.model_ids", ", ".join(map(str, server["model_ids"]))))
-    meaning = OUTCOME_MEANING.get(outcome, "")
-    if run.get("reason"):
-        meaning = f"{meaning} Reason: {run['reason']}"
+    meaning = _banner(run, outcome)
     return render_page(
         "run.html",
         {
@@ -246,6 +304,7 @@ def render_run_html(
                 ("warmup end to end (not measured)", _summary(view["e2e"].get("warmup", []))),
             ],
             "failures": view["failures"],
+            "no_failure_note": _no_failure_note(run, outcome, len(view["rows"])),
             "by_class": sorted(by_class.items()),
             "requests": view["rows"],
             "settings": settings,

@@ -20,6 +20,8 @@ __all__ = [
     "MAX_OUTPUT_SIZE",
     "SCHEMA_TYPES",
     "AudioSection",
+    "Audit",
+    "AuditFinding",
     "ClientEnvironment",
     "Endpoint",
     "Exchange",
@@ -99,8 +101,10 @@ class Endpoint(Model, frozen=True, kw_only=True):
 class RunSection(Model, frozen=True, kw_only=True):
     """Repetitions (each request of the workload is sent ``warmup`` then ``measured``
     times), the per-request timeout in seconds, concurrency, whether outputs are
-    checked as media, and the largest output body accepted (bytes; a larger one is a
-    ``too-large`` failure, never kept)."""
+    checked as media (an unchecked output can make no verdict PASS), the largest output
+    body accepted (bytes; a larger one is a ``too-large`` failure, never kept), and the
+    output caching audit's threshold: a repetition returning its request's first output
+    that many times faster than the first is a finding."""
 
     warmup: Annotated[int, Meta(ge=0, le=1_000_000)] = 0
     measured: Annotated[int, Meta(gt=0, le=1_000_000)] = 1
@@ -108,6 +112,7 @@ class RunSection(Model, frozen=True, kw_only=True):
     concurrency: Annotated[int, Meta(gt=0, le=1024)] = 1
     check_media: bool = True
     max_output_size: Annotated[int, Meta(gt=0, le=1 << 40)] = MAX_OUTPUT_SIZE
+    cache_ratio: Annotated[float, Meta(gt=1)] = 3.0
 
 
 class AudioSection(Model, frozen=True, kw_only=True):
@@ -196,9 +201,10 @@ class ClientEnvironment(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 class MediaOutcome(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """The media check of one output against the expectations derived from its request."""
+    """The media check of one output against the expectations derived from its request;
+    ``UNAVAILABLE`` when the check itself could not run (the output is unchecked)."""
 
-    verdict: Literal["PASS", "FAIL"]
+    verdict: Literal["PASS", "FAIL", "UNAVAILABLE"]
     failed_checks: tuple[str, ...]
     report: Descriptor
     message: str | None = None
@@ -247,6 +253,26 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     ttfb_s: float | None = None
 
 
+class AuditFinding(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One thing an audit found, with the request records (``index``) it is about."""
+
+    message: str
+    requests: tuple[Count, ...]
+
+
+class Audit(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """An audit over a run's outputs (MLPerf TEST04-style): ``seed-ignored`` (requests
+    differing only in their seed returned identical decoded content) or
+    ``output-caching`` (a repeated request returned its first output far faster than
+    the first time). ``examined`` says what was compared, in words; no finding and
+    nothing examined are told apart."""
+
+    name: Literal["seed-ignored", "output-caching"]
+    examined: Count
+    description: str
+    findings: tuple[AuditFinding, ...] = ()
+
+
 class PhaseCounts(Model, frozen=True, kw_only=True, omit_defaults=False):
     """Requests of one phase and their failures by class."""
 
@@ -255,10 +281,11 @@ class PhaseCounts(Model, frozen=True, kw_only=True, omit_defaults=False):
     failures: dict[str, int] = msgspec.field(default_factory=dict)
 
 
-class RunRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
+class RunRecord(
+    Model, frozen=True, kw_only=True, omit_defaults=False, tag_field="kind", tag="evidencestore/run"
+):
     """``run.json``: one execution of a workload by one arm against one server."""
 
-    kind: Literal["evidencestore/run"] = "evidencestore/run"
     name: str
     arm: str
     campaign: str | None = None
@@ -276,6 +303,7 @@ class RunRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     reason: str | None = None
     counts: dict[str, PhaseCounts] = msgspec.field(default_factory=dict)
     requests: tuple[RequestRecord, ...] = ()
+    audits: tuple[Audit, ...] = ()
 
 
 SCHEMA_TYPES: dict[str, type] = {"workload": Workload, "run-record": RunRecord}

@@ -3,10 +3,11 @@
 The recorder is what the HTTP runner uses, and what harnesses that drive a server
 themselves use directly. Everything a run produced goes into the repository's local
 store (payloads, outputs, media check reports, configs, server logs, the server check's
-responses); ``run.json`` is the one repo entry. Sealing writes ``run.json`` and the
-registration into a staging directory beside ``evidence/<name>/`` and renames it into
-place, so a run's bundle appears whole or not at all; a name already registered is
-refused when the run is opened, before anything is sent.
+responses); ``run.json`` is the one repo entry. Sealing registers the bundle
+through the one registration path (``bundle.register_bundle``: staging directory,
+renamed into place whole), so a run's bundle appears whole or not at all; a name already
+taken is refused when the run is opened, before anything is sent, and a name another
+process takes while the run is recorded costs nothing: the run is kept under a fresh one.
 """
 
 from __future__ import annotations
@@ -24,22 +25,16 @@ import msgspec
 
 from .. import __version__
 from .._canonical import decode, pretty
-from ..bundle import check_bundle_name, make_manifest, seal
+from ..bundle import RepoFile, check_name_free, free_name, register_bundle
 from ..digest import hash_bytes
-from ..errors import BundleError, ConfigError, EvidenceStoreError, ManifestError
-from ..inventory import (
-    EVIDENCE_DIR,
-    REGISTRATION_NAME,
-    load_registration,
-    read_entry,
-    registration_path,
-)
+from ..errors import BundleError, BundleNameTaken, ConfigError, EvidenceStoreError, ManifestError
+from ..inventory import load_registration, read_entry, registration_path
 from ..models import Descriptor, Entry, Registration
-from ..staging import staging_dir
 from ..storage import LocalBlobStore
 from .body import BodySink
 from .endpoints import Observation, valid_media_type
 from .models import (
+    Audit,
     ClientEnvironment,
     Exchange,
     MediaOutcome,
@@ -66,6 +61,7 @@ __all__ = [
     "open_run",
     "outcome_of",
     "phase_counts",
+    "renamed",
     "request_record",
     "utc_precise",
 ]
@@ -162,7 +158,7 @@ def check_output(
         message = f"{name}: cannot be checked: {exc}"
         desc = store.put(message.encode(), "text/plain")
         return MediaOutcome(
-            verdict="FAIL", failed_checks=("open",), report=desc, message=message
+            verdict="UNAVAILABLE", failed_checks=("check",), report=desc, message=message
         ), desc
     desc = store_record(report, store)
     failed = tuple(c.name for c in report.checks if not c.ok)
@@ -240,23 +236,24 @@ class RunRecorder:
         condition: str | None = None,
         signing_key: Ed25519PrivateKey | None = None,
     ) -> None:
-        from ..config import local_store
+        from ..config import repository_at
 
-        self.root = Path(root)
-        self.name = check_bundle_name(name)
-        if registration_path(self.root, name).exists():
-            raise BundleError(
-                f"bundle {name!r} is already registered at {registration_path(self.root, name)}; "
-                "choose another --name"
-            )
+        self.repo = repository_at(root)
+        self.root = self.repo.root
+        try:
+            self.name = check_name_free(self.repo, name)
+        except BundleNameTaken as exc:
+            raise BundleNameTaken(f"{exc}; choose another --name") from None
+        self.requested_name = name
         if not arm:
             raise ConfigError("a run needs an arm name (--arm)")
-        self.store = store if store is not None else local_store(self.root)
+        self.store = store if store is not None else self.repo.local_store()
         self.arm = arm
         self.campaign = campaign
         self.protocol_digest = protocol_digest
         self.condition = condition
         self.signing_key = signing_key
+        self.audits: tuple[Audit, ...] = ()  # the runner's audits of the outputs
         self.started = utc_precise()
         self.client = client_environment()
         self.entries: dict[str, Entry] = {}
@@ -444,56 +441,56 @@ class RunRecorder:
             reason=reason,
             counts=phase_counts(requests),
             requests=requests,
+            audits=self.audits,
         )
 
     def seal(self) -> tuple[Registration, RunRecord]:
-        """Write ``run.json`` and register the bundle (metadata ``kind = run``)."""
-        record = self.record()
-        data = pretty(record)
-        run_desc = Descriptor(**hash_bytes(data)._asdict(), media_type=RUN_MEDIA_TYPE)
-        entries = [
-            *self.entries.values(),
-            Entry(path=RUN_ENTRY, descriptor=run_desc, location="repo", role="run"),
-        ]
-        envelope = self._signature(record, data)
-        if envelope is not None:
-            sig_desc = Descriptor(**hash_bytes(envelope)._asdict(), media_type=DSSE_MEDIA_TYPE)
-            entries.append(
-                Entry(path=RUN_SIGNATURE, descriptor=sig_desc, location="repo", role="signature")
-            )
-        annotations = {"kind": "run", "arm": self.arm, "outcome": record.outcome}
-        if self.campaign:
-            annotations["campaign"] = self.campaign
-        if self.condition:
-            annotations["condition"] = self.condition
-        manifest = make_manifest(self.name, entries, annotations=annotations)
-        registration = seal(manifest)
-        evidence = self.root / EVIDENCE_DIR
-        final = evidence / self.name
-        try:
-            evidence.mkdir(parents=True, exist_ok=True)
-            # The same locked staging directory as `bundle create`: a killed run leaves
-            # one that verify reports and gc removes.
-            with staging_dir(evidence, self.name) as staging:
-                (staging / RUN_ENTRY).write_bytes(data)
-                if envelope is not None:
-                    (staging / RUN_SIGNATURE).write_bytes(envelope)
-                (staging / REGISTRATION_NAME).write_bytes(pretty(registration))
-                if final.exists():
-                    final.rmdir()  # empty; a registered bundle was refused when the run opened
-                os.rename(staging, final)
-        except OSError as exc:
-            raise BundleError(
-                f"run {self.name!r}: cannot register the bundle at {final}: {exc}"
-            ) from exc
-        return registration, record
+        """Register the run as bundle :attr:`name` (metadata ``kind = run``), ``run.json``
+        its one git entry, through the one registration path
+        (:func:`~evidencestore.bundle.register_bundle`).
+
+        A name another process registered meanwhile does not cost the measurements: the
+        run is registered under the first free ``<name>-<k>`` instead, and
+        :attr:`renamed` says so (``name`` and the record's ``name`` are the new one)."""
+        for _ in range(100):
+            record = self.record()
+            annotations = {"kind": "run", "arm": self.arm, "outcome": record.outcome}
+            if self.campaign:
+                annotations["campaign"] = self.campaign
+            if self.condition:
+                annotations["condition"] = self.condition
+            data = pretty(record)
+            files = {RUN_ENTRY: RepoFile(data, media_type=RUN_MEDIA_TYPE, role="run")}
+            envelope = self._signature(record, data)
+            if envelope is not None:  # signed under the name it is registered as
+                files[RUN_SIGNATURE] = RepoFile(
+                    envelope, media_type=DSSE_MEDIA_TYPE, role="signature"
+                )
+            try:
+                registration = register_bundle(
+                    self.repo,
+                    self.name,
+                    files=files,
+                    stored=self.entries.values(),
+                    annotations=annotations,
+                    # A run is kept whatever its size: the size policy guards what people
+                    # put in git, and refusing the record here would lose the run.
+                    max_git_file_size=None,
+                )
+            except BundleNameTaken:
+                self.name = free_name(self.repo, self.requested_name)
+                continue
+            except BundleError as exc:
+                raise BundleError(f"run {self.name!r}: cannot register the bundle: {exc}") from exc
+            return registration, record
+        raise BundleError(f"run {self.requested_name!r}: no free bundle name to register it under")
 
     def _signature(self, record: RunRecord, data: bytes) -> bytes | None:
         """``run.dsse.json``: the run record signed as an in-toto statement, when the run
         was opened with a signing key."""
         if self.signing_key is None:
             return None
-        from ..attest import sign_run
+        from ..dsse import sign_run
 
         predicate = {
             "run": record.name,
@@ -505,6 +502,19 @@ class RunRecorder:
             "outcome": record.outcome,
         }
         return pretty(sign_run(self.name, data, predicate, self.signing_key))
+
+    @property
+    def renamed(self) -> str | None:
+        """Why the run is registered under another name than asked, or None."""
+        return None if self.name == self.requested_name else renamed(self.requested_name, self.name)
+
+
+def renamed(asked: str, name: str) -> str:
+    """What to say of a run registered as ``name`` because ``asked`` was taken meanwhile."""
+    return (
+        f"bundle {asked!r} was registered by another process while this run was recorded; "
+        f"its measurements are kept as bundle {name!r}"
+    )
 
 
 def workload_name(descriptor: Descriptor) -> str:
@@ -525,8 +535,11 @@ def open_run(
     signing_key: Ed25519PrivateKey | None = None,
 ) -> RunRecorder:
     """Open a run of ``workload`` (the workload file's bytes) by ``arm``, to be registered
-    as bundle ``name`` in the repository at ``root`` (its record signed with
-    ``signing_key`` when one is given)."""
+    as bundle ``name`` in the repository at ``root`` (a name taken, or differing only in
+    letter case from a bundle, is refused now). ``campaign``, ``protocol_digest`` and
+    ``condition`` are recorded as given: a harness is not checked against the protocol
+    (``run_workload`` is), and ``campaign status`` excludes a run that does not fit. With
+    ``signing_key`` the record is signed (``run.dsse.json``)."""
     desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")
     return RunRecorder(
         root,

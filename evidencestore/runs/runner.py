@@ -40,6 +40,7 @@ from ..errors import ConfigError
 from ..models import Descriptor, Registration
 from ..storage import LocalBlobStore
 from . import polling
+from .audits import audit_run
 from .body import BodySink
 from .endpoints import (
     Connection,
@@ -50,6 +51,7 @@ from .endpoints import (
     get_control,
     model_ids,
 )
+from .fit import CampaignRules
 from .models import MediaOutcome, Phase, RequestRecord, RunRecord, ServerIdentity
 from .recorder import RunRecorder, check_output, request_record, utc_precise
 from .workload import LoadedWorkload, expectations_for, load_workload
@@ -134,7 +136,7 @@ def run_workload(
     name: str,
     configs: Sequence[str | os.PathLike[str]] = (),
     server_logs: Sequence[str | os.PathLike[str]] = (),
-    campaign: str | None = None,
+    campaign: CampaignRules | None = None,
     protocol_digest: str | None = None,
     condition: str | None = None,
     store: LocalBlobStore | None = None,
@@ -148,8 +150,10 @@ def run_workload(
     (``confined.py``), the name, and every payload is built; an error there raises and
     registers nothing. Once the server check begins the run is registered whatever
     happens, failed ones and internal errors included (the run is then ``partial`` or
-    ``failed-before-inference`` and its reason says what happened). With ``signing_key``,
-    the run record is signed (``run.dsse.json``, see :func:`evidencestore.attest.sign_run`).
+    ``failed-before-inference`` and its reason says what happened). A run that does not
+    fit ``campaign`` (``evidencestore.campaign.campaign_rules(root, NAME)``: its condition,
+    arm, workload digest and declared configuration files) is refused before too. With ``signing_key`` the run
+    record is signed (``run.dsse.json``, see :func:`evidencestore.dsse.sign_run`).
     """
     base = check_server_url(server)
     loaded = load_workload(workload_path, roots=(root,))
@@ -173,6 +177,10 @@ def run_workload(
             limit=MAX_CONTROL_FILE,
             where=f"--config {config}",
         )
+    if campaign is not None:
+        protocol_digest = _fits(
+            campaign, workload_path, loaded, arm, condition, configs, protocol_digest
+        )
     recorder = RunRecorder(
         root,
         name,
@@ -180,7 +188,7 @@ def run_workload(
         workload=loaded.descriptor,
         workload_bytes=loaded.data,
         store=store,
-        campaign=campaign,
+        campaign=campaign.name if campaign is not None else None,
         protocol_digest=protocol_digest,
         condition=condition,
         signing_key=signing_key,
@@ -201,6 +209,10 @@ def run_workload(
         except Exception as exc:  # the run started: it is registered whatever happened
             recorder.fail(_internal("while sending the requests", exc))
         _finish(recorder, loaded, endpoint, [results[i] for i in sorted(results)], stored)
+        try:
+            recorder.audits = audit_run(loaded.workload, recorder.requests, recorder.store)
+        except Exception as exc:
+            recorder.fail(_internal("while auditing the outputs", exc))
     finally:
         recorder.discard_unpublished()  # interrupted: no temporary is left behind
     for log in server_logs:
@@ -209,6 +221,44 @@ def run_workload(
         except Exception as exc:
             recorder.fail(_internal(f"while keeping --server-log {log}", exc))
     return recorder.seal()
+
+
+def _fits(
+    rules: CampaignRules | str,
+    workload_path: str | os.PathLike[str],
+    loaded: LoadedWorkload,
+    arm: str,
+    condition: str | None,
+    configs: Sequence[str | os.PathLike[str]],
+    protocol_digest: str | None,
+) -> str:
+    """The protocol digest of the campaign, once the run fits its rules."""
+    from ..digest import hash_file
+
+    if isinstance(rules, str):
+        raise ConfigError(
+            f"campaign={rules!r}: pass the campaign's rules, "
+            f"evidencestore.campaign.campaign_rules(root, {rules!r}), so the run is checked "
+            "against its protocol before anything is sent"
+        )
+    digests = []
+    for config in configs:
+        try:
+            digests.append(hash_file(config).digest)
+        except OSError as exc:
+            raise ConfigError(f"--config {config}: cannot read: {exc.strerror}") from exc
+    rules.check_run(
+        arm=arm,
+        condition=condition,
+        workload_digest=loaded.descriptor.digest,
+        config_digests=digests,
+        workload_source=os.fspath(workload_path),
+    )
+    if protocol_digest is not None and protocol_digest != rules.digest:
+        raise ConfigError(
+            f"protocol digest {protocol_digest}: campaign {rules.name!r} is protocol {rules.digest}"
+        )
+    return rules.digest
 
 
 def _finish(

@@ -1,4 +1,5 @@
-"""What ``evstore run show`` prints: per phase, requests, failures and latency statistics.
+"""What ``evstore run show`` prints: per phase, requests, failures and latency statistics,
+and the audits of the outputs (``audits.py``) with every finding.
 
 Only requests that delivered a valid output contribute latencies; a failed request is
 listed with its class and message and never contributes a number.
@@ -87,6 +88,24 @@ def summarize(record: RunRecord) -> dict[str, Any]:
         "configs": {k: v.digest for k, v in record.configs.items()},
         "logs": {k: v.digest for k, v in record.logs.items()},
         "phases": phases,
+        "unchecked": sum(
+            1
+            for r in record.requests
+            if r.body is not None
+            and r.failure is None
+            and (r.media is None or r.media.verdict == "UNAVAILABLE")
+        ),
+        "audits": [
+            {
+                "name": a.name,
+                "examined": a.examined,
+                "description": a.description,
+                "findings": [
+                    {"message": f.message, "requests": list(f.requests)} for f in a.findings
+                ],
+            }
+            for a in record.audits
+        ],
         "failures": [
             {
                 "index": r.index,

@@ -17,7 +17,11 @@ before answering), ``first_byte_delay`` (seconds between headers and the first b
 byte), ``never_complete`` (jobs stay ``in_progress``), ``startup_error`` (``/health``
 answers 503 with that message, as a server that failed to start), ``stream_bytes`` (the
 body is that many filler bytes, streamed in 1 MiB chunks, instead of a video),
-``redirect_to`` (generation requests are answered 302 to that base URL).
+``redirect_to`` (generation requests are answered 302 to that base URL),
+``audio_short_by`` (every output's audio that many samples short of the request),
+``ignore_seed`` (the seed is ignored: requests differing only in it get the same
+content), ``cache`` (while it is on, a request identical to one already answered is
+served at once, without ``latency``: the output caching the run audits look for).
 ``arrivals_ns`` holds ``time.monotonic_ns()`` when each generation request arrived (also
 served as JSON at ``GET /_reference/arrivals``, for benchmarks running the server in
 another process); ``log_path`` (if set) receives the server log.
@@ -71,6 +75,10 @@ class VideoServer:
         self.startup_error: str | None = None
         self.stream_bytes: int | None = None
         self.redirect_to: str | None = None
+        self.audio_short_by = 0
+        self.ignore_seed = False
+        self.cache = False
+        self._answered: set[str] = set()
         self.sample_rate = 48000
         self.channels = 2
         self.requests = 0
@@ -106,8 +114,8 @@ class VideoServer:
         else:
             seconds = Fraction(fields.get("seconds", "1"))
             frames = round(seconds * fps)
-        seed = int(fields.get("seed", "0"))
-        samples = round(seconds * self.sample_rate)
+        seed = 0 if self.ignore_seed else int(fields.get("seed", "0"))
+        samples = round(seconds * self.sample_rate) - self.audio_short_by
         if _applies(self.short_audio_on, number):
             samples = max(1024, samples - self.sample_rate // 2)
         if _applies(self.short_video_on, number):
@@ -161,6 +169,18 @@ class VideoServer:
             return {k: str(v) for k, v in body.items()}
         form = await request.post()
         return {k: v for k, v in form.items() if isinstance(v, str)}
+
+    async def _work(self, fields: dict[str, str]) -> None:
+        """The generation delay: ``latency``, skipped while ``cache`` is on for a request
+        already answered while it was on."""
+        key = json.dumps(fields, sort_keys=True)
+        if self.cache and key in self._answered:
+            self.log("served from cache")
+            return
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        if self.cache:
+            self._answered.add(key)
 
     def _number(self) -> int:
         self.arrivals_ns.append(time.monotonic_ns())
@@ -217,8 +237,7 @@ class VideoServer:
             assert request.transport is not None
             request.transport.abort()
             raise asyncio.CancelledError
-        if self.latency:
-            await asyncio.sleep(self.latency)
+        await self._work(fields)
         if _applies(self.fail_on, number):
             self.log(f"request {number}: 500 injected failure")
             return web.json_response(
@@ -244,8 +263,7 @@ class VideoServer:
         elif not self.never_complete:
 
             async def work() -> None:
-                if self.latency:
-                    await asyncio.sleep(self.latency)
+                await self._work(fields)
                 self._jobs[job]["body"] = await asyncio.to_thread(self.render, fields, number)
                 self._jobs[job]["status"] = "completed"
 

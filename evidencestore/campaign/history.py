@@ -21,13 +21,12 @@ shallow clone, whose history is cut, is named as such. Plain ``git`` is run; no 
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, EvidenceStoreError
-from ..gitrefs import git, is_git_repository, read_blobs, registration_blobs
+from ..gitrefs import git, is_ancestor, is_git_repository, read_blobs, registration_blobs
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, decode_registration
 from ..models import Registration
 
@@ -170,21 +169,7 @@ def added_in(root: Path, bundle: str) -> str | None:
 
 def is_strict_ancestor(root: Path, older: str, newer: str) -> bool:
     """Whether commit ``older`` is an ancestor of ``newer`` and not ``newer`` itself."""
-    return older != newer and _is_ancestor(root, older, newer)
-
-
-def _is_ancestor(root: Path, older: str, newer: str) -> bool:
-    done = subprocess.run(
-        ["git", "-C", str(root), "merge-base", "--is-ancestor", older, newer],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode not in (0, 1):
-        raise ConfigError(
-            f"git merge-base --is-ancestor {older[:12]} {newer[:12]}: "
-            + done.stderr.decode("utf-8", "replace").strip()
-        )
-    return done.returncode == 0
+    return older != newer and is_ancestor(root, older, newer)
 
 
 def _dirty(root: Path) -> set[str]:
@@ -279,7 +264,7 @@ def check_history(
 
     def ancestor(older: str, newer: str) -> bool:
         if (older, newer) not in known:
-            known[older, newer] = _is_ancestor(root, older, newer)
+            known[older, newer] = is_ancestor(root, older, newer)
         return known[older, newer]
 
     on_base: dict[str, str] = {}
@@ -331,7 +316,7 @@ def check_history(
                         f"({commit[:12]}): a registration is never edited",
                     )
                 )
-            if not _is_ancestor(root, proto.added, commit):
+            if not is_ancestor(root, proto.added, commit):
                 check.problems.append(
                     (
                         "protocol-not-on-base",

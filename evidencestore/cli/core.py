@@ -119,8 +119,8 @@ def _parse_check_line(line: str) -> tuple[str, int | None, str] | None:
 
 def _hash_check(source: str) -> int:
     """Re-hash every file a digest list names; ``path: OK`` / ``path: FAILED``."""
-    from .._verify_render import plural
     from ..digest import Hashed, hash_files
+    from ..verify.render import plural
 
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
@@ -166,7 +166,7 @@ def _store_progress(args: argparse.Namespace, planned: Any, stream: Any = None) 
     total = sum(p.size for p in planned if p.location == "store")
     if not total:
         return None
-    from .._transfer import Progress
+    from ..storage.transfer import Progress
 
     n = sum(p.location == "store" for p in planned)
     # Each byte is counted twice: once hashed, once stored.
@@ -174,8 +174,8 @@ def _store_progress(args: argparse.Namespace, planned: Any, stream: Any = None) 
 
 
 def _cmd_bundle_create(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
     from ..bundle import create_bundle, oversized, plan_bundle
+    from ..verify.render import plural
 
     root = repo_root(args)
     planned, warnings = plan_bundle(args.paths, args.external, follow_symlinks=args.follow_symlinks)
@@ -233,8 +233,8 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
 
 
 def _cmd_bundle_list(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
     from ..inventory import load_inventory
+    from ..verify.render import plural
 
     inv = load_inventory(repo_root(args))
     rows: list[dict[str, Any]] = []
@@ -279,34 +279,16 @@ def msgspec_builtins(obj: Any) -> Any:
 # -- verify --------------------------------------------------------------------
 def _base_problem(root: Repository, rev: str) -> str | None:
     """Why ``--base REV`` cannot be used here (a shallow clone lacks it...), or None."""
-    import subprocess
+    from ..verify import base_problem
 
-    def git(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["git", "-C", str(root), *argv], capture_output=True, text=True, check=False
-        )
-
-    try:
-        found = git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    except FileNotFoundError:
-        return "git is not installed; --base needs it"
-    if found.returncode == 0:
-        return None
-    inside = git("rev-parse", "--is-inside-work-tree")
-    if inside.returncode != 0:
-        return f"--base {rev}: {root} is not in a git work tree"
-    shallow = git("rev-parse", "--is-shallow-repository").stdout.strip() == "true"
-    remote, _, branch = rev.partition("/")
-    fetch = f"git fetch {remote} {branch}" if branch else f"git fetch origin {rev}"
-    return (
-        f"--base {rev}: revision {rev!r} is not in this "
-        f"{'shallow clone' if shallow else 'clone'}: fetch it first (`{fetch}`; in GitHub "
-        "Actions, actions/checkout with `fetch-depth: 0`)"
-    )
+    return base_problem(root.root, rev)
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from .._verify_render import (
+    from ..config import local_store
+    from ..inventory import load_inventory
+    from ..verify import verify_repository
+    from ..verify.render import (
         RegisteredEntries,
         UnavailableMode,
         View,
@@ -314,9 +296,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         plural,
         worktree_prefix,
     )
-    from ..config import local_store
-    from ..inventory import load_inventory
-    from ..verify import verify_repository
 
     json_to = args.json
     if json_to == "-" and args.github:

@@ -117,7 +117,7 @@ def resolve_blob(root: Repository, text: str) -> tuple[str, int | None, Path | N
 
 # -- show --------------------------------------------------------------------------
 def _cmd_show(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
+    from ..verify.render import plural
 
     root = repo_root(args)
     reg = _registration(root, args.bundle)
@@ -162,8 +162,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 # -- status ------------------------------------------------------------------------
 def _cmd_status(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
     from ..inventory import load_inventory
+    from ..verify.render import plural
 
     root = repo_root(args)
     inventory = load_inventory(root)
@@ -281,10 +281,10 @@ def _plain(value: Any) -> Any:
 
 # -- checkout ----------------------------------------------------------------------
 def _cmd_checkout(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
     from ..inventory import EVIDENCE_DIR
     from ..remotes import export_blob, repository_store
     from ..storage import VerifyingReader
+    from ..verify.render import plural
 
     root = repo_root(args)
     reg = _registration(root, args.bundle)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from .._transfer import DEFAULT_JOBS
+    from ..storage.transfer import DEFAULT_JOBS
 
     jobs: int | None = args.jobs
     if jobs is None:

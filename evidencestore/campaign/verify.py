@@ -7,8 +7,10 @@ first commit, the same run under two names, unsigned or wrongly signed runs when
 protocol requires signatures, runs not yet committed; and about the campaign: a
 protocol changed since its first commit, not committed, not on the base, named
 otherwise than its campaign, an arm that mixes servers, a run deleted from the history,
-a shallow clone, a root that is not a git repository. ``protection`` says what the verdict rests on (the trust model in
-the README).
+a shallow clone, a root that is not a git repository; void or withdrawal records that
+take no effect. A run is listed once: counted (with its commit), voided, withdrawn, or
+as a finding. ``protection`` says what the verdict rests on (the trust model in the
+README).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class CampaignVerification:
     runs: dict[str, str | None] = field(default_factory=dict)
     findings: list[Exclusion] = field(default_factory=list)
     protection: list[str] = field(default_factory=list)
+    voided: list[Exclusion] = field(default_factory=list)
+    withdrawn: list[Exclusion] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -66,12 +70,15 @@ def verify_campaign(
     out = CampaignVerification(campaign.name, campaign.digest, history.protocol_commit)
     out.protection = protection(history.anchor, members.signed)
     out.findings += members.excluded
+    out.voided += members.voided
+    out.withdrawn += members.withdrawn
     if history.problem:
         out.findings.append(Exclusion(run="", code="history", message=history.problem))
     out.findings += members.findings
     for m in members.runs:
-        out.runs[m.name] = history.frozen.get(m.name)
-        if m.name in history.uncommitted:
+        if m.name not in history.uncommitted:
+            out.runs[m.name] = history.frozen.get(m.name)
+        else:
             out.findings.append(
                 Exclusion(
                     run=m.name,

@@ -17,6 +17,7 @@ from ..models import Descriptor, DigestStr, Model
 
 __all__ = [
     "FAILURE_CLASSES",
+    "HARNESSES",
     "MAX_OUTPUT_SIZE",
     "SCHEMA_TYPES",
     "AudioSection",
@@ -28,7 +29,10 @@ __all__ = [
     "Endpoint",
     "Exchange",
     "Failure",
+    "Harness",
+    "HarnessRule",
     "InputFile",
+    "LoadGenResult",
     "Message",
     "MediaOutcome",
     "Outcome",
@@ -315,6 +319,8 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     intended_ns: int | None = None
     send_lag_s: float | None = None
     events: EventTimes | None = None
+    error_type: str | None = None
+    worker: str | None = None
     completion: Descriptor | None = None
     finish_reason: str | None = None
     ttft_s: float | None = None
@@ -360,6 +366,58 @@ class Audit(Model, frozen=True, kw_only=True, omit_defaults=False):
     findings: tuple[AuditFinding, ...] = ()
 
 
+#: Harnesses whose results ``evstore import`` reads (``runs/harnesses/``).
+HARNESSES: tuple[str, ...] = ("aiperf", "loadgen")
+
+
+class HarnessRule(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One rule a harness checked and reported (LoadGen: ``min_duration``, ...)."""
+
+    name: str
+    met: bool
+
+
+class LoadGenResult(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """What an MLPerf LoadGen log reports (``mlperf_log_detail.txt``'s ``:::MLLOG``
+    lines): scenario, mode, the VALID/INVALID result with every rule it checked, the
+    latency percentiles in ns (``"50.00"`` -> ns), early stopping, the counts and rates
+    it reports (``result_*``), and every effective setting."""
+
+    scenario: str
+    mode: str
+    validity: str | None
+    invalid_reason: str | None = None
+    rules: tuple[HarnessRule, ...] = ()
+    percentiles_ns: dict[str, int] = msgspec.field(default_factory=dict)
+    early_stopping: str | None = None
+    early_stopping_met: bool | None = None
+    results: dict[str, FieldValue] = msgspec.field(default_factory=dict)
+    settings: dict[str, FieldValue] = msgspec.field(default_factory=dict)
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    accuracy_entries: Count | None = None
+
+
+class Harness(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """The harness that produced an imported run: its name and version, the command
+    that ran it (as the harness recorded it), how it defines each metric the run record
+    carries (``metrics``: field -> definition, in the harness's own terms), what it did
+    not record (``not_recorded``: what a native run has and this one lacks), the source
+    file each imported value was read from (``sources``), and ``source_digest``, the
+    digest of the imported files (path and digest of each, canonical): one directory
+    imports once."""
+
+    name: Literal["aiperf", "loadgen"]
+    version: str | None
+    command: str | None = None
+    metrics: dict[str, str] = msgspec.field(default_factory=dict)
+    not_recorded: tuple[str, ...] = ()
+    sources: dict[str, str] = msgspec.field(default_factory=dict)
+    source_digest: DigestStr
+    profile_run: Count | None = None
+    loadgen: LoadGenResult | None = None
+
+
 class PhaseCounts(Model, frozen=True, kw_only=True, omit_defaults=False):
     """Requests of one phase and their failures by class."""
 
@@ -391,6 +449,7 @@ class RunRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     requests: tuple[RequestRecord, ...] = ()
     audits: tuple[Audit, ...] = ()
     load: ClientLoad | None = None
+    harness: Harness | None = None
 
 
 SCHEMA_TYPES: dict[str, type] = {"workload": Workload, "run-record": RunRecord}

@@ -243,6 +243,25 @@ def _show(args: argparse.Namespace) -> int:
     print(f"run {summary['name']}: arm {summary['arm']}, outcome {summary['outcome']}")
     if summary["reason"]:
         print(f"  {summary['reason']}")
+    harness = summary["harness"]
+    if harness:
+        print(
+            f"  imported from {harness['name']} {harness['version'] or '(version unknown)'}"
+            + (f": {harness['command']}" if harness["command"] else "")
+        )
+        for field, definition in harness["metrics"].items():
+            print(f"  {field}: {definition}")
+        for missing in harness["not_recorded"]:
+            print(f"  not recorded: {missing}")
+        loadgen = harness["loadgen"]
+        if loadgen:
+            print(f"  LoadGen {loadgen['scenario']} {loadgen['mode']}: {loadgen['validity']}")
+            for rule in loadgen["rules"]:
+                print(f"    {rule['name']}: {'met' if rule['met'] else 'NOT met'}")
+            for pct, ns in loadgen["percentiles_ns"].items():
+                print(f"    p{pct} latency {ns} ns")
+            if loadgen["early_stopping"]:
+                print(f"    early stopping: {loadgen['early_stopping']}")
     if not summary["server_ok"]:
         print(f"  server check failed: {summary['server_message']}")
     for phase, info in summary["phases"].items():

@@ -224,7 +224,7 @@ def _import_one(
     recorder.harness = Harness(
         name="aiperf",
         version=str(version) if version is not None else None,
-        command=_command(source),
+        command=_command(summary),
         metrics=METRICS,
         not_recorded=tuple(not_recorded),
         sources={"requests": RECORDS, **({"payloads": RAW} if raw is not None else {})},
@@ -236,22 +236,11 @@ def _import_one(
     return ImportResult(name, registration.digest, False, record.outcome)
 
 
-def _command(source: HarnessDir) -> str | None:
-    """AIPerf's command line as its log or console export recorded it (``CLI Command:``)."""
-    for rel in ("profile_export_console.txt", "logs/aiperf.log"):
-        if not source.has(rel):
-            continue
-        text = source.read(rel, "an AIPerf artifact directory").decode("utf-8", "replace")
-        at = text.find("CLI Command:")
-        if at >= 0:
-            rest = text[at + len("CLI Command:") :]
-            lines = []
-            for line in rest.splitlines():
-                if lines and (not line.strip() or ":" in line.split("--")[0]):
-                    break
-                lines.append(line.strip())
-            return " ".join(x for x in lines if x) or None
-    return None
+def _command(summary: dict[str, Any]) -> str | None:
+    """AIPerf's command line as its summary export recorded it (``run_info.cli_command``)."""
+    info = summary.get("run_info")
+    command = info.get("cli_command") if isinstance(info, dict) else None
+    return command if isinstance(command, str) else None
 
 
 def _add_request(

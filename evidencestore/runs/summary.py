@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from .models import RunRecord
 
 __all__ = ["latency_stats", "quantile", "summarize"]
@@ -88,6 +90,7 @@ def summarize(record: RunRecord) -> dict[str, Any]:
         "configs": {k: v.digest for k, v in record.configs.items()},
         "logs": {k: v.digest for k, v in record.logs.items()},
         "phases": phases,
+        "harness": msgspec.to_builtins(record.harness) if record.harness is not None else None,
         "unchecked": sum(
             1
             for r in record.requests
@@ -114,6 +117,7 @@ def summarize(record: RunRecord) -> dict[str, Any]:
                 "failure": r.failure,
                 "status": r.status,
                 "message": r.message,
+                "error_type": r.error_type,
             }
             for r in record.requests
             if r.failure is not None

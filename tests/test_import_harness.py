@@ -1,0 +1,241 @@
+"""`evstore import aiperf` / `import loadgen`: real AIPerf artifact directories (fixtures
+made by benches/make_aiperf_fixtures.py against the reference LLM server) and real
+MLPerf LoadGen logs written at test time by a tiny deterministic SUT."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evidencestore.cli import main
+from evidencestore.digest import hash_file
+from evidencestore.inventory import load_registration, registration_path
+from evidencestore.runs import load_run
+
+FIXTURES = Path(__file__).parent / "fixtures" / "aiperf"
+SUT = Path(__file__).parent / "helpers" / "loadgen_sut.py"
+
+
+def _repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    return root
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+# -- AIPerf -------------------------------------------------------------------------
+def test_aiperf_import_equals_aiperf_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _repo(tmp_path)
+    src = FIXTURES / "baseline-1"
+    assert main(["import", "aiperf", str(src), "--name", "b1", "--root", str(root)]) == 0
+    assert "run b1: complete" in capsys.readouterr().out
+    record = load_run(root, "b1")
+    assert record.outcome == "complete"
+    assert record.counts["warmup"].requests == 2 and record.counts["measured"].requests == 6
+    harness = record.harness
+    assert harness is not None and harness.name == "aiperf" and harness.version == "0.13.0"
+    assert harness.command is not None and harness.command.startswith("aiperf profile")
+    assert "inter_token_latency" in harness.metrics["itl_s"]
+    assert harness.sources == {"requests": "profile_export.jsonl", "payloads": "profile_export_raw.jsonl"}
+    # Every request's TTFT, ITL and latency are AIPerf's own values, request by request.
+    by_start = {r.sent_ns: r for r in record.requests}
+    aiperf = _lines(src / "profile_export.jsonl")
+    assert len(aiperf) == len(record.requests) == 8
+    for line in aiperf:
+        meta, metrics = line["metadata"], line["metrics"]
+        assert isinstance(meta, dict) and isinstance(metrics, dict)
+        r = by_start[meta["request_start_ns"]]
+        assert r.phase == ("warmup" if meta["benchmark_phase"] == "warmup" else "measured")
+        assert r.e2e_s == metrics["request_latency"]["value"] * 1e-3
+        assert r.ttft_s == metrics["time_to_first_token"]["value"] * 1e-3
+        assert r.itl_s == metrics["inter_token_latency"]["value"] * 1e-3
+        assert r.output_tokens == metrics["output_token_count"]["value"]
+        assert r.last_byte_ns == meta["request_end_ns"] and r.worker == meta["worker_id"]
+        assert r.completion is not None and r.finish_reason == "length"
+    # Every file sealed byte for byte.
+    reg = load_registration(registration_path(root, "b1"))
+    entries = {e.path: e.descriptor.digest for e in reg.manifest.entries}
+    for path in src.rglob("*"):
+        if path.is_file():
+            rel = path.relative_to(src).as_posix()
+            assert entries[f"harness/{rel}"] == hash_file(path).digest
+    assert reg.manifest.metadata.annotations["harness"] == "aiperf"
+    # run show names the harness and its definitions.
+    assert main(["run", "show", "b1", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "imported from aiperf 0.13.0: aiperf profile" in out
+    assert "itl_s: AIPerf inter_token_latency" in out
+
+
+def test_aiperf_import_twice_and_under_another_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _repo(tmp_path)
+    src = str(FIXTURES / "baseline-1")
+    assert main(["import", "aiperf", src, "--name", "b1", "--root", str(root)]) == 0
+    first = load_registration(registration_path(root, "b1")).digest
+    capsys.readouterr()
+    assert main(["import", "aiperf", src, "--name", "b1", "--root", str(root)]) == 0
+    assert f"b1 is already registered from the same files ({first})" in capsys.readouterr().out
+    assert load_registration(registration_path(root, "b1")).digest == first
+    assert main(["import", "aiperf", src, "--name", "b1-again", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "already imported as bundle 'b1'" in err and "a run counts once" in err
+    assert not (root / "evidence" / "b1-again").exists()
+
+
+def test_aiperf_directory_that_is_not_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _repo(tmp_path)
+    empty = tmp_path / "empty"
+    (empty / "x").mkdir(parents=True)
+    (empty / "x" / "notes.txt").write_text("hi")
+    assert main(["import", "aiperf", str(empty), "--name", "e", "--root", str(root)]) == 2
+    assert "not an AIPerf artifact directory: no profile_export.jsonl" in capsys.readouterr().err
+    bad = tmp_path / "bad"
+    shutil.copytree(FIXTURES / "baseline-1", bad)
+    lines = (bad / "profile_export.jsonl").read_text().splitlines()
+    obj = json.loads(lines[2])
+    obj["metadata"]["request_start_ns"] = "soon"
+    lines[2] = json.dumps(obj)
+    (bad / "profile_export.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["import", "aiperf", str(bad), "--name", "bad", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad / 'profile_export.jsonl'}: line 3: metadata: field 'request_start_ns'" in err
+    assert "expected int" in err
+    assert not (root / "evidence" / "bad").exists()
+
+
+def test_aiperf_failed_requests_keep_error_type(tmp_path: Path) -> None:
+    root = _repo(tmp_path)
+    bad = tmp_path / "failed"
+    shutil.copytree(FIXTURES / "baseline-1", bad)
+    (bad / "profile_export_raw.jsonl").unlink()  # the status then comes from AIPerf's error
+    lines = (bad / "profile_export.jsonl").read_text().splitlines()
+    obj = json.loads(lines[-1])
+    obj["error"] = {"code": 500, "type": "Internal Server Error", "message": "boom"}
+    lines[-1] = json.dumps(obj)
+    (bad / "profile_export.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["import", "aiperf", str(bad), "--name", "f", "--root", str(root)]) == 0
+    record = load_run(root, "f")
+    failed = [r for r in record.requests if r.failure is not None]
+    assert len(failed) == 1
+    assert failed[0].failure == "http-status" and failed[0].status == 500
+    assert failed[0].error_type == "Internal Server Error" and failed[0].message == "boom"
+    assert failed[0].e2e_s is None and failed[0].completion is None
+    assert record.outcome == "partial"
+    assert record.harness is not None
+    assert any("no profile_export_raw.jsonl" in x for x in record.harness.not_recorded)
+    assert all(r.completion is None for r in record.requests)
+
+
+# -- LoadGen ------------------------------------------------------------------------
+def _loadgen(tmp_path: Path, name: str, *args: str) -> Path:
+    pytest.importorskip("mlperf_loadgen")
+    out = tmp_path / name
+    subprocess.run([sys.executable, str(SUT), args[0], args[1], str(out), *args[2:]], check=True)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("scenario", "latency_us", "qps", "queries", "validity", "unmet"),
+    [
+        ("offline", "2000", "1000", "1", "VALID", []),
+        ("offline", "0", "1000", "1", "INVALID", ["min_duration"]),
+        ("server", "0", "1000", "600", "VALID", []),
+        ("server", "1000", "100", "32", "INVALID", ["early_stopping"]),
+    ],
+)
+def test_loadgen_import(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    scenario: str,
+    latency_us: str,
+    qps: str,
+    queries: str,
+    validity: str,
+    unmet: list[str],
+) -> None:
+    logs = _loadgen(tmp_path, "logs", scenario, "perf", latency_us, qps, queries)
+    summary = (logs / "mlperf_log_summary.txt").read_text()
+    assert f"Result is : {validity}" in summary  # what LoadGen itself says
+    root = _repo(tmp_path)
+    assert main(["import", "loadgen", str(logs), "--name", "lg", "--root", str(root)]) == 0
+    record = load_run(root, "lg")
+    assert record.harness is not None and record.harness.loadgen is not None
+    lg = record.harness.loadgen
+    assert record.harness.name == "loadgen" and record.harness.version
+    assert record.harness.version.split(" ")[0] in (logs / "mlperf_log_detail.txt").read_text()
+    assert lg.scenario == scenario.capitalize() and lg.mode == "PerformanceOnly"
+    assert lg.validity == validity
+    assert [r.name for r in lg.rules if not r.met] == unmet
+    expected = {"min_duration", "min_queries", "early_stopping"}
+    if scenario == "server":
+        expected.add("perf_constraints")
+    assert {r.name for r in lg.rules} == expected
+    # As many rules as the summary lists, and the same ones unmet.
+    satisfied = [x for x in summary.splitlines() if "satisfied" in x]
+    assert len(satisfied) == len(lg.rules)
+    assert sum(x.rstrip().endswith("NO") for x in satisfied) == len(unmet)
+    # The percentiles equal the summary's, in ns.
+    for pct, ns in lg.percentiles_ns.items():
+        assert f"{pct} percentile latency (ns)   : {ns}" in summary
+    assert "50.00" in lg.percentiles_ns and "99.00" in lg.percentiles_ns
+    assert lg.settings["scenario"] == scenario.capitalize()
+    assert lg.settings["min_query_count"] == int(queries)
+    assert record.outcome == "complete" and validity in (record.reason or "")
+    assert lg.early_stopping is not None and lg.early_stopping_met is not None
+    assert main(["run", "show", "lg", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert f"LoadGen {scenario.capitalize()} PerformanceOnly: {validity}" in out
+    for name in unmet:
+        assert f"    {name}: NOT met" in out
+
+
+def test_loadgen_accuracy_log_sealed_whole(tmp_path: Path) -> None:
+    logs = _loadgen(tmp_path, "acc", "offline", "acc", "0", "1000", "1")
+    root = _repo(tmp_path)
+    assert main(["import", "loadgen", str(logs), "--name", "acc", "--root", str(root)]) == 0
+    record = load_run(root, "acc")
+    assert record.harness is not None and record.harness.loadgen is not None
+    assert record.harness.loadgen.mode == "AccuracyOnly"
+    accuracy = json.loads((logs / "mlperf_log_accuracy.json").read_text())
+    assert record.harness.loadgen.accuracy_entries == len(accuracy) == 16
+    reg = load_registration(registration_path(root, "acc"))
+    entries = {e.path: e.descriptor for e in reg.manifest.entries}
+    sealed = entries["harness/mlperf_log_accuracy.json"]
+    assert sealed.digest == hash_file(logs / "mlperf_log_accuracy.json").digest
+    assert sealed.size == (logs / "mlperf_log_accuracy.json").stat().st_size  # not truncated
+
+
+def test_loadgen_directory_that_is_not_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _repo(tmp_path)
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "mlperf_log_summary.txt").write_text("Result is : VALID\n")
+    assert main(["import", "loadgen", str(d), "--name", "x", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert f"{d}: not a LoadGen log directory: no mlperf_log_detail.txt" in err
+    (d / "mlperf_log_detail.txt").write_text(
+        ':::MLLOG {"key": "effective_test_mode", "value": "PerformanceOnly"}\n'
+    )
+    assert main(["import", "loadgen", str(d), "--name", "x", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert f"{d / 'mlperf_log_detail.txt'}: not a LoadGen detail log: no 'effective_scenario'" in err
+    (d / "mlperf_log_detail.txt").write_text(":::MLLOG {not json\n")
+    assert main(["import", "loadgen", str(d), "--name", "x", "--root", str(root)]) == 2
+    assert "mlperf_log_detail.txt: line 1: not a :::MLLOG JSON line" in capsys.readouterr().err
+    assert not (root / "evidence" / "x").exists()

@@ -106,6 +106,16 @@ def _exclusion(
         return "unknown-condition", f"run {name!r}: condition {record.condition!r} is not declared"
     if record.arm not in {a.name for a in campaign.protocol.arm}:
         return "unknown-arm", f"run {name!r}: arm {record.arm!r} is not declared"
+    want_harness = campaign.harness(record.condition)
+    got_harness = record.harness.name if record.harness is not None else None
+    if got_harness != want_harness:
+        return (
+            "harness-mismatch",
+            f"run {name!r} was {f'imported from {got_harness}' if got_harness else 'run by evstore'}"
+            f", but condition {record.condition!r} takes "
+            f"{f'runs imported from {want_harness}' if want_harness else 'evstore runs'}: "
+            "harnesses are not mixed within a condition (the protocol's condition.harness)",
+        )
     want = campaign.workload_digest(record.condition)
     if record.workload_digest != want:
         return (

@@ -85,11 +85,17 @@ class QualityRule(Model, frozen=True, kw_only=True):
 
 
 class ConditionSpec(Model, frozen=True, kw_only=True):
-    """A condition (``5s``, ``15s``): its workload file, optionally pinned by digest."""
+    """A condition (``5s``, ``15s``): its workload file, optionally pinned by digest.
+
+    ``harness``: the benchmark harness whose imported runs this condition takes
+    (``evstore import aiperf`` / ``loadgen``); its workload is then that harness's input
+    file (AIPerf's ``inputs.json``), not a ``workload.toml``. Without it the condition
+    takes ``evstore run``'s runs only: harnesses are never mixed within a condition."""
 
     name: Name
     workload: RelPath
     workload_digest: DigestStr | None = None
+    harness: Literal["aiperf", "loadgen"] | None = None
 
 
 class ArmSpec(Model, frozen=True, kw_only=True):
@@ -267,6 +273,8 @@ class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
     metric: str = "e2e"
     percentiles: tuple[Percentile, ...] = ()
     client_bound_runs: tuple[str, ...] = ()
+    harness: str = "evidencestore"
+    metric_definition: str | None = None
 
 
 class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):

@@ -48,7 +48,9 @@ def _venv(path: Path) -> Path:
     python = path / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "aiperf", "tokenizers"], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "aiperf", "tokenizers"], check=True
+        )
     return python
 
 

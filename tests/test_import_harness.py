@@ -46,7 +46,10 @@ def test_aiperf_import_equals_aiperf_values(
     assert harness is not None and harness.name == "aiperf" and harness.version == "0.13.0"
     assert harness.command is not None and harness.command.startswith("aiperf profile")
     assert "inter_token_latency" in harness.metrics["itl_s"]
-    assert harness.sources == {"requests": "profile_export.jsonl", "payloads": "profile_export_raw.jsonl"}
+    assert harness.sources == {
+        "requests": "profile_export.jsonl",
+        "payloads": "profile_export_raw.jsonl",
+    }
     # Every request's TTFT, ITL and latency are AIPerf's own values, request by request.
     by_start = {r.sent_ns: r for r in record.requests}
     aiperf = _lines(src / "profile_export.jsonl")
@@ -234,8 +237,100 @@ def test_loadgen_directory_that_is_not_one(
     )
     assert main(["import", "loadgen", str(d), "--name", "x", "--root", str(root)]) == 2
     err = capsys.readouterr().err
-    assert f"{d / 'mlperf_log_detail.txt'}: not a LoadGen detail log: no 'effective_scenario'" in err
+    assert (
+        f"{d / 'mlperf_log_detail.txt'}: not a LoadGen detail log: no 'effective_scenario'" in err
+    )
     (d / "mlperf_log_detail.txt").write_text(":::MLLOG {not json\n")
     assert main(["import", "loadgen", str(d), "--name", "x", "--root", str(root)]) == 2
     assert "mlperf_log_detail.txt: line 1: not a :::MLLOG JSON line" in capsys.readouterr().err
     assert not (root / "evidence" / "x").exists()
+
+
+# -- an imported AIPerf campaign ----------------------------------------------------
+AIPERF_PROTOCOL = """name = "aiperf-chat"
+
+[timing]
+min_runs = 2
+
+[[condition]]
+name = "chat"
+workload = "inputs.json"
+harness = "aiperf"
+
+[[arm]]
+name = "baseline"
+baseline = true
+runs = 2
+
+[[arm]]
+name = "candidate"
+runs = 2
+"""
+
+
+def test_imported_aiperf_campaign_token_exact_and_claim(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evidencestore.campaign.protocol import load_campaign
+    from evidencestore.campaign.status import evaluate
+
+    root = _repo(tmp_path)
+    proto = tmp_path / "proto"
+    proto.mkdir()
+    shutil.copy(FIXTURES / "baseline-1" / "inputs.json", proto / "inputs.json")
+    (proto / "protocol.toml").write_text(AIPERF_PROTOCOL)
+    assert main(["campaign", "init", "ai", "--protocol", str(proto / "protocol.toml"),
+                 "--root", str(root)]) == 0  # fmt: skip
+    for arm in ("baseline", "candidate"):
+        for k in (1, 2):
+            assert main(["import", "aiperf", str(FIXTURES / f"{arm}-{k}"), "--name", f"{arm}-{k}",
+                         "--arm", arm, "--campaign", "ai", "--condition", "chat",
+                         "--root", str(root)]) == 0  # fmt: skip
+    ev = evaluate(root, load_campaign(root, "ai"))
+    assert ev.repeatability["chat"].exact is True
+    adjudication = ev.adjudications["chat/candidate"]
+    assert adjudication.verdict == "PASS"
+    # Two candidate runs, each 2 warmup and 6 measured outputs, paired by AIPerf's
+    # conversation (the prompt sent), not by timing.
+    assert len(adjudication.comparisons) == 16
+    keys = sorted({c.key for c in adjudication.comparisons})
+    assert keys[0] == "request 0 measured #0" and "request 5 measured #0" in keys
+    assert all(c.verdict == "PASS" and c.token_position is None for c in adjudication.comparisons)
+    capsys.readouterr()
+    code = main(["campaign", "claim", "ai", "--condition", "chat", "--arm", "candidate",
+                 "--json", "--root", str(root)])  # fmt: skip
+    claim = json.loads(capsys.readouterr().out)
+    assert code == 0 and claim["verdict"] == "STANDS", claim["reasons"]
+    assert claim["harness"] == "aiperf 0.13.0"
+    assert claim["metric_definition"].startswith("AIPerf request_latency")
+    assert claim["speedup"]["low"] > 1.0
+    # The claim cites the imported bundles by digest, one value per run.
+    cited = {rv["run"]: rv["digest"] for rv in claim["runs"]}
+    assert set(cited) == {"baseline-1", "baseline-2", "candidate-1", "candidate-2"}
+    for name, digest in cited.items():
+        assert digest == load_registration(registration_path(root, name)).digest
+    # The values are AIPerf's own request latencies (measured phase).
+    b1 = _lines(FIXTURES / "baseline-1" / "profile_export.jsonl")
+    want = sorted(
+        line["metrics"]["request_latency"]["value"] * 1e-3  # type: ignore[index]
+        for line in b1
+        if line["metadata"]["benchmark_phase"] != "warmup"  # type: ignore[index]
+    )
+    assert sorted(next(rv for rv in claim["runs"] if rv["run"] == "baseline-1")["values"]) == want
+    main(["campaign", "claim", "ai", "--condition", "chat", "--arm", "candidate",
+          "--root", str(root)])  # fmt: skip
+    assert "metric e2e from aiperf 0.13.0: AIPerf request_latency" in capsys.readouterr().out
+    # A LoadGen run offered to the AIPerf condition is excluded, never mixed in, and
+    # the claim says so (refused, like a run of another workload).
+    logs = _loadgen(tmp_path, "lg", "offline", "perf", "2000", "1000", "1")
+    assert main(["import", "loadgen", str(logs), "--name", "lg", "--arm", "candidate",
+                 "--campaign", "ai", "--condition", "chat", "--root", str(root)]) == 0  # fmt: skip
+    capsys.readouterr()
+    main(["campaign", "claim", "ai", "--condition", "chat", "--arm", "candidate", "--json",
+          "--root", str(root)])  # fmt: skip
+    claim = json.loads(capsys.readouterr().out)
+    excluded = {e["run"]: e for e in claim["excluded"]}
+    assert excluded["lg"]["code"] == "harness-mismatch"
+    assert "imported from loadgen" in excluded["lg"]["message"]
+    assert claim["verdict"] == "REFUSED"
+    assert any("harnesses are not mixed" in r for r in claim["reasons"])

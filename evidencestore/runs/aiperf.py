@@ -74,8 +74,10 @@ def _records(source: HarnessDir, rel: str) -> list[dict[str, Any]]:
 
 def _field(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     value = obj.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        expected = (
+            kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        )
         raise ConfigError(f"{where}: field {key!r} is {value!r}: expected {expected}")
     return value
 
@@ -87,10 +89,12 @@ def _metric(metrics: dict[str, Any], tag: str, unit: str, where: str) -> float |
         return None
     if not isinstance(m, dict) or not isinstance(m.get("value"), (int, float)):
         raise ConfigError(f"{where}: metrics.{tag}: expected {{value: number, unit}}")
-    scale = {"ms": 1e-3, "ns": 1e-9, "s": 1.0, "sec": 1.0}.get(m.get("unit", ""), None)
+    scale = {"ms": 1e-3, "ns": 1e-9, "s": 1.0, "sec": 1.0}.get(m.get("unit", ""))
     if unit == "s":
         if scale is None:
-            raise ConfigError(f"{where}: metrics.{tag}: unit {m.get('unit')!r}: expected ms, ns or s")
+            raise ConfigError(
+                f"{where}: metrics.{tag}: unit {m.get('unit')!r}: expected ms, ns or s"
+            )
         return float(m["value"]) * scale
     return float(m["value"])
 
@@ -123,7 +127,8 @@ def _completion(responses: Any) -> Completion | None:
             for choice in chunk.get("choices") or [] if isinstance(chunk, dict) else []:
                 if not isinstance(choice, dict):
                     continue
-                delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+                got = choice.get("delta")
+                delta: dict[str, Any] = got if isinstance(got, dict) else {}
                 piece = delta.get("content", choice.get("text"))
                 if isinstance(piece, str) and piece:
                     seen = True
@@ -200,15 +205,20 @@ def _import_one(
         where = f"{source.directory / RECORDS}: line {number}"
         meta = _field(obj, "metadata", dict, where)
         start = _field(meta, "request_start_ns", int, f"{where}: metadata")
-        end = _field(meta, "request_end_ns", int, f"{where}: metadata")
+        _field(meta, "request_end_ns", int, f"{where}: metadata")
         _field(meta, "benchmark_phase", str, f"{where}: metadata")
         metrics = obj.get("metrics") or {}
         if not isinstance(metrics, dict):
             raise ConfigError(f"{where}: field 'metrics': expected an object")
         rows.append((start, number, obj, meta, metrics, where))
+    slots = _slots([r[3] for r in rows])
     rows.sort(key=lambda r: (r[0], r[1]))
-    for index, (start, _, obj, meta, metrics, where) in enumerate(rows):
-        _add_request(recorder, index, start, obj, meta, metrics, where, raw_by_id, path)
+    for index, (start, number, obj, meta, metrics, where) in enumerate(rows):
+        request, repetition = slots[number - 1]
+        _add_request(
+            recorder, index, start, obj, meta, metrics, where, raw_by_id, path,
+            request, repetition,
+        )  # fmt: skip
     version = summary.get("aiperf_version")
     not_recorded = [
         "the bytes of each response as received (AIPerf keeps parsed events)",
@@ -236,6 +246,31 @@ def _import_one(
     return ImportResult(name, registration.digest, False, record.outcome)
 
 
+def _slots(metas: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Each record's (request, repetition): the request is its conversation (AIPerf's
+    ``conversation_id``: the dataset entry it sent), numbered in the order AIPerf issued
+    them (phase, then ``session_num``), never by timing, so two runs of one dataset number
+    their prompts alike; the repetition counts earlier sends of it in the same phase."""
+    order = sorted(
+        range(len(metas)),
+        key=lambda i: (
+            metas[i]["benchmark_phase"] != "warmup",
+            metas[i].get("session_num") if isinstance(metas[i].get("session_num"), int) else i,
+            i,
+        ),
+    )
+    numbers: dict[str, int] = {}
+    seen: dict[tuple[str, int], int] = {}
+    out = [(0, 0)] * len(metas)
+    for i in order:
+        conv = str(metas[i].get("conversation_id", i))
+        request = numbers.setdefault(conv, len(numbers))
+        key = (str(metas[i]["benchmark_phase"]), request)
+        out[i] = (request, seen.get(key, 0))
+        seen[key] = seen.get(key, 0) + 1
+    return out
+
+
 def _command(summary: dict[str, Any]) -> str | None:
     """AIPerf's command line as its summary export recorded it (``run_info.cli_command``)."""
     info = summary.get("run_info")
@@ -253,6 +288,8 @@ def _add_request(
     where: str,
     raw_by_id: dict[str, dict[str, Any]],
     path: str,
+    request: int,
+    repetition: int,
 ) -> RequestRecord:
     phase: Phase = "warmup" if meta["benchmark_phase"] == "warmup" else "measured"
     error = obj.get("error")
@@ -263,7 +300,9 @@ def _add_request(
     if raw is not None and raw.get("payload") is not None:
         payload = store.put(pretty(raw["payload"]), "application/json")
     else:
-        payload = store.put(canonical({"aiperf_request": meta.get("x_request_id")}), "application/json")
+        payload = store.put(
+            canonical({"aiperf_request": meta.get("x_request_id")}), "application/json"
+        )
     body: Descriptor | None = None
     completion: Descriptor | None = None
     done: Completion | None = None
@@ -309,8 +348,8 @@ def _add_request(
         observation,
         index=index,
         phase=phase,
-        request=int(meta.get("session_num") or 0),
-        repetition=int(meta.get("turn_index") or 0),
+        request=request,
+        repetition=repetition,
         payload=payload,
         body=body,
         completion=completion,

@@ -56,7 +56,8 @@ def parse_detail(data: bytes, where: str) -> tuple[dict[str, Any], list[str], li
         if not isinstance(obj, dict) or not isinstance(obj.get("key"), str):
             raise ConfigError(f"{where}: line {number}: expected an object with a string 'key'")
         key, value = obj["key"], obj.get("value")
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        got = obj.get("metadata")
+        meta: dict[str, Any] = got if isinstance(got, dict) else {}
         if meta.get("is_error"):
             errors.append(f"{key}: {value}")
         elif meta.get("is_warning"):

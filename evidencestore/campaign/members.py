@@ -11,6 +11,7 @@ reason, never silently dropped.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,6 +94,21 @@ def campaign_runs(
     return out
 
 
+def missing_provenance(record: RunRecord, required: Sequence[str]) -> list[str]:
+    """The items of ``required`` (``Protocol.require``) the run does not carry."""
+    s = record.launched
+    have = {
+        "server.argv": s is not None and bool(s.argv),
+        "server.env": s is not None,
+        "server.log": s is not None and s.log is not None,
+        "metrics": s is not None
+        and all(x is not None and x.body is not None for x in (s.metrics_before, s.metrics_after)),
+        "version": s is not None
+        and all(x is not None and x.body is not None for x in (s.version_before, s.version_after)),
+    }
+    return [item for item in required if not have.get(item, False)]
+
+
 def _exclusion(
     campaign: Campaign, conditions: set[str], name: str, record: RunRecord
 ) -> tuple[str, str] | None:
@@ -106,6 +122,14 @@ def _exclusion(
         return "unknown-condition", f"run {name!r}: condition {record.condition!r} is not declared"
     if record.arm not in {a.name for a in campaign.protocol.arm}:
         return "unknown-arm", f"run {name!r}: arm {record.arm!r} is not declared"
+    missing = missing_provenance(record, campaign.protocol.require)
+    if missing:
+        return (
+            "missing-provenance",
+            f"run {name!r} lacks the provenance the protocol requires: {', '.join(missing)} "
+            "(evstore run --launch records the server's argv, environment, log, /metrics "
+            "and /version)",
+        )
     want_harness = campaign.harness(record.condition)
     got_harness = record.harness.name if record.harness is not None else None
     if got_harness != want_harness:

@@ -107,11 +107,19 @@ class ArmSpec(Model, frozen=True, kw_only=True):
     configs: tuple[RelPath, ...] = ()
 
 
+#: Provenance a protocol can require of every run (``require = [...]``): the launched
+#: server's argv, environment (names and allow-listed values) and log, and its
+#: ``/metrics`` and ``/version`` answers before and after the run.
+Provenance = Literal["server.argv", "server.env", "server.log", "metrics", "version"]
+
+
 class Protocol(Model, frozen=True, kw_only=True):
-    """``protocol.toml``: conditions, arms, timing and quality rules."""
+    """``protocol.toml``: conditions, arms, timing and quality rules, and the provenance
+    every run must carry (``require``: runs without it are excluded)."""
 
     name: Name
     description: str | None = None
+    require: tuple[Provenance, ...] = ()
     timing: TimingRule = TimingRule()
     quality: QualityRule = QualityRule()
     condition: Annotated[tuple[ConditionSpec, ...], Meta(min_length=1)]

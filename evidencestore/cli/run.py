@@ -81,6 +81,13 @@ def _run_parser() -> _Parser:
                 help="campaign bundle whose protocol.toml this run follows",
             ),
             arg("--condition", metavar="C", help="the campaign condition (e.g. 5s)"),
+            arg(
+                "--launch",
+                metavar="CMD",
+                help="start the server with this command (no shell), keep its argv, "
+                "environment names, log, time to ready and exit status, stop it after the run "
+                "(default: the workload's [server] command, if any)",
+            ),
         ],
     )
 
@@ -197,6 +204,23 @@ def _run(args: argparse.Namespace) -> int:
     protocol = _protocol_digest(root, args) if args.campaign else None
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     tty = sys.stderr.isatty() and args.verbosity >= 0
+    if args.launch or _declares_server(root, args.workload):
+        from ..runs.launch import launch_and_run, parse_command
+
+        registration, record = launch_and_run(
+            root,
+            args.workload,
+            command=parse_command(args.launch) if args.launch else None,
+            arm=args.arm,
+            server=args.server,
+            name=name,
+            configs=args.config,
+            server_logs=args.server_log,
+            campaign=args.campaign,
+            protocol_digest=protocol,
+            condition=args.condition,
+        )
+        return _ran(registration, record, tty=False)
     registration, record = run_workload(
         root,
         args.workload,
@@ -210,6 +234,18 @@ def _run(args: argparse.Namespace) -> int:
         condition=args.condition,
         progress=_progress(sys.stderr) if tty else None,
     )
+    return _ran(registration, record, tty)
+
+
+def _declares_server(root: Any, workload: str) -> bool:
+    """Whether the workload has a ``[server] command`` to launch."""
+    from ..runs.workload import load_workload
+
+    loaded = load_workload(workload, roots=(root,))
+    return loaded.workload.server is not None and loaded.workload.server.command is not None
+
+
+def _ran(registration: Any, record: RunRecord, tty: bool) -> int:
     if tty:
         sys.stderr.write("\n")
     counts = record.counts
@@ -224,6 +260,14 @@ def _run(args: argparse.Namespace) -> int:
     if not record.server.ok and record.server.message:
         line += f"; server: {record.server.message}"
     print(line)
+    launched = record.launched
+    if launched is not None:
+        ready = "never ready" if launched.ready_s is None else f"ready in {launched.ready_s:.3f} s"
+        how = "stopped by the run" if launched.stopped_by_run else "exited by itself"
+        print(
+            f"server {' '.join(launched.argv)}: {ready}, exit status {launched.exit_status} "
+            f"({how}), log logs/server.log"
+        )
     print(f"registered evidence/{record.name}/ ({registration.digest})")
     return EXIT_OK if record.outcome == "complete" else EXIT_FAILED
 

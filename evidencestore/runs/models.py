@@ -32,6 +32,7 @@ __all__ = [
     "Harness",
     "HarnessRule",
     "InputFile",
+    "LaunchedServer",
     "LoadGenResult",
     "MediaOutcome",
     "Message",
@@ -43,6 +44,7 @@ __all__ = [
     "RunRecord",
     "RunSection",
     "ServerIdentity",
+    "ServerSection",
     "VideoSection",
     "Workload",
 ]
@@ -194,6 +196,25 @@ class RequestSpec(Model, frozen=True, kw_only=True):
     ignore_eos: bool | None = None
 
 
+EnvName = Annotated[str, Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
+
+
+class ServerSection(Model, frozen=True, kw_only=True):
+    """``[server]``: the server ``evstore run`` starts itself (or ``--launch``):
+    ``command`` (argv, no shell), ``cwd`` (relative to the workload's directory),
+    ``env`` (the names whose values are recorded: an allow-list; every other variable is
+    recorded by name only, never its value), how long it may take to answer the health
+    check (``ready_timeout``), and the paths of its Prometheus ``/metrics`` and
+    ``/version``, captured before and after the run when it offers them."""
+
+    command: Annotated[tuple[str, ...], Meta(min_length=1)] | None = None
+    cwd: str | None = None
+    env: tuple[EnvName, ...] = ()
+    ready_timeout: Annotated[float, Meta(gt=0, le=86_400)] = 600.0
+    metrics_path: UrlPath = "/metrics"
+    version_path: UrlPath = "/version"
+
+
 class Workload(Model, frozen=True, kw_only=True):
     """``workload.toml``: the endpoint, repetitions, audio expectations and requests."""
 
@@ -202,6 +223,7 @@ class Workload(Model, frozen=True, kw_only=True):
     run: RunSection = RunSection()
     audio: AudioSection | None = None
     video: VideoSection | None = None
+    server: ServerSection | None = None
 
 
 # -- run record -------------------------------------------------------------------
@@ -225,6 +247,31 @@ class ServerIdentity(Model, frozen=True, kw_only=True, omit_defaults=False):
     model_ids: tuple[str, ...] = ()
     server_header: str | None = None
     message: str | None = None
+
+
+class LaunchedServer(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """The server this run started itself (``--launch`` / ``[server] command``): its
+    argv and working directory, the names of every environment variable it was given
+    and the values of the allow-listed ones only (``env_values``), its stdout and stderr
+    (``log``, also the run's ``logs/server.log`` entry), seconds from start to its first
+    healthy answer (``ready_s``; None when it never got ready), its exit status
+    (negative: the signal that ended it) and whether this run stopped it, and its
+    ``/metrics`` and ``/version`` answers before and after the run (None when it was not
+    asked: it never got ready)."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    env_names: tuple[str, ...]
+    env_values: dict[str, str]
+    log: Descriptor | None
+    ready_s: float | None
+    exit_status: int | None
+    stopped_by_run: bool
+    message: str | None = None
+    metrics_before: Exchange | None = None
+    metrics_after: Exchange | None = None
+    version_before: Exchange | None = None
+    version_after: Exchange | None = None
 
 
 class ClientEnvironment(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -450,6 +497,7 @@ class RunRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     audits: tuple[Audit, ...] = ()
     load: ClientLoad | None = None
     harness: Harness | None = None
+    launched: LaunchedServer | None = None
 
 
 SCHEMA_TYPES: dict[str, type] = {"workload": Workload, "run-record": RunRecord}

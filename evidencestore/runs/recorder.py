@@ -45,6 +45,7 @@ from .models import (
     ClientLoad,
     Exchange,
     Harness,
+    LaunchedServer,
     MediaOutcome,
     Outcome,
     Phase,
@@ -295,6 +296,7 @@ class RunRecorder:
         # Set by importers of harness outputs (``runs/harnesses/``): the harness, its
         # own end time and outcome (a run without request records, such as LoadGen's).
         self.harness: Harness | None = None
+        self.launched: LaunchedServer | None = None  # the server the run started itself
         self.ended: str | None = None
         self.outcome: tuple[Outcome, str | None] | None = None
         if workload_bytes is not None:
@@ -480,6 +482,7 @@ class RunRecorder:
             audits=self.audits,
             load=self.load,
             harness=self.harness,
+            launched=self.launched,
         )
 
     def seal(self) -> tuple[Registration, RunRecord]:

@@ -147,6 +147,7 @@ def run_workload(
     condition: str | None = None,
     store: LocalBlobStore | None = None,
     progress: Progress | None = None,
+    before_seal: Callable[[RunRecorder], None] | None = None,
 ) -> tuple[Registration, RunRecord]:
     """Run a workload against ``server`` and register the run as bundle ``name``.
 
@@ -223,6 +224,11 @@ def run_workload(
             recorder.attach_log(log)
         except Exception as exc:
             recorder.fail(_internal(f"while keeping --server-log {log}", exc))
+    if before_seal is not None:  # a launched server: stopped, its log and metrics kept
+        try:
+            before_seal(recorder)
+        except Exception as exc:
+            recorder.fail(_internal("while stopping the launched server", exc))
     return recorder.seal()
 
 

@@ -10,7 +10,8 @@ outputs), each with the raw export (payloads and events)::
     python benches/make_aiperf_fixtures.py [--venv /tmp/aiperf-venv]
 
 The exact AIPerf command of each directory is in its ``profile_export_aiperf.json``
-(``run_info.cli_command``) and in ``tests/fixtures/aiperf/COMMAND.txt``.
+(``run_info.cli_command``) and in ``tests/fixtures/aiperf/COMMAND.txt``; each server's
+log of when it wrote every token is ``reference-server-<arm>.json``.
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ def main(argv: list[str] | None = None) -> int:
                         FIXTURES / f"{arm}-{k}",
                         ignore=shutil.ignore_patterns(".aiperf_results_ready.json"),
                     )
+                # The server's own record of when it wrote each token (its monotonic
+                # clock): the truth the imported TTFT / ITL are checked against.
+                import urllib.request
+
+                with urllib.request.urlopen(url + "/_reference/log", timeout=30) as resp:
+                    (FIXTURES / f"reference-server-{arm}.json").write_bytes(resp.read())
             finally:
                 if server.stdin is not None:
                     server.stdin.close()

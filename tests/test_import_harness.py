@@ -320,6 +320,11 @@ def test_imported_aiperf_campaign_token_exact_and_claim(
     main(["campaign", "claim", "ai", "--condition", "chat", "--arm", "candidate",
           "--root", str(root)])  # fmt: skip
     assert "metric e2e from aiperf 0.13.0: AIPerf request_latency" in capsys.readouterr().out
+    # run diff names the harness command's difference (another server URL, artifact dir).
+    main(["run", "diff", "baseline-1", "candidate-1", "--json", "--root", str(root)])
+    diffs = json.loads(capsys.readouterr().out)["differences"]
+    command = next(d for d in diffs if (d["section"], d["key"]) == ("harness", "command"))
+    assert command["a"].startswith("aiperf profile") and command["a"] != command["b"]
     # A LoadGen run offered to the AIPerf condition is excluded, never mixed in, and
     # the claim says so (refused, like a run of another workload).
     logs = _loadgen(tmp_path, "lg", "offline", "perf", "2000", "1000", "1")
@@ -334,3 +339,35 @@ def test_imported_aiperf_campaign_token_exact_and_claim(
     assert "imported from loadgen" in excluded["lg"]["message"]
     assert claim["verdict"] == "REFUSED"
     assert any("harnesses are not mixed" in r for r in claim["reasons"])
+
+
+@pytest.mark.parametrize("arm", ["baseline", "candidate"])
+def test_imported_aiperf_times_agree_with_the_servers_log(tmp_path: Path, arm: str) -> None:
+    """The reference server logged when it wrote every token (its own monotonic clock,
+    fetched by benches/make_aiperf_fixtures.py). Matched in the order of first tokens,
+    every imported request has the server's token count; its TTFT places the first token
+    at the server's first write up to one clock offset common to all requests (spread
+    under 5 ms); its ITL is the server's mean gap between token writes within 2 ms (the
+    imported latency also spans the stream's closing events)."""
+    root = _repo(tmp_path)
+    log = json.loads((FIXTURES / f"reference-server-{arm}.json").read_text())["log"]
+    per: dict[int, list[int]] = {}
+    for number, _position, ns in log:
+        per.setdefault(number, []).append(ns)
+    numbers = sorted(per)
+    for k in (1, 2):
+        assert main(["import", "aiperf", str(FIXTURES / f"{arm}-{k}"), "--name", f"{arm}-{k}",
+                     "--root", str(root)]) == 0  # fmt: skip
+        record = load_run(root, f"{arm}-{k}")
+        mine = numbers[8 * (k - 1) : 8 * k]  # the server numbers requests as they arrive
+        server = sorted((min(per[n]), max(per[n]), len(per[n])) for n in mine)
+        imported = sorted(
+            (r.sent_ns + r.ttft_s * 1e9, r, r.output_tokens)  # type: ignore[operator]
+            for r in record.requests
+        )
+        assert [s[2] for s in server] == [i[2] for i in imported] == [8] * 8
+        offsets = [i[0] - s[0] for i, s in zip(imported, server, strict=True)]
+        assert max(offsets) - min(offsets) < 5e6
+        for (_, r, _), (first, last, count) in zip(imported, server, strict=True):
+            server_itl = (last - first) / 1e9 / (count - 1)
+            assert r.itl_s == pytest.approx(server_itl, abs=2e-3)

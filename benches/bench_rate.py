@@ -117,9 +117,12 @@ def measure(requests: int, rounds: int, levels: tuple[int, ...]) -> list[dict[st
                         _json([sys.executable, "-c", EVSTORE, str(root), str(wl), url, f"r{c}-{i}"])
                     )
                 rate_ratio = statistics.median(
-                    (requests / e["wall"]) / (requests / b["wall"]) for b, e in zip(bare, ev)
+                    (requests / e["wall"]) / (requests / b["wall"])
+                    for b, e in zip(bare, ev, strict=True)
                 )
-                cpu_ratio = statistics.median(e["cpu"] / b["cpu"] for b, e in zip(bare, ev))
+                cpu_ratio = statistics.median(
+                    e["cpu"] / b["cpu"] for b, e in zip(bare, ev, strict=True)
+                )
                 rows.append(
                     {
                         "concurrency": c,

@@ -5,6 +5,7 @@ verdicts in a campaign, and the determinism check across batch sizes."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -63,7 +64,9 @@ def test_chat_stream_timings_and_tokens(tmp_path: Path, llm: LlmServer) -> None:
     assert r.ttft_s is not None and r.itl_s is not None and r.tpot_s is not None
     # TTFT is the first content event, not the role-only chunk (sent at once).
     assert r.events.offsets_us[0] < r.events.offsets_us[1]
-    assert r.ttft_s == pytest.approx(r.events.offsets_us[1] / 1e6 + (r.sent_ns - r.intended_ns) / 1e9, abs=2e-6)  # type: ignore[operator]
+    assert r.ttft_s == pytest.approx(
+        r.events.offsets_us[1] / 1e6 + (r.sent_ns - r.intended_ns) / 1e9, abs=2e-6
+    )  # type: ignore[operator]
     assert r.ttft_s >= 0.05
     # Each later event's gap spread over its 3 tokens: ITL per token about 10 ms.
     assert 0.008 <= r.itl_s <= 0.05
@@ -116,7 +119,9 @@ def test_stream_failure_classes(tmp_path: Path, llm: LlmServer) -> None:
 
 def test_error_json_mid_stream_and_max_tokens() -> None:
     req = parse_workload(chat_workload(("x",), max_tokens=1).encode(), "w.toml").request[0]
-    stream = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"error":{"message":"oom"}}\n\n'
+    stream = (
+        b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"error":{"message":"oom"}}\n\n'
+    )
     out = examine(stream, [(1, len(stream))], req, stream=True, chat=True)
     assert out.failure == "stream-error" and "oom" in (out.message or "")
     two = (
@@ -231,7 +236,9 @@ def test_chat_campaign_token_exact(
     assert any("nondet: baseline is not repeatable-exact" in r for r in status["remaining"])
 
 
-def test_determinism_across_batch_sizes(tmp_path: Path, llm: LlmServer) -> None:
+def test_determinism_across_batch_sizes(
+    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     store_root = tmp_path
     prompts = tuple(f"prompt {i}" for i in range(4))
     _repo(store_root, chat_workload(prompts, max_tokens=6, concurrency=1))
@@ -245,6 +252,13 @@ def test_determinism_across_batch_sizes(tmp_path: Path, llm: LlmServer) -> None:
     assert max(p.distinct for p in bad.prompts) == 2
     good = determinism(store, [("c1", one, 1), ("c4ok", four_ok, 4)])
     assert good.deterministic is True and [p.distinct for p in good.prompts] == [1, 1, 1, 1]
+    # The same through the CLI, concurrency read from each run's workload.
+    assert main(["-q", "run", "determinism", "c1", "c4ok", "--root", str(store_root)]) == 0
+    capsys.readouterr()
+    assert main(["run", "determinism", "c1", "c4", "--json", "--root", str(store_root)]) == 1
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["concurrency"] == [1, 4] and shown["deterministic"] is False
+    assert any("distinct outputs across concurrencies [1, 4]" in r for r in shown["reasons"])
 
 
 def test_reference_server_cli() -> None:
@@ -343,3 +357,108 @@ def test_claim_on_llm_metric(
     assert p[("baseline", 0.5)]["n"] == 12 and p[("baseline", 0.5)]["value"] is not None
     # 12 requests cannot bound a p99 two-sided at 95 %: it says how many it would take.
     assert p[("baseline", 0.99)]["low"] is None and p[("baseline", 0.99)]["needed"] == 368
+
+
+def test_run_show_llm_metrics(
+    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _repo(tmp_path, chat_workload(("a", "b"), max_tokens=6, measured=2))
+    _run(tmp_path, llm, "s", itl=0.002)
+    capsys.readouterr()
+    assert main(["run", "show", "s", "--json", "--root", str(tmp_path)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    measured = shown["phases"]["measured"]
+    assert measured["ttft_s"]["n"] == 4 and measured["output_tokens"] == 24
+    assert measured["itl_s"]["median"] is not None and shown["unchecked"] == 0
+    assert shown["load"]["client_bound"] is False
+    assert main(["run", "show", "s", "--root", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "  TTFT s (n=4): min " in text and "  output tokens: 24" in text
+
+
+def test_inter_token_latencies_spread_over_multi_token_events() -> None:
+    from evidencestore.runs.models import EventTimes
+    from evidencestore.runs.streams import inter_token_latencies, stream_metrics
+
+    ev = EventTimes(offsets_us=(100, 1000, 7000, 8000), tokens=(0, 1, 3, 0))
+    assert token_times(ev) == pytest.approx([0.001, 0.003, 0.005, 0.007])
+    assert inter_token_latencies(ev) == pytest.approx([0.002, 0.002, 0.002])
+    m = stream_metrics([100_000, 1_000_000, 7_000_000, 8_000_000], [0, 1, 3, 0], 0, 4)
+    assert m.ttft_s == pytest.approx(0.001)  # not the role-only event at 0.1 ms
+    assert m.itl_s == pytest.approx(0.002) and m.tpot_s == pytest.approx(0.002)
+
+
+def test_video_server_cli_exposes_every_knob() -> None:
+    from evidencestore.testing import video_server
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evidencestore.testing.video_server", "--fail-on", "all",
+         "--startup-error", "no GPU", "--ignore-seed", "--latency", "0.01"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        import urllib.error
+        import urllib.request
+
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(url + "/health", timeout=10)
+        assert info.value.code == 503 and b"no GPU" in info.value.read()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=10)
+    # Every knob of the server is an option.
+    vs = video_server.VideoServer()
+    shutil.rmtree(vs._tmp)
+    knobs = {k for k, v in vars(vs).items()
+             if not k.startswith("_") and k not in ("model", "log_path", "sample_rate",
+             "channels", "requests", "arrivals_ns", "log_lines", "port")}  # fmt: skip
+    exposed = {*video_server._VALUE_KNOBS, *video_server._SET_KNOBS, *video_server._FLAGS}
+    assert knobs == exposed
+    from evidencestore.testing import llm_server
+
+    llm_knobs = {k for k in vars(llm_server.LlmServer()) if not k.startswith("_")} - {
+        "model", "vocab", "port", "requests", "in_flight", "log", "prompts", "fail_on", "usage"}  # fmt: skip
+    flags = {"role_chunk", "nondeterministic", "batch_dependent", "cache"}
+    assert llm_knobs == set(llm_server._KNOBS) | flags
+
+
+def test_prompts_from_jsonl_and_sampled_lengths(tmp_path: Path, llm: LlmServer) -> None:
+    from evidencestore.errors import ConfigError
+    from evidencestore.runs import load_workload
+
+    (tmp_path / "evidence").mkdir()
+    (tmp_path / "prompts.jsonl").write_text(
+        '{"prompt": "first"}\n{"messages": [{"role": "user", "content": "second"}], '
+        '"max_tokens": 3}\n\n{"prompt": "third"}\n'
+    )
+    head = chat_workload(("inline",), max_tokens=4).split("\n[[request]]")[0]
+    (tmp_path / "w.toml").write_text(
+        head + '\n[[request]]\nprompt = "inline"\nmax_tokens = 4\n\n'
+        '[prompts]\npath = "prompts.jsonl"\ncount = 2\nmax_tokens = 5\nmax_tokens_max = 9\n'
+        "seed = 3\nrequest_seed = 11\n"
+    )
+    loaded = load_workload(tmp_path / "w.toml")
+    reqs = loaded.workload.request
+    assert [r.prompt for r in reqs] == ["inline", "first", None]
+    assert reqs[2].messages is not None and reqs[2].messages[0].content == "second"
+    assert reqs[2].max_tokens == 3 and 5 <= (reqs[1].max_tokens or 0) <= 9
+    assert reqs[1].seed == 11
+    # The same workload gives the same requests (sampled from its seed).
+    assert load_workload(tmp_path / "w.toml").workload.request == reqs
+    rec = _run(tmp_path, llm, "jsonl")
+    assert rec.outcome == "complete", rec.reason
+    assert [r.output_tokens for r in rec.requests] == [4, reqs[1].max_tokens, 3]
+    # Synthetic prompts of sampled input lengths, no file.
+    (tmp_path / "s.toml").write_text(
+        head + "\n[prompts]\ncount = 5\ninput_tokens = 3\ninput_tokens_max = 6\nmax_tokens = 2\n"
+    )
+    syn = load_workload(tmp_path / "s.toml").workload.request
+    assert len(syn) == 5 and all(3 <= len((r.prompt or "").split()) <= 6 for r in syn)
+    assert len({r.prompt for r in syn}) == 5
+    (tmp_path / "bad.jsonl").write_text('{"prompt": "a"}\n{"nothing": 1}\n')
+    (tmp_path / "b.toml").write_text(head + '\n[prompts]\npath = "bad.jsonl"\n')
+    with pytest.raises(ConfigError, match=r"\[prompts\]: line 2: give exactly one of"):
+        load_workload(tmp_path / "b.toml")

@@ -42,7 +42,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from ..errors import ConfigError, EvidenceStoreError
-from ..runs import diff_configs
+from ..runs import RequestRecord, diff_configs
 from ..storage import BlobStore
 from .estimator import WelchInterval, paired_log_interval, welch_log_interval
 from .members import Member, Members
@@ -84,13 +84,14 @@ class _Timed:
 _FIELDS = {"e2e": "e2e_s", "ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s"}
 
 
-def _request_value(r: Any, metric: str) -> float | None:
+def _request_value(r: RequestRecord, metric: str) -> float | None:
+    """One request's time on ``metric`` (seconds per output token for throughput)."""
     if metric == "output_throughput":
         if r.e2e_s is None or not r.output_tokens:
             return None
-        return float(r.e2e_s) / r.output_tokens
-    value = getattr(r, _FIELDS[metric])
-    return None if value is None else float(value)
+        return r.e2e_s / r.output_tokens
+    value: float | None = getattr(r, _FIELDS[metric])
+    return value
 
 
 def _timed(member: Member, metric: str = "e2e") -> list[_Timed]:
@@ -101,7 +102,9 @@ def _timed(member: Member, metric: str = "e2e") -> list[_Timed]:
         value = _request_value(r, metric)
         if value is not None and value > 0:
             # Only end-to-end time waits for a job-flow poll: the bound is its alone.
-            out.append(_Timed(r.request, value, (r.resolution_s or 0.0) if metric == "e2e" else 0.0))
+            out.append(
+                _Timed(r.request, value, (r.resolution_s or 0.0) if metric == "e2e" else 0.0)
+            )
     return out
 
 
@@ -318,7 +321,9 @@ def make_claim(
     df = None
     clears: bool | None = None
     verdict: ClaimVerdict = "REFUSED"
-    resolution = max((t.resolution for m in (*b_done, *c_done) for t in _timed(m, metric)), default=None)
+    resolution = max(
+        (t.resolution for m in (*b_done, *c_done) for t in _timed(m, metric)), default=None
+    )
     unbounded = sum(
         1
         for m in (*b_done, *c_done)

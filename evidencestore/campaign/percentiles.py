@@ -73,9 +73,7 @@ def percentile(arm: str, values: Sequence[float], q: float, confidence: float) -
     value = xs[max(1, math.ceil(q * n)) - 1]
     low, high = _ranks(n, q, confidence)
     if low < 1 or high > n:
-        return Percentile(
-            arm=arm, q=q, n=n, value=value, needed=requests_needed(q, confidence)
-        )
+        return Percentile(arm=arm, q=q, n=n, value=value, needed=requests_needed(q, confidence))
     coverage = float(binom.cdf(high - 1, n, q) - binom.cdf(low - 1, n, q))
     return Percentile(
         arm=arm, q=q, n=n, value=value, low=xs[low - 1], high=xs[high - 1], coverage=coverage

@@ -17,6 +17,7 @@ digest): every prompt must have exactly one.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ __all__ = [
     "TokenVerdict",
     "compare_completions",
     "determinism",
+    "determinism_of_runs",
     "load_completion",
 ]
 
@@ -191,3 +193,23 @@ def determinism(store: BlobStore, runs: Sequence[tuple[str, RunRecord, int]]) ->
         prompts=tuple(prompts),
         reasons=tuple(reasons),
     )
+
+
+def determinism_of_runs(root: str | os.PathLike[str], names: Sequence[str]) -> Determinism:
+    """:func:`determinism` over registered runs, each at the concurrency its workload
+    (read, verified, from the local store) declares."""
+    from ..config import local_store
+    from ..runs import load_run
+    from ..runs.workload import parse_workload
+
+    store = local_store(root)
+    runs = []
+    for name in names:
+        record = load_run(root, name)
+        try:
+            data = store.get(record.workload.digest, record.workload.size)
+        except EvidenceStoreError as exc:
+            raise EvidenceStoreError(f"run {name!r}: its workload: {exc}") from exc
+        concurrency = parse_workload(data, f"{name}: workload").run.concurrency
+        runs.append((name, record, concurrency))
+    return determinism(store, runs)

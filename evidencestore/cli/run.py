@@ -1,12 +1,13 @@
 """`evstore` subcommands: run (``run WORKLOAD``, ``run show``, ``run diff``).
 
-``run`` is both a command taking WORKLOAD and a group with ``show`` and ``diff``: the
-``run`` parser takes its arguments verbatim and dispatches on the first one to one of
-three parsers, so ``evstore run workload.toml --arm x`` and ``evstore run show B`` both
-parse (a workload file literally named ``show`` or ``diff`` is given as ``./show``).
+``run`` is both a command taking WORKLOAD and a group with ``show``, ``diff`` and
+``determinism``: the ``run`` parser takes its arguments verbatim and dispatches on the
+first one to one of four parsers, so ``evstore run workload.toml --arm x`` and ``evstore
+run show B`` both parse (a workload file literally named ``show`` is given as ``./show``).
 
 Exit codes: ``run`` 0 for a complete run with every output valid, 1 for any other run
-(registered all the same), 2 for usage errors; ``show`` and ``diff`` 0, or 2.
+(registered all the same), 2 for usage errors; ``show`` and ``diff`` 0, or 2;
+``determinism`` 0 when every prompt got one distinct output, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -109,6 +110,37 @@ def _diff_parser() -> _Parser:
     )
 
 
+def _determinism_parser() -> _Parser:
+    return _parser(
+        "evstore run determinism",
+        "The determinism check across batch sizes: the same prompts in runs at different "
+        "concurrencies must give identical tokens. Exit 0 when every prompt has one "
+        "distinct output, 1 otherwise.",
+        [arg("runs", metavar="RUN", nargs="+"), json_flag("the check")],
+    )
+
+
+def _determinism(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from ..campaign.tokens import determinism_of_runs
+
+    result = determinism_of_runs(repo_root(args), args.runs)
+    if args.json:
+        print(json.dumps(msgspec.to_builtins(result), indent=2))
+    else:
+        shown = ", ".join(
+            f"{n} (concurrency {c})" for n, c in zip(result.runs, result.concurrency, strict=True)
+        )
+        verdict = "deterministic" if result.deterministic else "NOT deterministic"
+        print(f"{verdict} across {shown}")
+        for p in result.prompts:
+            print(f"  request {p.request}: {p.distinct} distinct output(s)")
+        for reason in result.reasons:
+            print(f"  {reason}")
+    return EXIT_OK if result.deterministic else EXIT_FAILED
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     argv: list[str] = list(args.argv)
     verbosity = getattr(args, "verbosity", 0)
@@ -120,9 +152,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         if head == "show"
         else (_diff_parser(), _diff)
         if head == "diff"
+        else (_determinism_parser(), _determinism)
+        if head == "determinism"
         else (_run_parser(), _run)
     )
-    rest = argv[1:] if head in ("show", "diff") else argv
+    rest = argv[1:] if head in ("show", "diff", "determinism") else argv
     try:
         ns = parser.parse_args(rest)
     except SystemExit as exc:  # -h
@@ -311,14 +345,25 @@ def _show(args: argparse.Namespace) -> int:
     for phase, info in summary["phases"].items():
         fails = ", ".join(f"{k} {v}" for k, v in info["failures"].items()) or "none"
         print(f"{phase}: {info['requests']} requests, {info['ok']} ok, failures: {fails}")
-        for key, label in (("e2e_s", "E2E"), ("ttfb_s", "TTFB")):
-            s = info[key]
-            if s["n"]:
+        for key, label in (
+            ("e2e_s", "E2E"),
+            ("ttfb_s", "TTFB"),
+            ("ttft_s", "TTFT"),
+            ("itl_s", "ITL"),
+            ("tpot_s", "TPOT"),
+        ):
+            s = info.get(key)
+            if s and s["n"]:
                 sd = f" ± {s['sd']:.3f}" if s["sd"] is not None else ""
                 print(
                     f"  {label} s (n={s['n']}): min {_fmt(s['min'])}  median {_fmt(s['median'])}  "
                     f"p90 {_fmt(s['p90'])}  max {_fmt(s['max'])}  mean {_fmt(s['mean'])}{sd}"
                 )
+        if "output_tokens" in info:
+            print(f"  output tokens: {info['output_tokens']}")
+    load = summary.get("load")
+    if load and load["client_bound"]:
+        print("client-bound: " + "; ".join(load["reasons"]))
     for f in summary["failures"]:
         print(f"  request {f['index']} ({f['phase']}): {f['failure']}: {f['message']}")
     if summary["unchecked"]:

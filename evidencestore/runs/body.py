@@ -1,7 +1,7 @@
 """Response bodies streamed into the local store, never held whole in memory past a bound.
 
 A small body (at most :data:`SMALL` bytes, while the run's :class:`MemoryBudget` of
-:data:`BUDGET` bytes lasts) is hashed and kept in memory as it arrives, and stored by
+:data:`BUDGET` bytes of such bodies lasts) is hashed and kept in memory as it arrives, and stored by
 digest when published: creating a temporary file per response on the event loop costs
 more than the whole exchange of a small answer. Any other body, and one that grows past
 ``SMALL``, is written chunk by chunk to a temporary file under ``<store>/incoming/``
@@ -89,10 +89,9 @@ class BodySink:
         self.tmp: Path | None = None
         self._lock = -1
         self._budget = budget
-        self._held = 0  # bytes reserved in the budget
+        self._held = 0  # bytes reserved in the budget: those kept in memory
         self._memory: list[bytes] | None = None
-        if budget is not None and budget.take(SMALL):
-            self._held = SMALL
+        if budget is not None and budget.left > 0:
             self._memory = []
         else:
             self._open()
@@ -136,7 +135,9 @@ class BodySink:
         self._hasher.update(chunk)
         memory = self._memory
         if memory is not None:
-            if self.size + len(chunk) <= SMALL:
+            budget = self._budget
+            if self.size + len(chunk) <= SMALL and budget is not None and budget.take(len(chunk)):
+                self._held += len(chunk)
                 memory.append(chunk)
                 self.size += len(chunk)
                 return

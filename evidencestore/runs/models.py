@@ -39,6 +39,7 @@ __all__ = [
     "Outcome",
     "Phase",
     "PhaseCounts",
+    "PromptSet",
     "RequestRecord",
     "RequestSpec",
     "RunRecord",
@@ -215,11 +216,37 @@ class ServerSection(Model, frozen=True, kw_only=True):
     version_path: UrlPath = "/version"
 
 
+class PromptSet(Model, frozen=True, kw_only=True):
+    """More requests for ``chat`` / ``completions``, after the inline ones: prompts from a
+    JSONL file by ``path`` (relative to the workload) or ``digest`` (from the store), one
+    object per line with ``prompt`` or ``messages`` (and optionally ``max_tokens``), the
+    first ``count`` of them; or, without a file, ``count`` synthetic prompts of
+    ``input_tokens`` words (up to ``input_tokens_max``, sampled). Output lengths are
+    ``max_tokens`` (up to ``max_tokens_max``, sampled). Every sample is drawn from
+    ``seed``, so the requests are a pure function of the workload; ``request_seed`` is
+    the ``seed`` each request sends."""
+
+    path: str | None = None
+    digest: DigestStr | None = None
+    count: Annotated[int, Meta(gt=0, le=1_000_000)] | None = None
+    input_tokens: Annotated[int, Meta(gt=0, le=1_000_000)] | None = None
+    input_tokens_max: Annotated[int, Meta(gt=0, le=1_000_000)] | None = None
+    max_tokens: Annotated[int, Meta(gt=0, le=10_000_000)] | None = None
+    max_tokens_max: Annotated[int, Meta(gt=0, le=10_000_000)] | None = None
+    seed: Seed = 0
+    request_seed: Seed | None = None
+    temperature: Annotated[float, Meta(ge=0, le=100)] | None = None
+    logprobs: bool | None = None
+    ignore_eos: bool | None = None
+
+
 class Workload(Model, frozen=True, kw_only=True):
-    """``workload.toml``: the endpoint, repetitions, audio expectations and requests."""
+    """``workload.toml``: the endpoint, repetitions, audio expectations and requests
+    (inline ``[[request]]`` and, for LLM endpoints, ``[prompts]``)."""
 
     endpoint: Endpoint
-    request: Annotated[tuple[RequestSpec, ...], Meta(min_length=1)]
+    request: tuple[RequestSpec, ...] = ()
+    prompts: PromptSet | None = None
     run: RunSection = RunSection()
     audio: AudioSection | None = None
     video: VideoSection | None = None

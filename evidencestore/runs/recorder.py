@@ -290,6 +290,7 @@ class RunRecorder:
         self.requests: list[RequestRecord] = []
         self._sinks: list[BodySink] = []
         self._budget = MemoryBudget()  # small bodies kept in memory until published
+        self._published: set[str] = set()  # body digests this run stored already
         self.store.incoming_path()  # the folder large bodies stream into exists from the start
         self.server: ServerIdentity | None = None
         self.error: str | None = None
@@ -358,6 +359,17 @@ class RunRecorder:
         sink = BodySink(self.store, limit, self._budget)
         self._sinks.append(sink)
         return sink
+
+    def publish(self, sink: BodySink, media_type: str) -> Descriptor:
+        """Publish a finished body; a digest this run already published is not stored
+        (nor verified) again: its descriptor is returned and the sink discarded."""
+        digest = sink.digest
+        if digest is not None and digest in self._published:
+            sink.discard()
+            return Descriptor(digest=digest, size=sink.size, media_type=media_type)
+        desc = sink.publish(media_type)
+        self._published.add(desc.digest)
+        return desc
 
     def discard_unpublished(self) -> None:
         """Remove the temporaries of bodies not published (an interrupted run)."""

@@ -45,6 +45,7 @@ from . import polling
 from .audits import audit_run
 from .body import BodySink
 from .endpoints import (
+    JSON_OUTPUT_MAX,
     Connection,
     Endpoint,
     Observation,
@@ -53,7 +54,6 @@ from .endpoints import (
     get_control,
     model_ids,
 )
-from .endpoints import JSON_OUTPUT_MAX
 from .models import ClientLoad, MediaOutcome, Phase, RequestRecord, RunRecord, ServerIdentity
 from .recorder import RunRecorder, check_output, request_record, utc_precise
 from .streams import StreamOutcome
@@ -159,7 +159,7 @@ def run_workload(
     ``failed-before-inference`` and its reason says what happened).
     """
     base = check_server_url(server)
-    loaded = load_workload(workload_path, roots=(root,))
+    loaded = load_workload(workload_path, roots=(root,), store=store)
     for kind, path in [
         *(("config", c) for c in configs),
         *(("server-log", g) for g in server_logs),
@@ -301,7 +301,7 @@ def _checked(
     obs = item.observation
     if item.sink is None:
         return item.record(payload, None)
-    body = item.sink.publish(obs.media_type)
+    body = recorder.publish(item.sink, obs.media_type)
     media = None
     if obs.failure is None and endpoint.marks:
         return _streamed(recorder, loaded, endpoint, item, payload, body)

@@ -30,15 +30,18 @@ from typing import Any, Literal
 
 import msgspec
 
-from ..models import Descriptor, Model
+from ..models import Model
 from .models import EventTimes, Failure, RequestSpec
 
 __all__ = [
     "COMPLETION_MEDIA_TYPE",
     "Completion",
     "SseEvent",
+    "StreamMetrics",
     "StreamOutcome",
+    "event_times",
     "examine",
+    "inter_token_latencies",
     "sse_events",
     "stream_metrics",
     "token_times",
@@ -332,16 +335,8 @@ def inter_token_latencies(events: EventTimes) -> list[float]:
     """Per-token ITL values (each later event's gap spread over its tokens)."""
     times = token_times(events)
     first_k = next((k for k in events.tokens if k > 0), 0)
-    return [b - a for a, b in zip(times[first_k - 1 :], times[first_k:], strict=False)] if (
-        first_k
-    ) else []
-
-
-def stored_completion(outcome: StreamOutcome) -> bytes:
-    """The bytes of the completion record kept by digest."""
-    return msgspec.json.encode(outcome.completion)
-
-
-def completion_descriptor(data: bytes, digest: str) -> Descriptor:
-    """The descriptor of stored completion bytes."""
-    return Descriptor(digest=digest, size=len(data), media_type=COMPLETION_MEDIA_TYPE)
+    return (
+        [b - a for a, b in zip(times[first_k - 1 :], times[first_k:], strict=False)]
+        if (first_k)
+        else []
+    )

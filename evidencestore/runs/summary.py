@@ -1,5 +1,6 @@
-"""What ``evstore run show`` prints: per phase, requests, failures and latency statistics,
-and the audits of the outputs (``audits.py``) with every finding.
+"""What ``evstore run show`` prints: per phase, requests, failures and latency statistics
+(TTFT, ITL, TPOT and output tokens too for a streamed LLM run), the client's load
+(client-bound or not), and the audits of the outputs (``audits.py``) with every finding.
 
 Only requests that delivered a valid output contribute latencies; a failed request is
 listed with its class and message and never contributes a number.
@@ -73,6 +74,11 @@ def summarize(record: RunRecord) -> dict[str, Any]:
             "e2e_s": latency_stats([r.e2e_s for r in ok if r.e2e_s is not None]),
             "ttfb_s": latency_stats([r.ttfb_s for r in ok if r.ttfb_s is not None]),
         }
+        if any(r.events is not None for r in mine):  # a streamed LLM run
+            for key in ("ttft_s", "itl_s", "tpot_s"):
+                values = [getattr(r, key) for r in ok]
+                phases[phase][key] = latency_stats([v for v in values if v is not None])
+            phases[phase]["output_tokens"] = sum(r.output_tokens or 0 for r in ok)
     return {
         "name": record.name,
         "arm": record.arm,
@@ -96,8 +102,10 @@ def summarize(record: RunRecord) -> dict[str, Any]:
             for r in record.requests
             if r.body is not None
             and r.failure is None
+            and r.completion is None  # an LLM output is checked as it is read back
             and (r.media is None or r.media.verdict == "UNAVAILABLE")
         ),
+        "load": msgspec.to_builtins(record.load) if record.load is not None else None,
         "audits": [
             {
                 "name": a.name,

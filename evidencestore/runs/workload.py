@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -23,7 +24,7 @@ from ..digest import hash_bytes
 from ..errors import ConfigError
 from ..models import Descriptor
 from ..paths import path_problem
-from .models import Workload
+from .models import Message, RequestSpec, Workload
 
 if TYPE_CHECKING:
     from ..media.records import Expectations
@@ -35,6 +36,7 @@ __all__ = [
     "input_files",
     "load_workload",
     "parse_workload",
+    "prompt_requests",
 ]
 
 
@@ -51,7 +53,10 @@ class LoadedWorkload:
 
 
 def load_workload(
-    path: str | os.PathLike[str], *, roots: Sequence[str | os.PathLike[str]] = ()
+    path: str | os.PathLike[str],
+    *,
+    roots: Sequence[str | os.PathLike[str]] = (),
+    store: BlobStore | None = None,
 ) -> LoadedWorkload:
     """Read and strictly validate ``workload.toml``; errors name the file and the field.
 
@@ -59,11 +64,18 @@ def load_workload(
     (``confined.py``): inside the workload's directory or one of ``roots`` (the
     repository), regular files, bounded. Every value is checked here (finite, in
     range), so nothing in a workload can fail a run after its first request is sent.
+    ``[prompts]`` are expanded into requests here (a JSONL file by digest needs
+    ``store``).
     """
     p = Path(path)
     allowed = (Path(os.path.dirname(os.path.abspath(p))), *(Path(r) for r in roots))
     data = read_file(p, allowed, limit=MAX_CONTROL_FILE, where=f"workload {p}")
     workload = parse_workload(data, p)
+    if workload.prompts is not None:
+        workload = msgspec.structs.replace(
+            workload,
+            request=workload.request + prompt_requests(workload, p, allowed, store),
+        )
     return LoadedWorkload(
         p,
         data,
@@ -83,6 +95,23 @@ def parse_workload(data: bytes, path: str | os.PathLike[str]) -> Workload:
     except msgspec.ValidationError as exc:
         raise ConfigError(f"workload {p}: {exc}") from exc
     endpoint = workload.endpoint
+    if not workload.request and workload.prompts is None:
+        raise ConfigError(f"workload {p}: give at least one [[request]] (or [prompts])")
+    if workload.prompts is not None:
+        ps = workload.prompts
+        if endpoint.kind not in ("chat", "completions"):
+            raise ConfigError(f"workload {p}: [prompts] is for chat and completions endpoints")
+        if ps.path is not None and ps.digest is not None:
+            raise ConfigError(f"workload {p}: [prompts]: give `path` or `digest`, not both")
+        if ps.path is None and ps.digest is None and (ps.count is None or ps.input_tokens is None):
+            raise ConfigError(
+                f"workload {p}: [prompts]: give a JSONL `path` or `digest`, or `count` "
+                "synthetic prompts of `input_tokens` words"
+            )
+        for low, high in (("input_tokens", "input_tokens_max"), ("max_tokens", "max_tokens_max")):
+            lo, hi = getattr(ps, low), getattr(ps, high)
+            if hi is not None and (lo is None or hi < lo):
+                raise ConfigError(f"workload {p}: [prompts]: `{high}` needs `{low}` <= it")
     for field in ("health_path", "models_path"):
         entry = "server/" + (getattr(endpoint, field).strip("/") or "index")
         problem = path_problem(entry)
@@ -121,6 +150,84 @@ def parse_workload(data: bytes, path: str | os.PathLike[str]) -> Workload:
             if (inp.path is None) == (inp.digest is None):
                 raise ConfigError(f"{where}.inputs[{j}]: give exactly one of `path` or `digest`")
     return workload
+
+
+class _PromptLine(msgspec.Struct, forbid_unknown_fields=False):
+    prompt: str | None = None
+    messages: list[Message] | None = None
+    max_tokens: int | None = None
+
+
+def _sample(rng: random.Random, low: int | None, high: int | None) -> int | None:
+    if low is None:
+        return None
+    return low if high is None else rng.randint(low, high)
+
+
+def prompt_requests(
+    workload: Workload,
+    path: str | os.PathLike[str],
+    roots: Sequence[Path],
+    store: BlobStore | None,
+) -> tuple[RequestSpec, ...]:
+    """The requests ``[prompts]`` gives (see :class:`~.models.PromptSet`), in order."""
+    ps = workload.prompts
+    assert ps is not None
+    where = f"workload {path}: [prompts]"
+    rng = random.Random(ps.seed)
+    lines: list[_PromptLine] = []
+    if ps.path is not None or ps.digest is not None:
+        if ps.path is not None:
+            src = Path(path).parent / ps.path
+            data = read_file(src, roots, limit=MAX_INPUT_FILE, where=f"{where} path = {src}")
+        else:
+            assert ps.digest is not None
+            if store is None:
+                from ..config import local_store
+
+                store = local_store(roots[-1])
+            from ..errors import EvidenceStoreError
+
+            try:
+                data = store.get(ps.digest)
+            except EvidenceStoreError as exc:
+                raise ConfigError(f"{where} digest: {exc}") from exc
+        for n, raw in enumerate(data.splitlines(), 1):
+            if not raw.strip():
+                continue
+            try:
+                line = msgspec.json.decode(raw, type=_PromptLine)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise ConfigError(f"{where}: line {n}: {exc}") from None
+            if (line.prompt is None) == (line.messages is None):
+                raise ConfigError(f"{where}: line {n}: give exactly one of `prompt` or `messages`")
+            if workload.endpoint.kind == "completions" and line.prompt is None:
+                raise ConfigError(f"{where}: line {n}: completions needs `prompt`")
+            lines.append(line)
+            if ps.count is not None and len(lines) == ps.count:
+                break
+        if not lines:
+            raise ConfigError(f"{where}: the file holds no prompt")
+    else:
+        for _ in range(ps.count or 0):
+            words = _sample(rng, ps.input_tokens, ps.input_tokens_max) or 1
+            lines.append(
+                _PromptLine(prompt=" ".join(f"w{rng.randrange(32000)}" for _ in range(words)))
+            )
+    out = []
+    for line in lines:
+        out.append(
+            RequestSpec(
+                prompt=line.prompt,
+                messages=tuple(line.messages) if line.messages is not None else None,
+                max_tokens=line.max_tokens or _sample(rng, ps.max_tokens, ps.max_tokens_max),
+                seed=ps.request_seed,
+                temperature=ps.temperature,
+                logprobs=ps.logprobs,
+                ignore_eos=ps.ignore_eos,
+            )
+        )
+    return tuple(out)
 
 
 def input_files(

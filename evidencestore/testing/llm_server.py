@@ -25,7 +25,8 @@ to one already answered is served at once), ``usage`` (whether usage is sent whe
 
 ``log`` holds, for every token written, ``(request number, position, monotonic ns)``
 taken just before its event was written: the truth a client's TTFT and ITL are measured
-against (``GET /_reference/log`` serves it to a client in another process).
+against (``GET /_reference/log`` serves it, with ``prompts``, each request's prompt by
+number, to a client in another process).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class LlmServer:
         self.requests = 0
         self.in_flight = 0
         self.log: list[tuple[int, int, int]] = []
+        self.prompts: dict[int, str] = {}
         self._rng = random.Random(0)
         self._cache: dict[str, list[bytes]] = {}
 
@@ -126,7 +128,11 @@ class LlmServer:
         if logprobs and ids:
             lps = [self.logprob(t) for t in ids]
             choice["logprobs"] = (
-                {"content": [{"token": f" w{t}", "logprob": v} for t, v in zip(ids, lps)]}
+                {
+                    "content": [
+                        {"token": f" w{t}", "logprob": v} for t, v in zip(ids, lps, strict=True)
+                    ]
+                }
                 if chat
                 else {"tokens": [f" w{t}" for t in ids], "token_logprobs": lps}
             )
@@ -155,6 +161,7 @@ class LlmServer:
             prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         else:
             prompt = str(body.get("prompt", ""))
+        self.prompts[number] = prompt
         seed = int(body.get("seed") or 0)
         count = int(body.get("max_tokens") or 16)
         stream = bool(body.get("stream", False))
@@ -177,7 +184,10 @@ class LlmServer:
                 one = self._chunk(chat, ids, logprobs, "length")
                 choice = one["choices"][0]
                 if chat:
-                    choice["message"] = {"role": "assistant", "content": choice.pop("delta")["content"]}
+                    choice["message"] = {
+                        "role": "assistant",
+                        "content": choice.pop("delta")["content"],
+                    }
                 one["usage"] = {"prompt_tokens": len(prompt.split()), "completion_tokens": count}
                 return web.json_response(one)
             return await self._stream(request, chat, ids, logprobs, usage, number, arrived, key)
@@ -214,7 +224,11 @@ class LlmServer:
                     "object": "chat.completion.chunk",
                     "model": self.model,
                     "choices": [
-                        {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                        {
+                            "index": 0,
+                            "delta": {"role": "assistant", "content": ""},
+                            "finish_reason": None,
+                        }
                     ],
                 }
             )
@@ -223,7 +237,9 @@ class LlmServer:
         pos = 0
         while pos < len(ids):
             if self.error_at is not None and pos >= self.error_at:
-                await send({"error": {"message": "injected error mid-stream", "code": 500}}, "error")
+                await send(
+                    {"error": {"message": "injected error mid-stream", "code": 500}}, "error"
+                )
                 await resp.write_eof()
                 return resp
             if self.drop_at is not None and pos >= self.drop_at:
@@ -277,7 +293,9 @@ class LlmServer:
     async def _models(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
-        return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+        )
 
     async def _metrics(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
@@ -302,7 +320,7 @@ class LlmServer:
     async def _log(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
-        return web.json_response({"log": self.log})
+        return web.json_response({"log": self.log, "prompts": self.prompts})
 
     def app(self) -> web.Application:
         """The aiohttp application."""
@@ -324,9 +342,7 @@ def serve_llm(**knobs: Any) -> Iterator[LlmServer]:
     """Run an :class:`LlmServer` in a background thread; yield it (``url`` is set)."""
     from aiohttp import web
 
-    server = LlmServer(
-        model=knobs.pop("model", "reference-llm"), vocab=knobs.pop("vocab", 32000)
-    )
+    server = LlmServer(model=knobs.pop("model", "reference-llm"), vocab=knobs.pop("vocab", 32000))
     for key, value in knobs.items():
         if not hasattr(server, key):
             raise TypeError(f"unknown LLM server knob {key!r}")
@@ -452,9 +468,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.error_at is not None and args.drop_at is not None:
         # Refused at start-up, as a real server refuses conflicting settings.
         parser.error("--error-at and --drop-at conflict: a stream ends one way, not both")
-    knobs: dict[str, Any] = {
-        k: getattr(args, k) for k in _KNOBS if getattr(args, k) is not None
-    }
+    knobs: dict[str, Any] = {k: getattr(args, k) for k in _KNOBS if getattr(args, k) is not None}
     for flag in ("role_chunk", "nondeterministic", "batch_dependent", "cache"):
         if getattr(args, flag):
             knobs[flag] = True

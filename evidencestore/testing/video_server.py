@@ -26,8 +26,9 @@ served at once, without ``latency``: the output caching the run audits look for)
 served as JSON at ``GET /_reference/arrivals``, for benchmarks running the server in
 another process); ``log_path`` (if set) receives the server log.
 
-``python -m evidencestore.testing.video_server [--stream-bytes N]`` serves until stdin
-closes, printing the URL on its first line.
+``python -m evidencestore.testing.video_server [--latency S] [--fail-on all|N,M] ...``
+serves until stdin closes, printing the URL on its first line; every knob above is an
+option (``--help`` lists them).
 """
 
 from __future__ import annotations
@@ -422,17 +423,64 @@ def sample_workload(
     return "\n".join(lines) + "\n"
 
 
+_VALUE_KNOBS: dict[str, tuple[type, str]] = {
+    "latency": (float, "seconds before answering"),
+    "first_byte_delay": (float, "seconds between the headers and the first body byte"),
+    "startup_error": (str, "/health answers 503 with this message"),
+    "stream_bytes": (int, "bodies are this many filler bytes (1 MiB chunks)"),
+    "redirect_to": (str, "answer generation requests 302 to this base URL"),
+    "audio_short_by": (int, "every output's audio this many samples short"),
+}
+_SET_KNOBS = {
+    "fail_on": "HTTP 500",
+    "drop_on": "connection dropped mid-body",
+    "reset_on": "connection closed before any response",
+    "short_audio_on": "half a second of audio missing",
+    "short_video_on": "one frame missing",
+}
+_FLAGS = {
+    "never_complete": "jobs stay in_progress",
+    "ignore_seed": "the seed is ignored",
+    "cache": "repeated requests answered at once from a cache",
+}
+
+
+def _numbers(text: str) -> Knob:
+    """``all`` or a comma-separated list of 1-based request numbers."""
+    if text == "all":
+        return True
+    try:
+        return {int(v) for v in text.split(",") if v.strip()}
+    except ValueError:
+        raise SystemExit(f"expected `all` or request numbers such as 1,3: {text!r}") from None
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import sys
 
     parser = argparse.ArgumentParser(
-        description="Serve the reference video server until stdin closes."
+        description="Serve the reference video server until stdin closes (prints its URL)."
     )
-    parser.add_argument("--stream-bytes", type=int, help="bodies are this many filler bytes")
+    parser.add_argument("--model", default="reference-video")
     parser.add_argument("--log", help="append the server log to this file")
+    for name, (kind, help_) in _VALUE_KNOBS.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, help=help_)
+    for name, help_ in _SET_KNOBS.items():
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=_numbers,
+            metavar="all|N,M",
+            help=f"{help_} for these 1-based generation requests",
+        )
+    for name, help_ in _FLAGS.items():
+        parser.add_argument("--" + name.replace("_", "-"), action="store_true", help=help_)
     args = parser.parse_args(argv)
-    with serve_video(stream_bytes=args.stream_bytes, log_path=args.log) as server:
+    knobs: dict[str, Any] = {
+        k: getattr(args, k) for k in (*_VALUE_KNOBS, *_SET_KNOBS) if getattr(args, k) is not None
+    }
+    knobs.update({k: True for k in _FLAGS if getattr(args, k)})
+    with serve_video(model=args.model, log_path=args.log, **knobs) as server:
         print(server.url, flush=True)
         sys.stdin.read()
     return 0

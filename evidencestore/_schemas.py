@@ -38,9 +38,11 @@ _SCHEMA_MODULES = (".media.records", ".runs.models", ".campaign.models")
 
 def generate() -> dict[str, bytes]:
     """Return ``<stem>.schema.json`` file names mapped to their contents."""
+    from .records import legacy_tag_schema
+
     out: dict[str, bytes] = {}
     for stem, type_ in schema_types().items():
-        schema = msgspec.json.schema(type_)
+        schema = legacy_tag_schema(msgspec.json.schema(type_))
         schema = {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": f"https://evidencestore.invalid/schemas/{stem}.schema.json",

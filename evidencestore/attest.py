@@ -3,8 +3,11 @@
 A statement names its subjects by repository-relative path with two digests each:
 ``sha256`` (one of in-toto's named algorithms, for generic verifiers) and ``blake3`` (the
 store's address, so a verifier can find the bytes). A bundle's subjects are its
-registration file and every entry; a claim, campaign status or any other record is one
-blob (by digest, from the store) or one file. The envelope's signature covers the DSSE
+registration file and every entry, and its predicate names the kind of every record
+among them (``records``: entry path -> kind); a claim, campaign status or any other
+record is one blob (by digest, from the store) or one file, its kind named in the
+predicate. Kinds come from the decoded type (``evidencestore.records``), comparison
+records included, never from sniffing keys. The envelope's signature covers the DSSE
 pre-authentication encoding ``PAE(payloadType, payload)`` (DSSE v1), never the bare
 payload, so a payload cannot be replayed under another type.
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -30,7 +34,7 @@ from .config import Repository, as_repository
 from .digest import digest_from_hex, hash_bytes, is_digest, new_hasher
 from .errors import AttestationError, EvidenceStoreError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
-from .models import Model, entry_path_problem
+from .models import Entry, Model, entry_path_problem
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -229,9 +233,16 @@ def _bundle_subjects(root: Repository, name: str) -> tuple[list[Subject], dict[s
     base = f"{EVIDENCE_DIR}/{name}"
     subjects = [Subject(name=f"{base}/{REGISTRATION_NAME}", digest=_file_digests(reg_path))]
     problems: list[str] = []
+    records: dict[str, str] = {}
     for entry in reg.manifest.entries:
         try:
-            if entry.location == "repo":
+            if _may_be_record(entry):
+                data = _entry_data(root, name, entry)
+                got = _digests(io.BytesIO(data))
+                kind = _record_kind(data)
+                if kind is not None and digest_from_hex(got["blake3"]) == entry.descriptor.digest:
+                    records[entry.path] = kind
+            elif entry.location == "repo":
                 got = _file_digests(root.root / EVIDENCE_DIR / name / entry.path)
             else:
                 got = _blob_digests(root, entry.descriptor.digest, entry.descriptor.size)
@@ -257,21 +268,35 @@ def _bundle_subjects(root: Repository, name: str) -> tuple[list[Subject], dict[s
         "root": reg.root,
         "entries": len(reg.manifest.entries),
     }
+    if records:
+        predicate["records"] = records
     return subjects, predicate
 
 
+_RECORD_MAX = 64 << 20
+
+
+def _may_be_record(entry: Entry) -> bool:
+    """A JSON entry small enough to be read whole and decoded as a record."""
+    d = entry.descriptor
+    is_json = d.media_type.endswith(("/json", "+json")) or entry.path.endswith(".json")
+    return is_json and d.size <= _RECORD_MAX
+
+
+def _entry_data(root: Repository, name: str, entry: Entry) -> bytes:
+    if entry.location == "repo":
+        return (root.root / EVIDENCE_DIR / name / entry.path).read_bytes()
+    from .remotes import repository_store
+
+    return repository_store(root).get(entry.descriptor.digest, entry.descriptor.size)
+
+
 def _record_kind(data: bytes) -> str | None:
-    try:
-        value = msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        return None
-    kind = value.get("kind") if isinstance(value, dict) else None
-    if isinstance(kind, str):
-        return kind
-    meta = value.get("metadata") if isinstance(value, dict) else None
-    return (
-        meta.get("kind") if isinstance(meta, dict) and isinstance(meta.get("kind"), str) else None
-    )
+    """The kind of a record by its decoded type (``evidencestore.records``), or None."""
+    from .records import record_kind
+
+    kind = record_kind(data)
+    return kind.tag if kind is not None else None
 
 
 def statement_for(root: str | os.PathLike[str], target: str) -> Statement:

@@ -24,13 +24,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from ._canonical import pretty
 from ._version import __version__
 from .confined import kind_of as _kind
 from .confined import pseudo_file
-from .digest import copy_hashing
-from .errors import BundleError, IntegrityError
+from .digest import copy_hashing, hash_bytes
+from .errors import BundleError, BundleNameTaken, IntegrityError, ManifestError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME
 from .merkle import bundle_digest, entries_root
 from .models import (
@@ -45,20 +46,31 @@ from .paths import fold_name, name_collisions, path_problem, within
 from .staging import remove_stale_staging, staging_dir, stale_staging_dirs
 from .storage import BlobStore
 
+if TYPE_CHECKING:
+    from .config import Repository
+
 __all__ = [
+    "BundleNameTaken",
     "PlannedEntry",
+    "RepoFile",
     "SkippedSource",
     "SourceFile",
     "Sources",
+    "check_name_free",
     "collect_sources",
     "create_bundle",
+    "free_name",
     "make_manifest",
     "matches_external",
+    "oversized",
     "plan_bundle",
+    "register_bundle",
     "remove_stale_staging",
     "scan_sources",
     "seal",
+    "size_error",
     "stale_staging_dirs",
+    "trusted_digest",
     "utc_now",
 ]
 
@@ -126,6 +138,20 @@ def seal(manifest: BundleManifest) -> Registration:
     """Return the registration of a manifest: its Merkle root and bundle digest."""
     root = entries_root(manifest.entries)
     return Registration(digest=bundle_digest(manifest, root), root=root, manifest=manifest)
+
+
+def trusted_digest(repo: Repository, name: str) -> str:
+    """The digest of registered bundle ``name``, once recomputed from its manifest (what
+    may anchor an inclusion proof); :class:`ManifestError` when they disagree."""
+    from .inventory import load_registration, registration_path
+
+    reg = load_registration(registration_path(repo.root, name))
+    if seal(reg.manifest).digest != reg.digest:
+        raise ManifestError(
+            f"bundle {name!r}: registration digest {reg.digest} does not match its manifest "
+            f"({seal(reg.manifest).digest}); it cannot anchor a proof: run evstore verify"
+        )
+    return reg.digest
 
 
 @dataclass(frozen=True)
@@ -385,20 +411,14 @@ def _copy_hashing(src: SourceFile, dst: Path) -> tuple[str, int]:
             return copy_hashing(fin, fout)
 
 
-def _check_entry_names(name: str, sources: Sequence[SourceFile]) -> None:
-    """Refuse bad, misleading, duplicate and colliding entry paths before copying anything."""
-    seen: dict[str, Path] = {}
-    for src in sources:
-        if src.path in seen:
-            raise BundleError(
-                f"bundle {name!r}: {src.source} and {seen[src.path]} would both be "
-                f"entry {src.path!r}"
-            )
-        problem = path_problem(src.path)
+def _check_entry_names(name: str, sources: Mapping[str, str]) -> None:
+    """Refuse bad, misleading and colliding entry paths before anything is written;
+    ``sources`` maps each entry path to where it comes from (for the message)."""
+    for path, source in sources.items():
+        problem = path_problem(path)
         if problem:
-            raise BundleError(f"{src.source}: entry path {src.path!r} {problem.reason}")
-        seen[src.path] = src.source
-    collisions = name_collisions(seen, reserved=[REGISTRATION_NAME])
+            raise BundleError(f"{source}: entry path {path!r} {problem.reason}")
+    collisions = name_collisions(sources, reserved=[REGISTRATION_NAME])
     if collisions:
         raise BundleError(
             f"bundle {name!r}: entry names collide: "
@@ -407,19 +427,188 @@ def _check_entry_names(name: str, sources: Sequence[SourceFile]) -> None:
         )
 
 
-def _check_bundle_dir_name(evidence: Path, name: str) -> None:
-    """Refuse a name that only differs in case from an existing bundle directory."""
+def check_name_free(repo: Repository, name: str) -> str:
+    """Return ``name`` if a bundle of that name can be registered in ``repo`` now.
+
+    Raises :class:`BundleError` for a malformed name and :class:`BundleNameTaken` when
+    the name is registered, its directory holds files but no registration, or another
+    bundle directory differs from it only in letter case (a case-insensitive checkout
+    would merge the two).
+    """
+    check_bundle_name(name)
+    evidence = repo.root / EVIDENCE_DIR
+    final = evidence / name
+    if (final / REGISTRATION_NAME).exists():
+        raise BundleNameTaken(
+            f"bundle {name!r} is already registered at {final / REGISTRATION_NAME}; "
+            "registered bundles are immutable: create a new bundle instead"
+        )
+    if final.is_dir() and any(final.iterdir()):
+        raise BundleNameTaken(
+            f"{final}: directory exists and is not empty, but holds no registration"
+        )
+    if final.exists() and not final.is_dir():
+        raise BundleNameTaken(f"{final}: exists and is not a directory")
     try:
         existing = [e.name for e in os.scandir(evidence) if not e.name.startswith(".")]
     except (FileNotFoundError, NotADirectoryError):
-        return
+        return name
     key = fold_name(name)
     for other in existing:
         if other != name and fold_name(other) == key:
-            raise BundleError(
+            raise BundleNameTaken(
                 f"bundle {name!r}: {EVIDENCE_DIR}/{other} differs only in letter case; a "
                 "case-insensitive checkout (macOS, Windows) would merge the two directories"
             )
+    return name
+
+
+def free_name(repo: Repository, name: str) -> str:
+    """The first of ``name``, ``name-2``, ``name-3``, ... that :func:`check_name_free`
+    accepts (for a run that lost its name to another process)."""
+    for k in range(1, 10_000):
+        candidate = name if k == 1 else f"{name[: 127 - len(str(k))]}-{k}"
+        try:
+            return check_name_free(repo, candidate)
+        except BundleNameTaken:
+            continue
+    raise BundleError(f"bundle {name!r}: no free name {name}-2 ... {name}-9999")
+
+
+@dataclass(frozen=True)
+class RepoFile:
+    """A file kept in git beside the registration: bytes in memory, or a source file
+    copied (and hashed in the same pass). ``media_type`` is guessed from the entry path
+    when None."""
+
+    data: bytes | SourceFile
+    media_type: str | None = None
+    role: str | None = None
+
+    @property
+    def size(self) -> int:
+        """Its size in bytes (a source file's as it is now)."""
+        if isinstance(self.data, bytes):
+            return len(self.data)
+        return self.data.read_path.stat().st_size
+
+    @property
+    def origin(self) -> str:
+        """Where it comes from, for messages."""
+        return "bytes" if isinstance(self.data, bytes) else os.fspath(self.data.source)
+
+
+def oversized(sizes: Iterable[tuple[str, int]], limit: int | None) -> list[tuple[str, int]]:
+    """The ``(path, size)`` pairs over ``limit`` (``[bundle] max_git_file_size``)."""
+    if limit is None:
+        return []
+    return [(path, size) for path, size in sizes if size > limit]
+
+
+def size_error(name: str, too_big: Sequence[tuple[str, int]], limit: int | None) -> BundleError:
+    """The refusal of files that would go to git over ``max_git_file_size``."""
+    shown = ", ".join(f"{path} ({size} bytes)" for path, size in too_big[:5])
+    files = f"{len(too_big)} file{'' if len(too_big) == 1 else 's'}"
+    return BundleError(
+        f"bundle {name!r}: {files} would go to git over "
+        f"max_git_file_size = {limit} bytes (evstore.toml [bundle]): {shown}; "
+        "give them to the store with --external GLOB (check with --dry-run)"
+    )
+
+
+def register_bundle(
+    repo: Repository,
+    name: str,
+    *,
+    files: Mapping[str, RepoFile] | None = None,
+    stored: Iterable[Entry] = (),
+    references: Sequence[str] = (),
+    annotations: Mapping[str, str] | None = None,
+    created: str | None = None,
+    producer: str | None = None,
+    max_git_file_size: int | Literal["config"] | None = "config",
+) -> Registration:
+    """Register bundle ``name`` in ``repo``: the one registration path.
+
+    ``files`` (entry path -> :class:`RepoFile`) are kept in git beside the registration;
+    ``stored`` entries name bytes already in the store. Before anything is written the
+    name is checked (:func:`check_name_free`), every entry path (the one rule in
+    ``paths.py``: bad, misleading, duplicate and colliding names), and the size policy:
+    a git file over ``max_git_file_size`` (by default ``[bundle] max_git_file_size`` of
+    the repository's configuration; None for no limit) is refused. The files are then
+    written into a locked staging directory with the registration last, and renamed
+    into place whole. Raises :class:`BundleNameTaken` when the name is taken, also when
+    another process registered it between the check and the rename (nothing is left
+    behind: the caller may register under another name), and :class:`BundleError` for
+    any other bad input or failed write.
+    """
+    check_name_free(repo, name)
+    files = dict(files or {})
+    stored = list(stored)
+    sources: dict[str, str] = {}
+    for path, f in files.items():
+        sources[path] = f.origin
+    for entry in stored:
+        if entry.path in sources:
+            raise BundleError(
+                f"bundle {name!r}: {sources[entry.path]} and {entry.descriptor.digest} would "
+                f"both be entry {entry.path!r}"
+            )
+        sources[entry.path] = entry.descriptor.digest
+    _check_entry_names(name, sources)
+    limit = (
+        repo.config.bundle.max_git_file_size if max_git_file_size == "config" else max_git_file_size
+    )
+    too_big = oversized(((path, f.size) for path, f in files.items()), limit)
+    if too_big:
+        raise size_error(name, too_big, limit)
+    evidence = repo.root / EVIDENCE_DIR
+    final = evidence / name
+    try:
+        evidence.mkdir(parents=True, exist_ok=True)
+        remove_stale_staging(repo.root, name=name)
+        with staging_dir(evidence, name) as staging:
+            entries = list(stored)
+            for path, f in files.items():
+                target = staging / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(f.data, bytes):
+                    target.write_bytes(f.data)
+                    digest, size = hash_bytes(f.data)
+                else:
+                    digest, size = _copy_hashing(f.data, target)
+                media_type = f.media_type or _media_type(path)
+                desc = Descriptor(digest=digest, size=size, media_type=media_type)
+                entries.append(Entry(path=path, descriptor=desc, location="repo", role=f.role))
+            manifest = make_manifest(
+                name,
+                entries,
+                created=created,
+                producer=producer,
+                references=references,
+                annotations=annotations,
+            )
+            registration = seal(manifest)
+            (staging / REGISTRATION_NAME).write_bytes(pretty(registration))
+            try:
+                final.rmdir()  # an empty directory; one with files was refused above
+            except OSError as exc:  # absent, or filled meanwhile: the rename tells
+                if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+            try:
+                os.rename(staging, final)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise BundleNameTaken(
+                        f"bundle {name!r} was registered at {final} by another process "
+                        "while this one was being written"
+                    ) from exc
+                raise
+    except OSError as exc:
+        raise BundleError(f"bundle {name!r}: {exc}") from exc
+    except IntegrityError as exc:
+        raise BundleError(f"bundle {name!r}: {exc}") from exc
+    return registration
 
 
 def create_bundle(
@@ -435,33 +624,30 @@ def create_bundle(
     created: str | None = None,
     producer: str | None = None,
     follow_symlinks: bool = False,
+    max_git_file_size: int | Literal["config"] | None = "config",
     on_skip: Callable[[SkippedSource], None] | None = None,
     on_bytes: Callable[[int], None] | None = None,
 ) -> Registration:
-    """Create and register bundle ``name`` in the evidence repository at ``root``.
+    """Create and register bundle ``name`` in the evidence repository at ``root``
+    (:func:`~evidencestore.config.repository_at`): scan the sources, then
+    :func:`register_bundle`.
 
     ``on_bytes`` hears of the bytes of ``store`` entries as they are hashed and stored
     (twice each file's size in all), for a progress line.
 
     Sources whose bundle path (or source path) matches an ``external`` glob go into
     ``store`` with location ``store``; the rest are copied into ``evidence/<name>/``
-    with location ``repo``. ``roles`` maps bundle paths to an entry role. Symlinks and
-    special files are treated as :func:`scan_sources` says (``follow_symlinks``); each
-    skipped source is passed to ``on_skip``. Staging directories that an earlier,
-    killed creation of ``name`` left behind are removed first. Raises
-    :class:`BundleError` when the bundle is already registered or an input is bad.
+    with location ``repo``, within ``max_git_file_size`` (see :func:`register_bundle`).
+    ``roles`` maps bundle paths to an entry role. Symlinks and special files are treated
+    as :func:`scan_sources` says (``follow_symlinks``); each skipped source is passed to
+    ``on_skip``. Staging directories that an earlier, killed creation of ``name`` left
+    behind are removed first. Raises :class:`BundleError` when the bundle is already
+    registered or an input is bad.
     """
-    check_bundle_name(name)
-    evidence = Path(root) / EVIDENCE_DIR
-    final = evidence / name
-    if (final / REGISTRATION_NAME).exists():
-        raise BundleError(
-            f"bundle {name!r} is already registered at {final / REGISTRATION_NAME}; "
-            "registered bundles are immutable: create a new bundle instead"
-        )
-    if final.exists() and any(final.iterdir()):
-        raise BundleError(f"{final}: directory exists and is not empty, but holds no registration")
-    _check_bundle_dir_name(evidence, name)
+    from .config import repository_at
+
+    repo = repository_at(root)
+    check_name_free(repo, name)
     scanned = scan_sources(paths, follow_symlinks=follow_symlinks)
     for skipped in scanned.skipped:
         if on_skip is not None:
@@ -469,42 +655,46 @@ def create_bundle(
     sources = scanned.files
     if not sources:
         raise BundleError(f"bundle {name!r}: no files given")
-    evidence.mkdir(parents=True, exist_ok=True)
-    _check_entry_names(name, sources)
-    roles = dict(roles or {})
-    remove_stale_staging(root, name=name)
-    try:
-        with staging_dir(evidence, name) as staging:
-            entries: list[Entry] = []
-            for src in sources:
-                location: Location
-                if matches_external(src, external):
-                    desc = store.put_file(src.read_path, _media_type(src.path), on_bytes=on_bytes)
-                    location = "store"
-                else:
-                    target = staging / src.path
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    digest, size = _copy_hashing(src, target)
-                    desc = Descriptor(digest=digest, size=size, media_type=_media_type(src.path))
-                    location = "repo"
-                entries.append(
-                    Entry(
-                        path=src.path, descriptor=desc, location=location, role=roles.get(src.path)
-                    )
-                )
-            manifest = make_manifest(
-                name,
-                entries,
-                created=created,
-                producer=producer,
-                references=references,
-                annotations=annotations,
+    (repo.root / EVIDENCE_DIR).mkdir(parents=True, exist_ok=True)
+    seen: dict[str, Path] = {}
+    for src in sources:
+        if src.path in seen:
+            raise BundleError(
+                f"bundle {name!r}: {src.source} and {seen[src.path]} would both be "
+                f"entry {src.path!r}"
             )
-            registration = seal(manifest)
-            (staging / REGISTRATION_NAME).write_bytes(pretty(registration))
-            if final.exists():
-                final.rmdir()  # empty, checked above
-            os.rename(staging, final)
+        seen[src.path] = src.source
+    _check_entry_names(name, {p: os.fspath(s) for p, s in seen.items()})
+    roles = dict(roles or {})
+    external_sources = [s for s in sources if matches_external(s, external)]
+    files = {
+        s.path: RepoFile(s, role=roles.get(s.path))
+        for s in sources
+        if not matches_external(s, external)
+    }
+    limit = (
+        repo.config.bundle.max_git_file_size if max_git_file_size == "config" else max_git_file_size
+    )
+    too_big = oversized(((p, f.size) for p, f in files.items()), limit)
+    if too_big:
+        raise size_error(name, too_big, limit)
+    stored: list[Entry] = []
+    try:
+        for src in external_sources:
+            desc = store.put_file(src.read_path, _media_type(src.path), on_bytes=on_bytes)
+            stored.append(
+                Entry(path=src.path, descriptor=desc, location="store", role=roles.get(src.path))
+            )
     except (OSError, IntegrityError) as exc:
         raise BundleError(f"bundle {name!r}: {exc}") from exc
-    return registration
+    return register_bundle(
+        repo,
+        name,
+        files=files,
+        stored=stored,
+        references=references,
+        annotations=annotations,
+        created=created,
+        producer=producer,
+        max_git_file_size=limit,
+    )

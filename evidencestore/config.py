@@ -14,7 +14,7 @@ import functools
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import msgspec
 from msgspec import Meta
@@ -29,20 +29,24 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIG_NAME",
     "CREDENTIAL_OPTIONS",
+    "GIT_IGNORED",
     "LOCAL_CONFIG_NAMES",
     "BundleConfig",
     "Config",
+    "Initialised",
     "LpipsConfig",
     "RemoteConfig",
     "Repository",
     "StoreConfig",
     "as_repository",
     "find_root",
+    "init_repository",
     "load_config",
     "load_config_file",
     "local_store",
     "parse_option",
     "remote_name_problem",
+    "repository_at",
     "require_root",
     "save_config",
     "url_problem",
@@ -192,6 +196,12 @@ def as_repository(root: str | os.PathLike[str] | None = None) -> Repository:
     if isinstance(root, Repository):
         return root
     return Repository(find_root(root))
+
+
+def repository_at(root: str | os.PathLike[str]) -> Repository:
+    """The repository whose root is ``root``: a :class:`Repository` as it is, a path taken
+    as the root itself (never walked up: what a library function's ``root`` means)."""
+    return root if isinstance(root, Repository) else Repository(root)
 
 
 def find_root(start: str | os.PathLike[str] | None = None) -> Path:
@@ -403,3 +413,55 @@ def local_store(root: str | os.PathLike[str] | None = None) -> LocalBlobStore:
     """Return the local blob store of the evidence repository ``root`` names
     (:func:`as_repository`)."""
     return as_repository(root).local_store()
+
+
+# What `evstore init` git-ignores: the local store and the per-user configuration.
+GIT_IGNORED = (".evstore/", "evstore.local.toml")
+
+
+class Initialised(NamedTuple):
+    """What :func:`init_repository` did: the repository, whether it wrote
+    ``evstore.toml`` (an existing one is left unchanged), and the patterns it added to
+    ``.gitignore``."""
+
+    repository: Repository
+    wrote_config: bool
+    ignored: tuple[str, ...]
+
+    @property
+    def config_path(self) -> Path:
+        """``<root>/evstore.toml``."""
+        return self.repository.root / CONFIG_NAME
+
+    @property
+    def ignore_path(self) -> Path:
+        """``<root>/.gitignore``."""
+        return self.repository.root / ".gitignore"
+
+
+def init_repository(root: str | os.PathLike[str]) -> Initialised:
+    """Make ``root`` (created if needed, taken as given, never walked up) an evidence
+    repository: a default ``evstore.toml`` unless one exists, ``evidence/``, and
+    :data:`GIT_IGNORED` in ``.gitignore``."""
+    repo = Repository(root)
+    try:
+        repo.root.mkdir(parents=True, exist_ok=True)
+        wrote = not (repo.root / CONFIG_NAME).exists()
+        if wrote:
+            save_config(repo.root, Config())
+        (repo.root / "evidence").mkdir(exist_ok=True)
+        ignore = repo.root / ".gitignore"
+        text = ignore.read_text() if ignore.exists() else ""
+        lines = text.splitlines()
+        added: list[str] = []
+        for pattern in GIT_IGNORED:
+            if pattern not in lines and "/" + pattern not in lines:
+                with open(ignore, "a") as fh:
+                    fh.write(("\n" if text and not text.endswith("\n") else "") + pattern + "\n")
+                text = "\n"
+                added.append(pattern)
+    except OSError as exc:
+        raise ConfigError(
+            f"{exc.filename or repo.root}: cannot initialise: {exc.strerror}"
+        ) from exc
+    return Initialised(repo, wrote, tuple(added))

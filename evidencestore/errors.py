@@ -76,6 +76,12 @@ class BundleError(EvidenceStoreError):
     """A bundle cannot be created as asked."""
 
 
+class BundleNameTaken(BundleError):
+    """The bundle name is registered already (or another bundle directory holds it, or
+    one differing only in letter case); raised again at the rename when another process
+    registered the name meanwhile."""
+
+
 class ConfigError(EvidenceStoreError):
     """``evstore.toml`` or a command's options are unusable."""
 

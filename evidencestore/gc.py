@@ -37,7 +37,7 @@ quarantine, a reader may find it missing for a moment and must retry; only blobs
 were unreferenced and unleased are ever quarantined.
 
 The grace period must cover a writer's run (a long push renews its lease every
-:data:`~evidencestore.leases.LEASE_RENEWAL` seconds) and the time until the
+:data:`~evidencestore.storage.leases.LEASE_RENEWAL` seconds) and the time until the
 registrations it wrote are visible to gc (committed on a ref gc reads). Dry run unless
 ``delete`` is set.
 """
@@ -57,12 +57,11 @@ from .config import Repository, as_repository
 from .errors import ConfigError, ManifestError, StorageError
 from .gitrefs import is_git_repository, list_refs, read_blobs, registration_blobs
 from .inventory import decode_registration, load_inventory
-from .leases import iter_leases, read_lease, remove_lease
 from .models import Registration
 from .remotes import open_remote
 from .staging import remove_stale_staging, stale_staging_dirs
-from .storage import BlobStore
-from .storage._base import BlobInfo
+from .storage import BlobInfo, BlobStore, SupportsQuarantine
+from .storage.leases import iter_leases, read_lease, remove_lease
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -270,7 +269,10 @@ def collect_garbage(
         raise ConfigError(f"--scope must be 'refs' or 'worktree', got {scope!r}")
     base = as_repository(root)
     store, label = _open(base, remote, delete)
-    if delete and not store.supports_quarantine:
+    quarantine = (
+        store if isinstance(store, SupportsQuarantine) and store.supports_quarantine else None
+    )
+    if delete and quarantine is None:
         raise ConfigError(f"{label}: this backend cannot delete safely, so gc cannot run")
     cutoff = (time.time() if now is None else now) - grace
 
@@ -279,10 +281,10 @@ def collect_garbage(
 
     try:
         plan = GcPlan(store=label, referenced=0, scope=scope)
-        if delete:
+        if quarantine is not None and delete:
             # An interrupted gc decided nothing for what it left in quarantine.
-            for key, _digest, _mtime in list(store.iter_quarantined()):
-                store.restore(key)
+            for key, _digest, _mtime in list(quarantine.iter_quarantined()):
+                quarantine.restore(key)
                 plan.recovered += 1
         references = find_references(
             base, revs, scope=scope, require_refs=delete and remote is not None
@@ -310,11 +312,11 @@ def collect_garbage(
         if remote is None:
             plan.staging = [str(p) for p in stale_staging_dirs(base)]
         _steps.reached("gc:marked")
-        if delete:
+        if quarantine is not None and delete:
             removed: list[BlobInfo] = []
             for start in range(0, len(plan.garbage), BATCH):
                 batch = plan.garbage[start : start + BATCH]
-                removed += _sweep(store, base, revs, scope, batch, cutoff, grace, plan)
+                removed += _sweep(store, quarantine, base, revs, scope, batch, cutoff, grace, plan)
             plan.garbage = removed
             for key in plan.temporaries:
                 store.remove_temporary(key)
@@ -334,6 +336,7 @@ def collect_garbage(
 
 def _sweep(
     store: BlobStore,
+    quarantine: SupportsQuarantine,
     base: Repository,
     revs: Sequence[str],
     scope: Scope,
@@ -342,11 +345,12 @@ def _sweep(
     grace: float,
     plan: GcPlan,
 ) -> list[BlobInfo]:
-    """Quarantine ``batch``, re-read leases and references, then restore or purge."""
+    """Quarantine ``batch``, re-read leases and references, then restore or purge
+    (``quarantine`` is ``store``, seen through the capability gc deletes by)."""
     held: list[tuple[BlobInfo, str]] = []
     try:
         for blob in batch:
-            key = store.quarantine(blob.digest)
+            key = quarantine.quarantine(blob.digest)
             if key is not None:
                 held.append((blob, key))
         _steps.reached("gc:quarantined")
@@ -355,14 +359,14 @@ def _sweep(
         _steps.reached("gc:reread")
     except BaseException:
         for _blob, key in held:
-            store.restore(key)
+            quarantine.restore(key)
         raise
     removed = []
     for blob, key in held:
-        mtime = store.quarantined_mtime(key)
+        mtime = quarantine.quarantined_mtime(key)
         young = grace != 0 and mtime is not None and mtime >= cutoff
         if blob.digest in leased or blob.digest in keep or young:
-            store.restore(key)
+            quarantine.restore(key)
             plan.restored += 1
             if blob.digest in leased:
                 plan.leased += 1
@@ -371,7 +375,7 @@ def _sweep(
             else:
                 plan.young.append(blob)
         else:
-            store.purge(key)
+            quarantine.purge(key)
             removed.append(blob)
     _steps.reached("gc:swept")
     return removed

@@ -1,10 +1,10 @@
-"""Registrations as git sees them: the refs of a repository and the ``bundle.json``
-files at any revision, read with plain ``git`` (no library), in one batch per
-revision; identical registration blobs across refs are read once."""
+"""The one place that runs git: registrations as git sees them (the refs of a
+repository and the ``bundle.json`` files at any revision, read with plain ``git``, no
+library, in one ``cat-file --batch`` per revision; identical registration blobs across
+refs are read once) and the few questions verify asks about a work tree."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,29 +14,45 @@ from .inventory import EVIDENCE_DIR, REGISTRATION_NAME
 __all__ = [
     "REF_NAMESPACES",
     "git",
+    "is_ancestor",
     "is_git_repository",
     "list_refs",
     "read_blobs",
     "registration_blobs",
+    "try_git",
 ]
 
 REF_NAMESPACES = ("refs/heads", "refs/remotes", "refs/tags")
 
 
-def git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    """Run ``git -C root ARGS``; a :class:`ConfigError` with git's message on failure."""
+def _run(root: Path, args: tuple[str, ...], stdin: bytes | None) -> tuple[int, bytes, bytes]:
+    import subprocess  # not on the start-up path of a verify that needs no git
+
     try:
         done = subprocess.run(
             ["git", "-C", str(root), *args], input=stdin, capture_output=True, check=False
         )
     except FileNotFoundError as exc:
         raise ConfigError("git is not installed") from exc
-    if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return done.returncode, done.stdout, done.stderr
+
+
+def git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    """Run ``git -C root ARGS``; a :class:`ConfigError` with git's message on failure."""
+    returncode, stdout, stderr = _run(root, args, stdin)
+    if returncode != 0:
+        message = stderr.decode("utf-8", "replace").strip().splitlines()
         raise ConfigError(
             f"git {' '.join(args[:2])}: {message[-1] if message else 'failed without a message'}"
         )
-    return done.stdout
+    return stdout
+
+
+def try_git(root: Path, *args: str) -> bytes | None:
+    """``git -C root ARGS``'s output, or None when git answers with a failure; a
+    :class:`ConfigError` only when git is not installed."""
+    returncode, stdout, _ = _run(root, args, None)
+    return stdout if returncode == 0 else None
 
 
 def is_git_repository(root: Path) -> bool:
@@ -45,6 +61,18 @@ def is_git_repository(root: Path) -> bool:
         return git(root, "rev-parse", "--is-inside-work-tree").strip() == b"true"
     except ConfigError:
         return False
+
+
+def is_ancestor(root: Path, older: str, newer: str) -> bool:
+    """Whether commit ``older`` is an ancestor of ``newer`` (or ``newer`` itself); a
+    :class:`ConfigError` with git's message when git cannot tell."""
+    returncode, _, stderr = _run(root, ("merge-base", "--is-ancestor", older, newer), None)
+    if returncode not in (0, 1):
+        raise ConfigError(
+            f"git merge-base --is-ancestor {older[:12]} {newer[:12]}: "
+            + stderr.decode("utf-8", "replace").strip()
+        )
+    return returncode == 0
 
 
 def list_refs(root: Path) -> dict[str, str]:
@@ -71,7 +99,9 @@ def registration_blobs(root: Path, rev: str) -> list[tuple[str, str]]:
     try:
         git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
     except ConfigError:
-        raise ConfigError(f"not a git revision of {root}") from None
+        raise ConfigError(
+            f"not a git revision of {root} (git rev-parse --verify {rev}^{{commit}} failed)"
+        ) from None
     listing = git(root, "ls-tree", "-r", "--full-name", "-z", rev, "--", EVIDENCE_DIR)
     prefix = git(root, "rev-parse", "--show-prefix").decode().strip()
     found = []

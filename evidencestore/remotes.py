@@ -16,21 +16,8 @@ from typing import IO, TypeVar
 
 from . import _steps
 from ._atomic import replacing
-from ._transfer import (
-    DEFAULT_JOBS,
-    STREAM_THRESHOLD,
-    Progress,
-    Source,
-    TransferSummary,
-    check_bytes,
-    download,
-    download_all,
-    parallel,
-    sizes_of,
-    upload,
-)
 from .config import RemoteConfig, Repository, as_repository, local_store
-from .digest import hash_file, parse_digest
+from .digest import parse_digest
 from .errors import (
     BlobNotFoundError,
     ConfigError,
@@ -39,9 +26,16 @@ from .errors import (
     StorageError,
     TransferError,
 )
-from .integrity import check_content
 from .inventory import load_inventory
-from .leases import (
+from .models import Finding, Registration
+from .storage import (
+    BlobStore,
+    FsspecBlobStore,
+    LocalBlobStore,
+    ReadThroughStore,
+    RetryPolicy,
+)
+from .storage.leases import (
     LEASE_DIR,
     LEASE_RENEWAL,
     Lease,
@@ -50,9 +44,18 @@ from .leases import (
     remove_lease,
     write_lease,
 )
-from .models import Finding, Registration
-from .storage import BlobStore, LocalBlobStore, ReadThroughStore
-from .storage._fsspec import FsspecBlobStore, RetryPolicy
+from .storage.transfer import (
+    DEFAULT_JOBS,
+    Progress,
+    Source,
+    TransferSummary,
+    check_copy,
+    download,
+    download_all,
+    parallel,
+    sizes_of,
+    upload,
+)
 
 __all__ = [
     "DEFAULT_JOBS",
@@ -437,22 +440,6 @@ def export_blob(
 
 
 # -- verification against a remote -------------------------------------------------
-def _hash_remote(source: Source, digest: str, size: int) -> None:
-    """Download and hash a remote copy without caching it (never reading more than one
-    byte past ``size``)."""
-    store = source.store
-    if size > STREAM_THRESHOLD:
-        import tempfile
-
-        with tempfile.TemporaryDirectory(prefix="evstore-verify-") as tmpdir:
-            path = os.path.join(tmpdir, "blob")
-            store.download_to(digest, path, limit=size + 1)
-            check_content(source.label, digest, size, None, os.stat(path).st_size)
-            check_content(source.label, digest, size, hash_file(path, size).digest, size)
-        return
-    check_bytes(source, digest, size, store.read_bytes(digest, limit=size + 1))
-
-
 def check_remote(
     root: str | os.PathLike[str],
     registrations: Mapping[str, Registration],
@@ -513,7 +500,7 @@ def check_remote(
         if deep and stored.get(digest) == first_size:
             to_hash.append((digest, first_size))
     for (digest, _size), _, error in parallel(
-        to_hash, lambda item: _hash_remote(source, *item), jobs
+        to_hash, lambda item: check_copy(source, *item), jobs
     ):
         if error is None:
             continue

@@ -9,8 +9,8 @@ process dies, however it dies. A directory whose lock can be taken is therefore 
 Why no interleaving removes a live staging directory: a cleaner takes the lock
 (non-blocking) *before* removing, and removes while holding it. The creator takes the
 same lock (blocking) right after ``mkdir`` and then checks that its directory still has
-a link; if a cleaner got in between and removed it, the creator starts again with a new
-name. So a directory is removed only while no creator holds it, and a creator never
+a link; if a cleaner got in between and removed it (before the creator could even open
+it, or after), the creator starts again with a new name. So a directory is removed only while no creator holds it, and a creator never
 writes into a removed directory. Where ``flock`` is unavailable (Windows) only the age
 test of :func:`remove_stale_staging` protects a live directory.
 """
@@ -78,7 +78,10 @@ def staging_dir(evidence: Path, name: str) -> Iterator[Path]:
     while True:
         path = evidence / f".{name}.tmp-{os.urandom(4).hex()}"
         path.mkdir()
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except FileNotFoundError:
+            continue  # a cleaner removed it before we could open it: take a new name
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)

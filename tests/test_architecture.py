@@ -1,6 +1,8 @@
 """The package's shape, as the restructure left it: no import cycle (lazy imports
-included), no switch on a store class and no call of a store's private primitive outside
-``storage/``, and one place that adds the digest prefix."""
+included), imports that go downwards only through the layer table of
+docs/architecture.md (every module placed in it, every name in it a module), no switch
+on a store class and no call of a store's private primitive outside ``storage/``, and
+one place that adds the digest prefix."""
 
 from __future__ import annotations
 
@@ -9,12 +11,13 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "evidencestore"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 
 
-def _modules() -> dict[str, Path]:
+def _modules(package: Path = PACKAGE) -> dict[str, Path]:
     out = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out[".".join(parts)] = path
@@ -96,6 +99,25 @@ def test_no_import_cycle() -> None:
     assert _cycles(graph) == []
 
 
+def _private_reaches(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a private module (``pkg._mod``) from outside its package ``pkg``."""
+    found = []
+    for module in sorted(graph):
+        for target in sorted(graph[module]):
+            owner, _, last = target.rpartition(".")
+            private = last.startswith("_") and not last.startswith("__")
+            if private and not (module == owner or module.startswith(f"{owner}.")):
+                found.append(f"{module} imports {target}")
+    return found
+
+
+def test_no_module_imports_a_private_module_of_another_package() -> None:
+    assert _private_reaches({"p.a": {"p.s._b", "p._c"}, "p.s.x": {"p.s._b"}}) == [
+        "p.a imports p.s._b"
+    ]
+    assert _private_reaches(_import_graph(_modules())) == []
+
+
 def _outside_storage() -> list[tuple[Path, str]]:
     return [
         (path, path.read_text())
@@ -107,11 +129,13 @@ def _outside_storage() -> list[tuple[Path, str]]:
 def test_no_store_class_switch_or_private_primitive_outside_storage() -> None:
     switch = re.compile(r"isinstance\([^)]*,\s*\(?[\w.]*(Local|Memory|Fsspec|ReadThrough)\w*Store")
     private = re.compile(
-        r"\b(?!self\b)\w+\.(_open_raw|_write|_write_file|_delete|_size|_exists|_iter|_tmp_in)\("
+        r"\b(?!self\b)\w+\.(_open_raw|_write|_write_file|_delete|_size|_exists|_iter|_tmp_in"
+        r"|_read_raw|_download_raw|_read_batch)\("
     )
     assert switch.search("isinstance(store, LocalBlobStore)")
     assert private.search("cache._write(digest, data)")
     assert not private.search("self._write(digest, data)")
+    assert private.search("source.store._read_raw(digest, limit=n)")
     found = [
         f"{path.relative_to(PACKAGE)}: {m.group(0)}"
         for path, text in _outside_storage()
@@ -119,6 +143,35 @@ def test_no_store_class_switch_or_private_primitive_outside_storage() -> None:
         for m in pattern.finditer(text)
     ]
     assert found == []
+
+
+def test_raw_reads_are_private_to_storage() -> None:
+    """Every public read of a store is verified: the raw, unverified reads have private
+    names (and the test above keeps their callers inside ``storage/``)."""
+    from evidencestore.storage import (
+        BlobStore,
+        FsspecBlobStore,
+        LocalBlobStore,
+        MemoryBlobStore,
+        ReadThroughStore,
+    )
+
+    raw = {"read_bytes", "download_to", "read_batch", "read_raw", "download_raw"}
+    for cls in (BlobStore, LocalBlobStore, MemoryBlobStore, FsspecBlobStore, ReadThroughStore):
+        assert not raw & set(dir(cls)), cls
+        assert {"_read_raw", "_download_raw"} <= set(dir(cls))
+    assert hasattr(FsspecBlobStore, "_read_batch")
+
+
+def test_git_is_run_in_one_place() -> None:
+    runs_git = re.compile(r"""\[\s*["']git["']\s*,""")
+    assert runs_git.search('["git", "-C", str(root), *args]')
+    callers = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if runs_git.search(path.read_text())
+    )
+    assert callers == ["gitrefs.py"]
 
 
 def test_the_digest_prefix_is_added_in_one_place() -> None:
@@ -129,3 +182,106 @@ def test_the_digest_prefix_is_added_in_one_place() -> None:
         if re.search(r"[\"']blake3:[\"']\s*\+", path.read_text())
     ]
     assert glued == ["storage/conformance.py"]
+
+
+# -- layers ------------------------------------------------------------------------
+_LAYERS_HEADING = "## Layers (imports go downwards only)"
+
+
+def _layer_table(markdown: str) -> list[tuple[str, list[str]]]:
+    """The layer table of the architecture document, top layer first: each layer's
+    name and its names (``x/`` a subpackage, ``x.py`` a module); text in parentheses
+    is commentary."""
+    after = markdown.split(_LAYERS_HEADING, 1)[1]
+    block = after.split("```", 2)[1]
+    table: list[tuple[str, list[str]]] = []
+    for line in block.splitlines()[1:]:  # the first line is the fence's info string
+        words = re.sub(r"\([^)]*\)", " ", line).split()
+        if not words:
+            continue
+        names = words[1:]
+        odd = [n for n in names if not (n.endswith("/") or n.endswith(".py"))]
+        assert not odd, f"layer {words[0]!r}: {odd} are neither 'package/' nor 'module.py'"
+        table.append((words[0], names))
+    assert table, f"no layer table after {_LAYERS_HEADING!r}"
+    return table
+
+
+def _layer_of(module: str, table: list[tuple[str, list[str]]]) -> int | None:
+    """The index of the layer that holds ``module`` (a dotted name below the package),
+    None for the package itself (its public API stands above every layer) or -1 when
+    the table does not place it."""
+    rel = module.split(".")[1:]
+    if not rel:
+        return None
+    for index, (_layer, names) in enumerate(table):
+        for name in names:
+            if name.endswith("/") and rel[0] == name[:-1]:
+                return index
+            if len(rel) == 1 and name == f"{rel[0]}.py":
+                return index
+    return -1
+
+
+def _layer_problems(
+    mods: dict[str, Path], graph: dict[str, set[str]], table: list[tuple[str, list[str]]]
+) -> list[str]:
+    """Every upward import, every module the table does not place and every name in
+    the table that is no module, each as a line that says what to change."""
+    problems = [
+        f"{m} is in no layer: add it to the layer table in docs/architecture.md"
+        for m in sorted(mods)
+        if _layer_of(m, table) == -1
+    ]
+    tops = {m.split(".")[1] for m in mods if m.count(".") >= 1}
+    for layer, names in table:
+        for name in names:
+            stem = name[:-1] if name.endswith("/") else name[:-3]
+            is_package = any(m.count(".") >= 2 and m.split(".")[1] == stem for m in mods)
+            if stem not in tops or name.endswith("/") != is_package:
+                problems.append(f"layer {layer!r} names {name}, which is not in the package")
+    for module in sorted(graph):
+        here = _layer_of(module, table)
+        for target in sorted(graph[module]):
+            there = _layer_of(target, table)
+            if here is None or there is None or here < 0 or there < 0 or there >= here:
+                continue
+            problems.append(
+                f"{module} ({table[here][0]}) imports {target} ({table[there][0]}): "
+                "imports go downwards only"
+            )
+    return problems
+
+
+def test_imports_go_downwards_through_the_documented_layers() -> None:
+    table = _layer_table(ARCHITECTURE.read_text())
+    assert [layer for layer, _ in table] == ["cli", "features", "repository", "core"]
+    mods = _modules()
+    assert _layer_problems(mods, _import_graph(mods), table) == []
+
+
+def test_the_layer_check_fails_on_an_upward_import_and_on_drift(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "feat").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "feat" / "__init__.py").write_text("")
+    (package / "feat" / "run.py").write_text("from ..low import x\n")  # downwards: fine
+    (package / "low.py").write_text(
+        "def f():\n    from .feat.run import y  # upward, even inside a function\n"
+    )
+    (package / "loose.py").write_text("")
+    doc = (
+        f"# a\n\n{_LAYERS_HEADING}\n\n```\n"
+        "features   feat/ (commentary, ignored)\n"
+        "core       low.py  gone.py  feat.py\n```\n"
+    )
+    table = _layer_table(doc)
+    assert table == [("features", ["feat/"]), ("core", ["low.py", "gone.py", "feat.py"])]
+    mods = _modules(package)
+    assert _layer_problems(mods, _import_graph(mods), table) == [
+        "pkg.loose is in no layer: add it to the layer table in docs/architecture.md",
+        "layer 'core' names gone.py, which is not in the package",
+        "layer 'core' names feat.py, which is not in the package",
+        "pkg.low (core) imports pkg.feat (features): imports go downwards only",
+        "pkg.low (core) imports pkg.feat.run (features): imports go downwards only",
+    ]

@@ -179,12 +179,18 @@ def test_bundle_attestation_verifies_after_fresh_clone_and_pull(
 
 def test_record_by_digest(repo: Path, keys: tuple[Path, Path], tmp_path: Path) -> None:
     private, public = keys
-    desc = local_store(repo).put(b'{"metadata": {"kind": "campaign-status"}, "cells": []}')
+    # The kind comes from the decoded record (evidencestore.records), never from keys:
+    # a real campaign status is named, a look-alike is not.
+    status = (Path(__file__).parent / "data/legacy_records/status.json").read_bytes()
+    desc = local_store(repo).put(status)
     env = _attest(repo, desc.digest, private, tmp_path / "s.json")
     statement = json.loads(base64.b64decode(str(env["payload"])))
     assert statement["subject"][0]["name"] == desc.digest
-    assert statement["predicate"]["kind"] == "campaign-status"
+    assert statement["predicate"]["kind"] == "evidencestore/campaign-status"
     assert _verify(repo, tmp_path / "s.json", public)[0] == 0
+    fake = local_store(repo).put(b'{"metadata": {"kind": "campaign-status"}, "cells": []}')
+    env = _attest(repo, fake.digest, private, tmp_path / "f.json")
+    assert "kind" not in json.loads(base64.b64decode(str(env["payload"])))["predicate"]
 
 
 def test_usage_and_key_errors(repo: Path, keys: tuple[Path, Path], tmp_path: Path) -> None:
@@ -206,13 +212,17 @@ def test_file_in_repository(repo: Path, keys: tuple[Path, Path], tmp_path: Path)
     private, public = keys
     path = repo / "notes" / "claim.json"
     path.parent.mkdir()
-    path.write_text('{"kind": "claim", "ratio": "1.42"}')
+    claim = (Path(__file__).parent / "data/legacy_records/claim.json").read_bytes()
+    path.write_bytes(claim)
     env = _attest(repo, str(path), private, tmp_path / "c.json")
     statement = json.loads(base64.b64decode(str(env["payload"])))
     assert statement["subject"][0]["name"] == "notes/claim.json"
-    assert statement["predicate"] == {"kind": "claim", "size": path.stat().st_size}
+    assert statement["predicate"] == {
+        "kind": "evidencestore/campaign-claim",
+        "size": path.stat().st_size,
+    }
     assert _verify(repo, tmp_path / "c.json", public)[0] == 0
-    path.write_text('{"kind": "claim", "ratio": "9.99"}')
+    path.write_bytes(claim.replace(b'"ratio": 1.5', b'"ratio": 9.99'))
     code, out, _ = _verify(repo, tmp_path / "c.json", public)
     assert code == 1 and "subject 'notes/claim.json': the bytes in the working tree" in out
     outside = tmp_path / "outside.json"

@@ -515,20 +515,35 @@ def test_claims_refused_for_differing_workload_and_small_n(
     assert c.run("small", "5s", "fast", "fast-1") == 0
     other = tmp_path / "other.toml"
     other.write_text(sample_workload(seconds=(1,), seed=7, **TINY))  # type: ignore[arg-type]
-    # `evstore run` refuses a workload that is not the condition's before sending anything;
-    # a harness recording through the library can still register one, and claims refuse it.
+    # `evstore run` refuses a workload that is not the condition's before sending anything,
+    # and so does the library's run_workload (the same rule, campaign.fit); a harness that
+    # records by hand can still register one, and claims refuse it.
     code = main(
         ["-q", "run", str(other), "--arm", "odd", "--server", server.url, "--name", "odd-1",
          "--campaign", "small", "--condition", "5s", "--root", str(root)]
     )  # fmt: skip
     assert code == 2
+    from evidencestore.campaign import campaign_rules
     from evidencestore.campaign.protocol import load_campaign
+    from evidencestore.errors import ConfigError
+    from evidencestore.runs import open_run
     from evidencestore.runs.runner import run_workload
 
-    run_workload(
-        root, other, arm="odd", server=server.url, name="odd-1", campaign="small",
+    with pytest.raises(ConfigError, match="but campaign 'small' binds condition '5s' to"):
+        run_workload(
+            root, other, arm="odd", server=server.url, name="odd-1",
+            campaign=campaign_rules(root, "small"), condition="5s",
+        )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"campaign='small': pass the campaign's rules"):
+        run_workload(
+            root, other, arm="odd", server=server.url, name="odd-1",
+            campaign="small", condition="5s",  # type: ignore[arg-type]
+        )  # fmt: skip
+    assert not (root / "evidence" / "odd-1").exists()
+    open_run(
+        root, "odd-1", arm="odd", workload=other.read_bytes(), campaign="small",
         protocol_digest=load_campaign(root, "small").digest, condition="5s",
-    )  # fmt: skip
+    ).seal()  # fmt: skip
     commit(root, "runs", "evidence")
     code, out, _ = c.cli(
         "campaign", "claim", "small", "--condition", "5s", "--arm", "fast", "--json"
@@ -584,7 +599,24 @@ def test_claim_cites_configuration_difference(
     for i in (1, 2, 3):
         assert run("baseline", f"b{i}", base_cfg) == 0
         assert run("resident-16", f"r{i}", cand_cfg) == 0
-    assert run("resident-16", "wrong-config", base_cfg) == 0
+    # The arm's declared configuration files are part of the fit: `evstore run` (and
+    # run_workload) refuse another one before sending anything; a harness recording by
+    # hand can still register it, and the claim excludes it.
+    assert run("resident-16", "wrong-config", base_cfg) == 2
+    assert "declares the configuration files configs/resident.yaml for arm" in (
+        capsys.readouterr().err
+    )
+    assert not (root / "evidence" / "wrong-config").exists()
+    from evidencestore.campaign.protocol import load_campaign
+    from evidencestore.runs import open_run
+
+    wl = root / "evidence/cfg/workloads/5s.toml"
+    harness = open_run(
+        root, "wrong-config", arm="resident-16", workload=wl.read_bytes(), campaign="cfg",
+        protocol_digest=load_campaign(root, "cfg").digest, condition="5s",
+    )  # fmt: skip
+    harness.attach_config(base_cfg)
+    harness.seal()
     commit(root, "runs", "evidence")
     code, out, _ = c.cli(
         "campaign", "claim", "cfg", "--condition", "5s", "--arm", "resident-16", "--json"

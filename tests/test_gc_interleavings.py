@@ -20,11 +20,10 @@ import fsspec
 import pytest
 from helpers.remotes import blobs, digest_of, make_repo, set_remotes
 
-from evidencestore import leases
 from evidencestore.bundle import create_bundle
 from evidencestore.gc import collect_garbage
 from evidencestore.remotes import local_store, open_remote, push
-from evidencestore.storage import BlobStore, LocalBlobStore
+from evidencestore.storage import BlobStore, LocalBlobStore, leases
 from evidencestore.testing.interleave import Interleaving
 from evidencestore.testing.s3 import s3_options
 

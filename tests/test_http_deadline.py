@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from helpers.remotes import blobs, digest_of, make_repo, run, set_remotes, store_files
 
-from evidencestore import _transfer
 from evidencestore.config import load_config
 from evidencestore.errors import ConfigError
 from evidencestore.remotes import local_store
+from evidencestore.storage import transfer as _transfer
 from evidencestore.storage._fsspec import FsspecBlobStore, RetryPolicy, TransferDeadlineError
 from evidencestore.testing.http import serving
 
@@ -135,7 +135,7 @@ def test_store_read_raises_the_deadline_error(trickler: Trickler) -> None:
     )
     digest = digest_of(b"x" * 500)
     with pytest.raises(TransferDeadlineError, match=r"deadline of 0\.7 s"):
-        store.read_bytes(digest, limit=501)
+        store._read_raw(digest, limit=501)
     assert [m for m, _ in trickler.requests] == ["GET"]
 
 
@@ -208,8 +208,8 @@ def test_stream_copy_from_other_backends_checks_the_deadline(tmp_path: Path) -> 
     digest = store.put(b"payload" * 100).digest
     dest = tmp_path / "copy"
     with pytest.raises(TransferDeadlineError, match="not complete within its deadline"):
-        store.download_to(digest, str(dest), limit=701)
+        store._download_raw(digest, str(dest), limit=701)
     assert dest.read_bytes() == b""  # the caller removes its temporary
     relaxed = FsspecBlobStore(url, retry=RetryPolicy(min_rate=1e6, deadline_floor=30))
-    relaxed.download_to(digest, str(dest), limit=701)
+    relaxed._download_raw(digest, str(dest), limit=701)
     assert dest.read_bytes() == b"payload" * 100

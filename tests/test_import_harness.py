@@ -152,25 +152,28 @@ def _loadgen(tmp_path: Path, name: str, *args: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("scenario", "latency_us", "qps", "queries", "validity", "unmet"),
+    ("scenario", "args", "validity", "unmet"),
     [
-        ("offline", "2000", "1000", "1", "VALID", []),
-        ("offline", "0", "1000", "1", "INVALID", ["min_duration"]),
-        ("server", "0", "1000", "600", "VALID", []),
-        ("server", "1000", "100", "32", "INVALID", ["early_stopping"]),
+        # 110 samples of 2 ms each: at least 220 ms, past the 100 ms minimum.
+        ("offline", ("2000", "1000", "1", "100"), "VALID", []),
+        # 110 instant samples against a 100 s minimum duration.
+        ("offline", ("0", "1", "1", "100000"), "INVALID", ["min_duration"]),
+        # 600 queries, a 5 s latency bound: early stopping met whatever the load.
+        ("server", ("0", "1000", "600", "100", "5000"), "VALID", []),
+        # 32 queries are too few for early stopping at the 99th percentile.
+        ("server", ("1000", "100", "32", "100", "5000"), "INVALID", ["early_stopping"]),
     ],
 )
 def test_loadgen_import(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     scenario: str,
-    latency_us: str,
-    qps: str,
-    queries: str,
+    args: tuple[str, ...],
     validity: str,
     unmet: list[str],
 ) -> None:
-    logs = _loadgen(tmp_path, "logs", scenario, "perf", latency_us, qps, queries)
+    logs = _loadgen(tmp_path, "logs", scenario, "perf", *args)
+    queries = args[2]
     summary = (logs / "mlperf_log_summary.txt").read_text()
     assert f"Result is : {validity}" in summary  # what LoadGen itself says
     root = _repo(tmp_path)
@@ -325,20 +328,15 @@ def test_imported_aiperf_campaign_token_exact_and_claim(
     diffs = json.loads(capsys.readouterr().out)["differences"]
     command = next(d for d in diffs if (d["section"], d["key"]) == ("harness", "command"))
     assert command["a"].startswith("aiperf profile") and command["a"] != command["b"]
-    # A LoadGen run offered to the AIPerf condition is excluded, never mixed in, and
-    # the claim says so (refused, like a run of another workload).
+    # A LoadGen run offered to the AIPerf condition is refused before it is registered:
+    # harnesses are never mixed within a condition.
     logs = _loadgen(tmp_path, "lg", "offline", "perf", "2000", "1000", "1")
     assert main(["import", "loadgen", str(logs), "--name", "lg", "--arm", "candidate",
-                 "--campaign", "ai", "--condition", "chat", "--root", str(root)]) == 0  # fmt: skip
-    capsys.readouterr()
-    main(["campaign", "claim", "ai", "--condition", "chat", "--arm", "candidate", "--json",
-          "--root", str(root)])  # fmt: skip
-    claim = json.loads(capsys.readouterr().out)
-    excluded = {e["run"]: e for e in claim["excluded"]}
-    assert excluded["lg"]["code"] == "harness-mismatch"
-    assert "imported from loadgen" in excluded["lg"]["message"]
-    assert claim["verdict"] == "REFUSED"
-    assert any("harnesses are not mixed" in r for r in claim["reasons"])
+                 "--campaign", "ai", "--condition", "chat", "--root", str(root)]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "campaign 'ai' takes runs imported from aiperf there" in err
+    assert "this run is imported from loadgen: harnesses are not mixed" in err
+    assert not (root / "evidence" / "lg").exists()
 
 
 @pytest.mark.parametrize("arm", ["baseline", "candidate"])
@@ -371,3 +369,23 @@ def test_imported_aiperf_times_agree_with_the_servers_log(tmp_path: Path, arm: s
         for (_, r, _), (first, last, count) in zip(imported, server, strict=True):
             server_itl = (last - first) / 1e9 / (count - 1)
             assert r.itl_s == pytest.approx(server_itl, abs=2e-3)
+
+
+def test_claim_refuses_runs_of_different_harnesses() -> None:
+    """The claim's own guard (behind the condition's harness check): runs whose metric
+    comes from different harnesses are never pooled into one interval."""
+    from types import SimpleNamespace
+
+    from evidencestore.campaign.claims import harness_of
+    from evidencestore.runs.models import Harness
+
+    digest = "blake3:" + "0" * 64
+    aiperf = Harness(name="aiperf", version="0.13.0", metrics={"e2e_s": "AIPerf ..."},
+                     source_digest=digest)  # fmt: skip
+    native = SimpleNamespace(harness=None)
+    imported = SimpleNamespace(harness=aiperf)
+    assert harness_of([imported, imported], "e2e") == ("aiperf 0.13.0", "AIPerf ...", None)
+    label, definition, refusal = harness_of([imported, native], "e2e")
+    assert label == "aiperf 0.13.0 + evidencestore" and definition is None
+    assert refusal is not None and "a claim never mixes them" in refusal
+    assert harness_of([native], "ttft")[0] == "evidencestore"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers.repos import add_bundle
 
-import evidencestore._transfer as transfer
+import evidencestore.storage.transfer as transfer
 from evidencestore import _steps
 from evidencestore.cli import main
 from evidencestore.remotes import pull

@@ -629,7 +629,7 @@ def test_oversized_remote_object_is_not_read_whole(
     local_store(root).delete(digest)
     remote = configured_remotes(root)[0].store
     assert isinstance(remote, FsspecBlobStore)
-    assert len(remote.read_bytes(digest, limit=2001)) == 2001
+    assert len(remote._read_raw(digest, limit=2001)) == 2001
     code, _, err = run("fetch", digest, "--root", str(root))
     assert code == 2
     assert f"{digest}: holds more than the expected 2000 bytes; refused" in err

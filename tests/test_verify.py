@@ -165,6 +165,63 @@ def test_base_revision_immutability(repo: Path) -> None:
     assert ("bundle-removed", "alpha", "bundle.json") in codes
 
 
+def test_base_registrations_are_read_in_one_git_batch(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--base runs the same few git commands for 2 bundles as for 30 (a listing and one
+    cat-file --batch), all through gitrefs, and reads every registration's bytes."""
+    import evidencestore.gitrefs as gitrefs
+    from evidencestore.verify import base_registrations
+
+    init_repo(repo)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    calls: list[tuple[str, ...]] = []
+    real = gitrefs._run
+
+    def counting(root: Path, args: tuple[str, ...], stdin: bytes | None) -> object:
+        calls.append(args[:2])
+        return real(root, args, stdin)
+
+    monkeypatch.setattr(gitrefs, "_run", counting)
+    assert _verify(repo, base="HEAD").ok
+    few = list(calls)
+    assert [c for c in few if c[0] == "cat-file"] == [("cat-file", "--batch")]
+    for i in range(28):
+        add_bundle(repo, f"more{i:02d}", {"f.txt": bytes([i])})
+    (repo / "evidence/copy").mkdir()  # the same registration blob under a second name
+    (repo / "evidence/copy/bundle.json").write_bytes(registration_path(repo, "more00").read_bytes())
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "more")
+    calls.clear()
+    regs = base_registrations(repo, "HEAD")
+    assert sorted(regs) == sorted(["alpha", "beta", "copy", *(f"more{i:02d}" for i in range(28))])
+    assert regs["beta"] == registration_path(repo, "beta").read_bytes()
+    assert regs["copy"] == regs["more00"]
+    assert len(calls) == len([c for c in few if c[0] != "show"]) <= 4
+    assert not any(c[0] == "show" for c in calls)
+
+
+def test_base_of_a_repository_in_a_subdirectory_of_the_work_tree(tmp_path: Path) -> None:
+    """The evidence repository is ``ml/`` inside the git work tree: the registrations
+    at the base are found under ``ml/evidence/`` (not a top-level ``evidence/``)."""
+    from evidencestore.verify import base_registrations
+
+    top = init_repo(tmp_path / "top")
+    add_bundle(top, "outer", {"o.txt": b"o"})  # a top-level evidence/ that is not ml's
+    ml = top / "ml"
+    add_bundle(ml, "inner", {"i.txt": b"i"})
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "base")
+    regs = base_registrations(ml, "HEAD")
+    assert list(regs) == ["inner"]
+    assert regs["inner"] == registration_path(ml, "inner").read_bytes()
+    assert _verify(ml, base="HEAD").ok
+    registration_path(ml, "inner").unlink()
+    codes = _codes(_verify(ml, base="HEAD"))
+    assert ("bundle-removed", "inner", "bundle.json") in codes
+
+
 def test_base_revision_unknown(repo: Path) -> None:
     from evidencestore.errors import ConfigError
 

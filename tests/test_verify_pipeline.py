@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from helpers.repos import add_bundle, init_repo
 
-import evidencestore.verify as verify_module
+import evidencestore.verify._shares as shares_module
 from evidencestore.digest import Hashed, NotRegularFileError, hash_bytes, start_hash_files
 from evidencestore.errors import IntegrityError
 from evidencestore.remotes import local_store
 from evidencestore.verify import verify_registration, verify_repository
+from evidencestore.verify._pipeline import Context
 
 
 def test_forked_workers_report_every_outcome_that_differs(tmp_path: Path) -> None:
@@ -124,13 +125,14 @@ def _split_repo(tmp_path: Path) -> Path:
 _SPLIT_SCRIPT = """
 import json, os, sys
 import evidencestore.verify as v
+import evidencestore.verify._shares as s
 from evidencestore.remotes import local_store
 
 root, mode = sys.argv[1], sys.argv[2]
 os.environ.pop("EVSTORE_NO_FORK", None)
-v.cpu_count = lambda: 2
+s.cpu_count = lambda: 2
 calls, redone = [], []
-real_map, real_pipeline = v.fork_map, v._pipeline
+real_map, real_pipeline = s.fork_map, s.pipeline
 parent = os.getpid()
 
 def counting(func, shares):
@@ -144,11 +146,11 @@ def dying(ctx, regs, **kw):
         redone.append(len(regs))
     return real_pipeline(ctx, regs, **kw)
 
-v.fork_map = counting
+s.fork_map = counting
 if mode == "dying":
-    v._pipeline = dying
+    s.pipeline = dying
 split = v.verify_repository(root, store=local_store(root))
-v._pipeline = real_pipeline
+s.pipeline = real_pipeline
 os.environ["EVSTORE_NO_FORK"] = "1"
 alone = v.verify_repository(root, store=local_store(root))
 print(json.dumps({
@@ -202,8 +204,8 @@ def test_a_worker_that_dies_has_its_share_verified_here(tmp_path: Path) -> None:
 
 def _seventy_bundles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """70 bundles of 1 to 3 entries, on a 2-CPU machine that could fork (no fork made)."""
-    monkeypatch.setattr(verify_module, "can_fork", lambda: True)  # shares only: no fork
-    monkeypatch.setattr(verify_module, "cpu_count", lambda: 2)
+    monkeypatch.setattr(shares_module, "can_fork", lambda: True)  # shares only: no fork
+    monkeypatch.setattr(shares_module, "cpu_count", lambda: 2)
     root = init_repo(tmp_path / "repo")
     for b in range(70):
         add_bundle(root, f"b{b:02d}", {f"f{i}": bytes([b, i]) for i in range(1 + b % 3)})
@@ -218,16 +220,16 @@ def test_shares_balance_by_entries_and_keep_large_or_remote_work_here(
     from evidencestore.storage import MemoryBlobStore
 
     regs = load_inventory(root).registrations
-    ctx = verify_module._Context(root, local_store(root), False)
-    shares = verify_module._shares(ctx, regs)
+    ctx = Context(root, local_store(root), False)
+    shares = shares_module.shares(ctx, regs)
     assert len(shares) == 2
     assert sorted(n for s in shares for n in s) == sorted(regs)
     loads = [sum(1 + len(regs[n].manifest.entries) for n in s) for s in shares]
     assert max(loads) - min(loads) <= 4  # largest first onto the least loaded
-    memory = verify_module._Context(root, MemoryBlobStore(), False)
-    assert verify_module._shares(memory, regs) == []  # never fork over a non-local store
+    memory = Context(root, MemoryBlobStore(), False)
+    assert shares_module.shares(memory, regs) == []  # never fork over a non-local store
     few = dict(list(regs.items())[:10])
-    assert verify_module._shares(ctx, few) == []
+    assert shares_module.shares(ctx, few) == []
 
 
 def test_workers_that_load_their_own_registrations_print_what_one_process_does(
@@ -288,21 +290,21 @@ def test_the_shares_of_directories_are_contiguous_and_even(
 
     root = _seventy_bundles(tmp_path, monkeypatch)
     dirs = BundleDirs(root)
-    ctx = verify_module._Context(root, local_store(root), False)
-    shares = verify_module._dir_shares(ctx, dirs)
+    ctx = Context(root, local_store(root), False)
+    shares = shares_module.dir_shares(ctx, dirs)
     assert [d.name for share in shares for d in share] == [d.name for d in dirs.dirs]
     assert [len(share) for share in shares] == [35, 35]
-    monkeypatch.setattr(verify_module, "cpu_count", lambda: 3)
-    assert [len(share) for share in verify_module._dir_shares(ctx, dirs)] == [35, 35]
+    monkeypatch.setattr(shares_module, "cpu_count", lambda: 3)
+    assert [len(share) for share in shares_module.dir_shares(ctx, dirs)] == [35, 35]
     for b in range(70, 100):
         add_bundle(root, f"b{b:02d}", {"f": bytes([b])})
     dirs = BundleDirs(root)
-    assert [len(share) for share in verify_module._dir_shares(ctx, dirs)] == [34, 33, 33]
-    monkeypatch.setattr(verify_module, "cpu_count", lambda: 128)  # 32 bundles a worker at least
-    assert [len(share) for share in verify_module._dir_shares(ctx, dirs)] == [34, 33, 33]
+    assert [len(share) for share in shares_module.dir_shares(ctx, dirs)] == [34, 33, 33]
+    monkeypatch.setattr(shares_module, "cpu_count", lambda: 128)  # 32 bundles a worker at least
+    assert [len(share) for share in shares_module.dir_shares(ctx, dirs)] == [34, 33, 33]
     few = BundleDirs(root)
     few.dirs = few.dirs[:10]
-    assert verify_module._dir_shares(ctx, few) == []
+    assert shares_module.dir_shares(ctx, few) == []
 
 
 def test_the_view_reads_the_registrations_it_needs_as_the_inventory_did(tmp_path: Path) -> None:
@@ -345,3 +347,28 @@ def test_the_view_reads_the_registrations_it_needs_as_the_inventory_did(tmp_path
     report = json.loads(run("verify", "--json", "-"))  # the raw name is shown, not a crash
     [bad] = [b for b in report["bundles"] if b["name"] == "bad\\xff"]
     assert [(f["code"], f["bundle"]) for f in bad["findings"]] == [("unavailable", "bad\\xff")]
+
+
+def test_the_plan_is_frozen_and_says_what_is_hashed(tmp_path: Path) -> None:
+    """``plan`` decides from the registration and the layout alone: path findings, the
+    files to hash (a repo entry beside its registration, a store entry in the local
+    store) and the store entries that are unavailable; nothing in it can be changed."""
+    from evidencestore.inventory import load_inventory
+    from evidencestore.verify._pipeline import Plan, plan
+
+    root = init_repo(tmp_path / "repo")
+    add_bundle(root, "b", {"a.txt": b"a", "blob.bin": b"B" * 50}, external=("blob.bin",))
+    store = local_store(root)
+    reg = load_inventory(root).registrations["b"]
+    planned = plan(Context(root, store, False), "b", reg)
+    assert isinstance(planned, Plan)
+    assert planned.findings == () and planned.n_path == 0 and not planned.bdir_escapes
+    jobs = {entry.path: where for entry, where in planned.jobs}
+    assert jobs["a.txt"] == str(root / "evidence/b/a.txt")
+    assert jobs["blob.bin"] == str(store.path_of(hash_bytes(b"B" * 50).digest))
+    with pytest.raises(AttributeError):
+        planned.jobs = ()  # type: ignore[misc]
+    elsewhere = plan(Context(root, None, True), "b", reg)  # no local store at all
+    assert [entry.path for entry, _ in elsewhere.jobs] == ["a.txt"]
+    assert elsewhere.unavailable == 1
+    assert [(f.code, f.severity) for f in elsewhere.findings] == [("unavailable", "error")]

@@ -1,7 +1,8 @@
 """Campaigns: protocols frozen before results, verdicts, speedup claims, status.
 
 ``init_campaign`` registers a protocol; ``load_campaign`` reads it back (its digest names
-the campaign); ``campaign_runs`` finds the runs that count and those excluded, with why;
+the campaign); ``campaign_rules`` gives the rules a run must fit, which ``run_workload``
+applies; ``campaign_runs`` finds the runs that count and those excluded, with why;
 ``verify_campaign`` checks from git history that the protocol predates every run;
 ``repeatability`` / ``adjudicate`` judge outputs; ``make_claim`` gives a speedup with its
 interval over runs (``welch_log_interval``, ``paired_log_interval``) and whether it stands;
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from .arrays import compare_array_files, compare_arrays
     from .claims import make_claim
     from .estimator import paired_log_interval, t_quantile, welch_log_interval
+    from .fit import campaign_rules
     from .members import campaign_runs
     from .plan import plan_campaign
     from .protocol import Campaign, init_campaign, load_campaign, parse_protocol
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Campaign",
     "adjudicate",
+    "campaign_rules",
     "campaign_runs",
     "compare_array_files",
     "compare_arrays",
@@ -52,6 +55,7 @@ __all__ = [
 _LAZY = {
     "Campaign": "protocol",
     "adjudicate": "adjudication",
+    "campaign_rules": "fit",
     "campaign_runs": "members",
     "compare_array_files": "arrays",
     "compare_arrays": "arrays",

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config import Repository, repository_at
 from ..errors import EvidenceStoreError
 from ..inventory import EVIDENCE_DIR
 from ..models import Descriptor
@@ -112,7 +113,7 @@ def _array_verdict(c: ArrayComparison) -> Verdict:
 
 
 def _pair(
-    root: Path,
+    root: Repository,
     store: BlobStore,
     key: str,
     ref_name: str,
@@ -260,7 +261,7 @@ def compare_runs(
         return workload is None or expect(index) is not None
 
     return [
-        _pair(Path(root), store, k, reference.name, candidate.name, a.get(k), b.get(k),
+        _pair(repository_at(root), store, k, reference.name, candidate.name, a.get(k), b.get(k),
               expect, needs_check)
         for k in sorted(set(a) | set(b))
     ]  # fmt: skip
@@ -286,7 +287,7 @@ def repeatability(
     runs = [m for m in baseline_runs if m.complete]
     if len(runs) < 2:
         return None
-    wl = _workload_file(Path(root), campaign, condition)
+    wl = _workload_file(repository_at(root).root, campaign, condition)
     comparisons = [
         c for other in runs[1:] for c in compare_runs(root, store, campaign, runs[0], other, wl)
     ]
@@ -315,7 +316,7 @@ def adjudicate(
     judged = [m for m in candidate_runs if m.record.outcome != "failed-before-inference"]
     if not judged:
         return None
-    wl = _workload_file(Path(root), campaign, condition)
+    wl = _workload_file(repository_at(root).root, campaign, condition)
     comparisons = [c for m in judged for c in compare_runs(root, store, campaign, reference, m, wl)]
     verdict = worst([c.verdict for c in comparisons])
     reasons = [r for c in comparisons if c.verdict != "PASS" for r in c.reasons[:1]]

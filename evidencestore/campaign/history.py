@@ -10,13 +10,12 @@ proves nothing yet. Plain ``git`` is run; no library.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..gitrefs import git, is_git_repository
+from ..gitrefs import git, is_ancestor, is_git_repository
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME
 
 __all__ = ["HistoryCheck", "added_in", "check_history", "is_strict_ancestor"]
@@ -52,19 +51,7 @@ def _added(root: Path, bundles: Iterable[str]) -> dict[str, str]:
 
 def is_strict_ancestor(root: Path, older: str, newer: str) -> bool:
     """Whether commit ``older`` is an ancestor of ``newer`` and not ``newer`` itself."""
-    if older == newer:
-        return False
-    done = subprocess.run(
-        ["git", "-C", str(root), "merge-base", "--is-ancestor", older, newer],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode not in (0, 1):
-        raise ConfigError(
-            f"git merge-base --is-ancestor {older[:12]} {newer[:12]}: "
-            + done.stderr.decode("utf-8", "replace").strip()
-        )
-    return done.returncode == 0
+    return older != newer and is_ancestor(root, older, newer)
 
 
 @dataclass

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from ..config import repository_at
 from ..errors import EvidenceStoreError
 from ..inventory import load_inventory
 from ..models import Registration
@@ -58,7 +58,7 @@ def campaign_runs(
     root: str | os.PathLike[str], campaign: Campaign, *, history: bool = True
 ) -> Members:
     """Every run registered for ``campaign``, sorted by name, each counted or excluded."""
-    root = Path(root)
+    root = repository_at(root)
     inventory = load_inventory(root)
     names = [
         n
@@ -67,7 +67,7 @@ def campaign_runs(
         and reg.manifest.metadata.annotations.get("campaign") == campaign.name
     ]
     out = Members()
-    out.history = check_history(root, campaign.name, names) if history else None
+    out.history = check_history(root.root, campaign.name, names) if history else None
     conditions = {c.name for c in campaign.protocol.condition}
     for name in names:
         try:

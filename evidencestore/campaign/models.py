@@ -170,10 +170,16 @@ class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
     logprob_max_abs_diff: float | None = None
 
 
-class Repeatability(Model, frozen=True, kw_only=True, omit_defaults=False):
+class Repeatability(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-repeatability",
+):
     """Baseline run vs baseline run, per request, for one condition."""
 
-    kind: Literal["evidencestore/campaign-repeatability"] = "evidencestore/campaign-repeatability"
     protocol_digest: DigestStr
     condition: str
     runs: tuple[DigestStr, ...]
@@ -182,10 +188,16 @@ class Repeatability(Model, frozen=True, kw_only=True, omit_defaults=False):
     comparisons: tuple[OutputComparison, ...]
 
 
-class Adjudication(Model, frozen=True, kw_only=True, omit_defaults=False):
+class Adjudication(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-adjudication",
+):
     """Candidate vs baseline for one condition and arm, under the protocol's rule."""
 
-    kind: Literal["evidencestore/campaign-adjudication"] = "evidencestore/campaign-adjudication"
     protocol_digest: DigestStr
     condition: str
     arm: str
@@ -230,7 +242,14 @@ class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):
 ClaimVerdict = Literal["STANDS", "NOT_CLEARED", "UNRESOLVED", "REFUSED", "NO_TIMING_CLAIM"]
 
 
-class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
+class Claim(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-claim",
+):
     """A speedup claim, or its refusal, citing every run and value it used.
 
     ``verdict``: ``STANDS`` only when the interval's low end exceeds ``min_speedup`` and
@@ -244,7 +263,6 @@ class Claim(Model, frozen=True, kw_only=True, omit_defaults=False):
     alternated or one arm ran entirely first (drift then cannot be told from the effect).
     """
 
-    kind: Literal["evidencestore/campaign-claim"] = "evidencestore/campaign-claim"
     protocol_digest: DigestStr
     condition: str
     arm: str
@@ -303,10 +321,16 @@ class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
     claim: ClaimVerdict | None = None
 
 
-class StatusRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
+class StatusRecord(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-status",
+):
     """``evstore campaign status``: the matrix, the overall verdict, what remains."""
 
-    kind: Literal["evidencestore/campaign-status"] = "evidencestore/campaign-status"
     campaign: str
     protocol_digest: DigestStr
     verdict: Literal["ACCEPTED", "NOT_ACCEPTED"]

@@ -14,8 +14,6 @@ immutable.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,8 +138,8 @@ def init_campaign(
     is the bundle registered, from the bytes that were checked. An error registers
     nothing, so the name stays free.
     """
-    from ..bundle import check_bundle_name, create_bundle
-    from ..config import local_store
+    from ..bundle import RepoFile, check_bundle_name, register_bundle
+    from ..config import repository_at
     from ..confined import read_file
     from ..paths import name_collisions, path_problem
     from ..runs.workload import parse_workload
@@ -191,22 +189,15 @@ def init_campaign(
                 contents[cfg] = read_file(
                     base / cfg, roots, where=f"protocol {src}: arm {arm.name!r}: config {cfg}"
                 )
-    staging = Path(tempfile.mkdtemp(prefix="evstore-campaign-"))
-    try:
-        for rel, content in contents.items():
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-        create_bundle(
-            root,
-            name,
-            sorted(str(p) for p in staging.iterdir()),
-            store=local_store(root),
-            annotations={"kind": PROTOCOL_KIND, "campaign": protocol.name},
-            roles={PROTOCOL_ENTRY: "protocol"},
-        )
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    register_bundle(
+        repository_at(root),
+        name,
+        files={
+            rel: RepoFile(content, role="protocol" if rel == PROTOCOL_ENTRY else None)
+            for rel, content in sorted(contents.items())
+        },
+        annotations={"kind": PROTOCOL_KIND, "campaign": protocol.name},
+    )
     return load_campaign(root, name)
 
 

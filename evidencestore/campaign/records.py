@@ -1,26 +1,51 @@
-"""Campaign records kept as evidence: stored by digest, registrable as a bundle.
+"""Campaign records kept as evidence: named, stored by digest, registrable as a bundle.
 
 Each record (repeatability, adjudication, claim, status) is written as indented JSON
 and binds the digests it was computed from (protocol, run bundles, outputs, comparison
 records). ``register_records`` registers a bundle holding them as repo entries, with
 metadata ``kind = campaign-record`` and the protocol digest, so a claim quoted in a
-report can be re-checked with ``evstore verify``.
+report can be re-checked with ``evstore verify``; ``claim_records`` and
+``evaluation_records`` name each record's entry.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._canonical import pretty
 from ..models import Model, Registration
 
-__all__ = ["RECORD_KIND", "register_records"]
+if TYPE_CHECKING:
+    from .models import Claim
+    from .status import CampaignEvaluation
+
+__all__ = ["RECORD_KIND", "claim_records", "evaluation_records", "register_records"]
 
 RECORD_KIND = "campaign-record"
+
+
+def _key(text: str) -> str:
+    return text.replace("/", "-")
+
+
+def claim_records(claim: Claim) -> dict[str, Model]:
+    """A claim under its entry path: ``claims/<condition>-<arm>.json``."""
+    return {f"claims/{claim.condition}-{claim.arm}.json": claim}
+
+
+def evaluation_records(evaluation: CampaignEvaluation) -> dict[str, Model]:
+    """A campaign evaluation's records under their entry paths: ``status.json``,
+    ``repeatability/<condition>.json``, ``adjudications/<condition>-<arm>.json`` and
+    ``claims/<condition>-<arm>.json``."""
+    records: dict[str, Model] = {"status.json": evaluation.status}
+    records.update({f"repeatability/{k}.json": v for k, v in evaluation.repeatability.items()})
+    records.update(
+        {f"adjudications/{_key(k)}.json": v for k, v in evaluation.adjudications.items()}
+    )
+    records.update({f"claims/{_key(k)}.json": v for k, v in evaluation.claims.items()})
+    return records
 
 
 def register_records(
@@ -31,26 +56,18 @@ def register_records(
     campaign: str,
     protocol_digest: str,
 ) -> Registration:
-    """Register bundle ``name`` holding each record at its path (``claims/5s-x.json``)."""
-    from ..bundle import create_bundle
-    from ..config import local_store
+    """Register bundle ``name`` holding each record at its path (``claims/5s-x.json``),
+    from memory through the one registration path (``bundle.register_bundle``)."""
+    from ..bundle import RepoFile, register_bundle
+    from ..config import repository_at
 
-    staging = Path(tempfile.mkdtemp(prefix="evstore-campaign-records-"))
-    try:
-        for rel, record in records.items():
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(pretty(record))
-        return create_bundle(
-            root,
-            name,
-            sorted(str(p) for p in staging.iterdir()),
-            store=local_store(root),
-            annotations={
-                "kind": RECORD_KIND,
-                "campaign": campaign,
-                "protocol_digest": protocol_digest,
-            },
-        )
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    return register_bundle(
+        repository_at(root),
+        name,
+        files={rel: RepoFile(pretty(record)) for rel, record in records.items()},
+        annotations={
+            "kind": RECORD_KIND,
+            "campaign": campaign,
+            "protocol_digest": protocol_digest,
+        },
+    )

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 import msgspec
 
-from ..config import local_store
+from ..config import repository_at
 from .adjudication import adjudicate, repeatability
 from .claims import make_claim
 from .members import Member, campaign_runs
@@ -51,8 +50,8 @@ class CampaignEvaluation:
 
 def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvaluation:
     """Compute repeatability, verdicts, claims and the status of ``campaign``."""
-    root = Path(root)
-    store = local_store(root)
+    root = repository_at(root)  # the root as given: its store is never looked for above it
+    store = root.local_store()
     members = campaign_runs(root, campaign)
     protocol = campaign.protocol
     base = campaign.baseline

@@ -159,19 +159,18 @@ def _claim(args: argparse.Namespace) -> int:
     from ..campaign.claims import make_claim
     from ..campaign.members import campaign_runs
     from ..campaign.protocol import load_campaign
-    from ..campaign.records import register_records
-    from ..config import local_store
+    from ..campaign.records import claim_records, register_records
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
     claim = make_claim(
-        local_store(root), campaign, campaign_runs(root, campaign), args.condition, args.arm
+        root.local_store(), campaign, campaign_runs(root, campaign), args.condition, args.arm
     )
     if args.register:
         register_records(
             root,
             args.register,
-            {f"claims/{args.condition}-{args.arm}.json": claim},
+            claim_records(claim),
             campaign=campaign.name,
             protocol_digest=campaign.digest,
         )
@@ -297,7 +296,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from ..campaign.protocol import load_campaign
-    from ..campaign.records import register_records
+    from ..campaign.records import evaluation_records, register_records
     from ..campaign.status import evaluate
 
     root = repo_root(args)
@@ -305,14 +304,12 @@ def _status(args: argparse.Namespace) -> int:
     ev = evaluate(root, campaign)
     status = ev.status
     if args.register:
-        records: dict[str, Any] = {"status.json": status}
-        records.update({f"repeatability/{k}.json": v for k, v in ev.repeatability.items()})
-        records.update(
-            {f"adjudications/{k.replace('/', '-')}.json": v for k, v in ev.adjudications.items()}
-        )
-        records.update({f"claims/{k.replace('/', '-')}.json": v for k, v in ev.claims.items()})
         register_records(
-            root, args.register, records, campaign=campaign.name, protocol_digest=campaign.digest
+            root,
+            args.register,
+            evaluation_records(ev),
+            campaign=campaign.name,
+            protocol_digest=campaign.digest,
         )
     if args.html:
         _write_html(args.html, root, campaign, ev)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BundleError, ConfigError, ManifestError
+from ..errors import ConfigError, ManifestError
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -39,25 +39,15 @@ def _key_values(items: list[str], flag: str) -> dict[str, str]:
 
 # -- init ----------------------------------------------------------------------
 def _cmd_init(args: argparse.Namespace) -> int:
-    from ..config import CONFIG_NAME, Config, save_config
+    from ..config import init_repository
 
-    root = Path(args.root or ".").absolute()
-    root.mkdir(parents=True, exist_ok=True)
-    if (root / CONFIG_NAME).exists():
-        print(f"{root / CONFIG_NAME} already exists; left unchanged")
+    done = init_repository(args.root or ".")
+    if done.wrote_config:
+        print(f"wrote {done.config_path}")
     else:
-        save_config(root, Config())
-        print(f"wrote {root / CONFIG_NAME}")
-    (root / "evidence").mkdir(exist_ok=True)
-    ignore = root / ".gitignore"
-    text = ignore.read_text() if ignore.exists() else ""
-    lines = text.splitlines()
-    for pattern in (".evstore/", "evstore.local.toml"):
-        if pattern not in lines and "/" + pattern not in lines:
-            with open(ignore, "a") as fh:
-                fh.write(("\n" if text and not text.endswith("\n") else "") + pattern + "\n")
-            text = "\n"
-            print(f"added {pattern} to {ignore}")
+        print(f"{done.config_path} already exists; left unchanged")
+    for pattern in done.ignored:
+        print(f"added {pattern} to {done.ignore_path}")
     return EXIT_OK
 
 
@@ -129,8 +119,8 @@ def _parse_check_line(line: str) -> tuple[str, int | None, str] | None:
 
 def _hash_check(source: str) -> int:
     """Re-hash every file a digest list names; ``path: OK`` / ``path: FAILED``."""
-    from .._verify_render import plural
     from ..digest import Hashed, hash_files
+    from ..verify.render import plural
 
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
@@ -176,7 +166,7 @@ def _store_progress(args: argparse.Namespace, planned: Any, stream: Any = None) 
     total = sum(p.size for p in planned if p.location == "store")
     if not total:
         return None
-    from .._transfer import Progress
+    from ..storage.transfer import Progress
 
     n = sum(p.location == "store" for p in planned)
     # Each byte is counted twice: once hashed, once stored.
@@ -184,16 +174,19 @@ def _store_progress(args: argparse.Namespace, planned: Any, stream: Any = None) 
 
 
 def _cmd_bundle_create(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
-    from ..bundle import create_bundle, plan_bundle
-    from ..config import load_config, local_store
+    from ..bundle import create_bundle, oversized, plan_bundle
+    from ..verify.render import plural
 
     root = repo_root(args)
     planned, warnings = plan_bundle(args.paths, args.external, follow_symlinks=args.follow_symlinks)
     for warning in warnings:
         print(f"evstore: warning: {warning}", file=sys.stderr)
-    limit = load_config(root).bundle.max_git_file_size
-    too_big = [p for p in planned if p.location == "repo" and limit is not None and p.size > limit]
+    limit = root.config.bundle.max_git_file_size
+    over = {
+        path
+        for path, _ in oversized(((p.path, p.size) for p in planned if p.location == "repo"), limit)
+    }
+    too_big = [p for p in planned if p.path in over]
     if args.dry_run:
         for p in planned:
             where = "git  " if p.location == "repo" else "store"
@@ -207,14 +200,7 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
             f"{sum(p.size for p in planned if p.location == 'store')} bytes); nothing was written"
         )
         return EXIT_FAILED if too_big else EXIT_OK
-    if too_big:
-        shown = ", ".join(f"{p.path} ({p.size} bytes)" for p in too_big[:5])
-        raise BundleError(
-            f"bundle {args.name!r}: {plural(len(too_big), 'file')} would go to git over "
-            f"max_git_file_size = {limit} bytes (evstore.toml [bundle]): {shown}; "
-            "give them to the store with --external GLOB (check with --dry-run)"
-        )
-    store = local_store(root)
+    store = root.local_store()
     if args.link != "copy":
         from ..storage import LocalBlobStore
 
@@ -247,8 +233,8 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
 
 
 def _cmd_bundle_list(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
     from ..inventory import load_inventory
+    from ..verify.render import plural
 
     inv = load_inventory(repo_root(args))
     rows: list[dict[str, Any]] = []
@@ -293,34 +279,16 @@ def msgspec_builtins(obj: Any) -> Any:
 # -- verify --------------------------------------------------------------------
 def _base_problem(root: Repository, rev: str) -> str | None:
     """Why ``--base REV`` cannot be used here (a shallow clone lacks it...), or None."""
-    import subprocess
+    from ..verify import base_problem
 
-    def git(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["git", "-C", str(root), *argv], capture_output=True, text=True, check=False
-        )
-
-    try:
-        found = git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    except FileNotFoundError:
-        return "git is not installed; --base needs it"
-    if found.returncode == 0:
-        return None
-    inside = git("rev-parse", "--is-inside-work-tree")
-    if inside.returncode != 0:
-        return f"--base {rev}: {root} is not in a git work tree"
-    shallow = git("rev-parse", "--is-shallow-repository").stdout.strip() == "true"
-    remote, _, branch = rev.partition("/")
-    fetch = f"git fetch {remote} {branch}" if branch else f"git fetch origin {rev}"
-    return (
-        f"--base {rev}: revision {rev!r} is not in this "
-        f"{'shallow clone' if shallow else 'clone'}: fetch it first (`{fetch}`; in GitHub "
-        "Actions, actions/checkout with `fetch-depth: 0`)"
-    )
+    return base_problem(root.root, rev)
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from .._verify_render import (
+    from ..config import local_store
+    from ..inventory import load_inventory
+    from ..verify import verify_repository
+    from ..verify.render import (
         RegisteredEntries,
         UnavailableMode,
         View,
@@ -328,9 +296,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         plural,
         worktree_prefix,
     )
-    from ..config import local_store
-    from ..inventory import load_inventory
-    from ..verify import verify_repository
 
     json_to = args.json
     if json_to == "-" and args.github:
@@ -450,7 +415,9 @@ def _cmd_check_proof(args: argparse.Namespace) -> int:
         raise ManifestError(f"{args.proof}: not an inclusion proof: {exc}") from None
     anchor, source = args.digest, "--digest"
     if args.bundle:
-        anchor = _trusted_digest(repo_root(args), args.bundle)
+        from ..bundle import trusted_digest
+
+        anchor = trusted_digest(repo_root(args), args.bundle)
         source = f"the registration of bundle {args.bundle!r}"
         if args.digest and args.digest != anchor:
             raise ConfigError(
@@ -482,21 +449,6 @@ def _cmd_check_proof(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     print(f"proof holds: {what} (anchored by {source})")
     return EXIT_OK
-
-
-def _trusted_digest(root: Repository, name: str) -> str:
-    """The digest of registered bundle ``name``, after recomputing it from its manifest."""
-    from ..inventory import load_registration, registration_path
-    from ..merkle import bundle_digest, entries_root
-
-    reg = load_registration(registration_path(root, name))
-    computed = bundle_digest(reg.manifest, entries_root(reg.manifest.entries))
-    if computed != reg.digest:
-        raise ManifestError(
-            f"bundle {name!r}: registration digest {reg.digest} does not match its manifest "
-            f"({computed}); it cannot anchor a proof: run evstore verify"
-        )
-    return reg.digest
 
 
 # -- schema --------------------------------------------------------------------

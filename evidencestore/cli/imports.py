@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import ConfigError, ManifestError
+from ..errors import ConfigError
 from ._common import EXIT_OK, ROOT, Commands, arg, repo_root
 
 NAME = arg("--name", required=True, metavar="BUNDLE", help="the run bundle's name")
@@ -40,32 +40,16 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
 
 
-def _campaign(root: Any, args: argparse.Namespace) -> str | None:
-    """The protocol digest of ``--campaign``, once its condition and arm are declared."""
+def _campaign(root: Any, args: argparse.Namespace) -> Any:
+    """The rules of ``--campaign`` (the run is checked against them once its files are
+    read: condition, arm, harness, workload digest)."""
     if not args.campaign:
         if args.condition:
             raise ConfigError("--condition needs --campaign")
         return None
-    if not args.condition:
-        raise ConfigError("--campaign needs --condition (the protocol condition this run is for)")
-    from ..campaign.protocol import load_campaign
+    from ..campaign.fit import campaign_rules
 
-    try:
-        campaign = load_campaign(root, args.campaign)
-    except ManifestError as exc:
-        raise ConfigError(f"--campaign {args.campaign}: {exc}") from None
-    conditions = sorted(c.name for c in campaign.protocol.condition)
-    if args.condition not in conditions:
-        raise ConfigError(
-            f"--condition {args.condition!r}: campaign {args.campaign!r} declares the "
-            f"conditions {', '.join(conditions)}"
-        )
-    arms = sorted(a.name for a in campaign.protocol.arm)
-    if args.arm not in arms:
-        raise ConfigError(
-            f"--arm {args.arm!r}: campaign {args.campaign!r} declares the arms {', '.join(arms)}"
-        )
-    return campaign.digest
+    return campaign_rules(root, args.campaign)
 
 
 def _report(harness: str, result: Any) -> int:
@@ -84,14 +68,13 @@ def _aiperf(args: argparse.Namespace) -> int:
     from ..runs.aiperf import import_aiperf
 
     root = repo_root(args)
-    protocol = _campaign(root, args)
+    rules = _campaign(root, args)
     results = import_aiperf(
         root,
         args.directory,
         args.name,
         arm=args.arm,
-        campaign=args.campaign,
-        protocol_digest=protocol,
+        campaign=rules,
         condition=args.condition,
     )
     for result in results:
@@ -103,14 +86,13 @@ def _loadgen(args: argparse.Namespace) -> int:
     from ..runs.loadgen import import_loadgen
 
     root = repo_root(args)
-    protocol = _campaign(root, args)
+    rules = _campaign(root, args)
     result = import_loadgen(
         root,
         args.directory,
         args.name,
         arm=args.arm,
-        campaign=args.campaign,
-        protocol_digest=protocol,
+        campaign=rules,
         condition=args.condition,
     )
     return _report("loadgen", result)

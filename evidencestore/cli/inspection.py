@@ -117,12 +117,11 @@ def resolve_blob(root: Repository, text: str) -> tuple[str, int | None, Path | N
 
 # -- show --------------------------------------------------------------------------
 def _cmd_show(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
-    from ..config import local_store
+    from ..verify.render import plural
 
     root = repo_root(args)
     reg = _registration(root, args.bundle)
-    store = local_store(root)
+    store = root.local_store()
     m = reg.manifest
     rows = [
         _entry_row(e, None if e.location == "repo" else store.size(e.descriptor.digest) is not None)
@@ -163,15 +162,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 # -- status ------------------------------------------------------------------------
 def _cmd_status(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
-    from ..config import local_store
     from ..inventory import load_inventory
+    from ..verify.render import plural
 
     root = repo_root(args)
     inventory = load_inventory(root)
     names = args.bundles or inventory.names
     regs = {n: _registration(root, n) for n in names}
-    store = local_store(root)
+    store = root.local_store()
     remote_missing: dict[str, set[str]] = {}
     if args.remote:
         from ..remotes import check_remote
@@ -283,10 +281,10 @@ def _plain(value: Any) -> Any:
 
 # -- checkout ----------------------------------------------------------------------
 def _cmd_checkout(args: argparse.Namespace) -> int:
-    from .._verify_render import plural
     from ..inventory import EVIDENCE_DIR
     from ..remotes import export_blob, repository_store
     from ..storage import VerifyingReader
+    from ..verify.render import plural
 
     root = repo_root(args)
     reg = _registration(root, args.bundle)

@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def _import(args: argparse.Namespace) -> int:
     import msgspec
 
-    from ..config import LpipsConfig, load_config, local_store, save_config
+    from ..config import LpipsConfig, save_config
     from ..digest import parse_digest
     from ..perceptual import (
         SHA256_ANNOTATION,
@@ -85,7 +85,7 @@ def _import(args: argparse.Namespace) -> int:
     )
 
     root = found_repository(args)
-    config = load_config(root)  # an unusable evstore.toml is reported before any work
+    config = root.config  # an unusable evstore.toml is reported before any work
     pinned = parse_digest(args.state_digest) if args.state_digest is not None else None
     backbone_path = Path(args.backbone)
     if not backbone_path.is_file():
@@ -96,7 +96,7 @@ def _import(args: argparse.Namespace) -> int:
 
     backbone_sha = check_backbone_file(backbone_path)
     linear_sha = sha256_file(linear_path)
-    store = local_store(root)
+    store = root.local_store()
     backbone = store.put_file(backbone_path)
     backbone = msgspec.structs.replace(
         backbone,

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from .._transfer import DEFAULT_JOBS
+    from ..storage.transfer import DEFAULT_JOBS
 
     jobs: int | None = args.jobs
     if jobs is None:
@@ -43,7 +43,7 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     problem = remote_name_problem(args.name) or url_problem(args.url)
     if problem:
         raise ConfigError(f"remote {args.name!r}: {problem}")
-    merged = load_config(root)
+    merged = root.config
     if args.name in merged.remotes and not args.force:
         raise ConfigError(
             f"remote {args.name!r} already exists ({merged.remotes[args.name].url}); "
@@ -82,7 +82,7 @@ def _cmd_remote_remove(args: argparse.Namespace) -> int:
     from ..config import load_config, save_config
 
     root = repo_root(args)
-    merged = load_config(root)
+    merged = root.config
     if args.name not in merged.remotes:
         known = ", ".join(repr(n) for n in merged.remotes) or "none configured"
         raise ConfigError(f"unknown remote {args.name!r} (remotes: {known})")
@@ -100,9 +100,8 @@ def _cmd_remote_remove(args: argparse.Namespace) -> int:
 
 
 def _cmd_remote_list(args: argparse.Namespace) -> int:
-    from ..config import load_config
 
-    config = load_config(repo_root(args))
+    config = repo_root(args).config
     for name, remote in config.remotes.items():
         flags = " (read-only)" if remote.read_only else ""
         options = " ".join(f"{k}={v}" for k, v in _flatten(remote.options))
@@ -201,7 +200,7 @@ def _name_failures(root: Repository, summary: Any) -> list[str]:
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
     from ..digest import digest_hex, parse_digest
-    from ..remotes import export_blob, fetch, local_store
+    from ..remotes import export_blob, fetch
 
     root = repo_root(args)
     digests = list(dict.fromkeys(parse_digest(d) for d in args.digests))
@@ -209,7 +208,7 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     if output is not None and len(digests) > 1 and output.exists() and not output.is_dir():
         raise ConfigError(f"-o {output}: several digests need a directory")
     summary = fetch(root, digests, remote=args.remote, jobs=_jobs(args), progress=sys.stderr)
-    cache = local_store(root)
+    cache = root.local_store()
     for digest in digests:
         if output is None:
             print(f"{digest}\t{cache.path_of(digest)}")

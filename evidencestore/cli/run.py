@@ -18,7 +18,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..errors import ConfigError, ManifestError
+from ..errors import ConfigError
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -165,61 +165,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     return func(ns)
 
 
-def _protocol_digest(root: Any, args: argparse.Namespace) -> str:
-    """The campaign's protocol digest, once the run is known to fit the protocol: its
-    condition and arm are declared there and the workload is the condition's, byte for
-    byte (caught before a long run, not only by ``campaign verify`` afterwards)."""
-    from pathlib import Path
-
-    from ..campaign.protocol import load_campaign
-    from ..confined import read_file
-    from ..digest import hash_bytes
-    from ..inventory import load_registration, registration_path
-
-    campaign = args.campaign
-    hint = f"run `evstore campaign init {campaign} --protocol FILE` first"
-    try:
-        registration = load_registration(registration_path(root, campaign))
-    except ManifestError as exc:
-        raise ConfigError(
-            f"--campaign {campaign}: no campaign bundle {campaign!r} ({exc}); {hint}"
-        ) from None
-    if not any(e.path == "protocol.toml" for e in registration.manifest.entries):
-        raise ConfigError(
-            f"--campaign {campaign}: bundle {campaign!r} has no protocol.toml entry; {hint}"
-        )
-    try:
-        protocol = load_campaign(root, campaign)
-    except ManifestError as exc:
-        raise ConfigError(f"--campaign {campaign}: {exc}") from None
-    conditions = {c.name: c for c in protocol.protocol.condition}
-    if args.condition not in conditions:
-        raise ConfigError(
-            f"--condition {args.condition!r}: campaign {campaign!r} declares the conditions "
-            f"{', '.join(sorted(conditions))}"
-        )
-    arms = sorted(a.name for a in protocol.protocol.arm)
-    if args.arm not in arms:
-        raise ConfigError(
-            f"--arm {args.arm!r}: campaign {campaign!r} declares the arms {', '.join(arms)}"
-        )
-    spec = conditions[args.condition]
-    bound = protocol.files.get(spec.workload)
-    observed = hash_bytes(
-        read_file(
-            args.workload,
-            (Path(args.workload).absolute().parent, root),
-            where=f"workload {args.workload}",
-        )
-    ).digest
-    if bound is not None and observed != bound.digest:
-        raise ConfigError(
-            f"workload {args.workload} hashes to {observed}, but campaign {campaign!r} "
-            f"binds condition {args.condition!r} to {spec.workload} ({bound.digest})"
-        )
-    return protocol.digest
-
-
 def _progress(stream: Any) -> Any:
     def show(k: int, n: int, record: RequestRecord) -> None:
         last = f"{record.e2e_s:.3f} s" if record.e2e_s is not None else (record.failure or "-")
@@ -233,9 +178,11 @@ def _run(args: argparse.Namespace) -> int:
     from ..runs.runner import run_workload
 
     root = repo_root(args)
-    if args.campaign and not args.condition:
-        raise ConfigError("--campaign needs --condition (the protocol condition this run is for)")
-    protocol = _protocol_digest(root, args) if args.campaign else None
+    rules = None
+    if args.campaign:
+        from ..campaign.fit import campaign_rules
+
+        rules = campaign_rules(root, args.campaign)
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     tty = sys.stderr.isatty() and args.verbosity >= 0
     if args.launch or _declares_server(root, args.workload):
@@ -250,11 +197,10 @@ def _run(args: argparse.Namespace) -> int:
             name=name,
             configs=args.config,
             server_logs=args.server_log,
-            campaign=args.campaign,
-            protocol_digest=protocol,
+            campaign=rules,
             condition=args.condition,
         )
-        return _ran(registration, record, tty=False)
+        return _ran(registration, record, name, tty=False)
     registration, record = run_workload(
         root,
         args.workload,
@@ -263,12 +209,11 @@ def _run(args: argparse.Namespace) -> int:
         name=name,
         configs=args.config,
         server_logs=args.server_log,
-        campaign=args.campaign,
-        protocol_digest=protocol,
+        campaign=rules,
         condition=args.condition,
         progress=_progress(sys.stderr) if tty else None,
     )
-    return _ran(registration, record, tty)
+    return _ran(registration, record, name, tty)
 
 
 def _declares_server(root: Any, workload: str) -> bool:
@@ -279,9 +224,13 @@ def _declares_server(root: Any, workload: str) -> bool:
     return loaded.workload.server is not None and loaded.workload.server.command is not None
 
 
-def _ran(registration: Any, record: RunRecord, tty: bool) -> int:
+def _ran(registration: Any, record: RunRecord, name: str, tty: bool) -> int:
     if tty:
         sys.stderr.write("\n")
+    if record.name != name:
+        from ..runs.recorder import renamed
+
+        print(f"evstore: warning: {renamed(name, record.name)}", file=sys.stderr)
     counts = record.counts
     failed = sum(sum(c.failures.values()) for c in counts.values())
     total = sum(c.requests for c in counts.values())

@@ -281,10 +281,9 @@ class Thresholds(Model, frozen=True, kw_only=True, omit_defaults=False):
             _require_finite("thresholds.perceptual_max", **{name: value})
 
 
-class CheckReport(Model, frozen=True, kw_only=True):
+class CheckReport(Model, frozen=True, kw_only=True, tag_field="kind", tag=REPORT_KIND):
     """``evstore media check``: a report, the expectations and every check."""
 
-    kind: str = REPORT_KIND
     verdict: Literal["PASS", "FAIL"]
     checks: tuple[Check, ...]
     expectations: Expectations
@@ -384,10 +383,9 @@ class InputRecord(Model, frozen=True, kw_only=True):
     errors: tuple[DecodeErrorRecord, ...] = ()
 
 
-class ComparisonRecord(Model, frozen=True, kw_only=True):
+class ComparisonRecord(Model, frozen=True, kw_only=True, tag_field="kind", tag=COMPARISON_KIND):
     """A comparison bound to its provenance: inputs, expectations, thresholds, versions."""
 
-    kind: str = COMPARISON_KIND
     schema_version: int = 1
     verdict: Verdict
     reasons: tuple[str, ...]

@@ -5,7 +5,8 @@ campaign status or the one comparison record it holds), ``BUNDLE:PATH`` (one ent
 bundle), or a campaign's protocol bundle (its status is evaluated from the runs
 registered now, with every record it was computed from). Records are read from the working tree or the repository
 store, always verified against the digest that names them, and the page names that digest.
-The record's kind decides the page: ``kind`` (comparison records) or ``metadata.kind``.
+The record's decoded type (``evidencestore.records``: one tagged union, untagged
+comparison records of earlier versions included) decides the page.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..models import Entry
 
 if TYPE_CHECKING:
     from ..config import Repository
+    from ..records import Record
 
 __all__ = ["Rendered", "ReportError", "render_record_bytes", "render_report"]
 
@@ -37,28 +39,19 @@ class Rendered:
     context: dict[str, str] = field(default_factory=dict)
 
 
-COMPARISON = "evidencestore/media-comparison"
-RUN = "run"
-STATUS = "campaign-status"
-_COMPARISON_KEYS = frozenset({"verdict", "reasons", "reference", "candidate", "thresholds"})
+def _decode(data: bytes, source: str) -> Record:
+    """The record's decoded type (``evidencestore.records``), as a report error."""
+    from ..records import UnknownRecordKind, decode_record
 
-
-def _kind(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return None
-    kind = value.get("kind")
-    if isinstance(kind, str):
-        return kind
-    meta = value.get("metadata")
-    if isinstance(meta, dict) and isinstance(meta.get("kind"), str):
-        return str(meta["kind"])
-    if value.keys() >= _COMPARISON_KEYS:
-        return COMPARISON  # its default kind is omitted when encoded
-    if value.keys() >= {"verdict", "cells", "remaining"}:
-        return STATUS
-    if value.keys() >= {"outcome", "requests"}:
-        return RUN
-    return None
+    try:
+        return decode_record(data, source)
+    except UnknownRecordKind as exc:
+        raise ReportError(
+            f"{source}: record kind {exc.kind!r} has no report (expected a comparison record, "
+            "a run record or a campaign status)"
+        ) from None
+    except EvidenceStoreError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def render_record_bytes(
@@ -68,42 +61,34 @@ def render_record_bytes(
     root: str | os.PathLike[str] | None,
     context: dict[str, str] | None = None,
 ) -> Rendered:
-    """Render a stored record (its exact bytes) by its kind."""
+    """Render a stored record (its exact bytes) by its decoded type."""
+    from ..campaign.models import StatusRecord
     from ..digest import hash_bytes
+    from ..media.records import ComparisonRecord
+    from ..records import kind_of
+    from ..runs.models import RunRecord
 
     digest = hash_bytes(data).digest
-    from .._canonical import loads_json
-
-    try:
-        value = loads_json(data)
-    except msgspec.DecodeError as exc:
-        raise ReportError(f"{source}: not a JSON record: {exc}") from None
-    kind = _kind(value)
+    record = _decode(data, source)
     context = dict(context or {})
-    if kind == COMPARISON:
-        from .._canonical import decode
-        from ..media.records import ComparisonRecord
+    if isinstance(record, ComparisonRecord):
         from .comparison import render_comparison_html
 
-        try:
-            record = decode(data, ComparisonRecord)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise ReportError(f"{source}: not a valid comparison record: {exc}") from None
         html = render_comparison_html(record, record_digest=digest, root=root, context=context)
         return Rendered(html, "comparison", digest, context)
-    if kind in (RUN, "evidencestore/run"):
+    if isinstance(record, RunRecord):
         from .run import render_run_html
 
-        html = render_run_html(value, record_digest=digest, context=context)
+        html = render_run_html(msgspec.to_builtins(record), record_digest=digest, context=context)
         return Rendered(html, "run", digest, context)
-    if kind in (STATUS, "campaign_status", "status"):
+    if isinstance(record, StatusRecord):
         from .campaign import render_campaign_status_html
 
-        html = render_campaign_status_html(value, record_digest=digest, context=context)
+        html = render_campaign_status_html(record, record_digest=digest, context=context)
         return Rendered(html, "campaign", digest, context)
     raise ReportError(
-        f"{source}: record kind {kind!r} has no report (expected a comparison record, a run "
-        "record or a campaign status)"
+        f"{source}: record kind {kind_of(record).tag!r} has no report (expected a comparison "
+        "record, a run record or a campaign status)"
     )
 
 
@@ -134,20 +119,25 @@ def _entry_bytes(root: Repository, bundle: str, entry: Entry) -> bytes:
     return data
 
 
-_REPORTED = frozenset({COMPARISON, RUN, "evidencestore/run", STATUS, "campaign_status", "status"})
 _RECORD_MAX = 64 << 20
 
 
-def _record_kind(root: Repository, bundle: str, entry: Entry) -> str | None:
-    """The kind of a JSON record entry, or None (other entries are not read)."""
+def _reported(root: Repository, bundle: str, entry: Entry) -> bool:
+    """Whether a JSON entry is a record with a report (other entries are not read)."""
+    from ..campaign.models import StatusRecord
+    from ..media.records import ComparisonRecord
+    from ..records import decode_record
+    from ..runs.models import RunRecord
+
     d = entry.descriptor
     is_json = d.media_type.endswith(("/json", "+json")) or entry.path.endswith(".json")
     if not is_json or d.size > _RECORD_MAX:
-        return None
+        return False
     try:
-        return _kind(msgspec.json.decode(_entry_bytes(root, bundle, entry)))
-    except (ReportError, msgspec.DecodeError):
-        return None
+        record = decode_record(_entry_bytes(root, bundle, entry), entry.path)
+    except EvidenceStoreError:
+        return False
+    return isinstance(record, ComparisonRecord | RunRecord | StatusRecord)
 
 
 def _bundle(root: Repository, name: str, path: str | None) -> Rendered:
@@ -163,7 +153,7 @@ def _bundle(root: Repository, name: str, path: str | None) -> Rendered:
         if not chosen:
             raise ReportError(f"bundle {name!r} has no entry {path!r}")
     else:
-        chosen = [e for e in entries if _record_kind(root, name, e) in _REPORTED]
+        chosen = [e for e in entries if _reported(root, name, e)]
         runs = [e for e in chosen if e.path == "run.json"]
         chosen = runs or chosen
         if len(chosen) > 1:

@@ -27,6 +27,7 @@ from .._canonical import canonical, loads_json, pretty
 from ..errors import ConfigError
 from ..models import Descriptor
 from .endpoints import Observation
+from .fit import CampaignRules
 from .importing import HarnessDir, ImportResult, harness_dir, open_import
 from .models import Failure, Harness, Phase, RequestRecord
 from .recorder import RunRecorder
@@ -160,8 +161,7 @@ def _import_one(
     name: str,
     *,
     arm: str,
-    campaign: str | None,
-    protocol_digest: str | None,
+    campaign: CampaignRules | None,
     condition: str | None,
 ) -> ImportResult:
     records = _records(source, RECORDS)
@@ -185,7 +185,6 @@ def _import_one(
         workload=INPUTS if source.has(INPUTS) else None,
         workload_bytes=canonical(summary.get("input_config") or {}),
         campaign=campaign,
-        protocol_digest=protocol_digest,
         condition=condition,
     )
     if isinstance(opened, ImportResult):
@@ -379,8 +378,7 @@ def import_aiperf(
     name: str,
     *,
     arm: str = "imported",
-    campaign: str | None = None,
-    protocol_digest: str | None = None,
+    campaign: CampaignRules | None = None,
     condition: str | None = None,
 ) -> list[ImportResult]:
     """Seal an AIPerf artifact directory as run bundle ``name`` (or one run per profile
@@ -405,7 +403,6 @@ def import_aiperf(
             run_name,
             arm=arm,
             campaign=campaign,
-            protocol_digest=protocol_digest,
             condition=condition,
         )
         for run_name, path in sources

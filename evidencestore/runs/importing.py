@@ -22,6 +22,7 @@ from ..digest import hash_bytes
 from ..errors import BundleError, ConfigError, ManifestError
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
 from ..models import Descriptor
+from .fit import CampaignRules
 from .recorder import RunRecorder
 
 __all__ = [
@@ -140,15 +141,17 @@ def open_import(
     *,
     arm: str,
     workload: str | None,
-    campaign: str | None = None,
-    protocol_digest: str | None = None,
+    campaign: CampaignRules | None = None,
     condition: str | None = None,
     workload_bytes: bytes | None = None,
 ) -> tuple[RunRecorder, str] | ImportResult:
     """Store every file of ``source`` and open a run recorder whose workload is the
     harness file ``workload`` (or ``workload_bytes`` when the harness keeps none), every
     file an entry ``harness/<path>``; return the recorder and the files' source digest,
-    or the :class:`ImportResult` of the same files registered as ``name`` already."""
+    or the :class:`ImportResult` of the same files registered as ``name`` already. A run
+    for ``campaign`` (its rules, ``evidencestore.campaign.fit.campaign_rules``) must fit
+    it: condition, arm, harness and workload digest, checked before anything is
+    registered."""
     from ..config import local_store
 
     store = local_store(Path(root))
@@ -169,14 +172,23 @@ def open_import(
     else:
         data = workload_bytes or b""
         wl = store.put(data, "application/json")
+    if campaign is not None:
+        campaign.check_run(
+            arm=arm,
+            condition=condition,
+            workload_digest=wl.digest,
+            config_digests=(),
+            workload_source=str(source.directory / workload) if workload else "its settings",
+            harness=source.harness,
+        )
     recorder = RunRecorder(
         root,
         name,
         arm=arm,
         workload=wl,
         store=store,
-        campaign=campaign,
-        protocol_digest=protocol_digest,
+        campaign=campaign.name if campaign is not None else None,
+        protocol_digest=campaign.digest if campaign is not None else None,
         condition=condition,
     )
     for rel, desc in descriptors.items():

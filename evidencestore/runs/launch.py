@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..models import Descriptor, Registration
+from .fit import CampaignRules
 from .models import Exchange, LaunchedServer, RunRecord, ServerIdentity, ServerSection
 from .recorder import RunRecorder
 
@@ -189,8 +190,7 @@ def launch_and_run(
     arm: str,
     server: str,
     name: str,
-    campaign: str | None = None,
-    protocol_digest: str | None = None,
+    campaign: CampaignRules | None = None,
     condition: str | None = None,
     configs: Sequence[str | os.PathLike[str]] = (),
     server_logs: Sequence[str | os.PathLike[str]] = (),
@@ -216,6 +216,20 @@ def launch_and_run(
     cwd = (wl_path.absolute().parent / section.cwd) if section.cwd else Path.cwd()
     if not cwd.is_dir():
         raise ConfigError(f"workload {wl_path}: [server] cwd {section.cwd!r}: not a directory")
+    if campaign is not None:  # checked before the server starts, as run_workload does
+        from ..digest import hash_file
+
+        try:
+            digests = [hash_file(c).digest for c in configs]
+        except OSError as exc:
+            raise ConfigError(f"--config: cannot read: {exc}") from exc
+        campaign.check_run(
+            arm=arm,
+            condition=condition,
+            workload_digest=loaded.descriptor.digest,
+            config_digests=digests,
+            workload_source=os.fspath(workload_path),
+        )
     health = base + loaded.workload.endpoint.health_path
     with tempfile.TemporaryDirectory(prefix="evstore-server-") as tmp:
         proc = _Server(argv, cwd, Path(tmp))
@@ -227,10 +241,14 @@ def launch_and_run(
                 arm=arm,
                 workload=loaded.descriptor,
                 workload_bytes=loaded.data,
-                campaign=campaign,
-                protocol_digest=protocol_digest,
+                campaign=campaign.name if campaign is not None else None,
+                protocol_digest=campaign.digest if campaign is not None else None,
                 condition=condition,
             )
+            for config in configs:
+                recorder.attach_config(config)
+            for log in server_logs:
+                recorder.attach_log(log)
             recorder.launched = _launched(proc, recorder, section.env, None, why, {})
             recorder.set_server(
                 ServerIdentity(
@@ -280,7 +298,6 @@ def launch_and_run(
                 configs=configs,
                 server_logs=server_logs,
                 campaign=campaign,
-                protocol_digest=protocol_digest,
                 condition=condition,
                 before_seal=before_seal,
             )

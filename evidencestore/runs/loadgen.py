@@ -20,6 +20,7 @@ from typing import Any
 
 from .._canonical import canonical, loads_json
 from ..errors import ConfigError
+from .fit import CampaignRules
 from .importing import HarnessDir, ImportResult, harness_dir, open_import
 from .models import FieldValue, Harness, HarnessRule, LoadGenResult
 
@@ -151,8 +152,7 @@ def import_loadgen(
     name: str,
     *,
     arm: str = "imported",
-    campaign: str | None = None,
-    protocol_digest: str | None = None,
+    campaign: CampaignRules | None = None,
     condition: str | None = None,
 ) -> ImportResult:
     """Seal a LoadGen log directory as run bundle ``name`` (see the module)."""
@@ -167,7 +167,6 @@ def import_loadgen(
         workload=None,
         workload_bytes=canonical(result.settings),
         campaign=campaign,
-        protocol_digest=protocol_digest,
         condition=condition,
     )
     if isinstance(opened, ImportResult):

@@ -500,10 +500,11 @@ class PhaseCounts(Model, frozen=True, kw_only=True, omit_defaults=False):
     failures: dict[str, int] = msgspec.field(default_factory=dict)
 
 
-class RunRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
+class RunRecord(
+    Model, frozen=True, kw_only=True, omit_defaults=False, tag_field="kind", tag="evidencestore/run"
+):
     """``run.json``: one execution of a workload by one arm against one server."""
 
-    kind: Literal["evidencestore/run"] = "evidencestore/run"
     name: str
     arm: str
     campaign: str | None = None

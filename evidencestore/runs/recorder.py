@@ -3,10 +3,11 @@
 The recorder is what the HTTP runner uses, and what harnesses that drive a server
 themselves use directly. Everything a run produced goes into the repository's local
 store (payloads, outputs, media check reports, configs, server logs, the server check's
-responses); ``run.json`` is the one repo entry. Sealing writes ``run.json`` and the
-registration into a staging directory beside ``evidence/<name>/`` and renames it into
-place, so a run's bundle appears whole or not at all; a name already registered is
-refused when the run is opened, before anything is sent.
+responses); ``run.json`` is the one repo entry. Sealing registers the bundle
+through the one registration path (``bundle.register_bundle``: staging directory,
+renamed into place whole), so a run's bundle appears whole or not at all; a name already
+taken is refused when the run is opened, before anything is sent, and a name another
+process takes while the run is recorded costs nothing: the run is kept under a fresh one.
 """
 
 from __future__ import annotations
@@ -24,18 +25,11 @@ import msgspec
 
 from .. import __version__
 from .._canonical import decode, pretty
-from ..bundle import check_bundle_name, make_manifest, seal
+from ..bundle import RepoFile, check_name_free, free_name, register_bundle
 from ..digest import hash_bytes
-from ..errors import BundleError, ConfigError, EvidenceStoreError, ManifestError
-from ..inventory import (
-    EVIDENCE_DIR,
-    REGISTRATION_NAME,
-    load_registration,
-    read_entry,
-    registration_path,
-)
+from ..errors import BundleError, BundleNameTaken, ConfigError, EvidenceStoreError, ManifestError
+from ..inventory import load_registration, read_entry, registration_path
 from ..models import Descriptor, Entry, Registration
-from ..staging import staging_dir
 from ..storage import LocalBlobStore
 from .body import BodySink, MemoryBudget
 from .endpoints import Observation, valid_media_type
@@ -68,6 +62,7 @@ __all__ = [
     "open_run",
     "outcome_of",
     "phase_counts",
+    "renamed",
     "request_record",
     "utc_precise",
 ]
@@ -264,18 +259,18 @@ class RunRecorder:
         protocol_digest: str | None = None,
         condition: str | None = None,
     ) -> None:
-        from ..config import local_store
+        from ..config import repository_at
 
-        self.root = Path(root)
-        self.name = check_bundle_name(name)
-        if registration_path(self.root, name).exists():
-            raise BundleError(
-                f"bundle {name!r} is already registered at {registration_path(self.root, name)}; "
-                "choose another --name"
-            )
+        self.repo = repository_at(root)
+        self.root = self.repo.root
+        try:
+            self.name = check_name_free(self.repo, name)
+        except BundleNameTaken as exc:
+            raise BundleNameTaken(f"{exc}; choose another --name") from None
+        self.requested_name = name
         if not arm:
             raise ConfigError("a run needs an arm name (--arm)")
-        self.store = store if store is not None else local_store(self.root)
+        self.store = store if store is not None else self.repo.local_store()
         self.arm = arm
         self.campaign = campaign
         self.protocol_digest = protocol_digest
@@ -294,7 +289,7 @@ class RunRecorder:
         self.store.incoming_path()  # the folder large bodies stream into exists from the start
         self.server: ServerIdentity | None = None
         self.error: str | None = None
-        # Set by importers of harness outputs (``runs/harnesses/``): the harness, its
+        # Set by importers of harness outputs (``importing.py``): the harness, its
         # own end time and outcome (a run without request records, such as LoadGen's).
         self.harness: Harness | None = None
         self.launched: LaunchedServer | None = None  # the server the run started itself
@@ -498,41 +493,55 @@ class RunRecorder:
         )
 
     def seal(self) -> tuple[Registration, RunRecord]:
-        """Write ``run.json`` and register the bundle (metadata ``kind = run``)."""
-        record = self.record()
-        data = pretty(record)
-        run_desc = Descriptor(**hash_bytes(data)._asdict(), media_type=RUN_MEDIA_TYPE)
-        entries = [
-            *self.entries.values(),
-            Entry(path=RUN_ENTRY, descriptor=run_desc, location="repo", role="run"),
-        ]
-        annotations = {"kind": "run", "arm": self.arm, "outcome": record.outcome}
-        if self.campaign:
-            annotations["campaign"] = self.campaign
-        if self.condition:
-            annotations["condition"] = self.condition
-        if self.harness is not None:
-            annotations["harness"] = self.harness.name
-            annotations["harness-source"] = self.harness.source_digest
-        manifest = make_manifest(self.name, entries, annotations=annotations)
-        registration = seal(manifest)
-        evidence = self.root / EVIDENCE_DIR
-        final = evidence / self.name
-        try:
-            evidence.mkdir(parents=True, exist_ok=True)
-            # The same locked staging directory as `bundle create`: a killed run leaves
-            # one that verify reports and gc removes.
-            with staging_dir(evidence, self.name) as staging:
-                (staging / RUN_ENTRY).write_bytes(data)
-                (staging / REGISTRATION_NAME).write_bytes(pretty(registration))
-                if final.exists():
-                    final.rmdir()  # empty; a registered bundle was refused when the run opened
-                os.rename(staging, final)
-        except OSError as exc:
-            raise BundleError(
-                f"run {self.name!r}: cannot register the bundle at {final}: {exc}"
-            ) from exc
-        return registration, record
+        """Register the run as bundle :attr:`name` (metadata ``kind = run``), ``run.json``
+        its one git entry, through the one registration path
+        (:func:`~evidencestore.bundle.register_bundle`).
+
+        A name another process registered meanwhile does not cost the measurements: the
+        run is registered under the first free ``<name>-<k>`` instead, and
+        :attr:`renamed` says so (``name`` and the record's ``name`` are the new one)."""
+        for _ in range(100):
+            record = self.record()
+            annotations = {"kind": "run", "arm": self.arm, "outcome": record.outcome}
+            if self.campaign:
+                annotations["campaign"] = self.campaign
+            if self.condition:
+                annotations["condition"] = self.condition
+            if self.harness is not None:
+                annotations["harness"] = self.harness.name
+                annotations["harness-source"] = self.harness.source_digest
+            run_file = RepoFile(pretty(record), media_type=RUN_MEDIA_TYPE, role="run")
+            try:
+                registration = register_bundle(
+                    self.repo,
+                    self.name,
+                    files={RUN_ENTRY: run_file},
+                    stored=self.entries.values(),
+                    annotations=annotations,
+                    # A run is kept whatever its size: the size policy guards what people
+                    # put in git, and refusing the record here would lose the run.
+                    max_git_file_size=None,
+                )
+            except BundleNameTaken:
+                self.name = free_name(self.repo, self.requested_name)
+                continue
+            except BundleError as exc:
+                raise BundleError(f"run {self.name!r}: cannot register the bundle: {exc}") from exc
+            return registration, record
+        raise BundleError(f"run {self.requested_name!r}: no free bundle name to register it under")
+
+    @property
+    def renamed(self) -> str | None:
+        """Why the run is registered under another name than asked, or None."""
+        return None if self.name == self.requested_name else renamed(self.requested_name, self.name)
+
+
+def renamed(asked: str, name: str) -> str:
+    """What to say of a run registered as ``name`` because ``asked`` was taken meanwhile."""
+    return (
+        f"bundle {asked!r} was registered by another process while this run was recorded; "
+        f"its measurements are kept as bundle {name!r}"
+    )
 
 
 def workload_name(descriptor: Descriptor) -> str:
@@ -552,7 +561,10 @@ def open_run(
     condition: str | None = None,
 ) -> RunRecorder:
     """Open a run of ``workload`` (the workload file's bytes) by ``arm``, to be registered
-    as bundle ``name`` in the repository at ``root``."""
+    as bundle ``name`` in the repository at ``root`` (a name taken, or differing only in
+    letter case from a bundle, is refused now). ``campaign``, ``protocol_digest`` and
+    ``condition`` are recorded as given: a harness is not checked against the protocol
+    (``run_workload`` is), and ``campaign status`` excludes a run that does not fit."""
     desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")
     return RunRecorder(
         root,

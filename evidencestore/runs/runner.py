@@ -54,6 +54,7 @@ from .endpoints import (
     get_control,
     model_ids,
 )
+from .fit import CampaignRules
 from .models import ClientLoad, MediaOutcome, Phase, RequestRecord, RunRecord, ServerIdentity
 from .recorder import RunRecorder, check_output, request_record, utc_precise
 from .streams import StreamOutcome
@@ -142,7 +143,7 @@ def run_workload(
     name: str,
     configs: Sequence[str | os.PathLike[str]] = (),
     server_logs: Sequence[str | os.PathLike[str]] = (),
-    campaign: str | None = None,
+    campaign: CampaignRules | None = None,
     protocol_digest: str | None = None,
     condition: str | None = None,
     store: LocalBlobStore | None = None,
@@ -156,7 +157,9 @@ def run_workload(
     (``confined.py``), the name, and every payload is built; an error there raises and
     registers nothing. Once the server check begins the run is registered whatever
     happens, failed ones and internal errors included (the run is then ``partial`` or
-    ``failed-before-inference`` and its reason says what happened).
+    ``failed-before-inference`` and its reason says what happened). A run that does not
+    fit ``campaign`` (``evidencestore.campaign.campaign_rules(root, NAME)``: its condition,
+    arm, workload digest and declared configuration files) is refused before too.
     """
     base = check_server_url(server)
     loaded = load_workload(workload_path, roots=(root,), store=store)
@@ -180,6 +183,10 @@ def run_workload(
             limit=MAX_CONTROL_FILE,
             where=f"--config {config}",
         )
+    if campaign is not None:
+        protocol_digest = _fits(
+            campaign, workload_path, loaded, arm, condition, configs, protocol_digest
+        )
     recorder = RunRecorder(
         root,
         name,
@@ -187,7 +194,7 @@ def run_workload(
         workload=loaded.descriptor,
         workload_bytes=loaded.data,
         store=store,
-        campaign=campaign,
+        campaign=campaign.name if campaign is not None else None,
         protocol_digest=protocol_digest,
         condition=condition,
     )
@@ -268,6 +275,44 @@ def client_load(
         client_bound=bool(reasons),
         reasons=tuple(reasons),
     )
+
+
+def _fits(
+    rules: CampaignRules | str,
+    workload_path: str | os.PathLike[str],
+    loaded: LoadedWorkload,
+    arm: str,
+    condition: str | None,
+    configs: Sequence[str | os.PathLike[str]],
+    protocol_digest: str | None,
+) -> str:
+    """The protocol digest of the campaign, once the run fits its rules."""
+    from ..digest import hash_file
+
+    if isinstance(rules, str):
+        raise ConfigError(
+            f"campaign={rules!r}: pass the campaign's rules, "
+            f"evidencestore.campaign.campaign_rules(root, {rules!r}), so the run is checked "
+            "against its protocol before anything is sent"
+        )
+    digests = []
+    for config in configs:
+        try:
+            digests.append(hash_file(config).digest)
+        except OSError as exc:
+            raise ConfigError(f"--config {config}: cannot read: {exc.strerror}") from exc
+    rules.check_run(
+        arm=arm,
+        condition=condition,
+        workload_digest=loaded.descriptor.digest,
+        config_digests=digests,
+        workload_source=os.fspath(workload_path),
+    )
+    if protocol_digest is not None and protocol_digest != rules.digest:
+        raise ConfigError(
+            f"protocol digest {protocol_digest}: campaign {rules.name!r} is protocol {rules.digest}"
+        )
+    return rules.digest
 
 
 def _finish(

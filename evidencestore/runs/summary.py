@@ -125,7 +125,8 @@ def summarize(record: RunRecord) -> dict[str, Any]:
                 "failure": r.failure,
                 "status": r.status,
                 "message": r.message,
-                "error_type": r.error_type,
+                # an imported harness's own error type (AIPerf's), when it gave one
+                **({"error_type": r.error_type} if r.error_type else {}),
             }
             for r in record.requests
             if r.failure is not None

@@ -1,37 +1,57 @@
-"""Blob stores: an ABC, local, memory, fsspec and read-through implementations, and
-``open_store``."""
+"""Blob stores: an ABC, local, memory, fsspec and read-through implementations,
+``open_store``, the capability protocols (``Supports*``), and what moves blobs between
+stores: ``transfer`` (verified, atomic, parallel push / pull / fetch) and ``leases``.
+Every public read is verified; raw reads are private to this package."""
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Any
 
-from ._base import DEFAULT_MEDIA_TYPE, BlobStore, VerifyingReader, blob_key
+from ._base import (
+    DEFAULT_MEDIA_TYPE,
+    BlobInfo,
+    BlobStore,
+    SupportsIncoming,
+    SupportsKeepAlive,
+    SupportsLeases,
+    SupportsLocalPaths,
+    SupportsQuarantine,
+    VerifyingReader,
+    blob_key,
+)
 from ._local import LocalBlobStore
 from ._memory import MemoryBlobStore
 from ._readthrough import ReadThroughStore
 
 if TYPE_CHECKING:
-    from ._fsspec import FsspecBlobStore
+    from ._fsspec import FsspecBlobStore, RetryPolicy
 
 
 def __getattr__(name: str) -> Any:
     # fsspec (and asyncio with it) is imported only when a non-local store is used,
     # so `evstore verify` on the local store starts fast.
-    if name == "FsspecBlobStore":
-        from ._fsspec import FsspecBlobStore
+    if name in ("FsspecBlobStore", "RetryPolicy"):
+        from . import _fsspec
 
-        return FsspecBlobStore
+        return getattr(_fsspec, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "DEFAULT_MEDIA_TYPE",
+    "BlobInfo",
     "BlobStore",
     "FsspecBlobStore",
     "LocalBlobStore",
     "MemoryBlobStore",
     "ReadThroughStore",
+    "RetryPolicy",
+    "SupportsIncoming",
+    "SupportsKeepAlive",
+    "SupportsLeases",
+    "SupportsLocalPaths",
+    "SupportsQuarantine",
     "VerifyingReader",
     "blob_key",
     "open_store",

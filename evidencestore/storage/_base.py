@@ -13,7 +13,7 @@ from blake3 import blake3
 
 from .. import _steps
 from ..digest import digest_from_hex, digest_hex, hash_bytes, parse_digest
-from ..errors import BlobNotFoundError, IntegrityError, ReadOnlyStoreError, StorageError
+from ..errors import BlobNotFoundError, IntegrityError, ReadOnlyStoreError
 from ..integrity import check_content
 from ..models import Descriptor
 
@@ -23,8 +23,12 @@ __all__ = [
     "QUARANTINE_DIR",
     "BlobInfo",
     "BlobStore",
+    "SupportsBatchRead",
     "SupportsIncoming",
+    "SupportsKeepAlive",
+    "SupportsLeases",
     "SupportsLocalPaths",
+    "SupportsQuarantine",
     "VerifyingReader",
     "blob_key",
 ]
@@ -124,13 +128,14 @@ class _Counting:
 @runtime_checkable
 class SupportsBatchRead(Protocol):
     """A store that reads many blobs on one event loop (``FsspecBlobStore`` on object
-    stores): ``read_batch`` hands each blob's bytes to ``consume`` as they arrive and
-    returns each digest's failure, or None."""
+    stores): ``_read_batch`` hands each blob's *unverified* bytes to ``consume`` as they
+    arrive and returns each digest's failure, or None. Private to ``storage/``: only
+    :mod:`.transfer`, which checks every blob before keeping it, reads this way."""
 
     @property
     def supports_batch_read(self) -> bool: ...
 
-    def read_batch(
+    def _read_batch(
         self,
         items: Sequence[tuple[str, int]],
         consume: Callable[[str, bytes], None],
@@ -160,6 +165,71 @@ class SupportsLocalPaths(Protocol):
 
     def path_of(self, digest: str) -> Path:
         """Where a blob lives (or would live)."""
+
+
+# -- what gc's safety argument rests on (see evidencestore.gc) ------------------------
+@runtime_checkable
+class SupportsKeepAlive(Protocol):
+    """A store whose blobs have modification times that a writer refreshes
+    (``LocalBlobStore``): ``keep_alive`` marks a present blob as in use now, before the
+    writer relies on it, so a gc about to remove it sees it young. Elsewhere a lease
+    protects the blob."""
+
+    def keep_alive(self, digest: str) -> None:
+        """Mark a present blob as in use now (a refreshed modification time)."""
+
+
+@runtime_checkable
+class SupportsLeases(Protocol):
+    """A store that holds leases: small objects under ``<root>/leases/`` naming the
+    digests a writer relies on (gc keeps them while the lease is young).
+    ``supports_leases`` is False where this store cannot write them now (read-only)."""
+
+    @property
+    def supports_leases(self) -> bool:
+        """Whether leases can be written here now."""
+
+    def write_lease(self, name: str, data: bytes) -> str:
+        """Write lease ``<root>/leases/<name>`` atomically; return its key."""
+
+    def iter_leases(self) -> Iterator[tuple[str, float | None]]:
+        """Yield ``(key, mtime)`` of every lease."""
+
+    def read_lease(self, key: str) -> bytes:
+        """Return a lease's bytes (FileNotFoundError when it is gone)."""
+
+    def remove_lease(self, key: str) -> None:
+        """Remove a lease (absent ones are ignored)."""
+
+
+@runtime_checkable
+class SupportsQuarantine(Protocol):
+    """A store where gc can delete safely: a blob is moved out of its name to
+    ``<root>/quarantine/`` before gc decides, so a writer that saw it present is
+    always seen by gc afterwards. ``supports_quarantine`` is False where this store
+    cannot move blobs now (read-only, or a backend that cannot list)."""
+
+    @property
+    def supports_quarantine(self) -> bool:
+        """Whether gc can quarantine (and so delete) here now."""
+
+    def quarantine(self, digest: str) -> str | None:
+        """Move a blob from its name to the quarantine; return the quarantine key, or
+        None when the blob was absent. The mtime is kept."""
+
+    def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
+        """Yield ``(key, digest, mtime)`` of every quarantined blob."""
+
+    def quarantined_mtime(self, key: str) -> float | None:
+        """The modification time the blob had under its name, refreshed by
+        ``keep_alive`` (None where the move does not keep it, such as a copy)."""
+
+    def restore(self, key: str) -> None:
+        """Put a quarantined blob back under its name (kept as it is when the name
+        was written again meanwhile), then drop the quarantined copy."""
+
+    def purge(self, key: str) -> None:
+        """Delete a quarantined blob for good."""
 
 
 class BlobStore(ABC):
@@ -305,7 +375,8 @@ class BlobStore(ABC):
         # Create-only: an intact existing blob is kept; a corrupt one is replaced.
         if self._size(digest) != size:
             return False
-        self.keep_alive(digest)  # before the check the caller relies on (see gc)
+        if isinstance(self, SupportsKeepAlive):
+            self.keep_alive(digest)  # before the check the caller relies on (see gc)
         _steps.reached("put:kept-alive")
         try:
             self.verify(digest, size)
@@ -327,13 +398,14 @@ class BlobStore(ABC):
         """Return each digest's stored size (None when absent); batched where possible."""
         return {d: self._size(d) for d in sorted({parse_digest(x) for x in digests})}
 
-    def read_bytes(self, digest: str, *, limit: int | None = None) -> bytes:
+    # -- raw reads: unverified, so private to storage/ (transfer.py verifies them) --
+    def _read_raw(self, digest: str, *, limit: int | None = None) -> bytes:
         """Return a blob's stored bytes *unverified* (the caller verifies), at most
         ``limit`` of them, so an oversized object cannot exhaust memory."""
         with self._open_raw(parse_digest(digest)) as fh:
             return fh.read() if limit is None else fh.read(limit)
 
-    def download_to(self, digest: str, path: str, *, limit: int | None = None) -> None:
+    def _download_raw(self, digest: str, path: str, *, limit: int | None = None) -> None:
         """Copy a blob's stored bytes *unverified* to a local file, stopping after
         ``limit`` bytes when given."""
         with self._open_raw(parse_digest(digest)) as src, open(path, "wb") as dst:
@@ -373,7 +445,8 @@ class BlobStore(ABC):
         """Where a blob lives (or would live), for messages."""
         return f"{self.location}/{blob_key(digest)}"
 
-    # -- what gc and concurrent writers need (overridden by backends that can) --
+    # -- what gc needs (overridden by backends that can); leases, quarantine and
+    # keep-alive are the capability protocols below --
     def iter_blobs(self) -> Iterator[BlobInfo]:
         """Yield every blob with its size and modification time (None when unknown)."""
         for digest in self._iter():
@@ -386,14 +459,6 @@ class BlobStore(ABC):
         size = self._size(parse_digest(digest))
         return None if size is None else BlobInfo(digest, size, None)
 
-    def keep_alive(self, digest: str) -> None:
-        """Mark a present blob as in use now, before the caller relies on it.
-
-        Stores with modification times refresh it, so a gc that is about to remove the
-        blob sees it young; elsewhere this does nothing and a lease protects the blob.
-        """
-        return None
-
     def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
         """Yield ``(key, mtime)`` of leftovers of this store's interrupted writes."""
         return iter(())
@@ -401,58 +466,6 @@ class BlobStore(ABC):
     def remove_temporary(self, key: str) -> None:
         """Remove a leftover yielded by :meth:`iter_temporaries`."""
         return None
-
-    # Leases: small objects under <root>/leases/ naming digests a writer relies on.
-    @property
-    def supports_leases(self) -> bool:
-        """Whether leases can be written here (gc honours them)."""
-        return False
-
-    def write_lease(self, name: str, data: bytes) -> str:
-        """Write lease ``<root>/leases/<name>`` atomically; return its key."""
-        raise StorageError(f"{self.location}: this store cannot hold leases")
-
-    def iter_leases(self) -> Iterator[tuple[str, float | None]]:
-        """Yield ``(key, mtime)`` of every lease."""
-        return iter(())
-
-    def read_lease(self, key: str) -> bytes:
-        """Return a lease's bytes (FileNotFoundError when it is gone)."""
-        raise FileNotFoundError(key)
-
-    def remove_lease(self, key: str) -> None:
-        """Remove a lease (absent ones are ignored)."""
-        return None
-
-    # Quarantine: gc moves a blob out of its name before deciding, so a writer that
-    # saw it present is always seen by gc afterwards (see evidencestore.gc).
-    @property
-    def supports_quarantine(self) -> bool:
-        """Whether gc can delete here (blobs are quarantined first)."""
-        return False
-
-    def quarantine(self, digest: str) -> str | None:
-        """Move a blob from its name to ``<root>/quarantine/``; return the quarantine
-        key, or None when the blob was absent. The mtime is kept."""
-        raise StorageError(f"{self.location}: this store cannot quarantine blobs")
-
-    def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
-        """Yield ``(key, digest, mtime)`` of every quarantined blob."""
-        return iter(())
-
-    def quarantined_mtime(self, key: str) -> float | None:
-        """The modification time the blob had under its name, refreshed by
-        :meth:`keep_alive` (None where the move does not keep it, such as a copy)."""
-        return None
-
-    def restore(self, key: str) -> None:
-        """Put a quarantined blob back under its name (kept as it is when the name
-        was written again meanwhile), then drop the quarantined copy."""
-        raise StorageError(f"{self.location}: this store cannot quarantine blobs")
-
-    def purge(self, key: str) -> None:
-        """Delete a quarantined blob for good."""
-        raise StorageError(f"{self.location}: this store cannot quarantine blobs")
 
     def __contains__(self, digest: object) -> bool:
         return isinstance(digest, str) and self.has(digest)

@@ -511,9 +511,9 @@ class FsspecBlobStore(BlobStore):
         return int(size) if size is not None and info.get("type") != "directory" else None
 
     def _open_raw(self, digest: str) -> BinaryIO:
-        return io.BytesIO(self.read_bytes(digest))
+        return io.BytesIO(self._read_raw(digest))
 
-    def read_bytes(self, digest: str, *, limit: int | None = None) -> bytes:
+    def _read_raw(self, digest: str, *, limit: int | None = None) -> bytes:
         """Return a blob's stored bytes, unverified (callers verify); retried. With
         ``limit``, at most that many bytes are read (a ranged GET), so an oversized
         object cannot exhaust memory."""
@@ -548,18 +548,18 @@ class FsspecBlobStore(BlobStore):
 
     @property
     def supports_batch_read(self) -> bool:
-        """Whether :meth:`read_batch` reads on the backend's event loop (async object
+        """Whether :meth:`_read_batch` reads on the backend's event loop (async object
         stores), instead of one thread per blob."""
         return bool(self.fs.async_impl) and not self._http
 
-    def read_batch(
+    def _read_batch(
         self,
         items: Sequence[tuple[str, int]],
         consume: Callable[[str, bytes], None],
         *,
         concurrency: int = 16,
     ) -> dict[str, Exception | None]:
-        """Read each ``(digest, limit)`` like :meth:`read_bytes` (at most ``limit`` bytes,
+        """Read each ``(digest, limit)`` like :meth:`_read_raw` (at most ``limit`` bytes,
         unverified, retried, each attempt within the deadline for ``limit`` bytes), all
         on the backend's event loop, ``concurrency`` at a time, handing each blob's bytes
         to ``consume`` as they arrive (on the loop's thread, so at most ``concurrency``
@@ -603,7 +603,7 @@ class FsspecBlobStore(BlobStore):
         results = self._run(run_all())
         return {d: r for (d, _), r in zip(items, results, strict=True)}
 
-    def download_to(self, digest: str, path: str, *, limit: int | None = None) -> None:
+    def _download_raw(self, digest: str, path: str, *, limit: int | None = None) -> None:
         """Copy a blob's stored bytes to a local file, unverified (callers verify); with
         ``limit``, stop after that many bytes."""
         key = self.key_of(digest)
@@ -870,6 +870,11 @@ class FsspecBlobStore(BlobStore):
             match = _QUARANTINED.match(str(key).rstrip("/").rsplit("/", 1)[-1])
             if match:
                 yield str(key), digest_from_hex(match.group(1)), _mtime(found[key])
+
+    def quarantined_mtime(self, key: str) -> float | None:
+        """None: quarantine is a copy here, which does not keep the blob's mtime (the
+        writer's lease carries gc's argument)."""
+        return None
 
     def restore(self, key: str) -> None:
         self._check_writable()

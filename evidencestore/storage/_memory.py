@@ -14,7 +14,8 @@ __all__ = ["MemoryBlobStore"]
 
 
 class MemoryBlobStore(BlobStore):
-    """Blobs in a dict; ``blobs`` is exposed so tests can corrupt them on purpose."""
+    """Blobs in a dict; ``blobs`` is exposed so tests can corrupt them on purpose.
+    Holds leases and quarantines (``SupportsLeases``, ``SupportsQuarantine``)."""
 
     def __init__(self, *, read_only: bool = False) -> None:
         super().__init__(read_only=read_only)
@@ -87,6 +88,9 @@ class MemoryBlobStore(BlobStore):
     def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
         for key in sorted(self.quarantined):
             yield key, self.quarantined[key][0], None
+
+    def quarantined_mtime(self, key: str) -> float | None:
+        return None  # no modification times here: a lease protects what a writer uses
 
     def restore(self, key: str) -> None:
         self._check_writable()

@@ -11,16 +11,29 @@ class TestMyStore(BlobStoreSuite):
         return MyStore(tmp_path)
 ```
 Override :meth:`corrupt` when the backend cannot be corrupted through ``delete`` and
-the raw write primitive, and ``read_only_store`` when it has a read-only mode.
+the raw write primitive, and :meth:`age` when a backend whose blobs have modification
+times can set them some other way. The capabilities gc's safety argument rests on
+(``SupportsLeases``, ``SupportsQuarantine``, ``SupportsKeepAlive``) are tested on every
+backend that claims them, and skipped elsewhere.
 """
 
 from __future__ import annotations
+
+import os
+import time
 
 import pytest
 
 from ..digest import digest_from_hex, hash_bytes
 from ..errors import BlobNotFoundError, IntegrityError, InvalidDigestError, ReadOnlyStoreError
-from ._base import BlobStore
+from . import leases
+from ._base import (
+    BlobStore,
+    SupportsKeepAlive,
+    SupportsLeases,
+    SupportsLocalPaths,
+    SupportsQuarantine,
+)
 
 __all__ = ["BlobStoreSuite"]
 
@@ -40,6 +53,14 @@ class BlobStoreSuite:
         """Replace the bytes stored under ``digest`` without any check."""
         store._delete(digest)
         store._write(digest, data)
+
+    def age(self, store: BlobStore, digest: str, when: float) -> bool:
+        """Set a blob's modification time to ``when``; False where the backend cannot
+        (the keep-alive checks are then skipped)."""
+        if not isinstance(store, SupportsLocalPaths):
+            return False
+        os.utime(store.path_of(digest), (when, when))
+        return True
 
     def seed(self, store: BlobStore, data: bytes) -> str:
         """Put ``data`` into ``store`` (read-only stores override this) and return its digest."""
@@ -173,3 +194,89 @@ class BlobStoreSuite:
             store.put(b"nope")
         with pytest.raises(ReadOnlyStoreError):
             store.delete(_ABSENT)
+        # nothing gc deletes by is offered where nothing may be written
+        assert not (isinstance(store, SupportsLeases) and store.supports_leases)
+        assert not (isinstance(store, SupportsQuarantine) and store.supports_quarantine)
+        assert leases.write_lease(store, [_ABSENT]) == ""
+
+    # -- what gc's safety argument rests on, on every backend that claims it ---------
+    def test_leases(self, store: BlobStore) -> None:
+        if not (isinstance(store, SupportsLeases) and store.supports_leases):
+            pytest.skip("backend holds no leases")
+        digest = hash_bytes(b"relied on").digest
+        key = leases.write_lease(store, [digest, digest, _ABSENT])
+        found = [lease for lease in leases.iter_leases(store) if lease.key == key]
+        assert len(found) == 1 and found[0].created is not None
+        assert leases.read_lease(store, key) == sorted({digest, _ABSENT})
+        assert store.read_lease(key).startswith(b"{")
+        other = leases.write_lease(store, [digest])
+        assert other != key and {key, other} <= {k for k, _ in store.iter_leases()}
+        store.remove_lease(key)
+        assert key not in {k for k, _ in store.iter_leases()}
+        with pytest.raises(FileNotFoundError):
+            store.read_lease(key)
+        assert leases.read_lease(store, key) == []  # gone: it protects nothing
+        store.remove_lease(key)  # absent: no error
+        assert other in {k for k, _ in store.iter_leases()}
+
+    def test_quarantine_restore_and_purge(self, store: BlobStore) -> None:
+        if not (isinstance(store, SupportsQuarantine) and store.supports_quarantine):
+            pytest.skip("backend cannot quarantine")
+        data = b"quarantined " * 100
+        digest = store.put(data).digest
+        key = store.quarantine(digest)
+        assert key is not None and not store.has(digest)
+        assert (key, digest) in [(k, d) for k, d, _ in store.iter_quarantined()]
+        store.restore(key)
+        assert store.get(digest, len(data)) == data
+        assert key not in [k for k, _, _ in store.iter_quarantined()]
+        key = store.quarantine(digest)
+        assert key is not None
+        store.purge(key)
+        assert not store.has(digest)
+        assert key not in [k for k, _, _ in store.iter_quarantined()]
+        store.purge(key)  # absent: no error
+        assert store.quarantine(digest) is None  # nothing under its name
+
+    def test_restore_keeps_a_copy_written_meanwhile(self, store: BlobStore) -> None:
+        if not (isinstance(store, SupportsQuarantine) and store.supports_quarantine):
+            pytest.skip("backend cannot quarantine")
+        data = b"written again " * 100
+        digest = store.put(data).digest
+        key = store.quarantine(digest)
+        assert key is not None
+        store.put(data)  # a writer stores the blob again while it is quarantined
+        store.restore(key)
+        assert store.get(digest, len(data)) == data
+        assert key not in [k for k, _, _ in store.iter_quarantined()]
+
+    def test_keep_alive_makes_a_blob_young_and_quarantine_keeps_its_age(
+        self, store: BlobStore
+    ) -> None:
+        if not isinstance(store, SupportsKeepAlive):
+            pytest.skip("backend has no keep-alive (a lease protects its blobs)")
+        if not self.writable or store.read_only:
+            pytest.skip("read-only: no writer to keep a blob alive")
+        digest = store.put(b"kept alive").digest
+        old = time.time() - 3600
+        if not self.age(store, digest, old):
+            pytest.skip("cannot set a blob's age on this backend")
+        info = store.blob_info(digest)
+        assert info is not None and info.mtime is not None and abs(info.mtime - old) < 2
+        store.keep_alive(digest)
+        info = store.blob_info(digest)
+        assert info is not None and info.mtime is not None and info.mtime > old + 3000
+        if not (isinstance(store, SupportsQuarantine) and store.supports_quarantine):
+            return
+        key = store.quarantine(digest)  # gc reads the age the writer left
+        assert key is not None
+        mtime = store.quarantined_mtime(key)
+        assert mtime is not None and mtime > old + 3000
+        store.restore(key)
+        assert self.age(store, digest, old)
+        key = store.quarantine(digest)
+        assert key is not None
+        mtime = store.quarantined_mtime(key)
+        assert mtime is not None and abs(mtime - old) < 2
+        store.restore(key)
+        assert store.get(digest) == b"kept alive"

@@ -15,7 +15,7 @@ __all__ = ["assert_bundle"]
 
 
 def _describe(findings: Iterable[Finding]) -> str:
-    from .._verify_render import describe
+    from ..verify.render import describe
 
     return "\n".join(f"  {f.severity}: {describe(f)}" for f in findings)
 

@@ -82,7 +82,7 @@ class Evidence:
         """Assert that the whole repository verified: every bundle, and nothing
         repository-wide (unreadable registrations, stray files, changed bundles)."""
         __tracebackhide__ = True
-        from .._verify_render import describe
+        from ..verify.render import describe
 
         errors = [
             f

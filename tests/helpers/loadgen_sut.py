@@ -1,8 +1,11 @@
 """A tiny deterministic MLPerf LoadGen SUT (run as a script: LoadGen keeps global state).
 
-``python loadgen_sut.py SCENARIO MODE OUTDIR LATENCY_US QPS MIN_QUERIES``: scenario
-``offline`` or ``server``, mode ``perf`` or ``acc``; each sample answers 4 bytes derived
-from its index after ``LATENCY_US`` microseconds. LoadGen writes its real logs to OUTDIR.
+``python loadgen_sut.py SCENARIO MODE OUTDIR LATENCY_US QPS MIN_QUERIES [MIN_DURATION_MS
+[TARGET_LATENCY_MS]]``: scenario ``offline`` or ``server``, mode ``perf`` or ``acc``; each
+sample answers 4 bytes derived from its index after ``LATENCY_US`` microseconds. LoadGen
+writes its real logs to OUTDIR. Verdicts are chosen so that machine load cannot change
+them: a duration the SUT cannot reach, too few queries for early stopping, or a latency
+bound of seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import mlperf_loadgen as lg
 def main(argv: list[str]) -> int:
     scenario, mode, outdir = argv[0], argv[1], argv[2]
     latency_us, qps, min_queries = int(argv[3]), int(argv[4]), int(argv[5])
+    min_duration_ms = int(argv[6]) if len(argv) > 6 else 100
+    target_latency_ms = int(argv[7]) if len(argv) > 7 else 50
     os.makedirs(outdir, exist_ok=True)
     keep: list[array.array[int]] = []
 
@@ -39,10 +44,10 @@ def main(argv: list[str]) -> int:
     ]
     settings.mode = {"perf": lg.TestMode.PerformanceOnly, "acc": lg.TestMode.AccuracyOnly}[mode]
     settings.min_query_count = min_queries
-    settings.min_duration_ms = 100
+    settings.min_duration_ms = min_duration_ms
     settings.offline_expected_qps = qps
     settings.server_target_qps = qps
-    settings.server_target_latency_ns = 50_000_000
+    settings.server_target_latency_ns = target_latency_ms * 1_000_000
     out = lg.LogOutputSettings()
     out.outdir = outdir
     out.copy_summary_to_stdout = False

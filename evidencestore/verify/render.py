@@ -23,9 +23,9 @@ from typing import IO, Any, Literal, NamedTuple
 
 import msgspec
 
-from .inventory import EVIDENCE_DIR, REGISTRATION_NAME
-from .models import BundleReport, Finding, Registration, VerifyReport
-from .paths import shown as shown_name
+from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME
+from ..models import BundleReport, Finding, Registration, VerifyReport
+from ..paths import shown as shown_name
 
 __all__ = [
     "RegisteredEntries",
@@ -55,19 +55,15 @@ def describe(f: Finding) -> str:
 def worktree_prefix(root: Path) -> str:
     """The path of ``root`` inside its git work tree (``ml/``), or relative to the
     current directory when it is not in one; ``""`` for the top."""
-    try:
-        import subprocess
+    from ..errors import ConfigError
+    from ..gitrefs import try_git
 
-        proc = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--show-prefix"],
-            capture_output=True,
-            check=False,
-            text=True,
-        )
-    except FileNotFoundError:
-        proc = None
-    if proc is not None and proc.returncode == 0:
-        return proc.stdout.strip()
+    try:
+        prefix = try_git(root, "rev-parse", "--show-prefix")
+    except ConfigError:  # git is not installed
+        prefix = None
+    if prefix is not None:
+        return prefix.decode("utf-8", "surrogateescape").strip()
     try:
         rel = root.resolve().relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:

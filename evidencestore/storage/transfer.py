@@ -19,17 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypeVar
 
-from . import _steps
-from .digest import hash_bytes, hash_file
-from .errors import (
+from .. import _steps
+from ..digest import hash_bytes, hash_file
+from ..errors import (
     BlobNotFoundError,
     EvidenceStoreError,
     IntegrityError,
     StorageError,
 )
-from .integrity import check_content
-from .storage import BlobStore, LocalBlobStore
-from .storage._base import SupportsBatchRead, SupportsIncoming
+from ..integrity import check_content
+from ._base import BlobStore, SupportsBatchRead, SupportsIncoming
+from ._local import LocalBlobStore
 
 __all__ = [
     "DEFAULT_MAX_UNREGISTERED",
@@ -38,6 +38,7 @@ __all__ = [
     "Source",
     "TransferSummary",
     "check_bytes",
+    "check_copy",
     "download",
     "download_all",
     "parallel",
@@ -271,18 +272,30 @@ def sizes_of(store: BlobStore, digests: Iterable[str]) -> dict[str, int | None]:
 
 
 # -- downloads ---------------------------------------------------------------------
-def _read_raw(store: BlobStore, digest: str, limit: int | None = None) -> bytes:
-    """Read a blob's stored bytes, at most ``limit`` of them when given (so an object
-    bigger than expected cannot exhaust memory: one byte past the expected size is
-    enough to refuse it)."""
-    return store.read_bytes(digest, limit=limit)
-
-
+# Raw reads (``_read_raw``, ``_download_raw``, ``_read_batch``) are unverified: each
+# reads at most one byte past the expected size (so an object bigger than expected
+# cannot exhaust memory) and what it returns is checked here before anything keeps it.
 def check_bytes(source: Source, digest: str, size: int | None, data: bytes | memoryview) -> None:
     """Check received bytes (size first, then hash) before anything keeps them."""
     n = len(data)
     observed = hash_bytes(data).digest if size is None or n == size else None
     check_content(source.label, digest, size, observed, n, suffix="; refused")
+
+
+def check_copy(source: Source, digest: str, size: int) -> None:
+    """Download and hash ``source``'s copy of a blob without keeping it (never reading
+    more than one byte past ``size``); an :class:`IntegrityError` when it is wrong."""
+    store = source.store
+    if size > STREAM_THRESHOLD:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="evstore-verify-") as tmpdir:
+            path = os.path.join(tmpdir, "blob")
+            store._download_raw(digest, path, limit=size + 1)
+            check_content(source.label, digest, size, None, os.stat(path).st_size)
+            check_content(source.label, digest, size, hash_file(path, size).digest, size)
+        return
+    check_bytes(source, digest, size, store._read_raw(digest, limit=size + 1))
 
 
 def _publish_bytes(cache: BlobStore, digest: str, data: bytes) -> None:
@@ -323,7 +336,7 @@ def _download_streamed(source: Source, cache: BlobStore, digest: str, size: int)
             raise _local_failure(cache, digest, exc) from exc
         with _inflight_lock:
             _inflight.add(tmp)
-        source.store.download_to(digest, str(tmp), limit=size + 1)
+        source.store._download_raw(digest, str(tmp), limit=size + 1)
         observed_size = os.stat(tmp).st_size
         check_content(source.label, digest, size, None, observed_size, suffix="; refused")
         observed = hash_file(tmp, size).digest
@@ -405,7 +418,7 @@ def _download_from(
             if expected > STREAM_THRESHOLD and isinstance(cache, SupportsIncoming):
                 _download_streamed(source, cache, digest, expected)
             else:
-                data = _read_raw(source.store, digest, limit=expected + 1) if expected else b""
+                data = source.store._read_raw(digest, limit=expected + 1) if expected else b""
                 check_bytes(source, digest, expected, data)
                 _publish_bytes(cache, digest, data)
             return source.name, expected
@@ -457,7 +470,7 @@ def download_all(
             _publish_bytes(cache, digest, data)
             done(len(data))
 
-        answers = reader.read_batch([(d, s + 1) for d, s in batch], consume, concurrency=jobs)
+        answers = reader._read_batch([(d, s + 1) for d, s in batch], consume, concurrency=jobs)
         failed = {d: e for d, e in answers.items() if e is not None}
 
     def one(item: tuple[str, int | None]) -> int:

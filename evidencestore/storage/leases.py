@@ -20,10 +20,9 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from .digest import parse_digest
-from .errors import StorageError
-from .storage import BlobStore
-from .storage._base import LEASE_DIR
+from ..digest import parse_digest
+from ..errors import StorageError
+from ._base import LEASE_DIR, BlobStore, SupportsLeases
 
 __all__ = [
     "LEASE_DIR",
@@ -61,7 +60,7 @@ def write_lease(store: BlobStore, digests: Iterable[str], now: float | None = No
     """Write one lease listing ``digests`` (kept by gc while younger than its grace
     period). Returns the lease's key; "" on a store that cannot hold leases (nothing
     deletes there either)."""
-    if not store.supports_leases:
+    if not (isinstance(store, SupportsLeases) and store.supports_leases):
         return ""
     when = time.time() if now is None else now
     name = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when)) + f"-{os.urandom(8).hex()}.json"
@@ -81,6 +80,8 @@ def _lease_created(name: str) -> float | None:
 
 def iter_leases(store: BlobStore) -> Iterator[Lease]:
     """Yield the leases on ``store`` (none on a store that cannot have them)."""
+    if not isinstance(store, SupportsLeases):
+        return
     for key, mtime in store.iter_leases():
         name = key.rsplit("/", 1)[-1]
         if _LEASE_NAME.match(name):
@@ -89,6 +90,8 @@ def iter_leases(store: BlobStore) -> Iterator[Lease]:
 
 def read_lease(store: BlobStore, key: str) -> list[str]:
     """Return the digests a lease lists; a :class:`StorageError` when it is unreadable."""
+    if not isinstance(store, SupportsLeases):
+        return []
     try:
         data = json.loads(store.read_lease(key))
         digests = data["digests"]
@@ -105,4 +108,5 @@ def read_lease(store: BlobStore, key: str) -> list[str]:
 
 def remove_lease(store: BlobStore, key: str) -> None:
     """Remove a lease (absent ones are ignored)."""
-    store.remove_lease(key)
+    if isinstance(store, SupportsLeases):
+        store.remove_lease(key)

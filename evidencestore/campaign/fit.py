@@ -1,0 +1,110 @@
+"""Whether a run fits its campaign, checked before anything is sent.
+
+A run that joins a campaign must name a condition and an arm the protocol declares, run
+the workload that condition binds (byte for byte: its digest), and carry exactly the
+configuration files its arm declares, when the arm declares any. :func:`campaign_rules`
+loads a registered protocol as the rules ``run_workload`` applies
+(``runs.fit.CampaignRules``), so a library caller gets the refusals
+``evstore run --campaign`` gives, before a long run rather than as an exclusion from
+``campaign status`` afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import ConfigError, ManifestError
+from .protocol import PROTOCOL_ENTRY, Campaign, load_campaign
+
+__all__ = ["RunRules", "campaign_rules"]
+
+
+@dataclass(frozen=True)
+class RunRules:
+    """A registered campaign as the rules its runs must fit (``runs.fit.CampaignRules``)."""
+
+    campaign: Campaign
+
+    @property
+    def name(self) -> str:
+        """The campaign's name."""
+        return self.campaign.name
+
+    @property
+    def digest(self) -> str:
+        """The protocol digest."""
+        return self.campaign.digest
+
+    def check_run(
+        self,
+        *,
+        arm: str,
+        condition: str | None,
+        workload_digest: str,
+        config_digests: Sequence[str] = (),
+        workload_source: str = "the workload",
+        harness: str | None = None,
+    ) -> None:
+        """Raise :class:`ConfigError` naming the first of condition, arm, workload digest
+        and declared configuration files that does not fit the protocol."""
+        name, protocol = self.campaign.name, self.campaign.protocol
+        if not condition:
+            raise ConfigError(
+                "--campaign needs --condition (the protocol condition this run is for)"
+            )
+        conditions = {c.name: c for c in protocol.condition}
+        if condition not in conditions:
+            raise ConfigError(
+                f"--condition {condition!r}: campaign {name!r} declares the conditions "
+                f"{', '.join(sorted(conditions))}"
+            )
+        arms = sorted(a.name for a in protocol.arm)
+        if arm not in arms:
+            raise ConfigError(
+                f"--arm {arm!r}: campaign {name!r} declares the arms {', '.join(arms)}"
+            )
+        want = conditions[condition].harness
+        if harness != want:
+            takes = f"runs imported from {want}" if want else "evstore runs"
+            given = f"imported from {harness}" if harness else "an evstore run"
+            raise ConfigError(
+                f"--condition {condition!r}: campaign {name!r} takes {takes} there (its "
+                f"condition.harness); this run is {given}: harnesses are not mixed"
+            )
+        bound = self.campaign.workload_digest(condition)
+        if workload_digest != bound:
+            raise ConfigError(
+                f"workload {workload_source} hashes to {workload_digest}, but campaign {name!r} "
+                f"binds condition {condition!r} to {conditions[condition].workload} ({bound})"
+            )
+        declared = self.campaign.config_digests(arm)
+        if declared and frozenset(config_digests) != declared:
+            names = ", ".join(self.campaign.arm(arm).configs)
+            raise ConfigError(
+                f"--config: campaign {name!r} declares the configuration files {names} for arm "
+                f"{arm!r}; the files given ({len(config_digests)}) are not those, byte for byte"
+            )
+
+
+def campaign_rules(root: str | os.PathLike[str], name: str) -> RunRules:
+    """The rules of campaign ``name`` registered in ``root``; :class:`ConfigError` when no
+    campaign protocol is registered under that name."""
+    from ..inventory import load_registration, registration_path
+
+    hint = f"run `evstore campaign init {name} --protocol FILE` first"
+    try:
+        registration = load_registration(registration_path(root, name))
+    except ManifestError as exc:
+        raise ConfigError(
+            f"--campaign {name}: no campaign bundle {name!r} ({exc}); {hint}"
+        ) from None
+    if not any(e.path == PROTOCOL_ENTRY for e in registration.manifest.entries):
+        raise ConfigError(
+            f"--campaign {name}: bundle {name!r} has no {PROTOCOL_ENTRY} entry; {hint}"
+        )
+    try:
+        return RunRules(load_campaign(root, name))
+    except ManifestError as exc:
+        raise ConfigError(f"--campaign {name}: {exc}") from None

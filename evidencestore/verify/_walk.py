@@ -1,0 +1,140 @@
+"""Walking a bundle's directory the way verification judges it: every file below it,
+where each directory on an entry's way resolves, and where the bundle directory itself
+resolves. Symlinks are resolved only where one is met; a loop or a target outside the
+repository is reported by kind, never raised."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Collection
+
+from ..paths import resolve, within
+
+__all__ = ["dir_state", "readlink", "real_bundle_dir", "walk_files", "walk_order"]
+
+
+def walk_files(
+    base: str,
+    real_dir: str,
+    real_root: str,
+    out: list[tuple[str, str, str]],
+    prefix: str = "",
+    above: frozenset[str] = frozenset(),
+) -> list[tuple[str, str, str]]:
+    """Append ``(relative path, kind, detail)`` to ``out`` for every non-directory below
+    ``base``, in no particular order (:func:`walk_order` sorts them as a walk would).
+
+    ``kind`` is ``file``; ``loop`` for a symlink loop (``detail``: its link text); or
+    ``outside-dir`` for a symlink to a directory outside the repository (``detail``: its
+    target). A symlink to a directory inside the repository is walked like a directory,
+    unless it leads back to a directory above it (a ``loop``). What each item is comes
+    from its ``scandir`` entry; only a symlink is resolved.
+    """
+    try:
+        with os.scandir(base) as it:
+            items = list(it)
+    except OSError:
+        return out
+    above = above | {real_dir}
+    append = out.append
+    for item in items:
+        if item.is_dir(follow_symlinks=False):
+            walk_files(
+                item.path,
+                f"{real_dir}{os.sep}{item.name}",
+                real_root,
+                out,
+                f"{prefix}{item.name}/",
+                above,
+            )
+        elif not item.is_symlink():
+            append((prefix + item.name, "file", ""))
+        else:
+            rel = prefix + item.name
+            real = resolve(item.path)
+            if real is None:
+                append((rel, "loop", readlink(item.path)))
+            elif not os.path.isdir(real):
+                append((rel, "file", ""))
+            elif not within(real, real_root):
+                append((rel, "outside-dir", real))
+            elif real in above:
+                append((rel, "loop", readlink(item.path)))
+            else:
+                walk_files(item.path, real, real_root, out, f"{rel}/", above)
+    return out
+
+
+def walk_order(item: tuple[str, str, str]) -> list[str]:
+    """The sort key that orders :func:`walk_files` items as a sorted walk visits them."""
+    # a depth-first walk with each directory's names sorted visits paths in the order
+    # of their lists of segments
+    return item[0].split("/")
+
+
+def readlink(path: str) -> str:
+    """A symlink's text, or ``?`` when it cannot be read."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
+def real_bundle_dir(
+    bdir: str, name: str, real_evidence: str | None, plain_dirs: Collection[str] | None
+) -> str:
+    """Where a bundle directory resolves: one ``lstat`` (none when ``plain_dirs``, the
+    names a listing saw as plain directories, holds it) unless it is a symlink."""
+    if plain_dirs is not None and name in plain_dirs:
+        plain = True
+    else:
+        try:
+            plain = not stat.S_ISLNK(os.lstat(bdir).st_mode)
+        except OSError:
+            plain = True
+    if plain and real_evidence is not None:
+        return f"{real_evidence}{os.sep}{name}"
+    real = resolve(bdir)
+    # load_inventory reports a loop; nothing here can be read
+    return f"{bdir} (a symlink loop)" if real is None else real
+
+
+def dir_state(
+    bdir: str, plain_bdir: bool, parent: str, real_root: str, cache: dict[str, str]
+) -> str:
+    """``inside``, ``outside`` or ``loop``: where a bundle subdirectory resolves (cached).
+
+    A chain of plain directories (``lstat``, no symlink on the way) is inside without
+    resolving; only a symlink on the way is resolved.
+    """
+    state = cache.get(parent)
+    if state is not None:
+        return state
+    state = "inside" if plain_bdir else ""
+    if plain_bdir:
+        at = -1
+        while True:
+            at = parent.find("/", at + 1)
+            prefix = parent if at < 0 else parent[:at]
+            known = cache.get(prefix)
+            if known is None:
+                try:
+                    mode = os.lstat(f"{bdir}{os.sep}{prefix}").st_mode
+                except OSError:
+                    break  # missing: nothing below it is read through a link
+                if stat.S_ISLNK(mode):
+                    state = ""
+                    break
+                if not stat.S_ISDIR(mode):
+                    break
+            elif known != "inside":
+                state = ""
+                break
+            if at < 0:
+                break
+    if not state:
+        real = resolve(f"{bdir}{os.sep}{parent}")
+        state = "loop" if real is None else "inside" if within(real, real_root) else "outside"
+    cache[parent] = state
+    return state

@@ -1,7 +1,9 @@
 """``make bench``: every benchmark, one after another, each printing its table.
 
-``python -m benches [--quick] [core|verify|media|remotes|runs|report|lpips ...]``. Needs Debian's b3sum and
-ffmpeg, and the AWS CLI for the remotes benchmark.
+``python -m benches [--quick] [core|verify|media|remotes|runs|rate|llm|report|lpips ...]``.
+Needs Debian's b3sum and ffmpeg, and the AWS CLI for the remotes benchmark. The AIPerf
+comparison (``python -m benches.bench_aiperf``) runs only when asked (``aiperf``), with
+AIPerf installed in an environment of its own.
 """
 
 from __future__ import annotations
@@ -9,16 +11,17 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("core", "verify", "media", "remotes", "runs", "report", "lpips")
+SUITES = ("core", "verify", "media", "remotes", "runs", "rate", "llm", "report", "lpips")
+ON_REQUEST = ("aiperf",)
 
 
 def main(argv: list[str]) -> int:
     quick = [a for a in argv if a == "--quick"]
-    chosen = [a for a in argv if a in SUITES] or list(SUITES)
+    chosen = [a for a in argv if a in SUITES + ON_REQUEST] or list(SUITES)
     for name in chosen:
         print(f"\n## {name}\n", flush=True)
         module = importlib.import_module(f"benches.bench_{name}")
-        module.main(quick if name in ("core", "verify", "media") else [])
+        module.main(quick if name in ("core", "verify", "media", "rate", "llm") else [])
     return 0
 
 

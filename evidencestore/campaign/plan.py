@@ -73,7 +73,7 @@ def plan_campaign(
             (m for m in members.of(cond.name, base.name) if m.complete),
             key=lambda m: (m.record.started, m.name),
         )
-        values = [run_value(m) for m in runs]
+        values = [run_value(m, timing.metric) for m in runs]
         values = [v for v in values if v.value > 0]
         logs = [math.log(v.value) for v in values]
         notes: list[str] = []

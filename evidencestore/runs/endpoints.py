@@ -28,17 +28,18 @@ Timing: ``time.monotonic_ns()`` when the request was due (``intended_ns``, given
 runner), when it is handed to the HTTP client, when the output's headers are parsed, and
 at its first and last body chunk; nothing but writing the chunk to its sink happens
 between chunks. A streamed LLM output also keeps every chunk's arrival with the bytes
-received so far (``marks``), taken as it is read, before any parsing.
+received so far (``chunk_ns``, ``chunk_end``: compact integer arrays), taken as it is
+read, before any parsing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from array import array
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -133,7 +134,8 @@ class Observation:
     failure: Failure | None = None
     message: str | None = None
     intended_ns: int | None = None
-    marks: tuple[tuple[int, int], ...] = ()
+    chunk_ns: Sequence[int] = ()
+    chunk_end: Sequence[int] = ()
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,8 @@ async def get_control(
     """GET ``base + path`` (server check), body bounded by :data:`CONTROL_MAX`; ``keep``
     stores the body as an entry (entry name, bytes, media type) and returns its
     descriptor."""
+    import asyncio  # here, not at the top: reading a run record must not load asyncio
+
     import aiohttp
 
     try:
@@ -312,7 +316,8 @@ class _Progress:
     media_type: str = "video/mp4"
     sink: BodySink | None = None
     intended_ns: int | None = None
-    marks: list[tuple[int, int]] | None = None
+    chunk_ns: array[int] | None = None
+    chunk_end: array[int] | None = None
 
     def observation(
         self, start_utc: str, failure: Failure | None, message: str | None
@@ -337,7 +342,8 @@ class _Progress:
             failure=failure,
             message=None if message is None else text_of(message, 2000),
             intended_ns=self.intended_ns,
-            marks=tuple(self.marks) if self.marks else (),
+            chunk_ns=self.chunk_ns if self.chunk_ns is not None else (),
+            chunk_end=self.chunk_end if self.chunk_end is not None else (),
         )
 
 
@@ -346,7 +352,7 @@ class Endpoint(ABC):
 
     kind: ClassVar[str]
     default_media_type: ClassVar[str] = "video/mp4"
-    #: Whether chunk arrivals are kept (``Observation.marks``) for reading back events.
+    #: Whether chunk arrivals are kept (``Observation.chunk_ns``) for reading back events.
     marks: ClassVar[bool] = False
 
     @abstractmethod
@@ -387,12 +393,14 @@ class Endpoint(ABC):
     ) -> tuple[Observation, BodySink | None]:
         """Perform one request; return what it saw and the output's sink (finished,
         unpublished) when a body is to be kept. Never raises for what a server does."""
+        import asyncio
+
         import aiohttp
 
         p = _Progress("POST", path)
         p.intended_ns = intended_ns
         if self.marks:
-            p.marks = []
+            p.chunk_ns, p.chunk_end = array("q"), array("q")
         p.media_type = self.default_media_type
         failure: Failure | None = None
         message: str | None = None
@@ -449,15 +457,16 @@ class Endpoint(ABC):
         if p.declared is not None and p.declared > limit:
             raise BodyTooLarge(limit)
         p.sink = sink = conn.new_sink(limit)
-        marks = p.marks
+        times, ends = p.chunk_ns, p.chunk_end
         async for chunk in resp.content.iter_chunked(_CHUNK):
             now = time.monotonic_ns()
             if p.first_ns is None:
                 p.first_ns = now
             p.received += len(chunk)
             sink.write(chunk)
-            if marks is not None:
-                marks.append((now, p.received))
+            if times is not None and ends is not None:
+                times.append(now)
+                ends.append(p.received)
         p.last_ns = time.monotonic_ns()
         sink.finish()
 
@@ -605,7 +614,7 @@ class VideosJob(VideosSync):
             if info.status in ("failed", "cancelled", "expired"):
                 raise BadAnswer("http-status", f"job {job} {info.status[:80]}", p.status)
             unfinished_ns = poll_ns
-            await asyncio.sleep(conn.poll.wait((time.monotonic_ns() - p.sent_ns) / 1e9))
+            await _sleep(conn.poll.wait((time.monotonic_ns() - p.sent_ns) / 1e9))
         p.method, p.path = "GET", f"{path}/{job}/content"
         async with conn.session.get(base + p.path, allow_redirects=False) as resp:
             await self._stream(conn, resp, p)
@@ -691,7 +700,14 @@ class ChatEndpoint(JsonEndpoint):
     def examine(
         self, data: bytes, observation: Observation, request: RequestSpec, stream: bool
     ) -> StreamOutcome | None:
-        return examine(data, observation.marks, request, stream=stream, chat=self.chat)
+        return examine(
+            data,
+            observation.chunk_ns,
+            observation.chunk_end,
+            request,
+            stream=stream,
+            chat=self.chat,
+        )
 
 
 class CompletionsEndpoint(ChatEndpoint):
@@ -716,3 +732,9 @@ def endpoint_for(kind: str) -> Endpoint:
 def build_payload(workload: LoadedWorkload, index: int, store: BlobStore | None = None) -> Payload:
     """Return the exact request body of request ``index`` (multipart, or JSON for ``json``)."""
     return endpoint_for(workload.workload.endpoint.kind).payload(workload, index, store)
+
+
+async def _sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)

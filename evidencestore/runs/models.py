@@ -341,7 +341,8 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     when the runner handed the request to the HTTP client (connecting, if needed, is
     inside the measured time), ``headers_ns`` when the output's response headers were
     parsed, ``first_byte_ns`` / ``last_byte_ns`` for the output body. ``e2e_s`` is
-    ``last_byte_ns - sent_ns`` of a request that delivered a valid output; ``ttfb_s`` is
+    ``last_byte_ns - intended_ns`` (``- sent_ns`` in records without ``intended_ns``) of a
+    request that delivered a valid output; ``ttfb_s`` is
     ``first_byte_ns - sent_ns``. For the job flow they span the POST to the content's
     last byte, so they include some waiting for the poll that saw the job complete:
     ``resolution_s`` bounds it (from the send of the last poll that saw the job
@@ -402,6 +403,13 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     tpot_s: float | None = None
     output_tokens: Count | None = None
     output_tokens_from: Literal["usage", "events"] | None = None
+
+    @property
+    def label(self) -> str:
+        """How every report names this request: ``request R PHASE #K``, the workload's
+        request ``R`` (``[[request]]`` in file order, from 0) in its ``K``-th repetition
+        in ``PHASE`` (from 0); ``index`` is only its place in the run's ``requests``."""
+        return f"request {self.request} {self.phase} #{self.repetition}"
 
 
 class ClientLoad(Model, frozen=True, kw_only=True, omit_defaults=False):

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
@@ -45,10 +45,17 @@ from .models import (
     Phase,
     PhaseCounts,
     RequestRecord,
+    RequestSpec,
     RunRecord,
     ServerIdentity,
 )
-from .streams import StreamOutcome, event_times, stream_metrics
+from .streams import (
+    COMPLETION_MEDIA_TYPE,
+    StreamOutcome,
+    event_times,
+    examine,
+    stream_metrics,
+)
 
 if TYPE_CHECKING:
     from ..media.records import Expectations
@@ -401,12 +408,19 @@ class RunRecorder:
         expectations: Expectations | None = None,
         request: int = 0,
         repetition: int = 0,
+        llm: Literal["chat", "completions"] | None = None,
+        spec: RequestSpec | None = None,
+        streamed: bool = True,
     ) -> RequestRecord:
         """Record one request a harness made itself: what it saw (timings in monotonic
         ns, status, failure: an :class:`~evidencestore.runs.endpoints.Observation`), the
         payload sent and the body as bytes or a file (``observation.media_type``). A body
         is checked against ``expectations`` when they are given; an invalid one makes the
-        request an ``invalid-media`` failure."""
+        request an ``invalid-media`` failure. ``llm``: the body is an OpenAI ``chat`` or
+        ``completions`` answer (an SSE stream unless ``streamed`` is false), read back as
+        the runner reads its own (``streams.py``: events timed by
+        ``observation.chunk_ns`` / ``chunk_end``, the completion stored, checked against
+        ``spec``'s ``max_tokens``)."""
         media_type = observation.media_type
         if not valid_media_type(media_type):
             raise ConfigError(
@@ -435,6 +449,20 @@ class RunRecorder:
         media = None
         if body_desc is not None and expectations is not None and observation.failure is None:
             media, _ = check_output(self.store, body_desc, expectations, f"request {index}")
+        outcome = completion = None
+        if body_desc is not None and llm is not None and observation.failure is None:
+            data = self.store.get(body_desc.digest, body_desc.size)
+            outcome = examine(
+                data,
+                observation.chunk_ns,
+                observation.chunk_end,
+                spec or RequestSpec(),
+                stream=streamed,
+                chat=llm == "chat",
+            )
+            completion = self.store.put(
+                msgspec.json.encode(outcome.completion), COMPLETION_MEDIA_TYPE
+            )
         return self.add(
             request_record(
                 observation,
@@ -445,6 +473,8 @@ class RunRecorder:
                 payload=payload_desc,
                 body=body_desc,
                 media=media,
+                stream=outcome,
+                completion=completion,
             )
         )
 
@@ -581,8 +611,9 @@ def open_run(
 
 def load_run(root: str | os.PathLike[str], bundle_name: str) -> RunRecord:
     """Return the run record of bundle ``bundle_name``, its bytes checked against the
-    registration's ``run.json`` entry. Raises :class:`ManifestError` when the bundle is
-    not registered, is not a run, or its ``run.json`` is missing, altered or invalid."""
+    registration's ``run.json`` entry. Raises :class:`BundleNotFoundError` (a
+    :class:`NotFoundError`) when no such bundle is registered, :class:`ManifestError`
+    when it is not a run or its ``run.json`` is missing, altered or invalid."""
     reg_path = registration_path(root, bundle_name)
     registration = load_registration(reg_path)
     entry = next((e for e in registration.manifest.entries if e.path == RUN_ENTRY), None)

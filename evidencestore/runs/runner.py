@@ -57,7 +57,7 @@ from .endpoints import (
 from .fit import CampaignRules
 from .models import ClientLoad, MediaOutcome, Phase, RequestRecord, RunRecord, ServerIdentity
 from .recorder import RunRecorder, check_output, request_record, utc_precise
-from .streams import StreamOutcome
+from .streams import COMPLETION_MEDIA_TYPE, StreamOutcome
 from .workload import LoadedWorkload, expectations_for, load_workload
 
 if TYPE_CHECKING:
@@ -385,9 +385,7 @@ def _streamed(
     outcome = endpoint.examine(data, obs, request, loaded.workload.endpoint.stream)
     if outcome is None:
         return item.record(payload, body)
-    completion = recorder.store.put(
-        msgspec.json.encode(outcome.completion), "application/vnd.evidencestore.completion+json"
-    )
+    completion = recorder.store.put(msgspec.json.encode(outcome.completion), COMPLETION_MEDIA_TYPE)
     return item.record(payload, body, stream=outcome, completion=completion)
 
 

@@ -15,7 +15,8 @@ the stream; ``incomplete`` for a stream closed without ``data: [DONE]`` or witho
 ``finish_reason``; ``invalid-response`` for an event that is not the JSON expected, or
 more output tokens than the request's ``max_tokens``.
 
-Tokens per event: the token ids the server returned with it (``token_ids``), else its
+Tokens per event: the token ids the server returned with it (``token_ids``, or logprob
+tokens written ``token_id:<n>``, as vLLM's ``return_tokens_as_token_ids`` gives), else its
 logprob entries, else one for an event with non-empty content, counted from the events
 (``output_tokens_from = "events"`` when the server sent no usage).
 """
@@ -50,6 +51,7 @@ __all__ = [
 COMPLETION_MEDIA_TYPE = "application/vnd.evidencestore.completion+json"
 _LINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n)")
 _MAX_EVENTS = 4_000_000
+_TOKEN_ID = re.compile(r"token_id:[0-9]{1,12}")
 
 
 class Completion(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -165,22 +167,24 @@ class StreamOutcome:
     output_tokens_from: Literal["usage", "events"] | None
 
 
-def _arrival(marks: Sequence[tuple[int, int]], end: int) -> int:
-    """The time of the first chunk whose bytes reach offset ``end``."""
-    ends = [m[1] for m in marks]
+def _arrival(times: Sequence[int], ends: Sequence[int], end: int) -> int:
+    """The time of the first chunk whose bytes reach offset ``end`` (``ends``: each
+    chunk's cumulative end, ascending)."""
     i = bisect.bisect_left(ends, end)
-    return marks[min(i, len(marks) - 1)][0]
+    return times[min(i, len(times) - 1)]
 
 
 def examine(
     data: bytes,
-    marks: Sequence[tuple[int, int]],
+    chunk_ns: Sequence[int],
+    chunk_end: Sequence[int],
     request: RequestSpec,
     *,
     stream: bool,
     chat: bool,
 ) -> StreamOutcome:
-    """Decode a stored LLM output (see module doc); ``marks`` are the chunk arrivals."""
+    """Decode a stored LLM output (see module doc); chunk ``i`` of the stream arrived at
+    ``chunk_ns[i]`` with ``chunk_end[i]`` bytes received so far."""
     texts: list[str] = []
     ids: list[int] = []
     toks: list[str] = []
@@ -198,7 +202,7 @@ def examine(
     else:
         events = [SseEvent("message", data, len(data))] if data.strip() else []
     for n, ev in enumerate(events):
-        when = _arrival(marks, ev.end) if marks else 0
+        when = _arrival(chunk_ns, chunk_end, ev.end) if chunk_ns else 0
         if ev.name == "error":
             failure = "stream-error"
             message = f"event {n}: the server sent an error event: {ev.data[:300]!r}"
@@ -239,6 +243,10 @@ def examine(
                 toks.extend(t)
                 lps.extend(lp)
                 k = k or len(lp)
+                if choice.token_ids is None and t and all(_TOKEN_ID.fullmatch(x) for x in t):
+                    # vLLM's return_tokens_as_token_ids: "token_id:123"
+                    have_ids = True
+                    ids.extend(int(x.partition(":")[2]) for x in t)
             if piece:
                 texts.append(piece)
                 k = k or 1

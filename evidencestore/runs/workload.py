@@ -96,7 +96,10 @@ def parse_workload(data: bytes, path: str | os.PathLike[str]) -> Workload:
         raise ConfigError(f"workload {p}: {exc}") from exc
     endpoint = workload.endpoint
     if not workload.request and workload.prompts is None:
-        raise ConfigError(f"workload {p}: give at least one [[request]] (or [prompts])")
+        raise ConfigError(
+            f"workload {p}: missing required field `request`: give at least one "
+            "[[request]] (or, for chat and completions, [prompts])"
+        )
     if workload.prompts is not None:
         ps = workload.prompts
         if endpoint.kind not in ("chat", "completions"):

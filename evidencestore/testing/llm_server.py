@@ -5,8 +5,8 @@ server-sent events (``"stream": true``, with ``stream_options.include_usage``) o
 JSON answer, plus ``/health``, ``/v1/models`` and ``GET /_reference/log``.
 
 Tokens are deterministic: token ``i`` of a request is a hash of its prompt, seed and
-position (its text the word ``w<id>``), ``max_tokens`` of them (finish reason
-``length``). Every event carries the token ids it holds (``token_ids``) and, when asked
+position (its text the word ``w<id>``), ``max_tokens`` (or ``max_completion_tokens``) of
+them (finish reason ``length``). Every event carries the token ids it holds (``token_ids``) and, when asked
 (``logprobs``), a logprob per token.
 
 Knobs are attributes of :class:`LlmServer`, changeable while it runs (and options of
@@ -25,8 +25,9 @@ to one already answered is served at once), ``usage`` (whether usage is sent whe
 
 ``log`` holds, for every token written, ``(request number, position, monotonic ns)``
 taken just before its event was written: the truth a client's TTFT and ITL are measured
-against (``GET /_reference/log`` serves it, with ``prompts``, each request's prompt by
-number, to a client in another process).
+against (``GET /_reference/log`` serves it, with each request's prompt, arrival and
+``X-Request-ID`` by number and the offset of the wall clock from the monotonic one, to a
+client in another process).
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ class LlmServer:
         self.in_flight = 0
         self.log: list[tuple[int, int, int]] = []
         self.prompts: dict[int, str] = {}
+        self.request_ids: dict[int, str] = {}
+        self.arrivals: dict[int, int] = {}
         self._rng = random.Random(0)
         self._cache: dict[str, list[bytes]] = {}
 
@@ -162,8 +165,11 @@ class LlmServer:
         else:
             prompt = str(body.get("prompt", ""))
         self.prompts[number] = prompt
+        self.arrivals[number] = arrived
+        if "X-Request-ID" in request.headers:
+            self.request_ids[number] = request.headers["X-Request-ID"]
         seed = int(body.get("seed") or 0)
-        count = int(body.get("max_tokens") or 16)
+        count = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         stream = bool(body.get("stream", False))
         logprobs = bool(body.get("logprobs"))
         usage = self.usage and bool((body.get("stream_options") or {}).get("include_usage"))
@@ -320,7 +326,16 @@ class LlmServer:
     async def _log(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
-        return web.json_response({"log": self.log, "prompts": self.prompts})
+        return web.json_response(
+            {
+                "log": self.log,
+                "prompts": self.prompts,
+                "request_ids": self.request_ids,
+                "arrivals": self.arrivals,
+                # time.time_ns() - time.monotonic_ns(), for clients stamping wall time
+                "clock_offset_ns": time.time_ns() - time.monotonic_ns(),
+            }
+        )
 
     def app(self) -> web.Application:
         """The aiohttp application."""

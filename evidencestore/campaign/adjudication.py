@@ -421,8 +421,12 @@ def compare_runs(
     ]
 
 
-def _workload_file(root: Path, campaign: Campaign, condition: str) -> Path:
+def _workload_file(root: Path, campaign: Campaign, condition: str) -> Path | None:
+    """The condition's workload.toml; None for a harness's input file (imported runs:
+    their outputs are compared as they are, no media expectations)."""
     cond = next(c for c in campaign.protocol.condition if c.name == condition)
+    if cond.harness is not None:
+        return None
     return root / EVIDENCE_DIR / campaign.name / cond.workload
 
 

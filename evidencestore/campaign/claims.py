@@ -270,9 +270,13 @@ def make_claim(
         for e in members.excluded
         if e.condition == condition
         and e.arm in (base.name, arm)
-        and e.code in ("workload-mismatch", "config-mismatch")
+        and e.code in ("workload-mismatch", "config-mismatch", "harness-mismatch")
     )
-    reasons += [f"excluded: {e.message}" for e in excluded if e.code == "workload-mismatch"]
+    reasons += [
+        f"excluded: {e.message}"
+        for e in excluded
+        if e.code in ("workload-mismatch", "harness-mismatch")
+    ]
     b_done = [m for m in b_runs if m.complete and _timed(m, metric)]
     c_done = [m for m in c_runs if m.complete and _timed(m, metric)]
     for who, done in ((base.name, b_done), (arm, c_done)):
@@ -395,6 +399,11 @@ def make_claim(
         for who, vals in ((base.name, b_values), (arm, c_values))
         for q in PERCENTILES
     )
+    harness, definition, mixed = harness_of([m.record for m in (*b_done, *c_done)], metric)
+    if mixed:
+        reasons.append(mixed)
+        speedup = bounded = None
+        verdict = "REFUSED"
     bound = tuple(m.name for m in (*b_done, *c_done) if value_of[m.name].client_bound)
     if bound:
         notes.append(
@@ -439,4 +448,44 @@ def make_claim(
         metric=timing.metric,
         percentiles=percentiles,
         client_bound_runs=bound,
+        harness=harness,
+        metric_definition=definition,
     )
+
+
+#: How ``evstore run`` measures each metric (``runs/models.py``'s RequestRecord).
+NATIVE_DEFINITIONS = {
+    "e2e": "evidencestore: from the request's intended send time to its output's last byte, "
+    "at the socket",
+    "ttft": "evidencestore: from the intended send time to the first server-sent event "
+    "carrying content, at the socket",
+    "itl": "evidencestore: the mean gap between content events after the first, spread over "
+    "the tokens each carried",
+    "tpot": "evidencestore: first to last content event over output_tokens - 1",
+    "output_throughput": "evidencestore: output tokens over the run's measured span",
+}
+
+
+def harness_of(records: Sequence[Any], metric: str) -> tuple[str, str | None, str | None]:
+    """The harness (name and version) the runs' metric comes from, its definition, and
+    a refusal reason when the runs come from more than one harness."""
+    names: dict[str, str | None] = {}
+    for r in records:
+        h = r.harness
+        if h is None:
+            names["evidencestore"] = NATIVE_DEFINITIONS.get(metric)
+        else:
+            field = _FIELDS.get(metric, "output_tokens")
+            label = f"{h.name} {h.version}" if h.version else h.name
+            names[label] = h.metrics.get(field) or f"{h.name}: {field} as the harness records it"
+    if not names:
+        return "evidencestore", NATIVE_DEFINITIONS.get(metric), None
+    if len(names) > 1:
+        return (
+            " + ".join(sorted(names)),
+            None,
+            f"the runs come from different harnesses ({', '.join(sorted(names))}): their "
+            f"{metric} is not defined the same way, and a claim never mixes them",
+        )
+    ((label, definition),) = names.items()
+    return label, definition, None

@@ -45,6 +45,7 @@ class RunRules:
         workload_digest: str,
         config_digests: Sequence[str] = (),
         workload_source: str = "the workload",
+        harness: str | None = None,
     ) -> None:
         """Raise :class:`ConfigError` naming the first of condition, arm, workload digest
         and declared configuration files that does not fit the protocol."""
@@ -63,6 +64,14 @@ class RunRules:
         if arm not in arms:
             raise ConfigError(
                 f"--arm {arm!r}: campaign {name!r} declares the arms {', '.join(arms)}"
+            )
+        want = conditions[condition].harness
+        if harness != want:
+            takes = f"runs imported from {want}" if want else "evstore runs"
+            given = f"imported from {harness}" if harness else "an evstore run"
+            raise ConfigError(
+                f"--condition {condition!r}: campaign {name!r} takes {takes} there (its "
+                f"condition.harness); this run is {given}: harnesses are not mixed"
             )
         bound = self.campaign.workload_digest(condition)
         if workload_digest != bound:

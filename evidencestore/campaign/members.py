@@ -21,6 +21,7 @@ protocol, a shallow clone, a protocol not on the base, an arm that mixes servers
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -288,6 +289,21 @@ def _signature_exclusion(
     return None if verdict.code is None else (verdict.code, verdict.message)
 
 
+def missing_provenance(record: RunRecord, required: Sequence[str]) -> list[str]:
+    """The items of ``required`` (``Protocol.require``) the run does not carry."""
+    s = record.launched
+    have = {
+        "server.argv": s is not None and bool(s.argv),
+        "server.env": s is not None,
+        "server.log": s is not None and s.log is not None,
+        "metrics": s is not None
+        and all(x is not None and x.body is not None for x in (s.metrics_before, s.metrics_after)),
+        "version": s is not None
+        and all(x is not None and x.body is not None for x in (s.version_before, s.version_after)),
+    }
+    return [item for item in required if not have.get(item, False)]
+
+
 def _set_asides(
     root: Path,
     campaign: Campaign,
@@ -388,6 +404,24 @@ def _exclusion(
         return "unknown-condition", f"run {name!r}: condition {record.condition!r} is not declared"
     if record.arm not in {a.name for a in campaign.protocol.arm}:
         return "unknown-arm", f"run {name!r}: arm {record.arm!r} is not declared"
+    missing = missing_provenance(record, campaign.protocol.require)
+    if missing:
+        return (
+            "missing-provenance",
+            f"run {name!r} lacks the provenance the protocol requires: {', '.join(missing)} "
+            "(evstore run --launch records the server's argv, environment, log, /metrics "
+            "and /version)",
+        )
+    want_harness = campaign.harness(record.condition)
+    got_harness = record.harness.name if record.harness is not None else None
+    if got_harness != want_harness:
+        return (
+            "harness-mismatch",
+            f"run {name!r} was {f'imported from {got_harness}' if got_harness else 'run by evstore'}"
+            f", but condition {record.condition!r} takes "
+            f"{f'runs imported from {want_harness}' if want_harness else 'evstore runs'}: "
+            "harnesses are not mixed within a condition (the protocol's condition.harness)",
+        )
     want = campaign.workload_digest(record.condition)
     if record.workload_digest != want:
         return (

@@ -97,11 +97,17 @@ class QualityRule(Model, frozen=True, kw_only=True):
 
 
 class ConditionSpec(Model, frozen=True, kw_only=True):
-    """A condition (``5s``, ``15s``): its workload file, optionally pinned by digest."""
+    """A condition (``5s``, ``15s``): its workload file, optionally pinned by digest.
+
+    ``harness``: the benchmark harness whose imported runs this condition takes
+    (``evstore import aiperf`` / ``loadgen``); its workload is then that harness's input
+    file (AIPerf's ``inputs.json``), not a ``workload.toml``. Without it the condition
+    takes ``evstore run``'s runs only: harnesses are never mixed within a condition."""
 
     name: Name
     workload: RelPath
     workload_digest: DigestStr | None = None
+    harness: Literal["aiperf", "loadgen"] | None = None
 
 
 class ArmSpec(Model, frozen=True, kw_only=True):
@@ -125,15 +131,23 @@ class SigningRule(Model, frozen=True, kw_only=True):
     keys: Annotated[tuple[RelPath, ...], Meta(min_length=1)]
 
 
+#: Provenance a protocol can require of every run (``require = [...]``): the launched
+#: server's argv, environment (names and allow-listed values) and log, and its
+#: ``/metrics`` and ``/version`` answers before and after the run.
+Provenance = Literal["server.argv", "server.env", "server.log", "metrics", "version"]
+
+
 class Protocol(Model, frozen=True, kw_only=True):
     """``protocol.toml``: conditions, arms, timing and quality rules, the keys allowed to
-    sign runs, and the campaign's acceptance rule: ``accept = "every-arm"`` (every
-    candidate arm not withdrawn is qualified, and at least one is) or ``"any-arm"`` (at
-    least one is)."""
+    sign runs, the campaign's acceptance rule: ``accept = "every-arm"`` (every candidate
+    arm not withdrawn is qualified, and at least one is) or ``"any-arm"`` (at least one
+    is), and the provenance every run must carry (``require``: runs without it are
+    excluded)."""
 
     name: Name
     description: str | None = None
     accept: Literal["every-arm", "any-arm"] = "every-arm"
+    require: tuple[Provenance, ...] = ()
     timing: TimingRule = TimingRule()
     quality: QualityRule = QualityRule()
     signing: SigningRule | None = None
@@ -320,6 +334,8 @@ class Claim(
     metric: str = "e2e"
     percentiles: tuple[Percentile, ...] = ()
     client_bound_runs: tuple[str, ...] = ()
+    harness: str = "evidencestore"
+    metric_definition: str | None = None
 
 
 class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):

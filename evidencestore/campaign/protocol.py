@@ -71,6 +71,11 @@ class Campaign:
         known = ", ".join(a.name for a in self.protocol.arm)
         raise ConfigError(f"campaign {self.name!r}: no arm {name!r} (arms: {known})")
 
+    def harness(self, condition: str) -> str | None:
+        """The harness whose imported runs condition ``condition`` takes (None:
+        ``evstore run``'s)."""
+        return next((c.harness for c in self.protocol.condition if c.name == condition), None)
+
     def workload_digest(self, condition: str) -> str:
         """The digest of the workload condition ``condition`` names."""
         for cond in self.protocol.condition:
@@ -219,7 +224,8 @@ def init_campaign(
                 raise ConfigError(f"{where}: no such file (paths are relative to the protocol)")
             wdata = read_file(base / cond.workload, roots, where=where)
             contents[cond.workload] = wdata
-        parse_workload(wdata, base / cond.workload)  # valid before any run uses it
+        if cond.harness is None:  # a harness's input file is the harness's to read
+            parse_workload(wdata, base / cond.workload)  # valid before any run uses it
         if cond.workload_digest is not None:
             got = hash_bytes(wdata).digest
             if got != cond.workload_digest:

@@ -95,6 +95,7 @@ _GROUPS = (
     "run",
     "campaign",
     "report",
+    "imports",
 )
 _COMMAND_GROUP = {
     **dict.fromkeys(("init", "hash", "bundle", "verify", "prove", "check-proof", "schema"), "core"),
@@ -103,6 +104,7 @@ _COMMAND_GROUP = {
     "media": "media",
     "lpips": "lpips",
     "run": "run",
+    "import": "imports",
     "campaign": "campaign",
     **dict.fromkeys(("report", "attest"), "report"),
 }

@@ -300,6 +300,7 @@ def _print_claim(condition: str, arm: str, claim: Any) -> None:
                 f"  within the measurement resolution (up to {claim.resolution_s:.4g} s a "
                 f"request): {b.low:.4f} to {b.high:.4f}"
             )
+    print(f"  metric {claim.metric} from {claim.harness}: {claim.metric_definition or '-'}")
     for reason in claim.reasons:
         print(f"  - {reason}")
     for what in claim.unavailable:

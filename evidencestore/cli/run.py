@@ -88,6 +88,13 @@ def _run_parser() -> _Parser:
                 metavar="KEY",
                 help="sign the run record with this ed25519 private key (run.dsse.json)",
             ),
+            arg(
+                "--launch",
+                metavar="CMD",
+                help="start the server with this command (no shell), keep its argv, "
+                "environment names, log, time to ready and exit status, stop it after the run "
+                "(default: the workload's [server] command, if any)",
+            ),
         ],
     )
 
@@ -195,6 +202,23 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError(problem)
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     tty = sys.stderr.isatty() and args.verbosity >= 0
+    if args.launch or _declares_server(root, args.workload):
+        from ..runs.launch import launch_and_run, parse_command
+
+        registration, record = launch_and_run(
+            root,
+            args.workload,
+            command=parse_command(args.launch) if args.launch else None,
+            arm=args.arm,
+            server=args.server,
+            name=name,
+            configs=args.config,
+            server_logs=args.server_log,
+            campaign=rules,
+            condition=args.condition,
+            signing_key=key,
+        )
+        return _ran(registration, record, name, tty=False)
     registration, record = run_workload(
         root,
         args.workload,
@@ -208,6 +232,18 @@ def _run(args: argparse.Namespace) -> int:
         progress=_progress(sys.stderr) if tty else None,
         signing_key=key,
     )
+    return _ran(registration, record, name, tty)
+
+
+def _declares_server(root: Any, workload: str) -> bool:
+    """Whether the workload has a ``[server] command`` to launch."""
+    from ..runs.workload import load_workload
+
+    loaded = load_workload(workload, roots=(root,))
+    return loaded.workload.server is not None and loaded.workload.server.command is not None
+
+
+def _ran(registration: Any, record: RunRecord, name: str, tty: bool) -> int:
     if tty:
         sys.stderr.write("\n")
     if record.name != name:
@@ -226,6 +262,14 @@ def _run(args: argparse.Namespace) -> int:
     if not record.server.ok and record.server.message:
         line += f"; server: {record.server.message}"
     print(line)
+    launched = record.launched
+    if launched is not None:
+        ready = "never ready" if launched.ready_s is None else f"ready in {launched.ready_s:.3f} s"
+        how = "stopped by the run" if launched.stopped_by_run else "exited by itself"
+        print(
+            f"server {' '.join(launched.argv)}: {ready}, exit status {launched.exit_status} "
+            f"({how}), log logs/server.log"
+        )
     print(f"registered evidence/{record.name}/ ({registration.digest})")
     return EXIT_OK if record.outcome == "complete" else EXIT_FAILED
 
@@ -245,6 +289,25 @@ def _show(args: argparse.Namespace) -> int:
     print(f"run {summary['name']}: arm {summary['arm']}, outcome {summary['outcome']}")
     if summary["reason"]:
         print(f"  {summary['reason']}")
+    harness = summary["harness"]
+    if harness:
+        print(
+            f"  imported from {harness['name']} {harness['version'] or '(version unknown)'}"
+            + (f": {harness['command']}" if harness["command"] else "")
+        )
+        for field, definition in harness["metrics"].items():
+            print(f"  {field}: {definition}")
+        for missing in harness["not_recorded"]:
+            print(f"  not recorded: {missing}")
+        loadgen = harness["loadgen"]
+        if loadgen:
+            print(f"  LoadGen {loadgen['scenario']} {loadgen['mode']}: {loadgen['validity']}")
+            for rule in loadgen["rules"]:
+                print(f"    {rule['name']}: {'met' if rule['met'] else 'NOT met'}")
+            for pct, ns in loadgen["percentiles_ns"].items():
+                print(f"    p{pct} latency {ns} ns")
+            if loadgen["early_stopping"]:
+                print(f"    early stopping: {loadgen['early_stopping']}")
     if not summary["server_ok"]:
         print(f"  server check failed: {summary['server_message']}")
     explain_sd = False

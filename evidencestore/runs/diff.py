@@ -149,8 +149,9 @@ def diff_configs(a: RunRecord, b: RunRecord, store: BlobStore) -> list[Differenc
 
 
 def diff_runs(a: RunRecord, b: RunRecord, store: BlobStore) -> list[Difference]:
-    """Configuration differences, then the workload, server identity, client environment
-    and campaign fields that differ."""
+    """Configuration differences, then the workload, server identity, the harness of an
+    imported run, the launched server's argv, cwd and allow-listed environment, client
+    environment and campaign fields that differ."""
     out = diff_configs(a, b, store)
     if a.workload_digest != b.workload_digest:
         out.append(Difference("workload", "workload_digest", a.workload_digest, b.workload_digest))
@@ -166,6 +167,22 @@ def diff_runs(a: RunRecord, b: RunRecord, store: BlobStore) -> list[Difference]:
     ):
         if x != y:
             out.append(Difference("server", key, x, y))
+    ha, hb = a.harness, b.harness
+    for key, x, y in (
+        ("name", ha.name if ha else None, hb.name if hb else None),
+        ("version", ha.version if ha else None, hb.version if hb else None),
+        ("command", ha.command if ha else None, hb.command if hb else None),
+    ):
+        if x != y:
+            out.append(Difference("harness", key, x, y))
+    la, lb = a.launched, b.launched
+    for key, x, y in (
+        ("argv", list(la.argv) if la else None, list(lb.argv) if lb else None),
+        ("cwd", la.cwd if la else None, lb.cwd if lb else None),
+        ("env_values", dict(la.env_values) if la else None, dict(lb.env_values) if lb else None),
+    ):
+        if x != y:
+            out.append(Difference("launched", key, x, y))
     ca, cb = a.client, b.client
     for key in ("evidencestore", "python", "pyav", "aiohttp", "host", "platform"):
         x, y = getattr(ca, key), getattr(cb, key)

@@ -34,7 +34,9 @@ class CampaignRules(Protocol):
         workload_digest: str,
         config_digests: Sequence[str],
         workload_source: str,
+        harness: str | None = None,
     ) -> None:
         """Raise :class:`~evidencestore.errors.ConfigError` naming what does not fit:
-        the condition, the arm, the workload (by digest) or the arm's declared
+        the condition, the arm, the harness (None: ``evstore run``; ``aiperf``,
+        ``loadgen``: imported), the workload (by digest) or the arm's declared
         configuration files."""

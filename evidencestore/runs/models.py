@@ -17,6 +17,7 @@ from ..models import Descriptor, DigestStr, Model
 
 __all__ = [
     "FAILURE_CLASSES",
+    "HARNESSES",
     "MAX_OUTPUT_SIZE",
     "SCHEMA_TYPES",
     "AudioSection",
@@ -28,7 +29,11 @@ __all__ = [
     "EventTimes",
     "Exchange",
     "Failure",
+    "Harness",
+    "HarnessRule",
     "InputFile",
+    "LaunchedServer",
+    "LoadGenResult",
     "MediaOutcome",
     "Message",
     "Outcome",
@@ -40,6 +45,7 @@ __all__ = [
     "RunRecord",
     "RunSection",
     "ServerIdentity",
+    "ServerSection",
     "VideoSection",
     "Workload",
 ]
@@ -191,6 +197,25 @@ class RequestSpec(Model, frozen=True, kw_only=True):
     ignore_eos: bool | None = None
 
 
+EnvName = Annotated[str, Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
+
+
+class ServerSection(Model, frozen=True, kw_only=True):
+    """``[server]``: the server ``evstore run`` starts itself (or ``--launch``):
+    ``command`` (argv, no shell), ``cwd`` (relative to the workload's directory),
+    ``env`` (the names whose values are recorded: an allow-list; every other variable is
+    recorded by name only, never its value), how long it may take to answer the health
+    check (``ready_timeout``), and the paths of its Prometheus ``/metrics`` and
+    ``/version``, captured before and after the run when it offers them."""
+
+    command: Annotated[tuple[str, ...], Meta(min_length=1)] | None = None
+    cwd: str | None = None
+    env: tuple[EnvName, ...] = ()
+    ready_timeout: Annotated[float, Meta(gt=0, le=86_400)] = 600.0
+    metrics_path: UrlPath = "/metrics"
+    version_path: UrlPath = "/version"
+
+
 class PromptSet(Model, frozen=True, kw_only=True):
     """More requests for ``chat`` / ``completions``, after the inline ones: prompts from a
     JSONL file by ``path`` (relative to the workload) or ``digest`` (from the store), one
@@ -225,6 +250,7 @@ class Workload(Model, frozen=True, kw_only=True):
     run: RunSection = RunSection()
     audio: AudioSection | None = None
     video: VideoSection | None = None
+    server: ServerSection | None = None
 
 
 # -- run record -------------------------------------------------------------------
@@ -248,6 +274,31 @@ class ServerIdentity(Model, frozen=True, kw_only=True, omit_defaults=False):
     model_ids: tuple[str, ...] = ()
     server_header: str | None = None
     message: str | None = None
+
+
+class LaunchedServer(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """The server this run started itself (``--launch`` / ``[server] command``): its
+    argv and working directory, the names of every environment variable it was given
+    and the values of the allow-listed ones only (``env_values``), its stdout and stderr
+    (``log``, also the run's ``logs/server.log`` entry), seconds from start to its first
+    healthy answer (``ready_s``; None when it never got ready), its exit status
+    (negative: the signal that ended it) and whether this run stopped it, and its
+    ``/metrics`` and ``/version`` answers before and after the run (None when it was not
+    asked: it never got ready)."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    env_names: tuple[str, ...]
+    env_values: dict[str, str]
+    log: Descriptor | None
+    ready_s: float | None
+    exit_status: int | None
+    stopped_by_run: bool
+    message: str | None = None
+    metrics_before: Exchange | None = None
+    metrics_after: Exchange | None = None
+    version_before: Exchange | None = None
+    version_after: Exchange | None = None
 
 
 class ClientEnvironment(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -343,6 +394,8 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     intended_ns: int | None = None
     send_lag_s: float | None = None
     events: EventTimes | None = None
+    error_type: str | None = None
+    worker: str | None = None
     completion: Descriptor | None = None
     finish_reason: str | None = None
     ttft_s: float | None = None
@@ -395,6 +448,58 @@ class Audit(Model, frozen=True, kw_only=True, omit_defaults=False):
     findings: tuple[AuditFinding, ...] = ()
 
 
+#: Harnesses whose results ``evstore import`` reads (``runs/harnesses/``).
+HARNESSES: tuple[str, ...] = ("aiperf", "loadgen")
+
+
+class HarnessRule(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One rule a harness checked and reported (LoadGen: ``min_duration``, ...)."""
+
+    name: str
+    met: bool
+
+
+class LoadGenResult(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """What an MLPerf LoadGen log reports (``mlperf_log_detail.txt``'s ``:::MLLOG``
+    lines): scenario, mode, the VALID/INVALID result with every rule it checked, the
+    latency percentiles in ns (``"50.00"`` -> ns), early stopping, the counts and rates
+    it reports (``result_*``), and every effective setting."""
+
+    scenario: str
+    mode: str
+    validity: str | None
+    invalid_reason: str | None = None
+    rules: tuple[HarnessRule, ...] = ()
+    percentiles_ns: dict[str, int] = msgspec.field(default_factory=dict)
+    early_stopping: str | None = None
+    early_stopping_met: bool | None = None
+    results: dict[str, FieldValue] = msgspec.field(default_factory=dict)
+    settings: dict[str, FieldValue] = msgspec.field(default_factory=dict)
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    accuracy_entries: Count | None = None
+
+
+class Harness(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """The harness that produced an imported run: its name and version, the command
+    that ran it (as the harness recorded it), how it defines each metric the run record
+    carries (``metrics``: field -> definition, in the harness's own terms), what it did
+    not record (``not_recorded``: what a native run has and this one lacks), the source
+    file each imported value was read from (``sources``), and ``source_digest``, the
+    digest of the imported files (path and digest of each, canonical): one directory
+    imports once."""
+
+    name: Literal["aiperf", "loadgen"]
+    version: str | None
+    command: str | None = None
+    metrics: dict[str, str] = msgspec.field(default_factory=dict)
+    not_recorded: tuple[str, ...] = ()
+    sources: dict[str, str] = msgspec.field(default_factory=dict)
+    source_digest: DigestStr
+    profile_run: Count | None = None
+    loadgen: LoadGenResult | None = None
+
+
 class PhaseCounts(Model, frozen=True, kw_only=True, omit_defaults=False):
     """Requests of one phase and their failures by class."""
 
@@ -427,6 +532,8 @@ class RunRecord(
     requests: tuple[RequestRecord, ...] = ()
     audits: tuple[Audit, ...] = ()
     load: ClientLoad | None = None
+    harness: Harness | None = None
+    launched: LaunchedServer | None = None
 
 
 SCHEMA_TYPES: dict[str, type] = {"workload": Workload, "run-record": RunRecord}

@@ -38,6 +38,8 @@ from .models import (
     ClientEnvironment,
     ClientLoad,
     Exchange,
+    Harness,
+    LaunchedServer,
     MediaOutcome,
     Outcome,
     Phase,
@@ -301,6 +303,12 @@ class RunRecorder:
         self.store.incoming_path()  # the folder large bodies stream into exists from the start
         self.server: ServerIdentity | None = None
         self.error: str | None = None
+        # Set by importers of harness outputs (``importing.py``): the harness, its
+        # own end time and outcome (a run without request records, such as LoadGen's).
+        self.harness: Harness | None = None
+        self.launched: LaunchedServer | None = None  # the server the run started itself
+        self.ended: str | None = None
+        self.outcome: tuple[Outcome, str | None] | None = None
         if workload_bytes is not None:
             workload = self.put(
                 f"workload/{workload_name(workload)}",
@@ -492,7 +500,7 @@ class RunRecorder:
             health=Exchange(path="", status=None, error="not checked by this harness"),
         )
         requests = tuple(sorted(self.requests, key=lambda r: r.index))
-        outcome, reason = outcome_of(server.ok, requests)
+        outcome, reason = self.outcome or outcome_of(server.ok, requests)
         if self.error is not None:
             answered = any(r.status is not None and 200 <= r.status < 300 for r in requests)
             outcome = "partial" if answered else "failed-before-inference"
@@ -510,13 +518,15 @@ class RunRecorder:
             configs=dict(sorted(self.configs.items())),
             logs=dict(sorted(self.logs.items())),
             started=self.started,
-            ended=utc_precise(),
+            ended=self.ended or utc_precise(),
             outcome=outcome,
             reason=reason,
             counts=phase_counts(requests),
             requests=requests,
             audits=self.audits,
             load=self.load,
+            harness=self.harness,
+            launched=self.launched,
         )
 
     def seal(self) -> tuple[Registration, RunRecord]:
@@ -534,6 +544,9 @@ class RunRecorder:
                 annotations["campaign"] = self.campaign
             if self.condition:
                 annotations["condition"] = self.condition
+            if self.harness is not None:
+                annotations["harness"] = self.harness.name
+                annotations["harness-source"] = self.harness.source_digest
             data = pretty(record)
             files = {RUN_ENTRY: RepoFile(data, media_type=RUN_MEDIA_TYPE, role="run")}
             envelope = self._signature(record, data)

@@ -150,6 +150,7 @@ def run_workload(
     store: LocalBlobStore | None = None,
     progress: Progress | None = None,
     signing_key: Ed25519PrivateKey | None = None,
+    before_seal: Callable[[RunRecorder], None] | None = None,
 ) -> tuple[Registration, RunRecord]:
     """Run a workload against ``server`` and register the run as bundle ``name``.
 
@@ -234,6 +235,11 @@ def run_workload(
             recorder.attach_log(log)
         except Exception as exc:
             recorder.fail(_internal(f"while keeping --server-log {log}", exc))
+    if before_seal is not None:  # a launched server: stopped, its log and metrics kept
+        try:
+            before_seal(recorder)
+        except Exception as exc:
+            recorder.fail(_internal("while stopping the launched server", exc))
     return recorder.seal()
 
 

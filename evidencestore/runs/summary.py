@@ -96,6 +96,7 @@ def summarize(record: RunRecord) -> dict[str, Any]:
         "configs": {k: v.digest for k, v in record.configs.items()},
         "logs": {k: v.digest for k, v in record.logs.items()},
         "phases": phases,
+        "harness": msgspec.to_builtins(record.harness) if record.harness is not None else None,
         "unchecked": sum(
             1
             for r in record.requests
@@ -126,6 +127,8 @@ def summarize(record: RunRecord) -> dict[str, Any]:
                 "failure": r.failure,
                 "status": r.status,
                 "message": r.message,
+                # an imported harness's own error type (AIPerf's), when it gave one
+                **({"error_type": r.error_type} if r.error_type else {}),
             }
             for r in record.requests
             if r.failure is not None

@@ -303,6 +303,26 @@ class LlmServer:
             {"object": "list", "data": [{"id": self.model, "object": "model"}]}
         )
 
+    async def _metrics(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        text = (
+            "# HELP reference_requests_total Requests answered.\n"
+            "# TYPE reference_requests_total counter\n"
+            f"reference_requests_total {self.requests}\n"
+            "# HELP reference_tokens_total Tokens written.\n"
+            "# TYPE reference_tokens_total counter\n"
+            f"reference_tokens_total {len(self.log)}\n"
+        )
+        return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+    async def _version(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        from .. import __version__
+
+        return web.json_response({"version": __version__, "server": "evidencestore-reference-llm"})
+
     async def _log(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
@@ -327,6 +347,8 @@ class LlmServer:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_get("/_reference/log", self._log)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/version", self._version)
         return app
 
 
@@ -350,7 +372,7 @@ def serve_llm(**knobs: Any) -> Iterator[LlmServer]:
             server.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5
         )
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, "127.0.0.1", server.port)
         await site.start()
         server.port = int(runner.addresses[0][1])
         started.set()
@@ -445,6 +467,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--model", default="reference-llm")
     parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--port", type=int, default=0, help="the port (default: any free one)")
     for name, (kind, help_) in _KNOBS.items():
         parser.add_argument("--" + name.replace("_", "-"), type=kind, help=help_)
     for flag, help_ in (
@@ -457,6 +480,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     ):
         parser.add_argument("--" + flag.replace("_", "-"), action="store_true", help=help_)
     args = parser.parse_args(argv)
+    if args.error_at is not None and args.drop_at is not None:
+        # Refused at start-up, as a real server refuses conflicting settings.
+        parser.error("--error-at and --drop-at conflict: a stream ends one way, not both")
     knobs: dict[str, Any] = {k: getattr(args, k) for k in _KNOBS if getattr(args, k) is not None}
     for flag in ("role_chunk", "nondeterministic", "batch_dependent", "cache"):
         if getattr(args, flag):
@@ -465,8 +491,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         knobs["usage"] = False
     if args.fail_all:
         knobs["fail_on"] = True
+    knobs["port"] = args.port
     with serve_llm(model=args.model, vocab=args.vocab, **knobs) as server:
         print(server.url, flush=True)
+        print(f"reference LLM server {args.model} on {server.url}", file=sys.stderr, flush=True)
         sys.stdin.read()
     return 0
 

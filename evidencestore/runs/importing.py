@@ -1,0 +1,208 @@
+"""What every importer of a harness's results shares (``aiperf.py``, ``loadgen.py``).
+
+An imported run is a run bundle like a native one: every file of the harness's output
+directory is sealed byte for byte as a ``harness/<path>`` entry, and ``run.json`` is
+mapped from the harness's own records, with a :class:`~.models.Harness` section naming
+the harness, its version and command, its metric definitions and what it did not record.
+The files' digests (path and digest of each, canonical) are the run's
+``source_digest``: the same directory imports once. Importing it again under the same
+name is a no-op (reported as already registered); under another name it is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._canonical import canonical
+from ..bundle import check_bundle_name
+from ..confined import check_file, read_file
+from ..digest import hash_bytes
+from ..errors import BundleError, ConfigError, ManifestError
+from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
+from ..models import Descriptor
+from .fit import CampaignRules
+from .recorder import RunRecorder
+
+__all__ = [
+    "MAX_HARNESS_FILE",
+    "HarnessDir",
+    "ImportResult",
+    "already_imported",
+    "harness_dir",
+    "open_import",
+]
+
+#: The largest single file of a harness directory sealed (accuracy logs can be large).
+MAX_HARNESS_FILE = 64 << 30
+#: The largest file parsed into memory (a record export, a detail log).
+MAX_PARSED_FILE = 1 << 30
+
+
+@dataclass(frozen=True)
+class HarnessDir:
+    """A harness output directory: its files (entry path -> real path), each checked
+    under the file-reading rule (inside the directory, regular, bounded)."""
+
+    directory: Path
+    files: dict[str, str]
+    harness: str
+
+    def has(self, rel: str) -> bool:
+        """Whether the directory holds file ``rel``."""
+        return rel in self.files
+
+    def read(self, rel: str, what: str) -> bytes:
+        """The bytes of file ``rel``, which must exist (a clear error naming it if not)."""
+        if rel not in self.files:
+            raise ConfigError(
+                f"{self.directory}: not {what}: no {rel} (found: "
+                f"{', '.join(sorted(self.files)) or 'no files'})"
+            )
+        return read_file(
+            self.files[rel],
+            (self.directory,),
+            limit=MAX_PARSED_FILE,
+            where=f"{self.harness} {self.directory / rel}",
+        )
+
+
+def harness_dir(directory: str | os.PathLike[str], harness: str) -> HarnessDir:
+    """Every regular file under ``directory`` (recursively, sorted), each under the
+    file-reading rule; a directory that is missing or empty is a :class:`ConfigError`."""
+    base = Path(directory)
+    if not base.is_dir():
+        raise ConfigError(f"import {harness} {base}: not a directory")
+    files: dict[str, str] = {}
+    for path in sorted(base.rglob("*")):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        rel = path.relative_to(base).as_posix()
+        files[rel] = check_file(
+            path, (base,), limit=MAX_HARNESS_FILE, where=f"import {harness} {base / rel}"
+        )
+    if not files:
+        raise ConfigError(f"import {harness} {base}: the directory holds no files")
+    return HarnessDir(base, files, harness)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """An import's outcome: the bundle name and digest, and whether it was already
+    registered from the same files (then nothing was written)."""
+
+    name: str
+    digest: str
+    already: bool
+    outcome: str
+
+
+def already_imported(
+    root: str | os.PathLike[str], name: str, source_digest: str
+) -> ImportResult | None:
+    """The registered run imported from the same files, if any: under ``name`` it is
+    the same import (a no-op); under another name, or ``name`` taken by other content,
+    a :class:`BundleError`."""
+    check_bundle_name(name)
+    mine = registration_path(root, name)
+    if mine.exists():
+        reg = load_registration(mine)
+        annotations = reg.manifest.metadata.annotations
+        if annotations.get("harness-source") == source_digest:
+            return ImportResult(name, reg.digest, True, annotations.get("outcome", ""))
+        raise BundleError(
+            f"bundle {name!r} is already registered at {mine} with other content; "
+            "choose another --name"
+        )
+    evidence = Path(root) / EVIDENCE_DIR
+    for reg_path in sorted(evidence.glob(f"*/{REGISTRATION_NAME}")):
+        try:
+            reg = load_registration(reg_path)
+        except ManifestError:
+            continue  # verify reports it; it cannot be this import
+        if reg.manifest.metadata.annotations.get("harness-source") == source_digest:
+            raise BundleError(
+                f"these files were already imported as bundle {reg.manifest.name!r} "
+                f"({reg.digest}); a run counts once"
+            )
+    return None
+
+
+def source_digest(descriptors: dict[str, Descriptor]) -> str:
+    """The digest of the imported files: canonical ``{path: digest}``."""
+    return hash_bytes(canonical({p: d.digest for p, d in sorted(descriptors.items())})).digest
+
+
+def open_import(
+    root: str | os.PathLike[str],
+    name: str,
+    source: HarnessDir,
+    *,
+    arm: str,
+    workload: str | None,
+    campaign: CampaignRules | None = None,
+    condition: str | None = None,
+    workload_bytes: bytes | None = None,
+) -> tuple[RunRecorder, str] | ImportResult:
+    """Store every file of ``source`` and open a run recorder whose workload is the
+    harness file ``workload`` (or ``workload_bytes`` when the harness keeps none), every
+    file an entry ``harness/<path>``; return the recorder and the files' source digest,
+    or the :class:`ImportResult` of the same files registered as ``name`` already. A run
+    for ``campaign`` (its rules, ``evidencestore.campaign.fit.campaign_rules``) must fit
+    it: condition, arm, harness and workload digest, checked before anything is
+    registered."""
+    from ..config import local_store
+
+    store = local_store(Path(root))
+    descriptors: dict[str, Descriptor] = {}
+    for rel, real in source.files.items():
+        try:
+            descriptors[rel] = store.put_file(real, _media_type(rel))
+        except OSError as exc:
+            raise ConfigError(
+                f"import {source.harness} {source.directory / rel}: cannot read: {exc.strerror}"
+            ) from exc
+    digest = source_digest(descriptors)
+    done = already_imported(root, name, digest)
+    if done is not None:
+        return done
+    if workload is not None:
+        wl = descriptors[workload]
+    else:
+        data = workload_bytes or b""
+        wl = store.put(data, "application/json")
+    if campaign is not None:
+        campaign.check_run(
+            arm=arm,
+            condition=condition,
+            workload_digest=wl.digest,
+            config_digests=(),
+            workload_source=str(source.directory / workload) if workload else "its settings",
+            harness=source.harness,
+        )
+    recorder = RunRecorder(
+        root,
+        name,
+        arm=arm,
+        workload=wl,
+        store=store,
+        campaign=campaign.name if campaign is not None else None,
+        protocol_digest=campaign.digest if campaign is not None else None,
+        condition=condition,
+    )
+    for rel, desc in descriptors.items():
+        recorder.add_entry(f"harness/{rel}", desc, "harness")
+    if workload is None:
+        recorder.add_entry("workload/settings.json", wl, "workload")
+    return recorder, digest
+
+
+def _media_type(rel: str) -> str:
+    if rel.endswith(".jsonl"):
+        return "application/jsonl"
+    if rel.endswith(".json"):
+        return "application/json"
+    if rel.endswith(".csv"):
+        return "text/csv"
+    return "text/plain"

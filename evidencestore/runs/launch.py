@@ -1,0 +1,312 @@
+"""A run that starts its server itself (``evstore run --launch "CMD ..."`` or the
+workload's ``[server] command``): the server's own provenance.
+
+The command is started without a shell, its stdout and stderr going to one log file;
+the run records its argv, working directory, the names of every environment variable it
+was given and the values of the allow-listed ones only (``[server] env``: never any
+other value, secrets stay out), then waits for the health path to answer 2xx. A server
+that exits first, or is not ready within ``ready_timeout``, makes a
+``failed-before-inference`` run holding its log and exit status, no request sent. A
+ready one has its ``/metrics`` (Prometheus text) and ``/version`` captured, the
+workload runs (``runner.run_workload``), both are captured again, and the server is
+stopped (its stdin closed, then SIGTERM, then SIGKILL) before the run is sealed with
+its log (``logs/server.log``), time to ready and exit status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+from ..models import Descriptor, Registration
+from .fit import CampaignRules
+from .models import Exchange, LaunchedServer, RunRecord, ServerIdentity, ServerSection
+from .recorder import RunRecorder
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+__all__ = ["MAX_SERVER_LOG", "launch_and_run", "parse_command"]
+
+#: The most of a launched server's log kept (its tail beyond that is cut, and said so).
+MAX_SERVER_LOG = 256 << 20
+#: The most of a /metrics or /version answer kept.
+MAX_ANSWER = 16 << 20
+_POLL = 0.05
+
+
+def parse_command(command: str) -> tuple[str, ...]:
+    """``--launch "CMD ..."`` split as a POSIX shell would (no shell runs it)."""
+    try:
+        argv = tuple(shlex.split(command))
+    except ValueError as exc:
+        raise ConfigError(f"--launch {command!r}: cannot be split into arguments: {exc}") from None
+    if not argv:
+        raise ConfigError("--launch: an empty command")
+    return argv
+
+
+class _Server:
+    """A started server process and its log file."""
+
+    def __init__(self, argv: Sequence[str], cwd: Path, log_dir: Path) -> None:
+        self.argv = tuple(argv)
+        self.cwd = cwd
+        self.log_path = log_dir / "server.log"
+        self.env = dict(os.environ)
+        self.started = time.monotonic()
+        with open(self.log_path, "wb") as log:
+            try:
+                self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                    self.argv,
+                    cwd=cwd,
+                    env=self.env,
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                self.error: str | None = None
+            except OSError as exc:
+                self.proc = None
+                self.error = f"the server could not be started: {self.argv[0]}: {exc.strerror}"
+
+    def wait_ready(self, url: str, timeout: float) -> tuple[float | None, str | None]:
+        """Seconds to the first 2xx of ``url``, or None and why not."""
+        if self.proc is None:
+            return None, self.error
+        deadline = self.started + timeout
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                return None, f"the server exited with status {code} before it was ready"
+            try:
+                with urllib.request.urlopen(url, timeout=max(0.1, min(5.0, timeout))) as resp:
+                    if 200 <= resp.status < 300:
+                        return time.monotonic() - self.started, None
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                return None, f"the server was not ready within {timeout:g} s ({url})"
+            time.sleep(_POLL)
+
+    def stop(self) -> tuple[int | None, bool]:
+        """Stop the server (stdin closed, SIGTERM, SIGKILL); its exit status and whether
+        this run stopped it (False: it had exited by itself)."""
+        if self.proc is None:
+            return None, False
+        code = self.proc.poll()
+        if code is not None:
+            return code, False
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        for sig, wait in ((None, 5.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+            if sig is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, sig)
+            try:
+                return self.proc.wait(timeout=wait), True
+            except subprocess.TimeoutExpired:
+                continue
+        return self.proc.poll(), True
+
+    def log(self) -> tuple[bytes, bool]:
+        """The log's bytes (at most :data:`MAX_SERVER_LOG`) and whether it was cut."""
+        with open(self.log_path, "rb") as fh:
+            data = fh.read(MAX_SERVER_LOG + 1)
+        return data[:MAX_SERVER_LOG], len(data) > MAX_SERVER_LOG
+
+
+def _get(url: str, path: str) -> tuple[Exchange, bytes | None]:
+    """One GET: the exchange (its body not yet stored) and the body's bytes."""
+    try:
+        with urllib.request.urlopen(url + path, timeout=10) as resp:
+            return Exchange(path=path, status=resp.status), resp.read(MAX_ANSWER)
+    except urllib.error.HTTPError as exc:
+        return Exchange(path=path, status=exc.code, error=f"HTTP {exc.code}"), None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return Exchange(path=path, status=None, error=str(getattr(exc, "reason", exc))), None
+
+
+def _entry(path: str, when: str) -> str:
+    return f"server/{path.strip('/').replace('/', '-') or 'root'}-{when}"
+
+
+def _media(path: str) -> str:
+    return "application/json" if "version" in path else "text/plain"
+
+
+def _env(env: dict[str, str], allow: Sequence[str]) -> tuple[tuple[str, ...], dict[str, str]]:
+    return tuple(sorted(env)), {k: env[k] for k in sorted(set(allow)) if k in env}
+
+
+def _launched(
+    server: _Server,
+    recorder: RunRecorder,
+    allow: Sequence[str],
+    ready_s: float | None,
+    message: str | None,
+    exchanges: dict[str, Exchange],
+) -> LaunchedServer:
+    exit_status, stopped = server.stop()
+    data, cut = server.log()
+    if cut:
+        message = (message + "; " if message else "") + (
+            f"the server log was cut at {MAX_SERVER_LOG} bytes"
+        )
+    log = recorder.put("logs/server.log", data, "text/plain", "log")
+    recorder.logs["logs/server.log"] = log
+    names, values = _env(server.env, allow)
+    return LaunchedServer(
+        argv=server.argv,
+        cwd=str(server.cwd),
+        env_names=names,
+        env_values=values,
+        log=log,
+        ready_s=ready_s,
+        exit_status=exit_status,
+        stopped_by_run=stopped,
+        message=message,
+        metrics_before=exchanges.get("metrics_before"),
+        metrics_after=exchanges.get("metrics_after"),
+        version_before=exchanges.get("version_before"),
+        version_after=exchanges.get("version_after"),
+    )
+
+
+def launch_and_run(
+    root: str | os.PathLike[str],
+    workload_path: str | os.PathLike[str],
+    *,
+    command: Sequence[str] | None,
+    arm: str,
+    server: str,
+    name: str,
+    campaign: CampaignRules | None = None,
+    condition: str | None = None,
+    configs: Sequence[str | os.PathLike[str]] = (),
+    server_logs: Sequence[str | os.PathLike[str]] = (),
+    signing_key: Ed25519PrivateKey | None = None,
+) -> tuple[Registration, RunRecord]:
+    """Start the server (``command``, else the workload's ``[server] command``), run
+    the workload against ``server`` once it is ready, stop it, and register the run with
+    the server's provenance (see the module). A server that exits or never gets ready is
+    a registered ``failed-before-inference`` run with its log."""
+    from ..config import local_store
+    from .runner import check_server_url, run_workload
+    from .workload import load_workload
+
+    base = check_server_url(server)
+    wl_path = Path(workload_path)
+    loaded = load_workload(wl_path, roots=(root,))
+    section = loaded.workload.server or ServerSection()
+    argv = tuple(command) if command else section.command
+    if not argv:
+        raise ConfigError(
+            f'workload {wl_path}: no server to launch: give --launch "CMD ..." or '
+            "[server] command = [...]"
+        )
+    cwd = (wl_path.absolute().parent / section.cwd) if section.cwd else Path.cwd()
+    if not cwd.is_dir():
+        raise ConfigError(f"workload {wl_path}: [server] cwd {section.cwd!r}: not a directory")
+    if campaign is not None:  # checked before the server starts, as run_workload does
+        from ..digest import hash_file
+
+        try:
+            digests = [hash_file(c).digest for c in configs]
+        except OSError as exc:
+            raise ConfigError(f"--config: cannot read: {exc}") from exc
+        campaign.check_run(
+            arm=arm,
+            condition=condition,
+            workload_digest=loaded.descriptor.digest,
+            config_digests=digests,
+            workload_source=os.fspath(workload_path),
+        )
+    health = base + loaded.workload.endpoint.health_path
+    with tempfile.TemporaryDirectory(prefix="evstore-server-") as tmp:
+        proc = _Server(argv, cwd, Path(tmp))
+        ready_s, why = proc.wait_ready(health, section.ready_timeout)
+        if ready_s is None:
+            recorder = RunRecorder(
+                root,
+                name,
+                arm=arm,
+                workload=loaded.descriptor,
+                workload_bytes=loaded.data,
+                campaign=campaign.name if campaign is not None else None,
+                protocol_digest=campaign.digest if campaign is not None else None,
+                condition=condition,
+                signing_key=signing_key,
+            )
+            for config in configs:
+                recorder.attach_config(config)
+            for log in server_logs:
+                recorder.attach_log(log)
+            recorder.launched = _launched(proc, recorder, section.env, None, why, {})
+            recorder.set_server(
+                ServerIdentity(
+                    url=base,
+                    ok=False,
+                    health=Exchange(
+                        path=loaded.workload.endpoint.health_path, status=None, error=why
+                    ),
+                    message=f"{why}; its log is logs/server.log",
+                )
+            )
+            return recorder.seal()
+        # /metrics and /version before the run: stored now, entries once the run's
+        # recorder exists.
+        exchanges: dict[str, Exchange] = {}
+        before: dict[str, Descriptor] = {}
+        store = local_store(Path(root))
+        for what, path in (("metrics", section.metrics_path), ("version", section.version_path)):
+            got, body = _get(base, path)
+            if body is not None:
+                desc = store.put(body, _media(path))
+                before[_entry(path, "before")] = desc
+                got = Exchange(path=path, status=got.status, body=desc)
+            exchanges[f"{what}_before"] = got
+
+        def before_seal(recorder: RunRecorder) -> None:
+            for entry, desc in before.items():
+                recorder.add_entry(entry, desc, "server")
+            for what, path in (
+                ("metrics", section.metrics_path),
+                ("version", section.version_path),
+            ):
+                got, body = _get(base, path)
+                if body is not None:
+                    desc = recorder.put(_entry(path, "after"), body, _media(path), "server")
+                    got = Exchange(path=path, status=got.status, body=desc)
+                exchanges[f"{what}_after"] = got
+            recorder.launched = _launched(proc, recorder, section.env, ready_s, None, exchanges)
+
+        try:
+            return run_workload(
+                root,
+                workload_path,
+                arm=arm,
+                server=server,
+                name=name,
+                configs=configs,
+                server_logs=server_logs,
+                campaign=campaign,
+                condition=condition,
+                before_seal=before_seal,
+                signing_key=signing_key,
+            )
+        finally:
+            proc.stop()  # whatever happened, the server does not outlive the run

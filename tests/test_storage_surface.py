@@ -161,3 +161,13 @@ def test_read_only_store_offers_no_gc_capability(tmp_path: Path) -> None:
     assert isinstance(upkeep, SupportsQuarantine) and not upkeep.supports_quarantine
     with pytest.raises(Exception, match="read-only"):
         upkeep.quarantine(next(iter(LocalBlobStore(tmp_path).iter_digests())))
+
+
+def test_readme_and_architecture_name_the_surface() -> None:
+    top = Path(__file__).resolve().parent.parent
+    readme = (top / "README.md").read_text()
+    architecture = (top / "docs" / "architecture.md").read_text()
+    for name in USER_SURFACE - {"upkeep"}:
+        assert f"`{name}`" in readme or f"store.{name}(" in readme, name
+        assert f"`{name}`" in architecture or f"`{name}`/" in architecture, name
+    assert "`store.upkeep`" in readme and "`store.upkeep`" in architecture

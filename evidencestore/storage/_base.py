@@ -250,6 +250,7 @@ class BlobStore(ABC):
 
     def __init__(self, *, read_only: bool = False) -> None:
         self._read_only = read_only
+        self._upkeep = self._make_upkeep()  # one per store (it may hold state: memory)
 
     # -- capabilities -------------------------------------------------------
     @property
@@ -435,12 +436,11 @@ class BlobStore(ABC):
         """The store's upkeep (sizes in bulk, verified writes, listing with age,
         leftovers; leases, quarantine, keep-alive where the backend has them): used by
         transfers and gc, not needed to store and read evidence."""
-        made = self.__dict__.get("_upkeep")
-        if made is None:
-            made = self.__dict__["_upkeep"] = self._make_upkeep()
-        return made
+        return self._upkeep
 
     def _make_upkeep(self) -> Upkeep:
+        """The backend's upkeep object (a subclass of :class:`Upkeep`); made once, when
+        the store is."""
         return Upkeep(self)
 
     def __contains__(self, digest: object) -> bool:

@@ -404,8 +404,6 @@ class BlobStore(ABC):
         """Yield the digest of every blob present."""
         return self._iter()
 
-    # -- bulk and raw operations (defaults; backends override what they do better) --
-
     # -- raw reads: unverified, so private to storage/ (transfer.py verifies them) --
     def _read_raw(self, digest: str, *, limit: int | None = None) -> bytes:
         """Return a blob's stored bytes *unverified* (the caller verifies), at most

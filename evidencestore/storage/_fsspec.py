@@ -610,10 +610,6 @@ class FsspecBlobStore(BlobStore):
         for info in self.upkeep.iter_blobs():
             yield info.digest
 
-    # -- leases -------------------------------------------------------------
-
-    # -- quarantine (gc) ------------------------------------------------------
-
 
 def _digest_of_key(key: str) -> str | None:
     parts = key.rstrip("/").rsplit("/", 2)

@@ -245,7 +245,9 @@ class BlobStore(ABC):
     them, described by the ``Supports*`` protocols) is on :attr:`upkeep`.
 
     Subclasses implement the ``_``-prefixed primitives; the public methods add
-    validation, verification and the read-only guard.
+    validation, verification and the read-only guard. A backend that does upkeep better
+    or offers a capability returns its own :class:`Upkeep` subclass from
+    ``_make_upkeep``.
     """
 
     def __init__(self, *, read_only: bool = False) -> None:

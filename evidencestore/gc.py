@@ -269,8 +269,9 @@ def collect_garbage(
         raise ConfigError(f"--scope must be 'refs' or 'worktree', got {scope!r}")
     base = as_repository(root)
     store, label = _open(base, remote, delete)
+    upkeep = store.upkeep
     quarantine = (
-        store if isinstance(store, SupportsQuarantine) and store.supports_quarantine else None
+        upkeep if isinstance(upkeep, SupportsQuarantine) and upkeep.supports_quarantine else None
     )
     if delete and quarantine is None:
         raise ConfigError(f"{label}: this backend cannot delete safely, so gc cannot run")
@@ -294,7 +295,7 @@ def collect_garbage(
         plan.notes = references.notes
         leased, plan.leases = _leases(store, cutoff, grace)
         present: set[str] = set()
-        for blob in store.iter_blobs():
+        for blob in upkeep.iter_blobs():
             present.add(blob.digest)
             if blob.digest in keep:
                 plan.kept += 1
@@ -306,7 +307,7 @@ def collect_garbage(
                 plan.young.append(blob)
         for ref, digests in sorted(references.by_ref.items()):
             plan.kept_by_ref[ref] = len(digests & present)
-        for key, mtime in store.iter_temporaries():
+        for key, mtime in upkeep.iter_temporaries():
             if old(mtime):
                 plan.temporaries.append(key)
         if remote is None:
@@ -319,7 +320,7 @@ def collect_garbage(
                 removed += _sweep(store, quarantine, base, revs, scope, batch, cutoff, grace, plan)
             plan.garbage = removed
             for key in plan.temporaries:
-                store.remove_temporary(key)
+                upkeep.remove_temporary(key)
             for key in plan.leases:
                 remove_lease(store, key)
             if plan.staging:

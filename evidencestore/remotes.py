@@ -350,7 +350,7 @@ def _unverified(
 
     def check(item: tuple[str, int | None]) -> bool:
         try:
-            cache.keep_alive(item[0])  # before the check relied on (see gc)
+            cache.upkeep.keep_alive(item[0])  # before the check relied on (see gc)
             cache.verify(item[0], item[1])
         except (BlobNotFoundError, IntegrityError):
             return False

@@ -154,13 +154,19 @@ def test_raw_reads_are_private_to_storage() -> None:
         LocalBlobStore,
         MemoryBlobStore,
         ReadThroughStore,
+        Upkeep,
     )
+    from evidencestore.storage._fsspec import FsspecUpkeep
+    from evidencestore.storage._local import LocalUpkeep
+    from evidencestore.storage._memory import MemoryUpkeep
 
     raw = {"read_bytes", "download_to", "read_batch", "read_raw", "download_raw"}
     for cls in (BlobStore, LocalBlobStore, MemoryBlobStore, FsspecBlobStore, ReadThroughStore):
         assert not raw & set(dir(cls)), cls
         assert {"_read_raw", "_download_raw"} <= set(dir(cls))
-    assert hasattr(FsspecBlobStore, "_read_batch")
+    for upkeep in (Upkeep, LocalUpkeep, MemoryUpkeep, FsspecUpkeep):
+        assert not raw & set(dir(upkeep)), upkeep
+    assert hasattr(FsspecUpkeep, "_read_batch")  # on its upkeep: transfers read this way
 
 
 def test_git_is_run_in_one_place() -> None:

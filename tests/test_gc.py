@@ -21,7 +21,7 @@ from evidencestore.config import Config, LpipsConfig, load_config, save_config
 from evidencestore.gc import collect_garbage
 from evidencestore.models import Descriptor
 from evidencestore.remotes import local_store
-from evidencestore.storage import LocalBlobStore, blob_key
+from evidencestore.storage import LocalBlobStore, LocalUpkeep, blob_key
 from evidencestore.testing.s3 import s3_options
 
 OLD = 7 * 24 * 3600  # seconds in the past: well beyond the default grace
@@ -365,14 +365,14 @@ def test_gc_rechecks_each_blob_before_deleting(
     from evidencestore.storage._base import BlobInfo
 
     stale = BlobInfo(digest, cache.size(digest) or 0, time.time() - OLD)
-    original = LocalBlobStore.iter_blobs
+    original = LocalUpkeep.iter_blobs
 
     def listing(store: Any) -> Iterator[BlobInfo]:
         for info in original(store):
             yield stale if info.digest == digest else info
 
     # A listing taken before a push touched it.
-    monkeypatch.setattr(LocalBlobStore, "iter_blobs", listing)
+    monkeypatch.setattr(LocalUpkeep, "iter_blobs", listing)
     plan = collect_garbage(root, delete=True)
     assert plan.garbage == [] and [y.digest for y in plan.young] == [digest]
     assert cache.has(digest)

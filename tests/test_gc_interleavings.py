@@ -114,7 +114,7 @@ def _run_schedule(
 def _assert_intact(store: BlobStore, wanted: dict[str, bytes]) -> None:
     for digest, data in wanted.items():
         assert store.get(digest, len(data)) == data, f"{digest} lost"
-    assert list(store.iter_quarantined()) == []
+    assert list(store.upkeep.iter_quarantined()) == []
 
 
 @pytest.mark.parametrize(("gc_pause", "push_pause", "first"), SCHEDULES)
@@ -230,7 +230,7 @@ def test_gc_never_deletes_what_bundle_create_reused(
             first,
         )
     assert cache.get(digest, len(data)) == data
-    assert list(cache.iter_quarantined()) == []
+    assert list(cache.upkeep.iter_quarantined()) == []
 
 
 def test_interrupted_gc_leaves_nothing_lost(tmp_path: Path) -> None:
@@ -241,7 +241,7 @@ def test_interrupted_gc_leaves_nothing_lost(tmp_path: Path) -> None:
     digest = cache.put(b"garbage for now").digest
     old = time.time() - 7 * 24 * 3600
     os.utime(cache.path_of(digest), (old, old))
-    key = cache.quarantine(digest)  # what a gc killed after step 1 leaves behind
+    key = cache.upkeep.quarantine(digest)  # what a gc killed after step 1 leaves behind
     assert key is not None and not cache.has(digest)
     # Meanwhile a bundle comes to reference it (e.g. merged from a branch).
     src = tmp_path / "garbage.bin"
@@ -250,4 +250,4 @@ def test_interrupted_gc_leaves_nothing_lost(tmp_path: Path) -> None:
     plan = collect_garbage(root, delete=True)
     assert plan.recovered == 1 and plan.garbage == []
     assert cache.get(digest) == b"garbage for now"
-    assert list(cache.iter_quarantined()) == []
+    assert list(cache.upkeep.iter_quarantined()) == []

@@ -170,7 +170,7 @@ def test_hostile_mode(tmp_path: Path, mode: str, round_: int) -> None:
     assert watch.largest <= LIMIT
     assert not incoming.exists() or os.listdir(incoming) == []
     store = local_store(repo)
-    assert all(b.size <= max(LIMIT, CONTROL_MAX) for b in store.iter_blobs())
+    assert all(b.size <= max(LIMIT, CONTROL_MAX) for b in store.upkeep.iter_blobs())
     # the repository works as before: verify, show, list, gc
     code, out, err = _cli("verify", "--root", str(repo))
     assert code == 0, out + err

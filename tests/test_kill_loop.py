@@ -132,7 +132,7 @@ def test_gc_killed_at_each_step_loses_nothing(tmp_path: Path, point: str) -> Non
     # candidates are ever quarantined), and the next gc restores before deciding.
     for data in kept.values():
         assert store.get(digest_of(data)) == data
-    left = len(list(store.iter_quarantined()))
+    left = len(list(store.upkeep.iter_quarantined()))
     assert left == (5 if point in ("gc:quarantined", "gc:reread") else 0)
     done = subprocess.run(
         _evstore("gc", "--yes", "--root", str(root)), capture_output=True, text=True
@@ -140,7 +140,7 @@ def test_gc_killed_at_each_step_loses_nothing(tmp_path: Path, point: str) -> Non
     assert done.returncode == 0, done.stderr
     if left:
         assert "5 left in quarantine by an interrupted gc" in done.stdout
-    assert list(store.iter_quarantined()) == []
+    assert list(store.upkeep.iter_quarantined()) == []
     assert not any(store.has(d) for d in garbage)
     for data in kept.values():
         assert store.get(digest_of(data)) == data

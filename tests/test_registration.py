@@ -109,7 +109,7 @@ def test_library_callers_get_max_git_file_size(tmp_path: Path, repo: Path) -> No
     with pytest.raises(BundleError, match=r"1 file would go to git over max_git_file_size = 10"):
         create_bundle(repo, "b", [tmp_path / "big.bin", tmp_path / "small.bin"], store=store)
     assert list((repo / "evidence").iterdir()) == []
-    assert list(store.iter_blobs()) == []
+    assert list(store.upkeep.iter_blobs()) == []
     # to the store it may go; an explicit limit overrides the configuration
     reg = create_bundle(repo, "b", [tmp_path / "big.bin"], store=store, external=["big.bin"])
     assert [e.location for e in reg.manifest.entries] == ["store"]
@@ -249,7 +249,7 @@ def nested(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _blobs(root: Path) -> int:
-    return sum(1 for _ in local_store(Repository(root)).iter_blobs())
+    return sum(1 for _ in local_store(Repository(root)).upkeep.iter_blobs())
 
 
 def test_evstore_root_names_the_repository_through_the_cli(

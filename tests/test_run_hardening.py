@@ -73,7 +73,7 @@ def _nothing_sent_nothing_kept(repo: Path, server: HostileServer) -> None:
     assert [r for r in server.requests if r[0] == "POST"] == []
     assert not registration_path(repo, "r").exists()
     store = local_store(repo)
-    for blob in store.iter_blobs():
+    for blob in store.upkeep.iter_blobs():
         assert SECRET.encode() not in store.get(blob.digest)
 
 
@@ -346,7 +346,7 @@ def test_gc_grace_0_never_deletes_a_live_body(git_repo: Path) -> None:
     desc = sink.publish("text/plain")
     assert store.get(desc.digest) == b"first half second half"
     # a leftover nobody holds (a killed run) is removed
-    dead = store.incoming_path()
+    dead = store.upkeep.incoming_path()
     dead.write_bytes(b"left by a killed run")
     plan = collect_garbage(git_repo, delete=True, grace=0)
     assert plan.temporaries == [str(dead)] and not dead.exists()

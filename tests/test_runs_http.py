@@ -82,7 +82,7 @@ def _show(capsys: pytest.CaptureFixture[str], repo: Path, name: str) -> dict[str
 
 def _store_sizes(repo: Path) -> list[int]:
     store = local_store(repo)
-    return [info.size for info in store.iter_blobs()]
+    return [info.size for info in store.upkeep.iter_blobs()]
 
 
 def test_complete_run_at_5_and_15_seconds(

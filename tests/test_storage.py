@@ -111,7 +111,7 @@ def test_put_file_changed_while_storing_is_refused(
     with pytest.raises(IntegrityError, match="changed while being stored"):
         store.put_file(src)
     assert list(store.iter_digests()) == []
-    assert not list(store.iter_temporaries())
+    assert not list(store.upkeep.iter_temporaries())
 
 
 def _put_many(root: str, seed: int) -> list[str]:
@@ -133,7 +133,7 @@ def test_concurrent_puts_from_processes(tmp_path: Path) -> None:
     assert len(expected) == 40 + 4 * 40
     for digest in expected:
         store.verify(digest)
-    assert not list(store.iter_temporaries())
+    assert not list(store.upkeep.iter_temporaries())
 
 
 def test_interrupted_write_leaves_no_visible_blob(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_interrupted_write_leaves_no_visible_blob(tmp_path: Path) -> None:
     digest = hash_bytes(b"z" * data_len).digest
     assert not store.has(digest)
     assert list(store.iter_digests()) == []
-    temps = list(store.iter_temporaries())
+    temps = list(store.upkeep.iter_temporaries())
     assert len(temps) == 1  # left for gc, never visible under the final name
     # A rerun completes and verifies.
     store.put(b"z" * data_len)
@@ -189,4 +189,4 @@ def test_non_atomic_backend_temporaries(tmp_path: Path) -> None:
     (base / "blobs" / ".tmp" / "notes.txt").write_text("not ours")
     (base / "tmp").mkdir()
     (base / "tmp" / ("0f" * 16)).write_text("not ours either")
-    assert [k for k, _ in store.iter_temporaries()] == [str(ours)]
+    assert [k for k, _ in store.upkeep.iter_temporaries()] == [str(ours)]

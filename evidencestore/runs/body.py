@@ -6,7 +6,7 @@ digest when published: creating a temporary file per response on the event loop 
 more than the whole exchange of a small answer. Any other body, and one that grows past
 ``SMALL``, is written chunk by chunk to a temporary file under ``<store>/incoming/``
 while it is hashed (one pass), and published under its digest only when complete:
-``publish`` hands it to the store's ``adopt`` (create-only; an intact blob already there
+``publish`` hands it to the store's ``upkeep.adopt`` (create-only; an intact blob already there
 is kept, refreshed first so a concurrent gc keeps it). A dropped connection discards the
 temporary, so nothing partial ever appears under a digest. Publishing is separate from
 receiving so a runner can defer the fsync and link until after its timed requests.
@@ -19,7 +19,7 @@ Every sink has a size limit: a chunk that would take the body past it is not wri
 While a sink's temporary exists it holds a shared ``flock`` on it, from before its first
 byte until after it is published or unlinked; the local store lists and removes an
 incoming temporary only while it can take the exclusive lock without waiting
-(``LocalBlobStore.remove_temporary``), so ``gc --grace 0`` during a run never deletes a
+(``LocalUpkeep.remove_temporary``), so ``gc --grace 0`` during a run never deletes a
 body in flight. A cleaner that got in between creation and locking is seen (the file
 has no link left) and the sink starts again under a new name, as ``staging.py`` does.
 """
@@ -100,7 +100,7 @@ class BodySink:
         """Create the locked temporary (see module doc)."""
         store = self.store
         while True:
-            tmp = store.incoming_path()
+            tmp = store.upkeep.incoming_path()
             try:
                 fh = open(tmp, "xb")  # noqa: SIM115 - closed by finish/discard
             except OSError as exc:
@@ -202,7 +202,7 @@ class BodySink:
             raise StorageError("a response body was published before it was finished")
         digest, tmp = self.digest, self.tmp
         try:
-            self.store.adopt(tmp, digest, self.size)
+            self.store.upkeep.adopt(tmp, digest, self.size)
         finally:
             self.discard()  # gone when adopted; removed when the store refused it
         return Descriptor(digest=digest, size=self.size, media_type=media_type)

@@ -300,7 +300,7 @@ class RunRecorder:
         self._sinks: list[BodySink] = []
         self._budget = MemoryBudget()  # small bodies kept in memory until published
         self._published: set[str] = set()  # body digests this run stored already
-        self.store.incoming_path()  # the folder large bodies stream into exists from the start
+        self.store.upkeep.incoming_path()  # the folder large bodies stream into exists from the start
         self.server: ServerIdentity | None = None
         self.error: str | None = None
         # Set by importers of harness outputs (``importing.py``): the harness, its

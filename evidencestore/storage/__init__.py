@@ -1,7 +1,8 @@
 """Blob stores: an ABC, local, memory, fsspec and read-through implementations,
 ``open_store``, the capability protocols (``Supports*``), and what moves blobs between
 stores: ``transfer`` (verified, atomic, parallel push / pull / fetch) and ``leases``.
-Every public read is verified; raw reads are private to this package."""
+Every public read is verified; raw reads are private to this package. A store's
+public methods are what a user needs; what transfers and gc use is on its ``upkeep``."""
 
 from __future__ import annotations
 
@@ -12,26 +13,28 @@ from ._base import (
     DEFAULT_MEDIA_TYPE,
     BlobInfo,
     BlobStore,
+    SupportsBatchRead,
     SupportsIncoming,
     SupportsKeepAlive,
     SupportsLeases,
     SupportsLocalPaths,
     SupportsQuarantine,
+    Upkeep,
     VerifyingReader,
     blob_key,
 )
-from ._local import LocalBlobStore
-from ._memory import MemoryBlobStore
+from ._local import LocalBlobStore, LocalUpkeep
+from ._memory import MemoryBlobStore, MemoryUpkeep
 from ._readthrough import ReadThroughStore
 
 if TYPE_CHECKING:
-    from ._fsspec import FsspecBlobStore, RetryPolicy
+    from ._fsspec import FsspecBlobStore, FsspecUpkeep, RetryPolicy
 
 
 def __getattr__(name: str) -> Any:
     # fsspec (and asyncio with it) is imported only when a non-local store is used,
     # so `evstore verify` on the local store starts fast.
-    if name in ("FsspecBlobStore", "RetryPolicy"):
+    if name in ("FsspecBlobStore", "FsspecUpkeep", "RetryPolicy"):
         from . import _fsspec
 
         return getattr(_fsspec, name)
@@ -43,15 +46,20 @@ __all__ = [
     "BlobInfo",
     "BlobStore",
     "FsspecBlobStore",
+    "FsspecUpkeep",
     "LocalBlobStore",
+    "LocalUpkeep",
     "MemoryBlobStore",
+    "MemoryUpkeep",
     "ReadThroughStore",
     "RetryPolicy",
+    "SupportsBatchRead",
     "SupportsIncoming",
     "SupportsKeepAlive",
     "SupportsLeases",
     "SupportsLocalPaths",
     "SupportsQuarantine",
+    "Upkeep",
     "VerifyingReader",
     "blob_key",
     "open_store",

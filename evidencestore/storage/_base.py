@@ -29,6 +29,7 @@ __all__ = [
     "SupportsLeases",
     "SupportsLocalPaths",
     "SupportsQuarantine",
+    "Upkeep",
     "VerifyingReader",
     "blob_key",
 ]
@@ -127,8 +128,8 @@ class _Counting:
 
 @runtime_checkable
 class SupportsBatchRead(Protocol):
-    """A store that reads many blobs on one event loop (``FsspecBlobStore`` on object
-    stores): ``_read_batch`` hands each blob's *unverified* bytes to ``consume`` as they
+    """A store's upkeep that reads many blobs on one event loop (``FsspecUpkeep`` on
+    object stores): ``_read_batch`` hands each blob's *unverified* bytes to ``consume`` as they
     arrive and returns each digest's failure, or None. Private to ``storage/``: only
     :mod:`.transfer`, which checks every blob before keeping it, reads this way."""
 
@@ -146,8 +147,8 @@ class SupportsBatchRead(Protocol):
 
 @runtime_checkable
 class SupportsIncoming(Protocol):
-    """A store that takes files written next to its blobs and moves them into place
-    (no second copy): streamed downloads and response bodies use it."""
+    """A store's upkeep that takes files written next to its blobs and moves them into
+    place (no second copy): streamed downloads and response bodies use it."""
 
     def incoming_path(self) -> Path:
         """A fresh temporary name on the blobs' filesystem."""
@@ -170,8 +171,8 @@ class SupportsLocalPaths(Protocol):
 # -- what gc's safety argument rests on (see evidencestore.gc) ------------------------
 @runtime_checkable
 class SupportsKeepAlive(Protocol):
-    """A store whose blobs have modification times that a writer refreshes
-    (``LocalBlobStore``): ``keep_alive`` marks a present blob as in use now, before the
+    """A store's upkeep whose blobs have modification times that a writer refreshes
+    (``LocalUpkeep``): ``keep_alive`` marks a present blob as in use now, before the
     writer relies on it, so a gc about to remove it sees it young. Elsewhere a lease
     protects the blob."""
 
@@ -181,7 +182,7 @@ class SupportsKeepAlive(Protocol):
 
 @runtime_checkable
 class SupportsLeases(Protocol):
-    """A store that holds leases: small objects under ``<root>/leases/`` naming the
+    """A store's upkeep that holds leases: small objects under ``<root>/leases/`` naming the
     digests a writer relies on (gc keeps them while the lease is young).
     ``supports_leases`` is False where this store cannot write them now (read-only)."""
 
@@ -204,7 +205,7 @@ class SupportsLeases(Protocol):
 
 @runtime_checkable
 class SupportsQuarantine(Protocol):
-    """A store where gc can delete safely: a blob is moved out of its name to
+    """A store's upkeep with which gc can delete safely: a blob is moved out of its name to
     ``<root>/quarantine/`` before gc decides, so a writer that saw it present is
     always seen by gc afterwards. ``supports_quarantine`` is False where this store
     cannot move blobs now (read-only, or a backend that cannot list)."""
@@ -235,18 +236,23 @@ class SupportsQuarantine(Protocol):
 class BlobStore(ABC):
     """Blobs addressed by digest. Writes are create-only; every read is verified.
 
-    What a user needs: ``put`` / ``put_file`` (store, get the descriptor), ``get`` /
-    ``open`` (verified bytes or stream), ``verify``, ``has`` / ``size``, ``delete`` and
-    ``iter_digests``. The other public methods serve transfers and gc (bulk sizes,
-    verified writes, uploads, listing with age, temporaries); leases, quarantine and
-    keep-alive are capability protocols (``Supports*``) that some backends add.
+    What a user needs is all that is public here: ``put`` / ``put_file`` (store, get
+    the descriptor), ``get`` / ``open`` (verified bytes or stream), ``verify``, ``has``
+    / ``size``, ``delete``, ``iter_digests``, ``location_of`` and the properties
+    ``location``, ``read_only``, ``supports_writes``, ``supports_listing``. What serves
+    transfers and gc (bulk sizes, verified writes, uploads, listing with age,
+    temporaries; leases, quarantine, keep-alive and incoming files where a backend has
+    them, described by the ``Supports*`` protocols) is on :attr:`upkeep`.
 
     Subclasses implement the ``_``-prefixed primitives; the public methods add
-    validation, verification and the read-only guard.
+    validation, verification and the read-only guard. A backend that does upkeep better
+    or offers a capability returns its own :class:`Upkeep` subclass from
+    ``_make_upkeep``.
     """
 
     def __init__(self, *, read_only: bool = False) -> None:
         self._read_only = read_only
+        self._upkeep = self._make_upkeep()  # one per store (it may hold state: memory)
 
     # -- capabilities -------------------------------------------------------
     @property
@@ -381,8 +387,9 @@ class BlobStore(ABC):
         # Create-only: an intact existing blob is kept; a corrupt one is replaced.
         if self._size(digest) != size:
             return False
-        if isinstance(self, SupportsKeepAlive):
-            self.keep_alive(digest)  # before the check the caller relies on (see gc)
+        upkeep = self.upkeep
+        if isinstance(upkeep, SupportsKeepAlive):
+            upkeep.keep_alive(digest)  # before the check the caller relies on (see gc)
         _steps.reached("put:kept-alive")
         try:
             self.verify(digest, size)
@@ -398,11 +405,6 @@ class BlobStore(ABC):
     def iter_digests(self) -> Iterator[str]:
         """Yield the digest of every blob present."""
         return self._iter()
-
-    # -- bulk and raw operations (defaults; backends override what they do better) --
-    def sizes(self, digests: Iterable[str]) -> dict[str, int | None]:
-        """Return each digest's stored size (None when absent); batched where possible."""
-        return {d: self._size(d) for d in sorted({parse_digest(x) for x in digests})}
 
     # -- raw reads: unverified, so private to storage/ (transfer.py verifies them) --
     def _read_raw(self, digest: str, *, limit: int | None = None) -> bytes:
@@ -424,11 +426,51 @@ class BlobStore(ABC):
                 dst.write(chunk)
                 written += len(chunk)
 
+    def location_of(self, digest: str) -> str:
+        """Where a blob lives (or would live), for messages."""
+        return f"{self.location}/{blob_key(digest)}"
+
+    # -- upkeep: what transfers and gc use, kept off the user's surface --------
+    @property
+    def upkeep(self) -> Upkeep:
+        """The store's upkeep (sizes in bulk, verified writes, listing with age,
+        leftovers; leases, quarantine, keep-alive where the backend has them): used by
+        transfers and gc, not needed to store and read evidence."""
+        return self._upkeep
+
+    def _make_upkeep(self) -> Upkeep:
+        """The backend's upkeep object (a subclass of :class:`Upkeep`); made once, when
+        the store is."""
+        return Upkeep(self)
+
+    def __contains__(self, digest: object) -> bool:
+        return isinstance(digest, str) and self.has(digest)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r})"
+
+
+class Upkeep:
+    """A store's upkeep: what transfers and gc use beyond the user's methods.
+
+    Bulk sizes, verified writes and uploads, listing with size and age, and the
+    leftovers of interrupted writes, for every backend; a backend's own upkeep class
+    adds the capabilities it has (``Supports*``: leases, quarantine, keep-alive,
+    incoming files, batched reads). Reached through :attr:`BlobStore.upkeep`.
+    """
+
+    def __init__(self, store: BlobStore) -> None:
+        self._store = store
+
+    def sizes(self, digests: Iterable[str]) -> dict[str, int | None]:
+        """Return each digest's stored size (None when absent); batched where possible."""
+        return {d: self._store._size(d) for d in sorted({parse_digest(x) for x in digests})}
+
     def write_verified(self, digest: str, data: bytes) -> None:
         """Store bytes the caller has just checked against ``digest`` (no presence
         check: for transfers that already know the blob is missing)."""
-        self._check_writable()
-        self._write(parse_digest(digest), bytes(data))
+        self._store._check_writable()
+        self._store._write(parse_digest(digest), bytes(data))
 
     def upload_file(
         self,
@@ -440,29 +482,23 @@ class BlobStore(ABC):
     ) -> None:
         """Store a local file already hashed to ``digest`` and ``size``; refuses it if it
         changed meanwhile. ``on_bytes`` hears of progress where the backend reports it."""
-        stored = self.put_file(path)
+        stored = self._store.put_file(path)
         if stored.digest != digest or stored.size != size:
             raise IntegrityError(
                 f"{path}: changed while being stored (was {digest}, {size} bytes; now "
                 f"{stored.digest}, {stored.size} bytes)"
             )
 
-    def location_of(self, digest: str) -> str:
-        """Where a blob lives (or would live), for messages."""
-        return f"{self.location}/{blob_key(digest)}"
-
-    # -- what gc needs (overridden by backends that can); leases, quarantine and
-    # keep-alive are the capability protocols below --
     def iter_blobs(self) -> Iterator[BlobInfo]:
         """Yield every blob with its size and modification time (None when unknown)."""
-        for digest in self._iter():
-            size = self._size(digest)
+        for digest in self._store._iter():
+            size = self._store._size(digest)
             if size is not None:
                 yield BlobInfo(digest, size, None)
 
     def blob_info(self, digest: str) -> BlobInfo | None:
         """Return a blob's size and modification time as stored now (None if absent)."""
-        size = self._size(parse_digest(digest))
+        size = self._store._size(parse_digest(digest))
         return None if size is None else BlobInfo(digest, size, None)
 
     def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
@@ -472,9 +508,3 @@ class BlobStore(ABC):
     def remove_temporary(self, key: str) -> None:
         """Remove a leftover yielded by :meth:`iter_temporaries`."""
         return None
-
-    def __contains__(self, digest: object) -> bool:
-        return isinstance(digest, str) and self.has(digest)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.location!r})"

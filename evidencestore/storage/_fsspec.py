@@ -29,17 +29,18 @@ import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar, cast
 
 from ..digest import digest_from_hex, digest_hex, parse_digest
 from ..errors import BlobNotFoundError, EvidenceStoreError, StorageError
-from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, blob_key
+from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, Upkeep, blob_key
 
 __all__ = [
     "DEFAULT_DEADLINE_FLOOR",
     "DEFAULT_MIN_RATE",
     "BlobInfo",
     "FsspecBlobStore",
+    "FsspecUpkeep",
     "RetryPolicy",
     "TransferDeadlineError",
     "is_transient",
@@ -254,8 +255,15 @@ class FsspecBlobStore(BlobStore):
         """Whether a PUT becomes visible only once complete."""
         return bool(self._protocols & _ATOMIC_PUT)
 
-    def key_of(self, digest: str) -> str:
-        """Return the backend path of a blob."""
+    @property
+    def upkeep(self) -> FsspecUpkeep:
+        """Transfers' and gc's methods (see :class:`FsspecUpkeep`)."""
+        return cast(FsspecUpkeep, super().upkeep)
+
+    def _make_upkeep(self) -> FsspecUpkeep:
+        return FsspecUpkeep(self)
+
+    def _key_of(self, digest: str) -> str:
         if self._http:
             return f"{self.url}/{blob_key(digest)}"
         return f"{self._path}/{blob_key(digest)}"
@@ -307,7 +315,7 @@ class FsspecBlobStore(BlobStore):
         return self._size(digest) is not None
 
     def _size(self, digest: str) -> int | None:
-        return self.sizes([digest])[digest]
+        return self.upkeep.sizes([digest])[digest]
 
     def _http_kwargs(self) -> tuple[dict[str, Any], dict[str, Any]]:
         headers = {**self.fs.kwargs.get("headers", {}), "Accept-Encoding": "identity"}
@@ -322,7 +330,7 @@ class FsspecBlobStore(BlobStore):
         Returns the response, which the caller releases."""
         session = await self.fs.set_session()
         headers, kwargs = self._http_kwargs()
-        url = self.fs.encode_url(self.key_of(digest))
+        url = self.fs.encode_url(self._key_of(digest))
         origin = urllib.parse.urlsplit(str(url))
         for _ in range(_MAX_REDIRECTS + 1):
             response = await session.request(
@@ -343,7 +351,7 @@ class FsspecBlobStore(BlobStore):
         raise StorageError(f"{self.url}: {digest}: more than {_MAX_REDIRECTS} redirects")
 
     async def _http_size(self, digest: str) -> int | None:
-        url = self.key_of(digest)
+        url = self._key_of(digest)
 
         async def head() -> int | None:
             response = await self._http_request("HEAD", digest)
@@ -389,7 +397,7 @@ class FsspecBlobStore(BlobStore):
             response = await self._http_request("GET", digest)
             async with response:
                 if response.status in (404, 410):
-                    raise FileNotFoundError(self.key_of(digest))
+                    raise FileNotFoundError(self._key_of(digest))
                 response.raise_for_status()
                 chunks: list[bytes] = []
                 total = 0
@@ -413,7 +421,7 @@ class FsspecBlobStore(BlobStore):
         return await self._acall(f"GET {digest}", get)
 
     async def _info_size(self, digest: str) -> int | None:
-        key = self.key_of(digest)
+        key = self._key_of(digest)
         try:
             info = await self._acall(f"HEAD {digest}", lambda: self.fs._info(key))
         except FileNotFoundError:
@@ -452,37 +460,6 @@ class FsspecBlobStore(BlobStore):
             return {}
         return _sizes_from_listing(entries)
 
-    def sizes(self, digests: Iterable[str], *, concurrency: int = 32) -> dict[str, int | None]:
-        """Return the stored size of each digest (None when absent), asking in batches.
-
-        Large batches on listable backends list each ``<2 hex>/`` key prefix once
-        (like REAPI's FindMissingBlobs); otherwise one concurrent HEAD per blob.
-        """
-        wanted = sorted({parse_digest(d) for d in digests})
-        if not wanted:
-            return {}
-        by_listing = not self._http and len(wanted) >= _LIST_THRESHOLD
-        if by_listing:
-            prefixes = sorted({d[7:9] for d in wanted})
-            found: dict[str, int] | None = None
-            if hasattr(self.fs, "_iterdir"):  # s3fs: a small remote lists in a few pages
-                found = self._run(self._list_all(_FULL_LISTING_PAGES * 1000))
-            if found is None:
-                found = {}
-                if self.fs.async_impl:
-                    coros = [self._list_prefix(p) for p in prefixes]
-                    for listing in self._run(self._gather(coros, concurrency)):
-                        found.update(listing)
-                else:
-                    for prefix in prefixes:
-                        found.update(self._sync_list_prefix(prefix))
-            return {d: found.get(d) for d in wanted}
-        if self.fs.async_impl:
-            probe = self._http_size if self._http else self._info_size
-            values = self._run(self._gather([probe(d) for d in wanted], concurrency))
-            return dict(zip(wanted, values, strict=True))
-        return {d: self._sync_info_size(d) for d in wanted}
-
     @staticmethod
     async def _gather(coros: Sequence[Awaitable[T]], concurrency: int) -> list[T]:
         semaphore = asyncio.Semaphore(concurrency)
@@ -502,7 +479,7 @@ class FsspecBlobStore(BlobStore):
         return _sizes_from_listing(entries)
 
     def _sync_info_size(self, digest: str) -> int | None:
-        key = self.key_of(digest)
+        key = self._key_of(digest)
         try:
             info = self._call(f"HEAD {digest}", lambda: self.fs.info(key))
         except FileNotFoundError:
@@ -517,7 +494,7 @@ class FsspecBlobStore(BlobStore):
         """Return a blob's stored bytes, unverified (callers verify); retried. With
         ``limit``, at most that many bytes are read (a ranged GET), so an oversized
         object cannot exhaust memory."""
-        key = self.key_of(digest)
+        key = self._key_of(digest)
 
         if self._http:  # retried inside, with the same policy
             try:
@@ -546,67 +523,10 @@ class FsspecBlobStore(BlobStore):
         except FileNotFoundError:
             raise BlobNotFoundError(f"{digest} is not in store {self.url}") from None
 
-    @property
-    def supports_batch_read(self) -> bool:
-        """Whether :meth:`_read_batch` reads on the backend's event loop (async object
-        stores), instead of one thread per blob."""
-        return bool(self.fs.async_impl) and not self._http
-
-    def _read_batch(
-        self,
-        items: Sequence[tuple[str, int]],
-        consume: Callable[[str, bytes], None],
-        *,
-        concurrency: int = 16,
-    ) -> dict[str, Exception | None]:
-        """Read each ``(digest, limit)`` like :meth:`_read_raw` (at most ``limit`` bytes,
-        unverified, retried, each attempt within the deadline for ``limit`` bytes), all
-        on the backend's event loop, ``concurrency`` at a time, handing each blob's bytes
-        to ``consume`` as they arrive (on the loop's thread, so at most ``concurrency``
-        blobs are held). Returns each digest's failure, None where it went through: a
-        :class:`BlobNotFoundError`, a :class:`StorageError`, or what ``consume`` raised."""
-        semaphore = asyncio.Semaphore(max(1, concurrency))
-        kwargs: dict[str, Any] = (
-            {"max_concurrency": 1} if hasattr(self.fs, "max_concurrency") else {}
-        )
-
-        async def attempt(key: str, digest: str, limit: int) -> bytes:
-            cat = self.fs._cat_file(key, start=0, end=limit, **kwargs)
-            return await self._within(cat, digest, limit)
-
-        async def one(digest: str, limit: int) -> Exception | None:
-            key = self.key_of(digest)
-            async with semaphore:
-                failures = 0
-                while True:
-                    try:
-                        data = await attempt(key, digest, limit)
-                        break
-                    except FileNotFoundError:
-                        return BlobNotFoundError(f"{digest} is not in store {self.url}")
-                    except TransferDeadlineError as exc:
-                        return exc
-                    except Exception as exc:
-                        failures += 1
-                        if not is_transient(exc) or failures >= self.retry.attempts:
-                            return self._fail(f"GET {digest}", exc, failures)
-                        await asyncio.sleep(self.retry.delay(failures))
-            try:
-                consume(digest, data)
-            except Exception as exc:
-                return exc
-            return None
-
-        async def run_all() -> list[Exception | None]:
-            return await asyncio.gather(*(one(d, n) for d, n in items))
-
-        results = self._run(run_all())
-        return {d: r for (d, _), r in zip(items, results, strict=True)}
-
     def _download_raw(self, digest: str, path: str, *, limit: int | None = None) -> None:
         """Copy a blob's stored bytes to a local file, unverified (callers verify); with
         ``limit``, stop after that many bytes."""
-        key = self.key_of(digest)
+        key = self._key_of(digest)
 
         if self._http:  # retried inside, with the same policy
             try:
@@ -644,7 +564,7 @@ class FsspecBlobStore(BlobStore):
 
     def _write(self, digest: str, data: bytes) -> None:
         self._check_writable()
-        final = self.key_of(digest)
+        final = self._key_of(digest)
         try:
             if self.atomic_put:
                 self._call(f"PUT {digest}", lambda: self.fs.pipe_file(final, data))
@@ -654,46 +574,7 @@ class FsspecBlobStore(BlobStore):
             raise self._not_found(digest, exc) from exc
 
     def _write_file(self, digest: str, path: str, size: int) -> None:
-        self.upload_file(digest, path, size)
-
-    def upload_file(
-        self,
-        digest: str,
-        path: str,
-        size: int,
-        *,
-        on_bytes: Callable[[int], None] | None = None,
-    ) -> None:
-        """Upload a local file as ``digest`` (the caller has hashed it); the final key
-        appears only once the upload is complete, and its size is checked. ``on_bytes``
-        is told of each part sent, where the backend reports them."""
-        self._check_writable()
-        final = self.key_of(digest)
-        kwargs: dict[str, Any] = {}
-        if on_bytes is not None:
-            from fsspec.callbacks import Callback
-
-            report = on_bytes
-
-            class _Sent(Callback):  # type: ignore[misc]
-                def relative_update(self, inc: int = 1) -> None:
-                    report(inc)
-
-            kwargs["callback"] = _Sent()
-        try:
-            if self.atomic_put:
-                self._call(f"PUT {digest}", lambda: self.fs.put_file(path, final, **kwargs))
-            else:
-                self._via_temporary(
-                    digest, final, lambda tmp: self.fs.put_file(path, tmp, **kwargs)
-                )
-        except FileNotFoundError as exc:
-            raise self._not_found(digest, exc) from exc
-        stored = self._size(digest)
-        if stored != size:
-            raise StorageError(
-                f"{self.url}: {digest}: stored {stored} bytes after upload, expected {size}"
-            )
+        self.upkeep.upload_file(digest, path, size)
 
     def _via_temporary(self, digest: str, final: str, write: Callable[[str], Any]) -> None:
         tmp = f"{self._path}/{TMP_DIR}/{os.urandom(16).hex()}"
@@ -712,7 +593,7 @@ class FsspecBlobStore(BlobStore):
                     self.fs.rm(tmp)
 
     def _delete(self, digest: str) -> None:
-        key = self.key_of(digest)
+        key = self._key_of(digest)
         with contextlib.suppress(FileNotFoundError):
             self._call(f"DELETE {digest}", lambda: self.fs.rm(key))
 
@@ -725,178 +606,9 @@ class FsspecBlobStore(BlobStore):
             return {}
         return found if isinstance(found, dict) else {}
 
-    def iter_blobs(self) -> Iterator[BlobInfo]:
-        """Yield every blob present with its size and modification time."""
-        found = self._find(f"{self._path}/blobs/blake3")
-        for key in sorted(found):
-            digest = _digest_of_key(str(key))
-            if digest is not None:
-                info = found[key]
-                yield BlobInfo(digest, int(info.get("size") or 0), _mtime(info))
-
     def _iter(self) -> Iterator[str]:
-        for info in self.iter_blobs():
+        for info in self.upkeep.iter_blobs():
             yield info.digest
-
-    def blob_info(self, digest: str) -> BlobInfo | None:
-        """Return a blob's size and modification time as stored now (None if absent)."""
-        key = self.key_of(digest)
-        try:
-            info = self._call(f"HEAD {digest}", lambda: self.fs.info(key))
-        except FileNotFoundError:
-            return None
-        if info.get("type") == "directory" or info.get("size") is None:
-            return None
-        return BlobInfo(digest, int(info["size"]), _mtime(info))
-
-    def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
-        """Yield ``(key, mtime)`` of leftovers of this store's interrupted writes.
-
-        Only what evidencestore itself writes: on non-atomic backends, temporaries
-        ``<root>/blobs/.tmp/<32 hex>``; on S3, incomplete multipart uploads of blob keys
-        under ``<root>/blobs/blake3/`` (yielded as ``upload:<id>:<bucket>/<key>``).
-        Backends whose PUT is atomic never get temporaries, so none are looked for.
-        """
-        if self._http:
-            return
-        if not self.atomic_put:
-            found = self._find(f"{self._path}/{TMP_DIR}")
-            for key in sorted(found):
-                if _TMP_NAME.match(str(key).rstrip("/").rsplit("/", 1)[-1]):
-                    yield str(key), _mtime(found[key])
-        if self._protocols & {"s3", "s3a"}:
-            bucket, _, prefix = self._path.partition("/")
-            blob_prefix = f"{prefix}/blobs/blake3/" if prefix else "blobs/blake3/"
-            try:
-                response = self._call(
-                    "list multipart uploads",
-                    lambda: self.fs.call_s3(
-                        "list_multipart_uploads", Bucket=bucket, Prefix=blob_prefix
-                    ),
-                )
-            except FileNotFoundError as exc:
-                raise StorageError(
-                    f"{self.url}: bucket or prefix not found ({_describe(exc)})"
-                ) from exc
-            for upload in response.get("Uploads", []):
-                key = str(upload["Key"])
-                if not key.startswith(blob_prefix) or _digest_of_key(key) is None:
-                    continue
-                yield (
-                    f"upload:{upload['UploadId']}:{bucket}/{key}",
-                    _mtime({"LastModified": upload.get("Initiated")}),
-                )
-
-    # -- leases -------------------------------------------------------------
-    def write_lease(self, name: str, data: bytes) -> str:
-        """Write a push's lease ``<root>/leases/<name>``; returns its key."""
-        self._check_writable()
-        key = f"{self._path}/{LEASE_DIR}/{name}"
-        try:
-            if self.atomic_put:
-                self._call("PUT lease", lambda: self.fs.pipe_file(key, data))
-            else:
-                self._via_temporary(f"lease {name}", key, lambda tmp: self.fs.pipe_file(tmp, data))
-        except FileNotFoundError as exc:
-            raise StorageError(
-                f"{self.url}: cannot write the push's lease {name}: bucket or prefix not found "
-                f"({_describe(exc)})"
-            ) from exc
-        return key
-
-    def iter_leases(self) -> Iterator[tuple[str, float | None]]:
-        """Yield ``(key, mtime)`` of every object under ``<root>/leases/``."""
-        if self._http:
-            return
-        found = self._find(f"{self._path}/{LEASE_DIR}")
-        for key in sorted(found):
-            yield str(key), _mtime(found[key])
-
-    def read_lease(self, key: str) -> bytes:
-        """Return a lease's bytes."""
-        return self._call("GET lease", lambda: self.fs.cat_file(key))  # type: ignore[no-any-return]
-
-    def remove_lease(self, key: str) -> None:
-        """Remove a lease."""
-        self._check_writable()
-        with contextlib.suppress(FileNotFoundError):
-            self._call("remove lease", lambda: self.fs.rm(key))
-
-    def remove_temporary(self, key: str) -> None:
-        """Remove a leftover yielded by :meth:`iter_temporaries`."""
-        self._check_writable()
-        if key.startswith("upload:"):
-            _, upload_id, path = key.split(":", 2)
-            bucket, _, name = path.partition("/")
-            self._call(
-                "abort multipart upload",
-                lambda: self.fs.call_s3(
-                    "abort_multipart_upload", Bucket=bucket, Key=name, UploadId=upload_id
-                ),
-            )
-            return
-        with contextlib.suppress(FileNotFoundError):
-            self._call("remove temporary", lambda: self.fs.rm(key))
-
-    # -- quarantine (gc) ------------------------------------------------------
-    @property
-    def supports_leases(self) -> bool:
-        return not self.read_only and not self._http
-
-    @property
-    def supports_quarantine(self) -> bool:
-        return not self.read_only and not self._http and self.supports_listing
-
-    def quarantine(self, digest: str) -> str | None:
-        self._check_writable()
-        key = self.key_of(digest)
-        target = f"{self._path}/{QUARANTINE_DIR}/{digest_hex(digest)}-{os.urandom(8).hex()}"
-
-        def move() -> None:
-            self.fs.makedirs(self.fs._parent(target), exist_ok=True)
-            self.fs.mv(key, target)
-
-        try:
-            self._call(f"quarantine {digest}", move)
-        except FileNotFoundError:
-            return None
-        return target
-
-    def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
-        if self._http:
-            return
-        found = self._find(f"{self._path}/{QUARANTINE_DIR}")
-        for key in sorted(found):
-            match = _QUARANTINED.match(str(key).rstrip("/").rsplit("/", 1)[-1])
-            if match:
-                yield str(key), digest_from_hex(match.group(1)), _mtime(found[key])
-
-    def quarantined_mtime(self, key: str) -> float | None:
-        """None: quarantine is a copy here, which does not keep the blob's mtime (the
-        writer's lease carries gc's argument)."""
-        return None
-
-    def restore(self, key: str) -> None:
-        self._check_writable()
-        match = _QUARANTINED.match(key.rstrip("/").rsplit("/", 1)[-1])
-        if not match:
-            raise StorageError(f"{self.url}: {key}: not a quarantined blob")
-        digest = digest_from_hex(match.group(1))
-        final = self.key_of(digest)
-
-        def put_back() -> None:
-            if not self.fs.exists(final):
-                self.fs.makedirs(self.fs._parent(final), exist_ok=True)
-                self.fs.copy(key, final)
-            self.fs.rm(key)
-
-        with contextlib.suppress(FileNotFoundError):
-            self._call(f"restore {digest}", put_back)
-
-    def purge(self, key: str) -> None:
-        self._check_writable()
-        with contextlib.suppress(FileNotFoundError):
-            self._call("delete quarantined", lambda: self.fs.rm(key))
 
 
 def _digest_of_key(key: str) -> str | None:
@@ -917,3 +629,313 @@ def _sizes_from_listing(entries: Iterable[dict[str, Any]]) -> dict[str, int]:
         if digest is not None and entry.get("size") is not None:
             out[digest] = int(entry["size"])
     return out
+
+
+class FsspecUpkeep(Upkeep):
+    """An fsspec store's upkeep: sizes by listing or concurrent HEADs, uploads with
+    progress, batched reads on the event loop, leftovers (temporaries, incomplete
+    multipart uploads), leases and quarantine as objects under the root
+    (``SupportsBatchRead``, ``SupportsLeases``, ``SupportsQuarantine``)."""
+
+    _store: FsspecBlobStore
+
+    def __init__(self, store: FsspecBlobStore) -> None:
+        super().__init__(store)
+
+    def sizes(self, digests: Iterable[str], *, concurrency: int = 32) -> dict[str, int | None]:
+        """Return the stored size of each digest (None when absent), asking in batches.
+
+        Large batches on listable backends list each ``<2 hex>/`` key prefix once
+        (like REAPI's FindMissingBlobs); otherwise one concurrent HEAD per blob.
+        """
+        wanted = sorted({parse_digest(d) for d in digests})
+        if not wanted:
+            return {}
+        by_listing = not self._store._http and len(wanted) >= _LIST_THRESHOLD
+        if by_listing:
+            prefixes = sorted({d[7:9] for d in wanted})
+            found: dict[str, int] | None = None
+            if hasattr(self._store.fs, "_iterdir"):  # s3fs: a small remote lists in a few pages
+                found = self._store._run(self._store._list_all(_FULL_LISTING_PAGES * 1000))
+            if found is None:
+                found = {}
+                if self._store.fs.async_impl:
+                    coros = [self._store._list_prefix(p) for p in prefixes]
+                    for listing in self._store._run(self._store._gather(coros, concurrency)):
+                        found.update(listing)
+                else:
+                    for prefix in prefixes:
+                        found.update(self._store._sync_list_prefix(prefix))
+            return {d: found.get(d) for d in wanted}
+        if self._store.fs.async_impl:
+            probe = self._store._http_size if self._store._http else self._store._info_size
+            values = self._store._run(self._store._gather([probe(d) for d in wanted], concurrency))
+            return dict(zip(wanted, values, strict=True))
+        return {d: self._store._sync_info_size(d) for d in wanted}
+
+    @property
+    def supports_batch_read(self) -> bool:
+        """Whether :meth:`_read_batch` reads on the backend's event loop (async object
+        stores), instead of one thread per blob."""
+        return bool(self._store.fs.async_impl) and not self._store._http
+
+    def _read_batch(
+        self,
+        items: Sequence[tuple[str, int]],
+        consume: Callable[[str, bytes], None],
+        *,
+        concurrency: int = 16,
+    ) -> dict[str, Exception | None]:
+        """Read each ``(digest, limit)`` like :meth:`_read_raw` (at most ``limit`` bytes,
+        unverified, retried, each attempt within the deadline for ``limit`` bytes), all
+        on the backend's event loop, ``concurrency`` at a time, handing each blob's bytes
+        to ``consume`` as they arrive (on the loop's thread, so at most ``concurrency``
+        blobs are held). Returns each digest's failure, None where it went through: a
+        :class:`BlobNotFoundError`, a :class:`StorageError`, or what ``consume`` raised."""
+        semaphore = asyncio.Semaphore(max(1, concurrency))
+        kwargs: dict[str, Any] = (
+            {"max_concurrency": 1} if hasattr(self._store.fs, "max_concurrency") else {}
+        )
+
+        async def attempt(key: str, digest: str, limit: int) -> bytes:
+            cat = self._store.fs._cat_file(key, start=0, end=limit, **kwargs)
+            return await self._store._within(cat, digest, limit)
+
+        async def one(digest: str, limit: int) -> Exception | None:
+            key = self._store._key_of(digest)
+            async with semaphore:
+                failures = 0
+                while True:
+                    try:
+                        data = await attempt(key, digest, limit)
+                        break
+                    except FileNotFoundError:
+                        return BlobNotFoundError(f"{digest} is not in store {self._store.url}")
+                    except TransferDeadlineError as exc:
+                        return exc
+                    except Exception as exc:
+                        failures += 1
+                        if not is_transient(exc) or failures >= self._store.retry.attempts:
+                            return self._store._fail(f"GET {digest}", exc, failures)
+                        await asyncio.sleep(self._store.retry.delay(failures))
+            try:
+                consume(digest, data)
+            except Exception as exc:
+                return exc
+            return None
+
+        async def run_all() -> list[Exception | None]:
+            return await asyncio.gather(*(one(d, n) for d, n in items))
+
+        results = self._store._run(run_all())
+        return {d: r for (d, _), r in zip(items, results, strict=True)}
+
+    def upload_file(
+        self,
+        digest: str,
+        path: str,
+        size: int,
+        *,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> None:
+        """Upload a local file as ``digest`` (the caller has hashed it); the final key
+        appears only once the upload is complete, and its size is checked. ``on_bytes``
+        is told of each part sent, where the backend reports them."""
+        self._store._check_writable()
+        final = self._store._key_of(digest)
+        kwargs: dict[str, Any] = {}
+        if on_bytes is not None:
+            from fsspec.callbacks import Callback
+
+            report = on_bytes
+
+            class _Sent(Callback):  # type: ignore[misc]
+                def relative_update(self, inc: int = 1) -> None:
+                    report(inc)
+
+            kwargs["callback"] = _Sent()
+        try:
+            if self._store.atomic_put:
+                self._store._call(
+                    f"PUT {digest}", lambda: self._store.fs.put_file(path, final, **kwargs)
+                )
+            else:
+                self._store._via_temporary(
+                    digest, final, lambda tmp: self._store.fs.put_file(path, tmp, **kwargs)
+                )
+        except FileNotFoundError as exc:
+            raise self._store._not_found(digest, exc) from exc
+        stored = self._store._size(digest)
+        if stored != size:
+            raise StorageError(
+                f"{self._store.url}: {digest}: stored {stored} bytes after upload, expected {size}"
+            )
+
+    def iter_blobs(self) -> Iterator[BlobInfo]:
+        """Yield every blob present with its size and modification time."""
+        found = self._store._find(f"{self._store._path}/blobs/blake3")
+        for key in sorted(found):
+            digest = _digest_of_key(str(key))
+            if digest is not None:
+                info = found[key]
+                yield BlobInfo(digest, int(info.get("size") or 0), _mtime(info))
+
+    def blob_info(self, digest: str) -> BlobInfo | None:
+        """Return a blob's size and modification time as stored now (None if absent)."""
+        key = self._store._key_of(digest)
+        try:
+            info = self._store._call(f"HEAD {digest}", lambda: self._store.fs.info(key))
+        except FileNotFoundError:
+            return None
+        if info.get("type") == "directory" or info.get("size") is None:
+            return None
+        return BlobInfo(digest, int(info["size"]), _mtime(info))
+
+    def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
+        """Yield ``(key, mtime)`` of leftovers of this store's interrupted writes.
+
+        Only what evidencestore itself writes: on non-atomic backends, temporaries
+        ``<root>/blobs/.tmp/<32 hex>``; on S3, incomplete multipart uploads of blob keys
+        under ``<root>/blobs/blake3/`` (yielded as ``upload:<id>:<bucket>/<key>``).
+        Backends whose PUT is atomic never get temporaries, so none are looked for.
+        """
+        if self._store._http:
+            return
+        if not self._store.atomic_put:
+            found = self._store._find(f"{self._store._path}/{TMP_DIR}")
+            for key in sorted(found):
+                if _TMP_NAME.match(str(key).rstrip("/").rsplit("/", 1)[-1]):
+                    yield str(key), _mtime(found[key])
+        if self._store._protocols & {"s3", "s3a"}:
+            bucket, _, prefix = self._store._path.partition("/")
+            blob_prefix = f"{prefix}/blobs/blake3/" if prefix else "blobs/blake3/"
+            try:
+                response = self._store._call(
+                    "list multipart uploads",
+                    lambda: self._store.fs.call_s3(
+                        "list_multipart_uploads", Bucket=bucket, Prefix=blob_prefix
+                    ),
+                )
+            except FileNotFoundError as exc:
+                raise StorageError(
+                    f"{self._store.url}: bucket or prefix not found ({_describe(exc)})"
+                ) from exc
+            for upload in response.get("Uploads", []):
+                key = str(upload["Key"])
+                if not key.startswith(blob_prefix) or _digest_of_key(key) is None:
+                    continue
+                yield (
+                    f"upload:{upload['UploadId']}:{bucket}/{key}",
+                    _mtime({"LastModified": upload.get("Initiated")}),
+                )
+
+    def write_lease(self, name: str, data: bytes) -> str:
+        """Write a push's lease ``<root>/leases/<name>``; returns its key."""
+        self._store._check_writable()
+        key = f"{self._store._path}/{LEASE_DIR}/{name}"
+        try:
+            if self._store.atomic_put:
+                self._store._call("PUT lease", lambda: self._store.fs.pipe_file(key, data))
+            else:
+                self._store._via_temporary(
+                    f"lease {name}", key, lambda tmp: self._store.fs.pipe_file(tmp, data)
+                )
+        except FileNotFoundError as exc:
+            raise StorageError(
+                f"{self._store.url}: cannot write the push's lease {name}: bucket or prefix not found "
+                f"({_describe(exc)})"
+            ) from exc
+        return key
+
+    def iter_leases(self) -> Iterator[tuple[str, float | None]]:
+        """Yield ``(key, mtime)`` of every object under ``<root>/leases/``."""
+        if self._store._http:
+            return
+        found = self._store._find(f"{self._store._path}/{LEASE_DIR}")
+        for key in sorted(found):
+            yield str(key), _mtime(found[key])
+
+    def read_lease(self, key: str) -> bytes:
+        """Return a lease's bytes."""
+        return self._store._call("GET lease", lambda: self._store.fs.cat_file(key))  # type: ignore[no-any-return]
+
+    def remove_lease(self, key: str) -> None:
+        """Remove a lease."""
+        self._store._check_writable()
+        with contextlib.suppress(FileNotFoundError):
+            self._store._call("remove lease", lambda: self._store.fs.rm(key))
+
+    def remove_temporary(self, key: str) -> None:
+        """Remove a leftover yielded by :meth:`iter_temporaries`."""
+        self._store._check_writable()
+        if key.startswith("upload:"):
+            _, upload_id, path = key.split(":", 2)
+            bucket, _, name = path.partition("/")
+            self._store._call(
+                "abort multipart upload",
+                lambda: self._store.fs.call_s3(
+                    "abort_multipart_upload", Bucket=bucket, Key=name, UploadId=upload_id
+                ),
+            )
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self._store._call("remove temporary", lambda: self._store.fs.rm(key))
+
+    @property
+    def supports_leases(self) -> bool:
+        return not self._store.read_only and not self._store._http
+
+    @property
+    def supports_quarantine(self) -> bool:
+        return not self._store.read_only and not self._store._http and self._store.supports_listing
+
+    def quarantine(self, digest: str) -> str | None:
+        self._store._check_writable()
+        key = self._store._key_of(digest)
+        target = f"{self._store._path}/{QUARANTINE_DIR}/{digest_hex(digest)}-{os.urandom(8).hex()}"
+
+        def move() -> None:
+            self._store.fs.makedirs(self._store.fs._parent(target), exist_ok=True)
+            self._store.fs.mv(key, target)
+
+        try:
+            self._store._call(f"quarantine {digest}", move)
+        except FileNotFoundError:
+            return None
+        return target
+
+    def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
+        if self._store._http:
+            return
+        found = self._store._find(f"{self._store._path}/{QUARANTINE_DIR}")
+        for key in sorted(found):
+            match = _QUARANTINED.match(str(key).rstrip("/").rsplit("/", 1)[-1])
+            if match:
+                yield str(key), digest_from_hex(match.group(1)), _mtime(found[key])
+
+    def quarantined_mtime(self, key: str) -> float | None:
+        """None: quarantine is a copy here, which does not keep the blob's mtime (the
+        writer's lease carries gc's argument)."""
+        return None
+
+    def restore(self, key: str) -> None:
+        self._store._check_writable()
+        match = _QUARANTINED.match(key.rstrip("/").rsplit("/", 1)[-1])
+        if not match:
+            raise StorageError(f"{self._store.url}: {key}: not a quarantined blob")
+        digest = digest_from_hex(match.group(1))
+        final = self._store._key_of(digest)
+
+        def put_back() -> None:
+            if not self._store.fs.exists(final):
+                self._store.fs.makedirs(self._store.fs._parent(final), exist_ok=True)
+                self._store.fs.copy(key, final)
+            self._store.fs.rm(key)
+
+        with contextlib.suppress(FileNotFoundError):
+            self._store._call(f"restore {digest}", put_back)
+
+    def purge(self, key: str) -> None:
+        self._store._check_writable()
+        with contextlib.suppress(FileNotFoundError):
+            self._store._call("delete quarantined", lambda: self._store.fs.rm(key))

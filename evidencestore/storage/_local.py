@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Literal, cast
 
 try:
     import fcntl
@@ -24,9 +24,9 @@ from .._atomic import fsync_dir
 from ..digest import copy_hashing, digest_from_hex, digest_hex, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
 from ..integrity import check_content
-from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, blob_key
+from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, Upkeep, blob_key
 
-__all__ = ["LINK_MODES", "LinkMode", "LocalBlobStore"]
+__all__ = ["LINK_MODES", "LinkMode", "LocalBlobStore", "LocalUpkeep"]
 
 _TMP_PREFIX = ".tmp-"
 INCOMING_DIR = "incoming"
@@ -197,40 +197,14 @@ class LocalBlobStore(BlobStore):
                     continue
                 yield digest
 
-    # -- streamed writes (bodies hashed while they arrive) --------------------
-    def incoming_path(self) -> Path:
-        """A fresh temporary name under ``<root>/incoming/`` (same filesystem as the
-        blobs) for a file that :meth:`adopt` will publish; gc removes old leftovers."""
-        folder = self.root / INCOMING_DIR
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f"{folder}: cannot create: {exc.strerror}") from exc
-        return folder / f"{_TMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}"
+    # -- upkeep (transfers and gc) -------------------------------------------
+    @property
+    def upkeep(self) -> LocalUpkeep:
+        """Transfers' and gc's methods (see :class:`LocalUpkeep`)."""
+        return cast(LocalUpkeep, super().upkeep)
 
-    def adopt(
-        self, path: str | os.PathLike[str], digest: str, size: int, *, durable: bool = True
-    ) -> None:
-        """Publish a complete file already hashed to ``digest`` and ``size`` (moved into
-        place, not copied; create-only). An intact copy already stored is kept and
-        ``path`` removed. ``path`` must be on this store's filesystem. ``durable=False``
-        skips the fsync, for copies that can be fetched again (a torn copy fails the
-        size or hash check of the next read, which fetches it again)."""
-        self._check_writable()
-        digest = parse_digest(digest)
-        tmp = Path(path)
-        try:
-            if self._present_and_intact(digest, size):
-                os.unlink(tmp)
-                return
-            if durable:
-                with open(tmp, "rb") as fh:
-                    os.fsync(fh.fileno())
-            final = self.path_of(digest)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            self._publish(tmp, final, digest, durable)
-        except OSError as exc:
-            raise StorageError(f"{tmp}: cannot store as {digest}: {exc.strerror}") from exc
+    def _make_upkeep(self) -> LocalUpkeep:
+        return LocalUpkeep(self)
 
     def _stat(self, path: Path) -> os.stat_result | None:
         try:
@@ -240,56 +214,6 @@ class LocalBlobStore(BlobStore):
         except OSError as exc:
             raise StorageError(f"{path}: {exc.strerror}") from exc
 
-    def iter_blobs(self) -> Iterator[BlobInfo]:
-        for digest in self._iter():
-            st = self._stat(self.path_of(digest))
-            if st is not None:
-                yield BlobInfo(digest, st.st_size, st.st_mtime)
-
-    def blob_info(self, digest: str) -> BlobInfo | None:
-        st = self._stat(self.path_of(digest))
-        return None if st is None else BlobInfo(digest, st.st_size, st.st_mtime)
-
-    def keep_alive(self, digest: str) -> None:
-        if not self.read_only:
-            with contextlib.suppress(OSError):
-                os.utime(self.path_of(digest))
-
-    def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
-        """Yield ``(path, mtime)`` of leftover temporary files of interrupted writes
-        (an incoming body a live run holds locked is not a leftover)."""
-        base = self.root / "blobs" / "blake3"
-        incoming = sorted((self.root / INCOMING_DIR).glob(f"{_TMP_PREFIX}*"))
-        if base.is_dir() or incoming:
-            for path in [*sorted(base.glob(f"*/{_TMP_PREFIX}*")), *incoming]:
-                st = self._stat(path)
-                if st is not None and not (path in incoming and _held(path)):
-                    yield str(path), st.st_mtime
-
-    def remove_temporary(self, key: str) -> None:
-        """Remove a leftover temporary; an incoming body is removed only while its
-        exclusive lock can be taken at once (a live run's sink holds it shared from
-        creation to publication: runs/body.py), and the lock is held while unlinking."""
-        self._check_writable()
-        path = Path(key)
-        if path.parent.name != INCOMING_DIR or fcntl is None:
-            self._unlink(path, "cannot remove")
-            return
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise StorageError(f"{path}: cannot remove: {exc.strerror}") from exc
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return  # a live body
-            self._unlink(path, "cannot remove")
-        finally:
-            os.close(fd)
-
     def _unlink(self, path: Path, what: str) -> None:
         try:
             os.unlink(path)
@@ -297,97 +221,6 @@ class LocalBlobStore(BlobStore):
             pass
         except OSError as exc:
             raise StorageError(f"{path}: {what}: {exc.strerror}") from exc
-
-    # -- leases -------------------------------------------------------------
-    @property
-    def supports_leases(self) -> bool:
-        return not self.read_only
-
-    def write_lease(self, name: str, data: bytes) -> str:
-        self._check_writable()
-        from .._atomic import write_replace
-
-        final = self.root / LEASE_DIR / name
-        try:
-            write_replace(final, data)
-        except OSError as exc:
-            raise StorageError(f"{final}: cannot write the lease: {exc.strerror}") from exc
-        return str(final)
-
-    def iter_leases(self) -> Iterator[tuple[str, float | None]]:
-        folder = self.root / LEASE_DIR
-        for name in _names(folder, "cannot list leases"):
-            if name.startswith("."):
-                continue
-            st = self._stat(folder / name)
-            if st is not None:
-                yield str(folder / name), st.st_mtime
-
-    def read_lease(self, key: str) -> bytes:
-        with open(key, "rb") as fh:
-            return fh.read(1 << 26)
-
-    def remove_lease(self, key: str) -> None:
-        self._check_writable()
-        self._unlink(Path(key), "cannot remove lease")
-
-    # -- quarantine ---------------------------------------------------------
-    @property
-    def supports_quarantine(self) -> bool:
-        return not self.read_only
-
-    def quarantine(self, digest: str) -> str | None:
-        self._check_writable()
-        folder = self.root / QUARANTINE_DIR
-        key = folder / f"{digest_hex(digest)}-{os.urandom(8).hex()}"
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            os.rename(self.path_of(digest), key)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StorageError(
-                f"{self.path_of(digest)}: cannot quarantine: {exc.strerror}"
-            ) from exc
-        return str(key)
-
-    def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
-        folder = self.root / QUARANTINE_DIR
-        for name in _names(folder, "cannot list"):
-            match = _QUARANTINED.match(name)
-            st = self._stat(folder / name) if match else None
-            if match and st is not None:
-                yield str(folder / name), digest_from_hex(match.group(1)), st.st_mtime
-
-    def quarantined_mtime(self, key: str) -> float | None:
-        st = self._stat(Path(key))
-        return None if st is None else st.st_mtime
-
-    def restore(self, key: str) -> None:
-        self._check_writable()
-        path = Path(key)
-        match = _QUARANTINED.match(path.name)
-        if not match:
-            raise StorageError(f"{key}: not a quarantined blob")
-        final = self.path_of(digest_from_hex(match.group(1)))
-        try:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.link(path, final)
-        except FileExistsError:
-            pass  # written again meanwhile: the same content by its name
-        except FileNotFoundError:
-            return
-        except OSError:
-            try:
-                os.rename(path, final)
-            except OSError as exc:
-                raise StorageError(f"{key}: cannot restore: {exc.strerror}") from exc
-            return
-        self._unlink(path, "cannot remove after restoring")
-
-    def purge(self, key: str) -> None:
-        self._check_writable()
-        self._unlink(Path(key), "cannot delete")
 
 
 def _names(folder: Path, failure: str) -> list[str]:
@@ -415,3 +248,188 @@ def _held(path: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+class LocalUpkeep(Upkeep):
+    """A local store's upkeep: blobs with modification times, keep-alive, incoming
+    files moved into place, leases and quarantine as files under the root
+    (``SupportsKeepAlive``, ``SupportsIncoming``, ``SupportsLeases``,
+    ``SupportsQuarantine``)."""
+
+    _store: LocalBlobStore
+
+    def __init__(self, store: LocalBlobStore) -> None:
+        super().__init__(store)
+
+    def incoming_path(self) -> Path:
+        """A fresh temporary name under ``<root>/incoming/`` (same filesystem as the
+        blobs) for a file that :meth:`adopt` will publish; gc removes old leftovers."""
+        folder = self._store.root / INCOMING_DIR
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"{folder}: cannot create: {exc.strerror}") from exc
+        return folder / f"{_TMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}"
+
+    def adopt(
+        self, path: str | os.PathLike[str], digest: str, size: int, *, durable: bool = True
+    ) -> None:
+        """Publish a complete file already hashed to ``digest`` and ``size`` (moved into
+        place, not copied; create-only). An intact copy already stored is kept and
+        ``path`` removed. ``path`` must be on this store's filesystem. ``durable=False``
+        skips the fsync, for copies that can be fetched again (a torn copy fails the
+        size or hash check of the next read, which fetches it again)."""
+        self._store._check_writable()
+        digest = parse_digest(digest)
+        tmp = Path(path)
+        try:
+            if self._store._present_and_intact(digest, size):
+                os.unlink(tmp)
+                return
+            if durable:
+                with open(tmp, "rb") as fh:
+                    os.fsync(fh.fileno())
+            final = self._store.path_of(digest)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            self._store._publish(tmp, final, digest, durable)
+        except OSError as exc:
+            raise StorageError(f"{tmp}: cannot store as {digest}: {exc.strerror}") from exc
+
+    def iter_blobs(self) -> Iterator[BlobInfo]:
+        for digest in self._store._iter():
+            st = self._store._stat(self._store.path_of(digest))
+            if st is not None:
+                yield BlobInfo(digest, st.st_size, st.st_mtime)
+
+    def blob_info(self, digest: str) -> BlobInfo | None:
+        st = self._store._stat(self._store.path_of(digest))
+        return None if st is None else BlobInfo(digest, st.st_size, st.st_mtime)
+
+    def keep_alive(self, digest: str) -> None:
+        if not self._store.read_only:
+            with contextlib.suppress(OSError):
+                os.utime(self._store.path_of(digest))
+
+    def iter_temporaries(self) -> Iterator[tuple[str, float | None]]:
+        """Yield ``(path, mtime)`` of leftover temporary files of interrupted writes
+        (an incoming body a live run holds locked is not a leftover)."""
+        base = self._store.root / "blobs" / "blake3"
+        incoming = sorted((self._store.root / INCOMING_DIR).glob(f"{_TMP_PREFIX}*"))
+        if base.is_dir() or incoming:
+            for path in [*sorted(base.glob(f"*/{_TMP_PREFIX}*")), *incoming]:
+                st = self._store._stat(path)
+                if st is not None and not (path in incoming and _held(path)):
+                    yield str(path), st.st_mtime
+
+    def remove_temporary(self, key: str) -> None:
+        """Remove a leftover temporary; an incoming body is removed only while its
+        exclusive lock can be taken at once (a live run's sink holds it shared from
+        creation to publication: runs/body.py), and the lock is held while unlinking."""
+        self._store._check_writable()
+        path = Path(key)
+        if path.parent.name != INCOMING_DIR or fcntl is None:
+            self._store._unlink(path, "cannot remove")
+            return
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StorageError(f"{path}: cannot remove: {exc.strerror}") from exc
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return  # a live body
+            self._store._unlink(path, "cannot remove")
+        finally:
+            os.close(fd)
+
+    @property
+    def supports_leases(self) -> bool:
+        return not self._store.read_only
+
+    def write_lease(self, name: str, data: bytes) -> str:
+        self._store._check_writable()
+        from .._atomic import write_replace
+
+        final = self._store.root / LEASE_DIR / name
+        try:
+            write_replace(final, data)
+        except OSError as exc:
+            raise StorageError(f"{final}: cannot write the lease: {exc.strerror}") from exc
+        return str(final)
+
+    def iter_leases(self) -> Iterator[tuple[str, float | None]]:
+        folder = self._store.root / LEASE_DIR
+        for name in _names(folder, "cannot list leases"):
+            if name.startswith("."):
+                continue
+            st = self._store._stat(folder / name)
+            if st is not None:
+                yield str(folder / name), st.st_mtime
+
+    def read_lease(self, key: str) -> bytes:
+        with open(key, "rb") as fh:
+            return fh.read(1 << 26)
+
+    def remove_lease(self, key: str) -> None:
+        self._store._check_writable()
+        self._store._unlink(Path(key), "cannot remove lease")
+
+    @property
+    def supports_quarantine(self) -> bool:
+        return not self._store.read_only
+
+    def quarantine(self, digest: str) -> str | None:
+        self._store._check_writable()
+        folder = self._store.root / QUARANTINE_DIR
+        key = folder / f"{digest_hex(digest)}-{os.urandom(8).hex()}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            os.rename(self._store.path_of(digest), key)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(
+                f"{self._store.path_of(digest)}: cannot quarantine: {exc.strerror}"
+            ) from exc
+        return str(key)
+
+    def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
+        folder = self._store.root / QUARANTINE_DIR
+        for name in _names(folder, "cannot list"):
+            match = _QUARANTINED.match(name)
+            st = self._store._stat(folder / name) if match else None
+            if match and st is not None:
+                yield str(folder / name), digest_from_hex(match.group(1)), st.st_mtime
+
+    def quarantined_mtime(self, key: str) -> float | None:
+        st = self._store._stat(Path(key))
+        return None if st is None else st.st_mtime
+
+    def restore(self, key: str) -> None:
+        self._store._check_writable()
+        path = Path(key)
+        match = _QUARANTINED.match(path.name)
+        if not match:
+            raise StorageError(f"{key}: not a quarantined blob")
+        final = self._store.path_of(digest_from_hex(match.group(1)))
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, final)
+        except FileExistsError:
+            pass  # written again meanwhile: the same content by its name
+        except FileNotFoundError:
+            return
+        except OSError:
+            try:
+                os.rename(path, final)
+            except OSError as exc:
+                raise StorageError(f"{key}: cannot restore: {exc.strerror}") from exc
+            return
+        self._store._unlink(path, "cannot remove after restoring")
+
+    def purge(self, key: str) -> None:
+        self._store._check_writable()
+        self._store._unlink(Path(key), "cannot delete")

@@ -5,23 +5,22 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from ..errors import BlobNotFoundError
-from ._base import BlobStore
+from ._base import BlobStore, Upkeep
 
-__all__ = ["MemoryBlobStore"]
+__all__ = ["MemoryBlobStore", "MemoryUpkeep"]
 
 
 class MemoryBlobStore(BlobStore):
     """Blobs in a dict; ``blobs`` is exposed so tests can corrupt them on purpose.
-    Holds leases and quarantines (``SupportsLeases``, ``SupportsQuarantine``)."""
+    Its :attr:`upkeep` holds leases and quarantines (``SupportsLeases``,
+    ``SupportsQuarantine``)."""
 
     def __init__(self, *, read_only: bool = False) -> None:
         super().__init__(read_only=read_only)
         self.blobs: dict[str, bytes] = {}
-        self.leases: dict[str, bytes] = {}
-        self.quarantined: dict[str, tuple[str, bytes]] = {}
 
     @property
     def location(self) -> str:
@@ -50,54 +49,74 @@ class MemoryBlobStore(BlobStore):
         yield from sorted(self.blobs)
 
     @property
+    def upkeep(self) -> MemoryUpkeep:
+        """Transfers' and gc's methods (see :class:`MemoryUpkeep`)."""
+        return cast(MemoryUpkeep, super().upkeep)
+
+    def _make_upkeep(self) -> MemoryUpkeep:
+        return MemoryUpkeep(self)
+
+
+class MemoryUpkeep(Upkeep):
+    """A memory store's upkeep: leases and quarantine in dicts of the store
+    (``SupportsLeases``, ``SupportsQuarantine``)."""
+
+    _store: MemoryBlobStore
+
+    def __init__(self, store: MemoryBlobStore) -> None:
+        super().__init__(store)
+        self._leases: dict[str, bytes] = {}
+        self._quarantined: dict[str, tuple[str, bytes]] = {}
+
+    @property
     def supports_leases(self) -> bool:
-        return not self.read_only
+        return not self._store.read_only
 
     def write_lease(self, name: str, data: bytes) -> str:
-        self._check_writable()
-        self.leases[name] = bytes(data)
+        self._store._check_writable()
+        self._leases[name] = bytes(data)
         return name
 
     def iter_leases(self) -> Iterator[tuple[str, float | None]]:
-        for name in sorted(self.leases):
+        for name in sorted(self._leases):
             yield name, None
 
     def read_lease(self, key: str) -> bytes:
         try:
-            return self.leases[key]
+            return self._leases[key]
         except KeyError:
             raise FileNotFoundError(key) from None
 
     def remove_lease(self, key: str) -> None:
-        self._check_writable()
-        self.leases.pop(key, None)
+        self._store._check_writable()
+        self._leases.pop(key, None)
 
     @property
     def supports_quarantine(self) -> bool:
-        return not self.read_only
+        return not self._store.read_only
 
     def quarantine(self, digest: str) -> str | None:
-        self._check_writable()
-        data = self.blobs.pop(digest, None)
+        self._store._check_writable()
+        data = self._store.blobs.pop(digest, None)
         if data is None:
             return None
         key = f"{digest}-{os.urandom(8).hex()}"
-        self.quarantined[key] = (digest, data)
+        self._quarantined[key] = (digest, data)
         return key
 
     def iter_quarantined(self) -> Iterator[tuple[str, str, float | None]]:
-        for key in sorted(self.quarantined):
-            yield key, self.quarantined[key][0], None
+        for key in sorted(self._quarantined):
+            yield key, self._quarantined[key][0], None
 
     def quarantined_mtime(self, key: str) -> float | None:
         return None  # no modification times here: a lease protects what a writer uses
 
     def restore(self, key: str) -> None:
-        self._check_writable()
-        item = self.quarantined.pop(key, None)
+        self._store._check_writable()
+        item = self._quarantined.pop(key, None)
         if item is not None:
-            self.blobs.setdefault(item[0], item[1])
+            self._store.blobs.setdefault(item[0], item[1])
 
     def purge(self, key: str) -> None:
-        self._check_writable()
-        self.quarantined.pop(key, None)
+        self._store._check_writable()
+        self._quarantined.pop(key, None)

@@ -165,7 +165,7 @@ class ReadThroughStore(BlobStore):
         return self.open(digest)  # type: ignore[return-value]  # a verifying stream
 
     def _write(self, digest: str, data: bytes) -> None:
-        self.cache.write_verified(digest, data)
+        self.cache.upkeep.write_verified(digest, data)
 
     def _delete(self, digest: str) -> None:
         self.cache.delete(digest)

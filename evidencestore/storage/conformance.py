@@ -13,8 +13,8 @@ class TestMyStore(BlobStoreSuite):
 Override :meth:`corrupt` when the backend cannot be corrupted through ``delete`` and
 the raw write primitive, and :meth:`age` when a backend whose blobs have modification
 times can set them some other way. The capabilities gc's safety argument rests on
-(``SupportsLeases``, ``SupportsQuarantine``, ``SupportsKeepAlive``) are tested on every
-backend that claims them, and skipped elsewhere.
+(``SupportsLeases``, ``SupportsQuarantine``, ``SupportsKeepAlive``, on the store's
+``upkeep``) are tested on every backend that claims them, and skipped elsewhere.
 """
 
 from __future__ import annotations
@@ -195,65 +195,67 @@ class BlobStoreSuite:
         with pytest.raises(ReadOnlyStoreError):
             store.delete(_ABSENT)
         # nothing gc deletes by is offered where nothing may be written
-        assert not (isinstance(store, SupportsLeases) and store.supports_leases)
-        assert not (isinstance(store, SupportsQuarantine) and store.supports_quarantine)
+        assert not (isinstance(store.upkeep, SupportsLeases) and store.upkeep.supports_leases)
+        assert not (
+            isinstance(store.upkeep, SupportsQuarantine) and store.upkeep.supports_quarantine
+        )
         assert leases.write_lease(store, [_ABSENT]) == ""
 
     # -- what gc's safety argument rests on, on every backend that claims it ---------
     def test_leases(self, store: BlobStore) -> None:
-        if not (isinstance(store, SupportsLeases) and store.supports_leases):
+        if not (isinstance(store.upkeep, SupportsLeases) and store.upkeep.supports_leases):
             pytest.skip("backend holds no leases")
         digest = hash_bytes(b"relied on").digest
         key = leases.write_lease(store, [digest, digest, _ABSENT])
         found = [lease for lease in leases.iter_leases(store) if lease.key == key]
         assert len(found) == 1 and found[0].created is not None
         assert leases.read_lease(store, key) == sorted({digest, _ABSENT})
-        assert store.read_lease(key).startswith(b"{")
+        assert store.upkeep.read_lease(key).startswith(b"{")
         other = leases.write_lease(store, [digest])
-        assert other != key and {key, other} <= {k for k, _ in store.iter_leases()}
-        store.remove_lease(key)
-        assert key not in {k for k, _ in store.iter_leases()}
+        assert other != key and {key, other} <= {k for k, _ in store.upkeep.iter_leases()}
+        store.upkeep.remove_lease(key)
+        assert key not in {k for k, _ in store.upkeep.iter_leases()}
         with pytest.raises(FileNotFoundError):
-            store.read_lease(key)
+            store.upkeep.read_lease(key)
         assert leases.read_lease(store, key) == []  # gone: it protects nothing
-        store.remove_lease(key)  # absent: no error
-        assert other in {k for k, _ in store.iter_leases()}
+        store.upkeep.remove_lease(key)  # absent: no error
+        assert other in {k for k, _ in store.upkeep.iter_leases()}
 
     def test_quarantine_restore_and_purge(self, store: BlobStore) -> None:
-        if not (isinstance(store, SupportsQuarantine) and store.supports_quarantine):
+        if not (isinstance(store.upkeep, SupportsQuarantine) and store.upkeep.supports_quarantine):
             pytest.skip("backend cannot quarantine")
         data = b"quarantined " * 100
         digest = store.put(data).digest
-        key = store.quarantine(digest)
+        key = store.upkeep.quarantine(digest)
         assert key is not None and not store.has(digest)
-        assert (key, digest) in [(k, d) for k, d, _ in store.iter_quarantined()]
-        store.restore(key)
+        assert (key, digest) in [(k, d) for k, d, _ in store.upkeep.iter_quarantined()]
+        store.upkeep.restore(key)
         assert store.get(digest, len(data)) == data
-        assert key not in [k for k, _, _ in store.iter_quarantined()]
-        key = store.quarantine(digest)
+        assert key not in [k for k, _, _ in store.upkeep.iter_quarantined()]
+        key = store.upkeep.quarantine(digest)
         assert key is not None
-        store.purge(key)
+        store.upkeep.purge(key)
         assert not store.has(digest)
-        assert key not in [k for k, _, _ in store.iter_quarantined()]
-        store.purge(key)  # absent: no error
-        assert store.quarantine(digest) is None  # nothing under its name
+        assert key not in [k for k, _, _ in store.upkeep.iter_quarantined()]
+        store.upkeep.purge(key)  # absent: no error
+        assert store.upkeep.quarantine(digest) is None  # nothing under its name
 
     def test_restore_keeps_a_copy_written_meanwhile(self, store: BlobStore) -> None:
-        if not (isinstance(store, SupportsQuarantine) and store.supports_quarantine):
+        if not (isinstance(store.upkeep, SupportsQuarantine) and store.upkeep.supports_quarantine):
             pytest.skip("backend cannot quarantine")
         data = b"written again " * 100
         digest = store.put(data).digest
-        key = store.quarantine(digest)
+        key = store.upkeep.quarantine(digest)
         assert key is not None
         store.put(data)  # a writer stores the blob again while it is quarantined
-        store.restore(key)
+        store.upkeep.restore(key)
         assert store.get(digest, len(data)) == data
-        assert key not in [k for k, _, _ in store.iter_quarantined()]
+        assert key not in [k for k, _, _ in store.upkeep.iter_quarantined()]
 
     def test_keep_alive_makes_a_blob_young_and_quarantine_keeps_its_age(
         self, store: BlobStore
     ) -> None:
-        if not isinstance(store, SupportsKeepAlive):
+        if not isinstance(store.upkeep, SupportsKeepAlive):
             pytest.skip("backend has no keep-alive (a lease protects its blobs)")
         if not self.writable or store.read_only:
             pytest.skip("read-only: no writer to keep a blob alive")
@@ -261,22 +263,22 @@ class BlobStoreSuite:
         old = time.time() - 3600
         if not self.age(store, digest, old):
             pytest.skip("cannot set a blob's age on this backend")
-        info = store.blob_info(digest)
+        info = store.upkeep.blob_info(digest)
         assert info is not None and info.mtime is not None and abs(info.mtime - old) < 2
-        store.keep_alive(digest)
-        info = store.blob_info(digest)
+        store.upkeep.keep_alive(digest)
+        info = store.upkeep.blob_info(digest)
         assert info is not None and info.mtime is not None and info.mtime > old + 3000
-        if not (isinstance(store, SupportsQuarantine) and store.supports_quarantine):
+        if not (isinstance(store.upkeep, SupportsQuarantine) and store.upkeep.supports_quarantine):
             return
-        key = store.quarantine(digest)  # gc reads the age the writer left
+        key = store.upkeep.quarantine(digest)  # gc reads the age the writer left
         assert key is not None
-        mtime = store.quarantined_mtime(key)
+        mtime = store.upkeep.quarantined_mtime(key)
         assert mtime is not None and mtime > old + 3000
-        store.restore(key)
+        store.upkeep.restore(key)
         assert self.age(store, digest, old)
-        key = store.quarantine(digest)
+        key = store.upkeep.quarantine(digest)
         assert key is not None
-        mtime = store.quarantined_mtime(key)
+        mtime = store.upkeep.quarantined_mtime(key)
         assert mtime is not None and abs(mtime - old) < 2
-        store.restore(key)
+        store.upkeep.restore(key)
         assert store.get(digest) == b"kept alive"

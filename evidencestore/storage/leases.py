@@ -60,12 +60,13 @@ def write_lease(store: BlobStore, digests: Iterable[str], now: float | None = No
     """Write one lease listing ``digests`` (kept by gc while younger than its grace
     period). Returns the lease's key; "" on a store that cannot hold leases (nothing
     deletes there either)."""
-    if not (isinstance(store, SupportsLeases) and store.supports_leases):
+    upkeep = store.upkeep
+    if not (isinstance(upkeep, SupportsLeases) and upkeep.supports_leases):
         return ""
     when = time.time() if now is None else now
     name = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when)) + f"-{os.urandom(8).hex()}.json"
     body = json.dumps({"created": when, "digests": sorted(set(digests))}).encode()
-    return store.write_lease(name, body)
+    return upkeep.write_lease(name, body)
 
 
 def _lease_created(name: str) -> float | None:
@@ -80,9 +81,10 @@ def _lease_created(name: str) -> float | None:
 
 def iter_leases(store: BlobStore) -> Iterator[Lease]:
     """Yield the leases on ``store`` (none on a store that cannot have them)."""
-    if not isinstance(store, SupportsLeases):
+    upkeep = store.upkeep
+    if not isinstance(upkeep, SupportsLeases):
         return
-    for key, mtime in store.iter_leases():
+    for key, mtime in upkeep.iter_leases():
         name = key.rsplit("/", 1)[-1]
         if _LEASE_NAME.match(name):
             yield Lease(key, _lease_created(name), mtime)
@@ -90,10 +92,11 @@ def iter_leases(store: BlobStore) -> Iterator[Lease]:
 
 def read_lease(store: BlobStore, key: str) -> list[str]:
     """Return the digests a lease lists; a :class:`StorageError` when it is unreadable."""
-    if not isinstance(store, SupportsLeases):
+    upkeep = store.upkeep
+    if not isinstance(upkeep, SupportsLeases):
         return []
     try:
-        data = json.loads(store.read_lease(key))
+        data = json.loads(upkeep.read_lease(key))
         digests = data["digests"]
         if not isinstance(digests, list):
             raise TypeError("digests is not a list")
@@ -108,5 +111,6 @@ def read_lease(store: BlobStore, key: str) -> list[str]:
 
 def remove_lease(store: BlobStore, key: str) -> None:
     """Remove a lease (absent ones are ignored)."""
-    if isinstance(store, SupportsLeases):
-        store.remove_lease(key)
+    upkeep = store.upkeep
+    if isinstance(upkeep, SupportsLeases):
+        upkeep.remove_lease(key)

@@ -270,7 +270,7 @@ def _item_name(item: object) -> str:
 
 def sizes_of(store: BlobStore, digests: Iterable[str]) -> dict[str, int | None]:
     """Return each digest's stored size (None when absent), batched where possible."""
-    return store.sizes(sorted(set(digests)))
+    return store.upkeep.sizes(sorted(set(digests)))
 
 
 # -- downloads ---------------------------------------------------------------------
@@ -307,16 +307,17 @@ def _publish_bytes(cache: BlobStore, digest: str, data: bytes) -> None:
     torn by a power loss fails the size or hash check of the next read, which the
     read-through store and ``pull`` answer by fetching it again.
     """
-    if not isinstance(cache, SupportsIncoming):
+    incoming = cache.upkeep
+    if not isinstance(incoming, SupportsIncoming):
         cache.put(data, expected=digest)
         return
     tmp: Path | None = None
     try:
-        tmp = cache.incoming_path()
+        tmp = incoming.incoming_path()
         with open(tmp, "xb") as fh:
             fh.write(data)
         _steps.reached("fetch-written")
-        cache.adopt(tmp, digest, len(data), durable=False)
+        incoming.adopt(tmp, digest, len(data), durable=False)
     except (OSError, StorageError) as exc:
         raise _local_failure(cache, digest, exc) from exc
     finally:
@@ -326,12 +327,13 @@ def _publish_bytes(cache: BlobStore, digest: str, data: bytes) -> None:
 
 
 def _download_streamed(source: Source, cache: BlobStore, digest: str, size: int) -> None:
-    if not isinstance(cache, SupportsIncoming):
+    incoming = cache.upkeep
+    if not isinstance(incoming, SupportsIncoming):
         raise TypeError(f"{cache!r} cannot take streamed downloads")
     tmp: Path | None = None
     try:
         try:
-            tmp = cache.incoming_path()
+            tmp = incoming.incoming_path()
             with open(tmp, "xb"):
                 pass
         except (OSError, StorageError) as exc:
@@ -345,7 +347,7 @@ def _download_streamed(source: Source, cache: BlobStore, digest: str, size: int)
         check_content(source.label, digest, size, observed, size, suffix="; refused")
         _steps.reached("fetch-written")
         try:
-            cache.adopt(tmp, digest, size, durable=False)
+            incoming.adopt(tmp, digest, size, durable=False)
         except (OSError, StorageError) as exc:
             raise _local_failure(cache, digest, exc) from exc
     finally:
@@ -417,7 +419,7 @@ def _download_from(
                         "evstore.toml to fetch it)"
                     )
                 expected = stored
-            if expected > STREAM_THRESHOLD and isinstance(cache, SupportsIncoming):
+            if expected > STREAM_THRESHOLD and isinstance(cache.upkeep, SupportsIncoming):
                 _download_streamed(source, cache, digest, expected)
             else:
                 data = source.store._read_raw(digest, limit=expected + 1) if expected else b""
@@ -459,8 +461,9 @@ def download_all(
             store = first.store
         except StorageError:  # reported per blob below, as download does
             store = None
-        if isinstance(store, SupportsBatchRead) and store.supports_batch_read:
-            reader = store
+        upkeep = None if store is None else store.upkeep
+        if isinstance(upkeep, SupportsBatchRead) and upkeep.supports_batch_read:
+            reader = upkeep
             batch = [(d, s) for d, s in items if s is not None and 0 < s <= STREAM_THRESHOLD]
     sizes = dict(batch)
     failed: dict[str, Exception] = {}
@@ -533,9 +536,9 @@ def upload(
     try:
         # The blob is known to be missing there and was just verified: no second check.
         if size <= STREAM_THRESHOLD:
-            remote.store.write_verified(digest, data)
+            remote.store.upkeep.write_verified(digest, data)
         else:
-            remote.store.upload_file(digest, str(path), size, on_bytes=on_bytes)
+            remote.store.upkeep.upload_file(digest, str(path), size, on_bytes=on_bytes)
     except (StorageError, OSError) as exc:
         detail = exc.strerror or exc if isinstance(exc, OSError) else exc
         text = str(detail)

@@ -58,7 +58,7 @@ def _set(latency: float, factors: tuple[float, ...]) -> list[float]:
 BASE, SLOWER, EQUAL = _set(0.25, TIGHT), _set(0.5, _turn(TIGHT)), _set(0.25, WIDE)
 NONINF = _set(0.25, _turn(TIGHT))
 SLOWRUN_BASE, SLOWRUN_EQUAL = [0.3, 0.3 * 1.04, 1.5], _set(0.3, _turn(TIGHT))  # b3 5x slow
-JOB_BASE, JOB_FAST = _set(0.75, (1.0, 1.02, 0.98, 1.0)), _set(0.6, (1.02, 0.98, 1.0, 1.0))
+JOB_BASE, JOB_FAST = _set(1.0, (1.0, 1.02, 0.98, 1.0)), _set(0.8, (1.02, 0.98, 1.0, 1.0))
 DRIFT_BASE, DRIFT_FAST = _set(0.5, TIGHT), _set(0.15, _turn(TIGHT))
 PLAN_BASE = _set(0.4, (0.93, 1.07, 1.07, 0.93))  # halves b1 b2 / b3 b4 with one geomean
 
@@ -218,9 +218,9 @@ def _job_workload(**extra: Any) -> str:
 def test_job_flow_true_ratio_is_claimed_within_its_bound(repo: Repo) -> None:
     repo.init("jobs", _protocol({"base": 4, "fast": 4}), _job_workload())
     # Seeded values alone: 1.25 [1.215, 1.286] (4 runs an arm, df 6). Every request of one
-    # fast run 0.13 s late, or every baseline time 0.13 s below its record (the bound), would
-    # be needed to bring the low end to 1.0; an overhead of 0.77 s on every request of both
-    # arms to bring the ratio to 1.1.
+    # fast run 0.175 s late, or every baseline time 0.175 s below its record (the bound), would
+    # be needed to bring the low end to 1.0 (or one request's bound of ~0.44 s, others' 0.03);
+    # an overhead of 1 s on every request of both arms to bring the ratio to 1.1.
     for i, (b, fast) in enumerate(zip(JOB_BASE, JOB_FAST, strict=True), start=1):
         repo.run("jobs", "base", f"b{i}", b)
         repo.run("jobs", "fast", f"f{i}", fast)
@@ -229,19 +229,20 @@ def test_job_flow_true_ratio_is_claimed_within_its_bound(repo: Repo) -> None:
         assert all(r.resolution_s is not None and r.polls >= 1 for r in record.requests)
     code, claim, text = repo.claim("jobs", "fast")
     s, b = claim["speedup"], claim["bounded"]
-    assert 1.1 < s["ratio"] < 1.4, claim  # 0.75 / 0.60 on the server; never 2.0
+    assert 1.1 < s["ratio"] < 1.4, claim  # 1.0 / 0.8 on the server; never 2.0
     assert b["low"] <= s["low"] and b["high"] >= s["high"]
     assert b["low"] < 1.25 < b["high"] * 1.05  # the truth, within the stated bound
     # The bound is the polling's (1 % of the elapsed time, 5 ms at least) plus a poll's round
-    # trip, which scheduling stretches: typically well under 0.05 s, and far below the 0.3 s
-    # of the coarse polling below (and the 0.5 s that once made this claim 2.0) at worst.
+    # trip: typically well under 0.05 s. Scheduling stretches single round trips without
+    # limit (0.27 s was seen with both cores busy), so the worst is only checked to be the
+    # one the claim states, and the claim to stand with every time anywhere within it.
     resolutions = sorted(
         r.resolution_s or 0.0
         for name in [*(f"b{i}" for i in (1, 2, 3, 4)), *(f"f{i}" for i in (1, 2, 3, 4))]
         for r in load_run(repo.root, name).requests
         if r.phase == "measured"
     )
-    assert claim["resolution_s"] == resolutions[-1] and claim["resolution_s"] < 0.25
+    assert claim["resolution_s"] == resolutions[-1]
     assert resolutions[len(resolutions) // 2] < 0.05
     assert claim["verdict"] == "STANDS" and code == 0
     assert "within the measurement resolution" in text

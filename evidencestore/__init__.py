@@ -19,6 +19,17 @@ if TYPE_CHECKING:
     from .bundle import create_bundle as create_bundle
     from .bundle import make_manifest as make_manifest
     from .bundle import seal as seal
+    from .campaign.adjudication import adjudicate as adjudicate
+    from .campaign.adjudication import repeatability as repeatability
+    from .campaign.claims import make_claim as make_claim
+    from .campaign.members import campaign_runs as campaign_runs
+    from .campaign.plan import plan_campaign as plan_campaign
+    from .campaign.protocol import Campaign as Campaign
+    from .campaign.protocol import init_campaign as init_campaign
+    from .campaign.protocol import load_campaign as load_campaign
+    from .campaign.records import register_records as register_records
+    from .campaign.status import evaluate as evaluate
+    from .campaign.verify import verify_campaign as verify_campaign
     from .config import Config as Config
     from .config import load_config as load_config
     from .config import local_store as local_store
@@ -30,12 +41,14 @@ if TYPE_CHECKING:
     from .errors import AttestationError as AttestationError
     from .errors import BlobNotFoundError as BlobNotFoundError
     from .errors import BundleError as BundleError
+    from .errors import BundleNotFoundError as BundleNotFoundError
     from .errors import ConfigError as ConfigError
     from .errors import EvidenceStoreError as EvidenceStoreError
     from .errors import IntegrityError as IntegrityError
     from .errors import InvalidDigestError as InvalidDigestError
     from .errors import ManifestError as ManifestError
     from .errors import MediaError as MediaError
+    from .errors import NotFoundError as NotFoundError
     from .errors import NotMediaError as NotMediaError
     from .errors import ReadOnlyStoreError as ReadOnlyStoreError
     from .errors import ReportError as ReportError
@@ -60,6 +73,16 @@ if TYPE_CHECKING:
     from .models import Registration as Registration
     from .models import VerifyReport as VerifyReport
     from .remotes import repository_store as repository_store
+    from .runs.diff import diff_runs as diff_runs
+    from .runs.models import RequestRecord as RequestRecord
+    from .runs.models import RunRecord as RunRecord
+    from .runs.models import Workload as Workload
+    from .runs.recorder import RunRecorder as RunRecorder
+    from .runs.recorder import load_run as load_run
+    from .runs.recorder import open_run as open_run
+    from .runs.runner import run_workload as run_workload
+    from .runs.summary import summarize as summarize
+    from .runs.workload import load_workload as load_workload
     from .storage import BlobStore as BlobStore
     from .storage import open_store as open_store
     from .verify import check_repository as check_repository
@@ -115,6 +138,30 @@ _LAZY: dict[str, str] = {
     "open_store": "storage",
     "check_repository": "verify",
     "verify_repository": "verify",
+    # runs and campaigns (their packages hold the rest: evidencestore.runs, .campaign)
+    "NotFoundError": "errors",
+    "BundleNotFoundError": "errors",
+    "run_workload": "runs.runner",
+    "open_run": "runs.recorder",
+    "load_run": "runs.recorder",
+    "RunRecorder": "runs.recorder",
+    "RunRecord": "runs.models",
+    "RequestRecord": "runs.models",
+    "Workload": "runs.models",
+    "load_workload": "runs.workload",
+    "diff_runs": "runs.diff",
+    "summarize": "runs.summary",
+    "Campaign": "campaign.protocol",
+    "init_campaign": "campaign.protocol",
+    "load_campaign": "campaign.protocol",
+    "campaign_runs": "campaign.members",
+    "verify_campaign": "campaign.verify",
+    "make_claim": "campaign.claims",
+    "evaluate": "campaign.status",
+    "plan_campaign": "campaign.plan",
+    "adjudicate": "campaign.adjudication",
+    "repeatability": "campaign.adjudication",
+    "register_records": "campaign.records",
 }
 
 __all__ = sorted(["__version__", *_LAZY])

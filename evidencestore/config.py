@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIG_NAME",
+    "CONFIG_TEMPLATE",
     "CREDENTIAL_OPTIONS",
     "GIT_IGNORED",
     "LOCAL_CONFIG_NAMES",
@@ -272,7 +273,7 @@ def _read_toml(path: Path) -> dict[str, Any] | None:
         return None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    if not raw.replace(b"\r\n", b"").strip(b" \t\n"):
+    if _only_comments(raw):
         return {}  # what ``evstore init`` writes: nothing to parse, no tomllib to import
     import tomllib  # not at module level: verify of a default repository never needs it
 
@@ -285,6 +286,11 @@ def _read_toml(path: Path) -> dict[str, Any] | None:
     if nesting_depth(data) > MAX_DEPTH:
         raise ConfigError(f"{path}: not valid configuration: nested deeper than {MAX_DEPTH} levels")
     return data
+
+
+def _only_comments(raw: bytes) -> bool:
+    """Whether a TOML text holds nothing but blank lines and comments."""
+    return all(not line.strip() or line.lstrip().startswith(b"#") for line in raw.splitlines())
 
 
 def _check_config(data: dict[str, Any], path: str) -> Config:
@@ -391,9 +397,53 @@ def parse_option(text: str) -> tuple[list[str], Any]:
     return parts, value
 
 
+CONFIG_TEMPLATE = """\
+# evstore.toml: the settings of this evidence repository (kept in git).
+# Every setting is optional; uncomment what you need. `evstore remote add` and
+# `evstore lpips pin` write their tables below this header and keep it.
+# Credentials never go here: use the backend's own (environment, ~/.aws, ...).
+#
+# The local blob store (git-ignored), relative to this file:
+# [store]
+# path = ".evstore"
+#
+# Refuse `evstore bundle create` when a file bound for git is larger than this
+# many bytes (give such files to the store with --external GLOB):
+# [bundle]
+# max_git_file_size = 10485760
+#
+# Remotes, tried in the order written (`evstore remote add NAME URL` adds one;
+# `evstore push` uploads to the first writable one):
+# [remotes.origin]
+# url = "s3://my-bucket/evidence"
+# options = { endpoint_url = "https://s3.example.com" }
+# read_only = false
+# attempts = 4                    # tries per request, with backoff
+# timeout = 60.0                  # seconds per connection and read
+# max_unregistered_size = 268435456   # bytes: bound for `evstore fetch` of an unnamed digest
+"""
+"""What ``evstore init`` writes: every setting a user will want, commented out."""
+
+
+def _leading_comments(path: Path) -> str:
+    """The comment block at the top of an existing file ("" when none)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    lines: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if line.strip() and not line.lstrip().startswith("#"):
+            break
+        lines.append(line)
+    head = "".join(lines).rstrip()
+    return head + "\n\n" if head else ""
+
+
 def save_config(root: str | os.PathLike[str], config: Config, *, local: bool = False) -> Path:
     """Write ``<root>/evstore.toml`` (with ``local``, the untracked
-    ``<root>/.evstore/config.toml``) atomically."""
+    ``<root>/.evstore/config.toml``) atomically, keeping the comment block at its top
+    (the template ``evstore init`` writes)."""
     import tomli_w
 
     path = Path(root) / (LOCAL_CONFIG_NAMES[-1] if local else CONFIG_NAME)
@@ -401,7 +451,7 @@ def save_config(root: str | os.PathLike[str], config: Config, *, local: bool = F
         path.parent.mkdir(parents=True, exist_ok=True)
     from ._atomic import write_replace
 
-    text = tomli_w.dumps(msgspec.to_builtins(config))
+    text = _leading_comments(path) + tomli_w.dumps(msgspec.to_builtins(config))
     try:
         write_replace(path, text.encode("utf-8"))
     except OSError as exc:
@@ -441,14 +491,17 @@ class Initialised(NamedTuple):
 
 def init_repository(root: str | os.PathLike[str]) -> Initialised:
     """Make ``root`` (created if needed, taken as given, never walked up) an evidence
-    repository: a default ``evstore.toml`` unless one exists, ``evidence/``, and
+    repository: ``evstore.toml`` (:data:`CONFIG_TEMPLATE`, every setting commented out)
+    unless one exists, ``evidence/``, and
     :data:`GIT_IGNORED` in ``.gitignore``."""
     repo = Repository(root)
     try:
         repo.root.mkdir(parents=True, exist_ok=True)
         wrote = not (repo.root / CONFIG_NAME).exists()
         if wrote:
-            save_config(repo.root, Config())
+            from ._atomic import write_replace
+
+            write_replace(repo.root / CONFIG_NAME, CONFIG_TEMPLATE.encode("utf-8"))
         (repo.root / "evidence").mkdir(exist_ok=True)
         ignore = repo.root / ".gitignore"
         text = ignore.read_text() if ignore.exists() else ""

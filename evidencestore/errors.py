@@ -53,11 +53,19 @@ class IntegrityError(EvidenceStoreError):
         self.reason = message if reason is None else reason
 
 
-class BlobNotFoundError(EvidenceStoreError, KeyError):
-    """A digest is absent from a store (or from every place looked)."""
+class NotFoundError(EvidenceStoreError, KeyError):
+    """What was asked for does not exist: a blob absent from every place looked
+    (:class:`BlobNotFoundError`), a bundle with no registration
+    (:class:`BundleNotFoundError`). The one type to catch for "not there", whichever
+    store or repository answered; content that is there but wrong is
+    :class:`IntegrityError`, never this."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class BlobNotFoundError(NotFoundError):
+    """A digest is absent from a store (or from every place looked)."""
 
 
 class ReadOnlyStoreError(EvidenceStoreError):
@@ -70,6 +78,10 @@ class StorageError(EvidenceStoreError):
 
 class ManifestError(EvidenceStoreError):
     """A manifest or registration is malformed or inconsistent."""
+
+
+class BundleNotFoundError(NotFoundError, ManifestError):
+    """No bundle of that name is registered (no ``evidence/<name>/bundle.json``)."""
 
 
 class BundleError(EvidenceStoreError):

@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 
 from ._canonical import decode
-from .errors import ManifestError
+from .errors import BundleNotFoundError, ManifestError
 from .models import Entry, Finding, Registration, Severity
 from .paths import REGISTRATION_NAME, name_collisions, resolve, shown, within
 
@@ -76,11 +76,12 @@ def read_entry(bundle_dir: Path, name: str, entry: Entry, what: str, hint: str =
 
 
 def load_registration(path: str | os.PathLike[str]) -> Registration:
-    """Read and decode one registration file."""
+    """Read and decode one registration file; :class:`BundleNotFoundError` when there
+    is none (no bundle of that name is registered)."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise ManifestError(f"{os.fspath(path)}: no such registration") from None
+        raise BundleNotFoundError(f"{os.fspath(path)}: no such registration") from None
     except OSError as exc:
         raise ManifestError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from exc
     return decode_registration(data, os.fspath(path))

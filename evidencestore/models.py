@@ -170,7 +170,13 @@ class BundleReport(Model, frozen=True, omit_defaults=False):
 
 
 class Totals(Model, frozen=True, omit_defaults=False):
-    """Sums over the bundles verified; computed, never pinned anywhere."""
+    """Sums over the bundles verified; computed, never pinned anywhere.
+
+    ``unavailable`` counts the store entries that were not checked (absent from the
+    store verified against); ``warnings`` counts every other warning: an unavailable
+    entry's finding (``code = "unavailable"``, a warning unless availability is
+    required, then an error counted in ``errors``) is counted in ``unavailable`` only.
+    """
 
     bundles: int
     entries: int

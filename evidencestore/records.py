@@ -1,7 +1,7 @@
 """The one registry of record kinds: kind -> struct, media type, schema; one decoder.
 
 Every record evidencestore stores as JSON (a run, a media check, a comparison, the
-campaign's repeatability, adjudication, claim and status) is a msgspec struct tagged
+campaign's repeatability, adjudication, claim, status, void and withdrawal records) is a msgspec struct tagged
 ``kind`` (``tag_field``), so one tagged-union decoder turns a record's bytes into its
 type, and reports and attestations dispatch on that type instead of sniffing keys.
 
@@ -19,7 +19,14 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from .campaign.models import Adjudication, Claim, Repeatability, StatusRecord
+from .campaign.models import (
+    Adjudication,
+    Claim,
+    Repeatability,
+    RunVoid,
+    StatusRecord,
+    Withdrawal,
+)
 from .errors import ManifestError
 from .media.records import CheckReport, ComparisonRecord
 from .models import Model
@@ -38,7 +45,15 @@ __all__ = [
 ]
 
 Record: TypeAlias = (
-    RunRecord | CheckReport | ComparisonRecord | Repeatability | Adjudication | Claim | StatusRecord
+    RunRecord
+    | CheckReport
+    | ComparisonRecord
+    | Repeatability
+    | Adjudication
+    | Claim
+    | StatusRecord
+    | RunVoid
+    | Withdrawal
 )
 
 
@@ -78,6 +93,8 @@ KINDS: tuple[RecordKind, ...] = (
     _kind(Adjudication, "campaign-adjudication", "campaign-adjudication"),
     _kind(Claim, "campaign-claim", "campaign-claim"),
     _kind(StatusRecord, "campaign-status", "campaign-status"),
+    _kind(RunVoid, "campaign-void", "campaign-void"),
+    _kind(Withdrawal, "campaign-withdrawal", "campaign-withdrawal"),
 )
 _BY_TYPE = {k.type: k for k in KINDS}
 

@@ -267,13 +267,18 @@ def push(
     remote: str | None = None,
     jobs: int = DEFAULT_JOBS,
     progress: IO[str] | None = None,
+    repair: bool = False,
 ) -> TransferSummary:
     """Upload every ``store`` entry of ``bundles`` (default: all) that ``remote``
-    (default: the first writable one) lacks.
+    (default: the first writable one) lacks or holds at the wrong size.
 
     Missing blobs are found with batched queries, then uploaded on ``jobs`` threads;
     each is re-hashed before upload and appears under its final key only once
-    complete. Raises :class:`TransferError` listing every blob that failed.
+    complete. With ``repair``, every copy the remote holds at the right size is also
+    downloaded and hashed, and one that does not match its digest is replaced (from
+    the verified local copy, atomically: an object store's PUT, a temporary renamed
+    elsewhere); every replaced copy is read back and hashed again (``repaired`` counts
+    them). Raises :class:`TransferError` listing every blob that failed.
     """
     base = as_repository(root)
     started = time.monotonic()
@@ -293,6 +298,18 @@ def push(
         except (StorageError, ReadOnlyStoreError) as exc:
             raise StorageError(target.source.labelled(exc)) from exc
     missing = [(d, s) for d, s in sorted(wanted.items()) if stored.get(d) != s]
+    # A copy of the wrong size is replaced by any push; a corrupt one of the right
+    # size only by a repair, which reads every copy back.
+    damaged = {d for d, s in missing if stored.get(d) is not None}
+    if repair:
+        present = [(d, s) for d, s in sorted(wanted.items()) if stored.get(d) == s]
+        for item, _, error in parallel(present, lambda i: check_copy(target.source, *i), jobs):
+            if isinstance(error, IntegrityError):
+                missing.append(item)
+                damaged.add(item[0])
+            elif error is not None:
+                summary.failures.append(error.diagnostics())
+        missing.sort()
     summary.present = len(wanted) - len(missing)
     cache = base.local_store()
     bar = Progress(f"push {target.name}", len(missing), sum(s for _, s in missing), progress)
@@ -300,15 +317,21 @@ def push(
     def one(item: tuple[str, int]) -> int:
         digest, size = item
         upload(cache, target.source, digest, size, lambda n: bar.sent(digest, n))
+        if repair and digest in damaged:
+            try:
+                check_copy(target.source, digest, size)  # the replacement, read back
+            except IntegrityError as exc:
+                raise IntegrityError(f"{digest}: still corrupt after re-upload: {exc}") from exc
         bar.advance(size, digest)
         return size
 
-    for (_digest, size), _, error in parallel(missing, one, jobs):
+    for (digest, size), _, error in parallel(missing, one, jobs):
         if error is not None:
             summary.failures.append(error.diagnostics())
         else:
             summary.transferred += 1
             summary.bytes += size
+            summary.repaired += digest in damaged
         if time.monotonic() - leased_at > LEASE_RENEWAL:
             write_lease(target.store, wanted)  # a long push: gc judges leases by age
             leased_at = time.monotonic()
@@ -483,6 +506,7 @@ def check_remote(
                     digest=digest,
                     message=(
                         f"{digest} ({size} bytes) is not on remote {remote!r}; looked at {where}"
+                        f"; upload it with `evstore push --remote {remote}`"
                     ),
                 )
             elif have != size:
@@ -494,6 +518,7 @@ def check_remote(
                     digest=digest,
                     message=(
                         f"{digest} on remote {remote!r} is {have} bytes, expected {size} ({where})"
+                        f"; replace it with `evstore push --repair --remote {remote}`"
                     ),
                 )
         first_size = users[0][2]
@@ -505,6 +530,11 @@ def check_remote(
         if error is None:
             continue
         code = "remote-corrupt" if isinstance(error, IntegrityError) else "remote-unreadable"
+        hint = (
+            f"; replace it with `evstore push --repair --remote {remote}`"
+            if code == "remote-corrupt"
+            else ""
+        )
         for bundle, path, _size in refs[digest]:
             problems[(bundle, path, digest)] = Finding(
                 severity="error",
@@ -512,7 +542,7 @@ def check_remote(
                 bundle=bundle,
                 path=path,
                 digest=digest,
-                message=error.diagnostics(),
+                message=error.diagnostics() + hint,
             )
     out: dict[str, list[Finding]] = {name: [] for name in registrations}
     for (bundle, _path, _digest), finding in sorted(problems.items()):

@@ -149,13 +149,16 @@ def test_slower_and_equal_candidates_are_not_accepted(repo: Repo) -> None:
     code, out = repo.cli("campaign", "status", "speed", "--json")
     status = json.loads(out)
     assert code == 1 and status["verdict"] == "NOT_ACCEPTED"
+    cells = {c["arm"]: c for c in status["cells"]}
     for arm in ("slower", "equal"):
+        # Below the threshold with every run done: rejected, nothing "remains".
+        assert cells[arm]["conclusion"] == "rejected"
         assert any(
             r.startswith(f"c: candidate {arm} speedup interval starts at")
             and r.endswith("not above timing.min_speedup = 1")
-            for r in status["remaining"]
+            for r in cells[arm]["reasons"]
         )
-    cells = {c["arm"]: c for c in status["cells"]}
+        assert not any(f"candidate {arm}" in r for r in status["remaining"])
     assert cells["slower"]["qualified"] is False and cells["equal"]["qualified"] is False
 
 

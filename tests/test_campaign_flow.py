@@ -289,8 +289,21 @@ def test_status_matrix(seed: Campaign, capsys: pytest.CaptureFixture[str]) -> No
         "5s: candidate resident-16 run resident-16-5s-1 failed (failed-before-inference)"
         in remaining
     )
-    assert any(r.startswith(f"5s: candidate lsb-audio is {lsb['lossless']}") for r in remaining)
+    # A definite verdict is a rejection in its cell, not something that "remains".
+    lsb5 = cells[("5s", "lsb-audio")]
+    assert lsb5["conclusion"] == "rejected"
+    assert any(
+        r.startswith(f"5s: candidate lsb-audio is {lsb['lossless']}") for r in lsb5["reasons"]
+    )
+    assert not any("lsb-audio" in r for r in remaining)
     assert not any("rank-local" in r for r in remaining)
+    assert failed["conclusion"] == "open"
+    arms = {a["arm"]: a for a in status["arms"]}
+    assert {k: a["conclusion"] for k, a in arms.items()} == {
+        "baseline": "qualified", "rank-local": "qualified", "lsb-audio": "rejected",
+        "resident-16": "open",
+    }  # fmt: skip
+    assert status["accept"] == "every-arm" and status["missing"] == []
 
 
 def test_lsb_audio_not_lossless_names_audio(seed: Campaign) -> None:
@@ -460,7 +473,9 @@ def test_non_repeatable_baseline_follows_declared_rule(
     assert (
         f"5s: baseline is not repeatable-exact; the protocol declares "
         f"non_repeatable_baseline = '{rule}'"
-    ) in status["remaining"]
+    ) in cells["baseline"]["reasons"]  # a definite finding: in its cell, not "what remains"
+    assert cells["baseline"]["conclusion"] == "rejected"
+    assert cells["rank-local"]["conclusion"] == "rejected"
 
 
 def test_accepted_needs_both_conditions(
@@ -639,6 +654,36 @@ def test_claim_cites_configuration_difference(
     code, out, _ = c.cli("campaign", "claim", "cfg", "--condition", "5s", "--arm", "resident-16")
     assert code == 0 and "the claim stands (min_speedup 1)" in out
     assert "  excluded wrong-config: config-mismatch: run 'wrong-config'" in out
+    # Registrations are immutable: the campaign fails verification until the run is
+    # voided by a committed record naming its digest.
+    code, out, _ = c.cli("campaign", "verify", "cfg", "--json")
+    assert code == 1
+    assert [f["code"] for f in json.loads(out)["findings"]] == ["config-mismatch"]
+    code, out, _ = c.cli(
+        "campaign", "void", "cfg", "--run", "wrong-config", "--reason",
+        "launched with the baseline's configuration", "--record", "void-wrong-config",
+    )  # fmt: skip
+    assert code == 0 and "voided by void-wrong-config" in out
+    wrong = json.loads((root / "evidence/wrong-config/bundle.json").read_text())["digest"]
+    void = json.loads((root / "evidence/void-wrong-config/void.json").read_text())
+    assert void["run"] == "wrong-config" and void["run_digest"] == wrong
+    code, out, _ = c.cli("campaign", "verify", "cfg", "--json")
+    result = json.loads(out)
+    assert code == 1  # not committed yet: no effect
+    assert {f["code"] for f in result["findings"]} == {"config-mismatch", "set-aside-not-effective"}
+    commit(root, "void the mistaken run", "evidence/void-wrong-config")
+    code, out, _ = c.cli("campaign", "verify", "cfg", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["findings"] == []
+    assert [(v["run"], v["code"]) for v in result["voided"]] == [("wrong-config", "voided")]
+    assert "wrong-config" not in result["runs"] and len(result["runs"]) == 6
+    code, out, _ = c.cli("campaign", "verify", "cfg")
+    assert code == 0
+    assert "  voided    wrong-config: voided by 'void-wrong-config': launched with" in out
+    code, out, _ = c.cli("campaign", "status", "cfg", "--json")
+    status = json.loads(out)
+    assert code == 0 and status["verdict"] == "ACCEPTED", status
+    assert [v["run"] for v in status["voided"]] == ["wrong-config"] and status["excluded"] == []
 
 
 def test_run_committed_with_its_protocol_is_not_proven(

@@ -65,10 +65,12 @@ def test_records_stored_by_main_still_decode(name: str) -> None:
 
 def test_the_registry_is_the_one_owner() -> None:
     from evidencestore._schemas import schema_types
+    from evidencestore.campaign.models import RunVoid, Withdrawal
     from evidencestore.media.store import MEDIA_TYPES
     from evidencestore.runs.recorder import RUN_MEDIA_TYPE
 
-    assert [k.type for k in KINDS] == [t for t, _, _ in EXPECTED.values()]
+    # Every kind stored by main, then the void and withdrawal records (issue 24).
+    assert [k.type for k in KINDS] == [*(t for t, _, _ in EXPECTED.values()), RunVoid, Withdrawal]
     assert len({k.tag for k in KINDS}) == len(KINDS)
     schemas = schema_types()
     for kind in KINDS:
@@ -124,8 +126,12 @@ def test_reports_dispatch_on_the_decoded_type(tmp_path: Path) -> None:
         (LEGACY / "status.json").read_bytes(), source="s.json", root=None
     )
     assert rendered.kind == "campaign"
-    with pytest.raises(ReportError, match="record kind 'evidencestore/campaign-claim' has no rep"):
-        render_record_bytes((LEGACY / "claim.json").read_bytes(), source="c.json", root=None)
+    # Every registered record kind renders now (issue 24), a claim included ...
+    rendered = render_record_bytes((LEGACY / "claim.json").read_bytes(), source="c.json", root=None)
+    assert rendered.kind == "claim" and 'data-report="campaign-record"' in rendered.html
+    # ... and a kind no record has is still refused by name.
+    with pytest.raises(ReportError, match="record kind 'evidencestore/campaign-x' has no rep"):
+        render_record_bytes(b'{"kind": "evidencestore/campaign-x"}', source="c.json", root=None)
     # keys that once made a page (a status look-alike) no longer do
     with pytest.raises(ReportError, match="not a record evidencestore knows"):
         render_record_bytes(b'{"verdict": "ACCEPTED", "cells": [], "remaining": []}', source="x",

@@ -162,7 +162,8 @@ def test_campaign_status_records_in_browser(tmp_path: Path) -> None:
     text = facts["text"]
     assert "failed run: rank-local-15s-1" in text and "not qualified" in text
     assert "late-run: registered before the protocol" in text
-    assert facts["plots"] == [{"intervals": "1"}]
+    # The speedup interval, then the claim's runs as latency distributions per arm.
+    assert facts["plots"] == [{"intervals": "1"}, {"groups": "2", "values": "6"}]
     assert "1.420\u00d7 [1.300, 1.550] (95%), n = 6 baseline / 3 candidate" in text
     assert "4.400, 4.500, 4.600" in text  # each run's measured values, cited by digest
 

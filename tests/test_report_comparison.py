@@ -221,6 +221,11 @@ def test_record_outside_repository_names_missing_media(repo: Path, tmp_path: Pat
     rendered = render_report(None, str(path))
     assert rendered.kind == "comparison"
     assert "Thumbnails omitted: media not available" in rendered.html
+    # the title shows the names, not this machine's absolute paths (the table keeps them)
+    assert record.reference.name == str(repo / ".staging" / "media" / "ref.mkv")
+    assert "<title>ref.mkv vs cand.mkv</title>" in rendered.html
+    inside = render_comparison_html(record, root=repo)
+    assert "<title>.staging/media/ref.mkv vs .staging/media/cand.mkv</title>" in inside
     assert record.reference.source.digest in rendered.html
     assert "<img " not in rendered.html
 

@@ -175,9 +175,11 @@ def test_truncated_audio_is_invalid_media(
     assert shown["phases"]["measured"]["e2e_s"]["n"] == 2
     assert shown["failures"] == [
         {
+            "label": "request 0 measured #1",
             "index": 2,
             "phase": "measured",
             "request": 0,
+            "repetition": 1,
             "failure": "invalid-media",
             "status": 200,
             "message": bad.message,
@@ -359,7 +361,7 @@ def test_configs_and_diff(
         ]
         assert _run(capsys, repo, wl, server, f"arm-{arm}", *cfgs)[0] == 0
     code, out, _ = _cli(capsys, "run", "diff", "arm-a", "arm-b", "--json", "--root", str(repo))
-    assert code == 0
+    assert code == 1  # different: exit 1, as `evstore diff`
     diffs = [d for d in json.loads(out)["differences"] if d["section"] == "config"]
     ra, rb = load_run(repo, "arm-a"), load_run(repo, "arm-b")
     assert diffs == [

@@ -18,6 +18,11 @@ still makes the pair FAIL. A baseline whose repeatability rests on unchecked out
 not repeatable-exact, and a candidate judged against it stays UNAVAILABLE whatever the
 protocol's non-repeatable-baseline rule says: what was not checked was not compared.
 
+Each pair is judged once (``Judge``): its result is kept by the digests of its inputs
+(``memo.py``), and within one evaluation each distinct output is decoded at most once.
+An output neither the local store nor a configured remote holds makes its pair
+UNAVAILABLE and is listed as missing (``evstore pull``), never kept.
+
 The baseline is repeatable-exact when every pair of its runs is PASS. A candidate is
 PASS only when every output pair is PASS under a repeatable-exact baseline; under a
 non-repeatable baseline the protocol's declared rule applies (``inconclusive`` or
@@ -33,21 +38,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import Repository, repository_at
+import msgspec
+
+from .._canonical import canonical
+from ..config import repository_at
+from ..digest import hash_bytes
 from ..errors import EvidenceStoreError
 from ..inventory import EVIDENCE_DIR
 from ..models import Descriptor
-from ..runs import RequestRecord, expectations_for, load_workload
+from ..runs.models import RequestRecord
+from ..runs.workload import expectations_for, load_workload
 from ..storage import BlobStore
 from .arrays import ARRAY_SUFFIXES, compare_array_files
 from .members import Member
+from .memo import Memo, memo_key
 from .models import Adjudication, ArrayComparison, OutputComparison, Repeatability, Verdict
 from .protocol import Campaign
 
 if TYPE_CHECKING:
-    from ..media.records import Expectations
+    from ..media.records import Expectations, MediaReport
+    from ..media.source import MediaSource
 
-__all__ = ["adjudicate", "compare_runs", "repeatability", "worst"]
+__all__ = ["Judge", "adjudicate", "compare_runs", "repeatability", "worst"]
 
 _ORDER: dict[str, int] = {"PASS": 0, "INCONCLUSIVE": 1, "UNAVAILABLE": 2, "FAIL": 3}
 
@@ -94,7 +106,7 @@ def _outputs(member: Member, phases: Sequence[str]) -> dict[str, _Output]:
         unchecked = _unchecked(r) if r.body is not None else None
         valid = r.failure is None or (r.media is not None and r.media.verdict == "UNAVAILABLE")
         problem = None if valid else f"{r.failure}: {r.message or 'failed'}"
-        key = f"request {r.request} {r.phase} #{r.repetition}"
+        key = r.label
         out[key] = _Output(r.body, valid, problem, r.request, arrays, unchecked)
     return out
 
@@ -105,92 +117,228 @@ def _array_verdict(c: ArrayComparison) -> Verdict:
     return "INCONCLUSIVE" if c.differing is not None else "UNAVAILABLE"
 
 
-def _pair(
-    root: Repository,
-    store: BlobStore,
-    key: str,
-    ref_name: str,
-    cand_name: str,
-    a: _Output | None,
-    b: _Output | None,
-    expect: Callable[[int], Expectations | None],
-    needs_check: Callable[[int], bool] = lambda _index: True,
-) -> OutputComparison:
-    from ..media.comparison import compare
-    from ..media.store import store_record
+_SOURCE_BUDGET = 256 << 20  # bytes of output kept in memory between pairs
 
-    ref_digest = a.body.digest if a and a.body else None
-    cand_digest = b.body.digest if b and b.body else None
-    if a is None or b is None:
-        missing = ref_name if a is None else cand_name
-        return OutputComparison(
-            key=key, verdict="FAIL", reference=ref_digest, candidate=cand_digest,
-            reasons=(f"{key}: run {missing!r} has no such request",),
-        )  # fmt: skip
-    if not (a.valid and b.valid and a.body and b.body):
-        reasons = [
-            f"{name}: {key}: {o.problem or 'no output'}"
-            for name, o in ((ref_name, a), (cand_name, b))
-            if not (o.valid and o.body)
-        ]
-        return OutputComparison(
-            key=key, verdict="FAIL", reference=ref_digest, candidate=cand_digest,
-            reasons=tuple(reasons),
-        )  # fmt: skip
-    if needs_check(a.request) and (a.unchecked or b.unchecked):
-        reasons = [
-            f"{name}: {key}: {o.unchecked}"
-            for name, o in ((ref_name, a), (cand_name, b))
-            if o.unchecked
-        ]
-        return OutputComparison(
-            key=key, verdict="UNAVAILABLE", reference=ref_digest, candidate=cand_digest,
-            reasons=tuple(reasons), unchecked=True,
-        )  # fmt: skip
-    arrays: list[ArrayComparison] = []
-    for name in sorted(set(a.arrays) | set(b.arrays)):
-        da, db = a.arrays.get(name), b.arrays.get(name)
-        if da is None or db is None:
-            arrays.append(
-                ArrayComparison(
-                    name=name, equal=False, dtype=("", ""), shape=((), ()),
-                    message=f"{name}: kept by {ref_name if db is None else cand_name} only",
-                )
+
+class Judge:
+    """Judges output pairs for one evaluation, reading through ``store``.
+
+    Each pair's result is memoised by the digests of its inputs (``memo.py``), so a
+    later evaluation on any clone whose store holds the memo decodes nothing; within
+    one evaluation each distinct output is decoded at most once (its analysis is kept
+    by digest). An output that cannot be had (not in the local store nor on a
+    configured remote) makes its pair UNAVAILABLE and is listed in ``missing`` (digest
+    -> what needed it), never memoised: fetching it changes the answer.
+    """
+
+    def __init__(
+        self, root: str | os.PathLike[str], store: BlobStore, memo: Memo | None = None
+    ) -> None:
+        self.root = repository_at(root).root
+        self.store = store
+        self.memo = memo
+        self.missing: dict[str, str] = {}
+        self.decoded = 0
+        self._reports: dict[str, MediaReport] = {}
+        self._sources: dict[str, MediaSource] = {}
+        self._done: dict[str, OutputComparison] = {}
+
+    def _source(self, desc: Descriptor) -> MediaSource:
+        from ..media.source import MediaSource
+
+        src = self._sources.get(desc.digest)
+        if src is None:
+            data = self.store.get(desc.digest, desc.size)
+            src = MediaSource(name=desc.digest, descriptor=desc, data=data)
+            held = sum(s.descriptor.size for s in self._sources.values())
+            while self._sources and held + desc.size > _SOURCE_BUDGET:
+                held -= self._sources.pop(next(iter(self._sources))).descriptor.size
+            self._sources[desc.digest] = src
+        return src
+
+    def _report(self, desc: Descriptor) -> tuple[MediaSource, MediaReport]:
+        from ..media.decode import analyse
+
+        source = self._source(desc)
+        report = self._reports.get(desc.digest)
+        if report is None:
+            report = analyse(source)
+            self.decoded += 1
+            self._reports[desc.digest] = report
+        return source, report
+
+    def _array_bytes(self, desc: Descriptor, what: str) -> bytes | None:
+        try:
+            return self.store.get(desc.digest, desc.size)
+        except EvidenceStoreError as exc:
+            self.missing.setdefault(desc.digest, f"{what}: {exc}")
+            return None
+
+    def pair(
+        self,
+        key: str,
+        ref_name: str,
+        cand_name: str,
+        a: _Output | None,
+        b: _Output | None,
+        expect: Callable[[int], Expectations | None],
+        needs_check: Callable[[int], bool] = lambda _index: True,
+    ) -> OutputComparison:
+        """One request's outputs in two runs, judged (see the module doc)."""
+        ref_digest = a.body.digest if a and a.body else None
+        cand_digest = b.body.digest if b and b.body else None
+        if a is None or b is None:
+            missing = ref_name if a is None else cand_name
+            return OutputComparison(
+                key=key, verdict="FAIL", reference=ref_digest, candidate=cand_digest,
+                reasons=(f"{key}: run {missing!r} has no such request",),
             )  # fmt: skip
-            continue
-        arrays += compare_array_files(
-            name, store.get(da.digest, da.size), store.get(db.digest, db.size)
-        )
-    array_verdicts = [_array_verdict(c) for c in arrays]
-    array_reasons = tuple(c.message for c in arrays if not c.equal)
-    if a.body.digest == b.body.digest:
-        verdict = worst(["PASS", *array_verdicts])
+        if not (a.valid and b.valid and a.body and b.body):
+            reasons = [
+                f"{name}: {key}: {o.problem or 'no output'}"
+                for name, o in ((ref_name, a), (cand_name, b))
+                if not (o.valid and o.body)
+            ]
+            return OutputComparison(
+                key=key, verdict="FAIL", reference=ref_digest, candidate=cand_digest,
+                reasons=tuple(reasons),
+            )  # fmt: skip
+        if needs_check(a.request) and (a.unchecked or b.unchecked):
+            reasons = [
+                f"{name}: {key}: {o.unchecked}"
+                for name, o in ((ref_name, a), (cand_name, b))
+                if o.unchecked
+            ]
+            return OutputComparison(
+                key=key, verdict="UNAVAILABLE", reference=ref_digest, candidate=cand_digest,
+                reasons=tuple(reasons), unchecked=True,
+            )  # fmt: skip
+        expectations = expect(a.request)
+        names = sorted(set(a.arrays) | set(b.arrays))
+        one_sided = any(n not in a.arrays or n not in b.arrays for n in names)
+        inputs = {
+            "reference": a.body.digest,
+            "candidate": b.body.digest,
+            "expectations": None
+            if expectations is None
+            else hash_bytes(canonical(expectations)).digest,
+            "arrays": {
+                n: [d.digest if d else None for d in (a.arrays.get(n), b.arrays.get(n))]
+                for n in names
+            },
+            "names": [ref_name, cand_name] if one_sided else None,
+        }
+        mkey = memo_key("output-pair", inputs)
+        done = self._done.get(mkey)
+        if done is None and self.memo is not None:
+            done = self.memo.get(mkey, OutputComparison)
+        if done is None:
+            done, lasting = self._judge(ref_name, cand_name, key, a, b, a.body, b.body,
+                                        expectations)  # fmt: skip
+            if lasting:
+                self._done[mkey] = done
+                if self.memo is not None:
+                    self.memo.put(mkey, done)
+        else:
+            self._done[mkey] = done
+        return msgspec.structs.replace(done, key=key)
+
+    def _judge(
+        self,
+        ref_name: str,
+        cand_name: str,
+        key: str,
+        a: _Output,
+        b: _Output,
+        body_a: Descriptor,
+        body_b: Descriptor,
+        expectations: Expectations | None,
+    ) -> tuple[OutputComparison, bool]:
+        """The comparison, and whether it may be kept (False when an input was missing)."""
+        from ..media.comparison import compare_reports
+        from ..media.store import store_record
+
+        ref_digest, cand_digest = body_a.digest, body_b.digest
+        arrays: list[ArrayComparison] = []
+        lasting = True
+        for name in sorted(set(a.arrays) | set(b.arrays)):
+            da, db = a.arrays.get(name), b.arrays.get(name)
+            if da is None or db is None:
+                arrays.append(
+                    ArrayComparison(
+                        name=name, equal=False, dtype=("", ""), shape=((), ()),
+                        message=f"{name}: kept by {ref_name if db is None else cand_name} only",
+                    )
+                )  # fmt: skip
+                continue
+            xa = self._array_bytes(da, f"array {name} of run {ref_name!r}, {key}")
+            xb = self._array_bytes(db, f"array {name} of run {cand_name!r}, {key}")
+            if xa is None or xb is None:
+                lasting = False
+                arrays.append(
+                    ArrayComparison(
+                        name=name, equal=False, dtype=("", ""), shape=((), ()),
+                        message=f"{name}: unavailable here (fetch it with `evstore pull`)",
+                    )
+                )  # fmt: skip
+                continue
+            arrays += compare_array_files(name, xa, xb)
+        array_verdicts = [_array_verdict(c) for c in arrays]
+        array_reasons = tuple(c.message for c in arrays if not c.equal)
+        if ref_digest == cand_digest:
+            verdict = worst(["PASS", *array_verdicts])
+            return OutputComparison(
+                key="", verdict=verdict, reference=ref_digest, candidate=cand_digest,
+                reasons=("byte-identical outputs, both valid against the request",
+                         *array_reasons),
+                arrays=tuple(arrays),
+            ), lasting  # fmt: skip
+        lacking: list[OutputComparison] = []
+        for desc, name in ((body_a, ref_name), (body_b, cand_name)):
+            try:
+                self._source(desc)
+            except EvidenceStoreError as exc:
+                what = f"output of run {name!r}, {key}"
+                lacking.append(self._unavailable(desc, what, exc, ref_digest, cand_digest))
+        if lacking:
+            return lacking[0], False
+        try:
+            ref_src, ref = self._report(body_a)
+            cand_src, cand = self._report(body_b)
+        except EvidenceStoreError as exc:
+            return OutputComparison(
+                key="", verdict="UNAVAILABLE", reference=ref_digest, candidate=cand_digest,
+                reasons=(f"{key}: cannot be compared: {exc}",),
+            ), False  # fmt: skip
+        record = compare_reports(ref_src, cand_src, ref, cand, expectations)
+        desc = store_record(record, self.store)
+        metrics = record.metrics
         return OutputComparison(
-            key=key, verdict=verdict, reference=ref_digest, candidate=cand_digest,
-            reasons=("byte-identical outputs, both valid against the request", *array_reasons),
+            key="",
+            verdict=worst([record.verdict, *array_verdicts]),
+            reference=ref_digest,
+            candidate=cand_digest,
+            reasons=tuple(record.reasons) + array_reasons,
+            record=desc.digest,
+            audio_max_abs_diff=metrics.audio.max_abs_diff if metrics and metrics.audio else None,
+            video_min_psnr=metrics.video.min_psnr if metrics and metrics.video else None,
             arrays=tuple(arrays),
-        )  # fmt: skip
-    expectations = expect(a.request)
-    try:
-        record = compare(a.body.digest, b.body.digest, expectations, root=root)
-    except EvidenceStoreError as exc:
+        ), lasting
+
+    def _unavailable(
+        self,
+        desc: Descriptor,
+        what: str,
+        exc: EvidenceStoreError,
+        ref_digest: str,
+        cand_digest: str,
+    ) -> OutputComparison:
+        self.missing.setdefault(desc.digest, f"{what}: {exc}")
         return OutputComparison(
-            key=key, verdict="UNAVAILABLE", reference=ref_digest, candidate=cand_digest,
-            reasons=(f"{key}: cannot be compared: {exc}",),
+            key="", verdict="UNAVAILABLE", reference=ref_digest, candidate=cand_digest,
+            reasons=(f"{what} ({desc.digest}) is unavailable here: fetch it with "
+                     "`evstore pull`",),
         )  # fmt: skip
-    desc = store_record(record, store)
-    metrics = record.metrics
-    return OutputComparison(
-        key=key,
-        verdict=worst([record.verdict, *array_verdicts]),
-        reference=ref_digest,
-        candidate=cand_digest,
-        reasons=tuple(record.reasons) + array_reasons,
-        record=desc.digest,
-        audio_max_abs_diff=metrics.audio.max_abs_diff if metrics and metrics.audio else None,
-        video_min_psnr=metrics.video.min_psnr if metrics and metrics.video else None,
-        arrays=tuple(arrays),
-    )
 
 
 def compare_runs(
@@ -200,8 +348,11 @@ def compare_runs(
     reference: Member,
     candidate: Member,
     workload_path: Path | None = None,
+    *,
+    judge: Judge | None = None,
 ) -> list[OutputComparison]:
     """Every output pair of two runs of one condition, judged (see module doc)."""
+    judge = judge or Judge(root, store)
     phases = campaign.protocol.quality.compare_phases
     a, b = _outputs(reference, phases), _outputs(candidate, phases)
     workload = load_workload(workload_path).workload if workload_path is not None else None
@@ -220,10 +371,9 @@ def compare_runs(
         return workload is None or expect(index) is not None
 
     return [
-        _pair(repository_at(root), store, k, reference.name, candidate.name, a.get(k), b.get(k),
-              expect, needs_check)
+        judge.pair(k, reference.name, candidate.name, a.get(k), b.get(k), expect, needs_check)
         for k in sorted(set(a) | set(b))
-    ]  # fmt: skip
+    ]
 
 
 def _workload_file(root: Path, campaign: Campaign, condition: str) -> Path:
@@ -237,6 +387,8 @@ def repeatability(
     campaign: Campaign,
     condition: str,
     baseline_runs: Sequence[Member],
+    *,
+    judge: Judge | None = None,
 ) -> Repeatability | None:
     """Baseline runs compared with the first of them; None with fewer than two complete."""
     runs = [m for m in baseline_runs if m.complete]
@@ -244,7 +396,9 @@ def repeatability(
         return None
     wl = _workload_file(repository_at(root).root, campaign, condition)
     comparisons = [
-        c for other in runs[1:] for c in compare_runs(root, store, campaign, runs[0], other, wl)
+        c
+        for other in runs[1:]
+        for c in compare_runs(root, store, campaign, runs[0], other, wl, judge=judge)
     ]
     return Repeatability(
         protocol_digest=campaign.digest,
@@ -265,6 +419,8 @@ def adjudicate(
     repeat: Repeatability,
     baseline_runs: Sequence[Member],
     candidate_runs: Sequence[Member],
+    *,
+    judge: Judge | None = None,
 ) -> Adjudication | None:
     """A candidate arm's verdict for one condition; None when it has no output to judge."""
     reference = next(m for m in baseline_runs if m.complete and m.digest == repeat.runs[0])
@@ -272,7 +428,11 @@ def adjudicate(
     if not judged:
         return None
     wl = _workload_file(repository_at(root).root, campaign, condition)
-    comparisons = [c for m in judged for c in compare_runs(root, store, campaign, reference, m, wl)]
+    comparisons = [
+        c
+        for m in judged
+        for c in compare_runs(root, store, campaign, reference, m, wl, judge=judge)
+    ]
     verdict = worst([c.verdict for c in comparisons])
     reasons = [r for c in comparisons if c.verdict != "PASS" for r in c.reasons[:1]]
     if verdict == "PASS":
@@ -298,6 +458,8 @@ def adjudicate(
             candidate_runs=tuple(m.digest for m in judged),
             baseline_repeatable=repeat.exact,
             comparisons=tuple(comparisons),
+            baseline_run_names=repeat.run_names,
+            candidate_run_names=tuple(m.name for m in judged),
         )
     if not repeat.exact:
         rule = campaign.protocol.quality.non_repeatable_baseline
@@ -320,4 +482,6 @@ def adjudicate(
         candidate_runs=tuple(m.digest for m in judged),
         baseline_repeatable=repeat.exact,
         comparisons=tuple(comparisons),
+        baseline_run_names=repeat.run_names,
+        candidate_run_names=tuple(m.name for m in judged),
     )

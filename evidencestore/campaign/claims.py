@@ -33,7 +33,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from ..errors import ConfigError, EvidenceStoreError
-from ..runs import diff_configs
+from ..runs.diff import diff_configs
 from ..storage import BlobStore
 from .estimator import WelchInterval, paired_log_interval, welch_log_interval
 from .members import Member, Members
@@ -251,11 +251,13 @@ def make_claim(
     xs = [value_of[m.name].value for m in b_done]
     ys = [value_of[m.name].value for m in c_done]
     diff: list[dict[str, Any]] = []
+    unavailable: list[str] = []
     if b_done and c_done:
         try:
             diff = [d.as_dict() for d in diff_configs(b_done[0].record, c_done[0].record, store)]
         except EvidenceStoreError as exc:
-            reasons.append(f"the configuration difference cannot be computed: {exc}")
+            # What cannot be had makes the claim UNAVAILABLE, never a different verdict.
+            unavailable.append(f"{exc}; fetch it with `evstore pull`")
     speedup = bounded = None
     df = None
     clears: bool | None = None
@@ -320,6 +322,8 @@ def make_claim(
             )
         else:
             verdict = "STANDS" if clears else "NOT_CLEARED"
+    if unavailable:
+        verdict = "UNAVAILABLE"
     b_values = [v for m in b_done for v in value_of[m.name].values]
     c_values = [v for m in c_done for v in value_of[m.name].values]
     return Claim(
@@ -356,4 +360,5 @@ def make_claim(
         order=order,
         pairs=tuple((a.name, b.name) for a, b in pairs),
         notes=tuple(notes),
+        unavailable=tuple(unavailable),
     )

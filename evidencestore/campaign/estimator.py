@@ -22,8 +22,8 @@ spread scales with their level, so the estimators work on logarithms.
   bound, first reaches it).
 
 When both samples have zero spread the interval is the point itself (``df`` undefined).
-Quantiles and distributions are SciPy's (``scipy.stats``, the ``campaign`` extra), imported
-on first use.
+Quantiles and distributions are SciPy's (``scipy.special.stdtrit`` for t quantiles,
+``scipy.stats`` for the noncentral t; the ``campaign`` extra), imported on first use.
 """
 
 from __future__ import annotations
@@ -54,13 +54,21 @@ def _stats() -> Any:
     return stats
 
 
+def _stdtrit(df: Any, p: Any) -> Any:
+    """Student's t quantile (``scipy.special.stdtrit``: the function ``stats.t.ppf``
+    evaluates, without importing ``scipy.stats``, which costs a second at start-up)."""
+    from scipy.special import stdtrit
+
+    return stdtrit(df, p)
+
+
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (SciPy)."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"t_quantile: p = {p} must be in (0, 1)")
     if df <= 0:
         raise ValueError(f"t_quantile: df = {df} must be positive")
-    return float(_stats().t.ppf(p, df))
+    return float(_stdtrit(df, p))
 
 
 @dataclass(frozen=True)
@@ -141,7 +149,7 @@ def log_bounds(
     se = np.sqrt(ax + ay)
     with np.errstate(divide="ignore", invalid="ignore"):
         df = (ax + ay) ** 2 / (ax * ax / (nx - 1) + ay * ay / (ny - 1))
-    t = np.where(se > 0, _stats().t.ppf((1.0 + confidence) / 2.0, np.where(se > 0, df, 1.0)), 0.0)
+    t = np.where(se > 0, _stdtrit(np.where(se > 0, df, 1.0), (1.0 + confidence) / 2.0), 0.0)
     return d, d - t * se, d + t * se
 
 
@@ -150,7 +158,7 @@ def _noncentral_power(shift: float, sd: float, runs: int, confidence: float) -> 
     Welch interval's (whose ``df`` is smaller), used to start the search for runs."""
     stats = _stats()
     df = 2 * runs - 2
-    crit = float(stats.t.ppf((1.0 + confidence) / 2.0, df))
+    crit = float(_stdtrit(df, (1.0 + confidence) / 2.0))
     return float(stats.nct.sf(crit, df, shift / (sd * math.sqrt(2.0 / runs))))
 
 

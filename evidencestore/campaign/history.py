@@ -54,6 +54,12 @@ def is_strict_ancestor(root: Path, older: str, newer: str) -> bool:
     return older != newer and is_ancestor(root, older, newer)
 
 
+def _descendants(root: Path, commit: str) -> set[str]:
+    """The commits of ``HEAD`` that have ``commit`` as a strict ancestor."""
+    out = git(root, "rev-list", "--ancestry-path", f"{commit}..HEAD")
+    return set(out.decode("ascii").split())
+
+
 @dataclass
 class HistoryCheck:
     """The protocol's commit and, per run bundle, whether it was frozen before it."""
@@ -86,6 +92,9 @@ def check_history(root: str | Path, campaign: str, runs: Iterable[str]) -> Histo
             f"the protocol registration evidence/{campaign}/{REGISTRATION_NAME} is not "
             "committed: commit it before any run"
         )
+    # One walk instead of one `git merge-base` per run: the commits of HEAD that descend
+    # from the protocol's commit (every commit found above is an ancestor of HEAD).
+    after = _descendants(root, protocol_commit) if protocol_commit else set()
     for run in runs:
         commit = added.get(run)
         if commit is None:
@@ -94,7 +103,7 @@ def check_history(root: str | Path, campaign: str, runs: Iterable[str]) -> Histo
             check.before[run] = (
                 f"run {run!r} was committed in {commit[:12]}, but the protocol is not committed"
             )
-        elif is_strict_ancestor(root, protocol_commit, commit):
+        elif commit in after:
             check.frozen[run] = commit
         elif commit == protocol_commit:
             check.before[run] = (

@@ -4,23 +4,31 @@ A run belongs to campaign ``NAME`` when its registration says ``kind = run`` and
 ``campaign = NAME``. It contributes only when it was recorded under this protocol's
 digest, for a condition and arm the protocol declares, with the condition's workload
 and the arm's configuration files, and (in a git repository) after the protocol was
-committed (``history.py``). Every other run is kept in the list of exclusions, with the
-reason, never silently dropped.
+committed (``history.py``); when the protocol sets ``quality.repeatability_first``, a
+candidate run counts only when committed after enough complete baseline runs of its
+condition to establish repeatability. Every other run is kept in the list of
+exclusions, with the reason, never silently dropped. Committed void and withdrawal
+records (``setaside.py``) set a run or an arm's runs aside: they are listed as voided or
+withdrawn, neither counted nor excluded; an uncommitted one, or a void naming another
+digest than the run's, takes no effect and is a finding.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..config import repository_at
 from ..errors import EvidenceStoreError
 from ..inventory import load_inventory
 from ..models import Registration
-from ..runs import RunRecord, load_run
-from .history import HistoryCheck, check_history
-from .models import Exclusion
+from ..runs.models import RunRecord
+from ..runs.recorder import load_run
+from .history import HistoryCheck, check_history, is_strict_ancestor
+from .models import Exclusion, RunVoid
 from .protocol import Campaign
+from .setaside import VOID_KIND, WITHDRAWAL_KIND, SetAside, read_set_aside
 
 __all__ = ["Member", "Members", "campaign_runs"]
 
@@ -47,6 +55,12 @@ class Members:
     runs: list[Member] = field(default_factory=list)
     excluded: list[Exclusion] = field(default_factory=list)
     history: HistoryCheck | None = None
+    voided: list[Exclusion] = field(default_factory=list)
+    withdrawn: list[Exclusion] = field(default_factory=list)
+    withdrawn_arms: dict[str, str] = field(default_factory=dict)  # arm -> why
+    set_aside: list[SetAside] = field(default_factory=list)  # effective records
+    digests: dict[str, str] = field(default_factory=dict)  # every campaign bundle -> digest
+    records: dict[str, Registration] = field(default_factory=dict)  # campaign-record bundles
 
     def of(self, condition: str, arm: str) -> list[Member]:
         """The counted runs of one condition and arm, by name."""
@@ -65,14 +79,52 @@ def campaign_runs(
         if reg.manifest.metadata.annotations.get("kind") == "run"
         and reg.manifest.metadata.annotations.get("campaign") == campaign.name
     ]
+    kinds = (VOID_KIND, WITHDRAWAL_KIND)
+    asides = [
+        n
+        for n, reg in sorted(inventory.registrations.items())
+        if reg.manifest.metadata.annotations.get("kind") in kinds
+        and reg.manifest.metadata.annotations.get("campaign") == campaign.name
+    ]
     out = Members()
-    out.history = check_history(root.root, campaign.name, names) if history else None
+    out.records = {
+        n: reg
+        for n, reg in sorted(inventory.registrations.items())
+        if reg.manifest.metadata.annotations.get("kind") == "campaign-record"
+        and reg.manifest.metadata.annotations.get("campaign") == campaign.name
+    }
+    out.digests = {n: inventory.registrations[n].digest for n in (*names, *asides)}
+    out.history = check_history(root.root, campaign.name, [*names, *asides]) if history else None
+    voids, withdrawals = _set_asides(root.root, campaign, inventory.registrations, asides, out)
     conditions = {c.name for c in campaign.protocol.condition}
     for name in names:
         try:
             record = load_run(root, name)
         except EvidenceStoreError as exc:
             out.excluded.append(Exclusion(run=name, code="unreadable-run", message=str(exc)))
+            continue
+        reg = inventory.registrations[name]
+        void = voids.get(name)
+        if (
+            void is not None
+            and isinstance(void.record, RunVoid)
+            and void.record.run_digest == reg.digest
+        ):
+            out.voided.append(
+                Exclusion(
+                    run=name, code="voided",
+                    message=f"voided by {void.bundle!r}: {void.record.reason}",
+                    condition=record.condition, arm=record.arm,
+                )
+            )  # fmt: skip
+            continue
+        if record.arm in withdrawals:
+            out.withdrawn.append(
+                Exclusion(
+                    run=name, code="withdrawn", message=withdrawals[record.arm],
+                    condition=record.condition, arm=record.arm,
+                )
+            )  # fmt: skip
             continue
         why = _exclusion(campaign, conditions, name, record)
         if why is None and out.history is not None and name in out.history.before:
@@ -88,9 +140,97 @@ def campaign_runs(
                 )
             )
             continue
-        reg = inventory.registrations[name]
         out.runs.append(Member(name, reg.digest, reg, record))
+    if campaign.protocol.quality.repeatability_first and out.history is not None:
+        _repeatability_first(root.root, campaign, out)
     return out
+
+
+def _set_asides(
+    root: Path,
+    campaign: Campaign,
+    registrations: dict[str, Registration],
+    names: list[str],
+    out: Members,
+) -> tuple[dict[str, SetAside], dict[str, str]]:
+    """The effective void records by run and withdrawals by arm; the others become
+    exclusions (findings) naming why they take no effect."""
+    voids: dict[str, SetAside] = {}
+    withdrawals: dict[str, str] = {}
+    for bundle in names:
+        try:
+            aside = read_set_aside(root, bundle, registrations[bundle])
+        except EvidenceStoreError as exc:
+            out.excluded.append(Exclusion(run=bundle, code="unreadable-record", message=str(exc)))
+            continue
+        rec = aside.record
+        problem = None
+        if rec.protocol_digest != campaign.digest:
+            problem = (
+                f"record {bundle!r} names protocol {rec.protocol_digest}, not {campaign.digest}"
+            )
+        elif out.history is not None and bundle in out.history.uncommitted:
+            problem = f"record {bundle!r} is not committed: it takes effect once committed"
+        elif isinstance(rec, RunVoid):
+            reg = registrations.get(rec.run)
+            if reg is None:
+                problem = f"void record {bundle!r} names run {rec.run!r}, which is not registered"
+            elif reg.digest != rec.run_digest:
+                problem = (
+                    f"void record {bundle!r} names run {rec.run!r} at {rec.run_digest}, but "
+                    f"it is registered as {reg.digest}"
+                )
+        elif rec.arm not in {a.name for a in campaign.candidates}:
+            problem = f"withdrawal record {bundle!r}: {rec.arm!r} is not a candidate arm"
+        if problem is not None:
+            out.excluded.append(
+                Exclusion(run=bundle, code="set-aside-not-effective", message=problem)
+            )
+            continue
+        out.set_aside.append(aside)
+        if isinstance(rec, RunVoid):
+            voids[rec.run] = aside
+        else:
+            why = f"arm {rec.arm!r} withdrawn by {bundle!r}: {rec.reason}"
+            withdrawals[rec.arm] = why
+            out.withdrawn_arms[rec.arm] = why
+    return voids, withdrawals
+
+
+def _repeatability_first(root: Path, campaign: Campaign, out: Members) -> None:
+    """Exclude candidate runs committed before their condition's baseline had the runs
+    that establish its repeatability."""
+    history = out.history
+    assert history is not None
+    need = campaign.baseline.runs
+    kept: list[Member] = []
+    for m in out.runs:
+        commit = history.frozen.get(m.name)
+        if m.record.arm == campaign.baseline.name or commit is None:
+            kept.append(m)
+            continue
+        before = [
+            b.name
+            for b in out.of(m.record.condition or "", campaign.baseline.name)
+            if b.complete
+            and (bc := history.frozen.get(b.name)) is not None
+            and is_strict_ancestor(root, bc, commit)
+        ]
+        if len(before) >= need:
+            kept.append(m)
+            continue
+        out.excluded.append(
+            Exclusion(
+                run=m.name,
+                code="before-repeatability",
+                message=f"run {m.name!r} was committed after {len(before)} complete baseline "
+                f"run(s) of condition {m.record.condition!r}; the protocol asks for the "
+                f"baseline's repeatability ({need} runs) first (quality.repeatability_first)",
+                condition=m.record.condition,
+                arm=m.record.arm,
+            )
+        )
+    out.runs = kept
 
 
 def _exclusion(

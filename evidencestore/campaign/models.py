@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import msgspec
 from msgspec import Meta
 
 from ..models import DigestStr, Model
@@ -17,21 +18,27 @@ from ..models import DigestStr, Model
 __all__ = [
     "SCHEMA_TYPES",
     "Adjudication",
+    "ArmConclusion",
     "ArmSpec",
     "ArrayComparison",
     "CellStatus",
     "Claim",
     "ClaimVerdict",
+    "Conclusion",
     "ConditionSpec",
+    "Evaluation",
     "Exclusion",
+    "MissingInput",
     "OutputComparison",
     "Protocol",
     "QualityRule",
     "Repeatability",
     "RunValue",
+    "RunVoid",
     "Speedup",
     "StatusRecord",
     "TimingRule",
+    "Withdrawal",
 ]
 
 Name = Annotated[
@@ -73,10 +80,14 @@ class TimingRule(Model, frozen=True, kw_only=True):
 
 class QualityRule(Model, frozen=True, kw_only=True):
     """What a baseline that is not bit-exact with itself means for every candidate:
-    ``inconclusive`` (no candidate can PASS) or ``fail`` (every candidate FAILs)."""
+    ``inconclusive`` (no candidate can PASS) or ``fail`` (every candidate FAILs).
+    ``repeatability_first = true``: a candidate run counts only when it was committed
+    after enough baseline runs of its condition (the arm's ``runs``) to establish the
+    baseline's repeatability (from git history)."""
 
     non_repeatable_baseline: Literal["inconclusive", "fail"] = "inconclusive"
     compare_phases: tuple[Literal["warmup", "measured"], ...] = ("warmup", "measured")
+    repeatability_first: bool = False
 
 
 class ConditionSpec(Model, frozen=True, kw_only=True):
@@ -88,7 +99,12 @@ class ConditionSpec(Model, frozen=True, kw_only=True):
 
 
 class ArmSpec(Model, frozen=True, kw_only=True):
-    """An arm: baseline or candidate, runs required per condition, configuration files."""
+    """An arm: baseline or candidate, runs required per condition, configuration files.
+
+    ``runs`` defaults to 1; the baseline needs at least 2 (its repeatability), and a
+    speedup claim counts ``timing.min_runs`` complete runs per arm, so an arm whose
+    speedup is claimed declares at least that many.
+    """
 
     name: Name
     baseline: bool = False
@@ -97,10 +113,13 @@ class ArmSpec(Model, frozen=True, kw_only=True):
 
 
 class Protocol(Model, frozen=True, kw_only=True):
-    """``protocol.toml``: conditions, arms, timing and quality rules."""
+    """``protocol.toml``: conditions, arms, timing and quality rules, and the campaign's
+    acceptance rule: ``accept = "every-arm"`` (every candidate arm not withdrawn is
+    qualified, and at least one is) or ``"any-arm"`` (at least one is)."""
 
     name: Name
     description: str | None = None
+    accept: Literal["every-arm", "any-arm"] = "every-arm"
     timing: TimingRule = TimingRule()
     quality: QualityRule = QualityRule()
     condition: Annotated[tuple[ConditionSpec, ...], Meta(min_length=1)]
@@ -184,6 +203,8 @@ class Adjudication(
     candidate_runs: tuple[DigestStr, ...]
     baseline_repeatable: bool
     comparisons: tuple[OutputComparison, ...]
+    baseline_run_names: tuple[str, ...] = ()
+    candidate_run_names: tuple[str, ...] = ()
 
 
 class RunValue(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -215,7 +236,10 @@ class Speedup(Model, frozen=True, kw_only=True, omit_defaults=False):
     high: float
 
 
-ClaimVerdict = Literal["STANDS", "NOT_CLEARED", "UNRESOLVED", "REFUSED", "NO_TIMING_CLAIM"]
+ClaimVerdict = Literal[
+    "STANDS", "NOT_CLEARED", "UNRESOLVED", "REFUSED", "NO_TIMING_CLAIM", "UNAVAILABLE"
+]
+Conclusion = Literal["qualified", "rejected", "withdrawn", "open"]
 
 
 class Claim(
@@ -272,6 +296,7 @@ class Claim(
     order: Literal["alternating", "baseline-first", "candidate-first", "mixed"] | None = None
     pairs: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
+    unavailable: tuple[str, ...] = ()
 
 
 class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -290,6 +315,28 @@ class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
     speedup: Speedup | None
     qualified: bool
     claim: ClaimVerdict | None = None
+    conclusion: Conclusion | None = None
+    reasons: tuple[str, ...] = ()
+
+
+class ArmConclusion(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One arm over every condition: ``qualified`` (every cell is), ``rejected`` (a cell
+    has a definite FAIL, an output that is not exactly equal, or a speedup that does not
+    clear the threshold with its required runs done), ``withdrawn`` (a committed
+    withdrawal record) or ``open`` (``reasons``: what remains)."""
+
+    arm: str
+    baseline: bool
+    conclusion: Conclusion
+    reasons: tuple[str, ...] = ()
+
+
+class MissingInput(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """An input the verdict reads that neither the local store nor a configured remote
+    could give: its digest and what needed it."""
+
+    digest: DigestStr
+    needed_by: str
 
 
 class StatusRecord(
@@ -304,11 +351,60 @@ class StatusRecord(
 
     campaign: str
     protocol_digest: DigestStr
-    verdict: Literal["ACCEPTED", "NOT_ACCEPTED"]
+    verdict: Literal["ACCEPTED", "NOT_ACCEPTED", "UNAVAILABLE"]
     remaining: tuple[str, ...]
     cells: tuple[CellStatus, ...]
     excluded: tuple[Exclusion, ...] = ()
     notes: tuple[str, ...] = ()
+    accept: Literal["every-arm", "any-arm"] = "every-arm"
+    arms: tuple[ArmConclusion, ...] = ()
+    missing: tuple[MissingInput, ...] = ()
+    voided: tuple[Exclusion, ...] = ()
+    withdrawn: tuple[Exclusion, ...] = ()
+
+
+class RunVoid(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-void",
+):
+    """A committed record setting one mistaken run aside: the run, its bundle digest
+    (the void applies to exactly that registration) and why."""
+
+    campaign: str
+    protocol_digest: DigestStr
+    run: str
+    run_digest: DigestStr
+    reason: Annotated[str, Meta(min_length=1)]
+
+
+class Withdrawal(
+    Model,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=False,
+    tag_field="kind",
+    tag="evidencestore/campaign-withdrawal",
+):
+    """A committed record withdrawing a candidate arm from the campaign, and why."""
+
+    campaign: str
+    protocol_digest: DigestStr
+    arm: str
+    reason: Annotated[str, Meta(min_length=1)]
+
+
+class Evaluation(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """A status with every record it was computed from (kept by the digests of its
+    inputs, ``memo.py``)."""
+
+    status: StatusRecord
+    repeatability: dict[str, Repeatability] = msgspec.field(default_factory=dict)
+    adjudications: dict[str, Adjudication] = msgspec.field(default_factory=dict)
+    claims: dict[str, Claim] = msgspec.field(default_factory=dict)
 
 
 SCHEMA_TYPES: dict[str, type] = {
@@ -317,4 +413,6 @@ SCHEMA_TYPES: dict[str, type] = {
     "campaign-adjudication": Adjudication,
     "campaign-claim": Claim,
     "campaign-status": StatusRecord,
+    "campaign-void": RunVoid,
+    "campaign-withdrawal": Withdrawal,
 }

@@ -5,7 +5,10 @@ and binds the digests it was computed from (protocol, run bundles, outputs, comp
 records). ``register_records`` registers a bundle holding them as repo entries, with
 metadata ``kind = campaign-record`` and the protocol digest, so a claim quoted in a
 report can be re-checked with ``evstore verify``; ``claim_records`` and
-``evaluation_records`` name each record's entry.
+``evaluation_records`` name each record's entry. A registered status with every record
+behind it also carries its evaluation key (``evaluation``: the digest of its inputs and
+the tool version, ``status.py``), so any clone holding the bundle reuses it instead of
+evaluating again.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ def register_records(
     *,
     campaign: str,
     protocol_digest: str,
+    evaluation: str | None = None,
 ) -> Registration:
     """Register bundle ``name`` holding each record at its path (``claims/5s-x.json``),
     from memory through the one registration path (``bundle.register_bundle``)."""
@@ -69,5 +73,6 @@ def register_records(
             "kind": RECORD_KIND,
             "campaign": campaign,
             "protocol_digest": protocol_digest,
+            **({"evaluation": evaluation} if evaluation else {}),
         },
     )

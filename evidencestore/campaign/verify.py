@@ -2,8 +2,9 @@
 
 Lists every finding at once: runs recorded under another protocol digest or for
 undeclared conditions and arms, runs committed before the protocol (or in a commit that
-does not descend from it), runs not yet committed, and a protocol that is not
-committed or a root that is not a git repository.
+does not descend from it), runs not yet committed, void or withdrawal records that take
+no effect, and a protocol that is not committed or a root that is not a git repository.
+A run is listed once: counted (with its commit), voided, withdrawn, or as a finding.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class CampaignVerification:
     protocol_commit: str | None
     runs: dict[str, str | None] = field(default_factory=dict)
     findings: list[Exclusion] = field(default_factory=list)
+    voided: list[Exclusion] = field(default_factory=list)
+    withdrawn: list[Exclusion] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -41,11 +44,14 @@ def verify_campaign(root: str | os.PathLike[str], campaign: Campaign) -> Campaig
     assert history is not None
     out = CampaignVerification(campaign.name, campaign.digest, history.protocol_commit)
     out.findings += members.excluded
+    out.voided += members.voided
+    out.withdrawn += members.withdrawn
     if history.problem:
         out.findings.append(Exclusion(run="", code="history", message=history.problem))
     for m in members.runs:
-        out.runs[m.name] = history.frozen.get(m.name)
-        if m.name in history.uncommitted:
+        if m.name not in history.uncommitted:
+            out.runs[m.name] = history.frozen.get(m.name)
+        else:
             out.findings.append(
                 Exclusion(
                     run=m.name,

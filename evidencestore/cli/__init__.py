@@ -109,10 +109,15 @@ _COMMAND_GROUP = {
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
-    """The subcommand named by ``argv`` (the global options take no value), or None."""
-    for arg in argv:
+    """The subcommand named by ``argv`` (of the global options only ``--root`` takes a
+    value), or None."""
+    args = iter(argv)
+    for arg in args:
         if arg == "--":
             return None
+        if arg == "--root":
+            next(args, None)
+            continue
         if not arg.startswith("-"):
             return arg
         if arg in ("-h", "--help", "--version"):
@@ -149,6 +154,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         const=1,
         help="print more detail (every finding, every blob)",
     )
+    # Before the command, as after it (where the subcommand's own --root wins when both
+    # are given and differ: see main). A dest of its own, since a subcommand's default
+    # would overwrite it.
+    parser.add_argument(
+        "--root",
+        dest="global_root",
+        metavar="DIR",
+        default=None,
+        help="evidence repository root, for any command (default: found from here)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     command = _command_of(argv) if argv is not None else None
@@ -175,6 +190,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)
+    given = getattr(args, "global_root", None)
+    if given is not None:
+        if getattr(args, "root", None) not in (None, given):
+            print(
+                f"evstore: error: --root given twice with different directories: {given!r} "
+                f"before the command, {args.root!r} after it",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        args.root = given
     try:
         code: int = args.func(args)
     except EvidenceStoreError as exc:

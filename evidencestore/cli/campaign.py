@@ -4,8 +4,9 @@ Exit codes: ``init`` 0 registered; ``verify`` 0 when every run of the campaign w
 recorded under the frozen protocol, 1 with findings; ``claim`` 0 only when the claim
 stands (its interval clears ``min_speedup`` within the measurement resolution), 1
 otherwise; ``plan`` 0 when every condition's plan could be computed and its A/A check
-includes 1.0, 1 otherwise; ``status`` 0 when ``ACCEPTED``, 1 when ``NOT_ACCEPTED``; 2 for
-usage errors.
+includes 1.0, 1 otherwise; ``status`` 0 when ``ACCEPTED``, 1 when ``NOT_ACCEPTED`` or ``UNAVAILABLE``
+(inputs missing: ``evstore pull``); ``void`` / ``withdraw`` 0 registered; 2 for usage
+errors.
 """
 
 from __future__ import annotations
@@ -36,6 +37,30 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         _verify,
         [NAME, json_flag("the findings"), ROOT],
         help="check from git history that the protocol predates every run",
+    )
+    csub.add(
+        "void",
+        _void,
+        [
+            NAME,
+            arg("--run", required=True, metavar="RUN", help="the run bundle to set aside"),
+            arg("--reason", required=True, metavar="TEXT", help="why (kept in the record)"),
+            arg("--record", required=True, metavar="BUNDLE", help="name of the void record"),
+            ROOT,
+        ],
+        help="register a void record setting a mistaken run aside (effective once committed)",
+    )
+    csub.add(
+        "withdraw",
+        _withdraw,
+        [
+            NAME,
+            arg("--arm", required=True, metavar="A", help="the candidate arm to withdraw"),
+            arg("--reason", required=True, metavar="TEXT", help="why (kept in the record)"),
+            arg("--record", required=True, metavar="BUNDLE", help="name of the record"),
+            ROOT,
+        ],
+        help="register a withdrawal record for a candidate arm (effective once committed)",
     )
     csub.add(
         "claim",
@@ -138,6 +163,8 @@ def _verify(args: argparse.Namespace) -> int:
                 "ok": result.ok,
                 "runs": result.runs,
                 "findings": result.findings,
+                "voided": result.voided,
+                "withdrawn": result.withdrawn,
             }
         )
     else:
@@ -145,9 +172,14 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"campaign {result.campaign}: protocol {result.protocol_digest} ({commit})")
         for run, at in sorted(result.runs.items()):
             print(f"  ok        {run}" + (f" (added in {at[:12]})" if at else ""))
+        for v in result.voided:
+            print(f"  voided    {v.run}: {v.message}")
+        for v in result.withdrawn:
+            print(f"  withdrawn {v.run}: {v.message}")
         for f in result.findings:
-            print(f"  excluded  {f.run or '-'}: {f.code}: {f.message}")
-        counted = len(result.runs) - sum(1 for f in result.findings if f.code == "uncommitted")
+            word = "pending" if f.code == "uncommitted" else "excluded"
+            print(f"  {word:<9} {f.run or '-'}: {f.code}: {f.message}")
+        counted = len(result.runs)
         print(
             f"{'verified' if result.ok else 'NOT verified'}: {counted} run(s) recorded under "
             f"the frozen protocol, {len(result.findings)} finding(s)"
@@ -155,16 +187,39 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
+def _void(args: argparse.Namespace) -> int:
+    from ..campaign.protocol import load_campaign
+    from ..campaign.setaside import void_run
+
+    root = repo_root(args)
+    rec = void_run(root, load_campaign(root, args.name), args.run, args.reason, args.record)
+    print(f"campaign {rec.campaign}: run {rec.run} ({rec.run_digest}) voided by {args.record}")
+    print(f"  commit evidence/{args.record} for it to take effect")
+    return EXIT_OK
+
+
+def _withdraw(args: argparse.Namespace) -> int:
+    from ..campaign.protocol import load_campaign
+    from ..campaign.setaside import withdraw_arm
+
+    root = repo_root(args)
+    rec = withdraw_arm(root, load_campaign(root, args.name), args.arm, args.reason, args.record)
+    print(f"campaign {rec.campaign}: arm {rec.arm} withdrawn by {args.record}")
+    print(f"  commit evidence/{args.record} for it to take effect")
+    return EXIT_OK
+
+
 def _claim(args: argparse.Namespace) -> int:
     from ..campaign.claims import make_claim
     from ..campaign.members import campaign_runs
     from ..campaign.protocol import load_campaign
     from ..campaign.records import claim_records, register_records
+    from ..remotes import repository_store
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
     claim = make_claim(
-        root.local_store(), campaign, campaign_runs(root, campaign), args.condition, args.arm
+        repository_store(root), campaign, campaign_runs(root, campaign), args.condition, args.arm
     )
     if args.register:
         register_records(
@@ -187,6 +242,7 @@ _VERDICT_WORDS = {
     "UNRESOLVED": "NOT claimed: the measurement resolution could change the verdict",
     "REFUSED": "claim refused",
     "NO_TIMING_CLAIM": "no timing claim: the protocol declares none",
+    "UNAVAILABLE": "UNAVAILABLE: an input is neither here nor on a configured remote",
 }
 
 
@@ -221,6 +277,8 @@ def _print_claim(condition: str, arm: str, claim: Any) -> None:
             )
     for reason in claim.reasons:
         print(f"  - {reason}")
+    for what in claim.unavailable:
+        print(f"  - unavailable: {what}")
     print(
         f"  runs used: {claim.runs_baseline} {claim.baseline_arm} ({claim.n_baseline} requests, "
         f"{_spread(claim.run_spread_baseline, claim.within_spread_baseline)}), "
@@ -309,6 +367,7 @@ def _status(args: argparse.Namespace) -> int:
             evaluation_records(ev),
             campaign=campaign.name,
             protocol_digest=campaign.digest,
+            evaluation=ev.key if status.verdict != "UNAVAILABLE" else None,
         )
     if args.html:
         _write_html(args.html, root, campaign, ev)
@@ -317,9 +376,16 @@ def _status(args: argparse.Namespace) -> int:
         return EXIT_OK if status.verdict == "ACCEPTED" else EXIT_FAILED
     out = sys.stdout
     print(f"campaign {status.campaign}: protocol {status.protocol_digest}", file=out)
+    print(f"verdict {status.verdict} (accept = {status.accept})", file=out)
+    for a in status.arms:
+        role = "baseline" if a.baseline else "candidate"
+        print(f"  {a.arm} ({role}): {a.conclusion}", file=out)
+        if a.conclusion in ("rejected", "withdrawn"):
+            for why in a.reasons:
+                print(f"      {why}", file=out)
     print(
         f"  {'condition':<10} {'arm':<16} {'runs':>7} {'failed':>6} {'repeat':<10} "
-        f"{'lossless':<13} speedup",
+        f"{'lossless':<13} {'conclusion':<10} speedup",
         file=out,
     )
     for c in status.cells:
@@ -330,11 +396,16 @@ def _status(args: argparse.Namespace) -> int:
         ) + (f" {c.claim}" if c.claim is not None and c.speedup is not None else "")
         print(
             f"  {c.condition:<10} {c.arm:<16} {f'{c.runs_done}/{c.runs_required}':>7} "
-            f"{c.runs_failed:>6} {c.repeatability or '-':<10} {c.lossless or '-':<13} {speed}",
+            f"{c.runs_failed:>6} {c.repeatability or '-':<10} {c.lossless or '-':<13} "
+            f"{c.conclusion or '-':<10} {speed}",
             file=out,
         )
     for note in status.notes:
         print(f"  note: {note}", file=out)
+    for v in (*status.voided, *status.withdrawn):
+        print(f"  {v.code}: {v.run}: {v.message}", file=out)
+    for m in status.missing:
+        print(f"  missing {m.digest}: {m.needed_by}", file=out)
     print(status.verdict, file=out)
     for item in status.remaining:
         print(f"  - {item}", file=out)

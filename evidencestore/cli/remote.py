@@ -126,15 +126,24 @@ def _cmd_push_pull(args: argparse.Namespace) -> int:
     from ..remotes import TransferSummary
 
     root = repo_root(args)
-    transfer = remotes.push if args.command == "push" else remotes.pull
     try:
-        summary = transfer(
-            root,
-            args.bundles or None,
-            remote=args.remote,
-            jobs=_jobs(args),
-            progress=sys.stderr,
-        )
+        if args.command == "push":
+            summary = remotes.push(
+                root,
+                args.bundles or None,
+                remote=args.remote,
+                jobs=_jobs(args),
+                progress=sys.stderr,
+                repair=args.repair,
+            )
+        else:
+            summary = remotes.pull(
+                root,
+                args.bundles or None,
+                remote=args.remote,
+                jobs=_jobs(args),
+                progress=sys.stderr,
+            )
     except TransferError as exc:
         failures = _name_failures(root, exc.summary)
         if args.json and exc.summary is not None:
@@ -318,20 +327,30 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     rsub.add("remove", _cmd_remote_remove, [NAME, ROOT], help="remove a remote")
     rsub.add("list", _cmd_remote_list, [ROOT], help="list remotes, in the order they are tried")
-    for command, remote, summary in (
-        (
-            "push",
+    commands.add(
+        "push",
+        _cmd_push_pull,
+        [
+            BUNDLES,
             arg("--remote", metavar="NAME", help="default: the first writable remote"),
-            "upload store entries a remote lacks",
-        ),
-        ("pull", _ANY_REMOTE, "fetch every store entry of bundles into the local store"),
-    ):
-        commands.add(
-            command,
-            _cmd_push_pull,
-            [BUNDLES, remote, json_flag("the summary"), ROOT, _JOBS],
-            help=summary,
-        )
+            arg(
+                "--repair",
+                action="store_true",
+                help="also download and hash every copy the remote holds, and replace each "
+                "corrupt one from the verified local copy",
+            ),
+            json_flag("the summary"),
+            ROOT,
+            _JOBS,
+        ],
+        help="upload store entries a remote lacks or holds damaged",
+    )
+    commands.add(
+        "pull",
+        _cmd_push_pull,
+        [BUNDLES, _ANY_REMOTE, json_flag("the summary"), ROOT, _JOBS],
+        help="fetch every store entry of bundles into the local store",
+    )
     commands.add(
         "fetch",
         _cmd_fetch,

@@ -6,7 +6,8 @@ three parsers, so ``evstore run workload.toml --arm x`` and ``evstore run show B
 parse (a workload file literally named ``show`` or ``diff`` is given as ``./show``).
 
 Exit codes: ``run`` 0 for a complete run with every output valid, 1 for any other run
-(registered all the same), 2 for usage errors; ``show`` and ``diff`` 0, or 2.
+(registered all the same), 2 for usage errors; ``show`` 0, or 2; ``diff`` as
+``evstore diff``: 0 the same, 1 different, 2 usage errors.
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     except SystemExit as exc:  # -h
         return int(exc.code or 0)
     ns.verbosity = verbosity
+    if getattr(args, "root", None) and not getattr(ns, "root", None):
+        ns.root = args.root  # `evstore --root DIR run ...`
     return func(ns)
 
 
@@ -195,19 +198,26 @@ def _show(args: argparse.Namespace) -> int:
         print(f"  {summary['reason']}")
     if not summary["server_ok"]:
         print(f"  server check failed: {summary['server_message']}")
+    explain_sd = False
     for phase, info in summary["phases"].items():
         fails = ", ".join(f"{k} {v}" for k, v in info["failures"].items()) or "none"
         print(f"{phase}: {info['requests']} requests, {info['ok']} ok, failures: {fails}")
         for key, label in (("e2e_s", "E2E"), ("ttfb_s", "TTFB")):
             s = info[key]
             if s["n"]:
-                sd = f" ± {s['sd']:.3f}" if s["sd"] is not None else ""
+                sd = f"  sd {s['sd']:.3f}" if s["sd"] is not None else ""
+                explain_sd = explain_sd or bool(sd)
                 print(
                     f"  {label} s (n={s['n']}): min {_fmt(s['min'])}  median {_fmt(s['median'])}  "
                     f"p90 {_fmt(s['p90'])}  max {_fmt(s['max'])}  mean {_fmt(s['mean'])}{sd}"
                 )
+    if explain_sd:
+        print(
+            "  (sd: the sample standard deviation over the phase's requests; a speedup "
+            "claim takes one value per run, see `evstore campaign claim`)"
+        )
     for f in summary["failures"]:
-        print(f"  request {f['index']} ({f['phase']}): {f['failure']}: {f['message']}")
+        print(f"  {f['label']} (record {f['index']}): {f['failure']}: {f['message']}")
     if summary["unchecked"]:
         print(
             f"  {summary['unchecked']} output(s) not checked against their request "
@@ -236,8 +246,8 @@ def _diff(args: argparse.Namespace) -> int:
                 {"a": a.name, "b": b.name, "differences": [d.as_dict() for d in diffs]}, indent=2
             )
         )
-        return EXIT_OK
+        return EXIT_FAILED if diffs else EXIT_OK
     print(f"run diff {a.name} {b.name}: {len(diffs)} differences")
     for d in diffs:
         print(f"  {d.section} {d.key}: {json.dumps(d.a)} -> {json.dumps(d.b)}")
-    return EXIT_OK
+    return EXIT_FAILED if diffs else EXIT_OK

@@ -1,10 +1,14 @@
 """The campaign report: a campaign status (conditions x arms) as one HTML page.
 
-The overall verdict first (``ACCEPTED`` only when every condition is qualified), then what
-remains, in words; the matrix of conditions x arms with runs done / required / failed,
-repeatability, the lossless verdict and the speedup with its interval; the intervals drawn
-as intervals around 1; and an anchor for every run and comparison a cell cites (its digest,
-to re-check with ``evstore verify`` or render with ``evstore report DIGEST``).
+Written to be read in two minutes: the verdict and the conclusion of each arm first
+(qualified, rejected, withdrawn, open, with the reasons), inputs that cannot be had
+(``evstore pull``), what remains; the speedup intervals with the ``min_speedup`` line and
+each arm's per-run latencies; then a card per condition and arm (runs done / required /
+failed, repeatability, lossless verdict, speedup, conclusion). Each record behind the
+status gets a section in words, its raw fields folded away; runs are named by their
+bundle name everywhere, with the digest shortened beside it (full value on hover, in the
+copy button and in the folded provenance). ``render_campaign_record_html`` renders one
+claim, repeatability, adjudication, void or withdrawal record on its own.
 
 Like the run page it reads the status as plain data (``msgspec.to_builtins``) by its
 documented field names: ``verdict``, ``remaining``, ``cells`` (``condition``, ``arm``,
@@ -13,18 +17,49 @@ documented field names: ``verdict``, ``remaining``, ``cells`` (``condition``, ``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._page import digests_in, fmt, render_page, unique
 
-__all__ = ["render_campaign_status_html"]
+__all__ = ["render_campaign_record_html", "render_campaign_status_html"]
 
-_VERDICT_STYLE = {"ACCEPTED": "PASS", "NOT_ACCEPTED": "INCONCLUSIVE"}
+_VERDICT_STYLE = {"ACCEPTED": "PASS", "NOT_ACCEPTED": "INCONCLUSIVE", "UNAVAILABLE": "UNAVAILABLE"}
 _MEANING = {
     "ACCEPTED": "Every condition is qualified as the protocol requires.",
-    "NOT_ACCEPTED": "Not every condition is qualified yet: see what remains.",
+    "NOT_ACCEPTED": "Not accepted: see the conclusions per arm and what remains.",
+    "UNAVAILABLE": "Inputs of this verdict cannot be had here: fetch them with `evstore pull`.",
 }
+_ACCEPT = {
+    "every-arm": "the baseline and every candidate arm not withdrawn are qualified",
+    "any-arm": "the baseline and at least one candidate arm are qualified",
+}
+
+
+def _pct(value: Any) -> str:
+    return f"{float(value):.2%}" if isinstance(value, int | float) else "\u2014"
+
+
+def _claim_summary(r: Mapping[str, Any]) -> str:
+    """A claim in one sentence."""
+    s = r.get("speedup")
+    verdict = r.get("verdict", "")
+    floor = r.get("min_speedup")
+    if not isinstance(s, Mapping):
+        return f"{verdict}: no speedup interval could be computed, for the reasons below."
+    conf = r.get("confidence")
+    text = (
+        f"Speedup {s['ratio']:.3f}\u00d7 [{s['low']:.3f}, {s['high']:.3f}]"
+        + (f" at {float(conf):.0%}" if conf else "")
+        + f" ({r.get('estimator')} over runs: {r.get('runs_baseline')} baseline, "
+        f"{r.get('runs_candidate')} candidate"
+        + (f", df {float(r['df']):.1f}" if isinstance(r.get("df"), int | float) else "")
+        + f"): {verdict}"
+    )
+    if floor is not None:
+        side = "above" if r.get("clears") else "not above"
+        text += f"; the low end {s['low']:.3f} is {side} min_speedup {float(floor):g}"
+    return text + "."
 
 
 def _anchor(digest: str) -> str:
@@ -69,10 +104,37 @@ def _plain(value: Any) -> Mapping[str, Any]:
     return out
 
 
+def _counted(reasons: Iterable[str]) -> list[str]:
+    """Each distinct reason once, with how many times it was given."""
+    listed = list(reasons)
+    return [
+        r + (f" (\u00d7{listed.count(r)})" if listed.count(r) > 1 else "")
+        for r in dict.fromkeys(listed)
+    ]
+
+
+def _run_names(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Run bundle digest -> run name, from every record that names both."""
+    names: dict[str, str] = {}
+    for r in records:
+        for d, n in zip(r.get("runs", ()), r.get("run_names", ()), strict=False):
+            if isinstance(d, str):
+                names[d] = str(n)
+        for v in r.get("runs", ()):
+            if isinstance(v, Mapping) and isinstance(v.get("digest"), str):
+                names[v["digest"]] = str(v.get("run"))
+        for side in ("baseline", "candidate"):
+            pairs = zip(r.get(f"{side}_runs", ()), r.get(f"{side}_run_names", ()), strict=False)
+            names.update({str(d): str(n) for d, n in pairs})
+    return names
+
+
 def _related(records: Sequence[Any]) -> list[dict[str, Any]]:
     """Claims, adjudications and repeatability records as page sections with anchors."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
+    plain = [_plain(v) for v in records]
+    names = _run_names(plain)
 
     def once(digest: Any) -> str:
         """The anchor of ``digest`` the first time it is shown, then "" (ids stay unique)."""
@@ -81,8 +143,7 @@ def _related(records: Sequence[Any]) -> list[dict[str, Any]]:
         seen.add(_anchor(digest))
         return _anchor(digest)
 
-    for value in records:
-        r = _plain(value)
+    for r in plain:
         kind = str(r.get("kind", "")).rsplit("-", 1)[-1]
         cond, arm = r.get("condition"), r.get("arm")
         rid = f"{kind}-{cond}" + (f"-{arm}" if arm else "")
@@ -107,7 +168,8 @@ def _related(records: Sequence[Any]) -> list[dict[str, Any]]:
                 "arm": v.get("arm"),
                 "latencies": ", ".join(f"{x:.3f}" for x in v.get("values", ())),
                 "mean": fmt(v.get("mean")),
-                "cv": fmt(v.get("cv")),
+                "value": f"{float(v['value']):.4f}" if v.get("value") else fmt(v.get("mean")),
+                "cv": _pct(v.get("cv")),
             }
             for v in r.get("runs", ())
             if isinstance(v, Mapping)
@@ -119,24 +181,48 @@ def _related(records: Sequence[Any]) -> list[dict[str, Any]]:
         facts = [(k, fmt(r.get(k))) for k in (
             "verdict", "exact", "refused", "estimator", "confidence", "n_baseline",
             "n_candidate", "df", "cv_baseline", "cv_candidate", "baseline_repeatable",
+            "min_speedup", "runs_baseline", "runs_candidate", "order", "run", "run_digest",
+            "arm", "reason",
         ) if k in r]  # fmt: skip
+        facts = [(k, _pct(r.get(k)) if k.startswith("cv_") else v) for k, v in facts]
         speedup = r.get("speedup")
         if isinstance(speedup, Mapping):
             facts.insert(0, ("speedup", f"{speedup['ratio']:.4f} [{speedup['low']:.4f}, "
                                         f"{speedup['high']:.4f}]"))  # fmt: skip
+        verdicts = [str(c.get("verdict")) for c in r.get("comparisons", ())]
+        counts = {v: verdicts.count(v) for v in dict.fromkeys(verdicts)}
+        summary = ""
+        if kind == "claim":
+            summary = _claim_summary(r)
+        elif kind == "repeatability":
+            summary = f"{len(r.get('runs', ()))} baseline runs compared with the first: " + (
+                "repeatable-exact." if r.get("exact") else "NOT repeatable-exact."
+            )
+        elif kind == "adjudication":
+            summary = (
+                f"{len(r.get('candidate_runs', ()))} candidate run(s) against baseline run "
+                f"{names.get(str((r.get('baseline_runs') or [''])[0]), '?')}: "
+                f"{r.get('verdict')}."
+            )
+        elif kind == "void":
+            summary = f"Run {r.get('run')} is set aside: {r.get('reason')}"
+        elif kind == "withdrawal":
+            summary = f"Arm {r.get('arm')} is withdrawn: {r.get('reason')}"
         out.append(
             {
                 "id": rid,
                 "kind": kind,
-                "title": f"{kind} {cond}" + (f" / {arm}" if arm else ""),
+                "title": f"{kind} {cond or ''}" + (f" / {arm}" if arm else ""),
                 "condition": cond,
                 "arm": arm,
                 "verdict": r.get("verdict"),
                 "facts": facts,
-                "reasons": [str(x) for x in r.get("reasons", ())],
+                "reasons": _counted(str(x) for x in r.get("reasons", ())),
                 "comparisons": rows,
                 "runs": runs,
-                "run_digests": [(d, once(d)) for d in dict.fromkeys(run_digests)],
+                "run_digests": [(d, once(d), names.get(d)) for d in dict.fromkeys(run_digests)],
+                "summary": summary,
+                "comparison_summary": ", ".join(f"{n} {v}" for v, n in counts.items()),
                 "config_diff": [
                     ", ".join(f"{k} = {fmt(v)}" for k, v in row.items())
                     for row in r.get("config_diff", ())
@@ -212,6 +298,7 @@ def render_campaign_status_html(
         matrix[(str(c.get("condition")), str(c.get("arm")))] = {
             "links": links,
             "qualified": c.get("qualified"),
+            "baseline": bool(c.get("baseline")),
             "failed_runs": [str(x) for x in c.get("failed_runs", ())],
             "id": f"cell-{c.get('condition')}-{c.get('arm')}",
             "runs": f"{fmt(c.get('runs_done'))}"
@@ -219,21 +306,44 @@ def render_campaign_status_html(
             "failed": fmt(c.get("runs_failed")),
             "repeatability": c.get("repeatability"),
             "lossless": c.get("lossless"),
+            "conclusion": c.get("conclusion"),
+            "reasons": [str(x) for x in c.get("reasons", ())]
+            if c.get("conclusion") != "qualified"
+            else [],
             "speedup": text,
             "refs": [(label, d, _anchor(d)) for label, d in refs],
         }
         if interval is not None:
             intervals.append((f"{c.get('condition')} {c.get('arm')}", *interval))
-    plots = [interval_plot(intervals, salt="speedup")] if intervals else []
+    floors = {
+        float(x["data"]["min_speedup"])
+        for x in related
+        if x["kind"] == "claim" and isinstance(x["data"].get("min_speedup"), int | float)
+    }
+    threshold = floors.pop() if len(floors) == 1 else None
+    plots = [interval_plot(intervals, salt="speedup", threshold=threshold)] if intervals else []
     verdict = str(data.get("verdict", "NOT_ACCEPTED"))
     rows = [("campaign status", digest), *(context or {}).items()]
     for x in related:
         rows += [
             (f"{x['id']}{where.removeprefix('r')}", d) for where, d in digests_in(x["data"], "r")
         ]
-    digests = unique(iter([*rows, *digests_in(dict(data), "status")]))
+    firsts: dict[str, str] = {}
+    for where, d in unique(iter([*rows, *digests_in(dict(data), "status")])):
+        firsts.setdefault(d, where)  # each digest once, under the first place it is cited
+    digests = [(where, d) for d, where in firsts.items()]
+    arm_rows = [a for a in data.get("arms", ()) if isinstance(a, Mapping)]
+    arm_conclusions = [
+        {
+            "arm": a.get("arm"),
+            "role": "baseline" if a.get("baseline") else "candidate",
+            "conclusion": a.get("conclusion"),
+            "reasons": [str(r) for r in a.get("reasons", ())],
+        }
+        for a in arm_rows
+    ]
     anchored = (
-        {d for x in related for d, _ in x["run_digests"]}
+        {row[0] for x in related for row in x["run_digests"]}
         | {v["digest"] for x in related for v in x["runs"]}
         | {c["record"] for x in related for c in x["comparisons"]}
     )
@@ -255,8 +365,100 @@ def render_campaign_status_html(
             "cited": [(d, where, _anchor(d)) for d, where in cited.items() if d not in anchored],
             "related": related,
             "excluded": [f"{e.get('run')}: {e.get('message')}" for e in data.get("excluded", ())],
+            "set_aside": [
+                (str(e.get("code")), f"{e.get('run')}: {e.get('message')}")
+                for key in ("voided", "withdrawn")
+                for e in data.get(key, ())
+            ],
+            "missing": [(m.get("digest"), m.get("needed_by")) for m in data.get("missing", ())],
             "notes": [str(n) for n in data.get("notes", ())],
+            "arm_conclusions": arm_conclusions,
+            "accept_rule": _ACCEPT.get(str(data.get("accept", "every-arm")), ""),
+            "latency_plots": _latency_plots(related),
             "digests": digests,
+            "fold_provenance": True,
             "versions": [],
         },
     )
+
+
+def _latency_plots(related: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Per condition: every arm's measured latencies, one row per arm (from the claims)."""
+    from .plots import latency_plot
+
+    by_condition: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for x in related:
+        if x["kind"] != "claim":
+            continue
+        cond = str(x["condition"])
+        for v in x["data"].get("runs", ()):
+            if isinstance(v, Mapping):
+                arms = by_condition.setdefault(cond, {})
+                runs = arms.setdefault(str(v.get("arm")), {})
+                runs[str(v.get("run"))] = [float(t) for t in v.get("values", ())]
+    plots = []
+    for cond, arms in by_condition.items():
+        groups = {
+            arm: [t for values in runs.values() for t in values] for arm, runs in arms.items()
+        }
+        plots.append(
+            latency_plot(
+                groups,
+                title=f"{cond}: measured end-to-end latency per arm (every request of every "
+                "complete run)",
+                xlabel="end-to-end latency",
+                salt=f"latency-{cond}",
+            )
+        )
+    return plots
+
+
+def render_campaign_record_html(
+    record: Any, *, record_digest: str | None = None, context: Mapping[str, str] | None = None
+) -> str:
+    """One campaign record (claim, repeatability, adjudication, void, withdrawal) as a
+    self-contained page, from the record alone."""
+    from .._canonical import canonical
+    from ..digest import hash_bytes
+    from .plots import interval_plot
+
+    data = _plain(record)
+    digest = record_digest or hash_bytes(canonical(data)).digest
+    (x,) = _related([data])
+    verdict = data.get("verdict")
+    if verdict is None and "exact" in data:
+        verdict = "PASS" if data.get("exact") else "INCONCLUSIVE"
+    style = {"STANDS": "PASS", "NOT_CLEARED": "FAIL", "UNRESOLVED": "INCONCLUSIVE",
+             "REFUSED": "UNAVAILABLE", "NO_TIMING_CLAIM": "UNAVAILABLE"}.get(
+        str(verdict), str(verdict) if verdict in _ORDER else "UNAVAILABLE")  # fmt: skip
+    plots = []
+    s = data.get("speedup")
+    if isinstance(s, Mapping):
+        label = f"{data.get('condition')} {data.get('arm')}"
+        floor = data.get("min_speedup")
+        plots.append(
+            interval_plot(
+                [(label, float(s["low"]), float(s["ratio"]), float(s["high"]))],
+                salt="claim",
+                threshold=float(floor) if isinstance(floor, int | float) else None,
+            )
+        )
+    rows = [(f"{x['kind']} record", digest), *(context or {}).items(), *digests_in(data, "record")]
+    return render_page(
+        "campaign_record.html",
+        {
+            "title": f"Campaign {data.get('campaign') or ''} {x['title']}".replace("  ", " "),
+            "report_kind": "campaign-record",
+            "kind_label": f"campaign {x['kind']} record",
+            "verdict": str(verdict) if verdict is not None else None,
+            "verdict_style": style,
+            "meaning": x["summary"],
+            "related": [x],
+            "plots": plots,
+            "digests": unique(iter(rows)),
+            "versions": [],
+        },
+    )
+
+
+_ORDER = ("PASS", "FAIL", "INCONCLUSIVE", "UNAVAILABLE")

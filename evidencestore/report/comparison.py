@@ -341,6 +341,19 @@ def _settings(record: ComparisonRecord) -> list[tuple[str, str]]:
     return rows
 
 
+def _shown(name: str, root: str | os.PathLike[str] | None) -> str:
+    """A side's name for the title: as the user gave it, except that an absolute path
+    is shown relative to the repository when inside it, else by its file name (the
+    inputs table keeps the name in full)."""
+    if not os.path.isabs(name):
+        return name
+    if root is not None:
+        base = os.path.abspath(os.fspath(root))
+        if os.path.commonpath([base, os.path.abspath(name)]) == base:
+            return os.path.relpath(name, base)
+    return os.path.basename(name) or name
+
+
 def render_comparison_html(
     record: ComparisonRecord,
     *,
@@ -386,7 +399,7 @@ def render_comparison_html(
         summary.append(("audio SNR", a["facts"][0][1]))
     rows = [("comparison record", digest), *(context or {}).items()]
     digests = unique(iter([*rows, *digests_in(msgspec.to_builtins(record))]))
-    title = f"{record.reference.name} vs {record.candidate.name}"
+    title = f"{_shown(record.reference.name, root)} vs {_shown(record.candidate.name, root)}"
     return render_page(
         "comparison.html",
         {

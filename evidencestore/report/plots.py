@@ -80,7 +80,16 @@ def _svg(fig: Figure, salt: str) -> str:
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
     start = text.find("<svg")
-    return text[start:] if start >= 0 else text
+    text = text[start:] if start >= 0 else text
+    # Matplotlib's element ids (figure_1, axes_1, ...) repeat in every plot: prefix them
+    # with the salt so that several plots on one page keep every id unique.
+    import re
+
+    named = set(re.findall(r'id="([A-Za-z][\w.]*_\d+)"', text))
+    if named:
+        pattern = re.compile(r'(id="|#)(' + "|".join(map(re.escape, named)) + r')(?=["\)])')
+        text = pattern.sub(lambda m: f"{m.group(1)}{salt}-{m.group(2)}", text)
+    return text
 
 
 def _axes(fig: Figure) -> Axes:
@@ -315,9 +324,13 @@ def latency_plot(
 
 
 def interval_plot(
-    rows: Sequence[tuple[str, float | None, float, float | None]], *, salt: str = "interval"
+    rows: Sequence[tuple[str, float | None, float, float | None]],
+    *,
+    salt: str = "interval",
+    threshold: float | None = None,
 ) -> Plot:
-    """Point estimates with their intervals (label, low, estimate, high), 1 marked."""
+    """Point estimates with their intervals (label, low, estimate, high), 1 marked, and
+    the claim's threshold (``min_speedup``) as a labelled line when given."""
     fig = _figure(height=max(1.4, 0.45 * len(rows) + 0.9))
     ax = _axes(fig)
     for i, (_label, lo, est, hi) in enumerate(rows):
@@ -326,10 +339,20 @@ def interval_plot(
             ax.plot([lo, hi], [i, i], linestyle="none", marker="|", markersize=10, color="#1b4f9c")
         ax.plot([est], [i], marker="D", color="#111111", markersize=5)
     ax.axvline(1.0, color="#555555", linestyle=":", linewidth=1.0)
+    facts: dict[str, str | int | float] = {"intervals": len(rows)}
+    title = "Speedup intervals"
+    if threshold is not None:
+        ax.axvline(threshold, color="#b91c1c", linestyle="--", linewidth=1.5)
+        ax.annotate(
+            f"min_speedup {threshold:g}", xy=(threshold, 1.0), xycoords=("data", "axes fraction"),
+            xytext=(3, -10), textcoords="offset points", color="#b91c1c", fontsize=7,
+        )  # fmt: skip
+        facts["threshold"] = f"{threshold:g}"
+        title += f"; dashed red line: min_speedup = {threshold:g} (a claim stands when the low end is right of it)"
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
     ax.invert_yaxis()
     ax.set_xlabel("speedup (baseline time / candidate time)")
-    return Plot(_svg(fig, salt), "Speedup intervals", {"intervals": len(rows)})
+    return Plot(_svg(fig, salt), title, facts)
 
 
 def png_data_uri(image: np.ndarray, *, width: int = 480) -> str:

@@ -1,12 +1,16 @@
 """What ``evstore report TARGET`` names, resolved to stored records, and the page for it.
 
-A TARGET is a record file, a record's digest in the store, a bundle name (the run, the
-campaign status or the one comparison record it holds), ``BUNDLE:PATH`` (one entry of a
-bundle), or a campaign's protocol bundle (its status is evaluated from the runs
-registered now, with every record it was computed from). Records are read from the working tree or the repository
-store, always verified against the digest that names them, and the page names that digest.
-The record's decoded type (``evidencestore.records``: one tagged union, untagged
-comparison records of earlier versions included) decides the page.
+A TARGET is a record file, a record's digest (in the store, or of an entry kept in git),
+a bundle name (the run, the campaign status or the one comparison record it holds; a
+registered bundle of campaign records renders its status with every record beside it,
+from those records alone), ``BUNDLE:PATH`` (one entry of a bundle), or a campaign's
+protocol bundle (its status is evaluated from the runs registered now, with every record
+it was computed from). Every registered record kind renders: run, comparison, campaign
+status, claim, repeatability, adjudication, void and withdrawal. Records are read from
+the working tree or the repository store, always verified against the digest that names
+them, and the page names that digest. The record's decoded type
+(``evidencestore.records``: one tagged union, untagged comparison records of earlier
+versions included) decides the page.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def _decode(data: bytes, source: str) -> Record:
     except UnknownRecordKind as exc:
         raise ReportError(
             f"{source}: record kind {exc.kind!r} has no report (expected a comparison record, "
-            "a run record or a campaign status)"
+            "a run record or a campaign record)"
         ) from None
     except EvidenceStoreError as exc:
         raise ReportError(str(exc)) from None
@@ -60,8 +64,10 @@ def render_record_bytes(
     source: str,
     root: str | os.PathLike[str] | None,
     context: dict[str, str] | None = None,
+    records: list[Any] | None = None,
 ) -> Rendered:
-    """Render a stored record (its exact bytes) by its decoded type."""
+    """Render a stored record (its exact bytes) by its decoded type; ``records``: the
+    records stored beside a campaign status (shown with it)."""
     from ..campaign.models import StatusRecord
     from ..digest import hash_bytes
     from ..media.records import ComparisonRecord
@@ -84,12 +90,26 @@ def render_record_bytes(
     if isinstance(record, StatusRecord):
         from .campaign import render_campaign_status_html
 
-        html = render_campaign_status_html(record, record_digest=digest, context=context)
+        html = render_campaign_status_html(
+            record, record_digest=digest, context=context, records=records or ()
+        )
         return Rendered(html, "campaign", digest, context)
+    if isinstance(record, _campaign_records()):
+        from .campaign import render_campaign_record_html
+
+        html = render_campaign_record_html(record, record_digest=digest, context=context)
+        return Rendered(html, kind_of(record).label.removeprefix("campaign-"), digest, context)
     raise ReportError(
         f"{source}: record kind {kind_of(record).tag!r} has no report (expected a comparison "
         "record, a run record or a campaign status)"
     )
+
+
+def _campaign_records() -> tuple[type, ...]:
+    """The campaign record types with a page of their own (the status has its own)."""
+    from ..campaign.models import Adjudication, Claim, Repeatability, RunVoid, Withdrawal
+
+    return (Claim, Repeatability, Adjudication, RunVoid, Withdrawal)
 
 
 def _entry_bytes(root: Repository, bundle: str, entry: Entry) -> bytes:
@@ -122,8 +142,9 @@ def _entry_bytes(root: Repository, bundle: str, entry: Entry) -> bytes:
 _RECORD_MAX = 64 << 20
 
 
-def _reported(root: Repository, bundle: str, entry: Entry) -> bool:
-    """Whether a JSON entry is a record with a report (other entries are not read)."""
+def _reported(root: Repository, bundle: str, entry: Entry) -> Any:
+    """The record a JSON entry holds when it has a report, else None (other entries are
+    not read)."""
     from ..campaign.models import StatusRecord
     from ..media.records import ComparisonRecord
     from ..records import decode_record
@@ -132,12 +153,13 @@ def _reported(root: Repository, bundle: str, entry: Entry) -> bool:
     d = entry.descriptor
     is_json = d.media_type.endswith(("/json", "+json")) or entry.path.endswith(".json")
     if not is_json or d.size > _RECORD_MAX:
-        return False
+        return None
     try:
         record = decode_record(_entry_bytes(root, bundle, entry), entry.path)
     except EvidenceStoreError:
-        return False
-    return isinstance(record, ComparisonRecord | RunRecord | StatusRecord)
+        return None
+    reported = (ComparisonRecord, RunRecord, StatusRecord, *_campaign_records())
+    return record if isinstance(record, reported) else None
 
 
 def _bundle(root: Repository, name: str, path: str | None) -> Rendered:
@@ -153,15 +175,29 @@ def _bundle(root: Repository, name: str, path: str | None) -> Rendered:
         if not chosen:
             raise ReportError(f"bundle {name!r} has no entry {path!r}")
     else:
-        chosen = [e for e in entries if _reported(root, name, e)]
+        from ..campaign.models import StatusRecord
+
+        found = {e.path: _reported(root, name, e) for e in entries}
+        chosen = [e for e in entries if found[e.path] is not None]
         runs = [e for e in chosen if e.path == "run.json"]
+        statuses = [e for e in chosen if isinstance(found[e.path], StatusRecord)]
+        if not runs and len(statuses) == 1:
+            # A bundle of campaign records: the status, with every record beside it.
+            entry = statuses[0]
+            siblings = [r for r in found.values() if isinstance(r, _campaign_records())]
+            context[f"entry {name}:{entry.path}"] = entry.descriptor.digest
+            data = _entry_bytes(root, name, entry)
+            return render_record_bytes(
+                data, source=f"{name}:{entry.path}", root=root, context=context,
+                records=siblings,
+            )  # fmt: skip
         chosen = runs or chosen
         if len(chosen) > 1:
             listed = ", ".join(f"{name}:{e.path}" for e in chosen)
             raise ReportError(f"bundle {name!r} holds {len(chosen)} records: name one ({listed})")
         if not chosen:
             raise ReportError(
-                f"bundle {name!r} holds no run record, campaign status or comparison record"
+                f"bundle {name!r} holds no run record, comparison record or campaign record"
             )
     entry = chosen[0]
     context[f"entry {name}:{entry.path}"] = entry.descriptor.digest
@@ -202,6 +238,18 @@ def render_campaign(
     return Rendered(html, "campaign", digest, context)
 
 
+def _repo_entry(root: Repository, digest: str) -> tuple[str, str] | None:
+    """(bundle, path) of a registered entry kept in git with content ``digest``: records
+    registered as repo entries are addressed by digest too."""
+    from ..inventory import load_inventory
+
+    for name, reg in sorted(load_inventory(root).registrations.items()):
+        for e in reg.manifest.entries:
+            if e.location == "repo" and e.descriptor.digest == digest:
+                return name, e.path
+    return None
+
+
 def render_report(root: str | os.PathLike[str] | None, target: str) -> Rendered:
     """Resolve ``target`` (see the module docstring) and render its page."""
     from ..config import as_repository
@@ -226,7 +274,10 @@ def render_report(root: str | os.PathLike[str] | None, target: str) -> Rendered:
         try:
             data = repository_store(base).get(target)
         except EvidenceStoreError as exc:
-            raise ReportError(f"{target}: cannot read from the store: {exc}") from exc
+            found = _repo_entry(base, target)
+            if found is None:
+                raise ReportError(f"{target}: cannot read from the store: {exc}") from exc
+            return _bundle(base, found[0], found[1])
         return render_record_bytes(data, source=target, root=base)
     name, _, entry = target.partition(":")
     if registration_path(base, name).is_file():

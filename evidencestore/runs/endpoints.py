@@ -29,7 +29,6 @@ the chunk to its temporary happens between chunks.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -248,6 +247,8 @@ async def get_control(
     """GET ``base + path`` (server check), body bounded by :data:`CONTROL_MAX`; ``keep``
     stores the body as an entry (entry name, bytes, media type) and returns its
     descriptor."""
+    import asyncio  # here, not at the top: reading a run record must not load asyncio
+
     import aiohttp
 
     try:
@@ -360,6 +361,8 @@ class Endpoint(ABC):
     ) -> tuple[Observation, BodySink | None]:
         """Perform one request; return what it saw and the output's sink (finished,
         unpublished) when a body is to be kept. Never raises for what a server does."""
+        import asyncio
+
         import aiohttp
 
         p = _Progress("POST", path)
@@ -571,7 +574,7 @@ class VideosJob(VideosSync):
             if info.status in ("failed", "cancelled", "expired"):
                 raise BadAnswer("http-status", f"job {job} {info.status[:80]}", p.status)
             unfinished_ns = poll_ns
-            await asyncio.sleep(conn.poll.wait((time.monotonic_ns() - p.sent_ns) / 1e9))
+            await _sleep(conn.poll.wait((time.monotonic_ns() - p.sent_ns) / 1e9))
         p.method, p.path = "GET", f"{path}/{job}/content"
         async with conn.session.get(base + p.path, allow_redirects=False) as resp:
             await self._stream(conn, resp, p)
@@ -617,3 +620,9 @@ def endpoint_for(kind: str) -> Endpoint:
 def build_payload(workload: LoadedWorkload, index: int, store: BlobStore | None = None) -> Payload:
     """Return the exact request body of request ``index`` (multipart, or JSON for ``json``)."""
     return endpoint_for(workload.workload.endpoint.kind).payload(workload, index, store)
+
+
+async def _sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)

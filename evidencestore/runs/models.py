@@ -252,6 +252,13 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     e2e_s: float | None = None
     ttfb_s: float | None = None
 
+    @property
+    def label(self) -> str:
+        """How every report names this request: ``request R PHASE #K``, the workload's
+        request ``R`` (``[[request]]`` in file order, from 0) in its ``K``-th repetition
+        in ``PHASE`` (from 0); ``index`` is only its place in the run's ``requests``."""
+        return f"request {self.request} {self.phase} #{self.repetition}"
+
 
 class AuditFinding(Model, frozen=True, kw_only=True, omit_defaults=False):
     """One thing an audit found, with the request records (``index``) it is about."""

@@ -523,8 +523,9 @@ def open_run(
 
 def load_run(root: str | os.PathLike[str], bundle_name: str) -> RunRecord:
     """Return the run record of bundle ``bundle_name``, its bytes checked against the
-    registration's ``run.json`` entry. Raises :class:`ManifestError` when the bundle is
-    not registered, is not a run, or its ``run.json`` is missing, altered or invalid."""
+    registration's ``run.json`` entry. Raises :class:`BundleNotFoundError` (a
+    :class:`NotFoundError`) when no such bundle is registered, :class:`ManifestError`
+    when it is not a run or its ``run.json`` is missing, altered or invalid."""
     reg_path = registration_path(root, bundle_name)
     registration = load_registration(reg_path)
     entry = next((e for e in registration.manifest.entries if e.path == RUN_ENTRY), None)

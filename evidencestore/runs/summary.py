@@ -108,9 +108,11 @@ def summarize(record: RunRecord) -> dict[str, Any]:
         ],
         "failures": [
             {
+                "label": r.label,
                 "index": r.index,
                 "phase": r.phase,
                 "request": r.request,
+                "repetition": r.repetition,
                 "failure": r.failure,
                 "status": r.status,
                 "message": r.message,
@@ -120,9 +122,11 @@ def summarize(record: RunRecord) -> dict[str, Any]:
         ],
         "requests": [
             {
+                "label": r.label,
                 "index": r.index,
                 "phase": r.phase,
                 "request": r.request,
+                "repetition": r.repetition,
                 "status": r.status,
                 "failure": r.failure,
                 "e2e_s": r.e2e_s,

@@ -235,6 +235,12 @@ class SupportsQuarantine(Protocol):
 class BlobStore(ABC):
     """Blobs addressed by digest. Writes are create-only; every read is verified.
 
+    What a user needs: ``put`` / ``put_file`` (store, get the descriptor), ``get`` /
+    ``open`` (verified bytes or stream), ``verify``, ``has`` / ``size``, ``delete`` and
+    ``iter_digests``. The other public methods serve transfers and gc (bulk sizes,
+    verified writes, uploads, listing with age, temporaries); leases, quarantine and
+    keep-alive are capability protocols (``Supports*``) that some backends add.
+
     Subclasses implement the ``_``-prefixed primitives; the public methods add
     validation, verification and the read-only guard.
     """

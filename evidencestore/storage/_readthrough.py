@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO, Protocol, TypeVar
 
 from ..digest import parse_digest
-from ..errors import IntegrityError
+from ..errors import BlobNotFoundError, IntegrityError
 from ..models import Descriptor
 from ._base import DEFAULT_MEDIA_TYPE, BlobStore, VerifyingReader
 
@@ -35,6 +35,21 @@ class Fill(Protocol):
     def __call__(
         self, cache: BlobStore, digest: str, size: int | None, looked_before: list[str]
     ) -> str: ...
+
+
+def _integrity(
+    exc: BlobNotFoundError, where: str, digest: str, size: int | None, observed: int | None
+) -> IntegrityError:
+    """The :class:`IntegrityError` for a local copy that is there but wrong, when no
+    remote could replace it (``exc`` says where each was looked for)."""
+    return IntegrityError(
+        str(exc),
+        where=f"local store ({where})",
+        digest=digest,
+        expected_size=size,
+        observed_size=observed,
+        reason="the local copy is wrong and no remote holds an intact one",
+    )
 
 
 class ReadThroughStore(BlobStore):
@@ -64,9 +79,16 @@ class ReadThroughStore(BlobStore):
         if cached is not None and (size is None or cached == size):
             return LOCAL
         state = "absent" if cached is None else f"{cached} bytes, expected {size}"
-        return self._fill(
-            self.cache, digest, size, [f"local store ({self.cache.location}): {state}"]
-        )
+        try:
+            return self._fill(
+                self.cache, digest, size, [f"local store ({self.cache.location}): {state}"]
+            )
+        except BlobNotFoundError as exc:
+            if cached is None:
+                raise
+            # A copy is here, of the wrong size, and no remote has a right one: that is
+            # an integrity failure, as the local store itself would report it.
+            raise _integrity(exc, self.cache.location, digest, size, cached) from exc
 
     def open(self, digest: str, size: int | None = None) -> VerifyingReader:
         """Open a blob (fetching it first if needed); the reader verifies at EOF."""
@@ -101,7 +123,10 @@ class ReadThroughStore(BlobStore):
             logging.getLogger("evidencestore").warning(
                 "%s; fetching it again from the remotes", exc
             )
-        self._fill(self.cache, digest, size, [f"local store ({self.cache.location}): corrupt"])
+        try:
+            self._fill(self.cache, digest, size, [f"local store ({self.cache.location}): corrupt"])
+        except BlobNotFoundError as exc:
+            raise _integrity(exc, self.cache.location, digest, size, None) from exc
         return read(digest)
 
     def put(

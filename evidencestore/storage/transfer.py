@@ -139,16 +139,18 @@ class TransferSummary:
     bytes: int = 0
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
+    repaired: int = 0  # of ``transferred``: copies on the remote replaced (push)
 
     def line(self) -> str:
         """One line for logs and non-terminal output."""
         mib = self.bytes / (1 << 20)
         rate = f", {mib / self.seconds:.1f} MiB/s" if self.seconds > 0 and self.bytes else ""
         failed = f"; {len(self.failures)} FAILED" if self.failures else ""
+        repaired = f" ({self.repaired} replacing a corrupt copy)" if self.repaired else ""
         return (
-            f"{self.action} {self.target}: {self.transferred} of {self.blobs} blobs transferred "
-            f"({mib:.1f} MiB in {self.seconds:.2f} s{rate}), {self.present} already present"
-            f"{failed}"
+            f"{self.action} {self.target}: {self.transferred} of {self.blobs} blobs transferred"
+            f"{repaired} ({mib:.1f} MiB in {self.seconds:.2f} s{rate}), {self.present} already "
+            f"present{failed}"
         )
 
 

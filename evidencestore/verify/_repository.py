@@ -85,11 +85,15 @@ def verify_repository(
 ) -> VerifyReport:
     """Verify the evidence repository at ``root`` and return every finding.
 
-    ``bundles`` restricts the per-bundle checks (unknown names are errors);
+    ``store`` is where ``store`` entries are re-hashed (default: the repository's own
+    local store); ``bundles`` restricts the per-bundle checks (unknown names are errors);
     ``remote_checker`` adds findings about ``store`` entries on a remote;
     ``inventory`` is ``load_inventory(root)`` when the caller has already loaded it.
     """
-    repo = as_repository(root).root
+    repository = as_repository(root)
+    repo = repository.root
+    if store is None:
+        store = repository.local_store()
     if inventory is None:
         dirs = BundleDirs(repo)
         plain = frozenset(d.name for d in dirs.dirs if not d.is_symlink())
@@ -162,7 +166,8 @@ def _report(repo: Path, reports: list[BundleReport], repo_findings: list[Finding
         checked=sum(r.checked for r in reports),
         unavailable=sum(r.unavailable for r in reports),
         errors=errors,
-        warnings=sum(f.severity == "warning" for f in all_findings),
+        # An unavailable entry is counted once, in `unavailable`, never also as a warning.
+        warnings=sum(f.severity == "warning" and f.code != "unavailable" for f in all_findings),
     )
     return VerifyReport(
         ok=errors == 0,
@@ -181,6 +186,7 @@ def check_repository(
     require_available: bool = False,
     base: str | None = None,
     remote_checker: RemoteChecker | None = None,
+    inventory: Inventory | None = None,
 ) -> VerifyReport:
     """Like :func:`verify_repository`, but raise :class:`VerificationError` on any error."""
     report = verify_repository(
@@ -190,6 +196,7 @@ def check_repository(
         require_available=require_available,
         base=base,
         remote_checker=remote_checker,
+        inventory=inventory,
     )
     if not report.ok:
         from .render import describe  # the path only where the message lacks it

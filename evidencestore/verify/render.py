@@ -184,10 +184,23 @@ class View:
     def totals_line(self) -> str:
         """``2 bundles, 5 entries, 4 hashes checked, ...``."""
         t = self.report.totals
+        shown = sum(
+            f.code == "unavailable" and f.severity == "warning"
+            for b in self.report.bundles
+            for f in b.findings
+        ) - len(self.hidden)
+        how = (
+            " (not checked: 1 notice)"
+            if self.hidden and not shown
+            else " (not checked: a warning each)"
+            if shown
+            else ""
+        )
+        other = "other " if shown else ""
         return (
             f"{plural(t.bundles, 'bundle')}, {plural(t.entries, 'entry', 'entries')}, "
-            f"{plural(t.checked, 'hash', 'hashes')} checked, {t.unavailable} unavailable, "
-            f"{plural(t.errors, 'error')}, {plural(t.warnings, 'warning')}"
+            f"{plural(t.checked, 'hash', 'hashes')} checked, {t.unavailable} unavailable{how}, "
+            f"{plural(t.errors, 'error')}, {plural(t.warnings, other + 'warning')}"
         )
 
     # -- renderings -----------------------------------------------------------------

@@ -1,0 +1,194 @@
+"""Campaign status against decoding each distinct output once (issue 28, item 2).
+
+Two conditions x three arms (baseline, ``exact``: byte-identical outputs, ``lsb``: one
+audio sample one LSB higher, so every pair with the baseline is decoded and measured),
+``--runs`` runs per arm, three measured requests, recorded over HTTP from the reference
+server into a git repository. Timed, in fresh processes, medians of interleaved rounds:
+``decode-once`` (every distinct output of the campaign decoded once, the natural limit),
+``status (first)`` (the memo removed first: everything judged) and ``status (second)``
+(unchanged campaign: reused from the store, nothing decoded).
+
+``python -m benches.bench_campaign [--runs N] [--repeats R] [--size WxH] [--seconds A,B]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benches._util import EVSTORE, interleaved, table
+
+CONDITIONS = {"c1": 1.0, "c2": 2.0}
+
+
+def _git(root: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.org",
+           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.org",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}  # fmt: skip
+    subprocess.run(["git", "-C", str(root), *args], env=env, check=True, capture_output=True)
+
+
+def _lsb_render(server: Any) -> Any:
+    import numpy as np
+
+    from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
+
+    cache: dict[tuple[str, ...], bytes] = {}
+
+    def render(fields: dict[str, str], number: int) -> bytes:
+        key = tuple(sorted(fields.items()))  # type: ignore[arg-type]
+        if key in cache:
+            return cache[key]
+        w, h = (int(v) for v in fields["size"].split("x"))
+        fps, seconds = int(fields["fps"]), float(fields["seconds"])
+        path = Path(tempfile.mkdtemp()) / "lsb.mp4"
+
+        def bump(first: int, data: Any) -> Any:
+            data = data.copy()
+            if first == 0:
+                data[0, 100] += 2.0**-15
+            return data
+
+        write_clip(
+            path,
+            video=VideoSpec(width=w, height=h, rate=fps, frames=round(seconds * fps),
+                            options={"preset": "ultrafast", "threads": "1"}),
+            audio=AudioSpec(rate=48000, layout="stereo", samples=round(seconds * 48000),
+                            frequency=220.0 + 10 * (int(fields["seed"]) % 50)),
+            format="mp4",
+            audio_hook=bump,
+        )  # fmt: skip
+        cache[key] = path.read_bytes()
+        shutil.rmtree(path.parent)
+        _ = np
+        return cache[key]
+
+    return render
+
+
+def build(
+    work: Path, runs: int, size: str = "160x120", seconds: tuple[float, float] = (1.0, 2.0)
+) -> Path:
+    """The campaign repository, every run recorded and committed."""
+    from evidencestore.cli import main
+    from evidencestore.testing.video_server import sample_workload, serve_video
+
+    root = work / "repo"
+    (root / "evidence").mkdir(parents=True)
+    (root / ".gitignore").write_text(".evstore/\n")
+    _git(root, "init", "-q", "-b", "main")
+    proto = work / "proto"
+    (proto / "workloads").mkdir(parents=True)
+    lines = ['name = "bench"', "[timing]", "min_runs = 3"]
+    for cond, length in zip(CONDITIONS, seconds, strict=True):
+        (proto / "workloads" / f"{cond}.toml").write_text(
+            sample_workload(seconds=(length,), size=size, fps=24, warmup=0, measured=3)
+        )
+        lines += ["[[condition]]", f'name = "{cond}"', f'workload = "workloads/{cond}.toml"']
+    for arm in ("baseline", "exact", "lsb"):
+        lines += ["[[arm]]", f'name = "{arm}"', f"runs = {runs}"]
+        lines += ["baseline = true"] if arm == "baseline" else []
+    (proto / "protocol.toml").write_text("\n".join(lines) + "\n")
+    assert main(["-q", "campaign", "init", "bench", "--protocol", str(proto / "protocol.toml"),
+                 "--root", str(root)]) == 0  # fmt: skip
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "protocol")
+    with serve_video() as server:
+        lsb = _lsb_render(server)
+        for cond in CONDITIONS:
+            for i in range(runs):
+                for arm in ("baseline", "exact", "lsb"):
+                    if arm == "lsb":
+                        server.render = lsb  # type: ignore[method-assign]
+                    try:
+                        code = main(["-q", "-q", "run", str(root / "evidence/bench/workloads" /
+                                     f"{cond}.toml"), "--arm", arm, "--server", server.url,
+                                     "--name", f"{arm}-{cond}-{i}", "--campaign", "bench",
+                                     "--condition", cond, "--root", str(root)])  # fmt: skip
+                    finally:
+                        server.__dict__.pop("render", None)
+                    assert code == 0
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "runs")
+    return root
+
+
+_DECODE_ONCE = """
+import sys
+from evidencestore.campaign.members import campaign_runs
+from evidencestore.campaign.protocol import load_campaign
+from evidencestore.config import local_store
+from evidencestore.media.decode import analyse
+from evidencestore.media.source import MediaSource
+root = sys.argv[1]
+store = local_store(root)
+members = campaign_runs(root, load_campaign(root, "bench"), history=False)
+seen = {}
+for m in members.runs:
+    for r in m.record.requests:
+        if r.body is not None:
+            seen[r.body.digest] = r.body
+for d in seen.values():
+    analyse(MediaSource(name=d.digest, descriptor=d, data=store.get(d.digest, d.size)))
+print(len(seen))
+"""
+
+
+def measure(root: Path, repeats: int) -> tuple[str, dict[str, float]]:
+    """(distinct outputs, median seconds of each case) for the campaign at ``root``."""
+    status = [*EVSTORE, "-q", "campaign", "status", "bench", "--json", "--root", str(root)]
+    memo = root / ".evstore" / "memo"
+    once_cmd = [sys.executable, "-c", _DECODE_ONCE, str(root)]
+
+    def first() -> None:
+        shutil.rmtree(memo, ignore_errors=True)
+        subprocess.run(status, check=False, capture_output=True)
+
+    def again() -> None:  # "warm" puts the memo back before each "second"
+        subprocess.run(status, check=False, capture_output=True)
+
+    def once() -> None:
+        subprocess.run(once_cmd, check=True, capture_output=True)
+
+    cases = {"decode-once": once, "first": first, "warm": again, "second": again}
+    t = interleaved(cases, repeats)
+    distinct = subprocess.run(once_cmd, check=True, capture_output=True, text=True)
+    return distinct.stdout.strip(), t
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench_campaign")
+    parser.add_argument("--runs", type=int, action="append")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--size", default="160x120", help="output size (160x120)")
+    parser.add_argument("--seconds", default="1,2", help="the two conditions' lengths (1,2)")
+    args = parser.parse_args(argv)
+    lengths = tuple(float(x) for x in args.seconds.split(","))
+    assert len(lengths) == 2, "--seconds: two lengths, e.g. 5,15"
+    rows = []
+    for runs in args.runs or [3, 6]:
+        with tempfile.TemporaryDirectory(prefix="evstore-bench-campaign-") as tmp:
+            root = build(Path(tmp), runs, args.size, (lengths[0], lengths[1]))
+            distinct, t = measure(root, args.repeats)
+            rows.append(
+                [runs, distinct, f"{t['decode-once']:.2f}", f"{t['first']:.2f}",
+                 f"{t['first'] / t['decode-once']:.2f}x", f"{t['second']:.3f}"]
+            )  # fmt: skip
+    header = ["runs/arm", "distinct outputs", "decode-once s", "status first s",
+              "first / decode-once", "status second s"]  # fmt: skip
+    title = (
+        f"campaign status (2 conditions of {args.seconds} s at {args.size} x 3 arms, "
+        "3 measured requests)"
+    )
+    print(table(title, header, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

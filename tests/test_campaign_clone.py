@@ -70,8 +70,8 @@ def _author(tmp_path: Path) -> tuple[Path, Path]:
                 server.latency = 0.0
 
         for i in (1, 2, 3):
-            rec("baseline", f"b{i}", tmp_path / "p/configs/base.yaml", latency=SLOW)
-            rec("fast", f"f{i}", fast_cfg, latency=FAST)
+            rec("baseline", f"b{i}", tmp_path / "p/configs/base.yaml", latency=SLOW[i - 1])
+            rec("fast", f"f{i}", fast_cfg, latency=FAST[i - 1])
         rec("lsb", "l1", None, render=lsb_render())
     commit(root, "runs", "evidence")
     return root, fast_cfg

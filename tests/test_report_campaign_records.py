@@ -71,8 +71,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 server.latency, server.startup_error = 0.0, None
 
         for i in (1, 2, 3):
-            assert rec("baseline", f"baseline-{i}", latency=SLOW) == 0
-            assert rec("rank-local", f"rank-local-{i}", latency=FAST) == 0
+            assert rec("baseline", f"baseline-{i}", latency=SLOW[i - 1]) == 0
+            assert rec("rank-local", f"rank-local-{i}", latency=FAST[i - 1]) == 0
         assert rec("lsb-audio", "lsb-audio-1", render=lsb_render()) == 0
         assert rec("resident-16", "resident-16-1", startup_error=OFFLOAD) == 1
         assert rec("baseline", "baseline-4", startup_error="wrong host") == 1

@@ -19,7 +19,6 @@ recomputes both digests; it lists every problem, it does not stop at the first.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
 import os
@@ -29,16 +28,35 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
-from ._canonical import canonical, decode
+from ._canonical import decode
 from .config import Repository, as_repository
 from .digest import digest_from_hex, hash_bytes, is_digest, new_hasher
+from .dsse import (
+    PAYLOAD_TYPE,
+    PREDICATE_RUN,
+    STATEMENT_TYPE,
+    Envelope,
+    RunSignature,
+    Signature,
+    Statement,
+    Subject,
+    check_run_signature,
+    decode_envelope,
+    generate_key,
+    key_id,
+    load_private_key,
+    load_public_key,
+    pae,
+    sign_run,
+    sign_statement,
+    signed_payload,
+)
 from .errors import AttestationError, EvidenceStoreError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
-from .models import Entry, Model, entry_path_problem
+from .models import Entry, entry_path_problem
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-        Ed25519PrivateKey,
         Ed25519PublicKey,
     )
 
@@ -46,61 +64,32 @@ __all__ = [
     "PAYLOAD_TYPE",
     "PREDICATE_BUNDLE",
     "PREDICATE_RECORD",
+    "PREDICATE_RUN",
     "STATEMENT_TYPE",
     "AttestationError",
     "AttestationResult",
     "Envelope",
+    "RunSignature",
     "Signature",
     "Statement",
     "Subject",
     "attest",
     "check_attestation",
+    "check_run_signature",
     "generate_key",
     "key_id",
     "load_private_key",
     "load_public_key",
     "pae",
+    "sign_run",
     "sign_statement",
     "statement_for",
     "verify_attestation",
 ]
 
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATE_BUNDLE = "https://evidencestore.dev/attestation/bundle/v1"
 PREDICATE_RECORD = "https://evidencestore.dev/attestation/record/v1"
 _CHUNK = 1 << 20
-
-
-class Subject(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """An artifact the statement is about: a name and its digests (hex, by algorithm)."""
-
-    name: str
-    digest: dict[str, str]
-
-
-class Statement(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """An in-toto Statement v1."""
-
-    type: str = msgspec.field(default=STATEMENT_TYPE, name="_type")
-    subject: tuple[Subject, ...]
-    predicate_type: str = msgspec.field(name="predicateType")
-    predicate: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-class Signature(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """One DSSE signature: the signing key's id and the base64 signature."""
-
-    keyid: str = ""
-    sig: str
-
-
-class Envelope(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """A DSSE envelope: base64 payload, its type, and signatures over PAE."""
-
-    payload: str
-    payload_type: str = msgspec.field(name="payloadType")
-    signatures: tuple[Signature, ...]
 
 
 class AttestationResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -111,97 +100,8 @@ class AttestationResult(msgspec.Struct, frozen=True, kw_only=True):
     statement: Statement | None
     verified: tuple[str, ...]
     problems: tuple[str, ...]
-
-
-def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE v1 pre-authentication encoding."""
-    kind = payload_type.encode()
-    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
-
-
-# -- keys ---------------------------------------------------------------------------
-def _public_bytes(key: Ed25519PublicKey) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
-def key_id(key: Ed25519PublicKey) -> str:
-    """The key's id: SHA-256 of its raw 32-byte public key, hex."""
-    return hashlib.sha256(_public_bytes(key)).hexdigest()
-
-
-def generate_key(path: str | os.PathLike[str]) -> tuple[Path, Path]:
-    """Create an ed25519 key pair: ``path`` (private, mode 0600) and ``path.pub``.
-
-    Existing files are never overwritten.
-    """
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    private = Path(path)
-    public = private.with_name(private.name + ".pub")
-    key = Ed25519PrivateKey.generate()
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    pub = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    for target in (private, public):
-        if target.exists():
-            raise AttestationError(f"{target}: already exists; refusing to overwrite a key")
-    try:
-        fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(pem)
-        public.write_bytes(pub)
-    except OSError as exc:
-        raise AttestationError(f"{exc.filename}: cannot write key: {exc.strerror}") from exc
-    return private, public
-
-
-def _read_key_file(path: str | os.PathLike[str], what: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise AttestationError(f"{os.fspath(path)}: cannot read {what}: {exc.strerror}") from exc
-
-
-def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
-    """Load an unencrypted PEM (PKCS#8) ed25519 private key."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    data = _read_key_file(path, "private key")
-    try:
-        key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as exc:
-        raise AttestationError(
-            f"{os.fspath(path)}: not an unencrypted PEM private key ({exc})"
-        ) from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise AttestationError(f"{os.fspath(path)}: expected an ed25519 private key")
-    return key
-
-
-def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
-    """Load a PEM ed25519 public key (a private key file is accepted, its public half used)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    data = _read_key_file(path, "public key")
-    if b"PRIVATE KEY" in data:
-        return load_private_key(path).public_key()
-    try:
-        key = serialization.load_pem_public_key(data)
-    except (ValueError, TypeError) as exc:
-        raise AttestationError(f"{os.fspath(path)}: not a PEM public key ({exc})") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise AttestationError(f"{os.fspath(path)}: expected an ed25519 public key")
-    return key
+    keyid: str | None = None
+    expected: str | None = None
 
 
 # -- subjects -------------------------------------------------------------------------
@@ -352,19 +252,6 @@ def statement_for(root: str | os.PathLike[str], target: str) -> Statement:
     return Statement(subject=(subject,), predicate_type=PREDICATE_RECORD, predicate=predicate)
 
 
-def sign_statement(statement: Statement, key: Ed25519PrivateKey) -> Envelope:
-    """Sign ``statement`` (canonical JSON) into a DSSE envelope."""
-    payload = canonical(statement)
-    sig = key.sign(pae(PAYLOAD_TYPE, payload))
-    return Envelope(
-        payload=base64.b64encode(payload).decode("ascii"),
-        payload_type=PAYLOAD_TYPE,
-        signatures=(
-            Signature(keyid=key_id(key.public_key()), sig=base64.b64encode(sig).decode("ascii")),
-        ),
-    )
-
-
 def attest(root: str | os.PathLike[str], target: str, key: str | os.PathLike[str]) -> Envelope:
     """Make and sign the statement about ``target`` (see :func:`statement_for`)."""
     private = load_private_key(key)
@@ -410,11 +297,71 @@ def _subject_problems(repo: Repository, subject: Subject) -> Iterator[str]:
         yield f"subject {subject.name!r}: the bytes in {where} hash to " + ", ".join(differ)
 
 
-def _decode_envelope(data: bytes, source: str) -> Envelope:
+def _expected_problems(repo: Repository, statement: Statement, expected: str) -> list[str]:
+    """Whether ``statement`` is about ``expected`` (a bundle name or a record digest)."""
+    ptype = statement.predicate_type
+    names = [s.name for s in statement.subject]
+    if registration_path(repo.root, expected).is_file():
+        reg = load_registration(registration_path(repo.root, expected))
+        prefix = f"{EVIDENCE_DIR}/{expected}/"
+        stray = [n for n in names if not n.startswith(prefix)]
+        problems = [f"subject {n!r} is not part of bundle {expected!r}" for n in stray]
+        if ptype == PREDICATE_BUNDLE:
+            about = statement.predicate.get("bundle")
+            if about != expected:
+                problems.append(f"the statement is about bundle {about!r}, not {expected!r}")
+            elif statement.predicate.get("bundle_digest") != reg.digest:
+                problems.append(
+                    f"the statement is about bundle {expected!r} as "
+                    f"{statement.predicate.get('bundle_digest')}, but it is registered as "
+                    f"{reg.digest} now: it changed after signing"
+                )
+            if prefix + REGISTRATION_NAME not in names:
+                problems.append(f"the statement does not name {prefix}{REGISTRATION_NAME}")
+        elif ptype == PREDICATE_RUN:
+            if prefix + "run.json" not in names:
+                problems.append(f"the statement does not name {prefix}run.json")
+        else:
+            problems.append(
+                f"predicate type {ptype!r} is not a bundle or run attestation, which bundle "
+                f"{expected!r} needs"
+            )
+        return problems
+    if is_digest(expected):
+        problems = []
+        if ptype != PREDICATE_RECORD:
+            problems.append(
+                f"predicate type {ptype!r}, expected {PREDICATE_RECORD!r} for a record digest"
+            )
+        hexd = expected.removeprefix("blake3:")
+        if not any(s.digest.get("blake3") == hexd for s in statement.subject):
+            problems.append(
+                f"no subject has digest {expected} (subjects: {', '.join(names) or 'none'})"
+            )
+        return problems
+    rel = _repository_file(repo, expected)
+    problems = []
+    if ptype != PREDICATE_RECORD:
+        problems.append(f"predicate type {ptype!r}, expected {PREDICATE_RECORD!r} for a file")
+    if rel not in names:
+        problems.append(f"no subject is the file {rel!r} (subjects: {', '.join(names) or 'none'})")
+    return problems
+
+
+def _repository_file(repo: Repository, target: str) -> str:
+    """``target``, a file inside the repository, as a repository-relative POSIX path."""
+    path = Path(target)
+    full = path if path.is_absolute() else Path.cwd() / path
     try:
-        return decode(data, Envelope)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise AttestationError(f"{source}: not a DSSE envelope: {exc}") from None
+        rel = full.resolve().relative_to(repo.root.resolve()).as_posix()
+    except ValueError:
+        rel = None
+    if rel is None or not full.is_file():
+        raise AttestationError(
+            f"expected subject {target!r}: not a registered bundle, a blake3 digest, or a "
+            "file inside the repository"
+        )
+    return rel
 
 
 def check_attestation(
@@ -423,39 +370,34 @@ def check_attestation(
     public_key: Ed25519PublicKey,
     *,
     source: str = "envelope",
+    expected: str | None = None,
 ) -> AttestationResult:
     """Check an envelope's signature with ``public_key``, its statement, and every subject
-    against the repository at ``root``; return every problem found."""
-    from cryptography.exceptions import InvalidSignature
-
+    against the repository at ``root``; with ``expected`` (a bundle name or a record
+    digest, or a file inside the repository), also that the statement is about it, with
+    the matching predicate type.
+    Return every problem found."""
+    repo = as_repository(root)
+    if expected is not None and not (
+        registration_path(repo.root, expected).is_file() or is_digest(expected)
+    ):
+        _repository_file(repo, expected)  # raises for anything else
     try:
-        env = _decode_envelope(envelope, source)
+        env = decode_envelope(envelope, source)
     except AttestationError as exc:
-        return _result(None, (), [str(exc)])
+        return _result(None, (), [str(exc)], expected=expected)
     problems: list[str] = []
     if env.payload_type != PAYLOAD_TYPE:
         problems.append(f"{source}: payloadType {env.payload_type!r}, expected {PAYLOAD_TYPE!r}")
-    try:
-        payload = base64.b64decode(env.payload, validate=True)
-    except ValueError:
-        return _result(None, (), [*problems, f"{source}: payload is not valid base64"])
     kid = key_id(public_key)
-    signed = False
-    for s in env.signatures:
-        if s.keyid and s.keyid != kid:
-            continue
-        try:
-            public_key.verify(
-                base64.b64decode(s.sig, validate=True), pae(env.payload_type, payload)
-            )
-        except (InvalidSignature, ValueError):
-            continue
-        signed = True
-    if not signed:
+    payload, bad = signed_payload(env, public_key)
+    if bad:
+        return _result(None, (), [*problems, f"{source}: {bad}"], expected=expected)
+    if payload is None:
         problems.append(
             f"{source}: no valid signature by key {kid} (wrong key, or the envelope was altered)"
         )
-        return _result(None, (), problems)
+        return _result(None, (), problems, expected=expected)
     try:
         statement = decode(payload, Statement)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -468,24 +410,32 @@ def check_attestation(
         )
     if not statement.subject:
         problems.append(f"{source}: the statement has no subject")
-    repo = as_repository(root)
+    if expected is not None:
+        problems += [f"{source}: {p}" for p in _expected_problems(repo, statement, expected)]
     verified: list[str] = []
     for subject in statement.subject:
         found = list(_subject_problems(repo, subject))
         problems += found
         if not found:
             verified.append(subject.name)
-    return _result(statement, verified, problems)
+    return _result(statement, verified, problems, keyid=kid, expected=expected)
 
 
 def _result(
-    statement: Statement | None, verified: Iterable[str], problems: list[str]
+    statement: Statement | None,
+    verified: Iterable[str],
+    problems: list[str],
+    *,
+    keyid: str | None = None,
+    expected: str | None = None,
 ) -> AttestationResult:
     return AttestationResult(
         ok=not problems,
         statement=statement,
         verified=tuple(verified),
         problems=tuple(problems),
+        keyid=keyid if not problems else None,
+        expected=expected,
     )
 
 
@@ -493,15 +443,20 @@ def verify_attestation(
     root: str | os.PathLike[str],
     envelope_path: str | os.PathLike[str],
     public_key_path: str | os.PathLike[str],
+    *,
+    expected: str | None = None,
 ) -> AttestationResult:
-    """Verify the envelope file against the key file and the repository; raise
+    """Verify the envelope file against the key file and the repository (and, with
+    ``expected``, that it is about that bundle or digest); raise
     :class:`AttestationError` listing every problem when it does not verify."""
     source = os.fspath(envelope_path)
     try:
         data = Path(envelope_path).read_bytes()
     except OSError as exc:
         raise AttestationError(f"{source}: cannot read envelope: {exc.strerror}") from exc
-    result = check_attestation(root, data, load_public_key(public_key_path), source=source)
+    result = check_attestation(
+        root, data, load_public_key(public_key_path), source=source, expected=expected
+    )
     if not result.ok:
         raise AttestationError(
             f"{source}: attestation refused: " + "; ".join(result.problems), result.problems

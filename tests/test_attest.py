@@ -19,6 +19,7 @@ from helpers.repos import add_bundle, git, init_repo
 from evidencestore.attest import (
     PAYLOAD_TYPE,
     PREDICATE_BUNDLE,
+    PREDICATE_RECORD,
     STATEMENT_TYPE,
     AttestationError,
     load_public_key,
@@ -56,8 +57,11 @@ def _attest(repo: Path, target: str, key: Path, out: Path) -> dict[str, object]:
     return envelope
 
 
-def _verify(repo: Path, envelope: Path, pub: Path) -> tuple[int, str, str]:
-    return run("attest", "verify", str(envelope), "--key", str(pub), "--root", str(repo))
+def _verify(repo: Path, envelope: Path, pub: Path, subject: str = "run1") -> tuple[int, str, str]:
+    return run(
+        "attest", "verify", str(envelope), "--key", str(pub), "--subject", subject,
+        "--root", str(repo),
+    )  # fmt: skip
 
 
 def test_pae_matches_the_dsse_specification() -> None:
@@ -187,7 +191,7 @@ def test_record_by_digest(repo: Path, keys: tuple[Path, Path], tmp_path: Path) -
     statement = json.loads(base64.b64decode(str(env["payload"])))
     assert statement["subject"][0]["name"] == desc.digest
     assert statement["predicate"]["kind"] == "evidencestore/campaign-status"
-    assert _verify(repo, tmp_path / "s.json", public)[0] == 0
+    assert _verify(repo, tmp_path / "s.json", public, desc.digest)[0] == 0
     fake = local_store(repo).put(b'{"metadata": {"kind": "campaign-status"}, "cells": []}')
     env = _attest(repo, fake.digest, private, tmp_path / "f.json")
     assert "kind" not in json.loads(base64.b64decode(str(env["payload"])))["predicate"]
@@ -221,11 +225,74 @@ def test_file_in_repository(repo: Path, keys: tuple[Path, Path], tmp_path: Path)
         "kind": "evidencestore/campaign-claim",
         "size": path.stat().st_size,
     }
-    assert _verify(repo, tmp_path / "c.json", public)[0] == 0
+    assert _verify(repo, tmp_path / "c.json", public, str(path))[0] == 0
     path.write_bytes(claim.replace(b'"ratio": 1.5', b'"ratio": 9.99'))
-    code, out, _ = _verify(repo, tmp_path / "c.json", public)
+    code, out, _ = _verify(repo, tmp_path / "c.json", public, str(path))
     assert code == 1 and "subject 'notes/claim.json': the bytes in the working tree" in out
     outside = tmp_path / "outside.json"
     outside.write_text("{}")
     code, _, err = run("attest", str(outside), "--key", str(private), "--root", str(repo))
     assert code == 2 and "outside the repository" in err
+
+
+def test_expected_subject_and_predicate_type(
+    repo: Path, keys: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Run A's envelope presented as run B's is refused; what verified is printed."""
+    private, public = keys
+    add_bundle(repo, "run2", {"results.json": b'{"ok": "also"}\n'})
+    _attest(repo, "run1", private, tmp_path / "a.json")
+    reg = json.loads((repo / "evidence/run1/bundle.json").read_text())
+    code, out, _ = _verify(repo, tmp_path / "a.json", public, "run1")
+    assert code == 0
+    kid = load_public_key(public)
+    from evidencestore.attest import key_id
+
+    assert out.startswith(
+        f"verified: {tmp_path / 'a.json'} is about run1 ({reg['digest']}), signed by key "
+        f"{key_id(kid)} ({public}); 3 subject(s) match the repository; predicate "
+        f"{PREDICATE_BUNDLE}"
+    )
+    code, out, _ = _verify(repo, tmp_path / "a.json", public, "run2")
+    assert code == 1 and "REFUSED" in out
+    assert "the statement is about bundle 'run1', not 'run2'" in out
+    assert "subject 'evidence/run1/results.json' is not part of bundle 'run2'" in out
+    assert "does not name evidence/run2/bundle.json" in out
+    # A record digest: the bundle statement is not a record statement about it.
+    digest = digest_of(b"another record\n")
+    code, out, _ = _verify(repo, tmp_path / "a.json", public, digest)
+    assert code == 1 and f"expected '{PREDICATE_RECORD}' for a record digest" in out
+    assert f"no subject has digest {digest}" in out
+    # A record statement presented for a bundle.
+    desc = local_store(repo).put(b'{"kind": "campaign-claim"}')
+    _attest(repo, desc.digest, private, tmp_path / "r.json")
+    code, out, _ = _verify(repo, tmp_path / "r.json", public, "run1")
+    assert code == 1 and "is not a bundle or run attestation" in out
+    assert _verify(repo, tmp_path / "r.json", public, desc.digest)[0] == 0
+    # The expected subject is required, and must name something.
+    code, _, err = run(
+        "attest", "verify", str(tmp_path / "a.json"), "--key", str(public), "--root", str(repo)
+    )
+    assert code == 2 and "verify needs --subject TARGET" in err
+    code, _, err = _verify(repo, tmp_path / "a.json", public, "no-such-bundle")
+    assert code == 2 and "expected subject 'no-such-bundle': not a registered bundle" in err
+    with pytest.raises(AttestationError, match="the statement is about bundle 'run1'"):
+        verify_attestation(repo, tmp_path / "a.json", public, expected="run2")
+
+
+def test_resealed_bundle_is_not_the_attested_one(
+    repo: Path, keys: tuple[Path, Path], tmp_path: Path
+) -> None:
+    private, public = keys
+    _attest(repo, "run1", private, tmp_path / "a.json")
+    reg_path = repo / "evidence/run1/bundle.json"
+    reg = json.loads(reg_path.read_text())
+    reg["manifest"]["metadata"]["created"] = "2001-01-01T00:00:00Z"
+    from evidencestore._canonical import decode, pretty
+    from evidencestore.bundle import seal
+    from evidencestore.models import BundleManifest
+
+    manifest = decode(json.dumps(reg["manifest"]).encode(), BundleManifest)
+    reg_path.write_bytes(pretty(seal(manifest)))
+    code, out, _ = _verify(repo, tmp_path / "a.json", public, "run1")
+    assert code == 1 and "it changed after signing" in out

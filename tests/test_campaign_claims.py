@@ -54,7 +54,8 @@ class Repo:
         src = self.root.parent / f"{name}-src"
         src.mkdir()
         (src / "workload.toml").write_text(workload)
-        (src / "protocol.toml").write_text(protocol)
+        # a protocol is registered under its own name
+        (src / "protocol.toml").write_text(protocol.replace('name = "p"', f'name = "{name}"', 1))
         (self.root / "evidence").mkdir(parents=True, exist_ok=True)
         argv = ["campaign", "init", name, "--protocol", str(src / "protocol.toml")]
         assert main([*argv, "--root", str(self.root)]) == 0

@@ -122,7 +122,7 @@ def test_missing_and_mispinned_workloads(
 
 
 def test_edited_protocol_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = _tree(tmp_path)
+    src = _tree(tmp_path, SMALLEST.replace('"h3-lossless"', '"h3"', 1))
     root = tmp_path / "repo"
     assert main(["campaign", "init", "h3", "--protocol", str(src), "--root", str(root)]) == 0
     (root / "evidence/h3/protocol.toml").write_text(SMALLEST.replace("0.95", "0.90"))
@@ -134,7 +134,7 @@ def test_edited_protocol_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = _tree(tmp_path)
+    src = _tree(tmp_path, SMALLEST.replace('"h3-lossless"', '"h3"', 1))
     root = str(tmp_path / "repo")
     assert main(["campaign", "init", "h3", "--protocol", str(src), "--root", root]) == 0
     capsys.readouterr()
@@ -165,3 +165,14 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert any("is not a git repository" in r for r in status["remaining"])
     assert main(["campaign", "verify", "h3", "--root", root]) == 1
     assert "is not a git repository" in capsys.readouterr().out
+
+
+def test_protocol_named_otherwise_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _tree(tmp_path)
+    root = str(tmp_path / "repo")
+    assert main(["campaign", "init", "h3", "--protocol", str(src), "--root", root]) == 2
+    err = capsys.readouterr().err
+    assert "name = 'h3-lossless', but the campaign is 'h3'" in err
+    assert not (tmp_path / "repo/evidence/h3").exists()

@@ -247,7 +247,7 @@ def test_an_internal_error_while_checking_keeps_the_measurements(
 
 # -- 6, 7: campaign init is atomic and confined ---------------------------------------
 PROTOCOL = """\
-name = "p"
+name = "c"
 [timing]
 min_runs = 2
 [quality]

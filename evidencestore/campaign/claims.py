@@ -30,7 +30,8 @@ the other, the claim says that drift cannot be told apart from the effect.
 
 The claim cites every run digest, each run's values and one value, the run-to-run and
 within-run spreads, and the configuration difference between the arms
-(``evidencestore.runs.diff_configs`` of their first runs).
+(``evidencestore.runs.diff_configs`` of their first runs, which stands for every run: a
+claim is refused when an arm's runs differ in configuration or server, ``identity.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ..runs.diff import diff_configs
 from ..runs.models import RequestRecord
 from ..storage import BlobStore
 from .estimator import WelchInterval, paired_log_interval, welch_log_interval
+from .identity import config_changes
 from .members import Member, Members
 from .models import Claim, ClaimVerdict, RunValue, Speedup, TimingRule
 from .percentiles import percentile
@@ -309,6 +311,8 @@ def make_claim(
     xs = [value_of[m.name].value for m in b_done]
     ys = [value_of[m.name].value for m in c_done]
     diff: list[dict[str, Any]] = []
+    reasons += [f.message for f in members.findings if f.arm in (base.name, arm)]
+    reasons += [*config_changes(store, b_done), *config_changes(store, c_done)]
     unavailable: list[str] = []
     if b_done and c_done:
         try:

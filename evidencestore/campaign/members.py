@@ -3,14 +3,19 @@
 A run belongs to campaign ``NAME`` when its registration says ``kind = run`` and
 ``campaign = NAME``. It contributes only when it was recorded under this protocol's
 digest, for a condition and arm the protocol declares, with the condition's workload
-and the arm's configuration files, and (in a git repository) after the protocol was
-committed (``history.py``); when the protocol sets ``quality.repeatability_first``, a
-candidate run counts only when committed after enough complete baseline runs of its
-condition to establish repeatability. Every other run is kept in the list of
-exclusions, with the reason, never silently dropped. Committed void and withdrawal
-records (``setaside.py``) set a run or an arm's runs aside: they are listed as voided or
+and the arm's configuration files, and (in a git repository, ``history.py``) after the
+protocol was committed, unchanged since its own first commit, started no earlier than
+the protocol's commit time; when the protocol lists signing keys, only when one of them
+signed its ``run.json``; and only once (``identity.py``: a copy of a run under another
+name counts as nothing). Every other run is kept in the list of exclusions, with the
+reason, never silently dropped. When the protocol sets ``quality.repeatability_first``,
+a candidate run counts only when committed after enough complete baseline runs of its
+condition to establish repeatability. Committed void and withdrawal records
+(``setaside.py``) set a run or an arm's runs aside: they are listed as voided or
 withdrawn, neither counted nor excluded; an uncommitted one, or a void naming another
-digest than the run's, takes no effect and is a finding.
+digest than the run's, takes no effect and is a finding. Findings about the campaign as a whole (a changed
+protocol, a shallow clone, a protocol not on the base, an arm that mixes servers) are
+``findings``: they exclude no run, and no verdict is accepted while one stands.
 """
 
 from __future__ import annotations
@@ -18,14 +23,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..config import repository_at
 from ..errors import EvidenceStoreError
-from ..inventory import load_inventory
+from ..inventory import load_inventory, read_entry, registration_path
 from ..models import Registration
 from ..runs.models import RunRecord
-from ..runs.recorder import load_run
-from .history import HistoryCheck, check_history, is_strict_ancestor
+from ..runs.recorder import RUN_ENTRY, load_run
+from .history import HistoryCheck, check_history, deleted_registrations, is_strict_ancestor
+from .identity import duplicates, run_keys, server_changes
 from .models import Exclusion, RunVoid
 from .protocol import Campaign
 from .setaside import VOID_KIND, WITHDRAWAL_KIND, SetAside, read_set_aside
@@ -55,6 +62,8 @@ class Members:
     runs: list[Member] = field(default_factory=list)
     excluded: list[Exclusion] = field(default_factory=list)
     history: HistoryCheck | None = None
+    findings: list[Exclusion] = field(default_factory=list)
+    signed: bool = False
     voided: list[Exclusion] = field(default_factory=list)
     withdrawn: list[Exclusion] = field(default_factory=list)
     withdrawn_arms: dict[str, str] = field(default_factory=dict)  # arm -> why
@@ -68,9 +77,14 @@ class Members:
 
 
 def campaign_runs(
-    root: str | os.PathLike[str], campaign: Campaign, *, history: bool = True
+    root: str | os.PathLike[str],
+    campaign: Campaign,
+    *,
+    history: bool = True,
+    base: str | None = None,
 ) -> Members:
-    """Every run registered for ``campaign``, sorted by name, each counted or excluded."""
+    """Every run registered for ``campaign``, sorted by name, each counted or excluded;
+    ``base`` is the protected branch the protocol must be on (``history.py``)."""
     root = repository_at(root)
     inventory = load_inventory(root)
     names = [
@@ -94,9 +108,20 @@ def campaign_runs(
         and reg.manifest.metadata.annotations.get("campaign") == campaign.name
     }
     out.digests = {n: inventory.registrations[n].digest for n in (*names, *asides)}
-    out.history = check_history(root.root, campaign.name, [*names, *asides]) if history else None
+    out.history = (
+        check_history(root.root, campaign.name, [*names, *asides], base=base) if history else None
+    )
     voids, withdrawals = _set_asides(root.root, campaign, inventory.registrations, asides, out)
+    if out.history is not None:
+        out.findings += [Exclusion(run="", code=c, message=m) for c, m in out.history.problems]
+    if (problem := campaign.name_problem()) is not None:
+        out.findings.append(Exclusion(run="", code="protocol-name", message=problem))
+    keys = campaign.signing_keys(root.root)
+    out.signed = bool(keys)
     conditions = {c.name for c in campaign.protocol.condition}
+    identities: dict[str, list[tuple[str, str]]] = {}
+    started: dict[str, str] = {}
+    candidates: list[tuple[str, RunRecord]] = []
     for name in names:
         try:
             record = load_run(root, name)
@@ -104,6 +129,9 @@ def campaign_runs(
             out.excluded.append(Exclusion(run=name, code="unreadable-run", message=str(exc)))
             continue
         reg = inventory.registrations[name]
+        run_entry = next(e for e in reg.manifest.entries if e.path == RUN_ENTRY)
+        identities[name] = run_keys(record, run_entry.descriptor.digest)
+        started[name] = record.started
         void = voids.get(name)
         if (
             void is not None
@@ -126,9 +154,15 @@ def campaign_runs(
                 )
             )  # fmt: skip
             continue
-        why = _exclusion(campaign, conditions, name, record)
-        if why is None and out.history is not None and name in out.history.before:
-            why = ("before-protocol", out.history.before[name])
+        why = None
+        if out.history is not None and name in out.history.changed:
+            why = ("changed-since-commit", out.history.changed[name])  # named first: an edit
+        if why is None:
+            why = _exclusion(campaign, conditions, name, record)
+        if why is None and out.history is not None:
+            why = _history_exclusion(out.history, name, record)
+        if why is None and keys:
+            why = _signature_exclusion(root.root, reg, name, keys)
         if why is not None:
             out.excluded.append(
                 Exclusion(
@@ -140,10 +174,118 @@ def campaign_runs(
                 )
             )
             continue
+        candidates.append((name, record))
+    commits = out.history.commits if out.history is not None else {}
+    order = sorted(
+        identities,
+        key=lambda n: (n not in commits, commits.get(n, ("", 0))[1], started[n], n),
+    )
+    repeated = duplicates(order, identities)
+    for name, record in candidates:
+        if name in repeated:
+            first, what = repeated[name]
+            out.excluded.append(
+                Exclusion(
+                    run=name,
+                    code="duplicate-run",
+                    message=f"run {name!r} is run {first!r} again: they have {what}; a run "
+                    f"counts once, as the one first committed ({first!r})",
+                    condition=record.condition,
+                    arm=record.arm,
+                )
+            )
+            continue
+        reg = inventory.registrations[name]
         out.runs.append(Member(name, reg.digest, reg, record))
     if campaign.protocol.quality.repeatability_first and out.history is not None:
         _repeatability_first(root.root, campaign, out)
+    out.findings += server_changes(out.runs)
+    if out.history is not None and out.history.git:
+        out.findings += _deleted_runs(root.root, campaign, inventory.registrations)
     return out
+
+
+def _deleted_runs(
+    root: Path, campaign: Campaign, present: dict[str, Registration]
+) -> list[Exclusion]:
+    """A finding per run of the campaign that a commit deleted: a run, failed or not, is
+    evidence and stays (one whose entries another registration holds was renamed)."""
+    roots = {reg.root for reg in present.values()}
+    found = []
+    for gone in deleted_registrations(root, present):
+        notes = gone.registration.manifest.metadata.annotations
+        if notes.get("kind") != "run" or notes.get("campaign") != campaign.name:
+            continue
+        if gone.registration.root in roots:
+            continue  # the same entries under another name: renamed, not deleted
+        found.append(
+            Exclusion(
+                run=gone.bundle,
+                code="deleted-run",
+                message=f"run {gone.bundle!r} ({notes.get('outcome', 'outcome unknown')}) was "
+                f"registered and deleted in commit {gone.commit[:12]}: a run, failed or not, "
+                "is evidence and is never removed from a campaign",
+                condition=notes.get("condition"),
+                arm=notes.get("arm"),
+            )
+        )
+    return found
+
+
+def _history_exclusion(
+    history: HistoryCheck, name: str, record: RunRecord
+) -> tuple[str, str] | None:
+    if name in history.rewritten:
+        return "history-rewritten", history.rewritten[name]
+    if name in history.before:
+        return "before-protocol", history.before[name]
+    when = history.protocol_time
+    if when is not None and name in history.frozen:
+        start = _epoch(record.started)
+        if start is None:
+            return (
+                "started-unreadable",
+                f"run {name!r}: its start time {record.started!r} is not a UTC time",
+            )
+        if start < when:
+            import time
+
+            at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+            return (
+                "started-before-protocol",
+                f"run {name!r} started at {record.started}, before the protocol was committed "
+                f"({at}, commit {(history.protocol_commit or '')[:12]}): it was not recorded "
+                "under a frozen protocol, whenever it was committed",
+            )
+    return None
+
+
+def _epoch(utc: str) -> float | None:
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(utc.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.timestamp() if when.tzinfo is not None else None
+
+
+def _signature_exclusion(
+    root: Path, reg: Registration, name: str, keys: dict[str, Any]
+) -> tuple[str, str] | None:
+    from ..dsse import check_run_signature
+    from ..runs.recorder import RUN_SIGNATURE
+
+    where = registration_path(root, name).parent
+    entries = {e.path: e for e in reg.manifest.entries}
+    try:
+        data = read_entry(where, name, entries[RUN_ENTRY], "the run record")
+        sig = entries.get(RUN_SIGNATURE)
+        envelope = read_entry(where, name, sig, "the run signature") if sig else None
+    except EvidenceStoreError as exc:
+        return "bad-signature", str(exc)
+    verdict = check_run_signature(envelope, data, name, keys)
+    return None if verdict.code is None else (verdict.code, verdict.message)
 
 
 def _set_asides(

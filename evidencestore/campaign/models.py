@@ -36,6 +36,7 @@ __all__ = [
     "Repeatability",
     "RunValue",
     "RunVoid",
+    "SigningRule",
     "Speedup",
     "StatusRecord",
     "TimingRule",
@@ -117,16 +118,25 @@ class ArmSpec(Model, frozen=True, kw_only=True):
     configs: tuple[RelPath, ...] = ()
 
 
+class SigningRule(Model, frozen=True, kw_only=True):
+    """Runs count only when signed (``evstore run --sign KEY``) by one of these ed25519
+    public keys: PEM files beside ``protocol.toml``, registered with it."""
+
+    keys: Annotated[tuple[RelPath, ...], Meta(min_length=1)]
+
+
 class Protocol(Model, frozen=True, kw_only=True):
-    """``protocol.toml``: conditions, arms, timing and quality rules, and the campaign's
-    acceptance rule: ``accept = "every-arm"`` (every candidate arm not withdrawn is
-    qualified, and at least one is) or ``"any-arm"`` (at least one is)."""
+    """``protocol.toml``: conditions, arms, timing and quality rules, the keys allowed to
+    sign runs, and the campaign's acceptance rule: ``accept = "every-arm"`` (every
+    candidate arm not withdrawn is qualified, and at least one is) or ``"any-arm"`` (at
+    least one is)."""
 
     name: Name
     description: str | None = None
     accept: Literal["every-arm", "any-arm"] = "every-arm"
     timing: TimingRule = TimingRule()
     quality: QualityRule = QualityRule()
+    signing: SigningRule | None = None
     condition: Annotated[tuple[ConditionSpec, ...], Meta(min_length=1)]
     arm: Annotated[tuple[ArmSpec, ...], Meta(min_length=2)]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -25,6 +26,9 @@ from ..errors import ConfigError, ManifestError
 from ..inventory import load_registration, read_entry, registration_path
 from ..models import Descriptor, Registration
 from .models import ArmSpec, Protocol
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 __all__ = [
     "PROTOCOL_ENTRY",
@@ -81,6 +85,54 @@ class Campaign:
         """Digests of the configuration files arm ``arm`` declares."""
         return frozenset(self.files[p].digest for p in self.arm(arm).configs)
 
+    def signing_keys(self, root: str | os.PathLike[str]) -> dict[str, Ed25519PublicKey]:
+        """The public keys allowed to sign runs, by key id (empty when the protocol does
+        not ask for signatures), read, verified, from the protocol's bundle."""
+        if self.protocol.signing is None:
+            return {}
+        from ..dsse import key_id, load_public_key
+
+        where = registration_path(root, self.name).parent
+        entries = {e.path: e for e in self.registration.manifest.entries}
+        keys = {}
+        for rel in self.protocol.signing.keys:
+            read_entry(where, self.name, entries[rel], "a signing key", "")
+            key = load_public_key(where / rel)
+            keys[key_id(key)] = key
+        return keys
+
+    def signer_problem(
+        self, root: str | os.PathLike[str], key: Ed25519PublicKey | None
+    ) -> str | None:
+        """Why a run signed with ``key`` (``None``: unsigned) would not count, before it
+        is run; ``None`` when it would."""
+        keys = self.signing_keys(root)
+        if not keys:
+            return None
+        from ..dsse import key_id
+
+        allowed = ", ".join(k[:16] for k in sorted(keys))
+        if key is None:
+            return (
+                f"campaign {self.name!r} counts only runs signed by one of its keys "
+                f"({allowed}): pass --sign KEY"
+            )
+        if key_id(key) not in keys:
+            return (
+                f"--sign: key {key_id(key)[:16]} is not one campaign {self.name!r} allows "
+                f"({allowed}): its runs would not count"
+            )
+        return None
+
+    def name_problem(self) -> str | None:
+        """A sentence when the protocol's ``name`` is not its campaign's bundle name."""
+        if self.protocol.name == self.name:
+            return None
+        return (
+            f"campaign {self.name!r}: its protocol.toml says name = {self.protocol.name!r}; a "
+            "protocol is registered under its own name"
+        )
+
 
 def parse_protocol(data: bytes, source: str) -> Protocol:
     """Decode ``protocol.toml`` strictly; errors name ``source`` and the field."""
@@ -119,6 +171,7 @@ def parse_protocol(data: bytes, source: str) -> Protocol:
 def _referenced(protocol: Protocol) -> list[str]:
     paths = [c.workload for c in protocol.condition]
     paths += [p for a in protocol.arm for p in a.configs]
+    paths += list(protocol.signing.keys) if protocol.signing else []
     return list(dict.fromkeys(paths))
 
 
@@ -183,6 +236,23 @@ def init_campaign(
                 contents[cfg] = read_file(
                     base / cfg, roots, where=f"protocol {src}: arm {arm.name!r}: config {cfg}"
                 )
+    if protocol.signing is not None:
+        from ..dsse import load_public_key
+
+        for rel in protocol.signing.keys:
+            where = f"protocol {src}: signing key {rel}"
+            if rel not in contents:
+                if not os.path.lexists(base / rel):
+                    raise ConfigError(f"{where}: no such file")
+                contents[rel] = read_file(base / rel, roots, where=where)
+            if b"PRIVATE KEY" in contents[rel]:
+                raise ConfigError(f"{where} is a private key; name the public one")
+            load_public_key(base / rel)
+    if protocol.name != name:
+        raise ConfigError(
+            f"protocol {src}: name = {protocol.name!r}, but the campaign is {name!r}: register "
+            "a protocol under its own name"
+        )
     register_bundle(
         repository_at(root),
         name,

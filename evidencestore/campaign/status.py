@@ -17,9 +17,11 @@ verdict other than PASS, or a claim that does not clear ``min_speedup`` with its
 done; withdrawn by a committed withdrawal record; otherwise open, with what remains. An
 arm concludes over its cells the same way. The campaign is ``ACCEPTED`` when the
 baseline is qualified, the history proves every counted run recorded after the
-protocol, and the protocol's rule holds: ``accept = "every-arm"``, every candidate arm
+protocol, no finding about the campaign as a whole stands (``members.py``: a changed
+protocol, a deleted run, an arm that mixes servers, ...), and the protocol's rule holds: ``accept = "every-arm"``, every candidate arm
 not withdrawn is qualified (at least one); ``"any-arm"``, at least one is. ``remaining``
-lists what open cells still need; rejections are in their cells, not there.
+lists what open cells still need; rejections are in their cells, not there. The notes
+say what the verdict rests on (``verify.protection``).
 
 Evaluations are kept by the digests of their inputs (``memo.py``): the protocol, every
 campaign bundle (runs, void and withdrawal records), what the history proved, and the
@@ -58,6 +60,7 @@ from .models import (
     Verdict,
 )
 from .protocol import Campaign
+from .verify import protection
 
 __all__ = ["CampaignEvaluation", "evaluate", "evaluation_inputs"]
 
@@ -88,7 +91,12 @@ def evaluation_inputs(campaign: Campaign, members: Members) -> dict[str, object]
         "history": None if h is None else {
             "git": h.git, "protocol_commit": h.protocol_commit, "frozen": h.frozen,
             "before": h.before, "uncommitted": h.uncommitted, "problem": h.problem,
+            "anchor": h.anchor,
         },
+        # the ledger's rules (members.py): who counts, every exclusion and finding
+        "counted": [m.name for m in members.runs],
+        "ledger": [msgspec.to_builtins(e) for e in (*members.excluded, *members.findings)],
+        "signed": members.signed,
     }  # fmt: skip
 
 
@@ -113,11 +121,14 @@ def _seed_from_git(root: Path, campaign: Campaign, local: BlobStore) -> None:
             continue  # the campaign's own check reports it
 
 
-def evaluate(root: str | os.PathLike[str], campaign: Campaign) -> CampaignEvaluation:
-    """Compute repeatability, verdicts, claims and the status of ``campaign``, or reuse
-    them when the same inputs were evaluated before (see module doc)."""
+def evaluate(
+    root: str | os.PathLike[str], campaign: Campaign, *, base_rev: str | None = None
+) -> CampaignEvaluation:
+    """Compute repeatability, verdicts, claims and the status of ``campaign`` (its
+    history anchored at the protected branch ``base_rev`` when given), or reuse them when
+    the same inputs were evaluated before (see module doc)."""
     root = repository_at(root).root  # the root as given: its store is never looked for above it
-    members = campaign_runs(root, campaign)
+    members = campaign_runs(root, campaign, base=base_rev)
     local, memo = _memo(root)
     key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
     kept = memo.get(key, Evaluation) or _registered(root, members, key)
@@ -202,8 +213,15 @@ def _evaluate(
                     f"run {run!r} is not committed yet: that the protocol was frozen before "
                     "it cannot be proven"
                 )
+    remaining += [f.message for f in members.findings]
+    if members.findings:
+        history_ok = False  # a finding about the campaign as a whole: never ACCEPTED
     for e in members.excluded:
         notes.append(f"excluded: {e.message}")
+    notes += [
+        f"protection: {line}"
+        for line in protection(history.anchor if history else None, members.signed)
+    ]
     unavailable: list[MissingInput] = []
     for cond in protocol.condition:
         c = cond.name

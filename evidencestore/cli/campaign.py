@@ -35,7 +35,17 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     csub.add(
         "verify",
         _verify,
-        [NAME, json_flag("the findings"), ROOT],
+        [
+            NAME,
+            json_flag("the findings"),
+            arg(
+                "--base",
+                metavar="REV",
+                help="the protected branch: the protocol must be on it, runs after it there "
+                "or on top of it",
+            ),
+            ROOT,
+        ],
         help="check from git history that the protocol predates every run",
     )
     csub.add(
@@ -112,6 +122,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                 help="also register the status and every record behind it as a bundle",
             ),
             arg(
+                "--base",
+                metavar="REV",
+                help="the protected branch the protocol must be on (as campaign verify)",
+            ),
+            arg(
                 "--html",
                 metavar="OUT",
                 help="also write the status as a self-contained HTML report "
@@ -153,7 +168,7 @@ def _verify(args: argparse.Namespace) -> int:
     from ..campaign.verify import verify_campaign
 
     root = repo_root(args)
-    result = verify_campaign(root, load_campaign(root, args.name))
+    result = verify_campaign(root, load_campaign(root, args.name), base=args.base)
     if args.json:
         _print_json(
             {
@@ -163,6 +178,7 @@ def _verify(args: argparse.Namespace) -> int:
                 "ok": result.ok,
                 "runs": result.runs,
                 "findings": result.findings,
+                "protection": result.protection,
                 "voided": result.voided,
                 "withdrawn": result.withdrawn,
             }
@@ -177,8 +193,16 @@ def _verify(args: argparse.Namespace) -> int:
         for v in result.withdrawn:
             print(f"  withdrawn {v.run}: {v.message}")
         for f in result.findings:
-            word = "pending" if f.code == "uncommitted" else "excluded"
+            word = (
+                "pending"
+                if f.code == "uncommitted"
+                else "finding"
+                if not f.run or f.run in result.runs
+                else "excluded"
+            )
             print(f"  {word:<9} {f.run or '-'}: {f.code}: {f.message}")
+        for line in result.protection:
+            print(f"  {line}")
         counted = len(result.runs)
         print(
             f"{'verified' if result.ok else 'NOT verified'}: {counted} run(s) recorded under "
@@ -368,7 +392,7 @@ def _status(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
-    ev = evaluate(root, campaign)
+    ev = evaluate(root, campaign, base_rev=args.base)
     status = ev.status
     if args.register:
         register_records(

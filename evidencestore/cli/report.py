@@ -1,8 +1,9 @@
 """``evstore`` subcommands: report (self-contained HTML) and attest (signed statements).
 
 Exit codes: ``report`` 0 when the page was written; ``attest`` 0 when the envelope was
-written; ``attest verify`` 0 when the signature and every subject verify, 1 when the
-attestation is refused; 2 for usage errors and unusable inputs.
+written; ``attest verify`` 0 when the signature, the expected subject (``--subject``,
+required) and every subject verify, 1 when the attestation is refused; 2 for usage
+errors and unusable inputs.
 """
 
 from __future__ import annotations
@@ -39,14 +40,20 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             arg("--key", metavar="KEY", help="private key to sign with, public key to verify"),
             arg("-o", "--output", metavar="OUT", help="envelope file (default: stdout)"),
             arg("--json", action="store_true", help="verify: print the result as JSON"),
+            arg(
+                "--subject",
+                metavar="TARGET",
+                help="verify: the bundle name or record digest the envelope must be about",
+            ),
             ROOT,
         ],
         help="sign an in-toto statement about a bundle or record, or verify one",
         usage="evstore attest TARGET --key KEY [-o OUT]\n"
-        "       evstore attest verify ENVELOPE --key PUB [--json]\n"
+        "       evstore attest verify ENVELOPE --key PUB --subject TARGET [--json]\n"
         "       evstore attest keygen KEYFILE",
         description="TARGET: a bundle name, a record digest in the store, or a file in the "
-        "repository. `verify` checks the signature and re-hashes every subject "
+        "repository. `verify` checks the signature, that the statement is about --subject "
+        "(its subjects and predicate type) and re-hashes every subject "
         "(exit 0 verified, 1 refused). `keygen` writes KEYFILE (private, 0600) and "
         "KEYFILE.pub.",
     )
@@ -90,7 +97,14 @@ def _attest(args: argparse.Namespace) -> int:
     if args.target == "verify":
         if not args.path:
             return _usage("verify needs ENVELOPE")
+        if not args.subject:
+            return _usage(
+                "verify needs --subject TARGET (the bundle name or record digest the envelope "
+                "must be about)"
+            )
         return _verify(args)
+    if args.subject:
+        return _usage("--subject is for `attest verify`")
     if args.path:
         return _usage(f"unexpected argument {args.path!r}")
     from .._canonical import pretty
@@ -115,15 +129,21 @@ def _verify(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise attest.AttestationError(f"{args.path}: cannot read envelope: {exc.strerror}") from exc
     result = attest.check_attestation(
-        root, data, attest.load_public_key(args.key), source=args.path
+        root, data, attest.load_public_key(args.key), source=args.path, expected=args.subject
     )
     if args.json:
         sys.stdout.write(pretty(result).decode())
     elif result.ok:
-        assert result.statement is not None
+        st = result.statement
+        assert st is not None and result.keyid is not None
+        about = st.predicate.get("bundle_digest") or next(
+            (f"blake3:{s.digest['blake3']}" for s in st.subject if s.name.endswith("run.json")),
+            args.subject,
+        )
         print(
-            f"verified: {args.path} signed by {args.key}; {len(result.verified)} subject(s) "
-            f"match the repository ({result.statement.predicate_type})"
+            f"verified: {args.path} is about {args.subject} ({about}), signed by key "
+            f"{result.keyid} ({args.key}); {len(result.verified)} subject(s) match the "
+            f"repository; predicate {st.predicate_type}"
         )
     else:
         print(f"REFUSED: {args.path}: {len(result.problems)} problem(s)")

@@ -83,6 +83,11 @@ def _run_parser() -> _Parser:
                 help="campaign bundle whose protocol.toml this run follows",
             ),
             arg("--condition", metavar="C", help="the campaign condition (e.g. 5s)"),
+            arg(
+                "--sign",
+                metavar="KEY",
+                help="sign the run record with this ed25519 private key (run.dsse.json)",
+            ),
         ],
     )
 
@@ -174,11 +179,20 @@ def _run(args: argparse.Namespace) -> int:
     from ..runs.runner import run_workload
 
     root = repo_root(args)
+    key = None
+    if args.sign:
+        from ..dsse import load_private_key
+
+        key = load_private_key(args.sign)
     rules = None
     if args.campaign:
         from ..campaign.fit import campaign_rules
 
         rules = campaign_rules(root, args.campaign)
+        signer = key.public_key() if key is not None else None
+        problem = rules.campaign.signer_problem(root, signer)
+        if problem:
+            raise ConfigError(problem)
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     tty = sys.stderr.isatty() and args.verbosity >= 0
     registration, record = run_workload(
@@ -192,6 +206,7 @@ def _run(args: argparse.Namespace) -> int:
         campaign=rules,
         condition=args.condition,
         progress=_progress(sys.stderr) if tty else None,
+        signing_key=key,
     )
     if tty:
         sys.stderr.write("\n")

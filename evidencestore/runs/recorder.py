@@ -56,10 +56,13 @@ from .streams import (
 )
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from ..media.records import Expectations
 
 __all__ = [
     "RUN_ENTRY",
+    "RUN_SIGNATURE",
     "RunRecorder",
     "check_output",
     "client_environment",
@@ -74,6 +77,8 @@ __all__ = [
 
 RUN_ENTRY = "run.json"
 RUN_MEDIA_TYPE = "application/vnd.evidencestore.run+json"
+RUN_SIGNATURE = "run.dsse.json"
+DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
 
 
 def utc_precise() -> str:
@@ -263,6 +268,7 @@ class RunRecorder:
         campaign: str | None = None,
         protocol_digest: str | None = None,
         condition: str | None = None,
+        signing_key: Ed25519PrivateKey | None = None,
     ) -> None:
         from ..config import repository_at
 
@@ -280,6 +286,7 @@ class RunRecorder:
         self.campaign = campaign
         self.protocol_digest = protocol_digest
         self.condition = condition
+        self.signing_key = signing_key
         self.audits: tuple[Audit, ...] = ()  # the runner's audits of the outputs
         self.load: ClientLoad | None = None  # the runner's own load while it sent
         self.started = utc_precise()
@@ -527,12 +534,18 @@ class RunRecorder:
                 annotations["campaign"] = self.campaign
             if self.condition:
                 annotations["condition"] = self.condition
-            run_file = RepoFile(pretty(record), media_type=RUN_MEDIA_TYPE, role="run")
+            data = pretty(record)
+            files = {RUN_ENTRY: RepoFile(data, media_type=RUN_MEDIA_TYPE, role="run")}
+            envelope = self._signature(record, data)
+            if envelope is not None:  # signed under the name it is registered as
+                files[RUN_SIGNATURE] = RepoFile(
+                    envelope, media_type=DSSE_MEDIA_TYPE, role="signature"
+                )
             try:
                 registration = register_bundle(
                     self.repo,
                     self.name,
-                    files={RUN_ENTRY: run_file},
+                    files=files,
                     stored=self.entries.values(),
                     annotations=annotations,
                     # A run is kept whatever its size: the size policy guards what people
@@ -546,6 +559,24 @@ class RunRecorder:
                 raise BundleError(f"run {self.name!r}: cannot register the bundle: {exc}") from exc
             return registration, record
         raise BundleError(f"run {self.requested_name!r}: no free bundle name to register it under")
+
+    def _signature(self, record: RunRecord, data: bytes) -> bytes | None:
+        """``run.dsse.json``: the run record signed as an in-toto statement, when the run
+        was opened with a signing key."""
+        if self.signing_key is None:
+            return None
+        from ..dsse import sign_run
+
+        predicate = {
+            "run": record.name,
+            "arm": record.arm,
+            "campaign": record.campaign,
+            "protocol_digest": record.protocol_digest,
+            "condition": record.condition,
+            "started": record.started,
+            "outcome": record.outcome,
+        }
+        return pretty(sign_run(self.name, data, predicate, self.signing_key))
 
     @property
     def renamed(self) -> str | None:
@@ -576,12 +607,14 @@ def open_run(
     campaign: str | None = None,
     protocol_digest: str | None = None,
     condition: str | None = None,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> RunRecorder:
     """Open a run of ``workload`` (the workload file's bytes) by ``arm``, to be registered
     as bundle ``name`` in the repository at ``root`` (a name taken, or differing only in
     letter case from a bundle, is refused now). ``campaign``, ``protocol_digest`` and
     ``condition`` are recorded as given: a harness is not checked against the protocol
-    (``run_workload`` is), and ``campaign status`` excludes a run that does not fit."""
+    (``run_workload`` is), and ``campaign status`` excludes a run that does not fit. With
+    ``signing_key`` the record is signed (``run.dsse.json``)."""
     desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")
     return RunRecorder(
         root,
@@ -593,6 +626,7 @@ def open_run(
         campaign=campaign,
         protocol_digest=protocol_digest,
         condition=condition,
+        signing_key=signing_key,
     )
 
 

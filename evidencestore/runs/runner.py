@@ -62,6 +62,7 @@ from .workload import LoadedWorkload, expectations_for, load_workload
 
 if TYPE_CHECKING:
     import aiohttp
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from ..media.records import Expectations
 
@@ -148,6 +149,7 @@ def run_workload(
     condition: str | None = None,
     store: LocalBlobStore | None = None,
     progress: Progress | None = None,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> tuple[Registration, RunRecord]:
     """Run a workload against ``server`` and register the run as bundle ``name``.
 
@@ -158,7 +160,8 @@ def run_workload(
     happens, failed ones and internal errors included (the run is then ``partial`` or
     ``failed-before-inference`` and its reason says what happened). A run that does not
     fit ``campaign`` (``evidencestore.campaign.campaign_rules(root, NAME)``: its condition,
-    arm, workload digest and declared configuration files) is refused before too.
+    arm, workload digest and declared configuration files) is refused before too. With ``signing_key`` the run
+    record is signed (``run.dsse.json``, see :func:`evidencestore.dsse.sign_run`).
     """
     base = check_server_url(server)
     loaded = load_workload(workload_path, roots=(root,), store=store)
@@ -196,6 +199,7 @@ def run_workload(
         campaign=campaign.name if campaign is not None else None,
         protocol_digest=protocol_digest,
         condition=condition,
+        signing_key=signing_key,
     )
     endpoint = endpoint_for(loaded.workload.endpoint.kind)
     payloads = [

@@ -1,0 +1,320 @@
+"""DSSE envelopes of in-toto statements, ed25519 keys, and signed run records.
+
+The primitives ``attest.py`` builds attestations from, kept apart so that runs (which
+sign their record when sealed) and campaigns (which check those signatures against the
+keys a protocol pins) use them without importing attestations of bundles and records.
+The signature covers the DSSE pre-authentication encoding ``PAE(payloadType, payload)``
+(DSSE v1), never the bare payload. Keys are PEM files (PKCS#8 private,
+SubjectPublicKeyInfo public); ``cryptography`` is imported inside the functions that
+need it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ._canonical import canonical, decode
+from .digest import hash_bytes
+from .errors import AttestationError
+from .inventory import EVIDENCE_DIR
+from .models import Model
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+__all__ = [
+    "PAYLOAD_TYPE",
+    "PREDICATE_RUN",
+    "STATEMENT_TYPE",
+    "Envelope",
+    "RunSignature",
+    "Signature",
+    "Statement",
+    "Subject",
+    "check_run_signature",
+    "decode_envelope",
+    "generate_key",
+    "key_id",
+    "load_private_key",
+    "load_public_key",
+    "pae",
+    "sign_run",
+    "sign_statement",
+    "signed_payload",
+]
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+
+PREDICATE_RUN = "https://evidencestore.dev/attestation/run/v1"
+
+
+class Subject(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """An artifact the statement is about: a name and its digests (hex, by algorithm)."""
+
+    name: str
+    digest: dict[str, str]
+
+
+class Statement(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """An in-toto Statement v1."""
+
+    type: str = msgspec.field(default=STATEMENT_TYPE, name="_type")
+    subject: tuple[Subject, ...]
+    predicate_type: str = msgspec.field(name="predicateType")
+    predicate: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Signature(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One DSSE signature: the signing key's id and the base64 signature."""
+
+    keyid: str = ""
+    sig: str
+
+
+class Envelope(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """A DSSE envelope: base64 payload, its type, and signatures over PAE."""
+
+    payload: str
+    payload_type: str = msgspec.field(name="payloadType")
+    signatures: tuple[Signature, ...]
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE v1 pre-authentication encoding."""
+    kind = payload_type.encode()
+    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
+
+
+# -- keys ---------------------------------------------------------------------------
+def _public_bytes(key: Ed25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def key_id(key: Ed25519PublicKey) -> str:
+    """The key's id: SHA-256 of its raw 32-byte public key, hex."""
+    return hashlib.sha256(_public_bytes(key)).hexdigest()
+
+
+def generate_key(path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Create an ed25519 key pair: ``path`` (private, mode 0600) and ``path.pub``.
+
+    Existing files are never overwritten.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private = Path(path)
+    public = private.with_name(private.name + ".pub")
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    pub = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    for target in (private, public):
+        if target.exists():
+            raise AttestationError(f"{target}: already exists; refusing to overwrite a key")
+    try:
+        fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(pem)
+        public.write_bytes(pub)
+    except OSError as exc:
+        raise AttestationError(f"{exc.filename}: cannot write key: {exc.strerror}") from exc
+    return private, public
+
+
+def _read_key_file(path: str | os.PathLike[str], what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise AttestationError(f"{os.fspath(path)}: cannot read {what}: {exc.strerror}") from exc
+
+
+def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
+    """Load an unencrypted PEM (PKCS#8) ed25519 private key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    data = _read_key_file(path, "private key")
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise AttestationError(
+            f"{os.fspath(path)}: not an unencrypted PEM private key ({exc})"
+        ) from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise AttestationError(f"{os.fspath(path)}: expected an ed25519 private key")
+    return key
+
+
+def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
+    """Load a PEM ed25519 public key (a private key file is accepted, its public half used)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    data = _read_key_file(path, "public key")
+    if b"PRIVATE KEY" in data:
+        return load_private_key(path).public_key()
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise AttestationError(f"{os.fspath(path)}: not a PEM public key ({exc})") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise AttestationError(f"{os.fspath(path)}: expected an ed25519 public key")
+    return key
+
+
+def sign_statement(statement: Statement, key: Ed25519PrivateKey) -> Envelope:
+    """Sign ``statement`` (canonical JSON) into a DSSE envelope."""
+    payload = canonical(statement)
+    sig = key.sign(pae(PAYLOAD_TYPE, payload))
+    return Envelope(
+        payload=base64.b64encode(payload).decode("ascii"),
+        payload_type=PAYLOAD_TYPE,
+        signatures=(
+            Signature(keyid=key_id(key.public_key()), sig=base64.b64encode(sig).decode("ascii")),
+        ),
+    )
+
+
+def decode_envelope(data: bytes, source: str) -> Envelope:
+    try:
+        return decode(data, Envelope)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise AttestationError(f"{source}: not a DSSE envelope: {exc}") from None
+
+
+def signed_payload(env: Envelope, public_key: Ed25519PublicKey) -> tuple[bytes | None, str | None]:
+    """The payload when one of the envelope's signatures verifies with ``public_key``
+    (over PAE), else ``None``; and a problem when the payload is not base64."""
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        payload = base64.b64decode(env.payload, validate=True)
+    except ValueError:
+        return None, "payload is not valid base64"
+    kid = key_id(public_key)
+    for s in env.signatures:
+        if s.keyid and s.keyid != kid:
+            continue
+        try:
+            public_key.verify(
+                base64.b64decode(s.sig, validate=True), pae(env.payload_type, payload)
+            )
+        except (InvalidSignature, ValueError):
+            continue
+        return payload, None
+    return None, None
+
+
+# -- signed runs ----------------------------------------------------------------------
+class RunSignature(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's signature as a campaign judges it: ``code`` is ``None`` when a key of
+    ``keys`` signed exactly these ``run.json`` bytes, else one of ``unsigned-run``,
+    ``other-signer``, ``bad-signature`` or ``changed-after-signing``."""
+
+    keyid: str | None
+    code: str | None
+    message: str
+
+
+def _run_subject(bundle: str, data: bytes) -> Subject:
+    return Subject(
+        name=f"{EVIDENCE_DIR}/{bundle}/run.json",
+        digest={
+            "blake3": hash_bytes(data).digest.removeprefix("blake3:"),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        },
+    )
+
+
+def sign_run(
+    bundle: str, data: bytes, predicate: dict[str, Any], key: Ed25519PrivateKey
+) -> Envelope:
+    """Sign a run record's bytes (``run.json`` of bundle ``bundle``) as an in-toto
+    statement of type :data:`PREDICATE_RUN`, in a DSSE envelope."""
+    statement = Statement(
+        subject=(_run_subject(bundle, data),), predicate_type=PREDICATE_RUN, predicate=predicate
+    )
+    return sign_statement(statement, key)
+
+
+def check_run_signature(
+    envelope: bytes | None, data: bytes, bundle: str, keys: dict[str, Ed25519PublicKey]
+) -> RunSignature:
+    """Judge a run's envelope (``None`` when the run has none) against its ``run.json``
+    bytes and the public keys allowed to sign (by key id)."""
+    allowed = ", ".join(k[:16] for k in sorted(keys))
+    if envelope is None:
+        return RunSignature(
+            keyid=None,
+            code="unsigned-run",
+            message=f"run {bundle!r} is not signed, and the protocol requires a signature by "
+            f"one of its keys ({allowed}); record it with `evstore run --sign KEY`",
+        )
+    try:
+        env = decode_envelope(envelope, f"run {bundle!r}: its signature")
+    except AttestationError as exc:
+        return RunSignature(keyid=None, code="bad-signature", message=str(exc))
+    payload: bytes | None = None
+    signer = None
+    for kid, key in sorted(keys.items()):
+        payload, _ = signed_payload(env, key)
+        if payload is not None:
+            signer = kid
+            break
+    if payload is None or signer is None or env.payload_type != PAYLOAD_TYPE:
+        others = sorted({s.keyid for s in env.signatures if s.keyid and s.keyid not in keys})
+        if others:
+            return RunSignature(
+                keyid=others[0],
+                code="other-signer",
+                message=f"run {bundle!r} is signed by key {others[0][:16]}, which the protocol "
+                f"does not allow (allowed: {allowed})",
+            )
+        return RunSignature(
+            keyid=None,
+            code="bad-signature",
+            message=f"run {bundle!r}: no signature of its envelope verifies with an allowed "
+            f"key ({allowed}): the envelope was altered",
+        )
+    try:
+        statement = decode(payload, Statement)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return RunSignature(
+            keyid=signer, code="bad-signature", message=f"run {bundle!r}: not a statement: {exc}"
+        )
+    want = _run_subject(bundle, data).digest
+    digests = [s.digest for s in statement.subject]
+    if statement.predicate_type != PREDICATE_RUN or len(digests) != 1:
+        return RunSignature(
+            keyid=signer,
+            code="bad-signature",
+            message=f"run {bundle!r}: its signed statement is not a run statement "
+            f"({statement.predicate_type!r}, {len(digests)} subject(s))",
+        )
+    if any(digests[0].get(alg) != want[alg] for alg in ("blake3", "sha256")):
+        return RunSignature(
+            keyid=signer,
+            code="changed-after-signing",
+            message=f"run {bundle!r}: its run.json hashes to blake3:{want['blake3']}, but key "
+            f"{signer[:16]} signed blake3:{digests[0].get('blake3')}: the run record changed "
+            "after it was signed",
+        )
+    return RunSignature(keyid=signer, code=None, message=f"signed by key {signer[:16]}")

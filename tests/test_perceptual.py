@@ -837,6 +837,79 @@ def test_cli_import_pins_weights(
     assert shown["backbone_digest"] == backbone_hash.digest
 
 
+def test_cli_show_prints_the_pin_without_torch_and_load_checks_the_weights(
+    repo: Path,
+    hub: Hub,
+    linear_path: Path,
+    scorer: LpipsScorer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import importlib.metadata
+
+    assert main(["lpips", "import", "--backbone", str(hub.backbone)]) == 0
+    capsys.readouterr()
+    # A process of its own: `lpips show` imports neither torch nor numpy.
+    code = (
+        "import sys; from evidencestore.cli import main\n"
+        f"code = main(['lpips', 'show', '--root', {str(repo)!r}])\n"
+        "heavy = ('torch', 'torchvision', 'lpips', 'numpy', 'av')\n"
+        "print(code, sorted(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    *printed, last = out.stdout.splitlines()
+    assert last == "0 []"
+    backbone_hash, linear_hash = hash_file(hub.backbone), hash_file(linear_path)
+    pinned = {
+        "scorer": "lpips",
+        "net": "alex",
+        "model_version": "0.1",
+        "backbone_digest": backbone_hash.digest,
+        "backbone_size": str(backbone_hash.size),
+        "backbone_file": hub.backbone.name,
+        "backbone_sha256": hub.sha256,
+        "backbone_local_size": backbone_hash.size,
+        "linear_digest": linear_hash.digest,
+        "linear_size": str(linear_hash.size),
+        "linear_file": linear_path.name,
+        "linear_sha256": hashlib.sha256(linear_path.read_bytes()).hexdigest(),
+        "linear_local_size": linear_hash.size,
+        "state_digest": scorer.state_digest,
+        "torch": importlib.metadata.version("torch"),
+        "torchvision": importlib.metadata.version("torchvision"),
+        "lpips": importlib.metadata.version("lpips"),
+    }
+    assert msgspec.json.decode("\n".join(printed)) == pinned
+
+    # --load loads and checks the scorer: the loaded provenance is added.
+    assert main(["lpips", "show", "--load"]) == 0
+    loaded = msgspec.json.decode(capsys.readouterr().out)
+    assert loaded == {**pinned, **scorer.provenance()}
+    assert loaded["device"] == scorer.device and loaded["torch"] == str(torch.__version__)
+
+    # A corrupted backbone of the pinned size: show reads no weights, so it still prints
+    # the pin; only --load re-verifies the bytes, and refuses them.
+    store = LocalBlobStore(repo / ".evstore")
+    blob = store.path_of(backbone_hash.digest)
+    blob.chmod(0o644)
+    with open(blob, "r+b") as fh:
+        fh.seek(1000)
+        byte = fh.read(1)
+        fh.seek(1000)
+        fh.write(bytes([byte[0] ^ 1]))
+    assert main(["lpips", "show"]) == 0
+    assert msgspec.json.decode(capsys.readouterr().out) == pinned
+    assert main(["lpips", "show", "--load"]) == 2
+    err = capsys.readouterr().err
+    assert f"LPIPS backbone weights {backbone_hash.digest}" in err
+
+    # A weight file the local store does not hold is shown as such (null).
+    store.delete(linear_hash.digest)
+    assert main(["lpips", "show"]) == 0
+    shown = msgspec.json.decode(capsys.readouterr().out)
+    assert shown["linear_local_size"] is None and shown["linear_digest"] == linear_hash.digest
+
+
 def test_configured_scorer_reads_through_a_remote(
     repo: Path, hub: Hub, scorer: LpipsScorer, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,8 +3,10 @@
 ``evstore lpips import --backbone PATH [--linear PATH] [--state-digest DIGEST]
 [--no-pin-state]`` stores both weight files in the local blob store, trial-loads the
 scorer from the stored bytes and pins the descriptors (and the scorer-state digest) in
-``evstore.toml`` ``[lpips]``. ``evstore lpips show`` loads the configured scorer and
-prints its provenance as JSON.
+``evstore.toml`` ``[lpips]``. ``evstore lpips show [--load]`` prints the pinned
+provenance as JSON and whether the local store holds each weight file, without importing
+torch or reading the weights; ``--load`` loads the scorer as a comparison would (re-verify,
+scan, deserialise, check the scorer-state digest) and adds the loaded provenance.
 """
 
 from __future__ import annotations
@@ -63,9 +65,24 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     commands.add(
         "show",
         _show,
-        [ROOT],
-        help="load the configured scorer and print its provenance",
-        description="Load the LPIPS scorer pinned in evstore.toml and print its provenance.",
+        [
+            arg(
+                "--load",
+                action="store_true",
+                help="also load the scorer as a comparison would: re-verify both weight files "
+                "(BLAKE3, SHA-256, static scan), deserialise them with torch and check the "
+                "pinned scorer-state digest (imports torch; reads the 244 MB backbone)",
+            ),
+            ROOT,
+        ],
+        help="print the pinned LPIPS scorer's provenance (--load: load and check it)",
+        description=(
+            "Print the LPIPS provenance pinned in evstore.toml [lpips] as JSON: the weight "
+            "descriptors, the pinned scorer-state digest, the installed torch, torchvision "
+            "and lpips versions, and the size of the blob the local store holds under each "
+            "pinned digest (null: not held locally, fetched from the remotes on load). "
+            "Nothing is imported or read from the weights unless --load is given."
+        ),
     )
 
 
@@ -129,10 +146,18 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from ..perceptual import load_configured_scorer
-
-    scorer = load_configured_scorer(found_repository(args))
     import json
 
-    print(json.dumps(scorer.provenance(), indent=2, sort_keys=True))
+    from ..perceptual import load_configured_scorer, pinned_provenance
+
+    repo = found_repository(args)
+    shown: dict[str, object] = dict(pinned_provenance(repo))
+    if args.load:
+        scorer = load_configured_scorer(repo)
+        shown.update(scorer.provenance())
+        # Loading fetched any weights the local store lacked: say what it holds now.
+        store = repo.local_store()
+        shown["backbone_local_size"] = store.size(scorer.backbone.digest)
+        shown["linear_local_size"] = store.size(scorer.linear.digest)
+    print(json.dumps(shown, indent=2, sort_keys=True))
     return 0

@@ -10,7 +10,8 @@ One concept per module:
   plain state dict of tensors before any unpickling;
 * :mod:`.loader`: fetching and re-verifying the weights, pre-scan, weights-only
   deserialisation, building the lpips module (:func:`load_scorer`,
-  :func:`load_configured_scorer`);
+  :func:`load_configured_scorer`), and the pinned provenance without loading
+  (:func:`pinned_provenance`);
 * :mod:`.scorer`: :class:`LpipsScorer`, the media comparison's frame scorer.
 
 Importing this package imports neither torch nor numpy.
@@ -18,7 +19,7 @@ Importing this package imports neither torch nor numpy.
 
 from __future__ import annotations
 
-from .loader import load_configured_scorer, load_scorer
+from .loader import load_configured_scorer, load_scorer, pinned_provenance
 from .prescan import scan_state_dict
 from .provenance import (
     BACKBONE_SHAPES,
@@ -30,6 +31,7 @@ from .provenance import (
     compute_state_digest,
     default_backbone_path,
     default_linear_path,
+    installed_version,
     sha256_file,
     torchvision_hash_prefix,
 )
@@ -49,8 +51,10 @@ __all__ = [
     "compute_state_digest",
     "default_backbone_path",
     "default_linear_path",
+    "installed_version",
     "load_configured_scorer",
     "load_scorer",
+    "pinned_provenance",
     "scan_state_dict",
     "sha256_file",
     "torchvision_hash_prefix",

@@ -32,6 +32,7 @@ from .provenance import (
     TITLE_ANNOTATION,
     compute_state_digest,
     import_hint,
+    installed_version,
     torchvision_hash_prefix,
 )
 from .scorer import CPU_BATCH_SIZE, CUDA_BATCH_SIZE, LpipsScorer, require_torch
@@ -39,9 +40,10 @@ from .scorer import CPU_BATCH_SIZE, CUDA_BATCH_SIZE, LpipsScorer, require_torch
 if TYPE_CHECKING:
     import torch
 
+    from ..config import Repository
     from ..storage import BlobStore
 
-__all__ = ["load_configured_scorer", "load_scorer"]
+__all__ = ["load_configured_scorer", "load_scorer", "pinned_provenance"]
 
 _TRUNK = {  # torchvision features index -> lpips slice
     0: 1,
@@ -273,13 +275,9 @@ def load_scorer(
     )
 
 
-def load_configured_scorer(root: str | os.PathLike[str] | None = None) -> LpipsScorer:
-    """Load the scorer pinned in ``evstore.toml`` ``[lpips]``, through the repository store.
-
-    Raises :class:`ScorerError` saying how to import the weights when none are configured.
-    """
+def _pinned(root: str | os.PathLike[str] | None) -> tuple[Repository, Descriptor, Descriptor]:
+    """The repository, and the backbone and linear descriptors pinned in its ``[lpips]``."""
     from ..config import CONFIG_NAME, as_repository
-    from ..remotes import repository_store
 
     repo = as_repository(root)
     config = repo.config.lpips
@@ -287,6 +285,54 @@ def load_configured_scorer(root: str | os.PathLike[str] | None = None) -> LpipsS
         raise ScorerError(
             f"no LPIPS weights are configured in {repo / CONFIG_NAME}: " + import_hint()
         )
-    return load_scorer(
-        repository_store(repo), config.backbone, config.linear, state_digest=config.state_digest
-    )
+    return repo, config.backbone, config.linear
+
+
+def load_configured_scorer(root: str | os.PathLike[str] | None = None) -> LpipsScorer:
+    """Load the scorer pinned in ``evstore.toml`` ``[lpips]``, through the repository store.
+
+    Raises :class:`ScorerError` saying how to import the weights when none are configured.
+    """
+    from ..remotes import repository_store
+
+    repo, backbone, linear = _pinned(root)
+    pinned = repo.config.lpips
+    state_digest = pinned.state_digest if pinned is not None else None
+    return load_scorer(repository_store(repo), backbone, linear, state_digest=state_digest)
+
+
+def pinned_provenance(root: str | os.PathLike[str] | None = None) -> dict[str, str | int | None]:
+    """Return the scorer provenance pinned in ``evstore.toml`` ``[lpips]``, without loading it.
+
+    The weight descriptors and the pinned scorer-state digest (``None`` when not pinned),
+    the installed torch, torchvision and lpips distributions' versions (read from their
+    metadata: nothing is imported), and ``backbone_local_size`` / ``linear_local_size``:
+    the size of the blob the local store holds under each pinned digest, ``None`` when it
+    holds none (loading then fetches it from the remotes). Neither weight file is read:
+    :func:`load_configured_scorer` re-verifies and loads them. Raises :class:`ScorerError`
+    when no weights are configured.
+    """
+    repo, backbone, linear = _pinned(root)
+    pinned = repo.config.lpips
+    store = repo.local_store()
+    shown: dict[str, str | int | None] = {
+        "scorer": "lpips",
+        "net": "alex",
+        "model_version": "0.1",
+        "backbone_digest": backbone.digest,
+        "backbone_size": str(backbone.size),
+        "linear_digest": linear.digest,
+        "linear_size": str(linear.size),
+        "state_digest": pinned.state_digest if pinned is not None else None,
+        "torch": installed_version("torch"),
+        "torchvision": installed_version("torchvision"),
+        "lpips": installed_version("lpips"),
+        "backbone_local_size": store.size(backbone.digest),
+        "linear_local_size": store.size(linear.digest),
+    }
+    for role, descriptor in (("backbone", backbone), ("linear", linear)):
+        for key, annotation in (("file", TITLE_ANNOTATION), ("sha256", SHA256_ANNOTATION)):
+            value = descriptor.annotations.get(annotation)
+            if value is not None:
+                shown[f"{role}_{key}"] = value
+    return shown

@@ -32,6 +32,7 @@ to its device, so it does not depend on the device.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -59,6 +60,7 @@ __all__ = [
     "default_backbone_path",
     "default_linear_path",
     "import_hint",
+    "installed_version",
     "sha256_file",
     "torchvision_hash_prefix",
 ]
@@ -184,6 +186,15 @@ def default_backbone_path() -> Path:
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
         home = os.path.join(cache, "torch")
     return Path(os.path.expanduser(home)) / "hub" / "checkpoints" / TORCHVISION_BACKBONE_NAME
+
+
+def installed_version(dist: str) -> str:
+    """The installed version of distribution ``dist`` from its metadata (without importing
+    it), or ``"unknown"``."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def import_hint() -> str:

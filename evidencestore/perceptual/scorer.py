@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
 import re
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ScorerError
 from ..models import Descriptor
+from .provenance import installed_version
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,14 +57,6 @@ def require_torch() -> Any:
             "code-execution and memory-corruption advisories)"
         )
     return torch
-
-
-def _version(dist: str) -> str:
-    """The installed version of distribution ``dist``, or ``"unknown"``."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 @dataclass(eq=False)
@@ -148,6 +140,6 @@ class LpipsScorer:
             "state_digest": self.state_digest,
             "torch": str(torch.__version__),
             "torchvision": str(torchvision.__version__),
-            "lpips": _version("lpips"),
+            "lpips": installed_version("lpips"),
             "device": self.device,
         }

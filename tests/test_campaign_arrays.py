@@ -139,3 +139,66 @@ def test_arrays_decide_adjudication_of_recorded_runs(tmp_path: Path) -> None:
     assert kept.differing is not None and kept.differing > 0 and not kept.equal
     (same,) = compare_runs(root, local_store(root), campaign, runs["b1"], runs["b1"])
     assert same.verdict == "PASS" and same.arrays[0].equal
+
+
+def _arrays_campaign(tmp_path: Path, candidate_latents: Any) -> tuple[Path, Any, Any]:
+    """A campaign (baseline b1, b2 with equal arrays; candidate c1) whose outputs are
+    one valid clip, checked when recorded; only the raw arrays differ."""
+    from evidencestore.campaign.protocol import init_campaign
+    from evidencestore.runs import Observation, expectations_for, load_workload, open_run
+    from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
+    from evidencestore.testing.video_server import sample_workload
+
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    src = tmp_path / "p"
+    (src / "workloads").mkdir(parents=True)
+    wl = sample_workload(seconds=(1,), size="64x48", fps=8, warmup=0, measured=1)
+    (src / "workloads/5s.toml").write_text(wl)
+    (src / "protocol.toml").write_text(
+        'name = "arrays"\n[timing]\nclaim = false\n[[condition]]\nname = "5s"\n'
+        'workload = "workloads/5s.toml"\n[[arm]]\nname = "baseline"\nbaseline = true\n'
+        'runs = 2\n[[arm]]\nname = "fp8"\n'
+    )
+    campaign = init_campaign(root, "arrays", src / "protocol.toml")
+    expectations = expectations_for(load_workload(src / "workloads/5s.toml").workload, 0)
+    video = VideoSpec(width=64, height=48, rate=8, frames=8)
+    body = Path(write_clip(tmp_path / "out.mp4", video=video, audio=AudioSpec(samples=48000)))
+    latents = np.linspace(0, 1, 16, dtype=np.float32)
+    kept = None
+    for name, arm, arr in (
+        ("b1", "baseline", latents),
+        ("b2", "baseline", latents),
+        ("c1", "fp8", candidate_latents),
+    ):
+        rec = open_run(
+            root, name, arm=arm, workload=wl.encode(), campaign="arrays",
+            protocol_digest=campaign.digest, condition="5s",
+        )  # fmt: skip
+        seen = Observation(sent_ns=1, end_ns=10**9, last_byte_ns=10**9, status=200)
+        rec.record_request(
+            seen, phase="measured", payload=b"p", body=body, expectations=expectations
+        )
+        desc = rec.put("requests/00000/arrays/latents.npy", _npy(arr), "application/octet-stream")
+        rec.seal()
+        kept = desc
+    return root, campaign, kept
+
+
+def test_a_missing_raw_array_leaves_the_cell_open_never_rejected(tmp_path: Path) -> None:
+    """A candidate whose raw array cannot be had here is UNAVAILABLE and still open (what
+    remains names `evstore pull`); the same campaign with the array present is judged:
+    unequal arrays make it INCONCLUSIVE, so rejected (the control)."""
+    from evidencestore.campaign.status import evaluate
+    from evidencestore.config import local_store
+
+    differing = np.linspace(0, 1, 16, dtype=np.float32) + np.float32(2**-20)
+    root, campaign, array = _arrays_campaign(tmp_path / "missing", differing)
+    local_store(root).delete(array.digest)
+    cells = {c.arm: c for c in evaluate(root, campaign).status.cells}
+    assert cells["fp8"].conclusion == "open", cells["fp8"]
+    assert any("evstore pull" in r for r in cells["fp8"].reasons), cells["fp8"].reasons
+    root, campaign, _ = _arrays_campaign(tmp_path / "present", differing)
+    cells = {c.arm: c for c in evaluate(root, campaign).status.cells}
+    assert cells["fp8"].lossless == "INCONCLUSIVE"
+    assert cells["fp8"].conclusion == "rejected", cells["fp8"]

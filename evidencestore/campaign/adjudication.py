@@ -146,6 +146,9 @@ class Judge:
         self.store = store
         self.memo = memo
         self.missing: dict[str, str] = {}
+        #: (reference, candidate) digests of pairs judged without one of their inputs
+        #: (an output or a raw array): UNAVAILABLE here, not a verdict on the outputs.
+        self.lacking: set[tuple[str | None, str | None]] = set()
         self.decoded = 0
         self._reports: dict[str, MediaReport] = {}
         self._sources: dict[str, MediaSource] = {}
@@ -249,6 +252,8 @@ class Judge:
                 self._done[mkey] = done
                 if self.memo is not None:
                     self.memo.put(mkey, done)
+            else:  # an input could not be had: the pair decides nothing yet
+                self.lacking.add((done.reference, done.candidate))
         else:
             self._done[mkey] = done
         return msgspec.structs.replace(done, key=key)

@@ -355,8 +355,14 @@ def _evaluate(
 
 
 def _lacks(comparisons: tuple[OutputComparison, ...], judge: Judge) -> bool:
-    """Whether any of ``comparisons`` met an input that could not be had."""
-    return any(c.reference in judge.missing or c.candidate in judge.missing for c in comparisons)
+    """Whether any of ``comparisons`` met an input that could not be had (an output or
+    one of its raw arrays)."""
+    return any(
+        c.reference in judge.missing
+        or c.candidate in judge.missing
+        or (c.reference, c.candidate) in judge.lacking
+        for c in comparisons
+    )
 
 
 def _accepted(rule: str, arms: tuple[ArmConclusion, ...], history_ok: bool) -> bool:

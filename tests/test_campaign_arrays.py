@@ -92,45 +92,10 @@ def test_arrays_decide_adjudication_of_recorded_runs(tmp_path: Path) -> None:
     media and unequal arrays are INCONCLUSIVE, never PASS."""
     from evidencestore.campaign.adjudication import compare_runs
     from evidencestore.campaign.members import campaign_runs
-    from evidencestore.campaign.protocol import init_campaign
     from evidencestore.config import local_store
-    from evidencestore.runs import Observation, open_run
-    from evidencestore.testing.video_server import sample_workload
 
-    root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    src = tmp_path / "p"
-    (src / "workloads").mkdir(parents=True)
-    wl = sample_workload(seconds=(1,), size="64x48", fps=8, warmup=0, measured=1)
-    (src / "workloads/5s.toml").write_text(wl)
-    (src / "protocol.toml").write_text(
-        'name = "arrays"\n[[condition]]\nname = "5s"\nworkload = "workloads/5s.toml"\n'
-        '[[arm]]\nname = "baseline"\nbaseline = true\nruns = 2\n[[arm]]\nname = "fp8"\n'
-    )
-    campaign = init_campaign(root, "arrays", src / "protocol.toml")
-    # The same output for both runs, checked against its request when recorded (an
-    # unchecked output would make the pair UNAVAILABLE whatever the arrays say).
-    from evidencestore.runs import expectations_for, load_workload
-    from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
-
-    expectations = expectations_for(load_workload(src / "workloads/5s.toml").workload, 0)
-    video = VideoSpec(width=64, height=48, rate=8, frames=8)
-    body = Path(write_clip(tmp_path / "out.mp4", video=video, audio=AudioSpec(samples=48000)))
     latents = np.linspace(0, 1, 16, dtype=np.float32)
-    for name, arm, arr in (
-        ("b1", "baseline", latents),
-        ("c1", "fp8", latents + np.float32(2**-20)),
-    ):
-        rec = open_run(
-            root, name, arm=arm, workload=wl.encode(), campaign="arrays",
-            protocol_digest=campaign.digest, condition="5s",
-        )  # fmt: skip
-        seen = Observation(sent_ns=1, end_ns=10**9, last_byte_ns=10**9, status=200)
-        rec.record_request(
-            seen, phase="measured", payload=b"p", body=body, expectations=expectations
-        )
-        rec.put("requests/00000/arrays/latents.npy", _npy(arr), "application/octet-stream")
-        rec.seal()
+    root, campaign, _ = _arrays_campaign(tmp_path, latents + np.float32(2**-20))
     members = campaign_runs(root, campaign, history=False)
     runs = {m.name: m for m in members.runs}
     (comp,) = compare_runs(root, local_store(root), campaign, runs["b1"], runs["c1"])
@@ -143,7 +108,8 @@ def test_arrays_decide_adjudication_of_recorded_runs(tmp_path: Path) -> None:
 
 def _arrays_campaign(tmp_path: Path, candidate_latents: Any) -> tuple[Path, Any, Any]:
     """A campaign (baseline b1, b2 with equal arrays; candidate c1) whose outputs are
-    one valid clip, checked when recorded; only the raw arrays differ."""
+    one valid clip, checked against its request when recorded (an unchecked output would
+    make the pair UNAVAILABLE whatever the arrays say); only the raw arrays differ."""
     from evidencestore.campaign.protocol import init_campaign
     from evidencestore.runs import Observation, expectations_for, load_workload, open_run
     from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip

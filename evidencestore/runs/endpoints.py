@@ -359,9 +359,16 @@ class Endpoint(ABC):
     def payload(self, workload: LoadedWorkload, index: int, store: BlobStore | None) -> Payload:
         """The exact bytes of request ``index`` (a pure function of the workload)."""
 
-    @abstractmethod
     async def _exchange(self, conn: Connection, payload: Payload, p: _Progress) -> None:
-        """Send ``payload`` and stream the output into ``p.sink``; raise on failure."""
+        """Send ``payload`` and stream the output into ``p.sink``; raise on failure. By
+        default one POST whose response body is the output (the job flow overrides it)."""
+        async with conn.session.post(
+            conn.base + p.path,
+            data=payload.data,
+            headers={"Content-Type": payload.content_type},
+            allow_redirects=False,
+        ) as resp:
+            await self._stream(conn, resp, p)
 
     def check_output(self, path: Path, size: int, media_type: str) -> tuple[Failure, str] | None:
         """A failure of a complete output the media check does not see, or None: an
@@ -549,15 +556,6 @@ class VideosSync(Endpoint):
     def payload(self, workload: LoadedWorkload, index: int, store: BlobStore | None) -> Payload:
         return multipart_payload(workload, index, store)
 
-    async def _exchange(self, conn: Connection, payload: Payload, p: _Progress) -> None:
-        async with conn.session.post(
-            conn.base + p.path,
-            data=payload.data,
-            headers={"Content-Type": payload.content_type},
-            allow_redirects=False,
-        ) as resp:
-            await self._stream(conn, resp, p)
-
 
 class _Job(_Struct):
     id: str | int | None = None
@@ -637,15 +635,6 @@ class JsonEndpoint(Endpoint):
             "application/json",
             Descriptor(**hash_bytes(data)._asdict(), media_type="application/json"),
         )
-
-    async def _exchange(self, conn: Connection, payload: Payload, p: _Progress) -> None:
-        async with conn.session.post(
-            conn.base + p.path,
-            data=payload.data,
-            headers={"Content-Type": payload.content_type},
-            allow_redirects=False,
-        ) as resp:
-            await self._stream(conn, resp, p)
 
 
 class ChatEndpoint(JsonEndpoint):

@@ -10,15 +10,19 @@ URL, every request is answered ``302`` to that base plus the request's path.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import os
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["StoreServer", "serve_directory", "serving"]
+if TYPE_CHECKING:
+    from aiohttp import web
+
+__all__ = ["StoreServer", "serve_app", "serve_directory", "serving"]
 
 
 class StoreServer:
@@ -112,3 +116,48 @@ def serving(httpd: ThreadingHTTPServer, stopping: threading.Event) -> Iterator[N
         httpd.shutdown()
         httpd.server_close()
         thread.join()
+
+
+@contextlib.contextmanager
+def serve_app(app: web.Application, port: int = 0, *, name: str) -> Iterator[int]:
+    """Run an aiohttp ``app`` on 127.0.0.1:``port`` (0: a free one) in a daemon thread of
+    its own event loop; yield the port bound. A failure to start is raised here; leaving
+    the block stops the server and joins the thread (the reference servers use this)."""
+    from aiohttp import web
+
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    stop = asyncio.Event()
+    bound: list[int] = []
+    errors: list[BaseException] = []
+
+    async def main() -> None:
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", port)
+        await site.start()
+        bound.append(int(runner.addresses[0][1]))
+        started.set()
+        await stop.wait()
+        await runner.cleanup()
+
+    def target() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(main())
+        except BaseException as exc:  # surfaced to the caller below
+            errors.append(exc)
+            started.set()
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    started.wait()
+    if errors:
+        raise errors[0]
+    try:
+        yield bound[0]
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=10)

@@ -37,10 +37,11 @@ import contextlib
 import hashlib
 import json
 import random
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
+
+from .http import serve_app
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -355,50 +356,14 @@ class LlmServer:
 @contextlib.contextmanager
 def serve_llm(**knobs: Any) -> Iterator[LlmServer]:
     """Run an :class:`LlmServer` in a background thread; yield it (``url`` is set)."""
-    from aiohttp import web
-
     server = LlmServer(model=knobs.pop("model", "reference-llm"), vocab=knobs.pop("vocab", 32000))
     for key, value in knobs.items():
         if not hasattr(server, key):
             raise TypeError(f"unknown LLM server knob {key!r}")
         setattr(server, key, value)
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    stop = asyncio.Event()
-    errors: list[BaseException] = []
-
-    async def main() -> None:
-        runner = web.AppRunner(
-            server.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5
-        )
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", server.port)
-        await site.start()
-        server.port = int(runner.addresses[0][1])
-        started.set()
-        await stop.wait()
-        await runner.cleanup()
-
-    def target() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_until_complete(main())
-        except BaseException as exc:  # surfaced to the caller below
-            errors.append(exc)
-            started.set()
-        finally:
-            loop.close()
-
-    thread = threading.Thread(target=target, name="evstore-llm-server", daemon=True)
-    thread.start()
-    started.wait()
-    if errors:
-        raise errors[0]
-    try:
+    with serve_app(server.app(), server.port, name="evstore-llm-server") as port:
+        server.port = port
         yield server
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(timeout=10)
 
 
 def chat_workload(

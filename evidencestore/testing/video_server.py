@@ -38,12 +38,13 @@ import contextlib
 import json
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from .http import serve_app
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -328,8 +329,6 @@ class VideoServer:
 @contextlib.contextmanager
 def serve_video(**knobs: Any) -> Iterator[VideoServer]:
     """Run a :class:`VideoServer` in a background thread; yield it (``url`` is set)."""
-    from aiohttp import web
-
     log_path = knobs.pop("log_path", None)
     model = knobs.pop("model", "reference-video")
     server = VideoServer(model=model, log_path=log_path)
@@ -337,44 +336,12 @@ def serve_video(**knobs: Any) -> Iterator[VideoServer]:
         if not hasattr(server, key):
             raise TypeError(f"unknown video server knob {key!r}")
         setattr(server, key, value)
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    stop = asyncio.Event()
-    errors: list[BaseException] = []
-
-    async def main() -> None:
-        runner = web.AppRunner(
-            server.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5
-        )
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        server.port = int(runner.addresses[0][1])
-        server.log(f"listening on {server.url}, model {server.model}")
-        started.set()
-        await stop.wait()
-        await runner.cleanup()
-
-    def target() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_until_complete(main())
-        except BaseException as exc:  # surfaced to the caller below
-            errors.append(exc)
-            started.set()
-        finally:
-            loop.close()
-
-    thread = threading.Thread(target=target, name="evstore-video-server", daemon=True)
-    thread.start()
-    started.wait()
-    if errors:
-        raise errors[0]
     try:
-        yield server
+        with serve_app(server.app(), name="evstore-video-server") as port:
+            server.port = port
+            server.log(f"listening on {server.url}, model {server.model}")
+            yield server
     finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(timeout=10)
         import shutil
 
         shutil.rmtree(server._tmp, ignore_errors=True)

@@ -131,9 +131,10 @@ def evaluate(
     members = campaign_runs(root, campaign, base=base_rev)
     local, memo = _memo(root)
     key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
-    kept = memo.get(key, Evaluation) or _registered(root, members, key)
-    if kept is not None:
-        memo.put(key, kept)  # (a no-op rewrite on a memo hit)
+    kept = memo.get(key, Evaluation)
+    if kept is None and (kept := _registered(root, members, key)) is not None:
+        memo.put(key, kept)  # a registered evaluation, kept for the next invocation
+    if kept is not None:  # a memo hit writes nothing
         return CampaignEvaluation(
             kept.status, dict(kept.repeatability), dict(kept.adjudications), dict(kept.claims),
             reused=True, key=key,

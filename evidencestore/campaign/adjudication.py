@@ -51,7 +51,7 @@ from ..digest import hash_bytes
 from ..errors import EvidenceStoreError
 from ..inventory import EVIDENCE_DIR
 from ..models import Descriptor
-from ..runs.models import RequestRecord
+from ..runs.models import RequestRecord, Workload
 from ..runs.workload import expectations_for, load_workload
 from ..storage import BlobStore
 from .arrays import ARRAY_SUFFIXES, compare_array_files
@@ -149,6 +149,16 @@ class Judge:
         self.lacking: set[tuple[str | None, str | None]] = set()
         self.outputs = DecodedOutputs(store)
         self._done: dict[str, OutputComparison] = {}
+        self._workloads: dict[Path, tuple[Workload, dict[int, Expectations | None]]] = {}
+
+    def workload(self, path: Path | None) -> tuple[Workload | None, dict[int, Expectations | None]]:
+        """The workload at ``path`` (None: none) read once per evaluation, with the
+        expectations derived from its requests so far (by request index)."""
+        if path is None:
+            return None, {}
+        if path not in self._workloads:
+            self._workloads[path] = (load_workload(path).workload, {})
+        return self._workloads[path]
 
     @property
     def decoded(self) -> int:
@@ -384,8 +394,7 @@ def compare_runs(
     judge = judge or Judge(root, store)
     phases = campaign.protocol.quality.compare_phases
     a, b = _outputs(reference, phases), _outputs(candidate, phases)
-    workload = load_workload(workload_path).workload if workload_path is not None else None
-    cache: dict[int, Expectations | None] = {}
+    workload, cache = judge.workload(workload_path)
 
     def expect(index: int) -> Expectations | None:
         if workload is None:

@@ -310,7 +310,7 @@ def _video_metrics(
     cand: MediaSource,
     scorers: Sequence[FrameScorer],
     pair: int = 0,
-    frames: FrameReader = stream_frames,
+    reader: FrameReader = stream_frames,
 ) -> VideoMetrics:
     import numpy as np
 
@@ -332,7 +332,7 @@ def _video_metrics(
         cands.clear()
 
     for index, (fr, fc) in enumerate(
-        _lockstep(frames(ref, "video", pair), frames(cand, "video", pair))
+        _lockstep(reader(ref, "video", pair), reader(cand, "video", pair))
     ):
         if (fr.width, fr.height, fr.format.name) != (fc.width, fc.height, fc.format.name):
             raise _Mismatch(f"frame {index} geometry or pixel format differs")
@@ -401,7 +401,7 @@ def audio_array(frame: Any) -> np.ndarray:
 
 
 def _audio_metrics(
-    ref: MediaSource, cand: MediaSource, pair: int = 0, frames: FrameReader = stream_frames
+    ref: MediaSource, cand: MediaSource, pair: int = 0, reader: FrameReader = stream_frames
 ) -> AudioMetrics:
     import numpy as np
 
@@ -430,7 +430,7 @@ def _audio_metrics(
         return sum(x.shape[1] for x in pending)
 
     sentinel = object()
-    it_r, it_c = frames(ref, "audio", pair), frames(cand, "audio", pair)
+    it_r, it_c = reader(ref, "audio", pair), reader(cand, "audio", pair)
     done_r = done_c = False
     while True:
         # Pull from the side with fewer pending samples; compare the overlap, so at most

@@ -40,12 +40,12 @@ class DecodedOutputs:
         self,
         store: BlobStore,
         *,
-        source_budget: int = SOURCE_BUDGET,
-        frame_budget: int = FRAME_BUDGET,
+        source_budget: int | None = None,
+        frame_budget: int | None = None,
     ) -> None:
         self.store = store
-        self.source_budget = source_budget
-        self.frame_budget = frame_budget
+        self.source_budget = SOURCE_BUDGET if source_budget is None else source_budget
+        self.frame_budget = FRAME_BUDGET if frame_budget is None else frame_budget
         #: Decoding passes over outputs: one per analysis, plus one per stream decoded
         #: again for metrics because its frames were not kept.
         self.decodes = 0
@@ -103,6 +103,11 @@ class DecodedOutputs:
                 self._frames[desc.digest] = (held, kept)
                 self._held += held
         return source, report
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of decoded frames kept now (at most ``frame_budget``)."""
+        return self._held
 
     def frames(self, source: MediaSource, kind: str, pair: int = 0) -> Iterator[Any]:
         """The frames of ``source``'s ``pair``-th decodable stream of ``kind``: those its

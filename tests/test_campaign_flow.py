@@ -385,6 +385,32 @@ def test_each_output_decoded_once_and_a_second_status_decodes_and_writes_nothing
     assert records(tight) == records(first)
 
 
+def test_status_imports_only_what_it_computes_with(seed: Campaign) -> None:
+    """A first status imports PyAV, NumPy and scipy.special (t quantiles, binomial ranks),
+    never scipy.stats, asyncio or fsspec (no remote is configured); a second, reused
+    from the memo, imports none of them."""
+    import shutil
+    import sys
+
+    heavy = ("asyncio", "av", "fsspec", "numpy", "scipy.special", "scipy.stats")
+    code = (
+        "import sys\n"
+        "from evidencestore.cli import main\n"
+        f"main(['-q', 'campaign', 'status', 'h3-lossless', '--root', {str(seed.root)!r}])\n"
+        f"print('imported:', *(m for m in {heavy!r} if m in sys.modules))\n"
+    )
+
+    def imported() -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        return out.stdout.splitlines()[-1].split()[1:]
+
+    shutil.rmtree(seed.root / ".evstore" / "memo", ignore_errors=True)
+    assert imported() == ["av", "numpy", "scipy.special"]
+    assert imported() == []
+
+
 def test_a_tampered_memo_never_changes_a_verdict(seed: Campaign) -> None:
     """A memo entry naming another computation's record, or a record altered in place, is
     a miss: the evaluation is computed again, to the same status."""

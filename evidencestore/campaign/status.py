@@ -139,7 +139,7 @@ def evaluate(
             kept.status, dict(kept.repeatability), dict(kept.adjudications), dict(kept.claims),
             reused=True, key=key,
         )  # fmt: skip
-    from ..remotes import repository_store  # only now: remotes load fsspec
+    from ..remotes import repository_store  # only now: a memo hit needs no remote
 
     _seed_from_git(root, campaign, local)
     store = repository_store(repository_at(root))

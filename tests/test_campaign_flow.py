@@ -386,29 +386,45 @@ def test_each_output_decoded_once_and_a_second_status_decodes_and_writes_nothing
 
 
 def test_status_imports_only_what_it_computes_with(seed: Campaign) -> None:
-    """A first status imports PyAV, NumPy and scipy.special (t quantiles, binomial ranks),
-    never scipy.stats, asyncio or fsspec (no remote is configured); a second, reused
-    from the memo, imports none of them."""
+    """A first status imports PyAV and NumPy (decoding, metrics), never scipy.stats,
+    asyncio or fsspec (no remote is configured); its claims, and scipy.special with them,
+    are computed in a forked child while the outputs decode (here, with forking off), to
+    the same status. A second, reused from the memo, imports none of them."""
     import shutil
     import sys
+
+    from evidencestore._fork import cpu_count
 
     heavy = ("asyncio", "av", "fsspec", "numpy", "scipy.special", "scipy.stats")
     code = (
         "import sys\n"
-        "from evidencestore.cli import main\n"
-        f"main(['-q', 'campaign', 'status', 'h3-lossless', '--root', {str(seed.root)!r}])\n"
+        "from evidencestore._canonical import canonical\n"
+        "from evidencestore.campaign.protocol import load_campaign\n"
+        "from evidencestore.campaign.status import evaluate\n"
+        f"ev = evaluate({str(seed.root)!r}, load_campaign({str(seed.root)!r}, 'h3-lossless'))\n"
+        "print(canonical([ev.status, ev.repeatability, ev.adjudications, ev.claims]).decode())\n"
         f"print('imported:', *(m for m in {heavy!r} if m in sys.modules))\n"
     )
 
-    def imported() -> list[str]:
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        )
-        return out.stdout.splitlines()[-1].split()[1:]
+    def first(**env: str) -> tuple[list[str], str]:
+        shutil.rmtree(seed.root / ".evstore" / "memo", ignore_errors=True)
+        return again(**env)
 
-    shutil.rmtree(seed.root / ".evstore" / "memo", ignore_errors=True)
-    assert imported() == ["av", "numpy", "scipy.special"]
-    assert imported() == []
+    def again(**env: str) -> tuple[list[str], str]:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+            env={**os.environ, **env},
+        )  # fmt: skip
+        status, _, last = out.stdout.rstrip("\n").rpartition("\n")
+        return last.split()[1:], status
+
+    alone, records = first(EVSTORE_NO_FORK="1")
+    assert alone == ["av", "numpy", "scipy.special"]
+    status, _, _, claims = json.loads(records)
+    assert status["verdict"] == "NOT_ACCEPTED" and claims["5s/rank-local"]["verdict"] == "STANDS"
+    if cpu_count() > 1:
+        assert first() == (["av", "numpy"], records)  # the same records, claims included
+    assert again() == ([], records)
 
 
 def test_a_tampered_memo_never_changes_a_verdict(seed: Campaign) -> None:

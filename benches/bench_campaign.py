@@ -17,6 +17,8 @@ target figures of issue 28 (first / decode-once at most 1.5x; the second status 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -199,7 +201,8 @@ def main(argv: list[str]) -> int:
     rows = []
     for runs in args.runs or [3, 6]:
         with tempfile.TemporaryDirectory(prefix="evstore-bench-campaign-") as tmp:
-            root = build(Path(tmp), runs, args.size, (lengths[0], lengths[1]))
+            with contextlib.redirect_stdout(io.StringIO()):  # campaign init's lines
+                root = build(Path(tmp), runs, args.size, (lengths[0], lengths[1]))
             distinct, t = measure(root, args.repeats)
             first, second = decodes(root)
             rows.append(

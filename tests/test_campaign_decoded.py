@@ -120,3 +120,21 @@ def test_an_analysis_that_fails_keeps_nothing(tmp_path: Path) -> None:
     assert report.errors and report.errors[0].stage == "open"
     outputs.report(desc)
     assert outputs.decodes == 1
+
+
+def test_released_frames_free_their_memory_and_are_decoded_again_if_asked(
+    clips: tuple[MemoryBlobStore, list[Descriptor]],
+) -> None:
+    store, (ref, lsb, both) = clips
+    outputs = DecodedOutputs(store)
+    kept = _judged(outputs, ref, lsb)
+    with_both = outputs.kept_bytes
+    outputs.release(lsb)
+    alone = outputs.kept_bytes
+    assert 0 < alone < with_both  # the reference's frames stay
+    outputs.release(lsb)  # releasing twice changes nothing
+    assert outputs.kept_bytes == alone
+    _judged(outputs, ref, both)
+    assert outputs.decodes == 3  # the reference's frames served the second pair
+    # Asked again, the released candidate is decoded again (video and audio): same record.
+    assert _judged(outputs, ref, lsb) == kept and outputs.decodes == 3 + 2

@@ -350,6 +350,9 @@ class Judge:
         record = compare_reports(
             ref_src, cand_src, ref, cand, expectations, frames=self.outputs.frames
         )
+        # The reference (the first baseline run's output) is measured against every
+        # candidate of its request; a candidate's output, once.
+        self.outputs.release(body_b)
         desc = store_record(record, self.store)
         metrics = record.metrics
         return OutputComparison(

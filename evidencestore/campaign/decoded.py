@@ -8,7 +8,9 @@ decoding are kept (under a budget) for the metrics of any unequal pair it is par
 (``media.comparison.compare_reports``' ``frames``). Kept frames are the very frames the
 analysis hashed, so a metric computed from them is the one a second decoding would give.
 An output whose frames do not fit the budget is decoded again for its metrics: memory
-stays bounded, and ``decodes`` counts every decoding pass either way.
+stays bounded, and ``decodes`` counts every decoding pass either way. A caller releases
+the frames of an output it will not measure again (the Judge: a candidate's, once its pair
+is measured; the reference's serve every candidate of its request).
 """
 
 from __future__ import annotations
@@ -103,6 +105,13 @@ class DecodedOutputs:
                 self._frames[desc.digest] = (held, kept)
                 self._held += held
         return source, report
+
+    def release(self, desc: Descriptor) -> None:
+        """Drop the output's kept frames (its analysis stays): a caller done with it.
+        Asked for again, its frames are decoded again."""
+        held = self._frames.pop(desc.digest, None)
+        if held is not None:
+            self._held -= held[0]
 
     @property
     def kept_bytes(self) -> int:

@@ -38,15 +38,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
 from ..config import repository_at
 from ..errors import EvidenceStoreError
 from ..storage import BlobStore
-from .adjudication import Judge, adjudicate, repeatability
-from .claims import make_claim
 from .members import Member, Members, campaign_runs
 from .memo import Memo, memo_key
 from .models import (
@@ -66,6 +64,9 @@ from .models import (
 )
 from .protocol import Campaign
 from .verify import protection
+
+if TYPE_CHECKING:  # imported where an evaluation is computed: a memo hit needs neither
+    from .adjudication import Judge
 
 __all__ = ["CampaignEvaluation", "evaluate", "evaluation_inputs"]
 
@@ -148,6 +149,8 @@ def evaluate(
 
     _seed_from_git(root, campaign, local)
     store = repository_store(repository_at(root))
+    from .adjudication import Judge
+
     judge = Judge(root, store, memo)
     ev = _evaluate(root, campaign, members, store, judge)
     ev.decoded, ev.key = judge.decoded, key
@@ -199,6 +202,8 @@ def _registered(root: Path, members: Members, key: str) -> Evaluation | None:
 def _evaluate(
     root: Path, campaign: Campaign, members: Members, store: BlobStore, judge: Judge
 ) -> CampaignEvaluation:
+    from .claims import make_claim
+
     protocol = campaign.protocol
     base = campaign.baseline
     cells: list[CellStatus] = []
@@ -381,6 +386,8 @@ def _judge_all(
 ) -> _Judged:
     """Repeatability and adjudications of every cell, in the order ``_evaluate``
     concludes them (what is missing is found in that order too)."""
+    from .adjudication import adjudicate, repeatability
+
     out = _Judged()
     base = campaign.baseline
     for cond in campaign.protocol.condition:
@@ -410,6 +417,7 @@ def _claims_meanwhile(
     function collects them (empty when there was no child or it failed: the caller
     computes them itself, to the same records)."""
     from .._fork import Child, can_fork, cpu_count
+    from .claims import make_claim
 
     cells = [
         (cond.name, arm.name)

@@ -132,9 +132,10 @@ class Judge:
     Each pair's result is memoised by the digests of its inputs (``memo.py``), so a
     later evaluation on any clone whose store holds the memo decodes nothing; within
     one evaluation each distinct output is decoded at most once (``outputs``: its
-    analysis and frames are kept by digest, under a memory budget). An output that cannot be had (not in the local store nor on a
-    configured remote) makes its pair UNAVAILABLE and is listed in ``missing`` (digest
-    -> what needed it), never memoised: fetching it changes the answer.
+    analysis and frames are kept by digest, under a memory budget). An output that
+    cannot be had (not in the local store nor on a configured remote) makes its pair
+    UNAVAILABLE and is listed in ``missing`` (digest -> what needed it), never memoised:
+    fetching it changes the answer.
     """
 
     def __init__(

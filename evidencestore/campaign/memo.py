@@ -101,7 +101,8 @@ class Memo:
         """The record stored under ``key``, verified and decoded; None on a miss."""
         try:
             digest, size = self._path(key).read_text("ascii").split()
-            kept = decode(self.store.get(digest, int(size)), _Kept[type_])  # type: ignore[valid-type]
+            kind = _Kept[type_]  # type: ignore[valid-type]
+            kept = decode(self.store.get(digest, int(size)), kind)
         except (OSError, ValueError, EvidenceStoreError, msgspec.DecodeError):
             self.misses += 1
             return None

@@ -388,8 +388,9 @@ def test_each_output_decoded_once_and_a_second_status_decodes_and_writes_nothing
 def test_status_imports_only_what_it_computes_with(seed: Campaign) -> None:
     """A first status imports PyAV and NumPy (decoding, metrics), never scipy.stats,
     asyncio or fsspec (no remote is configured); its claims, and scipy.special with them,
-    are computed in a forked child while the outputs decode (here, with forking off), to
-    the same status. A second, reused from the memo, imports none of them."""
+    are computed in a forked child while the outputs decode (here, with forking off, or
+    when the child dies), to the same records. A second, reused from the memo, imports
+    none of them."""
     import shutil
     import sys
 
@@ -397,7 +398,11 @@ def test_status_imports_only_what_it_computes_with(seed: Campaign) -> None:
 
     heavy = ("asyncio", "av", "fsspec", "numpy", "scipy.special", "scipy.stats")
     code = (
-        "import sys\n"
+        "import os, sys\n"
+        "if os.environ.get('TEST_CLAIMS_CHILD_DIES'):\n"
+        "    import evidencestore.campaign.claims as c\n"
+        "    parent, real = os.getpid(), c.make_claim\n"
+        "    c.make_claim = lambda *a: os._exit(3) if os.getpid() != parent else real(*a)\n"
         "from evidencestore._canonical import canonical\n"
         "from evidencestore.campaign.protocol import load_campaign\n"
         "from evidencestore.campaign.status import evaluate\n"
@@ -424,6 +429,8 @@ def test_status_imports_only_what_it_computes_with(seed: Campaign) -> None:
     assert status["verdict"] == "NOT_ACCEPTED" and claims["5s/rank-local"]["verdict"] == "STANDS"
     if cpu_count() > 1:
         assert first() == (["av", "numpy"], records)  # the same records, claims included
+        # A child that dies: the claims are computed in the parent, to the same records.
+        assert first(TEST_CLAIMS_CHILD_DIES="1") == (alone, records)
     assert again() == ([], records)
 
 

@@ -75,8 +75,10 @@ MEMO_DIR = "memo"
 
 @dataclass
 class CampaignEvaluation:
-    """The status and every record it was computed from; ``decoded`` counts the outputs
-    decoded by this evaluation and ``reused`` whether it came whole from the memo."""
+    """The status and every record it was computed from; ``decoded`` counts this
+    evaluation's decoding passes over outputs (one per distinct output judged, more only
+    for frames over the memory budget: ``decoded.py``) and ``reused`` whether it came
+    whole from the memo."""
 
     status: StatusRecord
     repeatability: dict[str, Repeatability] = field(default_factory=dict)

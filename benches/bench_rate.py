@@ -17,7 +17,21 @@ ratios (evstore rate / bare rate, evstore CPU / bare CPU) are within one run; me
 the rounds. The whole ``evstore run`` time (server check, publishing, registration) is
 shown beside.
 
-Run: ``python -m benches.bench_rate [--quick] [--requests N] [--rounds R]``.
+With ``--kind llm`` the same for streamed LLM responses: the reference LLM server
+(``python -m evidencestore.testing.llm_server --ttft 0 --itl 0``) in its own process,
+16-token chat completions streamed as server-sent events (16 token events, the finish
+event, usage and ``[DONE]``):
+
+* bare: an ``aiohttp.ClientSession`` POSTing the same chat request bytes (built by the
+  chat endpoint) and reading the SSE stream chunk by chunk, timestamping every chunk
+  (``time.monotonic_ns``) and keeping it: the least a client that measures TTFT and ITL
+  must do;
+* evstore: ``run_workload`` of the ``chat`` workload, which records every event's arrival
+  and every stream by digest (read back, and the completion stored, after the timed
+  requests).
+
+Run: ``python -m benches.bench_rate [--quick] [--kind json|llm] [--requests N]
+[--rounds R] [--concurrency C ...]``.
 """
 
 from __future__ import annotations
@@ -31,6 +45,11 @@ import time
 from pathlib import Path
 
 SERVER = [sys.executable, "-m", "evidencestore.testing.video_server", "--stream-bytes", "1024"]
+LLM_SERVER = [
+    sys.executable,
+    *("-m", "evidencestore.testing.llm_server", "--ttft", "0", "--itl", "0"),
+]
+LLM_TOKENS = 16
 
 WORKLOAD = """\
 [endpoint]
@@ -45,6 +64,24 @@ timeout = 60
 
 [[request]]
 prompt = "bench"
+seed = 1
+"""
+
+LLM_WORKLOAD = """\
+[endpoint]
+kind = "chat"
+path = "/v1/chat/completions"
+model = "reference-llm"
+
+[run]
+measured = {measured}
+concurrency = {concurrency}
+check_media = false
+timeout = 60
+
+[[request]]
+prompt = "bench"
+max_tokens = {tokens}
 seed = 1
 """
 
@@ -73,6 +110,39 @@ async def main(url, n, c):
 asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
 """
 
+BARE_LLM = r"""
+import asyncio, json, sys, time
+import aiohttp
+
+async def main(url, n, c, payload, events_each):
+    conn = aiohttp.TCPConnector(limit=c, ssl=False)
+    kept = []
+    async with aiohttp.ClientSession(connector=conn, auto_decompress=False) as s:
+        async with s.get(url + "/health") as r:
+            await r.read()
+        left = [n]
+        async def worker():
+            while left[0] > 0:
+                left[0] -= 1
+                times, chunks = [], []
+                async with s.post(url + "/v1/chat/completions", data=payload,
+                                  headers={"Content-Type": "application/json"}) as r:
+                    async for chunk in r.content.iter_any():
+                        times.append(time.monotonic_ns())
+                        chunks.append(chunk)
+                kept.append((times, chunks))
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(min(c, n))))
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    events = sum(b"".join(ch).count(b"\n\n") for _, ch in kept)
+    assert events == n * events_each, events
+    print(json.dumps({"wall": wall, "cpu": cpu,
+                      "chunks": sum(len(t) for t, _ in kept) / n}))
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+                 open(sys.argv[4], "rb").read(), int(sys.argv[5])))
+"""
+
 EVSTORE = r"""
 import json, sys, time
 t0 = time.perf_counter()
@@ -82,6 +152,7 @@ reg, rec = run_workload(root, wl, arm="bench", server=url, name=name)
 total = time.perf_counter() - t0
 ok = [r for r in rec.requests if r.failure is None and r.body is not None]
 assert len(ok) == len(rec.requests), rec.reason
+assert rec.outcome == "complete", rec.reason
 first = min(r.sent_ns for r in rec.requests)
 last = max(r.end_ns for r in rec.requests)
 print(json.dumps({"wall": (last - first) / 1e9, "cpu": rec.load.cpu_s, "total": total,
@@ -89,8 +160,8 @@ print(json.dumps({"wall": (last - first) / 1e9, "cpu": rec.load.cpu_s, "total": 
 """
 
 
-def _server() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def _server(cmd: list[str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     return proc, proc.stdout.readline().strip()
 
@@ -100,8 +171,20 @@ def _json(cmd: list[str]) -> dict[str, float]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def measure(requests: int, rounds: int, levels: tuple[int, ...]) -> list[dict[str, float]]:
-    proc, url = _server()
+def _payload(wl: Path, out: Path) -> Path:
+    """The exact bytes the runner sends for the workload's request (for the bare client)."""
+    from evidencestore.runs.endpoints import build_payload
+    from evidencestore.runs.workload import load_workload
+
+    out.write_bytes(build_payload(load_workload(wl), 0).data)
+    return out
+
+
+def measure(
+    requests: int, rounds: int, levels: tuple[int, ...], kind: str = "json"
+) -> list[dict[str, float]]:
+    llm = kind == "llm"
+    proc, url = _server(LLM_SERVER if llm else SERVER)
     rows = []
     try:
         with tempfile.TemporaryDirectory(prefix="evstore-bench-rate-") as tmp:
@@ -109,10 +192,16 @@ def measure(requests: int, rounds: int, levels: tuple[int, ...]) -> list[dict[st
             (root / "evidence").mkdir()
             for c in levels:
                 wl = root / f"w{c}.toml"
-                wl.write_text(WORKLOAD.format(measured=requests, concurrency=c))
+                text = LLM_WORKLOAD if llm else WORKLOAD
+                wl.write_text(text.format(measured=requests, concurrency=c, tokens=LLM_TOKENS))
+                if llm:
+                    bare_cmd = [sys.executable, "-c", BARE_LLM, url, str(requests), str(c)]
+                    bare_cmd += [str(_payload(wl, root / "payload.json")), str(LLM_TOKENS + 3)]
+                else:
+                    bare_cmd = [sys.executable, "-c", BARE, url, str(requests), str(c)]
                 bare, ev = [], []
                 for i in range(rounds):
-                    bare.append(_json([sys.executable, "-c", BARE, url, str(requests), str(c)]))
+                    bare.append(_json(bare_cmd))
                     ev.append(
                         _json([sys.executable, "-c", EVSTORE, str(root), str(wl), url, f"r{c}-{i}"])
                     )
@@ -152,13 +241,21 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--requests", type=int)
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--concurrency", type=int, nargs="*")
+    parser.add_argument(
+        "--kind", choices=("json", "llm"), default="json", help="1 KiB JSON or streamed LLM"
+    )
     args = parser.parse_args(argv)
     requests = args.requests or (512 if args.quick else 4096)
     rounds = args.rounds or (1 if args.quick else 3)
     levels = tuple(args.concurrency or (1, 8, 32, 256))
     t0 = time.perf_counter()
-    rows = measure(requests, rounds, levels)
-    print(f"runner request rate, 1 KiB bodies, {requests} requests, {rounds} round(s)")
+    rows = measure(requests, rounds, levels, args.kind)
+    what = (
+        f"streamed LLM responses ({LLM_TOKENS} tokens, {LLM_TOKENS + 3} events)"
+        if args.kind == "llm"
+        else "1 KiB bodies"
+    )
+    print(f"runner request rate, {what}, {requests} requests, {rounds} round(s)")
     print(
         f"{'conc':>5} {'bare req/s':>11} {'evstore':>9} {'rate x':>7} {'bare ms':>8} "
         f"{'ev ms':>7} {'cpu x':>6} {'run s':>6} {'lag ms':>7} bound"

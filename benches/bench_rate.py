@@ -19,10 +19,11 @@ shown beside.
 
 With ``--kind llm`` the same for streamed LLM responses: the reference LLM server
 (``python -m evidencestore.testing.llm_server --ttft 0 --itl 0``) in its own process,
-16-token chat completions streamed as server-sent events (16 token events, the finish
+16-token chat completions of distinct synthetic prompts (``[prompts]``, as the LLM
+benchmark's workloads) streamed as server-sent events (16 token events, the finish
 event, usage and ``[DONE]``):
 
-* bare: an ``aiohttp.ClientSession`` POSTing the same chat request bytes (built by the
+* bare: an ``aiohttp.ClientSession`` POSTing the same chat requests' bytes (built by the
   chat endpoint) and reading the SSE stream chunk by chunk, timestamping every chunk
   (``time.monotonic_ns``) and keeping it: the least a client that measures TTFT and ITL
   must do;
@@ -74,15 +75,17 @@ path = "/v1/chat/completions"
 model = "reference-llm"
 
 [run]
-measured = {measured}
+measured = 1
 concurrency = {concurrency}
 check_media = false
 timeout = 60
 
-[[request]]
-prompt = "bench"
+[prompts]
+count = {measured}
+input_tokens = 8
 max_tokens = {tokens}
-seed = 1
+seed = 7
+request_seed = 1
 """
 
 BARE = r"""
@@ -114,16 +117,17 @@ BARE_LLM = r"""
 import asyncio, json, sys, time
 import aiohttp
 
-async def main(url, n, c, payload, events_each):
+async def main(url, c, payloads, events_each):
+    n = len(payloads)
     conn = aiohttp.TCPConnector(limit=c, ssl=False)
     kept = []
     async with aiohttp.ClientSession(connector=conn, auto_decompress=False) as s:
         async with s.get(url + "/health") as r:
             await r.read()
-        left = [n]
+        left = list(reversed(payloads))
         async def worker():
-            while left[0] > 0:
-                left[0] -= 1
+            while left:
+                payload = left.pop()
                 times, chunks = [], []
                 async with s.post(url + "/v1/chat/completions", data=payload,
                                   headers={"Content-Type": "application/json"}) as r:
@@ -139,8 +143,8 @@ async def main(url, n, c, payload, events_each):
     print(json.dumps({"wall": wall, "cpu": cpu,
                       "chunks": sum(len(t) for t, _ in kept) / n}))
 
-asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
-                 open(sys.argv[4], "rb").read(), int(sys.argv[5])))
+payloads = [bytes.fromhex(h) for h in open(sys.argv[3]).read().split()]
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), payloads, int(sys.argv[4])))
 """
 
 EVSTORE = r"""
@@ -171,12 +175,15 @@ def _json(cmd: list[str]) -> dict[str, float]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def _payload(wl: Path, out: Path) -> Path:
-    """The exact bytes the runner sends for the workload's request (for the bare client)."""
+def _payloads(wl: Path, out: Path) -> Path:
+    """The exact bytes the runner sends for each of the workload's requests, in order (for
+    the bare client; one hex line each)."""
     from evidencestore.runs.endpoints import build_payload
     from evidencestore.runs.workload import load_workload
 
-    out.write_bytes(build_payload(load_workload(wl), 0).data)
+    loaded = load_workload(wl)
+    n = len(loaded.workload.request)
+    out.write_text("\n".join(build_payload(loaded, i).data.hex() for i in range(n)))
     return out
 
 
@@ -195,8 +202,9 @@ def measure(
                 text = LLM_WORKLOAD if llm else WORKLOAD
                 wl.write_text(text.format(measured=requests, concurrency=c, tokens=LLM_TOKENS))
                 if llm:
-                    bare_cmd = [sys.executable, "-c", BARE_LLM, url, str(requests), str(c)]
-                    bare_cmd += [str(_payload(wl, root / "payload.json")), str(LLM_TOKENS + 3)]
+                    payloads = _payloads(wl, root / "payloads.hex")
+                    bare_cmd = [sys.executable, "-c", BARE_LLM, url, str(c), str(payloads)]
+                    bare_cmd.append(str(LLM_TOKENS + 3))
                 else:
                     bare_cmd = [sys.executable, "-c", BARE, url, str(requests), str(c)]
                 bare, ev = [], []

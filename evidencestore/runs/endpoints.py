@@ -64,6 +64,7 @@ __all__ = [
     "CONTROL_MAX",
     "ENDPOINTS",
     "JSON_OUTPUT_MAX",
+    "READ_BUFFER",
     "BadAnswer",
     "ChatEndpoint",
     "CompletionsEndpoint",
@@ -86,6 +87,9 @@ CONTROL_MAX = 16 << 20
 #: The largest JSON output whose well-formedness is checked (a larger one is too large).
 JSON_OUTPUT_MAX = 256 << 20
 _CHUNK = 1 << 20
+#: The runner's session read buffer (``read_bufsize``): what an output's reader may
+#: buffer before it stops reading the socket.
+READ_BUFFER = _CHUNK
 _KEPT_HEADERS = (
     "content-type",
     "content-length",
@@ -183,6 +187,8 @@ def selected(headers: Mapping[str, str]) -> dict[str, str]:
 def text_of(value: str, limit: int = 8192) -> str:
     """A string from the network as a record may hold it: encodable (bytes that are not
     UTF-8 and lone surrogates escaped) and at most ``limit`` characters."""
+    if len(value) <= limit and value.isascii():  # the usual header: nothing to escape
+        return value
     value = shown(value)
     return value if len(value) <= limit else value[:limit] + "…"
 
@@ -465,7 +471,8 @@ class Endpoint(ABC):
             raise BodyTooLarge(limit)
         p.sink = sink = conn.new_sink(limit)
         times, ends = p.chunk_ns, p.chunk_end
-        async for chunk in resp.content.iter_chunked(_CHUNK):
+        # Each chunk as it arrives (the session's read buffer is :data:`READ_BUFFER`).
+        async for chunk in resp.content.iter_any():
             now = time.monotonic_ns()
             if p.first_ns is None:
                 p.first_ns = now

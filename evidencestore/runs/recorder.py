@@ -83,12 +83,19 @@ RUN_SIGNATURE = "run.dsse.json"
 DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
 
 
+_SECOND: list[tuple[int, str]] = [(-1, "")]  # the last whole second formatted
+
+
 def utc_precise() -> str:
-    """The current UTC time, microseconds: ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
+    """The current UTC time, microseconds: ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (the whole
+    second's text is formatted once per second: the runner stamps every request)."""
     ns = time.time_ns()
-    return (
-        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 10**9)) + f".{ns // 1000 % 10**6:06d}Z"
-    )
+    second = ns // 10**9
+    last, text = _SECOND[0]
+    if second != last:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _SECOND[0] = (second, text)
+    return f"{text}.{ns // 1000 % 10**6:06d}Z"
 
 
 def _version(module: str) -> str | None:

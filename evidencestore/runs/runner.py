@@ -46,6 +46,7 @@ from .audits import audit_run
 from .body import BodySink
 from .endpoints import (
     JSON_OUTPUT_MAX,
+    READ_BUFFER,
     Connection,
     Endpoint,
     Observation,
@@ -487,8 +488,14 @@ async def _drive(
     connector = aiohttp.TCPConnector(
         limit=wl.run.concurrency, force_close=False, ssl=not base.startswith("http://")
     )
+    # Every exchange runs under its own asyncio.timeout ([run] timeout, the server check's
+    # too), so aiohttp's own timers (a 5-minute total by default) are not armed as well.
     async with aiohttp.ClientSession(
-        connector=connector, auto_decompress=False, trust_env=False
+        connector=connector,
+        auto_decompress=False,
+        trust_env=False,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=None),
+        read_bufsize=READ_BUFFER,
     ) as session:
         server = await _check_server(session, recorder, base, loaded)
         recorder.set_server(server)

@@ -104,3 +104,100 @@ def test_client_load_flags_send_lag() -> None:
     assert busy.reasons == ("the client used 95% of a core while sending: its CPU was saturated",)
     calm = client_load(obs[2:], {"cpu": 0.2, "wall": 1.0}, 0.001)
     assert calm is not None and calm.client_bound is False and calm.reasons == ()
+
+
+def _counting_fsync(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    import os
+
+    calls: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return calls
+
+
+def test_deferred_sync_makes_blobs_durable_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from evidencestore.storage import _local
+
+    store = LocalBlobStore(tmp_path / "store")
+    fsyncs = _counting_fsync(monkeypatch)
+    synced: list[Path] = []
+    monkeypatch.setattr(_local, "sync_filesystem", lambda root: synced.append(root) or True)
+    store.put(b"durable at once")
+    assert len(fsyncs) == 2  # outside a deferral: the file, then its directory
+    fsyncs.clear()
+    other: list[int] = []
+    with store.upkeep.deferred_sync():
+        with store.upkeep.deferred_sync():  # nested: one deferral
+            descs = [store.put(b"blob %d" % i) for i in range(5)]
+        assert [store.get(d.digest) for d in descs] == [b"blob %d" % i for i in range(5)]
+        assert fsyncs == [] and synced == []  # published, not yet flushed
+
+        def elsewhere() -> None:  # another thread's write stays durable by itself
+            before = len(fsyncs)
+            store.put(b"from another thread")
+            other.append(len(fsyncs) - before)
+
+        worker = threading.Thread(target=elsewhere)
+        worker.start()
+        worker.join()
+    assert other == [2]
+    assert synced == [store.root]  # one flush of the store's filesystem at the end
+    # Where the OS has no syncfs: each file, then each directory, once.
+    monkeypatch.setattr(_local, "sync_filesystem", lambda root: False)
+    fsyncs.clear()
+    with store.upkeep.deferred_sync():
+        descs = [store.put(b"fallback %d" % i) for i in range(4)]
+        assert fsyncs == []
+    folders = {store.path_of(d.digest).parent for d in descs}
+    assert len(fsyncs) == 4 + len(folders)
+
+
+def test_run_publishes_without_an_fsync_per_blob_and_flushes_before_registering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("aiohttp")
+    from evidencestore.runs import run_workload
+    from evidencestore.storage import _local
+    from evidencestore.testing.llm_server import chat_workload, serve_llm
+
+    (tmp_path / "evidence").mkdir()
+    prompts = tuple(f"prompt {i}" for i in range(6))
+    (tmp_path / "w.toml").write_text(chat_workload(prompts, max_tokens=4, concurrency=3))
+    flushed: list[tuple[set[Path], bool]] = []
+    real = _local.fsync_paths
+
+    def fsync_paths(paths: list[Path]) -> None:
+        registered = (tmp_path / "evidence" / "r" / "bundle.json").exists()
+        flushed.append(({Path(p) for p in paths}, registered))
+        real(paths)
+
+    monkeypatch.setattr(_local, "sync_filesystem", lambda root: False)
+    monkeypatch.setattr(_local, "fsync_paths", fsync_paths)
+    with serve_llm() as server:
+        reg, rec = run_workload(tmp_path, tmp_path / "w.toml", arm="a", server=server.url, name="r")
+    assert rec.outcome == "complete", rec.reason
+    store = LocalBlobStore(tmp_path / ".evstore")
+    named = {
+        store.path_of(e.descriptor.digest) for e in reg.manifest.entries if e.location == "store"
+    }
+    assert len(flushed) == 1
+    paths, registered = flushed[0]
+    assert registered is False  # flushed before the registration names them
+    # Every payload, stream and completion (and the server's answers) flushed, once.
+    kinds = {e.path.rsplit("/", 1)[-1] for e in reg.manifest.entries if e.location == "store"}
+    assert {"payload", "output", "completion.json"} <= kinds
+    # (the workload was stored, durably, when the recorder opened: before any request)
+    workload = {store.path_of(rec.workload.digest)}
+    assert paths == named - workload and workload < named
+    for e in reg.manifest.entries:
+        if e.location == "store":
+            store.verify(e.descriptor.digest, e.descriptor.size)

@@ -207,40 +207,45 @@ def run_workload(
     payloads = [
         endpoint.payload(loaded, i, recorder.store) for i in range(len(loaded.workload.request))
     ]
-    for config in configs:
-        recorder.attach_config(config)
-    stored = [recorder.store.put(p.data, p.descriptor.media_type) for p in payloads]
-    results: dict[int, _Pending] = {}
-    clock: dict[str, float] = {}
-    try:
+    # Payloads, bodies and completions are published without an fsync each and made
+    # durable at once before the registration that names them (upkeep.deferred_sync).
+    with recorder.store.upkeep.deferred_sync():
+        for config in configs:
+            recorder.attach_config(config)
+        stored = [recorder.store.put(p.data, p.descriptor.media_type) for p in payloads]
+        results: dict[int, _Pending] = {}
+        clock: dict[str, float] = {}
         try:
-            asyncio.run(
-                _drive(recorder, loaded, endpoint, payloads, stored, base, progress, results, clock)
+            try:
+                asyncio.run(
+                    _drive(
+                        recorder, loaded, endpoint, payloads, stored, base, progress, results, clock
+                    )
+                )
+            except Exception as exc:  # the run started: it is registered whatever happened
+                recorder.fail(_internal("while sending the requests", exc))
+            recorder.load = client_load(
+                [p.observation for p in results.values() if p.slot.phase == "measured"],
+                clock,
+                loaded.workload.run.max_send_lag,
             )
-        except Exception as exc:  # the run started: it is registered whatever happened
-            recorder.fail(_internal("while sending the requests", exc))
-        recorder.load = client_load(
-            [p.observation for p in results.values() if p.slot.phase == "measured"],
-            clock,
-            loaded.workload.run.max_send_lag,
-        )
-        _finish(recorder, loaded, endpoint, [results[i] for i in sorted(results)], stored)
-        try:
-            recorder.audits = audit_run(loaded.workload, recorder.requests, recorder.store)
-        except Exception as exc:
-            recorder.fail(_internal("while auditing the outputs", exc))
-    finally:
-        recorder.discard_unpublished()  # interrupted: no temporary is left behind
-    for log in server_logs:
-        try:
-            recorder.attach_log(log)
-        except Exception as exc:
-            recorder.fail(_internal(f"while keeping --server-log {log}", exc))
-    if before_seal is not None:  # a launched server: stopped, its log and metrics kept
-        try:
-            before_seal(recorder)
-        except Exception as exc:
-            recorder.fail(_internal("while stopping the launched server", exc))
+            _finish(recorder, loaded, endpoint, [results[i] for i in sorted(results)], stored)
+            try:
+                recorder.audits = audit_run(loaded.workload, recorder.requests, recorder.store)
+            except Exception as exc:
+                recorder.fail(_internal("while auditing the outputs", exc))
+        finally:
+            recorder.discard_unpublished()  # interrupted: no temporary is left behind
+        for log in server_logs:
+            try:
+                recorder.attach_log(log)
+            except Exception as exc:
+                recorder.fail(_internal(f"while keeping --server-log {log}", exc))
+        if before_seal is not None:  # a launched server: stopped, its log and metrics kept
+            try:
+                before_seal(recorder)
+            except Exception as exc:
+                recorder.fail(_internal("while stopping the launched server", exc))
     return recorder.seal()
 
 

@@ -201,3 +201,83 @@ def test_run_publishes_without_an_fsync_per_blob_and_flushes_before_registering(
     for e in reg.manifest.entries:
         if e.location == "store":
             store.verify(e.descriptor.digest, e.descriptor.size)
+
+
+def test_small_bodies_past_the_budget_share_one_spool_file(tmp_path: Path) -> None:
+    from evidencestore.runs.body import Spool
+
+    store = LocalBlobStore(tmp_path / "store")
+    incoming = tmp_path / "store" / "incoming"
+    budget = MemoryBudget(1500)
+    spool = Spool(store)
+    a = BodySink(store, 1 << 20, budget, spool)
+    a.write(b"a" * 1000)  # in memory
+    b = BodySink(store, 1 << 20, budget, spool)
+    c = BodySink(store, 1 << 20, budget, spool)
+    b.write(b"b" * 300)  # the last of the budget
+    b.write(b"B" * 700)  # past it: b's bytes move to the spool
+    c.write(b"c" * 200)  # nothing left: straight to the spool, interleaved with b
+    b.write(b"b" * 10)
+    c.write(b"C" * 20)
+    assert spool.tmp is not None and a.tmp is None and b.tmp is None and c.tmp is None
+    assert [p.name for p in incoming.iterdir()] == [spool.tmp.name]  # one file for both
+    assert list(store.upkeep.iter_temporaries()) == []  # locked: gc leaves it alone
+    assert b.head(4) == b"bbbb" and c.head(3) == b"ccc"
+    d = BodySink(store, None, budget, spool)
+    d.write(b"d" * 100)
+    big = bytes(range(256)) * (SMALL // 256)
+    d.write(big)  # grew past SMALL: to a file of its own, spooled bytes first
+    assert d.tmp is not None and d.tmp.exists()
+    e = BodySink(store, 1 << 20, budget, spool)
+    e.write(b"e" * 50)
+    e.discard()  # gone with the spool
+    expect = {
+        a: b"a" * 1000,
+        b: b"b" * 300 + b"B" * 700 + b"b" * 10,
+        c: b"c" * 200 + b"C" * 20,
+        d: b"d" * 100 + big,
+    }
+    for sink, data in expect.items():
+        assert sink.finish() == hash_bytes(data).digest
+        desc = sink.publish("application/octet-stream")
+        assert (desc.digest, desc.size) == (hash_bytes(data).digest, len(data))
+        assert store.get(desc.digest) == data
+    assert budget.left == 1500  # a's bytes given back; b's given back when they moved
+    spool.close()
+    assert list(incoming.iterdir()) == []
+
+
+def test_run_past_its_memory_budget_records_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("aiohttp")
+    from evidencestore.runs import body, recorder, run_workload
+    from evidencestore.testing.llm_server import chat_workload, serve_llm
+
+    prompts = tuple(f"prompt {i}" for i in range(8))
+    created: list[Path] = []
+    real = body._locked_temporary
+
+    def locked(store: LocalBlobStore):  # type: ignore[no-untyped-def]
+        got = real(store)
+        created.append(got[0])
+        return got
+
+    def outputs(root: Path) -> list[tuple[str | None, str | None]]:
+        (root / "evidence").mkdir(parents=True)
+        (root / "w.toml").write_text(chat_workload(prompts, max_tokens=6, concurrency=4))
+        with serve_llm() as server:
+            _, rec = run_workload(root, root / "w.toml", arm="a", server=server.url, name="r")
+        assert rec.outcome == "complete", rec.reason
+        return [
+            (r.body.digest if r.body else None, r.completion.digest if r.completion else None)
+            for r in rec.requests
+        ]
+
+    whole = outputs(tmp_path / "memory")
+    assert created == []  # every body fit the budget
+    monkeypatch.setattr(body, "_locked_temporary", locked)
+    monkeypatch.setattr(recorder, "MemoryBudget", lambda: body.MemoryBudget(1500))
+    spooled = outputs(tmp_path / "spooled")
+    assert spooled == whole  # the same streams and completions, byte for byte
+    assert len(created) == 1 and not created[0].exists()  # one spool, removed after

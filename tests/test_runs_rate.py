@@ -13,6 +13,7 @@ import pytest
 
 from evidencestore.digest import hash_bytes
 from evidencestore.runs.body import SMALL, BodySink, MemoryBudget
+from evidencestore.runs.models import RequestRecord
 from evidencestore.storage import LocalBlobStore
 
 
@@ -281,3 +282,38 @@ def test_run_past_its_memory_budget_records_the_same_bytes(
     spooled = outputs(tmp_path / "spooled")
     assert spooled == whole  # the same streams and completions, byte for byte
     assert len(created) == 1 and not created[0].exists()  # one spool, removed after
+
+
+def test_terminal_progress_is_redrawn_at_most_ten_times_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    from evidencestore.cli import run as cli_run
+
+    clock = iter(range(10**9, 10**12, 10**6))  # 1 ms per request
+    monkeypatch.setattr(cli_run.time, "monotonic_ns", lambda: next(clock))
+    record = _record()
+    out = io.StringIO()
+    show = cli_run._progress(out)
+    for k in range(1, 1001):
+        show(k, 1000, record)
+    lines = out.getvalue().split("\r")[1:]
+    # the first, then one per 100 ms of the 1000 ms, and always the last
+    assert lines[0].startswith("request 1 of 1000 (measured)")
+    assert lines[-1].startswith("request 1000 of 1000 (measured), last ")
+    assert len(lines) == 11
+    assert [int(line.split()[1]) for line in lines] == [1, *range(101, 1000, 100), 1000]
+
+
+def _record() -> RequestRecord:
+    from evidencestore.models import Descriptor
+    from evidencestore.runs.endpoints import Observation
+    from evidencestore.runs.recorder import request_record
+
+    desc = hash_bytes(b"p")
+    payload = Descriptor(digest=desc.digest, size=desc.size, media_type="application/json")
+    obs = Observation(sent_ns=0, end_ns=2_000_000, status=200, media_type="application/json")
+    return request_record(
+        obs, index=0, phase="measured", request=0, repetition=0, payload=payload, body=None
+    )

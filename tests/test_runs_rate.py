@@ -317,3 +317,54 @@ def _record() -> RequestRecord:
     return request_record(
         obs, index=0, phase="measured", request=0, repetition=0, payload=payload, body=None
     )
+
+
+def test_deadlines_time_out_an_exchange_and_let_outside_cancellation_through(
+    tmp_path: Path,
+) -> None:
+    aiohttp = pytest.importorskip("aiohttp")
+    import asyncio
+
+    from evidencestore.models import Descriptor
+    from evidencestore.runs.endpoints import ENDPOINTS, Connection, Deadlines, Payload
+    from evidencestore.testing.llm_server import serve_llm
+
+    store = LocalBlobStore(tmp_path / "store")
+    data = b'{"messages":[{"role":"user","content":"x"}],"max_tokens":4,"stream":true}'
+    d = hash_bytes(data)
+    payload = Payload(
+        data, "application/json", Descriptor(digest=d.digest, size=d.size, media_type="a/b")
+    )
+    chat = ENDPOINTS["chat"]
+    path = "/v1/chat/completions"
+
+    async def main(url: str, server: object) -> None:
+        async with aiohttp.ClientSession() as session:
+            deadlines = Deadlines(0.2)
+            conn = Connection(
+                session=session,
+                base=url,
+                timeout=0.2,
+                new_sink=lambda limit: BodySink(store, limit, MemoryBudget()),
+                max_output=1 << 20,
+                deadlines=deadlines,
+            )
+            # the server stalls after its first token: the time limit ends the exchange
+            obs, sink = await chat.exchange(conn, payload, path, "t")
+            assert (obs.failure, obs.message) == ("timeout", "no complete response within 0.2 s")
+            assert sink is None and obs.received > 0  # nothing partial kept
+            # a cancellation from outside is no timeout: it propagates
+            task = asyncio.ensure_future(chat.exchange(conn, payload, path, "t"))
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # an exchange that ends in time is left alone, and so is its task afterwards
+            server.stall_at = None  # type: ignore[attr-defined]
+            obs, sink = await chat.exchange(conn, payload, path, "t")
+            assert obs.failure is None and sink is not None
+            await asyncio.sleep(0.3)  # past the deadline it had: not cancelled
+            deadlines.close()
+
+    with serve_llm(stall_at=1, stall=2.0) as server:
+        asyncio.run(main(server.url, server))

@@ -49,6 +49,7 @@ from .endpoints import (
     JSON_OUTPUT_MAX,
     READ_BUFFER,
     Connection,
+    Deadlines,
     Endpoint,
     Observation,
     Payload,
@@ -507,6 +508,7 @@ async def _drive(
         recorder.set_server(server)
         if not server.ok:
             return
+        deadlines = Deadlines(wl.run.timeout)  # every request's time limit, one timer
         conn = Connection(
             session=session,
             base=base,
@@ -514,6 +516,7 @@ async def _drive(
             new_sink=recorder.body_sink,
             max_output=wl.run.max_output_size,
             poll=polling.schedule_of(wl.endpoint),
+            deadlines=deadlines,
         )
         for phase in ("warmup", "measured"):
             queue = [s for s in slots if s.phase == phase]
@@ -545,3 +548,4 @@ async def _drive(
             if phase == "measured":
                 clock["cpu"] = time.process_time() - cpu0
                 clock["wall"] = time.perf_counter() - wall0
+        deadlines.close()

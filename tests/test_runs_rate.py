@@ -239,7 +239,10 @@ def test_small_bodies_past_the_budget_share_one_spool_file(tmp_path: Path) -> No
         d: b"d" * 100 + big,
     }
     for sink, data in expect.items():
+        assert sink.content() is None  # not finished
         assert sink.finish() == hash_bytes(data).digest
+        # a small body's bytes come from memory or the spool, a large one's from its file
+        assert sink.content() == (None if sink is d else data)
         desc = sink.publish("application/octet-stream")
         assert (desc.digest, desc.size) == (hash_bytes(data).digest, len(data))
         assert store.get(desc.digest) == data

@@ -234,6 +234,18 @@ class BodySink:
         self.digest = digest_from_hex(self._hasher.hexdigest())
         return self.digest
 
+    def content(self) -> bytes | None:
+        """A finished small body's bytes (held in memory or the spool: exactly the bytes
+        hashed to :attr:`digest`, which ``publish`` hashes again), so it is not read back
+        from the store; None for a body in a file of its own."""
+        if self.digest is None:
+            return None
+        if self._memory is not None:
+            return b"".join(self._memory)
+        if self._segments is not None and self._spool is not None:
+            return self._spool.read(self._segments)
+        return None
+
     def head(self, size: int) -> bytes:
         """The first ``size`` bytes written so far (to quote an error body)."""
         if self._memory is not None:

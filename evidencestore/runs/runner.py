@@ -358,10 +358,12 @@ def _checked(
     obs = item.observation
     if item.sink is None:
         return item.record(payload, None)
+    streamed = obs.failure is None and endpoint.marks
+    data = item.sink.content() if streamed else None  # a small stream: not read back
     body = recorder.publish(item.sink, obs.media_type)
     media = None
-    if obs.failure is None and endpoint.marks:
-        return _streamed(recorder, loaded, endpoint, item, payload, body)
+    if streamed:
+        return _streamed(recorder, loaded, endpoint, item, payload, body, data)
     if obs.failure is None:
         bad = endpoint.check_output(recorder.store.path_of(body.digest), body.size, body.media_type)
         if bad is not None:
@@ -382,8 +384,10 @@ def _streamed(
     item: _Pending,
     payload: Descriptor,
     body: Descriptor,
+    data: bytes | None = None,
 ) -> RequestRecord:
-    """A delivered LLM output read back: its events timed, its completion stored."""
+    """A delivered LLM output read back (``data``: its bytes, when the sink held them):
+    its events timed, its completion stored."""
     obs = item.observation
     if body.size > JSON_OUTPUT_MAX:
         obs = replace(
@@ -392,7 +396,8 @@ def _streamed(
             message=f"a streamed output of {body.size} bytes is larger than {JSON_OUTPUT_MAX}",
         )
         return item.record(payload, body, observation=obs)
-    data = recorder.store.get(body.digest, body.size)
+    if data is None:
+        data = recorder.store.get(body.digest, body.size)
     request = loaded.workload.request[item.slot.request]
     outcome = endpoint.examine(data, obs, request, loaded.workload.endpoint.stream)
     if outcome is None:

@@ -50,7 +50,7 @@ def sync_filesystem(path: Path) -> bool:
         import ctypes
 
         syncfs = ctypes.CDLL(None, use_errno=True).syncfs
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # no syncfs here (or no libc by name)
         return False
     try:
         fd = os.open(path, os.O_RDONLY)

@@ -95,6 +95,14 @@ def _locked_temporary(store: LocalBlobStore) -> tuple[Path, BinaryIO, int]:
         return tmp, fh, lock
 
 
+def _read_at(fd: int, offset: int, size: int) -> bytes:
+    """``size`` bytes at ``offset`` of ``fd`` (fewer at its end)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows
+    return os.read(fd, size)  # pragma: no cover
+
+
 class Spool:
     """One run's shared temporary for the small bodies that arrive once its memory
     budget is spent: their chunks are appended as they arrive (interleaved, each body
@@ -125,8 +133,7 @@ class Spool:
         if self._fh is None:
             return b""
         self._fh.flush()
-        parts = [os.pread(self._lock, n, offset) for offset, n in segments]
-        data = b"".join(parts)
+        data = b"".join(_read_at(self._lock, offset, n) for offset, n in segments)
         if len(data) != sum(n for _, n in segments):
             raise StorageError(f"{self.tmp}: the spooled bodies were cut short")
         return data

@@ -132,6 +132,7 @@ def test_deferred_sync_makes_blobs_durable_at_once(
     fsyncs = _counting_fsync(monkeypatch)
     synced: list[Path] = []
     monkeypatch.setattr(_local, "sync_filesystem", lambda root: synced.append(root) or True)
+    monkeypatch.setattr(_local, "SYNCFS_FROM", 5)
     store.put(b"durable at once")
     assert len(fsyncs) == 2  # outside a deferral: the file, then its directory
     fsyncs.clear()
@@ -151,9 +152,16 @@ def test_deferred_sync_makes_blobs_durable_at_once(
         worker.start()
         worker.join()
     assert other == [2]
-    assert synced == [store.root]  # one flush of the store's filesystem at the end
+    # one flush of the filesystem at the end (the fsyncs are the other thread's own)
+    assert synced == [store.root] and len(fsyncs) == 2
+    fsyncs.clear()
+    with store.upkeep.deferred_sync():  # fewer than SYNCFS_FROM: an fsync each is cheaper
+        descs = [store.put(b"few %d" % i) for i in range(2)]
+    folders = {store.path_of(d.digest).parent for d in descs}
+    assert synced == [store.root] and len(fsyncs) == 2 + len(folders)
     # Where the OS has no syncfs: each file, then each directory, once.
     monkeypatch.setattr(_local, "sync_filesystem", lambda root: False)
+    monkeypatch.setattr(_local, "SYNCFS_FROM", 1)
     fsyncs.clear()
     with store.upkeep.deferred_sync():
         descs = [store.put(b"fallback %d" % i) for i in range(4)]

@@ -31,6 +31,8 @@ __all__ = ["LINK_MODES", "LinkMode", "LocalBlobStore", "LocalUpkeep"]
 
 _TMP_PREFIX = ".tmp-"
 INCOMING_DIR = "incoming"
+#: From this many blobs written under ``deferred_sync``, one ``syncfs`` flushes them.
+SYNCFS_FROM = 64
 _QUARANTINED = re.compile(r"^([0-9a-f]{64})-[0-9a-f]{16}$")
 
 
@@ -314,8 +316,9 @@ class LocalUpkeep(Upkeep):
     def deferred_sync(self) -> Iterator[None]:
         """Inside the block, blobs this thread stores (``put``, ``adopt``) are published
         without an fsync each; when the block ends, however it ends, they are made
-        durable at once: one ``syncfs`` of the store's filesystem where the OS has it,
-        else an fsync of each file and of each of their directories. For a writer of
+        durable at once: one ``syncfs`` of the store's filesystem where the OS has it
+        (for :data:`SYNCFS_FROM` blobs or more), else an fsync of each file and of each
+        of their directories. For a writer of
         many small blobs that registers nothing before the block ends (the runner: a
         run's payloads, bodies and completions, then its registration), so a crash can
         leave a torn blob only where no registration names it yet, and a torn blob fails
@@ -331,7 +334,8 @@ class LocalUpkeep(Upkeep):
             yield
         finally:
             written = unsynced.pop(me)
-            if written and not sync_filesystem(self._store.root):
+            # A few blobs: an fsync each is cheaper than flushing the whole filesystem.
+            if len(written) < SYNCFS_FROM or not sync_filesystem(self._store.root):
                 fsync_paths(written)
 
     def iter_blobs(self) -> Iterator[BlobInfo]:

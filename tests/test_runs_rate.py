@@ -170,6 +170,68 @@ def test_deferred_sync_makes_blobs_durable_at_once(
     assert len(fsyncs) == 4 + len(folders)
 
 
+def test_a_blob_kept_while_another_writer_defers_its_sync_is_flushed_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A concurrent run storing the same payload keeps the deferring run's blob instead
+    of writing it; it must not register a name for bytes that are not on disk yet."""
+    import threading
+
+    from evidencestore.storage import _local
+
+    store = LocalBlobStore(tmp_path / "store")
+    monkeypatch.setattr(_local, "sync_filesystem", lambda root: False)
+    fsyncs = _counting_fsync(monkeypatch)
+    flushed: list[list[Path]] = []
+    real_fsync_paths = _local.fsync_paths
+
+    def fsync_paths(paths: list[Path]) -> None:
+        flushed.append(list(paths))
+        real_fsync_paths(paths)
+
+    monkeypatch.setattr(_local, "fsync_paths", fsync_paths)
+    durable = store.put(b"written durably")
+    mode = lambda d: store.path_of(d.digest).stat().st_mode & 0o777  # noqa: E731
+    assert mode(durable) == _local.BLOB_MODE
+    in_block = threading.Event()
+    kept = threading.Event()
+    results: dict[str, object] = {}
+
+    def deferring() -> None:
+        with store.upkeep.deferred_sync():
+            results["payload"] = store.put(b"the same payload")
+            results["mode inside"] = mode(results["payload"])  # type: ignore[arg-type]
+            in_block.set()
+            kept.wait(10)
+
+    writer = threading.Thread(target=deferring)
+    writer.start()
+    assert in_block.wait(10)
+    payload = results["payload"]
+    assert results["mode inside"] == _local.UNSYNCED_MODE
+    flushed.clear()
+    fsyncs.clear()
+    assert store.put(b"the same payload") == payload  # kept, not written
+    assert flushed == [[store.path_of(payload.digest)]]  # type: ignore[attr-defined]
+    assert len(fsyncs) == 2  # the blob, then its folder
+    assert mode(payload) == _local.BLOB_MODE  # type: ignore[arg-type]
+    fsyncs.clear()
+    assert store.put(b"written durably") == durable  # a durable blob kept: no fsync
+    assert fsyncs == []
+    kept.set()
+    writer.join()
+    # Inside a deferral, a kept blob is flushed with the writer's own at the block end.
+    other = store.put(b"kept inside a block")
+    flushed.clear()
+    with store.upkeep.deferred_sync():
+        store.put(b"kept inside a block")
+        store.put(b"new inside a block")
+        assert flushed == []
+    assert flushed == [
+        [store.path_of(other.digest), store.path_of(hash_bytes(b"new inside a block").digest)]
+    ]
+
+
 def test_run_publishes_without_an_fsync_per_blob_and_flushes_before_registering(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

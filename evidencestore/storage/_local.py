@@ -33,6 +33,19 @@ _TMP_PREFIX = ".tmp-"
 INCOMING_DIR = "incoming"
 #: From this many blobs written under ``deferred_sync``, one ``syncfs`` flushes them.
 SYNCFS_FROM = 64
+BLOB_MODE = 0o444
+#: A blob published under ``deferred_sync`` and not flushed yet (owner's x bit set).
+UNSYNCED_MODE = 0o544
+
+
+def mark_synced(paths: list[Path]) -> None:
+    """Give flushed blobs their final mode (a blob another user owns keeps its mark, so
+    a writer relying on it flushes it again: a wasted fsync, never a lost blob)."""
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            os.chmod(path, BLOB_MODE)
+
+
 _QUARANTINED = re.compile(r"^([0-9a-f]{64})-[0-9a-f]{16}$")
 
 
@@ -71,6 +84,22 @@ class LocalBlobStore(BlobStore):
         pending.append(final)
         return True
 
+    def _relied_on(self, digest: str) -> None:
+        # A blob another writer published under deferred_sync may not be on disk yet,
+        # and this writer's registration may name it first: a deferring writer flushes
+        # it with its own blobs; any other makes it durable now. Such blobs carry
+        # UNSYNCED_MODE until flushed, so the common case (a durable blob) costs a stat.
+        final = self.path_of(digest)
+        if self._deferred(final):
+            return
+        try:
+            unsynced = os.stat(final).st_mode & 0o777 == UNSYNCED_MODE
+        except FileNotFoundError:
+            return
+        if unsynced:
+            fsync_paths([final])
+            mark_synced([final])
+
     @property
     def location(self) -> str:
         return str(self.root)
@@ -106,7 +135,7 @@ class LocalBlobStore(BlobStore):
         return final.parent / f"{_TMP_PREFIX}{final.name[:16]}-{os.getpid()}-{os.urandom(4).hex()}"
 
     def _publish(self, tmp: Path, final: Path, digest: str, durable: bool = True) -> None:
-        os.chmod(tmp, 0o444)
+        os.chmod(tmp, BLOB_MODE if durable else UNSYNCED_MODE)
         try:
             os.link(tmp, final)
         except FileExistsError:
@@ -323,7 +352,11 @@ class LocalUpkeep(Upkeep):
         run's payloads, bodies and completions, then its registration), so a crash can
         leave a torn blob only where no registration names it yet, and a torn blob fails
         the size or hash check of every read and is replaced by the next ``put`` of its
-        content. Other threads' writes stay durable one by one; nested blocks are one."""
+        content. Until flushed, such a blob has :data:`UNSYNCED_MODE`: another writer
+        that keeps it instead of writing it (a concurrent run storing the same payload)
+        flushes it before relying on it, so its registration never names a blob that is
+        not on disk. Blobs this thread keeps inside the block are flushed with its own.
+        Other threads' writes stay durable one by one; nested blocks are one."""
         me = threading.get_ident()
         unsynced = self._store._unsynced
         if me in unsynced:
@@ -337,6 +370,7 @@ class LocalUpkeep(Upkeep):
             # A few blobs: an fsync each is cheaper than flushing the whole filesystem.
             if len(written) < SYNCFS_FROM or not sync_filesystem(self._store.root):
                 fsync_paths(written)
+            mark_synced(written)
 
     def iter_blobs(self) -> Iterator[BlobInfo]:
         for digest in self._store._iter():

@@ -398,7 +398,7 @@ class BlobStore(ABC):
         self._relied_on(digest)
         return True
 
-    def _relied_on(self, digest: str) -> None:
+    def _relied_on(self, digest: str) -> None:  # noqa: B027 - an optional hook
         """Called when a writer keeps the intact blob ``digest`` instead of writing it: a
         backend whose blobs may not be durable yet makes this one durable (or notes it)."""
 

@@ -245,24 +245,66 @@ def hash_file(path: str | os.PathLike[str], expected_size: int | None = None) ->
     raise outcome
 
 
+def _odd_indices(
+    outcomes: Sequence[HashOutcome],
+    digests: Sequence[str | None],
+    sizes: Sequence[int | None],
+) -> list[int]:
+    """Indices of the outcomes that are not the expected digest with a size given."""
+    return [
+        i
+        for i, (o, d, s) in enumerate(zip(outcomes, digests, sizes, strict=True))
+        if not (type(o) is Hashed and o[0] == d and s is not None)
+    ]
+
+
 class PendingHashes:
     """Hashing started by :func:`start_hash_files`; :meth:`result` waits for it.
 
     Workers (forked processes for many small files, threads for large ones) hash while
     the caller does other work; each outcome lands in its own slot of one list, so no
-    interleaving of workers can lose or reorder one.
+    interleaving of workers can lose or reorder one. :meth:`unexpected` gives only the
+    outcomes that are not the expected digest and size, which is all a verifier needs
+    to look at one by one.
     """
 
-    def __init__(self, finish: Callable[[], list[HashOutcome]]) -> None:
+    def __init__(
+        self,
+        finish: Callable[[], list[HashOutcome]],
+        odd: Callable[[], dict[int, HashOutcome]] | None = None,
+        expected: Sequence[str | None] | None = None,
+        sizes: Sequence[int | None] | None = None,
+    ) -> None:
         self._finish: Callable[[], list[HashOutcome]] | None = finish
-        self._out: list[HashOutcome] = []
+        self._odd_of: Callable[[], dict[int, HashOutcome]] | None = odd
+        self._expected, self._sizes = expected, sizes
+        self._out: list[HashOutcome] | None = None
+        self._odd: dict[int, HashOutcome] | None = None
 
     def result(self) -> list[HashOutcome]:
         """Return one outcome per path, in order (waiting for the workers once)."""
-        if self._finish is not None:
+        if self._out is None:
+            if self._odd_of is not None:
+                self.unexpected()
+            assert self._finish is not None
             finish, self._finish = self._finish, None
             self._out = finish()
         return self._out
+
+    def unexpected(self) -> dict[int, HashOutcome]:
+        """The outcomes that are not :class:`Hashed` to the expected digest with the
+        size given, by index in ascending order (every outcome, where no digest or no
+        size was expected); waits for the workers once."""
+        if self._odd is None:
+            if self._odd_of is not None:
+                odd_of, self._odd_of = self._odd_of, None
+                self._odd = odd_of()
+            else:
+                out = self.result()
+                exp = self._expected if self._expected is not None else [None] * len(out)
+                sizes = self._sizes if self._sizes is not None else [None] * len(out)
+                self._odd = {i: out[i] for i in _odd_indices(out, exp, sizes)}
+        return self._odd
 
 
 def start_hash_files(
@@ -288,12 +330,18 @@ def start_hash_files(
     workers = threads or cpu_count()
     known = [s for s in sizes if s is not None]
     average = sum(known) / len(known) if known else _THREADED_MIN_AVERAGE
+    if expected_digests is not None and len(expected_digests) != len(paths):
+        raise ValueError("expected_digests must have one digest per path")
     if workers <= 1 or len(paths) < 2 * workers:
-        return PendingHashes(lambda: _hash_batch(paths, sizes, flags))
+        return PendingHashes(
+            lambda: _hash_batch(paths, sizes, flags), expected=expected_digests, sizes=sizes
+        )
     if average < _THREADED_MIN_AVERAGE:
         if len(paths) >= _FORK_MIN_FILES and can_fork():
-            return PendingHashes(_start_forked(paths, sizes, flags, workers, expected_digests))
-        return PendingHashes(lambda: _hash_batch(paths, sizes, flags))
+            return _start_forked(paths, sizes, flags, workers, expected_digests)
+        return PendingHashes(
+            lambda: _hash_batch(paths, sizes, flags), expected=expected_digests, sizes=sizes
+        )
     from concurrent.futures import ThreadPoolExecutor
 
     # Interleaved slices balance the threads when sizes vary along the list.
@@ -310,7 +358,7 @@ def start_hash_files(
             out[k::workers] = future.result()
         return out
 
-    return PendingHashes(finish)
+    return PendingHashes(finish, expected=expected_digests, sizes=sizes)
 
 
 def hash_files(
@@ -382,45 +430,53 @@ def _start_forked(
     flags: int,
     workers: int,
     expected: Sequence[str | None] | None = None,
-) -> Callable[[], list[HashOutcome]]:
-    """Fork one worker per slice now; the returned call collects their outcomes.
+) -> PendingHashes:
+    """Fork one worker per slice now; the pending result collects their outcomes.
 
     Every slice goes to a child, so the parent is free for other work meanwhile. A
     child sends ``(indices, outcomes)`` for the files whose outcome is not simply the
-    expected digest and size; the parent rebuilds the rest. A worker that dies has its
-    slice hashed again in the parent.
+    expected digest and size; the parent rebuilds the rest only when asked for every
+    outcome. A worker that dies has its slice hashed again in the parent.
     """
-    if expected is not None and len(expected) != len(paths):
-        raise ValueError("expected_digests must have one digest per path")
+
+    def slice_odd(k: int) -> tuple[list[int], list[HashOutcome]]:
+        szs = sizes[k::workers]
+        part = _hash_batch(paths[k::workers], szs, flags)
+        exp = expected[k::workers] if expected is not None else [None] * len(part)
+        odd = _odd_indices(part, exp, szs)
+        return odd, [part[i] for i in odd]
 
     def work(k: int) -> bytes:
-        part = _hash_batch(paths[k::workers], sizes[k::workers], flags)
-        exp = expected[k::workers] if expected is not None else [None] * len(part)
-        szs = sizes[k::workers]
-        odd = [
-            i
-            for i, o in enumerate(part)
-            if not (type(o) is Hashed and o[0] == exp[i] and szs[i] is not None)
-        ]
-        return marshal.dumps((odd, _encode([part[i] for i in odd])))
+        odd, outcomes = slice_odd(k)
+        return marshal.dumps((odd, _encode(outcomes)))
 
     children = [Child(functools.partial(work, k)) for k in range(workers)]
 
-    def finish() -> list[HashOutcome]:
-        out: list[HashOutcome] = [None] * len(paths)  # type: ignore[list-item]
+    def odd() -> dict[int, HashOutcome]:
+        found: dict[int, HashOutcome] = {}
         for k, child in enumerate(children):
             data = child.result()
-            szs = sizes[k::workers]
-            part: list[HashOutcome] | None = None
+            n = len(sizes[k::workers])
+            got: tuple[list[int], list[HashOutcome]] | None = None
             if data is not None:
-                odd, encoded = marshal.loads(data)
-                exp = expected[k::workers] if expected is not None else [None] * len(szs)
-                part = [Hashed(d, s) for d, s in zip(exp, szs, strict=True)]  # type: ignore[arg-type]
-                for i, o in zip(odd, _decode(encoded), strict=True):
-                    part[i] = o
-            if part is None or len(part) != len(szs):
-                part = _hash_batch(paths[k::workers], szs, flags)  # worker died
-            out[k::workers] = part
+                indices, encoded = marshal.loads(data)
+                outcomes = _decode(encoded)
+                if len(indices) == len(outcomes) and all(0 <= i < n for i in indices):
+                    got = indices, outcomes
+            if got is None:
+                got = slice_odd(k)  # the worker died: its slice again, here
+            for i, o in zip(*got, strict=True):
+                found[k + i * workers] = o
+        return dict(sorted(found.items()))
+
+    pending: PendingHashes
+
+    def finish() -> list[HashOutcome]:
+        exp = expected if expected is not None else [None] * len(paths)
+        out: list[HashOutcome] = [Hashed(d, s) for d, s in zip(exp, sizes, strict=True)]  # type: ignore[arg-type]
+        for i, o in pending.unexpected().items():
+            out[i] = o
         return out
 
-    return finish
+    pending = PendingHashes(finish, odd)
+    return pending

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+from bisect import bisect_right
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -30,7 +31,7 @@ from ..models import BundleReport, Entry, Finding, Registration
 from ..paths import resolve, shown, within
 from ..storage import BlobStore, SupportsLocalPaths
 from ._checks import err, path_findings, tree_findings, unavailable
-from ._walk import dir_state, readlink, real_bundle_dir, walk_files, walk_order
+from ._walk import dir_state, holds_only, readlink, real_bundle_dir, walk_files, walk_order
 
 __all__ = ["Context", "Plan", "Unhashed", "judge", "pipeline", "plan", "while_hashing"]
 
@@ -92,13 +93,16 @@ class Plan(NamedTuple):
     bdir_s: str  # the bundle directory, with a trailing separator
     outside: str  # where the bundle directory resolves
     bdir_escapes: bool
+    repo_entries: int  # entries kept beside the registration (a job each, or a finding)
 
 
 class Unhashed(NamedTuple):
-    """What a bundle's judgement needs besides hashes: tree findings and the walk."""
+    """What a bundle's judgement needs besides hashes: tree findings and the walk
+    (``walked`` None: the directory lists exactly the registration and the entries'
+    names, so the walk is needed only if one of them turns out not to be a file)."""
 
     tree: list[Finding]
-    walked: list[tuple[str, str, str]]
+    walked: list[tuple[str, str, str]] | None
 
 
 def plan(ctx: Context, name: str, reg: Registration) -> Plan:
@@ -123,13 +127,14 @@ def plan(ctx: Context, name: str, reg: Registration) -> Plan:
         )
     dir_states: dict[str, str] = {}
     jobs: list[tuple[Entry, str]] = []
-    checked = unavailable_n = 0
+    checked = unavailable_n = repo_entries = 0
     store, local = ctx.store, ctx.local
     blob_base = ctx.blob_base
     for entry in m.entries:
         if bad and entry.path in bad:
             continue
         if entry.location == "repo":
+            repo_entries += 1
             if bdir_escapes:
                 continue
             parent = entry.path.rpartition("/")[0]
@@ -193,27 +198,52 @@ def plan(ctx: Context, name: str, reg: Registration) -> Plan:
         bdir_s,
         outside,
         bdir_escapes,
+        repo_entries,
     )
 
 
+def _walk(ctx: Context, b: Plan) -> list[tuple[str, str, str]]:
+    return [] if b.bdir_escapes else walk_files(b.bdir_s, b.outside, ctx.real_root, [])
+
+
 def while_hashing(ctx: Context, b: Plan) -> Unhashed:
-    """The work that needs no hash: Merkle root, digest, collisions, the directory walk."""
-    walked = [] if b.bdir_escapes else walk_files(b.bdir_s, b.outside, ctx.real_root, [])
+    """The work that needs no hash: Merkle root, digest, collisions, the directory walk
+    (or, for a plain bundle directory whose entries all have a job, the listing that
+    shows it holds nothing else)."""
+    walked: list[tuple[str, str, str]] | None
+    repo = [e.path for e, _ in b.jobs if e.location == "repo"]
+    if (
+        b.n_path == 0
+        and b.outside == f"{ctx.real_evidence}{os.sep}{b.name}"
+        and len(repo) == b.repo_entries
+        and holds_only(b.bdir_s, repo, REGISTRATION_NAME)
+    ):
+        walked = None
+    else:
+        walked = _walk(ctx, b)
     return Unhashed(tree_findings(b.reg, b.name), walked)
 
 
 def judge(
-    ctx: Context, b: Plan, unhashed: Unhashed, outcomes: Sequence[HashOutcome]
+    ctx: Context, b: Plan, unhashed: Unhashed, odd: Sequence[tuple[int, HashOutcome]]
 ) -> BundleReport:
-    """Turn hash outcomes and the walk into this bundle's findings, in report order."""
+    """Turn hash outcomes and the walk into this bundle's findings, in report order.
+
+    ``odd``: (job index, outcome) of the jobs whose outcome is not the expected digest
+    and size, in job order; every other job hashed as registered.
+    """
     name = b.name
     m = b.reg.manifest
     # report order: path findings, tree findings, then the per-entry findings
     findings = [*b.findings[: b.n_path], *unhashed.tree, *b.findings[b.n_path :]]
-    checked, unavailable_n = b.checked, b.unavailable
+    checked, unavailable_n = b.checked + len(b.jobs) - len(odd), b.unavailable
     real_root = ctx.real_root
     store = ctx.store
-    for (entry, fpath), outcome in zip(b.jobs, outcomes, strict=True):
+    walked = unhashed.walked
+    if walked is None and any(b.jobs[j][0].location == "repo" for j, _ in odd):
+        walked = _walk(ctx, b)  # a name listed as expected is not a plain file
+    for j, outcome in odd:
+        entry, fpath = b.jobs[j]
         d = entry.descriptor
         if type(outcome) is Hashed and outcome.digest == d.digest:
             checked += 1
@@ -273,10 +303,10 @@ def judge(
         findings.append(err(code, msg, name, entry.path, d.digest))
 
     # files in the bundle directory that no entry names
-    if unhashed.walked:
+    if walked:
         named = {e.path for e in m.entries if e.location == "repo"}
         named.add(REGISTRATION_NAME)
-        extra = sorted((w for w in unhashed.walked if w[0] not in named), key=walk_order)
+        extra = sorted((w for w in walked if w[0] not in named), key=walk_order)
     else:
         extra = []
     if extra:
@@ -342,8 +372,15 @@ def pipeline(
     try:
         unhashed = [while_hashing(ctx, b) for b in planned]
     finally:
-        outcomes = pending.result()
+        odd = pending.unexpected()
+    # each bundle's odd outcomes, by job index within the bundle
+    per_bundle: list[list[tuple[int, HashOutcome]]] = [[] for _ in planned]
+    for i, outcome in odd.items():
+        # the last bundle starting at or before i (one without jobs starts where the
+        # next one does, so it is never the last)
+        k = bisect_right(starts, i) - 1
+        per_bundle[k].append((i - starts[k], outcome))
     return [
-        judge(ctx, b, u, outcomes[start : start + len(b.jobs)])
-        for b, u, start in zip(planned, unhashed, starts, strict=True)
+        judge(ctx, b, u, found)
+        for b, u, found in zip(planned, unhashed, per_bundle, strict=True)
     ]

@@ -7,11 +7,71 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from ..paths import resolve, within
 
-__all__ = ["dir_state", "readlink", "real_bundle_dir", "walk_files", "walk_order"]
+__all__ = ["dir_state", "holds_only", "readlink", "real_bundle_dir", "walk_files", "walk_order"]
+
+
+def holds_only(bdir_s: str, paths: Sequence[str], reserved: str) -> bool:
+    """Whether the plain bundle directory ``bdir_s`` (with a trailing separator) lists
+    exactly ``reserved`` and the names ``paths`` lead to, every directory on their way
+    a plain directory (not a symlink).
+
+    One ``listdir`` a directory, compared as a set: nothing is done name by name, so a
+    bundle of many files costs a few C-level calls. True means the directory holds
+    nothing that :func:`walk_files` would report, provided that every one of ``paths``
+    then hashes as a regular file (a name that is a directory or a symlink is listed
+    here like a file); False only means that the full walk decides.
+    """
+    tree = _expected_tree(paths, reserved)
+    if tree is None:
+        return False
+    for rel, names in tree.items():
+        where = bdir_s + rel
+        try:
+            if rel and not stat.S_ISDIR(os.lstat(where).st_mode):
+                return False  # a symlink (or a file) where a directory was expected
+            listed = os.listdir(where)
+        except OSError:
+            return False
+        if len(listed) != len(names) or not names.issuperset(listed):
+            return False
+    return True
+
+
+def _expected_tree(paths: Sequence[str], reserved: str) -> dict[str, set[str]] | None:
+    """The names each directory (relative, ``""`` for the top) should list, or None
+    when ``paths`` are not plain relative names."""
+    if not paths:
+        return {"": {reserved}}
+    lo, hi = min(paths), max(paths)
+    # every path sorts between lo and hi, so it shares their common directory
+    common = os.path.commonprefix([lo, hi]).rpartition("/")[0]
+    cut = len(common) + 1 if common else 0
+    names = [p[cut:] for p in paths] if cut else list(paths)
+    if "/" not in "".join(names):  # the common case: one directory holds every file
+        tree: dict[str, set[str]] = {common: set(names)}
+    else:
+        tree = {}
+        for path in paths:
+            parent, _, name = path.rpartition("/")
+            tree.setdefault(parent, set()).add(name)
+        for parent in list(tree):
+            while parent:
+                up, _, name = parent.rpartition("/")
+                tree.setdefault(up, set()).add(name)
+                parent = up
+    parent = common
+    while parent:  # the directories above the common one hold one name each
+        up, _, name = parent.rpartition("/")
+        tree.setdefault(up, set()).add(name)
+        parent = up
+    tree.setdefault("", set()).add(reserved)
+    if any("" in names for names in tree.values()):
+        return None  # an empty segment: not a plain relative path
+    return tree
 
 
 def walk_files(

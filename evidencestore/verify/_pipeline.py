@@ -381,6 +381,5 @@ def pipeline(
         k = bisect_right(starts, i) - 1
         per_bundle[k].append((i - starts[k], outcome))
     return [
-        judge(ctx, b, u, found)
-        for b, u, found in zip(planned, unhashed, per_bundle, strict=True)
+        judge(ctx, b, u, found) for b, u, found in zip(planned, unhashed, per_bundle, strict=True)
     ]

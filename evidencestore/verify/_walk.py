@@ -48,7 +48,7 @@ def _expected_tree(paths: Sequence[str], reserved: str) -> dict[str, set[str]] |
         return {"": {reserved}}
     lo, hi = min(paths), max(paths)
     # every path sorts between lo and hi, so it shares their common directory
-    common = os.path.commonprefix([lo, hi]).rpartition("/")[0]
+    common = os.path.commonprefix([lo, hi]).rpartition("/")[0]  # noqa: RUF071 (cut at a "/")
     cut = len(common) + 1 if common else 0
     names = [p[cut:] for p in paths] if cut else list(paths)
     if "/" not in "".join(names):  # the common case: one directory holds every file

@@ -232,6 +232,58 @@ def _hash_batch(
     return out
 
 
+# Files up to this size are checked by _odd_batch with one read into a fresh buffer.
+_SMALL = 64 << 10
+
+
+def _odd_batch(
+    paths: Sequence[str | os.PathLike[str]],
+    sizes: Sequence[int | None],
+    digests: Sequence[str | None],
+    flags: int = _OPEN_FLAGS,
+) -> tuple[list[int], list[HashOutcome]]:
+    """The indices, and outcomes, of the files whose outcome is not ``digests[i]`` with
+    size ``sizes[i]`` (see :func:`_odd_indices`): what :func:`_hash_batch` would give
+    for them, found with the least work per file where a file is as expected.
+
+    A small regular file of the expected size is read whole and its hex digest
+    compared, with no outcome built; anything else (another size, not a regular file,
+    a short read, a digest that differs, no expected size or digest) is hashed again
+    by :func:`_hash_batch` for its exact outcome.
+    """
+    odd: list[int] = []
+    osopen, fstat, read, close = os.open, os.fstat, os.read, os.close
+    is_reg = stat.S_ISREG
+    for i, path in enumerate(paths):
+        expected, want = sizes[i], digests[i]
+        try:
+            fd = osopen(path, flags)
+        except OSError:
+            odd.append(i)
+            continue
+        try:
+            st = fstat(fd)
+            size = st.st_size
+            if (
+                size != expected
+                or size > _SMALL
+                or want is None
+                or not is_reg(st.st_mode)
+                # one byte more than expected: a short read means EOF, a long one growth
+                or len(data := read(fd, size + 1)) != size
+                or _PREFIX + blake3(data).hexdigest() != want
+            ):
+                odd.append(i)
+        except OSError:
+            odd.append(i)
+        finally:
+            close(fd)
+    if not odd:
+        return odd, []
+    outcomes = _hash_batch([paths[i] for i in odd], [sizes[i] for i in odd], flags)
+    return odd, outcomes
+
+
 def hash_file(path: str | os.PathLike[str], expected_size: int | None = None) -> Hashed:
     """Hash a file; if ``expected_size`` is given it is checked before hashing.
 
@@ -332,16 +384,28 @@ def start_hash_files(
     average = sum(known) / len(known) if known else _THREADED_MIN_AVERAGE
     if expected_digests is not None and len(expected_digests) != len(paths):
         raise ValueError("expected_digests must have one digest per path")
-    if workers <= 1 or len(paths) < 2 * workers:
-        return PendingHashes(
-            lambda: _hash_batch(paths, sizes, flags), expected=expected_digests, sizes=sizes
+    if workers > 1 and len(paths) >= 2 * workers and average >= _THREADED_MIN_AVERAGE:
+        return _start_threads(paths, sizes, flags, workers, expected_digests)
+    if workers > 1 and len(paths) >= max(2 * workers, _FORK_MIN_FILES) and can_fork():
+        return _start_forked(paths, sizes, flags, workers, expected_digests)
+    if expected_digests is not None:  # here, when asked: only what differs is built
+        digests = expected_digests
+        return _pending_odd(
+            lambda: dict(zip(*_odd_batch(paths, sizes, digests, flags), strict=True)),
+            digests,
+            sizes,
         )
-    if average < _THREADED_MIN_AVERAGE:
-        if len(paths) >= _FORK_MIN_FILES and can_fork():
-            return _start_forked(paths, sizes, flags, workers, expected_digests)
-        return PendingHashes(
-            lambda: _hash_batch(paths, sizes, flags), expected=expected_digests, sizes=sizes
-        )
+    return PendingHashes(lambda: _hash_batch(paths, sizes, flags), sizes=sizes)
+
+
+def _start_threads(
+    paths: Sequence[str | os.PathLike[str]],
+    sizes: list[int | None],
+    flags: int,
+    workers: int,
+    expected: Sequence[str | None] | None,
+) -> PendingHashes:
+    """Hash on ``workers`` threads (large files: hashing releases the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
 
     # Interleaved slices balance the threads when sizes vary along the list.
@@ -358,7 +422,27 @@ def start_hash_files(
             out[k::workers] = future.result()
         return out
 
-    return PendingHashes(finish, expected=expected_digests, sizes=sizes)
+    return PendingHashes(finish, expected=expected, sizes=sizes)
+
+
+def _pending_odd(
+    odd: Callable[[], dict[int, HashOutcome]],
+    expected: Sequence[str | None] | None,
+    sizes: Sequence[int | None],
+) -> PendingHashes:
+    """Pending hashes known by the outcomes that differ from ``expected`` (``odd``,
+    ascending); every other outcome is the expected digest and size."""
+    pending: PendingHashes
+
+    def finish() -> list[HashOutcome]:
+        exp = expected if expected is not None else [None] * len(sizes)
+        out: list[HashOutcome] = [Hashed(d, s) for d, s in zip(exp, sizes, strict=True)]  # type: ignore[arg-type]
+        for i, o in pending.unexpected().items():
+            out[i] = o
+        return out
+
+    pending = PendingHashes(finish, odd)
+    return pending
 
 
 def hash_files(
@@ -441,10 +525,8 @@ def _start_forked(
 
     def slice_odd(k: int) -> tuple[list[int], list[HashOutcome]]:
         szs = sizes[k::workers]
-        part = _hash_batch(paths[k::workers], szs, flags)
-        exp = expected[k::workers] if expected is not None else [None] * len(part)
-        odd = _odd_indices(part, exp, szs)
-        return odd, [part[i] for i in odd]
+        exp = expected[k::workers] if expected is not None else [None] * len(szs)
+        return _odd_batch(paths[k::workers], szs, exp, flags)
 
     def work(k: int) -> bytes:
         odd, outcomes = slice_odd(k)
@@ -469,14 +551,4 @@ def _start_forked(
                 found[k + i * workers] = o
         return dict(sorted(found.items()))
 
-    pending: PendingHashes
-
-    def finish() -> list[HashOutcome]:
-        exp = expected if expected is not None else [None] * len(paths)
-        out: list[HashOutcome] = [Hashed(d, s) for d, s in zip(exp, sizes, strict=True)]  # type: ignore[arg-type]
-        for i, o in pending.unexpected().items():
-            out[i] = o
-        return out
-
-    pending = PendingHashes(finish, odd)
-    return pending
+    return _pending_odd(odd, expected, sizes)

@@ -31,7 +31,15 @@ from ..models import BundleReport, Entry, Finding, Registration
 from ..paths import resolve, shown, within
 from ..storage import BlobStore, SupportsLocalPaths
 from ._checks import err, path_findings, tree_findings, unavailable
-from ._walk import dir_state, holds_only, readlink, real_bundle_dir, walk_files, walk_order
+from ._walk import (
+    dir_state,
+    holds_only,
+    readlink,
+    real_bundle_dir,
+    sole_parent,
+    walk_files,
+    walk_order,
+)
 
 __all__ = ["Context", "Plan", "Unhashed", "judge", "pipeline", "plan", "while_hashing"]
 
@@ -94,6 +102,7 @@ class Plan(NamedTuple):
     outside: str  # where the bundle directory resolves
     bdir_escapes: bool
     repo_entries: int  # entries kept beside the registration (a job each, or a finding)
+    paths: tuple[str, ...]  # every entry's path, in manifest order
 
 
 class Unhashed(NamedTuple):
@@ -110,7 +119,8 @@ def plan(ctx: Context, name: str, reg: Registration) -> Plan:
     m = reg.manifest
     bdir = ctx.evidence_s + name
     bdir_s = f"{bdir}{os.sep}"
-    findings = path_findings(reg, name)
+    paths = tuple([e.path for e in m.entries])
+    findings = path_findings(reg, name, paths)
     n_path = len(findings)
     bad = {f.path for f in findings if f.code == "bad-path"} if findings else set()
     outside = real_bundle_dir(bdir, name, ctx.real_evidence, ctx.plain_dirs)
@@ -128,9 +138,32 @@ def plan(ctx: Context, name: str, reg: Registration) -> Plan:
     dir_states: dict[str, str] = {}
     jobs: list[tuple[Entry, str]] = []
     checked = unavailable_n = repo_entries = 0
+    entries = m.entries
+    # the common case, with no name looked at one by one: every entry is kept beside
+    # the registration, in one directory inside the repository
+    common = None if findings else sole_parent(paths)
+    if (
+        common is not None
+        and (not common or dir_state(bdir, plain_bdir, common, real_root, dir_states) == "inside")
+        and "store" not in {e.location for e in entries}
+    ):
+        return Plan(
+            name,
+            reg,
+            (),
+            0,
+            tuple(zip(entries, [bdir_s + p for p in paths], strict=True)),
+            0,
+            0,
+            bdir_s,
+            outside,
+            False,
+            len(entries),
+            paths,
+        )
     store, local = ctx.store, ctx.local
     blob_base = ctx.blob_base
-    for entry in m.entries:
+    for entry in entries:
         if bad and entry.path in bad:
             continue
         if entry.location == "repo":
@@ -199,6 +232,7 @@ def plan(ctx: Context, name: str, reg: Registration) -> Plan:
         outside,
         bdir_escapes,
         repo_entries,
+        paths,
     )
 
 
@@ -211,7 +245,11 @@ def while_hashing(ctx: Context, b: Plan) -> Unhashed:
     (or, for a plain bundle directory whose entries all have a job, the listing that
     shows it holds nothing else)."""
     walked: list[tuple[str, str, str]] | None
-    repo = [e.path for e, _ in b.jobs if e.location == "repo"]
+    repo = (
+        b.paths
+        if len(b.jobs) == len(b.paths) == b.repo_entries
+        else [e.path for e, _ in b.jobs if e.location == "repo"]
+    )
     if (
         b.n_path == 0
         and b.outside == f"{ctx.real_evidence}{os.sep}{b.name}"
@@ -221,7 +259,7 @@ def while_hashing(ctx: Context, b: Plan) -> Unhashed:
         walked = None
     else:
         walked = _walk(ctx, b)
-    return Unhashed(tree_findings(b.reg, b.name), walked)
+    return Unhashed(tree_findings(b.reg, b.name, b.paths), walked)
 
 
 def judge(

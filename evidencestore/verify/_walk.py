@@ -11,7 +11,15 @@ from collections.abc import Collection, Sequence
 
 from ..paths import resolve, within
 
-__all__ = ["dir_state", "holds_only", "readlink", "real_bundle_dir", "walk_files", "walk_order"]
+__all__ = [
+    "dir_state",
+    "holds_only",
+    "readlink",
+    "real_bundle_dir",
+    "sole_parent",
+    "walk_files",
+    "walk_order",
+]
 
 
 def holds_only(bdir_s: str, paths: Sequence[str], reserved: str) -> bool:
@@ -41,33 +49,39 @@ def holds_only(bdir_s: str, paths: Sequence[str], reserved: str) -> bool:
     return True
 
 
-def _expected_tree(paths: Sequence[str], reserved: str) -> dict[str, set[str]] | None:
-    """The names each directory (relative, ``""`` for the top) should list, or None
-    when ``paths`` are not plain relative names."""
+def sole_parent(paths: Sequence[str]) -> str | None:
+    """The one directory (relative, ``""`` for the top) that directly holds every one
+    of ``paths``, found in a few C-level calls; None when they lie in several."""
     if not paths:
-        return {"": {reserved}}
+        return ""
     lo, hi = min(paths), max(paths)
     # every path sorts between lo and hi, so it shares their common directory
     common = os.path.commonprefix([lo, hi]).rpartition("/")[0]  # noqa: RUF071 (cut at a "/")
-    cut = len(common) + 1 if common else 0
-    names = [p[cut:] for p in paths] if cut else list(paths)
-    if "/" not in "".join(names):  # the common case: one directory holds every file
-        tree: dict[str, set[str]] = {common: set(names)}
+    depth = common.count("/") + 1 if common else 0
+    # each path holds at least ``depth`` separators; no more in all means none deeper
+    # (the join adds one between each two paths)
+    deeper = "/".join(paths).count("/") != len(paths) * (depth + 1) - 1
+    return None if deeper else common
+
+
+def _expected_tree(paths: Sequence[str], reserved: str) -> dict[str, set[str]] | None:
+    """The names each directory (relative, ``""`` for the top) should list, or None
+    when ``paths`` are not plain relative names."""
+    common = sole_parent(paths)
+    tree: dict[str, set[str]] = {}
+    if common is not None:  # the common case: one directory holds every file
+        cut = len(common) + 1 if common else 0
+        tree[common] = set([p[cut:] for p in paths] if cut else paths)
     else:
-        tree = {}
         for path in paths:
             parent, _, name = path.rpartition("/")
             tree.setdefault(parent, set()).add(name)
-        for parent in list(tree):
-            while parent:
-                up, _, name = parent.rpartition("/")
-                tree.setdefault(up, set()).add(name)
-                parent = up
-    parent = common
-    while parent:  # the directories above the common one hold one name each
-        up, _, name = parent.rpartition("/")
-        tree.setdefault(up, set()).add(name)
-        parent = up
+        common = ""
+    for parent in list(tree):
+        while parent:
+            up, _, name = parent.rpartition("/")
+            tree.setdefault(up, set()).add(name)
+            parent = up
     tree.setdefault("", set()).add(reserved)
     if any("" in names for names in tree.values()):
         return None  # an empty segment: not a plain relative path

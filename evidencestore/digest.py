@@ -508,6 +508,11 @@ def _decode(data: bytes) -> list[HashOutcome]:
     return out
 
 
+# Files per claim of the forked check: small enough that the processes meet close to
+# the middle, large enough that claiming costs nothing next to hashing.
+_CHUNK_FILES = 64
+
+
 def _start_forked(
     paths: Sequence[str | os.PathLike[str]],
     sizes: Sequence[int | None],
@@ -515,40 +520,72 @@ def _start_forked(
     workers: int,
     expected: Sequence[str | None] | None = None,
 ) -> PendingHashes:
-    """Fork one worker per slice now; the pending result collects their outcomes.
+    """Fork ``workers - 1`` children now; the pending result has this process join in.
 
-    Every slice goes to a child, so the parent is free for other work meanwhile. A
-    child sends ``(indices, outcomes)`` for the files whose outcome is not simply the
-    expected digest and size; the parent rebuilds the rest only when asked for every
-    outcome. A worker that dies has its slice hashed again in the parent.
+    The files are cut into chunks and the chunks into one contiguous region a child.
+    Each child claims the chunks of its region from the front, one byte a chunk in
+    memory shared with this process, and hashes each one it claimed; this process,
+    once it asks for the outcomes (after its own work), claims chunks from the back of
+    each region until it meets the child there. A chunk is claimed by setting its byte
+    after seeing it clear, so two claimers can meet on one chunk (both hash it, with
+    the same outcomes) but never leave one unclaimed: each walks its way in order and
+    stops only at a chunk the other has claimed, beyond which the other has claimed
+    everything. A child sends back the chunks it hashed and the outcomes that are not
+    simply the expected digest and size; the parent rebuilds the rest only when asked
+    for every outcome. A chunk that no answer covers (a child died) is hashed here.
     """
+    n = len(paths)
+    chunks = -(-n // _CHUNK_FILES)
+    children_n = max(1, min(workers - 1, chunks))
+    cuts = [chunks * k // children_n for k in range(children_n + 1)]
+    claims = mmap.mmap(-1, max(1, chunks))  # shared with the children, zero-filled
+    exp: Sequence[str | None] = expected if expected is not None else [None] * n
 
-    def slice_odd(k: int) -> tuple[list[int], list[HashOutcome]]:
-        szs = sizes[k::workers]
-        exp = expected[k::workers] if expected is not None else [None] * len(szs)
-        return _odd_batch(paths[k::workers], szs, exp, flags)
+    def hash_chunk(c: int, odd: dict[int, HashOutcome]) -> None:
+        lo = c * _CHUNK_FILES
+        hi = min(n, lo + _CHUNK_FILES)
+        found, outcomes = _odd_batch(paths[lo:hi], sizes[lo:hi], exp[lo:hi], flags)
+        for i, o in zip(found, outcomes, strict=True):
+            odd[lo + i] = o
+
+    def claim(order: Iterable[int], odd: dict[int, HashOutcome]) -> list[int]:
+        done: list[int] = []
+        for c in order:
+            if claims[c]:
+                break  # the other end has come this far
+            claims[c] = 1
+            hash_chunk(c, odd)
+            done.append(c)
+        return done
 
     def work(k: int) -> bytes:
-        odd, outcomes = slice_odd(k)
-        return marshal.dumps((odd, _encode(outcomes)))
+        odd: dict[int, HashOutcome] = {}
+        done = claim(range(cuts[k], cuts[k + 1]), odd)
+        return marshal.dumps((done, list(odd), _encode(list(odd.values()))))
 
-    children = [Child(functools.partial(work, k)) for k in range(workers)]
+    children = [Child(functools.partial(work, k)) for k in range(children_n)]
 
     def odd() -> dict[int, HashOutcome]:
         found: dict[int, HashOutcome] = {}
-        for k, child in enumerate(children):
+        covered = set()
+        for k in reversed(range(children_n)):
+            covered.update(claim(range(cuts[k + 1] - 1, cuts[k] - 1, -1), found))
+        for child in children:
             data = child.result()
-            n = len(sizes[k::workers])
-            got: tuple[list[int], list[HashOutcome]] | None = None
-            if data is not None:
-                indices, encoded = marshal.loads(data)
+            if data is None:
+                continue
+            try:
+                done, indices, encoded = marshal.loads(data)
                 outcomes = _decode(encoded)
-                if len(indices) == len(outcomes) and all(0 <= i < n for i in indices):
-                    got = indices, outcomes
-            if got is None:
-                got = slice_odd(k)  # the worker died: its slice again, here
-            for i, o in zip(*got, strict=True):
-                found[k + i * workers] = o
+            except (EOFError, ValueError, TypeError):
+                continue
+            if len(indices) == len(outcomes) and all(0 <= i < n for i in indices):
+                covered.update(done)
+                found.update(zip(indices, outcomes, strict=True))
+        for c in range(chunks):
+            if c not in covered:
+                hash_chunk(c, found)  # its child died: hashed here
+        claims.close()
         return dict(sorted(found.items()))
 
     return _pending_odd(odd, expected, sizes)

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from bisect import bisect_right
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+import msgspec
+
 from ..digest import (
     Hashed,
     HashOutcome,
     NotRegularFileError,
+    PendingHashes,
     digest_from_hex,
     hash_files,
     start_hash_files,
@@ -28,7 +32,7 @@ from ..digest import (
 from ..errors import IntegrityError
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME
 from ..models import BundleReport, Entry, Finding, Registration
-from ..paths import resolve, shown, within
+from ..paths import all_plain, resolve, shown, within
 from ..storage import BlobStore, SupportsLocalPaths
 from ._checks import err, path_findings, tree_findings, unavailable
 from ._walk import (
@@ -41,7 +45,17 @@ from ._walk import (
     walk_order,
 )
 
-__all__ = ["Context", "Plan", "Unhashed", "judge", "pipeline", "plan", "while_hashing"]
+__all__ = [
+    "Context",
+    "Early",
+    "Plan",
+    "Unhashed",
+    "judge",
+    "pipeline",
+    "plan",
+    "start_early",
+    "while_hashing",
+]
 
 _ANY_DIGEST = digest_from_hex("0" * 64)
 
@@ -388,11 +402,102 @@ def judge(
     )
 
 
+class _LightDescriptor(msgspec.Struct):
+    digest: str
+    size: int
+
+
+class _LightEntry(msgspec.Struct):
+    path: str
+    descriptor: _LightDescriptor
+    location: str
+
+
+class _LightManifest(msgspec.Struct):
+    entries: list[_LightEntry]
+
+
+class _Light(msgspec.Struct):
+    """What hashing needs of a registration, every other field skipped unread."""
+
+    manifest: _LightManifest
+
+
+_light = msgspec.json.Decoder(_Light)
+
+# A registration this large (a few thousand entries) has its files hashed while it is
+# decoded and checked (see start_early).
+EARLY_MIN_BYTES = 256 << 10
+_OPEN_PLAIN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+class Early(NamedTuple):
+    """Hashing started before the registration was decoded (:func:`start_early`)."""
+
+    paths: list[str]
+    sizes: list[int | None]
+    digests: list[str | None]
+    pending: PendingHashes
+
+
+def start_early(ctx: Context, name: str) -> Early | None:
+    """Start hashing bundle ``name``'s files from the bytes of its registration, before
+    the registration is decoded and checked, or None when that is not worth it or not
+    safe. The files are a guess from a light decode (each entry's path, size and digest,
+    nothing validated); :func:`pipeline` uses the outcomes only when the plan's files,
+    sizes and digests are exactly these, and otherwise waits for them and drops them.
+
+    Only a large registration qualifies, whose entries are all kept beside it, with
+    plain names (:func:`~evidencestore.paths.all_plain`) in one directory, and only when
+    the bundle directory and that directory are plain directories, so nothing outside
+    the bundle is opened, whatever the registration says.
+    """
+    bdir = ctx.evidence_s + name
+    try:
+        fd = os.open(f"{bdir}{os.sep}{REGISTRATION_NAME}", _OPEN_PLAIN)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size < EARLY_MIN_BYTES:
+                return None
+            data = os.read(fd, st.st_size)
+        finally:
+            os.close(fd)
+        entries = _light.decode(data).manifest.entries
+    except (OSError, msgspec.DecodeError):
+        return None  # the inventory reports what is wrong with it
+    if any(e.location != "repo" for e in entries):
+        return None
+    names = [e.path for e in entries]
+    common = sole_parent(names) if all_plain(names) else None
+    if common is None:
+        return None
+    way = [bdir]
+    for part in common.split("/") if common else ():
+        way.append(f"{way[-1]}{os.sep}{part}")
+    try:
+        if not all(stat.S_ISDIR(os.lstat(d).st_mode) for d in way):
+            return None  # a symlink (or a file) on the way
+    except OSError:
+        return None
+    bdir_s = f"{bdir}{os.sep}"
+    paths = [bdir_s + n for n in names]
+    sizes: list[int | None] = [e.descriptor.size for e in entries]
+    digests: list[str | None] = [e.descriptor.digest for e in entries]
+    pending = start_hash_files(paths, sizes, follow_symlinks=False, expected_digests=digests)
+    return Early(paths, sizes, digests, pending)
+
+
 def pipeline(
-    ctx: Context, regs: Mapping[str, Registration], *, threads: int | None = None
+    ctx: Context,
+    regs: Mapping[str, Registration],
+    *,
+    threads: int | None = None,
+    early: Early | None = None,
 ) -> list[BundleReport]:
     """The one pipeline: plan every bundle, hash one flat list of files in the
-    background while this thread does the rest, then judge each bundle."""
+    background while this thread does the rest, then judge each bundle. ``early``:
+    hashing started before the registrations were decoded (:func:`start_early`), used
+    when its files are exactly the plan's, and waited for and dropped otherwise."""
     planned = [plan(ctx, name, reg) for name, reg in regs.items()]
     starts: list[int] = []
     paths: list[str] = []
@@ -404,9 +509,14 @@ def pipeline(
             paths.append(fpath)
             sizes.append(entry.descriptor.size)
             digests.append(entry.descriptor.digest)
-    pending = start_hash_files(
-        paths, sizes, threads=threads, follow_symlinks=False, expected_digests=digests
-    )
+    if early is not None and (early.paths, early.sizes, early.digests) == (paths, sizes, digests):
+        pending = early.pending
+    else:
+        if early is not None:
+            early.pending.unexpected()  # a guess that missed: waited for, then dropped
+        pending = start_hash_files(
+            paths, sizes, threads=threads, follow_symlinks=False, expected_digests=digests
+        )
     try:
         unhashed = [while_hashing(ctx, b) for b in planned]
     finally:

@@ -6,6 +6,7 @@ decoded, with the guess dropped when the plan's files differ from it."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -159,6 +160,7 @@ def test_one_large_bundle_is_hashed_while_its_registration_is_decoded(
     late = verify_repository(root)
     assert calls == [2100]  # started by the pipeline
     assert early == late
+    assert gc.get_freeze_count() == 0  # what verification froze is unfrozen
     assert _findings(early) == [
         ("hash-mismatch", "d/f00007.bin"),
         ("missing-file", "d/f00100.bin"),

@@ -7,6 +7,7 @@ of them all; :func:`check_repository` is the raising twin."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -90,6 +91,30 @@ def verify_repository(
     ``remote_checker`` adds findings about ``store`` entries on a remote;
     ``inventory`` is ``load_inventory(root)`` when the caller has already loaded it.
     """
+    # What exists now (modules, the caller's objects) is left out of the cyclic
+    # collections that verifying many registrations triggers, and forked workers do
+    # not copy the pages those collections would touch; unless the caller froze some.
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        return _verify_repository(
+            root, bundles, store, require_available, base, remote_checker, inventory
+        )
+    finally:
+        if freeze:
+            gc.unfreeze()
+
+
+def _verify_repository(
+    root: str | os.PathLike[str],
+    bundles: Iterable[str] | None,
+    store: BlobStore | None,
+    require_available: bool,
+    base: str | None,
+    remote_checker: RemoteChecker | None,
+    inventory: Inventory | None,
+) -> VerifyReport:
     repository = as_repository(root)
     repo = repository.root
     if store is None:

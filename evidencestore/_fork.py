@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
+import sys
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -31,11 +31,18 @@ def cpu_count() -> int:
     return _CPUS
 
 
+def _threads() -> int:
+    import threading
+
+    return threading.active_count()
+
+
 def can_fork() -> bool:
     """Whether work may be forked off now."""
     return (
         hasattr(os, "fork")
-        and threading.active_count() == 1
+        # threads are started through threading; none when it was never imported
+        and (sys.modules.get("threading") is None or _threads() == 1)
         and os.environ.get("EVSTORE_NO_FORK", "") in ("", "0")
     )
 

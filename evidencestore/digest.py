@@ -21,9 +21,8 @@ import mmap
 import os
 import re
 import stat
-import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from blake3 import blake3
 
@@ -152,11 +151,16 @@ def _size_mismatch(path: str | os.PathLike[str], expected: int, observed: int) -
     )
 
 
-_local = threading.local()
+_local: Any = None  # a threading.local(), made when a buffer is first asked for
 
 
 def _buffer() -> mmap.mmap:
     """This thread's read buffer: anonymous memory, so only the pages used are touched."""
+    global _local
+    if _local is None:
+        import threading  # here: a verification that hashes no large file never needs it
+
+        _local = threading.local()
     buf: mmap.mmap | None = getattr(_local, "buf", None)
     if buf is None:
         # MAP_PRIVATE: a forked worker must get its own copy, never share this one.

@@ -11,12 +11,12 @@ thread computes Merkle roots and walks directories (:class:`Unhashed`), and
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
-from bisect import bisect_right
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -402,28 +402,20 @@ def judge(
     )
 
 
-class _LightDescriptor(msgspec.Struct):
-    digest: str
-    size: int
+@functools.cache
+def _light() -> msgspec.json.Decoder[Any]:
+    """A decoder of what hashing needs of a registration, every other field skipped
+    unread (made on first use: most verifications never need it)."""
 
+    # defstruct: the field types as objects (this module's annotations are strings)
+    descriptor = msgspec.defstruct("LightDescriptor", [("digest", str), ("size", int)])
+    entry = msgspec.defstruct(
+        "LightEntry", [("path", str), ("descriptor", descriptor), ("location", str)]
+    )
+    manifest = msgspec.defstruct("LightManifest", [("entries", list[entry])])  # type: ignore[valid-type]
+    light = msgspec.defstruct("Light", [("manifest", manifest)])
+    return msgspec.json.Decoder(light)
 
-class _LightEntry(msgspec.Struct):
-    path: str
-    descriptor: _LightDescriptor
-    location: str
-
-
-class _LightManifest(msgspec.Struct):
-    entries: list[_LightEntry]
-
-
-class _Light(msgspec.Struct):
-    """What hashing needs of a registration, every other field skipped unread."""
-
-    manifest: _LightManifest
-
-
-_light = msgspec.json.Decoder(_Light)
 
 # A registration this large (a few thousand entries) has its files hashed while it is
 # decoded and checked (see start_early).
@@ -462,7 +454,7 @@ def start_early(ctx: Context, name: str) -> Early | None:
             data = os.read(fd, st.st_size)
         finally:
             os.close(fd)
-        entries = _light.decode(data).manifest.entries
+        entries = _light().decode(data).manifest.entries
     except (OSError, msgspec.DecodeError):
         return None  # the inventory reports what is wrong with it
     if any(e.location != "repo" for e in entries):
@@ -523,10 +515,12 @@ def pipeline(
         odd = pending.unexpected()
     # each bundle's odd outcomes, by job index within the bundle
     per_bundle: list[list[tuple[int, HashOutcome]]] = [[] for _ in planned]
-    for i, outcome in odd.items():
+    k, last = 0, len(starts) - 1
+    for i, outcome in odd.items():  # ascending
         # the last bundle starting at or before i (one without jobs starts where the
         # next one does, so it is never the last)
-        k = bisect_right(starts, i) - 1
+        while k < last and starts[k + 1] <= i:
+            k += 1
         per_bundle[k].append((i - starts[k], outcome))
     return [
         judge(ctx, b, u, found) for b, u, found in zip(planned, unhashed, per_bundle, strict=True)

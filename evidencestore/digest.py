@@ -251,9 +251,10 @@ def _odd_batch(
     for them, found with the least work per file where a file is as expected.
 
     A small regular file of the expected size is read whole and its hex digest
-    compared, with no outcome built; anything else (another size, not a regular file,
-    a short read, a digest that differs, no expected size or digest) is hashed again
-    by :func:`_hash_batch` for its exact outcome.
+    compared, with no outcome built; anything else (another size, a large file, not a
+    regular file, a short read, a digest that differs, no expected size or digest) is
+    hashed again by :func:`_hash_batch` for its exact outcome, and kept if that outcome
+    is not the expected one.
     """
     odd: list[int] = []
     osopen, fstat, read, close = os.open, os.fstat, os.read, os.close
@@ -285,7 +286,9 @@ def _odd_batch(
     if not odd:
         return odd, []
     outcomes = _hash_batch([paths[i] for i in odd], [sizes[i] for i in odd], flags)
-    return odd, outcomes
+    # a large file (or one that changed meanwhile) may hash as expected after all
+    kept = _odd_indices(outcomes, [digests[i] for i in odd], [sizes[i] for i in odd])
+    return [odd[k] for k in kept], [outcomes[k] for k in kept]
 
 
 def hash_file(path: str | os.PathLike[str], expected_size: int | None = None) -> Hashed:

@@ -38,6 +38,10 @@ def _files(tmp_path: Path, n: int) -> tuple[list[str], list[int | None], list[st
 
 
 def _damage(paths: list[str], sizes: list[int | None], digests: list[str | None]) -> None:
+    for i, data in ((11, b"L" * (100 << 10)), (12, b"M" * (100 << 10))):
+        Path(paths[i]).write_bytes(data)  # larger than the quick check takes
+        sizes[i], digests[i] = len(data), hash_bytes(data).digest
+    digests[12] = hash_bytes(b"other").digest  # a large file that differs
     digests[7] = hash_bytes(b"not it").digest  # hashes fine, to something else
     os.remove(paths[100])  # missing
     sizes[1500] = 31  # size disagrees
@@ -86,7 +90,7 @@ def test_only_what_differs_is_built_and_every_outcome_is_as_hashing_one_by_one(
     )
     assert children == ([threads - 1] if threads > 1 else [])
     odd = pending.unexpected()
-    assert sorted(odd) == list(odd) == [5, 7, 9, 100, 1500, 2001]
+    assert sorted(odd) == list(odd) == [5, 7, 9, 12, 100, 1500, 2001]
     assert [_norm(o) for o in pending.result()] == [_norm(o) for o in want]
     assert {i: _norm(o) for i, o in odd.items()} == {i: _norm(want[i]) for i in odd}
     assert isinstance(odd[9], OSError) and odd[9].errno == __import__("errno").ELOOP
@@ -110,7 +114,7 @@ def test_a_dead_child_s_chunks_are_hashed_here(
         paths, sizes, threads=3, follow_symlinks=False, expected_digests=digests
     )
     assert children == [2]  # two children, this process the third worker
-    assert list(pending.unexpected()) == [5, 7, 9, 100, 1500, 2001]
+    assert list(pending.unexpected()) == [5, 7, 9, 12, 100, 1500, 2001]
     want = hash_files(paths, sizes, threads=1, follow_symlinks=False)
     assert [_norm(o) for o in pending.result()] == [_norm(o) for o in want]
 

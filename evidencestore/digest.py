@@ -44,6 +44,7 @@ __all__ = [
     "new_hasher",
     "parse_digest",
     "start_hash_files",
+    "would_fork",
 ]
 
 ALGORITHM = "blake3"
@@ -333,9 +334,11 @@ class PendingHashes:
         odd: Callable[[], dict[int, HashOutcome]] | None = None,
         expected: Sequence[str | None] | None = None,
         sizes: Sequence[int | None] | None = None,
+        stop: Callable[[], None] | None = None,
     ) -> None:
         self._finish: Callable[[], list[HashOutcome]] | None = finish
         self._odd_of: Callable[[], dict[int, HashOutcome]] | None = odd
+        self._stop = stop
         self._expected, self._sizes = expected, sizes
         self._out: list[HashOutcome] | None = None
         self._odd: dict[int, HashOutcome] | None = None
@@ -349,6 +352,17 @@ class PendingHashes:
             finish, self._finish = self._finish, None
             self._out = finish()
         return self._out
+
+    def cancel(self) -> None:
+        """Give up on the outcomes: workers stop at their next file or chunk and are
+        waited for; nothing more is hashed here (once collected, nothing happens).
+        :meth:`result` and :meth:`unexpected` must not be asked for afterwards."""
+        if self._odd is not None or self._out is not None:
+            return  # collected already: nothing runs any more
+        if self._stop is not None:
+            stop, self._stop = self._stop, None
+            stop()
+        self._finish = self._odd_of = None
 
     def unexpected(self) -> dict[int, HashOutcome]:
         """The outcomes that are not :class:`Hashed` to the expected digest with the
@@ -364,6 +378,20 @@ class PendingHashes:
                 sizes = self._sizes if self._sizes is not None else [None] * len(out)
                 self._odd = {i: out[i] for i in _odd_indices(out, exp, sizes)}
         return self._odd
+
+
+def would_fork(sizes: Sequence[int | None], threads: int | None = None) -> bool:
+    """Whether :func:`start_hash_files` would hash files of these expected sizes in
+    forked workers (many small files, from a process that may fork now)."""
+    workers = threads or cpu_count()
+    known = [s for s in sizes if s is not None]
+    average = sum(known) / len(known) if known else _THREADED_MIN_AVERAGE
+    return (
+        workers > 1
+        and average < _THREADED_MIN_AVERAGE
+        and len(sizes) >= max(2 * workers, _FORK_MIN_FILES)
+        and can_fork()
+    )
 
 
 def start_hash_files(
@@ -436,6 +464,7 @@ def _pending_odd(
     odd: Callable[[], dict[int, HashOutcome]],
     expected: Sequence[str | None] | None,
     sizes: Sequence[int | None],
+    stop: Callable[[], None] | None = None,
 ) -> PendingHashes:
     """Pending hashes known by the outcomes that differ from ``expected`` (``odd``,
     ascending); every other outcome is the expected digest and size."""
@@ -448,7 +477,7 @@ def _pending_odd(
             out[i] = o
         return out
 
-    pending = PendingHashes(finish, odd)
+    pending = PendingHashes(finish, odd, stop=stop)
     return pending
 
 
@@ -595,4 +624,10 @@ def _start_forked(
         claims.close()
         return dict(sorted(found.items()))
 
-    return _pending_odd(odd, expected, sizes)
+    def stop() -> None:
+        claims[:] = b"\x01" * len(claims)  # every chunk claimed: the children stop
+        for child in children:
+            child.result()  # waited for, its answer dropped
+        claims.close()
+
+    return _pending_odd(odd, expected, sizes, stop)

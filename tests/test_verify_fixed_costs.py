@@ -238,13 +238,22 @@ def _early_dropped(root: Path) -> None:
     pipeline_module.EARLY_MIN_BYTES = 1  # type: ignore[misc]
     calls = _counting()
     pids = _forks()
+    hashed_here: list[int] = []
+    real_odd = dg._odd_batch
+
+    def counting_odd(paths: Any, *args: Any) -> Any:
+        hashed_here.append(len(paths))
+        return real_odd(paths, *args)
+
+    dg._odd_batch = counting_odd
     reg = json.loads(reg_path.read_text())
     # a size the strict decode refuses (negative), the light one takes
     reg["manifest"]["entries"][3]["descriptor"]["size"] = -1
     reg_path.write_text(json.dumps(reg, indent=2))
     report = verify_repository(root)
     assert [f.code for f in report.findings] == ["invalid-registration"]
-    assert calls == [2100, 0]  # the guess, waited for and dropped; nothing else to hash
+    assert calls == [2100, 0]  # the guess, stopped and dropped; nothing else to hash
+    assert sum(hashed_here) == 0  # this process hashed none of the guess's files
     assert pids and _all_reaped(pids)
     # an entry whose directory is a symlink: not guessed at, hashed by the pipeline
     reg["manifest"]["entries"][3]["descriptor"]["size"] = 16

@@ -28,6 +28,7 @@ from ..digest import (
     digest_from_hex,
     hash_files,
     start_hash_files,
+    would_fork,
 )
 from ..errors import IntegrityError
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME
@@ -437,7 +438,7 @@ def start_early(ctx: Context, name: str) -> Early | None:
     the registration is decoded and checked, or None when that is not worth it or not
     safe. The files are a guess from a light decode (each entry's path, size and digest,
     nothing validated); :func:`pipeline` uses the outcomes only when the plan's files,
-    sizes and digests are exactly these, and otherwise waits for them and drops them.
+    sizes and digests are exactly these, and otherwise stops and drops them.
 
     Only a large registration qualifies, whose entries are all kept beside it, with
     plain names (:func:`~evidencestore.paths.all_plain`) in one directory, and only when
@@ -471,9 +472,11 @@ def start_early(ctx: Context, name: str) -> Early | None:
             return None  # a symlink (or a file) on the way
     except OSError:
         return None
+    sizes: list[int | None] = [e.descriptor.size for e in entries]
+    if not would_fork(sizes):
+        return None  # hashed here anyway: nothing to overlap with the decode
     bdir_s = f"{bdir}{os.sep}"
     paths = [bdir_s + n for n in names]
-    sizes: list[int | None] = [e.descriptor.size for e in entries]
     digests: list[str | None] = [e.descriptor.digest for e in entries]
     pending = start_hash_files(paths, sizes, follow_symlinks=False, expected_digests=digests)
     return Early(paths, sizes, digests, pending)
@@ -505,7 +508,7 @@ def pipeline(
         pending = early.pending
     else:
         if early is not None:
-            early.pending.unexpected()  # a guess that missed: waited for, then dropped
+            early.pending.cancel()  # a guess that missed: stopped and dropped
         pending = start_hash_files(
             paths, sizes, threads=threads, follow_symlinks=False, expected_digests=digests
         )

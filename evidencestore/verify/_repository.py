@@ -142,7 +142,7 @@ def _verify_repository(
             return _verify_inventory(repo, ctx, inventory, bundles, base, remote_checker, early)
         finally:
             if early is not None:
-                early.pending.unexpected()  # waited for, whatever happened
+                early.pending.cancel()  # waited for (a no-op once used), whatever happened
     ctx = Context(repo, store, require_available)
     return _verify_inventory(repo, ctx, inventory, bundles, base, remote_checker)
 

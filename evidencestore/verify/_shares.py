@@ -106,7 +106,7 @@ def verify_bundles(
     (with ``early``, hashing started before the registrations were decoded)."""
     parts = shares(ctx, regs)
     if early is not None and parts:
-        early.pending.unexpected()  # not split when it was started: dropped
+        early.pending.cancel()  # not split when it was started: dropped
     if not parts:
         return pipeline(ctx, regs, early=early)
     import msgspec

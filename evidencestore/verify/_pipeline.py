@@ -492,7 +492,7 @@ def pipeline(
     """The one pipeline: plan every bundle, hash one flat list of files in the
     background while this thread does the rest, then judge each bundle. ``early``:
     hashing started before the registrations were decoded (:func:`start_early`), used
-    when its files are exactly the plan's, and waited for and dropped otherwise."""
+    when its files are exactly the plan's, and stopped and dropped otherwise."""
     planned = [plan(ctx, name, reg) for name, reg in regs.items()]
     starts: list[int] = []
     paths: list[str] = []

@@ -17,7 +17,22 @@ ratios (evstore rate / bare rate, evstore CPU / bare CPU) are within one run; me
 the rounds. The whole ``evstore run`` time (server check, publishing, registration) is
 shown beside.
 
-Run: ``python -m benches.bench_rate [--quick] [--requests N] [--rounds R]``.
+With ``--kind llm`` the same for streamed LLM responses: the reference LLM server
+(``python -m evidencestore.testing.llm_server --ttft 0 --itl 0``) in its own process,
+16-token chat completions of distinct synthetic prompts (``[prompts]``, as the LLM
+benchmark's workloads) streamed as server-sent events (16 token events, the finish
+event, usage and ``[DONE]``):
+
+* bare: an ``aiohttp.ClientSession`` POSTing the same chat requests' bytes (built by the
+  chat endpoint) and reading the SSE stream chunk by chunk, timestamping every chunk
+  (``time.monotonic_ns``) and keeping it: the least a client that measures TTFT and ITL
+  must do;
+* evstore: ``run_workload`` of the ``chat`` workload, which records every event's arrival
+  and every stream by digest (read back, and the completion stored, after the timed
+  requests).
+
+Run: ``python -m benches.bench_rate [--quick] [--kind json|llm] [--requests N]
+[--rounds R] [--concurrency C ...]``.
 """
 
 from __future__ import annotations
@@ -31,6 +46,11 @@ import time
 from pathlib import Path
 
 SERVER = [sys.executable, "-m", "evidencestore.testing.video_server", "--stream-bytes", "1024"]
+LLM_SERVER = [
+    sys.executable,
+    *("-m", "evidencestore.testing.llm_server", "--ttft", "0", "--itl", "0"),
+]
+LLM_TOKENS = 16
 
 WORKLOAD = """\
 [endpoint]
@@ -46,6 +66,26 @@ timeout = 60
 [[request]]
 prompt = "bench"
 seed = 1
+"""
+
+LLM_WORKLOAD = """\
+[endpoint]
+kind = "chat"
+path = "/v1/chat/completions"
+model = "reference-llm"
+
+[run]
+measured = 1
+concurrency = {concurrency}
+check_media = false
+timeout = 60
+
+[prompts]
+count = {measured}
+input_tokens = 8
+max_tokens = {tokens}
+seed = 7
+request_seed = 1
 """
 
 BARE = r"""
@@ -73,6 +113,40 @@ async def main(url, n, c):
 asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
 """
 
+BARE_LLM = r"""
+import asyncio, json, sys, time
+import aiohttp
+
+async def main(url, c, payloads, events_each):
+    n = len(payloads)
+    conn = aiohttp.TCPConnector(limit=c, ssl=False)
+    kept = []
+    async with aiohttp.ClientSession(connector=conn, auto_decompress=False) as s:
+        async with s.get(url + "/health") as r:
+            await r.read()
+        left = list(reversed(payloads))
+        async def worker():
+            while left:
+                payload = left.pop()
+                times, chunks = [], []
+                async with s.post(url + "/v1/chat/completions", data=payload,
+                                  headers={"Content-Type": "application/json"}) as r:
+                    async for chunk in r.content.iter_any():
+                        times.append(time.monotonic_ns())
+                        chunks.append(chunk)
+                kept.append((times, chunks))
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(min(c, n))))
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    events = sum(b"".join(ch).count(b"\n\n") for _, ch in kept)
+    assert events == n * events_each, events
+    print(json.dumps({"wall": wall, "cpu": cpu,
+                      "chunks": sum(len(t) for t, _ in kept) / n}))
+
+payloads = [bytes.fromhex(h) for h in open(sys.argv[3]).read().split()]
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), payloads, int(sys.argv[4])))
+"""
+
 EVSTORE = r"""
 import json, sys, time
 t0 = time.perf_counter()
@@ -82,6 +156,7 @@ reg, rec = run_workload(root, wl, arm="bench", server=url, name=name)
 total = time.perf_counter() - t0
 ok = [r for r in rec.requests if r.failure is None and r.body is not None]
 assert len(ok) == len(rec.requests), rec.reason
+assert rec.outcome == "complete", rec.reason
 first = min(r.sent_ns for r in rec.requests)
 last = max(r.end_ns for r in rec.requests)
 print(json.dumps({"wall": (last - first) / 1e9, "cpu": rec.load.cpu_s, "total": total,
@@ -89,8 +164,8 @@ print(json.dumps({"wall": (last - first) / 1e9, "cpu": rec.load.cpu_s, "total": 
 """
 
 
-def _server() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def _server(cmd: list[str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     return proc, proc.stdout.readline().strip()
 
@@ -100,8 +175,23 @@ def _json(cmd: list[str]) -> dict[str, float]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def measure(requests: int, rounds: int, levels: tuple[int, ...]) -> list[dict[str, float]]:
-    proc, url = _server()
+def _payloads(wl: Path, out: Path) -> Path:
+    """The exact bytes the runner sends for each of the workload's requests, in order (for
+    the bare client; one hex line each)."""
+    from evidencestore.runs.endpoints import build_payload
+    from evidencestore.runs.workload import load_workload
+
+    loaded = load_workload(wl)
+    n = len(loaded.workload.request)
+    out.write_text("\n".join(build_payload(loaded, i).data.hex() for i in range(n)))
+    return out
+
+
+def measure(
+    requests: int, rounds: int, levels: tuple[int, ...], kind: str = "json"
+) -> list[dict[str, float]]:
+    llm = kind == "llm"
+    proc, url = _server(LLM_SERVER if llm else SERVER)
     rows = []
     try:
         with tempfile.TemporaryDirectory(prefix="evstore-bench-rate-") as tmp:
@@ -109,10 +199,17 @@ def measure(requests: int, rounds: int, levels: tuple[int, ...]) -> list[dict[st
             (root / "evidence").mkdir()
             for c in levels:
                 wl = root / f"w{c}.toml"
-                wl.write_text(WORKLOAD.format(measured=requests, concurrency=c))
+                text = LLM_WORKLOAD if llm else WORKLOAD
+                wl.write_text(text.format(measured=requests, concurrency=c, tokens=LLM_TOKENS))
+                if llm:
+                    payloads = _payloads(wl, root / "payloads.hex")
+                    bare_cmd = [sys.executable, "-c", BARE_LLM, url, str(c), str(payloads)]
+                    bare_cmd.append(str(LLM_TOKENS + 3))
+                else:
+                    bare_cmd = [sys.executable, "-c", BARE, url, str(requests), str(c)]
                 bare, ev = [], []
                 for i in range(rounds):
-                    bare.append(_json([sys.executable, "-c", BARE, url, str(requests), str(c)]))
+                    bare.append(_json(bare_cmd))
                     ev.append(
                         _json([sys.executable, "-c", EVSTORE, str(root), str(wl), url, f"r{c}-{i}"])
                     )
@@ -152,13 +249,21 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--requests", type=int)
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--concurrency", type=int, nargs="*")
+    parser.add_argument(
+        "--kind", choices=("json", "llm"), default="json", help="1 KiB JSON or streamed LLM"
+    )
     args = parser.parse_args(argv)
     requests = args.requests or (512 if args.quick else 4096)
     rounds = args.rounds or (1 if args.quick else 3)
     levels = tuple(args.concurrency or (1, 8, 32, 256))
     t0 = time.perf_counter()
-    rows = measure(requests, rounds, levels)
-    print(f"runner request rate, 1 KiB bodies, {requests} requests, {rounds} round(s)")
+    rows = measure(requests, rounds, levels, args.kind)
+    what = (
+        f"streamed LLM responses ({LLM_TOKENS} tokens, {LLM_TOKENS + 3} events)"
+        if args.kind == "llm"
+        else "1 KiB bodies"
+    )
+    print(f"runner request rate, {what}, {requests} requests, {rounds} round(s)")
     print(
         f"{'conc':>5} {'bare req/s':>11} {'evstore':>9} {'rate x':>7} {'bare ms':>8} "
         f"{'ev ms':>7} {'cpu x':>6} {'run s':>6} {'lag ms':>7} bound"

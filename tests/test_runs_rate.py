@@ -13,6 +13,7 @@ import pytest
 
 from evidencestore.digest import hash_bytes
 from evidencestore.runs.body import SMALL, BodySink, MemoryBudget
+from evidencestore.runs.models import RequestRecord
 from evidencestore.storage import LocalBlobStore
 
 
@@ -104,3 +105,339 @@ def test_client_load_flags_send_lag() -> None:
     assert busy.reasons == ("the client used 95% of a core while sending: its CPU was saturated",)
     calm = client_load(obs[2:], {"cpu": 0.2, "wall": 1.0}, 0.001)
     assert calm is not None and calm.client_bound is False and calm.reasons == ()
+
+
+def _counting_fsync(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    import os
+
+    calls: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return calls
+
+
+def test_deferred_sync_makes_blobs_durable_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from evidencestore.storage import _local
+
+    store = LocalBlobStore(tmp_path / "store")
+    fsyncs = _counting_fsync(monkeypatch)
+    synced: list[Path] = []
+    monkeypatch.setattr(_local, "sync_filesystem", lambda root: synced.append(root) or True)
+    monkeypatch.setattr(_local, "SYNCFS_FROM", 5)
+    store.put(b"durable at once")
+    assert len(fsyncs) == 2  # outside a deferral: the file, then its directory
+    fsyncs.clear()
+    other: list[int] = []
+    with store.upkeep.deferred_sync():
+        with store.upkeep.deferred_sync():  # nested: one deferral
+            descs = [store.put(b"blob %d" % i) for i in range(5)]
+        assert [store.get(d.digest) for d in descs] == [b"blob %d" % i for i in range(5)]
+        assert fsyncs == [] and synced == []  # published, not yet flushed
+
+        def elsewhere() -> None:  # another thread's write stays durable by itself
+            before = len(fsyncs)
+            store.put(b"from another thread")
+            other.append(len(fsyncs) - before)
+
+        worker = threading.Thread(target=elsewhere)
+        worker.start()
+        worker.join()
+    assert other == [2]
+    # one flush of the filesystem at the end (the fsyncs are the other thread's own)
+    assert synced == [store.root] and len(fsyncs) == 2
+    fsyncs.clear()
+    with store.upkeep.deferred_sync():  # fewer than SYNCFS_FROM: an fsync each is cheaper
+        descs = [store.put(b"few %d" % i) for i in range(2)]
+    folders = {store.path_of(d.digest).parent for d in descs}
+    assert synced == [store.root] and len(fsyncs) == 2 + len(folders)
+    # Where the OS has no syncfs: each file, then each directory, once.
+    monkeypatch.setattr(_local, "sync_filesystem", lambda root: False)
+    monkeypatch.setattr(_local, "SYNCFS_FROM", 1)
+    fsyncs.clear()
+    with store.upkeep.deferred_sync():
+        descs = [store.put(b"fallback %d" % i) for i in range(4)]
+        assert fsyncs == []
+    folders = {store.path_of(d.digest).parent for d in descs}
+    assert len(fsyncs) == 4 + len(folders)
+
+
+def test_a_blob_kept_while_another_writer_defers_its_sync_is_flushed_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A concurrent run storing the same payload keeps the deferring run's blob instead
+    of writing it; it must not register a name for bytes that are not on disk yet."""
+    import threading
+
+    from evidencestore.storage import _local
+
+    store = LocalBlobStore(tmp_path / "store")
+    monkeypatch.setattr(_local, "sync_filesystem", lambda root: False)
+    fsyncs = _counting_fsync(monkeypatch)
+    flushed: list[list[Path]] = []
+    real_fsync_paths = _local.fsync_paths
+
+    def fsync_paths(paths: list[Path]) -> None:
+        flushed.append(list(paths))
+        real_fsync_paths(paths)
+
+    monkeypatch.setattr(_local, "fsync_paths", fsync_paths)
+    durable = store.put(b"written durably")
+    mode = lambda d: store.path_of(d.digest).stat().st_mode & 0o777  # noqa: E731
+    assert mode(durable) == _local.BLOB_MODE
+    in_block = threading.Event()
+    kept = threading.Event()
+    results: dict[str, object] = {}
+
+    def deferring() -> None:
+        with store.upkeep.deferred_sync():
+            results["payload"] = store.put(b"the same payload")
+            results["mode inside"] = mode(results["payload"])  # type: ignore[arg-type]
+            in_block.set()
+            kept.wait(10)
+
+    writer = threading.Thread(target=deferring)
+    writer.start()
+    assert in_block.wait(10)
+    payload = results["payload"]
+    assert results["mode inside"] == _local.UNSYNCED_MODE
+    flushed.clear()
+    fsyncs.clear()
+    assert store.put(b"the same payload") == payload  # kept, not written
+    assert flushed == [[store.path_of(payload.digest)]]  # type: ignore[attr-defined]
+    assert len(fsyncs) == 2  # the blob, then its folder
+    assert mode(payload) == _local.BLOB_MODE  # type: ignore[arg-type]
+    fsyncs.clear()
+    assert store.put(b"written durably") == durable  # a durable blob kept: no fsync
+    assert fsyncs == []
+    kept.set()
+    writer.join()
+    # Inside a deferral, a kept blob is flushed with the writer's own at the block end.
+    other = store.put(b"kept inside a block")
+    flushed.clear()
+    with store.upkeep.deferred_sync():
+        store.put(b"kept inside a block")
+        store.put(b"new inside a block")
+        assert flushed == []
+    assert flushed == [
+        [store.path_of(other.digest), store.path_of(hash_bytes(b"new inside a block").digest)]
+    ]
+
+
+def test_run_publishes_without_an_fsync_per_blob_and_flushes_before_registering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("aiohttp")
+    from evidencestore.runs import run_workload
+    from evidencestore.storage import _local
+    from evidencestore.testing.llm_server import chat_workload, serve_llm
+
+    (tmp_path / "evidence").mkdir()
+    prompts = tuple(f"prompt {i}" for i in range(6))
+    (tmp_path / "w.toml").write_text(chat_workload(prompts, max_tokens=4, concurrency=3))
+    flushed: list[tuple[set[Path], bool]] = []
+    real = _local.fsync_paths
+
+    def fsync_paths(paths: list[Path]) -> None:
+        registered = (tmp_path / "evidence" / "r" / "bundle.json").exists()
+        flushed.append(({Path(p) for p in paths}, registered))
+        real(paths)
+
+    monkeypatch.setattr(_local, "sync_filesystem", lambda root: False)
+    monkeypatch.setattr(_local, "fsync_paths", fsync_paths)
+    with serve_llm() as server:
+        reg, rec = run_workload(tmp_path, tmp_path / "w.toml", arm="a", server=server.url, name="r")
+    assert rec.outcome == "complete", rec.reason
+    store = LocalBlobStore(tmp_path / ".evstore")
+    named = {
+        store.path_of(e.descriptor.digest) for e in reg.manifest.entries if e.location == "store"
+    }
+    assert len(flushed) == 1
+    paths, registered = flushed[0]
+    assert registered is False  # flushed before the registration names them
+    # Every payload, stream and completion (and the server's answers) flushed, once.
+    kinds = {e.path.rsplit("/", 1)[-1] for e in reg.manifest.entries if e.location == "store"}
+    assert {"payload", "output", "completion.json"} <= kinds
+    # (the workload was stored, durably, when the recorder opened: before any request)
+    workload = {store.path_of(rec.workload.digest)}
+    assert paths == named - workload and workload < named
+    for e in reg.manifest.entries:
+        if e.location == "store":
+            store.verify(e.descriptor.digest, e.descriptor.size)
+
+
+def test_small_bodies_past_the_budget_share_one_spool_file(tmp_path: Path) -> None:
+    from evidencestore.runs.body import Spool
+
+    store = LocalBlobStore(tmp_path / "store")
+    incoming = tmp_path / "store" / "incoming"
+    budget = MemoryBudget(1500)
+    spool = Spool(store)
+    a = BodySink(store, 1 << 20, budget, spool)
+    a.write(b"a" * 1000)  # in memory
+    b = BodySink(store, 1 << 20, budget, spool)
+    c = BodySink(store, 1 << 20, budget, spool)
+    b.write(b"b" * 300)  # the last of the budget
+    b.write(b"B" * 700)  # past it: b's bytes move to the spool
+    c.write(b"c" * 200)  # nothing left: straight to the spool, interleaved with b
+    b.write(b"b" * 10)
+    c.write(b"C" * 20)
+    assert spool.tmp is not None and a.tmp is None and b.tmp is None and c.tmp is None
+    assert [p.name for p in incoming.iterdir()] == [spool.tmp.name]  # one file for both
+    assert list(store.upkeep.iter_temporaries()) == []  # locked: gc leaves it alone
+    assert b.head(4) == b"bbbb" and c.head(3) == b"ccc"
+    d = BodySink(store, None, budget, spool)
+    d.write(b"d" * 100)
+    big = bytes(range(256)) * (SMALL // 256)
+    d.write(big)  # grew past SMALL: to a file of its own, spooled bytes first
+    assert d.tmp is not None and d.tmp.exists()
+    e = BodySink(store, 1 << 20, budget, spool)
+    e.write(b"e" * 50)
+    e.discard()  # gone with the spool
+    expect = {
+        a: b"a" * 1000,
+        b: b"b" * 300 + b"B" * 700 + b"b" * 10,
+        c: b"c" * 200 + b"C" * 20,
+        d: b"d" * 100 + big,
+    }
+    for sink, data in expect.items():
+        assert sink.content() is None  # not finished
+        assert sink.finish() == hash_bytes(data).digest
+        # a small body's bytes come from memory or the spool, a large one's from its file
+        assert sink.content() == (None if sink is d else data)
+        desc = sink.publish("application/octet-stream")
+        assert (desc.digest, desc.size) == (hash_bytes(data).digest, len(data))
+        assert store.get(desc.digest) == data
+    assert budget.left == 1500  # a's bytes given back; b's given back when they moved
+    spool.close()
+    assert list(incoming.iterdir()) == []
+
+
+def test_run_past_its_memory_budget_records_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("aiohttp")
+    from evidencestore.runs import body, recorder, run_workload
+    from evidencestore.testing.llm_server import chat_workload, serve_llm
+
+    prompts = tuple(f"prompt {i}" for i in range(8))
+    created: list[Path] = []
+    real = body._locked_temporary
+
+    def locked(store: LocalBlobStore):  # type: ignore[no-untyped-def]
+        got = real(store)
+        created.append(got[0])
+        return got
+
+    def outputs(root: Path) -> list[tuple[str | None, str | None]]:
+        (root / "evidence").mkdir(parents=True)
+        (root / "w.toml").write_text(chat_workload(prompts, max_tokens=6, concurrency=4))
+        with serve_llm() as server:
+            _, rec = run_workload(root, root / "w.toml", arm="a", server=server.url, name="r")
+        assert rec.outcome == "complete", rec.reason
+        return [
+            (r.body.digest if r.body else None, r.completion.digest if r.completion else None)
+            for r in rec.requests
+        ]
+
+    whole = outputs(tmp_path / "memory")
+    assert created == []  # every body fit the budget
+    monkeypatch.setattr(body, "_locked_temporary", locked)
+    monkeypatch.setattr(recorder, "MemoryBudget", lambda: body.MemoryBudget(1500))
+    spooled = outputs(tmp_path / "spooled")
+    assert spooled == whole  # the same streams and completions, byte for byte
+    assert len(created) == 1 and not created[0].exists()  # one spool, removed after
+
+
+def test_terminal_progress_is_redrawn_at_most_ten_times_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    from evidencestore.cli import run as cli_run
+
+    clock = iter(range(10**9, 10**12, 10**6))  # 1 ms per request
+    monkeypatch.setattr(cli_run.time, "monotonic_ns", lambda: next(clock))
+    record = _record()
+    out = io.StringIO()
+    show = cli_run._progress(out)
+    for k in range(1, 1001):
+        show(k, 1000, record)
+    lines = out.getvalue().split("\r")[1:]
+    # the first, then one per 100 ms of the 1000 ms, and always the last
+    assert lines[0].startswith("request 1 of 1000 (measured)")
+    assert lines[-1].startswith("request 1000 of 1000 (measured), last ")
+    assert len(lines) == 11
+    assert [int(line.split()[1]) for line in lines] == [1, *range(101, 1000, 100), 1000]
+
+
+def _record() -> RequestRecord:
+    from evidencestore.models import Descriptor
+    from evidencestore.runs.endpoints import Observation
+    from evidencestore.runs.recorder import request_record
+
+    desc = hash_bytes(b"p")
+    payload = Descriptor(digest=desc.digest, size=desc.size, media_type="application/json")
+    obs = Observation(sent_ns=0, end_ns=2_000_000, status=200, media_type="application/json")
+    return request_record(
+        obs, index=0, phase="measured", request=0, repetition=0, payload=payload, body=None
+    )
+
+
+def test_deadlines_time_out_an_exchange_and_let_outside_cancellation_through(
+    tmp_path: Path,
+) -> None:
+    aiohttp = pytest.importorskip("aiohttp")
+    import asyncio
+
+    from evidencestore.models import Descriptor
+    from evidencestore.runs.endpoints import ENDPOINTS, Connection, Deadlines, Payload
+    from evidencestore.testing.llm_server import serve_llm
+
+    store = LocalBlobStore(tmp_path / "store")
+    data = b'{"messages":[{"role":"user","content":"x"}],"max_tokens":4,"stream":true}'
+    d = hash_bytes(data)
+    payload = Payload(
+        data, "application/json", Descriptor(digest=d.digest, size=d.size, media_type="a/b")
+    )
+    chat = ENDPOINTS["chat"]
+    path = "/v1/chat/completions"
+
+    async def main(url: str, server: object) -> None:
+        async with aiohttp.ClientSession() as session:
+            deadlines = Deadlines(0.2)
+            conn = Connection(
+                session=session,
+                base=url,
+                timeout=0.2,
+                new_sink=lambda limit: BodySink(store, limit, MemoryBudget()),
+                max_output=1 << 20,
+                deadlines=deadlines,
+            )
+            # the server stalls after its first token: the time limit ends the exchange
+            obs, sink = await chat.exchange(conn, payload, path, "t")
+            assert (obs.failure, obs.message) == ("timeout", "no complete response within 0.2 s")
+            assert sink is None and obs.received > 0  # nothing partial kept
+            # a cancellation from outside is no timeout: it propagates
+            task = asyncio.ensure_future(chat.exchange(conn, payload, path, "t"))
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # an exchange that ends in time is left alone, and so is its task afterwards
+            server.stall_at = None  # type: ignore[attr-defined]
+            obs, sink = await chat.exchange(conn, payload, path, "t")
+            assert obs.failure is None and sink is not None
+            await asyncio.sleep(0.3)  # past the deadline it had: not cancelled
+            deadlines.close()
+
+    with serve_llm(stall_at=1, stall=2.0) as server:
+        asyncio.run(main(server.url, server))

@@ -50,6 +50,7 @@ USER_SURFACE = {
 UPKEEP_NAMES = {
     "adopt",
     "blob_info",
+    "deferred_sync",
     "incoming_path",
     "iter_blobs",
     "iter_leases",

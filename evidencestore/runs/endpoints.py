@@ -56,6 +56,8 @@ from .streams import StreamOutcome, examine
 from .workload import LoadedWorkload, input_files
 
 if TYPE_CHECKING:
+    import asyncio
+
     import aiohttp
 
     from ..storage import BlobStore
@@ -64,10 +66,12 @@ __all__ = [
     "CONTROL_MAX",
     "ENDPOINTS",
     "JSON_OUTPUT_MAX",
+    "READ_BUFFER",
     "BadAnswer",
     "ChatEndpoint",
     "CompletionsEndpoint",
     "Connection",
+    "Deadlines",
     "Endpoint",
     "Observation",
     "Payload",
@@ -86,6 +90,9 @@ CONTROL_MAX = 16 << 20
 #: The largest JSON output whose well-formedness is checked (a larger one is too large).
 JSON_OUTPUT_MAX = 256 << 20
 _CHUNK = 1 << 20
+#: The runner's session read buffer (``read_bufsize``): what an output's reader may
+#: buffer before it stops reading the socket.
+READ_BUFFER = _CHUNK
 _KEPT_HEADERS = (
     "content-type",
     "content-length",
@@ -183,6 +190,8 @@ def selected(headers: Mapping[str, str]) -> dict[str, str]:
 def text_of(value: str, limit: int = 8192) -> str:
     """A string from the network as a record may hold it: encodable (bytes that are not
     UTF-8 and lone surrogates escaped) and at most ``limit`` characters."""
+    if len(value) <= limit and value.isascii():  # the usual header: nothing to escape
+        return value
     value = shown(value)
     return value if len(value) <= limit else value[:limit] + "…"
 
@@ -282,11 +291,79 @@ async def get_control(
         return Exchange(path=path, status=None, error=text_of(f"{type(exc).__name__}: {exc}", 2000))
 
 
+# -- time limits ----------------------------------------------------------------------
+class Deadlines:
+    """Every exchange's time limit with one timer for the whole run, not one per request
+    (``asyncio.timeout`` arms and cancels a timer handle for each request, a cost that
+    shows at thousands of requests a second).
+
+    :meth:`start` notes the current task's deadline (now + ``limit``); a timer ticking
+    every ``limit / 20`` (at most 0.25 s, at least 1 ms) cancels each task past its
+    deadline, and :meth:`expired` tells the exchange that its cancellation was this
+    time limit (it then raises ``TimeoutError``, as ``asyncio.timeout`` would), never a
+    cancellation from outside, which propagates. A request therefore fails ``timeout``
+    between ``limit`` and ``limit`` plus one tick after it was sent. Create it in the
+    running loop."""
+
+    def __init__(self, limit: float) -> None:
+        import asyncio
+
+        self.limit = limit
+        self.tick = min(0.25, max(0.001, limit / 20))
+        self._loop = asyncio.get_running_loop()
+        self._current_task = asyncio.current_task
+        self._due: dict[asyncio.Task[Any], tuple[float, int]] = {}
+        self._expired: set[asyncio.Task[Any]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> asyncio.Task[Any]:
+        """Start the current task's time limit; return the task (for :meth:`stop`)."""
+        task = self._current_task()
+        if task is None:  # pragma: no cover - always called from a task
+            raise RuntimeError("Deadlines.start() outside a task")
+        self._due[task] = (self._loop.time() + self.limit, task.cancelling())
+        if self._timer is None:
+            self._timer = self._loop.call_at(self._loop.time() + self.tick, self._check)
+        return task
+
+    def stop(self, task: asyncio.Task[Any]) -> None:
+        """End ``task``'s time limit (however its exchange ended)."""
+        self._due.pop(task, None)
+        self._expired.discard(task)
+
+    def expired(self, task: asyncio.Task[Any]) -> bool:
+        """Whether the cancellation ``task`` is handling is its time limit's (and only
+        that): its cancel request is withdrawn, so it may raise ``TimeoutError``."""
+        if task not in self._expired:
+            return False
+        self._expired.discard(task)
+        _, cancelling = self._due.get(task, (0.0, 0))
+        return task.uncancel() <= cancelling
+
+    def _check(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        for task, (due, _) in list(self._due.items()):
+            if due <= now and task not in self._expired:
+                self._expired.add(task)
+                task.cancel()
+        if self._due:
+            self._timer = self._loop.call_at(now + self.tick, self._check)
+
+    def close(self) -> None:
+        """Stop the timer."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
 # -- endpoints ------------------------------------------------------------------------
 @dataclass
 class Connection:
     """What an endpoint needs for one exchange: the session, base URL, per-request
-    timeout, where output bodies go (``new_sink(limit)``) and the output size limit."""
+    timeout, where output bodies go (``new_sink(limit)``) and the output size limit;
+    ``deadlines`` (for ``timeout``) keeps every exchange's time limit with one timer
+    (without it each exchange runs under its own ``asyncio.timeout``)."""
 
     session: aiohttp.ClientSession
     base: str
@@ -294,6 +371,7 @@ class Connection:
     new_sink: Callable[[int], BodySink]
     max_output: int
     poll: PollSchedule = field(default_factory=PollSchedule)
+    deadlines: Deadlines | None = None
 
 
 @dataclass
@@ -412,8 +490,20 @@ class Endpoint(ABC):
         failure: Failure | None = None
         message: str | None = None
         try:
-            async with asyncio.timeout(conn.timeout):
-                await self._exchange(conn, payload, p)
+            deadlines = conn.deadlines
+            if deadlines is None:
+                async with asyncio.timeout(conn.timeout):
+                    await self._exchange(conn, payload, p)
+            else:
+                task = deadlines.start()
+                try:
+                    await self._exchange(conn, payload, p)
+                except asyncio.CancelledError as exc:
+                    if deadlines.expired(task):
+                        raise TimeoutError from exc
+                    raise
+                finally:
+                    deadlines.stop(task)
             code = p.status
             if code is not None and not 200 <= code < 300:
                 head = p.sink.head(300) if p.sink is not None else b""
@@ -465,7 +555,8 @@ class Endpoint(ABC):
             raise BodyTooLarge(limit)
         p.sink = sink = conn.new_sink(limit)
         times, ends = p.chunk_ns, p.chunk_end
-        async for chunk in resp.content.iter_chunked(_CHUNK):
+        # Each chunk as it arrives (the session's read buffer is :data:`READ_BUFFER`).
+        async for chunk in resp.content.iter_any():
             now = time.monotonic_ns()
             if p.first_ns is None:
                 p.first_ns = now

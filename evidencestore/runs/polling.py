@@ -17,6 +17,7 @@ resolution is the monotonic clock's.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from .models import Endpoint
 __all__ = ["PollSchedule", "clock_resolution", "schedule_of"]
 
 
+@functools.cache
 def clock_resolution() -> float:
     """The resolution of ``time.monotonic_ns`` in seconds (a synchronous request's bound)."""
     return float(time.get_clock_info("monotonic").resolution)

@@ -31,7 +31,7 @@ from ..errors import BundleError, BundleNameTaken, ConfigError, EvidenceStoreErr
 from ..inventory import load_registration, read_entry, registration_path
 from ..models import Descriptor, Entry, Registration
 from ..storage import LocalBlobStore
-from .body import BodySink, MemoryBudget
+from .body import BodySink, MemoryBudget, Spool
 from .endpoints import Observation, valid_media_type
 from .models import (
     Audit,
@@ -83,12 +83,19 @@ RUN_SIGNATURE = "run.dsse.json"
 DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
 
 
+_SECOND: list[tuple[int, str]] = [(-1, "")]  # the last whole second formatted
+
+
 def utc_precise() -> str:
-    """The current UTC time, microseconds: ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
+    """The current UTC time, microseconds: ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (the whole
+    second's text is formatted once per second: the runner stamps every request)."""
     ns = time.time_ns()
-    return (
-        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 10**9)) + f".{ns // 1000 % 10**6:06d}Z"
-    )
+    second = ns // 10**9
+    last, text = _SECOND[0]
+    if second != last:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _SECOND[0] = (second, text)
+    return f"{text}.{ns // 1000 % 10**6:06d}Z"
 
 
 def _version(module: str) -> str | None:
@@ -299,6 +306,7 @@ class RunRecorder:
         self.requests: list[RequestRecord] = []
         self._sinks: list[BodySink] = []
         self._budget = MemoryBudget()  # small bodies kept in memory until published
+        self._spool = Spool(self.store)  # and the small bodies past it (one file)
         self._published: set[str] = set()  # body digests this run stored already
         self.store.upkeep.incoming_path()  # the folder large bodies stream into exists from the start
         self.server: ServerIdentity | None = None
@@ -365,7 +373,7 @@ class RunRecorder:
     def body_sink(self, limit: int | None = None) -> BodySink:
         """A sink streaming one response body (at most ``limit`` bytes) into the store
         (discarded by :meth:`discard_unpublished` if it is never published)."""
-        sink = BodySink(self.store, limit, self._budget)
+        sink = BodySink(self.store, limit, self._budget, self._spool)
         self._sinks.append(sink)
         return sink
 
@@ -381,10 +389,12 @@ class RunRecorder:
         return desc
 
     def discard_unpublished(self) -> None:
-        """Remove the temporaries of bodies not published (an interrupted run)."""
+        """Remove the temporaries of bodies not published (an interrupted run), and the
+        spool (every body in it is published or discarded by then)."""
         for sink in self._sinks:
             sink.discard()
         self._sinks.clear()
+        self._spool.close()
 
     # -- requests -----------------------------------------------------------------
     def set_server(self, server: ServerIdentity) -> None:
@@ -537,6 +547,7 @@ class RunRecorder:
         A name another process registered meanwhile does not cost the measurements: the
         run is registered under the first free ``<name>-<k>`` instead, and
         :attr:`renamed` says so (``name`` and the record's ``name`` are the new one)."""
+        self._spool.close()  # a harness's bodies are published as they come
         for _ in range(100):
             record = self.record()
             annotations = {"kind": "run", "arm": self.arm, "outcome": record.outcome}

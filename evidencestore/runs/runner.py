@@ -24,6 +24,7 @@ becomes the run's reason, never a lost run).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import statistics
 import time
@@ -46,7 +47,9 @@ from .audits import audit_run
 from .body import BodySink
 from .endpoints import (
     JSON_OUTPUT_MAX,
+    READ_BUFFER,
     Connection,
+    Deadlines,
     Endpoint,
     Observation,
     Payload,
@@ -206,40 +209,45 @@ def run_workload(
     payloads = [
         endpoint.payload(loaded, i, recorder.store) for i in range(len(loaded.workload.request))
     ]
-    for config in configs:
-        recorder.attach_config(config)
-    stored = [recorder.store.put(p.data, p.descriptor.media_type) for p in payloads]
-    results: dict[int, _Pending] = {}
-    clock: dict[str, float] = {}
-    try:
+    # Payloads, bodies and completions are published without an fsync each and made
+    # durable at once before the registration that names them (upkeep.deferred_sync).
+    with recorder.store.upkeep.deferred_sync():
+        for config in configs:
+            recorder.attach_config(config)
+        stored = [recorder.store.put(p.data, p.descriptor.media_type) for p in payloads]
+        results: dict[int, _Pending] = {}
+        clock: dict[str, float] = {}
         try:
-            asyncio.run(
-                _drive(recorder, loaded, endpoint, payloads, stored, base, progress, results, clock)
+            try:
+                asyncio.run(
+                    _drive(
+                        recorder, loaded, endpoint, payloads, stored, base, progress, results, clock
+                    )
+                )
+            except Exception as exc:  # the run started: it is registered whatever happened
+                recorder.fail(_internal("while sending the requests", exc))
+            recorder.load = client_load(
+                [p.observation for p in results.values() if p.slot.phase == "measured"],
+                clock,
+                loaded.workload.run.max_send_lag,
             )
-        except Exception as exc:  # the run started: it is registered whatever happened
-            recorder.fail(_internal("while sending the requests", exc))
-        recorder.load = client_load(
-            [p.observation for p in results.values() if p.slot.phase == "measured"],
-            clock,
-            loaded.workload.run.max_send_lag,
-        )
-        _finish(recorder, loaded, endpoint, [results[i] for i in sorted(results)], stored)
-        try:
-            recorder.audits = audit_run(loaded.workload, recorder.requests, recorder.store)
-        except Exception as exc:
-            recorder.fail(_internal("while auditing the outputs", exc))
-    finally:
-        recorder.discard_unpublished()  # interrupted: no temporary is left behind
-    for log in server_logs:
-        try:
-            recorder.attach_log(log)
-        except Exception as exc:
-            recorder.fail(_internal(f"while keeping --server-log {log}", exc))
-    if before_seal is not None:  # a launched server: stopped, its log and metrics kept
-        try:
-            before_seal(recorder)
-        except Exception as exc:
-            recorder.fail(_internal("while stopping the launched server", exc))
+            _finish(recorder, loaded, endpoint, [results[i] for i in sorted(results)], stored)
+            try:
+                recorder.audits = audit_run(loaded.workload, recorder.requests, recorder.store)
+            except Exception as exc:
+                recorder.fail(_internal("while auditing the outputs", exc))
+        finally:
+            recorder.discard_unpublished()  # interrupted: no temporary is left behind
+        for log in server_logs:
+            try:
+                recorder.attach_log(log)
+            except Exception as exc:
+                recorder.fail(_internal(f"while keeping --server-log {log}", exc))
+        if before_seal is not None:  # a launched server: stopped, its log and metrics kept
+            try:
+                before_seal(recorder)
+            except Exception as exc:
+                recorder.fail(_internal("while stopping the launched server", exc))
     return recorder.seal()
 
 
@@ -350,10 +358,12 @@ def _checked(
     obs = item.observation
     if item.sink is None:
         return item.record(payload, None)
+    streamed = obs.failure is None and endpoint.marks
+    data = item.sink.content() if streamed else None  # a small stream: not read back
     body = recorder.publish(item.sink, obs.media_type)
     media = None
-    if obs.failure is None and endpoint.marks:
-        return _streamed(recorder, loaded, endpoint, item, payload, body)
+    if streamed:
+        return _streamed(recorder, loaded, endpoint, item, payload, body, data)
     if obs.failure is None:
         bad = endpoint.check_output(recorder.store.path_of(body.digest), body.size, body.media_type)
         if bad is not None:
@@ -374,8 +384,10 @@ def _streamed(
     item: _Pending,
     payload: Descriptor,
     body: Descriptor,
+    data: bytes | None = None,
 ) -> RequestRecord:
-    """A delivered LLM output read back: its events timed, its completion stored."""
+    """A delivered LLM output read back (``data``: its bytes, when the sink held them):
+    its events timed, its completion stored."""
     obs = item.observation
     if body.size > JSON_OUTPUT_MAX:
         obs = replace(
@@ -384,7 +396,8 @@ def _streamed(
             message=f"a streamed output of {body.size} bytes is larger than {JSON_OUTPUT_MAX}",
         )
         return item.record(payload, body, observation=obs)
-    data = recorder.store.get(body.digest, body.size)
+    if data is None:
+        data = recorder.store.get(body.digest, body.size)
     request = loaded.workload.request[item.slot.request]
     outcome = endpoint.examine(data, obs, request, loaded.workload.endpoint.stream)
     if outcome is None:
@@ -487,13 +500,20 @@ async def _drive(
     connector = aiohttp.TCPConnector(
         limit=wl.run.concurrency, force_close=False, ssl=not base.startswith("http://")
     )
+    # Every exchange runs under its own asyncio.timeout ([run] timeout, the server check's
+    # too), so aiohttp's own timers (a 5-minute total by default) are not armed as well.
     async with aiohttp.ClientSession(
-        connector=connector, auto_decompress=False, trust_env=False
+        connector=connector,
+        auto_decompress=False,
+        trust_env=False,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=None),
+        read_bufsize=READ_BUFFER,
     ) as session:
         server = await _check_server(session, recorder, base, loaded)
         recorder.set_server(server)
         if not server.ok:
             return
+        deadlines = Deadlines(wl.run.timeout)  # every request's time limit, one timer
         conn = Connection(
             session=session,
             base=base,
@@ -501,6 +521,7 @@ async def _drive(
             new_sink=recorder.body_sink,
             max_output=wl.run.max_output_size,
             poll=polling.schedule_of(wl.endpoint),
+            deadlines=deadlines,
         )
         for phase in ("warmup", "measured"):
             queue = [s for s in slots if s.phase == phase]
@@ -519,9 +540,17 @@ async def _drive(
                         progress(slot.index + 1, len(slots), pending.preview(stored[slot.request]))
 
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            await asyncio.gather(
-                *(worker(queue) for _ in range(min(wl.run.concurrency, len(queue)) or 1))
-            )
+            # What exists before the requests (modules, the workload, the payloads) is
+            # left out of the garbage collector's full passes while they run; young
+            # objects are still collected, and everything is again after.
+            gc.freeze()
+            try:
+                await asyncio.gather(
+                    *(worker(queue) for _ in range(min(wl.run.concurrency, len(queue)) or 1))
+                )
+            finally:
+                gc.unfreeze()
             if phase == "measured":
                 clock["cpu"] = time.process_time() - cpu0
                 clock["wall"] = time.perf_counter() - wall0
+        deadlines.close()

@@ -395,7 +395,12 @@ class BlobStore(ABC):
             self.verify(digest, size)
         except (IntegrityError, BlobNotFoundError):
             return False
+        self._relied_on(digest)
         return True
+
+    def _relied_on(self, digest: str) -> None:  # noqa: B027 - an optional hook
+        """Called when a writer keeps the intact blob ``digest`` instead of writing it: a
+        backend whose blobs may not be durable yet makes this one durable (or notes it)."""
 
     def delete(self, digest: str) -> None:
         """Remove a blob (absent blobs are ignored)."""

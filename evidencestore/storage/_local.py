@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Literal, cast
@@ -20,7 +21,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-from .._atomic import fsync_dir
+from .._atomic import fsync_dir, fsync_paths, sync_filesystem
 from ..digest import copy_hashing, digest_from_hex, digest_hex, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
 from ..integrity import check_content
@@ -30,6 +31,21 @@ __all__ = ["LINK_MODES", "LinkMode", "LocalBlobStore", "LocalUpkeep"]
 
 _TMP_PREFIX = ".tmp-"
 INCOMING_DIR = "incoming"
+#: From this many blobs written under ``deferred_sync``, one ``syncfs`` flushes them.
+SYNCFS_FROM = 64
+BLOB_MODE = 0o444
+#: A blob published under ``deferred_sync`` and not flushed yet (owner's x bit set).
+UNSYNCED_MODE = 0o544
+
+
+def mark_synced(paths: list[Path]) -> None:
+    """Give flushed blobs their final mode (a blob another user owns keeps its mark, so
+    a writer relying on it flushes it again: a wasted fsync, never a lost blob)."""
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            os.chmod(path, BLOB_MODE)
+
+
 _QUARANTINED = re.compile(r"^([0-9a-f]{64})-[0-9a-f]{16}$")
 
 
@@ -57,6 +73,32 @@ class LocalBlobStore(BlobStore):
         if link not in LINK_MODES:
             raise ValueError(f"link must be one of {', '.join(LINK_MODES)}, not {link!r}")
         self.link = link
+        # thread -> blobs it published without an fsync each (LocalUpkeep.deferred_sync)
+        self._unsynced: dict[int, list[Path]] = {}
+
+    def _deferred(self, final: Path) -> bool:
+        """Whether this thread defers the fsync of blob ``final`` (noted for later)."""
+        pending = self._unsynced.get(threading.get_ident())
+        if pending is None:
+            return False
+        pending.append(final)
+        return True
+
+    def _relied_on(self, digest: str) -> None:
+        # A blob another writer published under deferred_sync may not be on disk yet,
+        # and this writer's registration may name it first: a deferring writer flushes
+        # it with its own blobs; any other makes it durable now. Such blobs carry
+        # UNSYNCED_MODE until flushed, so the common case (a durable blob) costs a stat.
+        final = self.path_of(digest)
+        if self._deferred(final):
+            return
+        try:
+            unsynced = os.stat(final).st_mode & 0o777 == UNSYNCED_MODE
+        except FileNotFoundError:
+            return
+        if unsynced:
+            fsync_paths([final])
+            mark_synced([final])
 
     @property
     def location(self) -> str:
@@ -93,7 +135,7 @@ class LocalBlobStore(BlobStore):
         return final.parent / f"{_TMP_PREFIX}{final.name[:16]}-{os.getpid()}-{os.urandom(4).hex()}"
 
     def _publish(self, tmp: Path, final: Path, digest: str, durable: bool = True) -> None:
-        os.chmod(tmp, 0o444)
+        os.chmod(tmp, BLOB_MODE if durable else UNSYNCED_MODE)
         try:
             os.link(tmp, final)
         except FileExistsError:
@@ -112,12 +154,14 @@ class LocalBlobStore(BlobStore):
     def _write(self, digest: str, data: bytes) -> None:
         final = self.path_of(digest)
         tmp = self._tmp_in(final)
+        durable = not self._deferred(final)
         try:
             with open(tmp, "xb") as fh:
                 fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            self._publish(tmp, final, digest)
+                if durable:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            self._publish(tmp, final, digest, durable)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
@@ -286,14 +330,47 @@ class LocalUpkeep(Upkeep):
             if self._store._present_and_intact(digest, size):
                 os.unlink(tmp)
                 return
+            final = self._store.path_of(digest)
+            if durable and self._store._deferred(final):
+                durable = False  # made durable when the deferral ends
             if durable:
                 with open(tmp, "rb") as fh:
                     os.fsync(fh.fileno())
-            final = self._store.path_of(digest)
             final.parent.mkdir(parents=True, exist_ok=True)
             self._store._publish(tmp, final, digest, durable)
         except OSError as exc:
             raise StorageError(f"{tmp}: cannot store as {digest}: {exc.strerror}") from exc
+
+    @contextlib.contextmanager
+    def deferred_sync(self) -> Iterator[None]:
+        """Inside the block, blobs this thread stores (``put``, ``adopt``) are published
+        without an fsync each; when the block ends, however it ends, they are made
+        durable at once: one ``syncfs`` of the store's filesystem where the OS has it
+        (for :data:`SYNCFS_FROM` blobs or more), else an fsync of each file and of each
+        of their directories. For a writer of
+        many small blobs that registers nothing before the block ends (the runner: a
+        run's payloads, bodies and completions, then its registration), so a crash can
+        leave a torn blob only where no registration names it yet, and a torn blob fails
+        the size or hash check of every read and is replaced by the next ``put`` of its
+        content. Until flushed, such a blob has :data:`UNSYNCED_MODE`: another writer
+        that keeps it instead of writing it (a concurrent run storing the same payload)
+        flushes it before relying on it, so its registration never names a blob that is
+        not on disk. Blobs this thread keeps inside the block are flushed with its own.
+        Other threads' writes stay durable one by one; nested blocks are one."""
+        me = threading.get_ident()
+        unsynced = self._store._unsynced
+        if me in unsynced:
+            yield
+            return
+        unsynced[me] = []
+        try:
+            yield
+        finally:
+            written = unsynced.pop(me)
+            # A few blobs: an fsync each is cheaper than flushing the whole filesystem.
+            if len(written) < SYNCFS_FROM or not sync_filesystem(self._store.root):
+                fsync_paths(written)
+            mark_synced(written)
 
     def iter_blobs(self) -> Iterator[BlobInfo]:
         for digest in self._store._iter():

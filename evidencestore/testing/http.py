@@ -149,6 +149,13 @@ def serve_app(app: web.Application, port: int = 0, *, name: str) -> Iterator[int
             errors.append(exc)
             started.set()
         finally:
+            # Handlers still running past the shutdown timeout (a stalled answer) are
+            # cancelled and finished, as asyncio.run does, never left pending.
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
             loop.close()
 
     thread = threading.Thread(target=target, name=name, daemon=True)

@@ -21,9 +21,8 @@ import mmap
 import os
 import re
 import stat
-import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from blake3 import blake3
 
@@ -45,6 +44,7 @@ __all__ = [
     "new_hasher",
     "parse_digest",
     "start_hash_files",
+    "would_fork",
 ]
 
 ALGORITHM = "blake3"
@@ -152,11 +152,16 @@ def _size_mismatch(path: str | os.PathLike[str], expected: int, observed: int) -
     )
 
 
-_local = threading.local()
+_local: Any = None  # a threading.local(), made when a buffer is first asked for
 
 
 def _buffer() -> mmap.mmap:
     """This thread's read buffer: anonymous memory, so only the pages used are touched."""
+    global _local
+    if _local is None:
+        import threading  # here: a verification that hashes no large file never needs it
+
+        _local = threading.local()
     buf: mmap.mmap | None = getattr(_local, "buf", None)
     if buf is None:
         # MAP_PRIVATE: a forked worker must get its own copy, never share this one.
@@ -232,6 +237,61 @@ def _hash_batch(
     return out
 
 
+# Files up to this size are checked by _odd_batch with one read into a fresh buffer.
+_SMALL = 64 << 10
+
+
+def _odd_batch(
+    paths: Sequence[str | os.PathLike[str]],
+    sizes: Sequence[int | None],
+    digests: Sequence[str | None],
+    flags: int = _OPEN_FLAGS,
+) -> tuple[list[int], list[HashOutcome]]:
+    """The indices, and outcomes, of the files whose outcome is not ``digests[i]`` with
+    size ``sizes[i]`` (see :func:`_odd_indices`): what :func:`_hash_batch` would give
+    for them, found with the least work per file where a file is as expected.
+
+    A small regular file of the expected size is read whole and its hex digest
+    compared, with no outcome built; anything else (another size, a large file, not a
+    regular file, a short read, a digest that differs, no expected size or digest) is
+    hashed again by :func:`_hash_batch` for its exact outcome, and kept if that outcome
+    is not the expected one.
+    """
+    odd: list[int] = []
+    osopen, fstat, read, close = os.open, os.fstat, os.read, os.close
+    is_reg = stat.S_ISREG
+    for i, path in enumerate(paths):
+        expected, want = sizes[i], digests[i]
+        try:
+            fd = osopen(path, flags)
+        except OSError:
+            odd.append(i)
+            continue
+        try:
+            st = fstat(fd)
+            size = st.st_size
+            if (
+                size != expected
+                or size > _SMALL
+                or want is None
+                or not is_reg(st.st_mode)
+                # one byte more than expected: a short read means EOF, a long one growth
+                or len(data := read(fd, size + 1)) != size
+                or _PREFIX + blake3(data).hexdigest() != want
+            ):
+                odd.append(i)
+        except OSError:
+            odd.append(i)
+        finally:
+            close(fd)
+    if not odd:
+        return odd, []
+    outcomes = _hash_batch([paths[i] for i in odd], [sizes[i] for i in odd], flags)
+    # a large file (or one that changed meanwhile) may hash as expected after all
+    kept = _odd_indices(outcomes, [digests[i] for i in odd], [sizes[i] for i in odd])
+    return [odd[k] for k in kept], [outcomes[k] for k in kept]
+
+
 def hash_file(path: str | os.PathLike[str], expected_size: int | None = None) -> Hashed:
     """Hash a file; if ``expected_size`` is given it is checked before hashing.
 
@@ -245,24 +305,93 @@ def hash_file(path: str | os.PathLike[str], expected_size: int | None = None) ->
     raise outcome
 
 
+def _odd_indices(
+    outcomes: Sequence[HashOutcome],
+    digests: Sequence[str | None],
+    sizes: Sequence[int | None],
+) -> list[int]:
+    """Indices of the outcomes that are not the expected digest with a size given."""
+    return [
+        i
+        for i, (o, d, s) in enumerate(zip(outcomes, digests, sizes, strict=True))
+        if not (type(o) is Hashed and o[0] == d and s is not None)
+    ]
+
+
 class PendingHashes:
     """Hashing started by :func:`start_hash_files`; :meth:`result` waits for it.
 
     Workers (forked processes for many small files, threads for large ones) hash while
     the caller does other work; each outcome lands in its own slot of one list, so no
-    interleaving of workers can lose or reorder one.
+    interleaving of workers can lose or reorder one. :meth:`unexpected` gives only the
+    outcomes that are not the expected digest and size, which is all a verifier needs
+    to look at one by one.
     """
 
-    def __init__(self, finish: Callable[[], list[HashOutcome]]) -> None:
+    def __init__(
+        self,
+        finish: Callable[[], list[HashOutcome]],
+        odd: Callable[[], dict[int, HashOutcome]] | None = None,
+        expected: Sequence[str | None] | None = None,
+        sizes: Sequence[int | None] | None = None,
+        stop: Callable[[], None] | None = None,
+    ) -> None:
         self._finish: Callable[[], list[HashOutcome]] | None = finish
-        self._out: list[HashOutcome] = []
+        self._odd_of: Callable[[], dict[int, HashOutcome]] | None = odd
+        self._stop = stop
+        self._expected, self._sizes = expected, sizes
+        self._out: list[HashOutcome] | None = None
+        self._odd: dict[int, HashOutcome] | None = None
 
     def result(self) -> list[HashOutcome]:
         """Return one outcome per path, in order (waiting for the workers once)."""
-        if self._finish is not None:
+        if self._out is None:
+            if self._odd_of is not None:
+                self.unexpected()
+            assert self._finish is not None
             finish, self._finish = self._finish, None
             self._out = finish()
         return self._out
+
+    def cancel(self) -> None:
+        """Give up on the outcomes: workers stop at their next file or chunk and are
+        waited for; nothing more is hashed here (once collected, nothing happens).
+        :meth:`result` and :meth:`unexpected` must not be asked for afterwards."""
+        if self._odd is not None or self._out is not None:
+            return  # collected already: nothing runs any more
+        if self._stop is not None:
+            stop, self._stop = self._stop, None
+            stop()
+        self._finish = self._odd_of = None
+
+    def unexpected(self) -> dict[int, HashOutcome]:
+        """The outcomes that are not :class:`Hashed` to the expected digest with the
+        size given, by index in ascending order (every outcome, where no digest or no
+        size was expected); waits for the workers once."""
+        if self._odd is None:
+            if self._odd_of is not None:
+                odd_of, self._odd_of = self._odd_of, None
+                self._odd = odd_of()
+            else:
+                out = self.result()
+                exp = self._expected if self._expected is not None else [None] * len(out)
+                sizes = self._sizes if self._sizes is not None else [None] * len(out)
+                self._odd = {i: out[i] for i in _odd_indices(out, exp, sizes)}
+        return self._odd
+
+
+def would_fork(sizes: Sequence[int | None], threads: int | None = None) -> bool:
+    """Whether :func:`start_hash_files` would hash files of these expected sizes in
+    forked workers (many small files, from a process that may fork now)."""
+    workers = threads or cpu_count()
+    known = [s for s in sizes if s is not None]
+    average = sum(known) / len(known) if known else _THREADED_MIN_AVERAGE
+    return (
+        workers > 1
+        and average < _THREADED_MIN_AVERAGE
+        and len(sizes) >= max(2 * workers, _FORK_MIN_FILES)
+        and can_fork()
+    )
 
 
 def start_hash_files(
@@ -288,12 +417,30 @@ def start_hash_files(
     workers = threads or cpu_count()
     known = [s for s in sizes if s is not None]
     average = sum(known) / len(known) if known else _THREADED_MIN_AVERAGE
-    if workers <= 1 or len(paths) < 2 * workers:
-        return PendingHashes(lambda: _hash_batch(paths, sizes, flags))
-    if average < _THREADED_MIN_AVERAGE:
-        if len(paths) >= _FORK_MIN_FILES and can_fork():
-            return PendingHashes(_start_forked(paths, sizes, flags, workers, expected_digests))
-        return PendingHashes(lambda: _hash_batch(paths, sizes, flags))
+    if expected_digests is not None and len(expected_digests) != len(paths):
+        raise ValueError("expected_digests must have one digest per path")
+    if workers > 1 and len(paths) >= 2 * workers and average >= _THREADED_MIN_AVERAGE:
+        return _start_threads(paths, sizes, flags, workers, expected_digests)
+    if workers > 1 and len(paths) >= max(2 * workers, _FORK_MIN_FILES) and can_fork():
+        return _start_forked(paths, sizes, flags, workers, expected_digests)
+    if expected_digests is not None:  # here, when asked: only what differs is built
+        digests = expected_digests
+        return _pending_odd(
+            lambda: dict(zip(*_odd_batch(paths, sizes, digests, flags), strict=True)),
+            digests,
+            sizes,
+        )
+    return PendingHashes(lambda: _hash_batch(paths, sizes, flags), sizes=sizes)
+
+
+def _start_threads(
+    paths: Sequence[str | os.PathLike[str]],
+    sizes: list[int | None],
+    flags: int,
+    workers: int,
+    expected: Sequence[str | None] | None,
+) -> PendingHashes:
+    """Hash on ``workers`` threads (large files: hashing releases the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
 
     # Interleaved slices balance the threads when sizes vary along the list.
@@ -310,7 +457,28 @@ def start_hash_files(
             out[k::workers] = future.result()
         return out
 
-    return PendingHashes(finish)
+    return PendingHashes(finish, expected=expected, sizes=sizes)
+
+
+def _pending_odd(
+    odd: Callable[[], dict[int, HashOutcome]],
+    expected: Sequence[str | None] | None,
+    sizes: Sequence[int | None],
+    stop: Callable[[], None] | None = None,
+) -> PendingHashes:
+    """Pending hashes known by the outcomes that differ from ``expected`` (``odd``,
+    ascending); every other outcome is the expected digest and size."""
+    pending: PendingHashes
+
+    def finish() -> list[HashOutcome]:
+        exp = expected if expected is not None else [None] * len(sizes)
+        out: list[HashOutcome] = [Hashed(d, s) for d, s in zip(exp, sizes, strict=True)]  # type: ignore[arg-type]
+        for i, o in pending.unexpected().items():
+            out[i] = o
+        return out
+
+    pending = PendingHashes(finish, odd, stop=stop)
+    return pending
 
 
 def hash_files(
@@ -376,51 +544,90 @@ def _decode(data: bytes) -> list[HashOutcome]:
     return out
 
 
+# Files per claim of the forked check: small enough that the processes meet close to
+# the middle, large enough that claiming costs nothing next to hashing.
+_CHUNK_FILES = 64
+
+
 def _start_forked(
     paths: Sequence[str | os.PathLike[str]],
     sizes: Sequence[int | None],
     flags: int,
     workers: int,
     expected: Sequence[str | None] | None = None,
-) -> Callable[[], list[HashOutcome]]:
-    """Fork one worker per slice now; the returned call collects their outcomes.
+) -> PendingHashes:
+    """Fork ``workers - 1`` children now; the pending result has this process join in.
 
-    Every slice goes to a child, so the parent is free for other work meanwhile. A
-    child sends ``(indices, outcomes)`` for the files whose outcome is not simply the
-    expected digest and size; the parent rebuilds the rest. A worker that dies has its
-    slice hashed again in the parent.
+    The files are cut into chunks and the chunks into one contiguous region a child.
+    Each child claims the chunks of its region from the front, one byte a chunk in
+    memory shared with this process, and hashes each one it claimed; this process,
+    once it asks for the outcomes (after its own work), claims chunks from the back of
+    each region until it meets the child there. A chunk is claimed by setting its byte
+    after seeing it clear, so two claimers can meet on one chunk (both hash it, with
+    the same outcomes) but never leave one unclaimed: each walks its way in order and
+    stops only at a chunk the other has claimed, beyond which the other has claimed
+    everything. A child sends back the chunks it hashed and the outcomes that are not
+    simply the expected digest and size; the parent rebuilds the rest only when asked
+    for every outcome. A chunk that no answer covers (a child died) is hashed here.
     """
-    if expected is not None and len(expected) != len(paths):
-        raise ValueError("expected_digests must have one digest per path")
+    n = len(paths)
+    chunks = -(-n // _CHUNK_FILES)
+    children_n = max(1, min(workers - 1, chunks))
+    cuts = [chunks * k // children_n for k in range(children_n + 1)]
+    claims = mmap.mmap(-1, max(1, chunks))  # shared with the children, zero-filled
+    exp: Sequence[str | None] = expected if expected is not None else [None] * n
+
+    def hash_chunk(c: int, odd: dict[int, HashOutcome]) -> None:
+        lo = c * _CHUNK_FILES
+        hi = min(n, lo + _CHUNK_FILES)
+        found, outcomes = _odd_batch(paths[lo:hi], sizes[lo:hi], exp[lo:hi], flags)
+        for i, o in zip(found, outcomes, strict=True):
+            odd[lo + i] = o
+
+    def claim(order: Iterable[int], odd: dict[int, HashOutcome]) -> list[int]:
+        done: list[int] = []
+        for c in order:
+            if claims[c]:
+                break  # the other end has come this far
+            claims[c] = 1
+            hash_chunk(c, odd)
+            done.append(c)
+        return done
 
     def work(k: int) -> bytes:
-        part = _hash_batch(paths[k::workers], sizes[k::workers], flags)
-        exp = expected[k::workers] if expected is not None else [None] * len(part)
-        szs = sizes[k::workers]
-        odd = [
-            i
-            for i, o in enumerate(part)
-            if not (type(o) is Hashed and o[0] == exp[i] and szs[i] is not None)
-        ]
-        return marshal.dumps((odd, _encode([part[i] for i in odd])))
+        odd: dict[int, HashOutcome] = {}
+        done = claim(range(cuts[k], cuts[k + 1]), odd)
+        return marshal.dumps((done, list(odd), _encode(list(odd.values()))))
 
-    children = [Child(functools.partial(work, k)) for k in range(workers)]
+    children = [Child(functools.partial(work, k)) for k in range(children_n)]
 
-    def finish() -> list[HashOutcome]:
-        out: list[HashOutcome] = [None] * len(paths)  # type: ignore[list-item]
-        for k, child in enumerate(children):
+    def odd() -> dict[int, HashOutcome]:
+        found: dict[int, HashOutcome] = {}
+        covered = set()
+        for k in reversed(range(children_n)):
+            covered.update(claim(range(cuts[k + 1] - 1, cuts[k] - 1, -1), found))
+        for child in children:
             data = child.result()
-            szs = sizes[k::workers]
-            part: list[HashOutcome] | None = None
-            if data is not None:
-                odd, encoded = marshal.loads(data)
-                exp = expected[k::workers] if expected is not None else [None] * len(szs)
-                part = [Hashed(d, s) for d, s in zip(exp, szs, strict=True)]  # type: ignore[arg-type]
-                for i, o in zip(odd, _decode(encoded), strict=True):
-                    part[i] = o
-            if part is None or len(part) != len(szs):
-                part = _hash_batch(paths[k::workers], szs, flags)  # worker died
-            out[k::workers] = part
-        return out
+            if data is None:
+                continue
+            try:
+                done, indices, encoded = marshal.loads(data)
+                outcomes = _decode(encoded)
+            except (EOFError, ValueError, TypeError):
+                continue
+            if len(indices) == len(outcomes) and all(0 <= i < n for i in indices):
+                covered.update(done)
+                found.update(zip(indices, outcomes, strict=True))
+        for c in range(chunks):
+            if c not in covered:
+                hash_chunk(c, found)  # its child died: hashed here
+        claims.close()
+        return dict(sorted(found.items()))
 
-    return finish
+    def stop() -> None:
+        claims[:] = b"\x01" * len(claims)  # every chunk claimed: the children stop
+        for child in children:
+            child.result()  # waited for, its answer dropped
+        claims.close()
+
+    return _pending_odd(odd, expected, sizes, stop)

@@ -66,9 +66,11 @@ def leaf_hashes(entries: Sequence[Entry]) -> list[bytes]:
     if not entries:
         return []
     # Canonical JSON never holds a raw newline (it is escaped inside strings), so the
-    # lines of one encode_lines call are exactly each entry's canonical bytes.
-    lines = canonical_lines(entries).split(b"\n")
-    return [blake3(_LEAF + line).digest() for line in lines[:-1]]
+    # lines of one encode_lines call are exactly each entry's canonical bytes; each
+    # line gets its leaf prefix in the same two C-level passes.
+    lines = (_LEAF + canonical_lines(entries)[:-1].replace(b"\n", b"\n" + _LEAF)).split(b"\n")
+    b3 = blake3
+    return [b3(line).digest() for line in lines]
 
 
 def entries_root(entries: Sequence[Entry]) -> str:

@@ -4,12 +4,14 @@ their order, name collisions, the Merkle root and the bundle digest."""
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 from ..inventory import REGISTRATION_NAME
 from ..merkle import bundle_digest, entries_root
 from ..models import Entry, Finding, Registration
 from ..paths import all_plain, name_collisions, path_problem, shown
 from ..storage import BlobStore
+from ._walk import sole_parent
 
 __all__ = ["err", "path_findings", "tree_findings", "unavailable"]
 
@@ -29,9 +31,13 @@ def err(
     )
 
 
-def path_findings(reg: Registration, name: str) -> list[Finding]:
-    """A bundle's entry paths, order and duplicates (decided before any file is opened)."""
-    paths = [e.path for e in reg.manifest.entries]
+def path_findings(
+    reg: Registration, name: str, paths: Sequence[str] | None = None
+) -> list[Finding]:
+    """A bundle's entry paths, order and duplicates (decided before any file is opened);
+    ``paths``: the entries' paths, when the caller has listed them."""
+    if paths is None:
+        paths = [e.path for e in reg.manifest.entries]
     if all_plain(paths) and all(map(operator.lt, paths, paths[1:])):
         return []  # the common case, in C: plain names, strictly increasing
     out: list[Finding] = []
@@ -59,31 +65,37 @@ def path_findings(reg: Registration, name: str) -> list[Finding]:
     return out
 
 
-def _cannot_collide(paths: list[str]) -> bool:
+def _cannot_collide(paths: Sequence[str]) -> bool:
     """True when no two of ``paths`` (nor their directories, nor the registration) can
     fold together: ASCII names fold by ``lower()`` alone, so distinct names whose lower
     case is distinct too are safe. Otherwise :func:`name_collisions` decides."""
     joined = "\n".join(paths)
     if not joined.isascii():
         return False
-    if joined == joined.lower():
+    lowered = joined.lower()
+    if joined == lowered:
         return True  # lower-case ASCII names fold to themselves
     dirs: set[str] = set()
-    for parent in {path.rpartition("/")[0] for path in paths}:
+    common = sole_parent(paths)
+    for parent in {path.rpartition("/")[0] for path in paths} if common is None else (common,):
         while parent and parent not in dirs:
             dirs.add(parent)
             parent = parent.rpartition("/")[0]
     names = dirs.union(paths, (REGISTRATION_NAME,))
     # the lower case of every name, folded in C: the paths in one call
-    folded = {d.lower() for d in dirs}.union(joined.lower().split("\n"), (REGISTRATION_NAME,))
+    folded = {d.lower() for d in dirs}.union(lowered.split("\n"), (REGISTRATION_NAME,))
     return len(folded) == len(names)
 
 
-def tree_findings(reg: Registration, name: str) -> list[Finding]:
-    """A bundle's name collisions, Merkle root and bundle digest."""
+def tree_findings(
+    reg: Registration, name: str, paths: Sequence[str] | None = None
+) -> list[Finding]:
+    """A bundle's name collisions, Merkle root and bundle digest (``paths``: as for
+    :func:`path_findings`)."""
     m = reg.manifest
     out: list[Finding] = []
-    paths = [e.path for e in m.entries]
+    if paths is None:
+        paths = [e.path for e in m.entries]
     if not _cannot_collide(paths):
         for c in name_collisions(paths, reserved=[REGISTRATION_NAME]):
             out.append(err("name-collision", f"entry names {c.reason}", name, c.second))

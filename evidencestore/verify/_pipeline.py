@@ -11,28 +11,52 @@ thread computes Merkle roots and walks directories (:class:`Unhashed`), and
 from __future__ import annotations
 
 import errno
+import functools
 import os
+import stat
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import msgspec
 
 from ..digest import (
     Hashed,
     HashOutcome,
     NotRegularFileError,
+    PendingHashes,
     digest_from_hex,
     hash_files,
     start_hash_files,
+    would_fork,
 )
 from ..errors import IntegrityError
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME
 from ..models import BundleReport, Entry, Finding, Registration
-from ..paths import resolve, shown, within
+from ..paths import all_plain, resolve, shown, within
 from ..storage import BlobStore, SupportsLocalPaths
 from ._checks import err, path_findings, tree_findings, unavailable
-from ._walk import dir_state, readlink, real_bundle_dir, walk_files, walk_order
+from ._walk import (
+    dir_state,
+    holds_only,
+    readlink,
+    real_bundle_dir,
+    sole_parent,
+    walk_files,
+    walk_order,
+)
 
-__all__ = ["Context", "Plan", "Unhashed", "judge", "pipeline", "plan", "while_hashing"]
+__all__ = [
+    "Context",
+    "Early",
+    "Plan",
+    "Unhashed",
+    "judge",
+    "pipeline",
+    "plan",
+    "start_early",
+    "while_hashing",
+]
 
 _ANY_DIGEST = digest_from_hex("0" * 64)
 
@@ -92,13 +116,17 @@ class Plan(NamedTuple):
     bdir_s: str  # the bundle directory, with a trailing separator
     outside: str  # where the bundle directory resolves
     bdir_escapes: bool
+    repo_entries: int  # entries kept beside the registration (a job each, or a finding)
+    paths: tuple[str, ...]  # every entry's path, in manifest order
 
 
 class Unhashed(NamedTuple):
-    """What a bundle's judgement needs besides hashes: tree findings and the walk."""
+    """What a bundle's judgement needs besides hashes: tree findings and the walk
+    (``walked`` None: the directory lists exactly the registration and the entries'
+    names, so the walk is needed only if one of them turns out not to be a file)."""
 
     tree: list[Finding]
-    walked: list[tuple[str, str, str]]
+    walked: list[tuple[str, str, str]] | None
 
 
 def plan(ctx: Context, name: str, reg: Registration) -> Plan:
@@ -106,7 +134,8 @@ def plan(ctx: Context, name: str, reg: Registration) -> Plan:
     m = reg.manifest
     bdir = ctx.evidence_s + name
     bdir_s = f"{bdir}{os.sep}"
-    findings = path_findings(reg, name)
+    paths = tuple([e.path for e in m.entries])
+    findings = path_findings(reg, name, paths)
     n_path = len(findings)
     bad = {f.path for f in findings if f.code == "bad-path"} if findings else set()
     outside = real_bundle_dir(bdir, name, ctx.real_evidence, ctx.plain_dirs)
@@ -123,13 +152,37 @@ def plan(ctx: Context, name: str, reg: Registration) -> Plan:
         )
     dir_states: dict[str, str] = {}
     jobs: list[tuple[Entry, str]] = []
-    checked = unavailable_n = 0
+    checked = unavailable_n = repo_entries = 0
+    entries = m.entries
+    # the common case, with no name looked at one by one: every entry is kept beside
+    # the registration, in one directory inside the repository
+    common = None if findings else sole_parent(paths)
+    if (
+        common is not None
+        and (not common or dir_state(bdir, plain_bdir, common, real_root, dir_states) == "inside")
+        and "store" not in {e.location for e in entries}
+    ):
+        return Plan(
+            name,
+            reg,
+            (),
+            0,
+            tuple(zip(entries, [bdir_s + p for p in paths], strict=True)),
+            0,
+            0,
+            bdir_s,
+            outside,
+            False,
+            len(entries),
+            paths,
+        )
     store, local = ctx.store, ctx.local
     blob_base = ctx.blob_base
-    for entry in m.entries:
+    for entry in entries:
         if bad and entry.path in bad:
             continue
         if entry.location == "repo":
+            repo_entries += 1
             if bdir_escapes:
                 continue
             parent = entry.path.rpartition("/")[0]
@@ -193,27 +246,57 @@ def plan(ctx: Context, name: str, reg: Registration) -> Plan:
         bdir_s,
         outside,
         bdir_escapes,
+        repo_entries,
+        paths,
     )
 
 
+def _walk(ctx: Context, b: Plan) -> list[tuple[str, str, str]]:
+    return [] if b.bdir_escapes else walk_files(b.bdir_s, b.outside, ctx.real_root, [])
+
+
 def while_hashing(ctx: Context, b: Plan) -> Unhashed:
-    """The work that needs no hash: Merkle root, digest, collisions, the directory walk."""
-    walked = [] if b.bdir_escapes else walk_files(b.bdir_s, b.outside, ctx.real_root, [])
-    return Unhashed(tree_findings(b.reg, b.name), walked)
+    """The work that needs no hash: Merkle root, digest, collisions, the directory walk
+    (or, for a plain bundle directory whose entries all have a job, the listing that
+    shows it holds nothing else)."""
+    walked: list[tuple[str, str, str]] | None
+    repo = (
+        b.paths
+        if len(b.jobs) == len(b.paths) == b.repo_entries
+        else [e.path for e, _ in b.jobs if e.location == "repo"]
+    )
+    if (
+        b.n_path == 0
+        and b.outside == f"{ctx.real_evidence}{os.sep}{b.name}"
+        and len(repo) == b.repo_entries
+        and holds_only(b.bdir_s, repo, REGISTRATION_NAME)
+    ):
+        walked = None
+    else:
+        walked = _walk(ctx, b)
+    return Unhashed(tree_findings(b.reg, b.name, b.paths), walked)
 
 
 def judge(
-    ctx: Context, b: Plan, unhashed: Unhashed, outcomes: Sequence[HashOutcome]
+    ctx: Context, b: Plan, unhashed: Unhashed, odd: Sequence[tuple[int, HashOutcome]]
 ) -> BundleReport:
-    """Turn hash outcomes and the walk into this bundle's findings, in report order."""
+    """Turn hash outcomes and the walk into this bundle's findings, in report order.
+
+    ``odd``: (job index, outcome) of the jobs whose outcome is not the expected digest
+    and size, in job order; every other job hashed as registered.
+    """
     name = b.name
     m = b.reg.manifest
     # report order: path findings, tree findings, then the per-entry findings
     findings = [*b.findings[: b.n_path], *unhashed.tree, *b.findings[b.n_path :]]
-    checked, unavailable_n = b.checked, b.unavailable
+    checked, unavailable_n = b.checked + len(b.jobs) - len(odd), b.unavailable
     real_root = ctx.real_root
     store = ctx.store
-    for (entry, fpath), outcome in zip(b.jobs, outcomes, strict=True):
+    walked = unhashed.walked
+    if walked is None and any(b.jobs[j][0].location == "repo" for j, _ in odd):
+        walked = _walk(ctx, b)  # a name listed as expected is not a plain file
+    for j, outcome in odd:
+        entry, fpath = b.jobs[j]
         d = entry.descriptor
         if type(outcome) is Hashed and outcome.digest == d.digest:
             checked += 1
@@ -273,10 +356,10 @@ def judge(
         findings.append(err(code, msg, name, entry.path, d.digest))
 
     # files in the bundle directory that no entry names
-    if unhashed.walked:
+    if walked:
         named = {e.path for e in m.entries if e.location == "repo"}
         named.add(REGISTRATION_NAME)
-        extra = sorted((w for w in unhashed.walked if w[0] not in named), key=walk_order)
+        extra = sorted((w for w in walked if w[0] not in named), key=walk_order)
     else:
         extra = []
     if extra:
@@ -320,11 +403,96 @@ def judge(
     )
 
 
+@functools.cache
+def _light() -> msgspec.json.Decoder[Any]:
+    """A decoder of what hashing needs of a registration, every other field skipped
+    unread (made on first use: most verifications never need it)."""
+
+    # defstruct: the field types as objects (this module's annotations are strings)
+    descriptor = msgspec.defstruct("LightDescriptor", [("digest", str), ("size", int)])
+    entry = msgspec.defstruct(
+        "LightEntry", [("path", str), ("descriptor", descriptor), ("location", str)]
+    )
+    manifest = msgspec.defstruct("LightManifest", [("entries", list[entry])])  # type: ignore[valid-type]
+    light = msgspec.defstruct("Light", [("manifest", manifest)])
+    return msgspec.json.Decoder(light)
+
+
+# A registration this large (a few thousand entries) has its files hashed while it is
+# decoded and checked (see start_early).
+EARLY_MIN_BYTES = 256 << 10
+_OPEN_PLAIN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+class Early(NamedTuple):
+    """Hashing started before the registration was decoded (:func:`start_early`)."""
+
+    paths: list[str]
+    sizes: list[int | None]
+    digests: list[str | None]
+    pending: PendingHashes
+
+
+def start_early(ctx: Context, name: str) -> Early | None:
+    """Start hashing bundle ``name``'s files from the bytes of its registration, before
+    the registration is decoded and checked, or None when that is not worth it or not
+    safe. The files are a guess from a light decode (each entry's path, size and digest,
+    nothing validated); :func:`pipeline` uses the outcomes only when the plan's files,
+    sizes and digests are exactly these, and otherwise stops and drops them.
+
+    Only a large registration qualifies, whose entries are all kept beside it, with
+    plain names (:func:`~evidencestore.paths.all_plain`) in one directory, and only when
+    the bundle directory and that directory are plain directories, so nothing outside
+    the bundle is opened, whatever the registration says.
+    """
+    bdir = ctx.evidence_s + name
+    try:
+        fd = os.open(f"{bdir}{os.sep}{REGISTRATION_NAME}", _OPEN_PLAIN)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size < EARLY_MIN_BYTES:
+                return None
+            data = os.read(fd, st.st_size)
+        finally:
+            os.close(fd)
+        entries = _light().decode(data).manifest.entries
+    except (OSError, msgspec.DecodeError):
+        return None  # the inventory reports what is wrong with it
+    if any(e.location != "repo" for e in entries):
+        return None
+    names = [e.path for e in entries]
+    common = sole_parent(names) if all_plain(names) else None
+    if common is None:
+        return None
+    way = [bdir]
+    for part in common.split("/") if common else ():
+        way.append(f"{way[-1]}{os.sep}{part}")
+    try:
+        if not all(stat.S_ISDIR(os.lstat(d).st_mode) for d in way):
+            return None  # a symlink (or a file) on the way
+    except OSError:
+        return None
+    sizes: list[int | None] = [e.descriptor.size for e in entries]
+    if not would_fork(sizes):
+        return None  # hashed here anyway: nothing to overlap with the decode
+    bdir_s = f"{bdir}{os.sep}"
+    paths = [bdir_s + n for n in names]
+    digests: list[str | None] = [e.descriptor.digest for e in entries]
+    pending = start_hash_files(paths, sizes, follow_symlinks=False, expected_digests=digests)
+    return Early(paths, sizes, digests, pending)
+
+
 def pipeline(
-    ctx: Context, regs: Mapping[str, Registration], *, threads: int | None = None
+    ctx: Context,
+    regs: Mapping[str, Registration],
+    *,
+    threads: int | None = None,
+    early: Early | None = None,
 ) -> list[BundleReport]:
     """The one pipeline: plan every bundle, hash one flat list of files in the
-    background while this thread does the rest, then judge each bundle."""
+    background while this thread does the rest, then judge each bundle. ``early``:
+    hashing started before the registrations were decoded (:func:`start_early`), used
+    when its files are exactly the plan's, and stopped and dropped otherwise."""
     planned = [plan(ctx, name, reg) for name, reg in regs.items()]
     starts: list[int] = []
     paths: list[str] = []
@@ -336,14 +504,27 @@ def pipeline(
             paths.append(fpath)
             sizes.append(entry.descriptor.size)
             digests.append(entry.descriptor.digest)
-    pending = start_hash_files(
-        paths, sizes, threads=threads, follow_symlinks=False, expected_digests=digests
-    )
+    if early is not None and (early.paths, early.sizes, early.digests) == (paths, sizes, digests):
+        pending = early.pending
+    else:
+        if early is not None:
+            early.pending.cancel()  # a guess that missed: stopped and dropped
+        pending = start_hash_files(
+            paths, sizes, threads=threads, follow_symlinks=False, expected_digests=digests
+        )
     try:
         unhashed = [while_hashing(ctx, b) for b in planned]
     finally:
-        outcomes = pending.result()
+        odd = pending.unexpected()
+    # each bundle's odd outcomes, by job index within the bundle
+    per_bundle: list[list[tuple[int, HashOutcome]]] = [[] for _ in planned]
+    k, last = 0, len(starts) - 1
+    for i, outcome in odd.items():  # ascending
+        # the last bundle starting at or before i (one without jobs starts where the
+        # next one does, so it is never the last)
+        while k < last and starts[k + 1] <= i:
+            k += 1
+        per_bundle[k].append((i - starts[k], outcome))
     return [
-        judge(ctx, b, u, outcomes[start : start + len(b.jobs)])
-        for b, u, start in zip(planned, unhashed, starts, strict=True)
+        judge(ctx, b, u, found) for b, u, found in zip(planned, unhashed, per_bundle, strict=True)
     ]

@@ -7,6 +7,7 @@ of them all; :func:`check_repository` is the raising twin."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..paths import shown
 from ..staging import staging_name, stale_staging_dirs
 from ..storage import BlobStore
 from ._base import base_findings
-from ._pipeline import Context
+from ._pipeline import Context, Early, start_early
 from ._shares import dir_shares, verify_bundles, verify_dir_shares
 
 __all__ = [
@@ -90,6 +91,30 @@ def verify_repository(
     ``remote_checker`` adds findings about ``store`` entries on a remote;
     ``inventory`` is ``load_inventory(root)`` when the caller has already loaded it.
     """
+    # What exists now (modules, the caller's objects) is left out of the cyclic
+    # collections that verifying many registrations triggers, and forked workers do
+    # not copy the pages those collections would touch; unless the caller froze some.
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        return _verify_repository(
+            root, bundles, store, require_available, base, remote_checker, inventory
+        )
+    finally:
+        if freeze:
+            gc.unfreeze()
+
+
+def _verify_repository(
+    root: str | os.PathLike[str],
+    bundles: Iterable[str] | None,
+    store: BlobStore | None,
+    require_available: bool,
+    base: str | None,
+    remote_checker: RemoteChecker | None,
+    inventory: Inventory | None,
+) -> VerifyReport:
     repository = as_repository(root)
     repo = repository.root
     if store is None:
@@ -108,9 +133,30 @@ def verify_repository(
             found[:0] = dirs.findings
             found.extend(dirs.closing_findings())
             return _report(repo, parts, [*found, *_staging_findings(repo)])
-        inventory = dirs.inventory()  # load_inventory, on the listing made above
-    else:
-        ctx = Context(repo, store, require_available)
+        early: Early | None = None
+        if bundles is None and len(dirs.dirs) == 1 and (ctx.store is None or ctx.local):
+            # one bundle: its files are hashed while its registration is decoded
+            early = start_early(ctx, dirs.dirs[0].name)
+        try:
+            inventory = dirs.inventory()  # load_inventory, on the listing made above
+            return _verify_inventory(repo, ctx, inventory, bundles, base, remote_checker, early)
+        finally:
+            if early is not None:
+                early.pending.cancel()  # waited for (a no-op once used), whatever happened
+    ctx = Context(repo, store, require_available)
+    return _verify_inventory(repo, ctx, inventory, bundles, base, remote_checker)
+
+
+def _verify_inventory(
+    repo: Path,
+    ctx: Context,
+    inventory: Inventory,
+    bundles: Iterable[str] | None,
+    base: str | None,
+    remote_checker: RemoteChecker | None,
+    early: Early | None = None,
+) -> VerifyReport:
+    """The report of the loaded ``inventory`` (see :func:`verify_repository`)."""
     repo_findings = list(inventory.findings)
     selected = sorted(inventory.registrations)
     if bundles is not None:
@@ -140,7 +186,7 @@ def verify_repository(
     regs = {n: inventory.registrations[n] for n in selected}
     remote_found = remote_checker(regs) if remote_checker is not None else {}
     reports: list[BundleReport] = []
-    for name, rep in zip(selected, verify_bundles(ctx, regs), strict=True):
+    for name, rep in zip(selected, verify_bundles(ctx, regs, early), strict=True):
         extra_findings = tuple(remote_found.get(name, ()))
         if extra_findings:
             all_f = rep.findings + extra_findings

@@ -20,7 +20,7 @@ from typing import TypeVar
 from .._fork import can_fork, cpu_count, fork_map
 from ..inventory import BundleDirs
 from ..models import BundleReport, Finding, Registration
-from ._pipeline import Context, pipeline
+from ._pipeline import Context, Early, pipeline
 
 __all__ = [
     "LARGE_BUNDLE",
@@ -98,12 +98,17 @@ def shares(ctx: Context, regs: Mapping[str, Registration]) -> list[list[str]]:
     return [share for share in out if share]
 
 
-def verify_bundles(ctx: Context, regs: Mapping[str, Registration]) -> list[BundleReport]:
+def verify_bundles(
+    ctx: Context, regs: Mapping[str, Registration], early: Early | None = None
+) -> list[BundleReport]:
     """Every bundle's report, in order: many bundles are split across forked workers
-    (each runs the whole pipeline on its share); otherwise one pipeline runs here."""
+    (each runs the whole pipeline on its share); otherwise one pipeline runs here
+    (with ``early``, hashing started before the registrations were decoded)."""
     parts = shares(ctx, regs)
+    if early is not None and parts:
+        early.pending.cancel()  # not split when it was started: dropped
     if not parts:
-        return pipeline(ctx, regs)
+        return pipeline(ctx, regs, early=early)
     import msgspec
 
     def run(share: list[str]) -> bytes:

@@ -7,11 +7,85 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from ..paths import resolve, within
 
-__all__ = ["dir_state", "readlink", "real_bundle_dir", "walk_files", "walk_order"]
+__all__ = [
+    "dir_state",
+    "holds_only",
+    "readlink",
+    "real_bundle_dir",
+    "sole_parent",
+    "walk_files",
+    "walk_order",
+]
+
+
+def holds_only(bdir_s: str, paths: Sequence[str], reserved: str) -> bool:
+    """Whether the plain bundle directory ``bdir_s`` (with a trailing separator) lists
+    exactly ``reserved`` and the names ``paths`` lead to, every directory on their way
+    a plain directory (not a symlink).
+
+    One ``listdir`` a directory, compared as a set: nothing is done name by name, so a
+    bundle of many files costs a few C-level calls. True means the directory holds
+    nothing that :func:`walk_files` would report, provided that every one of ``paths``
+    then hashes as a regular file (a name that is a directory or a symlink is listed
+    here like a file); False only means that the full walk decides.
+    """
+    tree = _expected_tree(paths, reserved)
+    if tree is None:
+        return False
+    for rel, names in tree.items():
+        where = bdir_s + rel
+        try:
+            if rel and not stat.S_ISDIR(os.lstat(where).st_mode):
+                return False  # a symlink (or a file) where a directory was expected
+            listed = os.listdir(where)
+        except OSError:
+            return False
+        if len(listed) != len(names) or not names.issuperset(listed):
+            return False
+    return True
+
+
+def sole_parent(paths: Sequence[str]) -> str | None:
+    """The one directory (relative, ``""`` for the top) that directly holds every one
+    of ``paths``, found in a few C-level calls; None when they lie in several."""
+    if not paths:
+        return ""
+    lo, hi = min(paths), max(paths)
+    # every path sorts between lo and hi, so it shares their common directory
+    common = os.path.commonprefix([lo, hi]).rpartition("/")[0]  # noqa: RUF071 (cut at a "/")
+    depth = common.count("/") + 1 if common else 0
+    # each path holds at least ``depth`` separators; no more in all means none deeper
+    # (the join adds one between each two paths)
+    deeper = "/".join(paths).count("/") != len(paths) * (depth + 1) - 1
+    return None if deeper else common
+
+
+def _expected_tree(paths: Sequence[str], reserved: str) -> dict[str, set[str]] | None:
+    """The names each directory (relative, ``""`` for the top) should list, or None
+    when ``paths`` are not plain relative names."""
+    common = sole_parent(paths)
+    tree: dict[str, set[str]] = {}
+    if common is not None:  # the common case: one directory holds every file
+        cut = len(common) + 1 if common else 0
+        tree[common] = set([p[cut:] for p in paths] if cut else paths)
+    else:
+        for path in paths:
+            parent, _, name = path.rpartition("/")
+            tree.setdefault(parent, set()).add(name)
+        common = ""
+    for parent in list(tree):
+        while parent:
+            up, _, name = parent.rpartition("/")
+            tree.setdefault(up, set()).add(name)
+            parent = up
+    tree.setdefault("", set()).add(reserved)
+    if any("" in names for names in tree.values()):
+        return None  # an empty segment: not a plain relative path
+    return tree
 
 
 def walk_files(

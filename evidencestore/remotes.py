@@ -28,13 +28,7 @@ from .errors import (
 )
 from .inventory import load_inventory
 from .models import Finding, Registration
-from .storage import (
-    BlobStore,
-    FsspecBlobStore,
-    LocalBlobStore,
-    ReadThroughStore,
-    RetryPolicy,
-)
+from .storage import BlobStore, LocalBlobStore, ReadThroughStore
 from .storage.leases import (
     LEASE_DIR,
     LEASE_RENEWAL,
@@ -150,6 +144,8 @@ def remote_store(config: RemoteConfig, base: str | os.PathLike[str] = ".") -> Bl
     path = _local_path(url, Path(base))
     if path is not None:
         return LocalBlobStore(path, read_only=config.read_only)
+    from .storage import FsspecBlobStore, RetryPolicy  # only now: fsspec and asyncio
+
     retry = RetryPolicy(
         attempts=config.attempts,
         backoff=config.backoff,

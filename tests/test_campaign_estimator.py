@@ -211,3 +211,38 @@ def test_percentile_order_statistic_interval_against_binomial() -> None:
     few = percentile("a", values[:10], 0.9, 0.95)
     assert few.low is None and few.needed == requests_needed(0.9, 0.95) == 36
     assert 0.9**36 <= 0.025 < 0.9**35
+
+
+def test_percentile_ranks_are_scipy_stats_binomial_without_importing_it() -> None:
+    """The ranks and coverage equal scipy.stats.binom's to the bit, and computing a
+    percentile imports scipy.special only, never scipy.stats (a second at start-up)."""
+    import subprocess
+    import sys
+
+    from scipy.stats import binom
+
+    from evidencestore.campaign import percentiles
+
+    for confidence in (0.9, 0.95, 0.99):
+        alpha = (1.0 - confidence) / 2
+        for q in (0.5, 0.9, 0.99):
+            for n in (*range(1, 60), 100, 368, 1000, 4321):
+                low = int(binom.ppf(alpha, n, q))
+                high = int(binom.ppf(1.0 - alpha, n, q)) + 1
+                assert percentiles._ranks(n, q, confidence) == (low, high), (confidence, q, n)
+                values = [float(v) for v in range(1, n + 1)]
+                p = percentiles.percentile("a", values, q, confidence)
+                if low >= 1 and high <= n:
+                    cover = float(binom.cdf(high - 1, n, q) - binom.cdf(low - 1, n, q))
+                    assert p.coverage == cover and (p.low, p.high) == (low, high)
+                else:
+                    assert p.coverage is None and p.needed is not None
+    code = (
+        "import sys\n"
+        "from evidencestore.campaign.percentiles import percentile\n"
+        "p = percentile('a', [float(v) for v in range(1, 101)], 0.5, 0.95)\n"
+        "assert p.coverage is not None\n"
+        "print('scipy.stats' in sys.modules, 'scipy.special' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

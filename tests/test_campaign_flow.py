@@ -325,6 +325,152 @@ def test_lsb_audio_not_lossless_names_audio(seed: Campaign) -> None:
     assert ev.adjudications["15s/rank-local"].verdict == "PASS"
 
 
+def test_each_output_decoded_once_and_a_second_status_decodes_and_writes_nothing(
+    seed: Campaign, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28: within one evaluation each distinct output is decoded once (the metrics
+    of an unequal pair read the frames its analysis decoded); an unchanged campaign is
+    reused whole: nothing decoded, nothing written; frames over the memory budget are
+    decoded again, to the same records."""
+    import shutil
+
+    import av
+    import msgspec
+
+    from evidencestore.campaign import decoded
+    from evidencestore.campaign.status import evaluate
+
+    opened: list[object] = []
+    real_open = av.open
+
+    def counting_open(*args: Any, **kwargs: Any) -> Any:
+        opened.append(args[0])
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(av, "open", counting_open)
+    campaign = load_campaign(seed.root, "h3-lossless")
+    memo = seed.root / ".evstore" / "memo"
+    shutil.rmtree(memo, ignore_errors=True)
+    first = evaluate(seed.root, campaign)
+    comparisons = [
+        *(c for r in first.repeatability.values() for c in r.comparisons),
+        *(c for a in first.adjudications.values() for c in a.comparisons),
+    ]
+    pairs = {(c.reference, c.candidate) for c in comparisons if c.record is not None}
+    measured = {d for pair in pairs for d in pair}
+    # lsb-audio's output and the baseline's, per condition (the requests share a seed)
+    assert len(pairs) == 2 and len(measured) == 4
+    assert first.adjudications["5s/lsb-audio"].comparisons[0].audio_max_abs_diff
+    # One container opened, one decoding pass, per distinct output: metrics included.
+    assert not first.reused and first.decoded == len(opened) == len(measured)
+
+    def state() -> dict[Path, tuple[int, int]]:
+        files = (p for p in (seed.root / ".evstore").rglob("*") if p.is_file())
+        return {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in files}
+
+    before, opened[:] = state(), []
+    again = evaluate(seed.root, campaign)
+    assert again.reused and again.decoded == 0 and opened == []
+    assert state() == before  # a memo hit writes nothing
+    assert again.status == first.status
+
+    def records(ev: Any) -> Any:
+        return msgspec.to_builtins((ev.status, ev.repeatability, ev.adjudications, ev.claims))
+
+    monkeypatch.setattr(decoded, "FRAME_BUDGET", 0)
+    shutil.rmtree(memo)
+    tight = evaluate(seed.root, campaign)
+    # Each measured output decoded once more per stream kind (video, audio) per pair.
+    assert tight.decoded == len(measured) + 2 * 2 * len(pairs)
+    assert records(tight) == records(first)
+
+
+def test_status_imports_only_what_it_computes_with(seed: Campaign) -> None:
+    """A first status imports PyAV and NumPy (decoding, metrics), never scipy.stats,
+    asyncio or fsspec (no remote is configured); its claims, and scipy.special with them,
+    are computed in a forked child while the outputs decode (here, with forking off, or
+    when the child dies), to the same records. A second, reused from the memo, imports
+    none of them."""
+    import shutil
+    import sys
+
+    from evidencestore._fork import cpu_count
+
+    heavy = ("asyncio", "av", "fsspec", "numpy", "scipy.special", "scipy.stats")
+    code = (
+        "import os, sys\n"
+        "if os.environ.get('TEST_CLAIMS_CHILD_DIES'):\n"
+        "    import evidencestore.campaign.claims as c\n"
+        "    parent, real = os.getpid(), c.make_claim\n"
+        "    c.make_claim = lambda *a: os._exit(3) if os.getpid() != parent else real(*a)\n"
+        "from evidencestore._canonical import canonical\n"
+        "from evidencestore.campaign.protocol import load_campaign\n"
+        "from evidencestore.campaign.status import evaluate\n"
+        f"ev = evaluate({str(seed.root)!r}, load_campaign({str(seed.root)!r}, 'h3-lossless'))\n"
+        "print(canonical([ev.status, ev.repeatability, ev.adjudications, ev.claims]).decode())\n"
+        f"print('imported:', *(m for m in {heavy!r} if m in sys.modules))\n"
+    )
+
+    def first(**env: str) -> tuple[list[str], str]:
+        shutil.rmtree(seed.root / ".evstore" / "memo", ignore_errors=True)
+        return again(**env)
+
+    def again(**env: str) -> tuple[list[str], str]:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+            env={**os.environ, **env},
+        )  # fmt: skip
+        status, _, last = out.stdout.rstrip("\n").rpartition("\n")
+        return last.split()[1:], status
+
+    alone, records = first(EVSTORE_NO_FORK="1")
+    assert alone == ["av", "numpy", "scipy.special"]
+    status, _, _, claims = json.loads(records)
+    assert status["verdict"] == "NOT_ACCEPTED" and claims["5s/rank-local"]["verdict"] == "STANDS"
+    if cpu_count() > 1:
+        assert first() == (["av", "numpy"], records)  # the same records, claims included
+        # A child that dies: the claims are computed in the parent, to the same records.
+        assert first(TEST_CLAIMS_CHILD_DIES="1") == (alone, records)
+    assert again() == ([], records)
+
+
+def test_a_tampered_memo_never_changes_a_verdict(seed: Campaign) -> None:
+    """A memo entry naming another computation's record, or a record altered in place, is
+    a miss: the evaluation is computed again, to the same status."""
+    import msgspec
+
+    from evidencestore.campaign.memo import Memo, memo_key
+    from evidencestore.campaign.models import Evaluation
+    from evidencestore.campaign.status import evaluate
+    from evidencestore.config import local_store
+    from evidencestore.digest import digest_hex
+
+    campaign = load_campaign(seed.root, "h3-lossless")
+    first = evaluate(seed.root, campaign)
+    assert first.status.verdict == "NOT_ACCEPTED"
+    memo_dir = seed.root / ".evstore" / "memo"
+
+    def index(key: str) -> Path:
+        return memo_dir / digest_hex(key)[:2] / digest_hex(key)
+
+    assert index(first.key).is_file()
+    # Another key's record, claiming ACCEPTED, named under this evaluation's key.
+    forged = msgspec.structs.replace(first.status, verdict="ACCEPTED", remaining=())
+    other = memo_key("campaign-evaluation", {"another": "campaign"})
+    Memo(local_store(seed.root), memo_dir).put(other, Evaluation(status=forged))
+    index(first.key).write_text(index(other).read_text())
+    ev = evaluate(seed.root, campaign)
+    assert not ev.reused and ev.status == first.status
+    assert evaluate(seed.root, campaign).reused  # kept again, under its own key
+    # The record altered in place: its digest no longer matches, a miss.
+    digest, _ = index(first.key).read_text().split()
+    blob = local_store(seed.root).path_of(digest)
+    blob.chmod(0o644)
+    blob.write_bytes(blob.read_bytes().replace(b'"NOT_ACCEPTED"', b'"ACCEPTED"'))
+    ev = evaluate(seed.root, campaign)
+    assert not ev.reused and ev.status == first.status
+
+
 def test_failed_arm_gives_no_claim(seed: Campaign, capsys: pytest.CaptureFixture[str]) -> None:
     seed.capsys = capsys
     code, out, _ = seed.cli(

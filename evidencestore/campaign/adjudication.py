@@ -23,7 +23,8 @@ not repeatable-exact, and a candidate judged against it stays UNAVAILABLE whatev
 protocol's non-repeatable-baseline rule says: what was not checked was not compared.
 
 Each pair is judged once (``Judge``): its result is kept by the digests of its inputs
-(``memo.py``), and within one evaluation each distinct output is decoded at most once.
+(``memo.py``), and within one evaluation each distinct output is decoded at most once
+(``decoded.py``: its analysis and frames serve every pair it is part of, metrics included).
 An output neither the local store nor a configured remote holds makes its pair
 UNAVAILABLE and is listed as missing (``evstore pull``), never kept.
 
@@ -50,10 +51,11 @@ from ..digest import hash_bytes
 from ..errors import EvidenceStoreError
 from ..inventory import EVIDENCE_DIR
 from ..models import Descriptor
-from ..runs.models import RequestRecord
+from ..runs.models import RequestRecord, Workload
 from ..runs.workload import expectations_for, load_workload
 from ..storage import BlobStore
 from .arrays import ARRAY_SUFFIXES, compare_array_files
+from .decoded import DecodedOutputs
 from .members import Member
 from .memo import Memo, memo_key
 from .models import Adjudication, ArrayComparison, OutputComparison, Repeatability, Verdict
@@ -61,8 +63,7 @@ from .protocol import Campaign
 from .tokens import compare_completions, load_completion
 
 if TYPE_CHECKING:
-    from ..media.records import Expectations, MediaReport
-    from ..media.source import MediaSource
+    from ..media.records import Expectations
 
 __all__ = ["Judge", "adjudicate", "compare_runs", "repeatability", "worst"]
 
@@ -125,18 +126,16 @@ def _array_verdict(c: ArrayComparison) -> Verdict:
     return "INCONCLUSIVE" if c.differing is not None else "UNAVAILABLE"
 
 
-_SOURCE_BUDGET = 256 << 20  # bytes of output kept in memory between pairs
-
-
 class Judge:
     """Judges output pairs for one evaluation, reading through ``store``.
 
     Each pair's result is memoised by the digests of its inputs (``memo.py``), so a
     later evaluation on any clone whose store holds the memo decodes nothing; within
-    one evaluation each distinct output is decoded at most once (its analysis is kept
-    by digest). An output that cannot be had (not in the local store nor on a
-    configured remote) makes its pair UNAVAILABLE and is listed in ``missing`` (digest
-    -> what needed it), never memoised: fetching it changes the answer.
+    one evaluation each distinct output is decoded at most once (``outputs``: its
+    analysis and frames are kept by digest, under a memory budget). An output that
+    cannot be had (not in the local store nor on a configured remote) makes its pair
+    UNAVAILABLE and is listed in ``missing`` (digest -> what needed it), never memoised:
+    fetching it changes the answer.
     """
 
     def __init__(
@@ -149,34 +148,23 @@ class Judge:
         #: (reference, candidate) digests of pairs judged without one of their inputs
         #: (an output or a raw array): UNAVAILABLE here, not a verdict on the outputs.
         self.lacking: set[tuple[str | None, str | None]] = set()
-        self.decoded = 0
-        self._reports: dict[str, MediaReport] = {}
-        self._sources: dict[str, MediaSource] = {}
+        self.outputs = DecodedOutputs(store)
         self._done: dict[str, OutputComparison] = {}
+        self._workloads: dict[Path, tuple[Workload, dict[int, Expectations | None]]] = {}
 
-    def _source(self, desc: Descriptor) -> MediaSource:
-        from ..media.source import MediaSource
+    def workload(self, path: Path | None) -> tuple[Workload | None, dict[int, Expectations | None]]:
+        """The workload at ``path`` (None: none) read once per evaluation, with the
+        expectations derived from its requests so far (by request index)."""
+        if path is None:
+            return None, {}
+        if path not in self._workloads:
+            self._workloads[path] = (load_workload(path).workload, {})
+        return self._workloads[path]
 
-        src = self._sources.get(desc.digest)
-        if src is None:
-            data = self.store.get(desc.digest, desc.size)
-            src = MediaSource(name=desc.digest, descriptor=desc, data=data)
-            held = sum(s.descriptor.size for s in self._sources.values())
-            while self._sources and held + desc.size > _SOURCE_BUDGET:
-                held -= self._sources.pop(next(iter(self._sources))).descriptor.size
-            self._sources[desc.digest] = src
-        return src
-
-    def _report(self, desc: Descriptor) -> tuple[MediaSource, MediaReport]:
-        from ..media.decode import analyse
-
-        source = self._source(desc)
-        report = self._reports.get(desc.digest)
-        if report is None:
-            report = analyse(source)
-            self.decoded += 1
-            self._reports[desc.digest] = report
-        return source, report
+    @property
+    def decoded(self) -> int:
+        """Decoding passes over outputs so far (``DecodedOutputs.decodes``)."""
+        return self.outputs.decodes
 
     def _array_bytes(self, desc: Descriptor, what: str) -> bytes | None:
         try:
@@ -346,21 +334,26 @@ class Judge:
         lacking: list[OutputComparison] = []
         for desc, name in ((body_a, ref_name), (body_b, cand_name)):
             try:
-                self._source(desc)
+                self.outputs.source(desc)
             except EvidenceStoreError as exc:
                 what = f"output of run {name!r}, {key}"
                 lacking.append(self._unavailable(desc, what, exc, ref_digest, cand_digest))
         if lacking:
             return lacking[0], False
         try:
-            ref_src, ref = self._report(body_a)
-            cand_src, cand = self._report(body_b)
+            ref_src, ref = self.outputs.report(body_a)
+            cand_src, cand = self.outputs.report(body_b)
         except EvidenceStoreError as exc:
             return OutputComparison(
                 key="", verdict="UNAVAILABLE", reference=ref_digest, candidate=cand_digest,
                 reasons=(f"{key}: cannot be compared: {exc}",),
             ), False  # fmt: skip
-        record = compare_reports(ref_src, cand_src, ref, cand, expectations)
+        record = compare_reports(
+            ref_src, cand_src, ref, cand, expectations, frames=self.outputs.frames
+        )
+        # The reference (the first baseline run's output) is measured against every
+        # candidate of its request; a candidate's output, once.
+        self.outputs.release(body_b)
         desc = store_record(record, self.store)
         metrics = record.metrics
         return OutputComparison(
@@ -405,8 +398,7 @@ def compare_runs(
     judge = judge or Judge(root, store)
     phases = campaign.protocol.quality.compare_phases
     a, b = _outputs(reference, phases), _outputs(candidate, phases)
-    workload = load_workload(workload_path).workload if workload_path is not None else None
-    cache: dict[int, Expectations | None] = {}
+    workload, cache = judge.workload(workload_path)
 
     def expect(index: int) -> Expectations | None:
         if workload is None:

@@ -5,18 +5,20 @@ A memo key is the BLAKE3 digest of the canonical bytes of ``{kind, inputs, tool}
 the expectations' canonical digest, the protocol digest), ``tool`` the versions that
 could change the answer (evidencestore, PyAV with its FFmpeg; read from package
 metadata, so a hit imports neither). The record is stored once in the blob store by
-its own digest; the key names it in a small index file beside the blobs
-(``<store>/memo/<2 hex>/<64 hex>``: the record's digest and size). A hit re-reads the
-record verified by digest; an index entry whose record is gone, altered or no longer
-decodes is a miss, and the record is computed again. Nothing here decides a verdict:
-it only avoids computing the same answer twice.
+its own digest, together with its key (``{"key", "record"}``); the key names it in a
+small index file beside the blobs (``<store>/memo/<2 hex>/<64 hex>``: the stored
+digest and size). A hit re-reads the record verified by digest and checks that it was
+stored under this very key; an index entry whose record is gone, altered, kept under
+another key or no longer decodes is a miss, and the record is computed again. A hit
+writes nothing. Nothing here decides a verdict: it only avoids computing the same
+answer twice.
 """
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -30,9 +32,17 @@ __all__ = ["MEMO_FORMAT", "Memo", "memo_key", "tool_version"]
 
 T = TypeVar("T")
 
-#: Bumped whenever a memoised computation changes its answer for the same inputs.
-MEMO_FORMAT = 1
+#: Bumped whenever a memoised computation changes its answer for the same inputs (or
+#: the stored form changes: 2 keeps each record with its key).
+MEMO_FORMAT = 2
 _MEDIA_TYPE = "application/vnd.evidencestore.campaign-memo+json"
+
+
+class _Kept(msgspec.Struct, Generic[T], frozen=True, forbid_unknown_fields=True):
+    """A memoised record as stored: with the key it answers."""
+
+    key: str
+    record: T
 
 
 @functools.cache
@@ -91,17 +101,21 @@ class Memo:
         """The record stored under ``key``, verified and decoded; None on a miss."""
         try:
             digest, size = self._path(key).read_text("ascii").split()
-            value = decode(self.store.get(digest, int(size)), type_)
+            kind = _Kept[type_]  # type: ignore[valid-type]
+            kept = decode(self.store.get(digest, int(size)), kind)
         except (OSError, ValueError, EvidenceStoreError, msgspec.DecodeError):
             self.misses += 1
             return None
+        if kept.key != key:  # an index entry naming another computation's record
+            self.misses += 1
+            return None
         self.hits += 1
-        return value
+        return kept.record
 
     def put(self, key: str, record: Any) -> str:
         """Store ``record`` and index it under ``key``; return its digest. A store that
         cannot be written leaves the memo empty (the record is recomputed next time)."""
-        data = canonical(record)
+        data = canonical(_Kept(key=key, record=record))
         try:
             desc = self.store.put(data, _MEDIA_TYPE)
             path = self._path(key)

@@ -8,12 +8,17 @@ binomial quantiles so each tail has at most ``(1 - confidence) / 2``; when ``l <
 ``u > n`` there are too few values for a two-sided interval, and the number of values it
 would need is given instead. The point estimate is the nearest-rank percentile
 ``x_(ceil(q n))``.
+
+The binomial quantile and CDF are the ufuncs ``scipy.stats.binom`` evaluates (Boost's,
+in ``scipy.special``): the same numbers without importing ``scipy.stats``, which costs
+about a second at start-up; ``scipy.stats.binom`` is used where a SciPy lacks them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..models import Model
 
@@ -35,12 +40,24 @@ class Percentile(Model, frozen=True, kw_only=True, omit_defaults=False):
     needed: int | None = None
 
 
-def _ranks(n: int, q: float, confidence: float) -> tuple[int, int]:
-    from scipy.stats import binom
+def _binom() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """``(ppf, cdf)`` of the binomial distribution for probabilities strictly inside
+    (0, 1) and integer counts, as ``scipy.stats.binom`` computes them."""
+    from scipy.special import _ufuncs
 
+    ppf, cdf = getattr(_ufuncs, "_binom_ppf", None), getattr(_ufuncs, "_binom_cdf", None)
+    if ppf is None or cdf is None:  # pragma: no cover - a SciPy without Boost's binomial
+        from scipy.stats import binom
+
+        return binom.ppf, binom.cdf
+    return ppf, cdf
+
+
+def _ranks(n: int, q: float, confidence: float) -> tuple[int, int]:
+    ppf, _ = _binom()
     alpha = (1.0 - confidence) / 2
-    low = int(binom.ppf(alpha, n, q))
-    high = int(binom.ppf(1.0 - alpha, n, q)) + 1
+    low = int(ppf(alpha, n, q))
+    high = int(ppf(1.0 - alpha, n, q)) + 1
     return low, high
 
 
@@ -64,8 +81,6 @@ def requests_needed(q: float, confidence: float, limit: int = 10_000_000) -> int
 
 def percentile(arm: str, values: Sequence[float], q: float, confidence: float) -> Percentile:
     """Quantile ``q`` of ``values`` with its order-statistic interval (module doc)."""
-    from scipy.stats import binom
-
     xs = sorted(values)
     n = len(xs)
     if n == 0:
@@ -74,7 +89,12 @@ def percentile(arm: str, values: Sequence[float], q: float, confidence: float) -
     low, high = _ranks(n, q, confidence)
     if low < 1 or high > n:
         return Percentile(arm=arm, q=q, n=n, value=value, needed=requests_needed(q, confidence))
-    coverage = float(binom.cdf(high - 1, n, q) - binom.cdf(low - 1, n, q))
+    _, cdf = _binom()
+
+    def below(k: int) -> float:  # clipped to [0, 1], as scipy.stats does
+        return min(1.0, max(0.0, float(cdf(k, n, q))))
+
+    coverage = below(high - 1) - below(low - 1)
     return Percentile(
         arm=arm, q=q, n=n, value=value, low=xs[low - 1], high=xs[high - 1], coverage=coverage
     )

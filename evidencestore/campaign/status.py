@@ -26,22 +26,25 @@ say what the verdict rests on (``verify.protection``).
 Evaluations are kept by the digests of their inputs (``memo.py``): the protocol, every
 campaign bundle (runs, void and withdrawal records), what the history proved, and the
 tool version. An unchanged campaign is evaluated once; each output pair is judged once.
+Every pair is judged first, in the order the cells are concluded; the speedup claims,
+which read no output, are computed meanwhile in a forked child (``_fork.Child``: its
+bytes decoded, or the claims computed here when it fails), so SciPy's import and the
+claims overlap the decoding.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
 from ..config import repository_at
 from ..errors import EvidenceStoreError
 from ..storage import BlobStore
-from .adjudication import Judge, adjudicate, repeatability
-from .claims import make_claim
 from .members import Member, Members, campaign_runs
 from .memo import Memo, memo_key
 from .models import (
@@ -62,6 +65,9 @@ from .models import (
 from .protocol import Campaign
 from .verify import protection
 
+if TYPE_CHECKING:  # imported where an evaluation is computed: a memo hit needs neither
+    from .adjudication import Judge
+
 __all__ = ["CampaignEvaluation", "evaluate", "evaluation_inputs"]
 
 MEMO_DIR = "memo"
@@ -69,8 +75,10 @@ MEMO_DIR = "memo"
 
 @dataclass
 class CampaignEvaluation:
-    """The status and every record it was computed from; ``decoded`` counts the outputs
-    decoded by this evaluation and ``reused`` whether it came whole from the memo."""
+    """The status and every record it was computed from; ``decoded`` counts this
+    evaluation's decoding passes over outputs (one per distinct output judged, more only
+    for frames over the memory budget: ``decoded.py``) and ``reused`` whether it came
+    whole from the memo."""
 
     status: StatusRecord
     repeatability: dict[str, Repeatability] = field(default_factory=dict)
@@ -131,17 +139,20 @@ def evaluate(
     members = campaign_runs(root, campaign, base=base_rev)
     local, memo = _memo(root)
     key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
-    kept = memo.get(key, Evaluation) or _registered(root, members, key)
-    if kept is not None:
-        memo.put(key, kept)  # (a no-op rewrite on a memo hit)
+    kept = memo.get(key, Evaluation)
+    if kept is None and (kept := _registered(root, members, key)) is not None:
+        memo.put(key, kept)  # a registered evaluation, kept for the next invocation
+    if kept is not None:  # a memo hit writes nothing
         return CampaignEvaluation(
             kept.status, dict(kept.repeatability), dict(kept.adjudications), dict(kept.claims),
             reused=True, key=key,
         )  # fmt: skip
-    from ..remotes import repository_store  # only now: remotes load fsspec
+    from ..remotes import repository_store  # only now: a memo hit needs no remote
 
     _seed_from_git(root, campaign, local)
     store = repository_store(repository_at(root))
+    from .adjudication import Judge
+
     judge = Judge(root, store, memo)
     ev = _evaluate(root, campaign, members, store, judge)
     ev.decoded, ev.key = judge.decoded, key
@@ -193,6 +204,8 @@ def _registered(root: Path, members: Members, key: str) -> Evaluation | None:
 def _evaluate(
     root: Path, campaign: Campaign, members: Members, store: BlobStore, judge: Judge
 ) -> CampaignEvaluation:
+    from .claims import make_claim
+
     protocol = campaign.protocol
     base = campaign.baseline
     cells: list[CellStatus] = []
@@ -223,10 +236,15 @@ def _evaluate(
         for line in protection(history.anchor if history else None, members.signed)
     ]
     unavailable: list[MissingInput] = []
+    collect = _claims_meanwhile(store, campaign, members)
+    try:
+        judged = _judge_all(root, campaign, members, store, judge)
+    finally:
+        computed = collect()
     for cond in protocol.condition:
         c = cond.name
         b_runs = members.of(c, base.name)
-        repeat = repeatability(root, store, campaign, c, b_runs, judge=judge)
+        repeat = judged.repeat[c]
         if repeat is not None:
             reps[c] = repeat
         rep_word: Literal["exact", "not-exact"] | None = (
@@ -237,7 +255,7 @@ def _evaluate(
         b_rejected: list[str] = []
         if repeat is None:
             b_open.append(f"{c}: baseline repeatability not yet qualified")
-        elif _lacks(repeat.comparisons, judge):
+        elif judged.repeat_lacks[c]:
             b_open.append(f"{c}: baseline outputs are unavailable here (`evstore pull`)")
         elif unchecked := [x for x in repeat.comparisons if x.unchecked]:
             b_open.append(
@@ -263,13 +281,11 @@ def _evaluate(
             rejected: list[str] = []
             verdict: Verdict | None = None
             if repeat is not None:
-                adj = adjudicate(
-                    root, store, campaign, c, arm.name, repeat, b_runs, a_runs, judge=judge
-                )
+                adj = judged.adjs[(c, arm.name)]
                 if adj is not None:
                     adjs[f"{c}/{arm.name}"] = adj
                     verdict = adj.verdict
-                    if _lacks(adj.comparisons, judge):
+                    if judged.adj_lacks[(c, arm.name)]:
                         opened.append(
                             f"{c}: candidate {arm.name}: outputs are unavailable here "
                             "(`evstore pull`)"
@@ -284,7 +300,9 @@ def _evaluate(
                         rejected.append(f"{c}: candidate {arm.name} is {verdict}: {why}")
             elif b_open and not opened:
                 opened.append(f"{c}: candidate {arm.name} waits for the baseline's repeatability")
-            claim = make_claim(store, campaign, members, c, arm.name)
+            claim = computed.get((c, arm.name))
+            if claim is None:  # no child, or it failed: computed here, the same record
+                claim = make_claim(store, campaign, members, c, arm.name)
             claims[f"{c}/{arm.name}"] = claim
             for what in claim.unavailable:
                 opened.append(f"{c}: candidate {arm.name}: {what}")
@@ -352,6 +370,82 @@ def _evaluate(
         withdrawn=tuple(members.withdrawn),
     )
     return CampaignEvaluation(status, reps, adjs, claims)
+
+
+@dataclass
+class _Judged:
+    """Every comparison of an evaluation, and whether each met an input that could not
+    be had by then (``_lacks`` at the point the cell is concluded)."""
+
+    repeat: dict[str, Repeatability | None] = field(default_factory=dict)
+    repeat_lacks: dict[str, bool] = field(default_factory=dict)
+    adjs: dict[tuple[str, str], Adjudication | None] = field(default_factory=dict)
+    adj_lacks: dict[tuple[str, str], bool] = field(default_factory=dict)
+
+
+def _judge_all(
+    root: Path, campaign: Campaign, members: Members, store: BlobStore, judge: Judge
+) -> _Judged:
+    """Repeatability and adjudications of every cell, in the order ``_evaluate``
+    concludes them (what is missing is found in that order too)."""
+    from .adjudication import adjudicate, repeatability
+
+    out = _Judged()
+    base = campaign.baseline
+    for cond in campaign.protocol.condition:
+        c = cond.name
+        b_runs = members.of(c, base.name)
+        repeat = repeatability(root, store, campaign, c, b_runs, judge=judge)
+        out.repeat[c] = repeat
+        out.repeat_lacks[c] = repeat is not None and _lacks(repeat.comparisons, judge)
+        if repeat is None:
+            continue
+        for arm in campaign.candidates:
+            if members.withdrawn_arms.get(arm.name) is not None:
+                continue
+            a_runs = members.of(c, arm.name)
+            adj = adjudicate(
+                root, store, campaign, c, arm.name, repeat, b_runs, a_runs, judge=judge
+            )
+            out.adjs[(c, arm.name)] = adj
+            out.adj_lacks[(c, arm.name)] = adj is not None and _lacks(adj.comparisons, judge)
+    return out
+
+
+def _claims_meanwhile(
+    store: BlobStore, campaign: Campaign, members: Members
+) -> Callable[[], dict[tuple[str, str], Claim]]:
+    """Start computing every candidate cell's claim in a forked child; the returned
+    function collects them (empty when there was no child or it failed: the caller
+    computes them itself, to the same records)."""
+    from .._fork import Child, can_fork, cpu_count
+    from .claims import make_claim
+
+    cells = [
+        (cond.name, arm.name)
+        for cond in campaign.protocol.condition
+        for arm in campaign.candidates
+        if members.withdrawn_arms.get(arm.name) is None
+    ]
+    if not cells or cpu_count() < 2 or not can_fork():
+        return dict
+
+    def work() -> bytes:
+        return msgspec.json.encode([make_claim(store, campaign, members, c, a) for c, a in cells])
+
+    child = Child(work)
+
+    def collect() -> dict[tuple[str, str], Claim]:
+        data = child.result()
+        if data is None:
+            return {}
+        try:
+            got = msgspec.json.decode(data, type=list[Claim])
+        except msgspec.DecodeError:  # a value JSON cannot carry (NaN): computed here
+            return {}
+        return dict(zip(cells, got, strict=True)) if len(got) == len(cells) else {}
+
+    return collect
 
 
 def _lacks(comparisons: tuple[OutputComparison, ...], judge: Judge) -> bool:

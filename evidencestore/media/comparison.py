@@ -7,14 +7,17 @@ sample count); incompatible inputs are UNAVAILABLE and no metric is computed (no
 resized, resampled, padded or trimmed). Exact equality per stream comes from the decoded
 content digests: all equal is PASS. Otherwise metrics are computed frame by frame in
 lockstep (memory does not grow with duration): a violated threshold is FAIL, and unequal
-outputs within every threshold are INCONCLUSIVE, never PASS.
+outputs within every threshold are INCONCLUSIVE, never PASS. The metrics read each stream's
+frames from a :data:`FrameReader`: by default :func:`stream_frames` decodes the source again;
+a caller that kept the frames of its own analysis (``analyse(on_frame=...)``) passes a
+reader over them, so each input is decoded once.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +49,14 @@ from .source import MediaSource, resolve
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["EXIT_CODES", "audio_array", "compare", "compare_reports"]
+__all__ = [
+    "EXIT_CODES",
+    "FrameReader",
+    "audio_array",
+    "compare",
+    "compare_reports",
+    "stream_frames",
+]
 
 EXIT_CODES: dict[str, int] = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3, "UNAVAILABLE": 4}
 
@@ -217,8 +227,13 @@ class _Mismatch(Exception):
     """The decoded streams turned out not to pair up frame by frame."""
 
 
-def _stream_frames(source: MediaSource, kind: str, pair: int = 0) -> Iterator[Any]:
-    """Frames of the ``pair``-th decodable stream of ``kind``."""
+#: ``(source, kind, pair)`` -> the decoded frames of ``source``'s ``pair``-th decodable
+#: stream of ``kind`` (``"video"`` or ``"audio"``), in decode order.
+FrameReader = Callable[[MediaSource, str, int], Iterator[Any]]
+
+
+def stream_frames(source: MediaSource, kind: str, pair: int = 0) -> Iterator[Any]:
+    """Frames of the ``pair``-th decodable stream of ``kind``, decoded again."""
     with opened(source) as container:
         streams = [s for s in container.streams if s.type == kind and decodable(s)]
         streams = streams[pair : pair + 1]
@@ -291,7 +306,11 @@ def _psnr(mse: float, peak: int) -> float | None:
 
 
 def _video_metrics(
-    ref: MediaSource, cand: MediaSource, scorers: Sequence[FrameScorer], pair: int = 0
+    ref: MediaSource,
+    cand: MediaSource,
+    scorers: Sequence[FrameScorer],
+    pair: int = 0,
+    reader: FrameReader = stream_frames,
 ) -> VideoMetrics:
     import numpy as np
 
@@ -313,7 +332,7 @@ def _video_metrics(
         cands.clear()
 
     for index, (fr, fc) in enumerate(
-        _lockstep(_stream_frames(ref, "video", pair), _stream_frames(cand, "video", pair))
+        _lockstep(reader(ref, "video", pair), reader(cand, "video", pair))
     ):
         if (fr.width, fr.height, fr.format.name) != (fc.width, fc.height, fc.format.name):
             raise _Mismatch(f"frame {index} geometry or pixel format differs")
@@ -381,7 +400,9 @@ def audio_array(frame: Any) -> np.ndarray:
     return data
 
 
-def _audio_metrics(ref: MediaSource, cand: MediaSource, pair: int = 0) -> AudioMetrics:
+def _audio_metrics(
+    ref: MediaSource, cand: MediaSource, pair: int = 0, reader: FrameReader = stream_frames
+) -> AudioMetrics:
     import numpy as np
 
     pending_r: list[np.ndarray] = []
@@ -409,7 +430,7 @@ def _audio_metrics(ref: MediaSource, cand: MediaSource, pair: int = 0) -> AudioM
         return sum(x.shape[1] for x in pending)
 
     sentinel = object()
-    it_r, it_c = _stream_frames(ref, "audio", pair), _stream_frames(cand, "audio", pair)
+    it_r, it_c = reader(ref, "audio", pair), reader(cand, "audio", pair)
     done_r = done_c = False
     while True:
         # Pull from the side with fewer pending samples; compare the overlap, so at most
@@ -534,8 +555,10 @@ def compare_reports(
     thresholds: Thresholds | None = None,
     *,
     scorers: Sequence[FrameScorer] = (),
+    frames: FrameReader = stream_frames,
 ) -> ComparisonRecord:
-    """Compare two already-analysed inputs (see :func:`compare`)."""
+    """Compare two already-analysed inputs (see :func:`compare`); the metrics of unequal
+    inputs read their frames from ``frames`` (module doc)."""
     from .versions import tool_versions
 
     expectations = expectations or Expectations()
@@ -569,12 +592,14 @@ def compare_reports(
             # Every pair is measured (equal pairs too: their metrics read identical), so
             # each kind's first pair stays in ``video`` / ``audio`` as before.
             videos = [
-                _video_metrics(ref_source, cand_source, scorers, e.pair)
+                _video_metrics(ref_source, cand_source, scorers, e.pair, frames)
                 for e in equal
                 if e.type == "video"
             ]
             audios = [
-                _audio_metrics(ref_source, cand_source, e.pair) for e in equal if e.type == "audio"
+                _audio_metrics(ref_source, cand_source, e.pair, frames)
+                for e in equal
+                if e.type == "audio"
             ]
             metrics = ComparisonMetrics(
                 video=videos[0] if videos else None,

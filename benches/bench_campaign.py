@@ -196,6 +196,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--size", default="160x120", help="output size (160x120)")
     parser.add_argument("--seconds", default="1,2", help="the two conditions' lengths (1,2)")
     args = parser.parse_args(argv)
+    # Bytecode caching on, as an installed package has it: PYTHONDONTWRITEBYTECODE would
+    # compile every module on every timed run, the status's many more than decode-once's.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     lengths = tuple(float(x) for x in args.seconds.split(","))
     assert len(lengths) == 2, "--seconds: two lengths, e.g. 5,15"
     rows = []

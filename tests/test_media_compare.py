@@ -360,3 +360,41 @@ def test_unequal_unmeasurable_frames_are_unavailable(tmp_path: Path) -> None:
     record = compare(paths[0], paths[1], expect)
     assert record.verdict == "UNAVAILABLE", record.reasons
     assert any("not measurable" in r for r in record.reasons)
+
+
+def test_equal_video_beside_unequal_audio_is_measured_without_reading_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pair whose video roots match has each plane's metrics of identical samples (MSE 0,
+    no PSNR) without reading them: the same record a sample-by-sample measurement gives."""
+    from evidencestore._canonical import canonical
+    from evidencestore.media import comparison
+    from evidencestore.media.source import resolve
+
+    def blip(first: int, data: np.ndarray) -> np.ndarray:
+        data = data.copy()
+        if first == 0:
+            data[0, 100:200] += 0.01
+        return data
+
+    a = clip(tmp_path, "a.mp4", video=VIDEO, audio=AUDIO)
+    b = clip(tmp_path, "b.mp4", video=VIDEO, audio=AUDIO, audio_hook=blip)
+    shortcut = compare(a, b, AV_EXPECT)
+    kinds = {e.type: e.equal for e in shortcut.equality}
+    assert kinds == {"video": True, "audio": False}
+    assert shortcut.metrics is not None  # measured (the audio blip fails a threshold)
+    got = shortcut.metrics.video
+    assert got is not None and got.identical and got.frames == 15 and got.max_mse == 0.0
+    assert [len(f.planes) for f in got.per_frame] == [3] * 15
+    measured = comparison._video_metrics(resolve(a), resolve(b), (), 0)  # every sample read
+    assert canonical(measured) == canonical(got)
+
+    # The shortcut really reads no sample; an unequal pair still does.
+    def no_samples(frame: object) -> list[tuple[np.ndarray, int]]:
+        raise AssertionError("samples read")
+
+    monkeypatch.setattr(comparison, "_plane_arrays", no_samples)
+    assert canonical(compare(a, b, AV_EXPECT)) == canonical(shortcut)
+    nudged = clip(tmp_path, "n.mp4", video=VIDEO, audio=AUDIO, video_hook=nudge_frame(2))
+    with pytest.raises(AssertionError, match="samples read"):
+        compare(a, nudged, AV_EXPECT)

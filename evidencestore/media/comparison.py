@@ -311,7 +311,17 @@ def _video_metrics(
     scorers: Sequence[FrameScorer],
     pair: int = 0,
     reader: FrameReader = stream_frames,
+    equal: bool = False,
 ) -> VideoMetrics:
+    """Per-frame, per-plane MSE/PSNR (and the scorers' scores) of one video stream pair.
+
+    With ``equal`` (the pair's decoded roots match, so every frame's digest over its
+    format, geometry and visible samples does) and no scorer, each plane's metrics are
+    those of identical samples (MSE 0, no PSNR) without reading a sample: the same
+    record, with the same geometry and measurability checks per frame.
+    """
+    if equal and not scorers:
+        return _summary(_identical_frames(ref, cand, pair, reader), {}, pair)
     import numpy as np
 
     per_frame: list[tuple[int, bool, tuple[PlaneMetrics, ...]]] = []
@@ -352,6 +362,35 @@ def _video_metrics(
                 flush(scorer)
     for scorer in scorers:
         flush(scorer)
+    return _summary(per_frame, scores, pair)
+
+
+def _identical_frames(
+    ref: MediaSource, cand: MediaSource, pair: int, reader: FrameReader
+) -> list[tuple[int, bool, tuple[PlaneMetrics, ...]]]:
+    per_frame: list[tuple[int, bool, tuple[PlaneMetrics, ...]]] = []
+    for index, (fr, fc) in enumerate(
+        _lockstep(reader(ref, "video", pair), reader(cand, "video", pair))
+    ):
+        if (fr.width, fr.height, fr.format.name) != (fc.width, fc.height, fc.format.name):
+            raise _Mismatch(f"frame {index} geometry or pixel format differs")
+        why = not_measurable(fr.format)
+        if why is not None:
+            raise _NotMeasurable(
+                f"pixel format {fr.format.name}: {why}; per-plane metrics not measurable"
+            )
+        planes = tuple(
+            PlaneMetrics(plane=p, mse=0.0, psnr=None, identical=True) for p in range(len(fr.planes))
+        )
+        per_frame.append((index, True, planes))
+    return per_frame
+
+
+def _summary(
+    per_frame: list[tuple[int, bool, tuple[PlaneMetrics, ...]]],
+    scores: dict[str, list[float]],
+    pair: int = 0,
+) -> VideoMetrics:
     frames = [
         FrameMetrics(
             index=i,
@@ -592,7 +631,7 @@ def compare_reports(
             # Every pair is measured (equal pairs too: their metrics read identical), so
             # each kind's first pair stays in ``video`` / ``audio`` as before.
             videos = [
-                _video_metrics(ref_source, cand_source, scorers, e.pair, frames)
+                _video_metrics(ref_source, cand_source, scorers, e.pair, frames, e.equal)
                 for e in equal
                 if e.type == "video"
             ]

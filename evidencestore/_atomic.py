@@ -32,14 +32,18 @@ def temporary_beside(final: Path) -> Path:
     return final.parent / f".tmp-{final.name[:24]}-{os.getpid()}-{os.urandom(4).hex()}"
 
 
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: Path) -> None:
     """Flush a directory's entries to disk (best effort: not every OS allows it)."""
     with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_path(path)
 
 
 def sync_filesystem(path: Path) -> bool:
@@ -67,11 +71,7 @@ def fsync_paths(paths: Iterable[Path]) -> None:
     folders: dict[Path, None] = {}
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_path(path)
         folders[path.parent] = None
     for folder in folders:
         fsync_dir(folder)

@@ -103,6 +103,18 @@ def _read_at(fd: int, offset: int, size: int) -> bytes:
     return os.read(fd, size)  # pragma: no cover
 
 
+def _remove_temporary(fh: BinaryIO, tmp: Path | None, lock: int) -> None:
+    """Close a locked temporary, unlink it, then release its lock: after the unlink, so
+    gc never sees it present and unlocked."""
+    with contextlib.suppress(OSError):
+        fh.close()
+    if tmp is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    if lock >= 0:
+        os.close(lock)
+
+
 class Spool:
     """One run's shared temporary for the small bodies that arrive once its memory
     budget is spent: their chunks are appended as they arrive (interleaved, each body
@@ -142,12 +154,7 @@ class Spool:
         """Remove the file (every body in it published or discarded)."""
         if self._fh is None:
             return
-        with contextlib.suppress(OSError):
-            self._fh.close()
-        if self.tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.tmp)
-        os.close(self._lock)  # after the unlink: gc never sees it unlocked and present
+        _remove_temporary(self._fh, self.tmp, self._lock)
         self._fh, self.tmp, self._lock, self.size = None, None, -1, 0
 
 
@@ -278,15 +285,8 @@ class BodySink:
             return
         if self.tmp is None and self._lock < 0:
             return
-        with contextlib.suppress(OSError):
-            self._fh.close()
-        if self.tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.tmp)
-            self.tmp = None
-        if self._lock >= 0:
-            os.close(self._lock)  # after the unlink: gc never sees it unlocked and present
-            self._lock = -1
+        _remove_temporary(self._fh, self.tmp, self._lock)
+        self.tmp, self._lock = None, -1
 
     def publish(self, media_type: str) -> Descriptor:
         """Put the finished body into the store under its digest; return its descriptor."""

@@ -82,19 +82,12 @@ def preflight(
     ]:
         if not os.path.lexists(path):
             raise ConfigError(f"--{kind} {path}: no such file")
-    for log in server_logs:
+    for path, limit, flag in [
+        *((g, MAX_LOG_FILE, "--server-log") for g in server_logs),
+        *((c, MAX_CONTROL_FILE, "--config") for c in configs),
+    ]:
         check_file(
-            log,
-            (repo.root, Path(log).absolute().parent),
-            limit=MAX_LOG_FILE,
-            where=f"--server-log {log}",
-        )
-    for config in configs:
-        check_file(
-            config,
-            (repo.root, Path(config).absolute().parent),
-            limit=MAX_CONTROL_FILE,
-            where=f"--config {config}",
+            path, (repo.root, Path(path).absolute().parent), limit=limit, where=f"{flag} {path}"
         )
     if campaign is not None:
         protocol_digest = _fits(

@@ -82,16 +82,7 @@ class _Pending:
             body = Descriptor(
                 digest=sink.digest, size=sink.size, media_type=self.observation.media_type
             )
-        s = self.slot
-        return request_record(
-            self.observation,
-            index=s.index,
-            phase=s.phase,
-            request=s.request,
-            repetition=s.repetition,
-            payload=payload,
-            body=body,
-        )
+        return request_record(self.observation, self.slot, payload=payload, body=body)
 
 
 def _internal(when: str, exc: BaseException) -> str:

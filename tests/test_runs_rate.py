@@ -51,7 +51,7 @@ def test_growing_body_spills_to_a_locked_temporary(tmp_path: Path) -> None:
 
 
 def test_too_large_in_memory_body_is_refused(tmp_path: Path) -> None:
-    from evidencestore.runs.body import BodyTooLarge
+    from evidencestore.errors import BodyTooLarge
 
     sink = BodySink(LocalBlobStore(tmp_path / "s"), 10, MemoryBudget())
     with pytest.raises(BodyTooLarge):

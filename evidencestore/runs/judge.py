@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import EvidenceStoreError
+from ..errors import BadAnswer, EvidenceStoreError
 from ..models import Descriptor
 from .models import Failure, MediaOutcome, Phase, RequestRecord, RequestSpec
 from .streams import COMPLETION_MEDIA_TYPE, StreamOutcome, event_times, stream_metrics
 from .transport import Observation, utc_precise
-from .untrusted import BadAnswer, is_json, parse_json
+from .untrusted import is_json, parse_json
 
 if TYPE_CHECKING:
     from ..media.records import Expectations

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
+from ..errors import ConfigError, WorkloadError
 from ..models import Registration
 from .fit import CampaignRules
 from .models import Exchange, LaunchedServer, RunRecord, ServerIdentity, ServerSection
@@ -236,13 +236,13 @@ def launch_and_run(
     section = loaded.workload.server or ServerSection()
     argv = tuple(command) if command else section.command
     if not argv:
-        raise ConfigError(
+        raise WorkloadError(
             f'workload {wl_path}: no server to launch: give --launch "CMD ..." or '
             "[server] command = [...]"
         )
     cwd = (wl_path.absolute().parent / section.cwd) if section.cwd else Path.cwd()
     if not cwd.is_dir():
-        raise ConfigError(f"workload {wl_path}: [server] cwd {section.cwd!r}: not a directory")
+        raise WorkloadError(f"workload {wl_path}: [server] cwd {section.cwd!r}: not a directory")
     health = base + loaded.workload.endpoint.health_path
     with tempfile.TemporaryDirectory(prefix="evstore-server-") as tmp:
         proc = _Server(argv, cwd, Path(tmp))

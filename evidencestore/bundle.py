@@ -629,7 +629,7 @@ def create_bundle(
     on_bytes: Callable[[int], None] | None = None,
 ) -> Registration:
     """Create and register bundle ``name`` in the evidence repository at ``root``
-    (:func:`~evidencestore.config.repository_at`): scan the sources, then
+    (:func:`~evidencestore.config.as_repository`): scan the sources, then
     :func:`register_bundle`.
 
     ``on_bytes`` hears of the bytes of ``store`` entries as they are hashed and stored
@@ -644,9 +644,9 @@ def create_bundle(
     behind are removed first. Raises :class:`BundleError` when the bundle is already
     registered or an input is bad.
     """
-    from .config import repository_at
+    from .config import as_repository
 
-    repo = repository_at(root)
+    repo = as_repository(root)
     check_name_free(repo, name)
     scanned = scan_sources(paths, follow_symlinks=follow_symlinks)
     for skipped in scanned.skipped:

@@ -47,7 +47,6 @@ __all__ = [
     "local_store",
     "parse_option",
     "remote_name_problem",
-    "repository_at",
     "require_root",
     "save_config",
     "url_problem",
@@ -159,8 +158,10 @@ class Repository:
     (``evstore.toml`` with the per-user layers) read on first use.
 
     It is path-like (``os.fspath`` gives the root), so it goes wherever a root path
-    does; functions that take a root resolve it with :func:`as_repository`, which hands
-    a ``Repository`` back as it is.
+    does. The one rule for a root is :func:`as_repository`, applied once, where a
+    command or a documented library function is entered; below that, functions are
+    handed the ``Repository`` (which :func:`as_repository` hands back as it is), so
+    nothing walks up again. ``Repository(path)`` names a root exactly (``--root``).
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -192,17 +193,12 @@ class Repository:
 
 
 def as_repository(root: str | os.PathLike[str] | None = None) -> Repository:
-    """The repository a root names: a :class:`Repository` as it is; for a path (default:
-    the current directory), the one at or above it (:func:`find_root`)."""
+    """The repository a root names, by the one rule: a :class:`Repository` as it is; for
+    a path (default: the current directory), the one at or above it (:func:`find_root`:
+    a plain subfolder of a repository is that repository)."""
     if isinstance(root, Repository):
         return root
     return Repository(find_root(root))
-
-
-def repository_at(root: str | os.PathLike[str]) -> Repository:
-    """The repository whose root is ``root``: a :class:`Repository` as it is, a path taken
-    as the root itself (never walked up: what a library function's ``root`` means)."""
-    return root if isinstance(root, Repository) else Repository(root)
 
 
 def find_root(start: str | os.PathLike[str] | None = None) -> Path:

@@ -77,3 +77,35 @@ def test_cli_takes_root_as_given(tmp_path: Path) -> None:
     assert f"{inner}" in out and "no evidence directory" in out
     code, out, _ = run("verify", "--root", str(root))
     assert code == 0 and "1 bundle, 2 entries" in out
+
+
+def test_a_library_root_is_resolved_by_the_one_rule(tmp_path: Path) -> None:
+    """Every documented library function takes a plain path as the CLI takes the current
+    directory: a plain subfolder is its repository, for bundles, records and runs alike
+    (they used to register under the subfolder while its blobs went to the parent's
+    store); a Repository names its root exactly."""
+    from evidencestore.bundle import create_bundle
+    from evidencestore.campaign.records import register_records
+    from evidencestore.inventory import registration_path
+    from evidencestore.runs import load_run, open_run
+
+    root = tmp_path / "repo"
+    make_repo(root, blobs(1))
+    sub = root / "notes"
+    sub.mkdir()
+    (tmp_path / "f.bin").write_bytes(b"x" * 100)
+    store = Repository(root).local_store()
+    create_bundle(sub, "b", [tmp_path / "f.bin"], external=["*.bin"], store=store)
+    run = open_run(sub, "r", arm="a", workload=b"# w\n")
+    assert run.store.root == store.root
+    _, record = run.seal()
+    register_records(sub, "recs", {"run.json": record}, campaign="c", protocol_digest="x")
+    for name in ("b", "r", "recs"):
+        assert registration_path(root, name).is_file(), name
+    assert list(sub.iterdir()) == []  # nothing under the subfolder
+    assert load_run(sub, "r") == record
+    assert verify_repository(root, store=store).ok
+    # named exactly, the subfolder is a root of its own
+    own = Repository(sub)
+    open_run(own, "mine", arm="a", workload=b"# w\n").seal()
+    assert registration_path(sub, "mine").is_file() and (sub / ".evstore").is_dir()

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from .._canonical import canonical
-from ..config import repository_at
+from ..config import as_repository
 from ..digest import hash_bytes
 from ..errors import EvidenceStoreError
 from ..inventory import EVIDENCE_DIR
@@ -141,7 +141,7 @@ class Judge:
     def __init__(
         self, root: str | os.PathLike[str], store: BlobStore, memo: Memo | None = None
     ) -> None:
-        self.root = repository_at(root).root
+        self.root = as_repository(root).root
         self.store = store
         self.memo = memo
         self.missing: dict[str, str] = {}
@@ -440,7 +440,7 @@ def repeatability(
     runs = [m for m in baseline_runs if m.complete]
     if len(runs) < 2:
         return None
-    wl = _workload_file(repository_at(root).root, campaign, condition)
+    wl = _workload_file(as_repository(root).root, campaign, condition)
     comparisons = [
         c
         for other in runs[1:]
@@ -473,7 +473,7 @@ def adjudicate(
     judged = [m for m in candidate_runs if m.record.outcome != "failed-before-inference"]
     if not judged:
         return None
-    wl = _workload_file(repository_at(root).root, campaign, condition)
+    wl = _workload_file(as_repository(root).root, campaign, condition)
     comparisons = [
         c
         for m in judged

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import repository_at
+from ..config import as_repository
 from ..errors import EvidenceStoreError
 from ..inventory import load_inventory, read_entry, registration_path
 from ..models import Registration
@@ -86,7 +86,7 @@ def campaign_runs(
 ) -> Members:
     """Every run registered for ``campaign``, sorted by name, each counted or excluded;
     ``base`` is the protected branch the protocol must be on (``history.py``)."""
-    root = repository_at(root)
+    root = as_repository(root)
     inventory = load_inventory(root)
     names = [
         n

@@ -192,7 +192,7 @@ def init_campaign(
     nothing, so the name stays free.
     """
     from ..bundle import RepoFile, check_bundle_name, register_bundle
-    from ..config import repository_at
+    from ..config import as_repository
     from ..confined import read_file
     from ..paths import name_collisions, path_problem
     from ..runs.workload import parse_workload
@@ -260,7 +260,7 @@ def init_campaign(
             "a protocol under its own name"
         )
     register_bundle(
-        repository_at(root),
+        as_repository(root),
         name,
         files={
             rel: RepoFile(content, role="protocol" if rel == PROTOCOL_ENTRY else None)

@@ -63,10 +63,10 @@ def register_records(
     """Register bundle ``name`` holding each record at its path (``claims/5s-x.json``),
     from memory through the one registration path (``bundle.register_bundle``)."""
     from ..bundle import RepoFile, register_bundle
-    from ..config import repository_at
+    from ..config import as_repository
 
     return register_bundle(
-        repository_at(root),
+        as_repository(root),
         name,
         files={rel: RepoFile(pretty(record)) for rel, record in records.items()},
         annotations={

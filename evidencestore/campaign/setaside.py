@@ -73,10 +73,10 @@ def _register(
     root: str | os.PathLike[str], name: str, kind: str, record: RunVoid | Withdrawal
 ) -> Registration:
     from ..bundle import RepoFile, register_bundle
-    from ..config import repository_at
+    from ..config import as_repository
 
     return register_bundle(
-        repository_at(root),
+        as_repository(root),
         name,
         files={_ENTRIES[kind][0]: RepoFile(pretty(record))},
         annotations={"kind": kind, "campaign": record.campaign},

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ..config import repository_at
+from ..config import Repository, as_repository
 from ..errors import EvidenceStoreError
 from ..storage import BlobStore
 from .members import Member, Members, campaign_runs
@@ -108,12 +108,12 @@ def evaluation_inputs(campaign: Campaign, members: Members) -> dict[str, object]
     }  # fmt: skip
 
 
-def _memo(root: Path) -> tuple[BlobStore, Memo]:
-    local = repository_at(root).local_store()
+def _memo(root: Repository) -> tuple[BlobStore, Memo]:
+    local = root.local_store()
     return local, Memo(local, Path(local.location) / MEMO_DIR)
 
 
-def _seed_from_git(root: Path, campaign: Campaign, local: BlobStore) -> None:
+def _seed_from_git(root: Repository, campaign: Campaign, local: BlobStore) -> None:
     """Cache the protocol bundle's files (in git: workloads, declared configurations)
     in the local store, so a run's configuration is found by digest on any clone."""
     from ..inventory import read_entry, registration_path
@@ -135,12 +135,12 @@ def evaluate(
     """Compute repeatability, verdicts, claims and the status of ``campaign`` (its
     history anchored at the protected branch ``base_rev`` when given), or reuse them when
     the same inputs were evaluated before (see module doc)."""
-    root = repository_at(root).root  # the root as given: its store is never looked for above it
-    members = campaign_runs(root, campaign, base=base_rev)
-    local, memo = _memo(root)
+    repo = as_repository(root)  # resolved once: everything below is handed this object
+    members = campaign_runs(repo, campaign, base=base_rev)
+    local, memo = _memo(repo)
     key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
     kept = memo.get(key, Evaluation)
-    if kept is None and (kept := _registered(root, members, key)) is not None:
+    if kept is None and (kept := _registered(repo, members, key)) is not None:
         memo.put(key, kept)  # a registered evaluation, kept for the next invocation
     if kept is not None:  # a memo hit writes nothing
         return CampaignEvaluation(
@@ -149,12 +149,12 @@ def evaluate(
         )  # fmt: skip
     from ..remotes import repository_store  # only now: a memo hit needs no remote
 
-    _seed_from_git(root, campaign, local)
-    store = repository_store(repository_at(root))
+    _seed_from_git(repo, campaign, local)
+    store = repository_store(repo)
     from .adjudication import Judge
 
-    judge = Judge(root, store, memo)
-    ev = _evaluate(root, campaign, members, store, judge)
+    judge = Judge(repo, store, memo)
+    ev = _evaluate(repo, campaign, members, store, judge)
     ev.decoded, ev.key = judge.decoded, key
     if ev.status.verdict != "UNAVAILABLE":
         memo.put(
@@ -165,7 +165,7 @@ def evaluate(
     return ev
 
 
-def _registered(root: Path, members: Members, key: str) -> Evaluation | None:
+def _registered(root: Repository, members: Members, key: str) -> Evaluation | None:
     """The evaluation registered (``--register``) under ``key`` by any clone, read from
     its bundle's files checked against the registration; None when there is none."""
     from .._canonical import decode
@@ -202,7 +202,7 @@ def _registered(root: Path, members: Members, key: str) -> Evaluation | None:
 
 
 def _evaluate(
-    root: Path, campaign: Campaign, members: Members, store: BlobStore, judge: Judge
+    root: Repository, campaign: Campaign, members: Members, store: BlobStore, judge: Judge
 ) -> CampaignEvaluation:
     from .claims import make_claim
 
@@ -384,7 +384,7 @@ class _Judged:
 
 
 def _judge_all(
-    root: Path, campaign: Campaign, members: Members, store: BlobStore, judge: Judge
+    root: Repository, campaign: Campaign, members: Members, store: BlobStore, judge: Judge
 ) -> _Judged:
     """Repeatability and adjudications of every cell, in the order ``_evaluate``
     concludes them (what is missing is found in that order too)."""

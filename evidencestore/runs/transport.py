@@ -103,7 +103,7 @@ class Observation:
     """
 
     sent_ns: int
-    end_ns: int = 0
+    end_ns: int
     start_utc: str | None = None
     method: str = "POST"
     path: str = "/"
@@ -301,6 +301,7 @@ async def exchange(
 
     obs = Observation(
         sent_ns=time.monotonic_ns(),
+        end_ns=0,  # when it ends
         start_utc=start_utc,
         path=path,
         intended_ns=intended_ns,

@@ -142,7 +142,7 @@ class RunRecorder:
 
     def __init__(
         self,
-        repo: Repository,
+        repo: Repository | str | os.PathLike[str],
         name: str,
         *,
         arm: str,
@@ -154,8 +154,10 @@ class RunRecorder:
         condition: str | None = None,
         signing_key: Ed25519PrivateKey | None = None,
     ) -> None:
-        self.repo = repo
-        self.root = repo.root
+        from ..config import as_repository
+
+        self.repo = as_repository(repo)  # the entry points hand theirs over as it is
+        self.root = self.repo.root
         try:
             self.name = check_name_free(self.repo, name)
         except BundleNameTaken as exc:

@@ -19,11 +19,10 @@ from typing import Any
 from ._common import EXIT_FAILED, EXIT_OK, NAME, ROOT, Commands, arg, json_flag, repo_root
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Register this group's subcommands."""
-    csub = Commands(sub).group(
+    csub = commands.group(
         "campaign",
-        help="campaign protocols, verification, speedup claims and status",
         description="A protocol frozen by digest before any result; verdicts, claims, status.",
     )
     csub.add(

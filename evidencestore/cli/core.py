@@ -482,14 +482,12 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Add the core subcommands to the ``evstore`` parser."""
-    commands = Commands(sub)
     commands.add(
         "init",
         _cmd_init,
         [arg("--root", metavar="DIR", help="directory to initialise (default: .)")],
-        help="make this directory an evidence repository",
     )
     commands.add(
         "hash",
@@ -503,13 +501,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                 help="check the digests listed in FILE (- for stdin)",
             ),
         ],
-        help="print blake3 digests and sizes of files, or check a digest list",
         description="Print 'blake3:<hex>  SIZE  PATH' per file (- reads stdin). --check FILE "
         "re-hashes what a list names: this command's output or b3sum's '<hex>  PATH' lines; "
         "exit 1 when a file differs, 2 for unreadable or malformed lists.",
     )
 
-    bsub = commands.group("bundle", metavar="ACTION", help="create and list bundles")
+    bsub = commands.group("bundle", metavar="ACTION")
     bsub.add(
         "create",
         _cmd_bundle_create,
@@ -610,14 +607,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                 "when set)",
             ),
         ],
-        help="verify every bundle (exit 0 verified, 1 failed, 2 usage error)",
     )
 
     commands.add(
         "prove",
         _cmd_prove,
         [arg("bundle", metavar="BUNDLE"), arg("path", metavar="PATH"), ROOT],
-        help="print an inclusion proof of one entry as JSON",
     )
     commands.add(
         "check-proof",
@@ -632,7 +627,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             ),
             ROOT,
         ],
-        help="check an inclusion proof without the other entries",
     )
     commands.add(
         "schema",
@@ -643,5 +637,4 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             arg("--check", action="store_true", help="exit 1 if schemas/ is out of date"),
             arg("--dir", help=argparse.SUPPRESS),
         ],
-        help="list, print or write the JSON Schemas",
     )

@@ -18,11 +18,10 @@ CAMPAIGN = arg("--campaign", metavar="C", help="the campaign whose protocol this
 CONDITION = arg("--condition", metavar="X", help="the campaign condition")
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Register this group's subcommands."""
-    isub = Commands(sub).group(
+    isub = commands.group(
         "import",
-        help="import a benchmark harness's results as a registered run",
         description="Seal a harness's output directory byte for byte as a run bundle, "
         "with a run record mapped from the harness's own records.",
     )

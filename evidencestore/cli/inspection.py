@@ -331,15 +331,13 @@ def _write_atomically(reader: Any, dest: Path) -> None:
         raise StorageError(f"{dest}: cannot write: {exc.strerror or exc}") from exc
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Register this group's subcommands."""
-    commands = Commands(sub)
     it = json_flag("it")
     commands.add(
         "show",
         _cmd_show,
         [arg("bundle", metavar="BUNDLE", help=_BUNDLE_OR_FILE), it, ROOT],
-        help="a bundle's digest, metadata and entries",
     )
     commands.add(
         "status",
@@ -350,7 +348,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             it,
             ROOT,
         ],
-        help="per bundle: store entries missing locally (or on a remote)",
     )
     commands.add(
         "diff",
@@ -361,7 +358,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             it,
             ROOT,
         ],
-        help="entries added, removed and changed between two bundles (exit 1 if any)",
     )
     commands.add(
         "checkout",
@@ -373,7 +369,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             arg("--force", action="store_true", help="write into a non-empty directory"),
             ROOT,
         ],
-        help="write a bundle's files, verified, into a directory",
     )
 
 

@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from ..errors import ConfigError
 from ._common import ROOT, Commands, arg, found_repository
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
-    commands = Commands(sub).group(
+    lsub = commands.group(
         "lpips",
-        help="authenticated LPIPS scorer weights",
         description="Manage the LPIPS (AlexNet, v0.1) weights pinned in evstore.toml.",
     )
-    commands.add(
+    lsub.add(
         "import",
         _import,
         [
@@ -62,7 +60,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "descriptors and the scorer-state digest in evstore.toml [lpips]."
         ),
     )
-    commands.add(
+    lsub.add(
         "show",
         _show,
         [

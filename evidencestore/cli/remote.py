@@ -9,7 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 from .._grace import DEFAULT_GRACE
 from ..errors import ConfigError, IntegrityError
-from ._common import BUNDLES, EXIT_OK, NAME, ROOT, Commands, arg, json_flag, repeatable, repo_root
+from ._common import (
+    BUNDLES,
+    EXIT_OK,
+    NAME,
+    ROOT,
+    Commands,
+    arg,
+    json_flag,
+    reader_gone,
+    repeatable,
+    repo_root,
+)
 
 if TYPE_CHECKING:
     from ..config import Repository
@@ -259,7 +270,7 @@ def _cmd_cat(args: argparse.Namespace) -> int:
         # byte goes out: a stream cut short by a late IntegrityError would be half a blob.
         store.verify(digest)
         with store.open(digest) as reader:
-            while chunk := reader.read(8 << 20):
+            while not reader_gone() and (chunk := reader.read(8 << 20)):  # verified already
                 out.write(chunk)
     out.flush()
     return EXIT_OK
@@ -300,10 +311,9 @@ _JOBS = arg(
 _ANY_REMOTE = arg("--remote", metavar="NAME", help="only this remote (default: all, in order)")
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
-    commands = Commands(sub)
-    rsub = commands.group("remote", metavar="ACTION", help="add, remove and list remotes")
+    rsub = commands.group("remote", metavar="ACTION")
     rsub.add(
         "add",
         _cmd_remote_add,
@@ -343,13 +353,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             ROOT,
             _JOBS,
         ],
-        help="upload store entries a remote lacks or holds damaged",
     )
     commands.add(
         "pull",
         _cmd_push_pull,
         [BUNDLES, _ANY_REMOTE, json_flag("the summary"), ROOT, _JOBS],
-        help="fetch every store entry of bundles into the local store",
     )
     commands.add(
         "fetch",
@@ -361,7 +369,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             ROOT,
             _JOBS,
         ],
-        help="get blobs by digest, verified, into the local store",
     )
     commands.add(
         "cat",
@@ -375,7 +382,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             _ANY_REMOTE,
             ROOT,
         ],
-        help="write one entry or blob, verified, to stdout",
     )
     commands.add(
         "gc",
@@ -405,5 +411,4 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             arg("-v", "--verbose", action="store_true", help="list what was deleted"),
             ROOT,
         ],
-        help="remove unreferenced blobs (dry run unless --yes)",
     )

@@ -43,13 +43,12 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"{self.prog}: {message}")
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Register this group's subcommands."""
-    Commands(sub).add(
+    commands.add(
         "run",
         _dispatch,
         [arg("argv", nargs=argparse.REMAINDER)],
-        help="run a workload against a server and register the run; show or diff runs",
         description="evstore run WORKLOAD --arm NAME --server URL ... | run show BUNDLE | "
         "run diff A B (see `evstore run WORKLOAD -h`, `evstore run show -h`)",
         prefix_chars="\x00",

@@ -58,7 +58,6 @@ __all__ = [
     "ReadThroughStore",
     "Remote",
     "TransferSummary",
-    "check_remote",
     "configured_remotes",
     "export_blob",
     "fetch",
@@ -72,6 +71,7 @@ __all__ = [
     "remove_lease",
     "repository_store",
     "store_entries",
+    "verify_remote",
     "write_lease",
 ]
 
@@ -459,7 +459,7 @@ def export_blob(
 
 
 # -- verification against a remote -------------------------------------------------
-def check_remote(
+def verify_remote(
     root: str | os.PathLike[str],
     registrations: Mapping[str, Registration],
     remote: str,

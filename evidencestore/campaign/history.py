@@ -35,10 +35,10 @@ __all__ = [
     "HistoryCheck",
     "Registered",
     "added_in",
-    "check_history",
     "deleted_registrations",
     "is_strict_ancestor",
     "registration_history",
+    "verify_history",
 ]
 
 _ZERO = frozenset("0")
@@ -238,7 +238,7 @@ def _change_message(what: str, reg: Registered, dirty: bool) -> str:
     )
 
 
-def check_history(
+def verify_history(
     root: str | Path, campaign: str, runs: Iterable[str], *, base: str | None = None
 ) -> HistoryCheck:
     """Check every run bundle against the commit that registered ``campaign`` and, when

@@ -312,10 +312,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     notes: list[str] = []
     checker = None
     if args.remote:
-        from ..remotes import check_remote
+        from ..remotes import verify_remote
 
         def checker(regs: Any) -> Any:
-            found = check_remote(root, regs, args.remote, deep=args.deep)
+            found = verify_remote(root, regs, args.remote, deep=args.deep)
             n = sum(e.location == "store" for r in regs.values() for e in r.manifest.entries)
             bad = sum(len(v) for v in found.values())
             how = "downloaded and re-hashed" if args.deep else "present, with the right size"

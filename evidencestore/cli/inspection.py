@@ -172,9 +172,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
     store = root.local_store()
     remote_missing: dict[str, set[str]] = {}
     if args.remote:
-        from ..remotes import check_remote
+        from ..remotes import verify_remote
 
-        for name, findings in check_remote(root, regs, args.remote).items():
+        for name, findings in verify_remote(root, regs, args.remote).items():
             remote_missing[name] = {f.path for f in findings if f.path}
     rows = []
     for name, reg in regs.items():

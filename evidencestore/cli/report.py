@@ -124,7 +124,7 @@ def _verify(args: argparse.Namespace) -> int:
         data = Path(args.path).read_bytes()
     except OSError as exc:
         raise attest.AttestationError(f"{args.path}: cannot read envelope: {exc.strerror}") from exc
-    result = attest.check_attestation(
+    result = attest.verify_attestation(
         root, data, attest.load_public_key(args.key), source=args.path, expected=args.subject
     )
     if args.json:

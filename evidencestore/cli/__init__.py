@@ -22,6 +22,7 @@ from ._common import (
     Commands,
     GuardedStream,
     add_root,
+    flag_of,
     missing_extra_hint,
     repo_root,
     verbosity,
@@ -253,7 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EvidenceStoreError as exc:
         hint = missing_extra_hint(exc)
         print(
-            f"evstore: error: {exc.diagnostics()}" + (f" (install it: {hint})" if hint else ""),
+            f"evstore: error: {exc.diagnostics(flag_of)}"
+            + (f" (install it: {hint})" if hint else ""),
             file=sys.stderr,
         )
         return EXIT_USAGE

@@ -197,6 +197,16 @@ def found_repository(args: argparse.Namespace) -> Repository:
     return as_repository()
 
 
+# A library parameter whose flag is not ``--`` + its name with dashes.
+_FLAGS = {"configs": "--config", "revs": "--rev", "signing_key": "--sign"}
+
+
+def flag_of(parameter: str) -> str:
+    """The command-line flag for a library parameter an error names (``condition`` ->
+    ``--condition``, ``configs`` -> ``--config``): the CLI's words for the library's."""
+    return _FLAGS.get(parameter, "--" + parameter.replace("_", "-"))
+
+
 def verbosity(args: argparse.Namespace) -> int:
     """The global ``-q`` (-1) / ``-v`` (+1) level; 0 by default."""
     return int(getattr(args, "verbosity", 0) or 0)

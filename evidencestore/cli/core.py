@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, ManifestError
+from ..errors import ConfigError, GitError, ManifestError
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -17,6 +17,7 @@ from ._common import (
     ROOT,
     Commands,
     arg,
+    flag_of,
     json_flag,
     repeatable,
     repo_root,
@@ -277,7 +278,7 @@ def msgspec_builtins(obj: Any) -> Any:
 
 
 # -- verify --------------------------------------------------------------------
-def _base_problem(root: Repository, rev: str) -> str | None:
+def _base_problem(root: Repository, rev: str) -> GitError | None:
     """Why ``--base REV`` cannot be used here (a shallow clone lacks it...), or None."""
     from ..verify import base_problem
 
@@ -307,8 +308,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         problem = _base_problem(root, args.base)
         if problem:
             if args.github:
-                print(f"::error title=evstore --base::{problem}")
-            raise ConfigError(problem)
+                print(f"::error title=evstore --base::{problem.worded(flag_of)}")
+            raise problem
     notes: list[str] = []
     checker = None
     if args.remote:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ScorerError
 from ._common import ROOT, Commands, arg, found_repository
 
 
@@ -105,7 +105,10 @@ def _import(args: argparse.Namespace) -> int:
     backbone_path = Path(args.backbone)
     if not backbone_path.is_file():
         raise ConfigError(f"{backbone_path}: no such backbone file")
-    linear_path = Path(args.linear) if args.linear is not None else default_linear_path()
+    try:
+        linear_path = Path(args.linear) if args.linear is not None else default_linear_path()
+    except ScorerError as exc:
+        raise ScorerError(f"{exc} (--linear PATH)") from None
     if not linear_path.is_file():
         raise ConfigError(f"{linear_path}: no such linear weights file")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._grace import DEFAULT_GRACE
-from ..errors import ConfigError, IntegrityError
+from ..errors import ConfigError, IntegrityError, RemoteConfigError
 from ._common import (
     BUNDLES,
     EXIT_OK,
@@ -53,10 +53,10 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     root = repo_root(args)
     problem = remote_name_problem(args.name) or url_problem(args.url)
     if problem:
-        raise ConfigError(f"remote {args.name!r}: {problem}")
+        raise RemoteConfigError(f"remote {args.name!r}: {problem}")
     merged = root.config
     if args.name in merged.remotes and not args.force:
-        raise ConfigError(
+        raise RemoteConfigError(
             f"remote {args.name!r} already exists ({merged.remotes[args.name].url}); "
             "use --force to replace it"
         )
@@ -96,12 +96,12 @@ def _cmd_remote_remove(args: argparse.Namespace) -> int:
     merged = root.config
     if args.name not in merged.remotes:
         known = ", ".join(repr(n) for n in merged.remotes) or "none configured"
-        raise ConfigError(f"unknown remote {args.name!r} (remotes: {known})")
+        raise RemoteConfigError(f"unknown remote {args.name!r} (remotes: {known})")
     local = _local_layer(root)
     in_local = args.name in local.remotes
     config = local if in_local else load_config(root, local=False)
     if args.name not in config.remotes:
-        raise ConfigError(
+        raise RemoteConfigError(
             f"remote {args.name!r} is set in evstore.local.toml; edit or remove it there"
         )
     remotes = {k: v for k, v in config.remotes.items() if k != args.name}

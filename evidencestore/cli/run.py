@@ -206,7 +206,7 @@ def _run(args: argparse.Namespace) -> int:
         signer = key.public_key() if key is not None else None
         problem = rules.campaign.signer_problem(root, signer)
         if problem:
-            raise ConfigError(problem)
+            raise problem
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     tty = sys.stderr.isatty() and args.verbosity >= 0
     if args.launch or _declares_server(root, args.workload):

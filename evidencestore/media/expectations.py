@@ -158,7 +158,7 @@ def require_lengths(expectations: Expectations, kinds: Iterable[str], name: str)
         wanted = "; ".join(f"[{k}] {LENGTH_KEYS[k]}" for k in missing)
         raise MediaError(
             f"{name} has {' and '.join(missing)} but the expectations give no length for it: "
-            f"expected {wanted} (e.g. --frames/--video-duration, --samples/--audio-duration)"
+            f"expected {wanted}"
         )
 
 

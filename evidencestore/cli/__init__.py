@@ -187,7 +187,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     Given the command line ``argv``, only the group module of the command it names is
     imported and registered (start-up cost); ``evstore --help`` still lists every command.
     """
-    from .. import __version__
+    from .._version import __version__
 
     parser = _Parser(prog="evstore", description="A content-addressed evidence store.")
     parser.add_argument("--version", action="version", version=f"evstore {__version__}")

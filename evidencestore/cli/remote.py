@@ -241,8 +241,8 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_cat(args: argparse.Namespace) -> int:
+    from ..inventory import resolve_blob
     from ..remotes import repository_store
-    from .inspection import resolve_blob
 
     root = repo_root(args)
     digest, known_size, in_git = resolve_blob(root, args.digest)

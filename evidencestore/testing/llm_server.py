@@ -320,7 +320,7 @@ class LlmServer:
     async def _version(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
-        from .. import __version__
+        from .._version import __version__
 
         return web.json_response({"version": __version__, "server": "evidencestore-reference-llm"})
 

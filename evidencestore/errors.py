@@ -183,6 +183,18 @@ class GitError(ConfigError):
         self.command = command
         self.stderr = stderr
 
+    def about(
+        self, what: str, reason: str | None = None, *, parameters: Iterable[str] = ()
+    ) -> GitError:
+        """This failure said of ``what`` (``"{base} main"``): ``what: reason`` (by
+        default git's own message), git's command and output kept."""
+        return GitError(
+            f"{what}: {self if reason is None else reason}",
+            command=self.command,
+            stderr=self.stderr,
+            parameters=parameters,
+        )
+
 
 class CampaignFitError(ConfigError):
     """A run does not fit its campaign's protocol (condition, arm, workload, declared

@@ -196,12 +196,7 @@ def find_references(
             for reg in _decode_at(base, rev, rev):
                 keep.update(e.descriptor.digest for e in reg.manifest.entries)
         except GitError as exc:
-            raise GitError(
-                f"{{revs}} {rev}: {exc}",
-                command=exc.command,
-                stderr=exc.stderr,
-                parameters=("revs",),
-            ) from None
+            raise exc.about(f"{{revs}} {rev}", parameters=("revs",)) from None
     lpips = repo.config.lpips
     if lpips is not None:
         for desc in (lpips.backbone, lpips.linear):

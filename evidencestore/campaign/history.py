@@ -258,11 +258,8 @@ def verify_history(
         try:
             base_commit = git(root, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
         except GitError as exc:
-            raise GitError(
-                f"{{base}} {base}: not a commit of {root}",
-                command=exc.command,
-                stderr=exc.stderr,
-                parameters=("base",),
+            raise exc.about(
+                f"{{base}} {base}", f"not a commit of {root}", parameters=("base",)
             ) from None
     history = registration_history(root, [campaign, *runs])
     known: dict[tuple[str, str], bool] = {}  # runs share commits: ask git once per pair

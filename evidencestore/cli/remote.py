@@ -138,23 +138,11 @@ def _cmd_push_pull(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     try:
+        given = {"remote": args.remote, "jobs": _jobs(args), "progress": sys.stderr}
         if args.command == "push":
-            summary = remotes.push(
-                root,
-                args.bundles or None,
-                remote=args.remote,
-                jobs=_jobs(args),
-                progress=sys.stderr,
-                repair=args.repair,
-            )
+            summary = remotes.push(root, args.bundles or None, repair=args.repair, **given)
         else:
-            summary = remotes.pull(
-                root,
-                args.bundles or None,
-                remote=args.remote,
-                jobs=_jobs(args),
-                progress=sys.stderr,
-            )
+            summary = remotes.pull(root, args.bundles or None, **given)
     except TransferError as exc:
         failures = _name_failures(root, exc.summary)
         if args.json and exc.summary is not None:

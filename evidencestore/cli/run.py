@@ -209,36 +209,24 @@ def _run(args: argparse.Namespace) -> int:
             raise problem
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     tty = sys.stderr.isatty() and args.verbosity >= 0
+    given: dict[str, Any] = {
+        "arm": args.arm,
+        "server": args.server,
+        "name": name,
+        "configs": args.config,
+        "server_logs": args.server_log,
+        "campaign": rules,
+        "condition": args.condition,
+        "signing_key": key,
+    }
     if args.launch or _declares_server(root, args.workload):
         from ..runs.launch import launch_and_run, parse_command
 
-        registration, record = launch_and_run(
-            root,
-            args.workload,
-            command=parse_command(args.launch) if args.launch else None,
-            arm=args.arm,
-            server=args.server,
-            name=name,
-            configs=args.config,
-            server_logs=args.server_log,
-            campaign=rules,
-            condition=args.condition,
-            signing_key=key,
-        )
+        command = parse_command(args.launch) if args.launch else None
+        registration, record = launch_and_run(root, args.workload, command=command, **given)
         return _ran(registration, record, name, tty=False)
-    registration, record = run_workload(
-        root,
-        args.workload,
-        arm=args.arm,
-        server=args.server,
-        name=name,
-        configs=args.config,
-        server_logs=args.server_log,
-        campaign=rules,
-        condition=args.condition,
-        progress=_progress(sys.stderr) if tty else None,
-        signing_key=key,
-    )
+    progress = _progress(sys.stderr) if tty else None
+    registration, record = run_workload(root, args.workload, progress=progress, **given)
     return _ran(registration, record, name, tty)
 
 

@@ -71,6 +71,7 @@ def test_verify_of_tampered_evidence_exits_1_through_a_closed_pipe(
 ) -> None:
     intact, bad = tampered
     argv = ["-v", "verify", "--root", bad]
+    assert _piped(["verify", "--json", "-", "--root", bad], lines=lines)[0] == 1
     # -v lists every finding: far more than a pipe's buffer, so ``head -1`` closes it
     # while verify is still writing.
     listing = subprocess.run(

@@ -18,7 +18,6 @@ from ._common import (
     EXIT_OK,
     EXIT_PIPE,
     EXIT_USAGE,
-    STDOUT,
     Commands,
     GuardedStream,
     add_root,
@@ -287,15 +286,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """Run the command with stdout guarded: a reader that goes away (``| head -1``)
     drops the rest of the output, never the command's exit code."""
-    STDOUT.gone = False
     saved = sys.stdout
-    sys.stdout = GuardedStream(saved)
+    guarded = GuardedStream(saved)
+    sys.stdout = guarded
     try:
         code: int = args.func(args)
-        sys.stdout.flush()
+        guarded.flush()
     finally:
         sys.stdout = saved
+        _LAST.gone = guarded.reader.gone
     return code
+
+
+class _Last:
+    """Whether the last command's reader went away (for :func:`console`'s exit)."""
+
+    gone = False
+
+
+_LAST = _Last()
 
 
 class _HidingLoader:
@@ -369,7 +378,7 @@ def console() -> int:
     process of its own."""
     lean_msgspec()
     code = main()
-    if STDOUT.gone:  # what could not be written would fail again at exit's flush
+    if _LAST.gone:  # what could not be written would fail again at exit's flush
         import contextlib
 
         with contextlib.suppress(OSError, ValueError):

@@ -6,6 +6,7 @@ dependency."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,38 +110,37 @@ class Commands:
         return Commands(action)
 
 
-class _Stdout:
-    """Whether the reader of this command's stdout has gone (``evstore verify | head -1``)."""
+class _Reader:
+    """Whether the reader of one command's stdout has gone (``evstore verify | head -1``)."""
 
     gone = False
-
-
-STDOUT = _Stdout()
 
 
 def reader_gone() -> bool:
     """Whether this command's stdout was closed by its reader: what is still written is
     dropped, and a command whose verdict is known already may stop producing output."""
-    return STDOUT.gone
+    out = sys.stdout
+    return isinstance(out, GuardedStream) and out.reader.gone
 
 
 class GuardedStream:
-    """A stream (``sys.stdout`` or its ``buffer``) whose writes, once the reader has
-    closed it, are dropped instead of raising :class:`BrokenPipeError`: the command runs
-    on to its verdict and its exit code, whatever the reader kept."""
+    """A stream (``sys.stdout`` or its ``buffer``, which share ``reader``) whose writes,
+    once the reader has closed it, are dropped instead of raising
+    :class:`BrokenPipeError`: the command runs on to its verdict and its exit code,
+    whatever the reader kept."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, reader: _Reader | None = None) -> None:
         self._stream = stream
+        self.reader = reader or _Reader()
         self._buffer: GuardedStream | None = None
 
-    def _guard(self, call: Callable[..., Any], *args: Any) -> Any:
-        if STDOUT.gone:
-            return None
+    def _guard(self, call: Callable[..., Any], *args: Any) -> None:
+        if self.reader.gone:
+            return
         try:
-            return call(*args)
+            call(*args)
         except BrokenPipeError:
-            STDOUT.gone = True
-            return None
+            self.reader.gone = True
 
     def write(self, data: Any) -> int:
         self._guard(self._stream.write, data)
@@ -156,7 +156,7 @@ class GuardedStream:
     @property
     def buffer(self) -> GuardedStream:
         if self._buffer is None:
-            self._buffer = GuardedStream(self._stream.buffer)
+            self._buffer = GuardedStream(self._stream.buffer, self.reader)
         return self._buffer
 
     def __getattr__(self, name: str) -> Any:

@@ -42,8 +42,10 @@ if TYPE_CHECKING:
     from .errors import BlobNotFoundError as BlobNotFoundError
     from .errors import BundleError as BundleError
     from .errors import BundleNotFoundError as BundleNotFoundError
+    from .errors import CampaignFitError as CampaignFitError
     from .errors import ConfigError as ConfigError
     from .errors import EvidenceStoreError as EvidenceStoreError
+    from .errors import GitError as GitError
     from .errors import IntegrityError as IntegrityError
     from .errors import InvalidDigestError as InvalidDigestError
     from .errors import ManifestError as ManifestError
@@ -51,9 +53,11 @@ if TYPE_CHECKING:
     from .errors import NotFoundError as NotFoundError
     from .errors import NotMediaError as NotMediaError
     from .errors import ReadOnlyStoreError as ReadOnlyStoreError
+    from .errors import RemoteConfigError as RemoteConfigError
     from .errors import ReportError as ReportError
     from .errors import ScorerError as ScorerError
     from .errors import StorageError as StorageError
+    from .errors import TransferDeadlineError as TransferDeadlineError
     from .errors import TransferError as TransferError
     from .errors import VerificationError as VerificationError
     from .inventory import Inventory as Inventory
@@ -141,6 +145,11 @@ _LAZY: dict[str, str] = {
     # runs and campaigns (their packages hold the rest: evidencestore.runs, .campaign)
     "NotFoundError": "errors",
     "BundleNotFoundError": "errors",
+    # Errors by source (issue 33 item 6).
+    "CampaignFitError": "errors",
+    "GitError": "errors",
+    "RemoteConfigError": "errors",
+    "TransferDeadlineError": "errors",
     "run_workload": "runs.runner",
     "open_run": "runs.recorder",
     "load_run": "runs.recorder",

@@ -40,7 +40,6 @@ from .dsse import (
     Signature,
     Statement,
     Subject,
-    check_run_signature,
     decode_envelope,
     generate_key,
     key_id,
@@ -50,6 +49,7 @@ from .dsse import (
     sign_run,
     sign_statement,
     signed_payload,
+    verify_run_signature,
 )
 from .errors import AttestationError, EvidenceStoreError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
@@ -75,7 +75,6 @@ __all__ = [
     "Subject",
     "attest",
     "check_attestation",
-    "check_run_signature",
     "generate_key",
     "key_id",
     "load_private_key",
@@ -85,6 +84,7 @@ __all__ = [
     "sign_statement",
     "statement_for",
     "verify_attestation",
+    "verify_run_signature",
 ]
 
 PREDICATE_BUNDLE = "https://evidencestore.dev/attestation/bundle/v1"
@@ -364,7 +364,7 @@ def _repository_file(repo: Repository, target: str) -> str:
     return rel
 
 
-def check_attestation(
+def verify_attestation(
     root: str | os.PathLike[str],
     envelope: bytes,
     public_key: Ed25519PublicKey,
@@ -376,7 +376,7 @@ def check_attestation(
     against the repository at ``root``; with ``expected`` (a bundle name or a record
     digest, or a file inside the repository), also that the statement is about it, with
     the matching predicate type.
-    Return every problem found."""
+    Return the result with every problem found (:func:`check_attestation` raises)."""
     repo = as_repository(root)
     if expected is not None and not (
         registration_path(repo.root, expected).is_file() or is_digest(expected)
@@ -439,22 +439,23 @@ def _result(
     )
 
 
-def verify_attestation(
+def check_attestation(
     root: str | os.PathLike[str],
     envelope_path: str | os.PathLike[str],
     public_key_path: str | os.PathLike[str],
     *,
     expected: str | None = None,
 ) -> AttestationResult:
-    """Verify the envelope file against the key file and the repository (and, with
-    ``expected``, that it is about that bundle or digest); raise
-    :class:`AttestationError` listing every problem when it does not verify."""
+    """Check the envelope file against the key file and the repository (and, with
+    ``expected``, that it is about that bundle or digest): the raising twin of
+    :func:`verify_attestation`, an :class:`AttestationError` listing every problem when
+    it does not verify."""
     source = os.fspath(envelope_path)
     try:
         data = Path(envelope_path).read_bytes()
     except OSError as exc:
         raise AttestationError(f"{source}: cannot read envelope: {exc.strerror}") from exc
-    result = check_attestation(
+    result = verify_attestation(
         root, data, load_public_key(public_key_path), source=source, expected=expected
     )
     if not result.ok:

@@ -375,15 +375,15 @@ def plan_bundle(
     for glob in dict.fromkeys(external):
         if glob.startswith("/"):
             warnings.append(
-                f"--external {glob!r} is absolute: it is matched against source paths, "
+                f"external pattern {glob!r} is absolute: it is matched against source paths, "
                 "never entry paths"
             )
         if not any(matches_external(SourceFile(p.source, p.path), [glob]) for p in planned):
             warnings.append(
-                f"--external {glob!r} matches no file: those files would go to git "
+                f"external pattern {glob!r} matches no file: those files would go to git "
                 f"(entry paths look like {planned[0].path!r})"
                 if planned
-                else f"--external {glob!r} matches no file"
+                else f"external pattern {glob!r} matches no file"
             )
     return planned, warnings
 
@@ -512,7 +512,8 @@ def size_error(name: str, too_big: Sequence[tuple[str, int]], limit: int | None)
     return BundleError(
         f"bundle {name!r}: {files} would go to git over "
         f"max_git_file_size = {limit} bytes (evstore.toml [bundle]): {shown}; "
-        "give them to the store with --external GLOB (check with --dry-run)"
+        "give them to the store with {external} GLOB (a dry run shows where each goes)",
+        parameters=("external",),
     )
 
 

@@ -20,7 +20,7 @@ import msgspec
 from msgspec import Meta
 
 from ._canonical import MAX_DEPTH, nesting_depth
-from .errors import ConfigError
+from .errors import ConfigError, RemoteConfigError
 from .models import Descriptor, DigestStr, Model
 
 if TYPE_CHECKING:
@@ -301,7 +301,7 @@ def _check_config(data: dict[str, Any], path: str) -> Config:
             or _credential_problem(remote.options)
         )
         if problem:
-            raise ConfigError(f"{path}: remote {name!r}: {problem}")
+            raise RemoteConfigError(f"{path}: remote {name!r}: {problem}")
     return config
 
 

@@ -27,12 +27,13 @@ from typing import Any, BinaryIO, NamedTuple
 from blake3 import blake3
 
 from ._fork import Child, can_fork, cpu_count
-from .errors import IntegrityError, InvalidDigestError
+from .errors import IntegrityError, InvalidDigestError, NotRegularFileError
 
 __all__ = [
     "ALGORITHM",
     "DIGEST_PATTERN",
     "Hashed",
+    "NotRegularFileError",
     "PendingHashes",
     "digest_from_hex",
     "digest_hex",
@@ -167,10 +168,6 @@ def _buffer() -> mmap.mmap:
         # MAP_PRIVATE: a forked worker must get its own copy, never share this one.
         buf = _local.buf = mmap.mmap(-1, _WHOLE_READ_MAX + 1, flags=mmap.MAP_PRIVATE)
     return buf
-
-
-class NotRegularFileError(OSError):
-    """A path names a directory, device or other non-regular file."""
 
 
 # O_NONBLOCK: opening a FIFO must not hang (it is then refused as not a regular file);

@@ -40,7 +40,6 @@ __all__ = [
     "Signature",
     "Statement",
     "Subject",
-    "check_run_signature",
     "decode_envelope",
     "generate_key",
     "key_id",
@@ -50,6 +49,7 @@ __all__ = [
     "sign_run",
     "sign_statement",
     "signed_payload",
+    "verify_run_signature",
 ]
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -255,7 +255,7 @@ def sign_run(
     return sign_statement(statement, key)
 
 
-def check_run_signature(
+def verify_run_signature(
     envelope: bytes | None, data: bytes, bundle: str, keys: dict[str, Ed25519PublicKey]
 ) -> RunSignature:
     """Judge a run's envelope (``None`` when the run has none) against its ``run.json``

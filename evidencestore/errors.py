@@ -1,23 +1,47 @@
-"""The exception hierarchy: one root, each error carrying a human diagnostic."""
+"""The exception hierarchy: one root, each error carrying a human diagnostic. Every
+error type the package raises is defined here (python-tuf's ``exceptions.py``), in
+families by source: git, a campaign's fit, a remote's configuration, a transfer, ..."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
 
 
 class EvidenceStoreError(Exception):
     """Root of every error raised by evidencestore.
 
     ``str(error)`` is the one-line diagnostic: it names the file, bundle, entry or
-    digest concerned and what was expected.
+    digest concerned and what was expected. A message about a caller's argument names
+    it as a placeholder ``{name}`` listed in ``parameters``: ``str(error)`` shows the
+    library's parameter name (``condition``), and the CLI its flag (``--condition``)
+    through :meth:`worded`, so the library never speaks in command-line flags.
     """
 
-    def diagnostics(self) -> str:
-        """Return the diagnostic, with the chained cause if there is one."""
+    def __init__(self, *args: object, parameters: Iterable[str] = ()) -> None:
+        super().__init__(*args)
+        self.parameters = tuple(parameters)
+
+    def worded(self, name: Callable[[str], str] | None = None) -> str:
+        """The message with each parameter it names written by ``name`` (by default
+        the library parameter's own name)."""
+        text = Exception.__str__(self)
+        for parameter in getattr(self, "parameters", ()):
+            text = text.replace("{" + parameter + "}", name(parameter) if name else parameter)
+        return text
+
+    def __str__(self) -> str:
+        return self.worded()
+
+    def diagnostics(self, name: Callable[[str], str] | None = None) -> str:
+        """Return the diagnostic (parameters written by ``name``, as in :meth:`worded`),
+        with the chained cause if there is one."""
+        text = self.worded(name)
         cause = self.__cause__
         if cause is None or isinstance(cause, EvidenceStoreError):
-            return str(self)
-        if isinstance(cause, OSError) and cause.strerror and cause.strerror in str(self):
-            return str(self)  # the message already says what the OS said
-        return f"{self} (caused by {type(cause).__name__}: {cause})"
+            return text
+        if isinstance(cause, OSError) and cause.strerror and cause.strerror in text:
+            return text  # the message already says what the OS said
+        return f"{text} (caused by {type(cause).__name__}: {cause})"
 
 
 class InvalidDigestError(EvidenceStoreError, ValueError):
@@ -61,7 +85,7 @@ class NotFoundError(EvidenceStoreError, KeyError):
     :class:`IntegrityError`, never this."""
 
     def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
+        return self.worded()
 
 
 class BlobNotFoundError(NotFoundError):
@@ -164,3 +188,75 @@ class BadAnswer(EvidenceStoreError):
         self.failure = failure
         self.message = message
         self.status = status
+
+
+# -- Errors by source (issue 33): each a ConfigError still, so ``except ConfigError``
+# in a caller's code keeps working, while the package's own callers catch the family
+# they mean ("git failed" is GitError, never any ConfigError).
+
+
+class GitError(ConfigError):
+    """git is not installed, or a git command failed (``command``: what was run, as
+    ``git ARGS``; ``stderr``: git's last line, empty when git is missing)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: str = "",
+        stderr: str = "",
+        parameters: Iterable[str] = (),
+    ) -> None:
+        super().__init__(message, parameters=parameters)
+        self.command = command
+        self.stderr = stderr
+
+    def about(
+        self, what: str, reason: str | None = None, *, parameters: Iterable[str] = ()
+    ) -> GitError:
+        """This failure said of ``what`` (``"{base} main"``): ``what: reason`` (by
+        default git's own message), git's command and output kept."""
+        return GitError(
+            f"{what}: {self if reason is None else reason}",
+            command=self.command,
+            stderr=self.stderr,
+            parameters=parameters,
+        )
+
+
+class CampaignFitError(ConfigError):
+    """A run does not fit its campaign's protocol (condition, arm, workload, declared
+    configuration files), or the campaign it names cannot be read; refused before any
+    request is sent."""
+
+
+class RemoteConfigError(ConfigError):
+    """A remote is unknown, misconfigured (name, URL, options) or unusable for what was
+    asked (a read-only target for a push, none configured)."""
+
+
+class TransferDeadlineError(StorageError):
+    """A download did not complete within its overall deadline (not retried)."""
+
+
+class LocalWriteError(StorageError):
+    """The local store could not be written while fetching: not the remote's fault, so
+    no other remote is tried."""
+
+
+class UnknownRecordKind(ManifestError):
+    """A JSON object whose ``kind`` names no record kind this version knows."""
+
+    def __init__(self, message: str, kind: object) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class NotRegularFileError(OSError):
+    """A path names a directory, device or other non-regular file (an :class:`OSError`
+    with ``EINVAL``, as the hashing engines report any other unreadable path)."""
+
+
+class InterleavingError(AssertionError):
+    """A test's interleaving (``evidencestore.testing.interleave``) failed: an actor
+    never reached its pause point, or failed."""

@@ -54,7 +54,7 @@ from typing import Literal
 from . import _steps
 from ._grace import DEFAULT_GRACE
 from .config import Repository, as_repository
-from .errors import ConfigError, ManifestError, StorageError
+from .errors import ConfigError, GitError, ManifestError, StorageError
 from .gitrefs import is_git_repository, list_refs, read_blobs, registration_blobs
 from .inventory import decode_registration, load_inventory
 from .models import Registration
@@ -185,8 +185,9 @@ def find_references(
             raise ConfigError(
                 f"gc refused: {base} is not a git repository (or git is missing), so the "
                 "registrations of other branches cannot be read and their blobs would be "
-                "deleted; run gc in a clone with every branch fetched, or pass "
-                "--scope worktree to keep only what this working tree references"
+                "deleted; run gc in a clone with every branch fetched, or give "
+                "{scope} worktree to keep only what this working tree references",
+                parameters=("scope",),
             )
         else:
             refs.notes.append(f"{base} is not a git repository: kept what the working tree names")
@@ -194,8 +195,8 @@ def find_references(
         try:
             for reg in _decode_at(base, rev, rev):
                 keep.update(e.descriptor.digest for e in reg.manifest.entries)
-        except ConfigError as exc:
-            raise ConfigError(f"--rev {rev}: {exc}") from None
+        except GitError as exc:
+            raise exc.about(f"{{revs}} {rev}", parameters=("revs",)) from None
     lpips = repo.config.lpips
     if lpips is not None:
         for desc in (lpips.backbone, lpips.linear):
@@ -264,9 +265,13 @@ def collect_garbage(
     else writes to).
     """
     if grace < 0:
-        raise ConfigError(f"--grace must be 0 or more seconds, got {grace}")
+        raise ConfigError(
+            f"{{grace}} must be 0 or more seconds, got {grace}", parameters=("grace",)
+        )
     if scope not in ("refs", "worktree"):
-        raise ConfigError(f"--scope must be 'refs' or 'worktree', got {scope!r}")
+        raise ConfigError(
+            f"{{scope}} must be 'refs' or 'worktree', got {scope!r}", parameters=("scope",)
+        )
     base = as_repository(root)
     store, label = _open(base, remote, delete)
     upkeep = store.upkeep

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import GitError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME
 
 __all__ = [
@@ -33,24 +33,27 @@ def _run(root: Path, args: tuple[str, ...], stdin: bytes | None) -> tuple[int, b
             ["git", "-C", str(root), *args], input=stdin, capture_output=True, check=False
         )
     except FileNotFoundError as exc:
-        raise ConfigError("git is not installed") from exc
+        raise GitError("git is not installed", command=f"git {' '.join(args[:2])}") from exc
     return done.returncode, done.stdout, done.stderr
 
 
 def git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    """Run ``git -C root ARGS``; a :class:`ConfigError` with git's message on failure."""
+    """Run ``git -C root ARGS``; a :class:`GitError` with git's message on failure (or
+    when git is not installed)."""
     returncode, stdout, stderr = _run(root, args, stdin)
     if returncode != 0:
-        message = stderr.decode("utf-8", "replace").strip().splitlines()
-        raise ConfigError(
-            f"git {' '.join(args[:2])}: {message[-1] if message else 'failed without a message'}"
+        lines = stderr.decode("utf-8", "replace").strip().splitlines()
+        last = lines[-1] if lines else ""
+        command = f"git {' '.join(args[:2])}"
+        raise GitError(
+            f"{command}: {last or 'failed without a message'}", command=command, stderr=last
         )
     return stdout
 
 
 def try_git(root: Path, *args: str) -> bytes | None:
     """``git -C root ARGS``'s output, or None when git answers with a failure; a
-    :class:`ConfigError` only when git is not installed."""
+    :class:`GitError` only when git is not installed."""
     returncode, stdout, _ = _run(root, args, None)
     return stdout if returncode == 0 else None
 
@@ -59,18 +62,20 @@ def is_git_repository(root: Path) -> bool:
     """Whether ``root`` is inside a git work tree (and git is installed)."""
     try:
         return git(root, "rev-parse", "--is-inside-work-tree").strip() == b"true"
-    except ConfigError:
+    except GitError:
         return False
 
 
 def is_ancestor(root: Path, older: str, newer: str) -> bool:
     """Whether commit ``older`` is an ancestor of ``newer`` (or ``newer`` itself); a
-    :class:`ConfigError` with git's message when git cannot tell."""
+    :class:`GitError` with git's message when git cannot tell."""
     returncode, _, stderr = _run(root, ("merge-base", "--is-ancestor", older, newer), None)
     if returncode not in (0, 1):
-        raise ConfigError(
-            f"git merge-base --is-ancestor {older[:12]} {newer[:12]}: "
-            + stderr.decode("utf-8", "replace").strip()
+        said = stderr.decode("utf-8", "replace").strip()
+        raise GitError(
+            f"git merge-base --is-ancestor {older[:12]} {newer[:12]}: {said}",
+            command="git merge-base",
+            stderr=said,
         )
     return returncode == 0
 
@@ -98,9 +103,11 @@ def registration_blobs(root: Path, rev: str) -> list[tuple[str, str]]:
     """Return ``(path, git blob id)`` of every ``evidence/*/bundle.json`` at ``rev``."""
     try:
         git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    except ConfigError:
-        raise ConfigError(
-            f"not a git revision of {root} (git rev-parse --verify {rev}^{{commit}} failed)"
+    except GitError as exc:
+        raise GitError(
+            f"not a git revision of {root} (git rev-parse --verify {rev}^{{commit}} failed)",
+            command=exc.command,
+            stderr=exc.stderr,
         ) from None
     listing = git(root, "ls-tree", "-r", "--full-name", "-z", rev, "--", EVIDENCE_DIR)
     prefix = git(root, "rev-parse", "--show-prefix").decode().strip()
@@ -129,7 +136,7 @@ def read_blobs(root: Path, oids: list[str]) -> Iterator[tuple[str, bytes]]:
         eol = out.index(b"\n", pos)
         header = out[pos:eol].split()
         if len(header) != 3:
-            raise ConfigError(f"git cat-file: unexpected answer for {oid}")
+            raise GitError(f"git cat-file: unexpected answer for {oid}", command="git cat-file")
         size = int(header[2])
         yield oid, out[eol + 1 : eol + 1 + size]
         pos = eol + 1 + size + 1

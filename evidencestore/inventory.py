@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 
 from ._canonical import decode
-from .errors import BundleNotFoundError, ManifestError
+from .errors import BundleNotFoundError, ConfigError, InvalidDigestError, ManifestError
 from .models import Entry, Finding, Registration, Severity
 from .paths import REGISTRATION_NAME, name_collisions, resolve, shown, within
 
@@ -31,10 +31,12 @@ __all__ = [
     "BundleDirs",
     "Inventory",
     "decode_registration",
+    "find_registration",
     "load_inventory",
     "load_registration",
     "read_entry",
     "registration_path",
+    "resolve_blob",
 ]
 
 EVIDENCE_DIR = "evidence"
@@ -337,3 +339,80 @@ def load_inventory(root: str | os.PathLike[str]) -> Inventory:
     findings rather than exceptions, so a verifier can list every problem.
     """
     return BundleDirs(root).inventory()
+
+
+# -- naming a bundle or a blob ----------------------------------------------------
+def find_registration(root: str | os.PathLike[str], name: str) -> Registration:
+    """A registered bundle by name, or a registration file by path; unknown names list
+    the closest registered ones."""
+    if name.endswith(".json") and os.path.isfile(name):
+        return load_registration(name)
+    inventory = load_inventory(root)
+    reg = inventory.registrations.get(name)
+    if reg is not None:
+        return reg
+    path = Path(root) / EVIDENCE_DIR / name / REGISTRATION_NAME
+    if path.is_file():
+        return load_registration(path)
+    import difflib
+
+    close = difflib.get_close_matches(name, inventory.names, n=3)
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    raise ConfigError(
+        f"no registered bundle named {name!r} under {Path(root) / EVIDENCE_DIR}{hint}"
+    )
+
+
+def resolve_blob(root: str | os.PathLike[str], text: str) -> tuple[str, int | None, Path | None]:
+    """A blob named as ``evstore cat`` takes it: ``BUNDLE:PATH`` (an entry), a full digest, or a
+    unique hex prefix of a registered digest (``blake3:`` optional, at least 6 digits).
+
+    Returns (digest, size when known, the file in git for a ``repo`` entry)."""
+    from .digest import is_digest
+
+    if is_digest(text):
+        return text, None, None
+    hexpart = text.removeprefix("blake3:")
+    is_hex = bool(hexpart) and all(c in "0123456789abcdef" for c in hexpart)
+    after = text.partition(":")[2]
+    digest_like = len(after) >= 32 and all(c in "0123456789abcdefABCDEF" for c in after)
+    if ":" in text and not text.startswith("blake3:") and not digest_like:
+        name, _, path = text.partition(":")
+        reg = find_registration(root, name)
+        entry = next((e for e in reg.manifest.entries if e.path == path), None)
+        if entry is None:
+            import difflib
+
+            close = difflib.get_close_matches(path, [e.path for e in reg.manifest.entries], n=3)
+            hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+            raise ConfigError(f"bundle {name!r} has no entry {path!r}{hint}")
+        d = entry.descriptor
+        in_git = (
+            Path(root) / EVIDENCE_DIR / reg.manifest.name / path
+            if entry.location == "repo"
+            else None
+        )
+        return d.digest, d.size, in_git
+    if not is_hex or len(hexpart) < 6 or len(hexpart) >= 64:
+        from .digest import parse_digest
+
+        try:
+            parse_digest(text)
+        except InvalidDigestError as exc:
+            raise InvalidDigestError(
+                f"{exc}; or give BUNDLE:PATH, or a unique prefix of at least 6 hex digits"
+            ) from None
+    sizes = {
+        e.descriptor.digest: e.descriptor.size
+        for reg in load_inventory(root).registrations.values()
+        for e in reg.manifest.entries
+    }
+    found = sorted(d for d in sizes if d[7:].startswith(hexpart))
+    if not found:
+        raise ConfigError(f"{text!r}: no registered entry's digest starts with {hexpart}")
+    if len(found) > 1:
+        raise ConfigError(
+            f"{text!r}: ambiguous prefix, {len(found)} digests start with it: "
+            + ", ".join(found[:5])
+        )
+    return found[0], sizes[found[0]], None

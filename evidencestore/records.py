@@ -27,7 +27,7 @@ from .campaign.models import (
     StatusRecord,
     Withdrawal,
 )
-from .errors import ManifestError
+from .errors import ManifestError, UnknownRecordKind
 from .media.records import CheckReport, ComparisonRecord
 from .models import Model
 from .runs.models import RunRecord
@@ -102,14 +102,6 @@ _BY_TYPE = {k.type: k for k in KINDS}
 def kind_of(record: Record | type[Record]) -> RecordKind:
     """The kind of a record (or record type)."""
     return _BY_TYPE[record if isinstance(record, type) else type(record)]
-
-
-class UnknownRecordKind(ManifestError):
-    """A JSON object whose ``kind`` names no record kind this version knows."""
-
-    def __init__(self, message: str, kind: object) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 def _legacy_type(value: object) -> type[Model] | None:

@@ -23,6 +23,7 @@ from .errors import (
     ConfigError,
     IntegrityError,
     ReadOnlyStoreError,
+    RemoteConfigError,
     StorageError,
     TransferError,
 )
@@ -58,7 +59,6 @@ __all__ = [
     "ReadThroughStore",
     "Remote",
     "TransferSummary",
-    "check_remote",
     "configured_remotes",
     "export_blob",
     "fetch",
@@ -72,6 +72,7 @@ __all__ = [
     "remove_lease",
     "repository_store",
     "store_entries",
+    "verify_remote",
     "write_lease",
 ]
 
@@ -167,7 +168,7 @@ def configured_remotes(
     base, config = repo.root, repo.config
     if only is not None and only not in config.remotes:
         known = ", ".join(repr(n) for n in config.remotes) or "none configured"
-        raise ConfigError(f"unknown remote {only!r} (remotes: {known})")
+        raise RemoteConfigError(f"unknown remote {only!r} (remotes: {known})")
     return [
         Remote(name, cfg, base)
         for name, cfg in config.remotes.items()
@@ -176,7 +177,7 @@ def configured_remotes(
 
 
 def open_remote(root: str | os.PathLike[str] | None, name: str) -> Remote:
-    """Return the remote called ``name``; an unknown name is a :class:`ConfigError`."""
+    """Return the remote called ``name``; an unknown name is a :class:`RemoteConfigError`."""
     return configured_remotes(root, name)[0]
 
 
@@ -230,7 +231,7 @@ def _push_target(base: Repository, name: str | None) -> Remote:
     if name is not None:
         remote = open_remote(base, name)
         if remote.config.read_only or remote.store.read_only:
-            raise ConfigError(f"{remote.source.label} is read-only")
+            raise RemoteConfigError(f"{remote.source.label} is read-only")
         return remote
     for remote in configured_remotes(base):
         # Decided from the configuration, so an unusable remote before it costs nothing.
@@ -238,7 +239,7 @@ def _push_target(base: Repository, name: str | None) -> Remote:
             ("http://", "https://")
         ):
             return remote
-    raise ConfigError(
+    raise RemoteConfigError(
         "no writable remote configured in evstore.toml: add one with `evstore remote add NAME URL`"
     )
 
@@ -398,7 +399,7 @@ def _download_all(
         present=len(items) - len(missing),
     )
     if missing and not sources:
-        raise ConfigError(
+        raise RemoteConfigError(
             f"{len(missing)} blob(s) are not in the local store ({cache.location}) and no "
             "remote is configured: add one with `evstore remote add NAME URL`"
         )
@@ -459,7 +460,7 @@ def export_blob(
 
 
 # -- verification against a remote -------------------------------------------------
-def check_remote(
+def verify_remote(
     root: str | os.PathLike[str],
     registrations: Mapping[str, Registration],
     remote: str,
@@ -471,7 +472,7 @@ def check_remote(
     right size (one batched query, no download); ``deep`` also downloads and hashes.
 
     Returns bundle name -> error findings (an empty list for a bundle that checks
-    out). An unknown remote is a :class:`ConfigError`; an unreachable one a
+    out). An unknown remote is a :class:`RemoteConfigError`; an unreachable one a
     :class:`StorageError`.
     """
     target = open_remote(root, remote)

@@ -22,6 +22,7 @@ from evidencestore.attest import (
     PREDICATE_RECORD,
     STATEMENT_TYPE,
     AttestationError,
+    check_attestation,
     load_public_key,
     pae,
     verify_attestation,
@@ -138,7 +139,15 @@ def test_wrong_key_is_refused(repo: Path, keys: tuple[Path, Path], tmp_path: Pat
     code, out, _ = _verify(repo, tmp_path / "a.json", tmp_path / "other.key.pub")
     assert code == 1 and "no valid signature by key" in out
     with pytest.raises(AttestationError, match="no valid signature"):
-        verify_attestation(repo, tmp_path / "a.json", tmp_path / "other.key.pub")
+        check_attestation(repo, tmp_path / "a.json", tmp_path / "other.key.pub")
+    # verify_* returns the report, check_* raises (one convention, package-wide).
+    other = load_public_key(tmp_path / "other.key.pub")
+    result = verify_attestation(repo, (tmp_path / "a.json").read_bytes(), other)
+    assert not result.ok and result.keyid is None
+    assert any("no valid signature by key" in p for p in result.problems)
+    good = verify_attestation(repo, (tmp_path / "a.json").read_bytes(), load_public_key(keys[1]))
+    assert good.ok and good.verified and good.problems == ()
+    assert check_attestation(repo, tmp_path / "a.json", keys[1]).verified == good.verified
 
 
 def test_missing_or_changed_subject_is_refused(
@@ -277,7 +286,7 @@ def test_expected_subject_and_predicate_type(
     code, _, err = _verify(repo, tmp_path / "a.json", public, "no-such-bundle")
     assert code == 2 and "expected subject 'no-such-bundle': not a registered bundle" in err
     with pytest.raises(AttestationError, match="the statement is about bundle 'run1'"):
-        verify_attestation(repo, tmp_path / "a.json", public, expected="run2")
+        check_attestation(repo, tmp_path / "a.json", public, expected="run2")
 
 
 def test_resealed_bundle_is_not_the_attested_one(

@@ -211,7 +211,9 @@ def test_honest_campaign_verifies_and_is_accepted(
     code, result = verify(capsys, repo)
     assert code == 0 and result["findings"] == []
     assert sorted(result["runs"]) == NAMES
-    assert "ordering rests on this branch's own history (no --base)" in result["protection"][0]
+    assert (
+        "ordering rests on this branch's own history (no base revision)" in result["protection"][0]
+    )
     assert "runs: not signed" in result["protection"][1]
     code, result = verify(capsys, repo, "--base", "main")
     assert code == 0 and result["findings"] == []
@@ -409,7 +411,7 @@ def test_rebase_is_caught_by_the_base_anchor(
     assert log[:2] == ["a run before its protocol", "the protocol"]
     code, result = verify(capsys, root)
     assert code == 0, result  # the branch's own history cannot show it ...
-    assert "no --base" in result["protection"][0]
+    assert "no base revision" in result["protection"][0]
     code, result = verify(capsys, root, "--base", "main")  # ... the protected branch does
     assert code == 1
     got = {f["code"]: f["message"] for f in result["findings"]}

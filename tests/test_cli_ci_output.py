@@ -226,8 +226,8 @@ def test_bundle_create_dry_run_and_glob_warnings(
     assert re.search(r"^store\s+300  res/sub/a\.mp4  <- res/sub/a\.mp4$", out, re.M)
     assert re.search(r"^git\s+3  res/log\.txt", out, re.M)
     assert "would have 2 entries (1 in git, 3 bytes; 1 in the store, 300 bytes)" in out
-    assert "--external 'sub/*' matches no file" in err
-    assert "--external '*.mp4' matches" not in err
+    assert "external pattern 'sub/*' matches no file" in err
+    assert "external pattern '*.mp4' matches" not in err
     assert "res/empty: empty directory, adds nothing" in err
     assert not (tmp_path / "evidence/x").exists()
     code, _, err = _run(capsys, "bundle", "create", "y", "res", "--external", "/data/*", "-n")

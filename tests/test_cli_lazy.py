@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -18,15 +17,51 @@ def _commands(parser: argparse.ArgumentParser) -> dict[str, str]:
     return {name: p.prog for name, p in sub.choices.items()}
 
 
-def test_the_command_table_names_each_command_s_module() -> None:
-    for group in _cli._GROUPS:
-        parser = argparse.ArgumentParser(prog="evstore")
-        sub = parser.add_subparsers()
-        importlib.import_module(f"evidencestore.cli.{group}").register(sub)
-        for name in sub.choices:
-            assert _cli._COMMAND_GROUP[name] == group, name
-    registered = set(_commands(_cli.build_parser()))
-    assert set(_cli._COMMAND_GROUP) == registered
+def _helps(parser: argparse.ArgumentParser) -> dict[str, str | None]:
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {action.dest: action.help for action in sub._choices_actions}
+
+
+def test_the_command_table_is_what_each_group_registers_with_its_help() -> None:
+    for group in _cli._groups():
+        own = {name for name, info in _cli.COMMANDS.items() if info.module == group}
+        [name, *_] = sorted(own)
+        parser = _cli.build_parser([name])  # imports and registers this group alone
+        assert set(_commands(parser)) == own, group
+        assert _helps(parser) == {n: _cli.COMMANDS[n].summary for n in own}
+    assert set(_commands(_cli.build_parser())) == set(_cli.COMMANDS)
+
+
+def test_a_table_that_disagrees_with_a_group_fails_on_every_command_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = dict(_cli.COMMANDS)
+    # A command the table gives the core group, which does not register it.
+    monkeypatch.setattr(_cli, "COMMANDS", {**table, "ghost": _cli.CommandInfo("core", "boo")})
+    with pytest.raises(LookupError, match=r"gives ghost to cli/core\.py"):
+        _cli.build_parser(["verify"])
+    with pytest.raises(LookupError, match="ghost"):
+        _cli.build_parser(["--help"])
+    # A command the group registers that the table lacks (or gives another group).
+    del table["prove"]
+    monkeypatch.setattr(_cli, "COMMANDS", table)
+    with pytest.raises(LookupError, match="'prove' is not this group's"):
+        _cli.build_parser(["verify"])
+    monkeypatch.setattr(_cli, "COMMANDS", {**table, "prove": _cli.CommandInfo("remote", "x")})
+    with pytest.raises(LookupError, match="'prove' is not this group's"):
+        _cli.build_parser(["verify"])
+
+
+def test_a_group_cannot_give_a_command_a_help_line_of_its_own() -> None:
+    from evidencestore.cli._common import Commands
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    with pytest.raises(TypeError, match="help line is the command table's"):
+        Commands(sub, {"x": "from the table"}).add("x", lambda a: 0, help="its own")
+    commands = Commands(sub, {"x": "from the table"})
+    commands.add("x", lambda a: 0)
+    assert commands.added == ["x"] and sub.choices["x"] is not None
+    assert [a.help for a in sub._choices_actions] == ["from the table"]
 
 
 def test_a_command_line_registers_only_its_group_and_help_lists_all() -> None:

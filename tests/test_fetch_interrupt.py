@@ -14,7 +14,7 @@ import pytest
 from helpers.remotes import blobs, digest_of, make_repo, run, set_remotes, store_files
 
 from evidencestore.inventory import load_inventory
-from evidencestore.remotes import check_remote, local_store
+from evidencestore.remotes import local_store, verify_remote
 from evidencestore.storage import LocalBlobStore
 from evidencestore.testing.s3 import s3_options
 
@@ -107,7 +107,7 @@ def test_interrupted_push_to_directory_then_rerun(tmp_path: Path) -> None:
     assert code == 0, err
     assert f"{N - len(published)} of {N} blobs transferred" in out
     regs = load_inventory(root).registrations
-    assert check_remote(root, regs, "origin", deep=True) == {"run1": []}
+    assert verify_remote(root, regs, "origin", deep=True) == {"run1": []}
     assert sorted(p.name for p in _final_blobs(remote)) == sorted(
         digest_of(d)[7:] for d in files.values()
     )
@@ -125,7 +125,7 @@ def test_interrupted_push_to_s3_then_rerun(
     _kill_when_stalled(_start(root, ["push"], "push-uploaded:5", marker), marker)
 
     regs = load_inventory(root).registrations
-    findings = check_remote(root, regs, "s3", deep=True)["run1"]
+    findings = verify_remote(root, regs, "s3", deep=True)["run1"]
     # Only absent blobs: nothing partial or corrupt under a final key.
     assert findings and {f.code for f in findings} == {"remote-missing"}
     missing = len(findings)
@@ -134,7 +134,7 @@ def test_interrupted_push_to_s3_then_rerun(
     code, out, err = run("push", "--root", str(root))
     assert code == 0, err
     assert f"{missing} of {N} blobs transferred" in out
-    assert check_remote(root, regs, "s3", deep=True) == {"run1": []}
+    assert verify_remote(root, regs, "s3", deep=True) == {"run1": []}
 
 
 def test_interrupted_pull_then_rerun(tmp_path: Path) -> None:

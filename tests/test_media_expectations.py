@@ -26,10 +26,10 @@ from evidencestore.errors import MediaError
 from evidencestore.media import (
     analyse,
     check,
-    check_report,
     compare,
     load_expectations,
     load_thresholds,
+    verify_report,
     with_overrides,
 )
 from evidencestore.media.expectations import expectations_from_mapping
@@ -266,9 +266,9 @@ def test_frames_and_duration_together_must_agree(tmp_path: Path) -> None:
 # timing checks need frame records
 def test_report_without_frame_records_fails_loudly(tmp_path: Path) -> None:
     path = clip(tmp_path, "a.mp4", video=VideoSpec(), audio=AudioSpec())
-    checks = check_report(analyse(path, keep_frames=False), AV_EXPECT)
+    checks = verify_report(analyse(path, keep_frames=False), AV_EXPECT)
     assert {"video.frame_records", "audio.frame_records"} <= failed(checks)
-    assert not failed(check_report(analyse(path), AV_EXPECT))
+    assert not failed(verify_report(analyse(path), AV_EXPECT))
 
 
 # expectation and threshold values
@@ -317,7 +317,7 @@ def test_video_timing_without_a_frame_rate_is_an_explicit_failure(tmp_path: Path
     report = msgspec.structs.replace(
         report, probe=msgspec.structs.replace(report.probe, streams=streams)
     )
-    checks = checks_by_name(check_report(report, Expectations(video=VideoExpectation(frames=15))))
+    checks = checks_by_name(verify_report(report, Expectations(video=VideoExpectation(frames=15))))
     assert not checks["video.continuity"].ok
     assert "no frame rate known" in checks["video.continuity"].message
 

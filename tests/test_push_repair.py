@@ -13,7 +13,7 @@ from helpers.remotes import blobs, digest_of, make_repo, run, set_remotes
 from evidencestore.cli import main
 from evidencestore.errors import TransferError
 from evidencestore.inventory import load_inventory
-from evidencestore.remotes import check_remote, push
+from evidencestore.remotes import push, verify_remote
 from evidencestore.storage import blob_key
 from evidencestore.testing.s3 import s3_options
 
@@ -79,7 +79,7 @@ def test_push_repair_replaces_corrupt_and_truncated_objects(
     assert _object(s3_endpoint, s3_bucket, d_cut) == files[p_cut]
     assert _object(s3_endpoint, s3_bucket, d_flip) != files[p_flip]
     regs = load_inventory(root).registrations
-    assert [(f.code, f.path) for f in check_remote(root, regs, "s3", deep=True)["run1"]] == [
+    assert [(f.code, f.path) for f in verify_remote(root, regs, "s3", deep=True)["run1"]] == [
         ("remote-corrupt", p_flip)
     ]
 
@@ -90,7 +90,7 @@ def test_push_repair_replaces_corrupt_and_truncated_objects(
     assert "4 already present" in out
     assert _object(s3_endpoint, s3_bucket, d_flip) == files[p_flip]
     assert _object(s3_endpoint, s3_bucket, d_cut) == files[p_cut]
-    assert check_remote(root, regs, "s3", deep=True) == {"run1": []}
+    assert verify_remote(root, regs, "s3", deep=True) == {"run1": []}
     assert run("verify", "--remote", "s3", "--deep", "--root", str(root))[0] == 0
 
     # nothing left to repair: a second repair reads every copy and uploads nothing
@@ -141,4 +141,4 @@ def test_push_repair_on_a_directory_remote(tmp_path: Path) -> None:
     assert blob_path(remote, d1).read_bytes() == d1
     assert blob_path(remote, d2).read_bytes() == d2
     regs = load_inventory(root).registrations
-    assert check_remote(root, regs, "mirror", deep=True) == {"run1": []}
+    assert verify_remote(root, regs, "mirror", deep=True) == {"run1": []}

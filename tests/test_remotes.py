@@ -30,10 +30,10 @@ from evidencestore.errors import BlobNotFoundError, IntegrityError
 from evidencestore.inventory import load_inventory
 from evidencestore.remotes import (
     ReadThroughStore,
-    check_remote,
     configured_remotes,
     local_store,
     repository_store,
+    verify_remote,
 )
 from evidencestore.storage import LocalBlobStore, blob_key
 from evidencestore.storage._fsspec import FsspecBlobStore
@@ -439,15 +439,15 @@ def test_check_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> No
     assert run("push", "--root", str(root))[0] == 0
     for path in store_files(_local(root)):  # so that anything cached would show
         os.unlink(path)
-    assert check_remote(root, regs, "origin") == {"run1": []}
-    assert check_remote(root, regs, "origin", deep=True) == {"run1": []}
+    assert verify_remote(root, regs, "origin") == {"run1": []}
+    assert verify_remote(root, regs, "origin", deep=True) == {"run1": []}
 
     (p_missing, d_missing), (p_short, d_short), (p_flip, d_flip) = list(files.items())[:3]
     os.unlink(blob_path(remote, d_missing))
     overwrite(blob_path(remote, d_short), d_short[:10])
     overwrite(blob_path(remote, d_flip), d_flip[::-1])
 
-    shallow = check_remote(root, regs, "origin")["run1"]
+    shallow = verify_remote(root, regs, "origin")["run1"]
     assert sorted((f.code, f.path) for f in shallow) == sorted(
         [("remote-missing", p_missing), ("remote-size-mismatch", p_short)]
     )
@@ -461,7 +461,7 @@ def test_check_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> No
     short = next(f for f in shallow if f.code == "remote-size-mismatch")
     assert f"is 10 bytes, expected {len(d_short)}" in short.message
 
-    deep = check_remote(root, regs, "origin", deep=True)["run1"]
+    deep = verify_remote(root, regs, "origin", deep=True)["run1"]
     codes = sorted((f.code, f.path) for f in deep)
     assert codes == sorted(
         [
@@ -481,7 +481,7 @@ def test_check_remote_unknown_name(repo: tuple[Path, dict[str, bytes]]) -> None:
 
     root, _ = repo
     with pytest.raises(ConfigError, match="unknown remote 'origin'"):
-        check_remote(root, load_inventory(root).registrations, "origin")
+        verify_remote(root, load_inventory(root).registrations, "origin")
 
 
 def test_configured_remotes_order(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from helpers.remotes import (
 
 from evidencestore.errors import ReadOnlyStoreError, StorageError
 from evidencestore.inventory import load_inventory
-from evidencestore.remotes import check_remote, configured_remotes, local_store, repository_store
+from evidencestore.remotes import configured_remotes, local_store, repository_store, verify_remote
 from evidencestore.storage import BlobStore, LocalBlobStore
 from evidencestore.storage._fsspec import FsspecBlobStore, RetryPolicy, is_transient
 from evidencestore.testing.http import StoreServer, serve_directory
@@ -95,11 +95,11 @@ def test_http_check_remote(
 ) -> None:
     root, files, server = served
     regs = load_inventory(root).registrations
-    assert check_remote(root, regs, "web", deep=True) == {"run1": []}
+    assert verify_remote(root, regs, "web", deep=True) == {"run1": []}
     (p1, d1), (p2, d2) = list(files.items())[:2]
     os.unlink(blob_path(tmp_path / "served", d1))
     overwrite(blob_path(tmp_path / "served", d2), d2[::-1])
-    found = check_remote(root, regs, "web", deep=True)["run1"]
+    found = verify_remote(root, regs, "web", deep=True)["run1"]
     assert sorted((f.code, f.path) for f in found) == sorted(
         [("remote-missing", p1), ("remote-corrupt", p2)]
     )

@@ -311,7 +311,7 @@ def test_protocol_argument_symlink_leaving_its_directory_is_refused(
     link.parent.mkdir()
     link.symlink_to(real)
     code, _, err = _cli("campaign", "init", "c", "--protocol", str(link), "--root", str(repo))
-    assert code == 2 and f"--protocol {link}" in err and "is outside" in err, err
+    assert code == 2 and f"protocol {link}" in err and "is outside" in err, err
     assert not registration_path(repo, "c").exists()
 
 

@@ -23,7 +23,7 @@ from helpers.remotes import (
 
 from evidencestore.errors import StorageError
 from evidencestore.inventory import load_inventory
-from evidencestore.remotes import check_remote, local_store, repository_store
+from evidencestore.remotes import local_store, repository_store, verify_remote
 from evidencestore.storage import BlobStore, blob_key
 from evidencestore.storage._fsspec import FsspecBlobStore, RetryPolicy
 from evidencestore.testing.s3 import s3_options
@@ -253,15 +253,15 @@ def test_s3_check_remote(
     root, files = s3_repo
     regs = load_inventory(root).registrations
     assert run("push", "--root", str(root))[0] == 0
-    assert check_remote(root, regs, "s3", deep=True) == {"run1": []}
+    assert verify_remote(root, regs, "s3", deep=True) == {"run1": []}
     (p1, d1), (p2, d2) = list(files.items())[:2]
     client = _client(s3_endpoint)
     client.delete_object(Bucket=s3_bucket, Key=f"evidence/{blob_key(digest_of(d1))}")
     _put(s3_endpoint, s3_bucket, f"evidence/{blob_key(digest_of(d2))}", d2[::-1])
-    shallow = check_remote(root, regs, "s3")["run1"]
+    shallow = verify_remote(root, regs, "s3")["run1"]
     assert [(f.code, f.path) for f in shallow] == [("remote-missing", p1)]
     assert f"s3://{s3_bucket}/evidence/{blob_key(digest_of(d1))}" in shallow[0].message
-    deep = check_remote(root, regs, "s3", deep=True)["run1"]
+    deep = verify_remote(root, regs, "s3", deep=True)["run1"]
     assert sorted((f.code, f.path) for f in deep) == sorted(
         [("remote-missing", p1), ("remote-corrupt", p2)]
     )

@@ -301,22 +301,19 @@ class Judge:
         lasting = True
         for name in sorted(set(a.arrays) | set(b.arrays)):
             da, db = a.arrays.get(name), b.arrays.get(name)
+            xa = xb = None
             if da is None or db is None:
-                arrays.append(
-                    ArrayComparison(
-                        name=name, equal=False, dtype=("", ""), shape=((), ()),
-                        message=f"{name}: kept by {ref_name if db is None else cand_name} only",
-                    )
-                )  # fmt: skip
-                continue
-            xa = self._array_bytes(da, f"array {name} of run {ref_name!r}, {key}")
-            xb = self._array_bytes(db, f"array {name} of run {cand_name!r}, {key}")
+                why = f"kept by {ref_name if db is None else cand_name} only"
+            else:
+                xa = self._array_bytes(da, f"array {name} of run {ref_name!r}, {key}")
+                xb = self._array_bytes(db, f"array {name} of run {cand_name!r}, {key}")
+                why = "unavailable here (fetch it with `evstore pull`)"
+                lasting = lasting and xa is not None and xb is not None
             if xa is None or xb is None:
-                lasting = False
                 arrays.append(
                     ArrayComparison(
                         name=name, equal=False, dtype=("", ""), shape=((), ()),
-                        message=f"{name}: unavailable here (fetch it with `evstore pull`)",
+                        message=f"{name}: {why}",
                     )
                 )  # fmt: skip
                 continue
@@ -490,24 +487,13 @@ def adjudicate(
         r for c in (*repeat.comparisons, *comparisons) if c.unchecked for r in c.reasons[:1]
     ]
     if unchecked and verdict != "FAIL":  # an invalid output FAILs whatever else holds
-        return Adjudication(
-            protocol_digest=campaign.digest,
-            condition=condition,
-            arm=arm,
-            verdict="UNAVAILABLE",
-            reasons=(
-                f"{len(unchecked)} output pair(s) rest on outputs not checked against their "
-                "request: unchecked is never valid",
-                *dict.fromkeys(unchecked),
-            ),
-            baseline_runs=repeat.runs,
-            candidate_runs=tuple(m.digest for m in judged),
-            baseline_repeatable=repeat.exact,
-            comparisons=tuple(comparisons),
-            baseline_run_names=repeat.run_names,
-            candidate_run_names=tuple(m.name for m in judged),
-        )
-    if not repeat.exact:
+        verdict = "UNAVAILABLE"
+        reasons = [
+            f"{len(unchecked)} output pair(s) rest on outputs not checked against their "
+            "request: unchecked is never valid",
+            *dict.fromkeys(unchecked),
+        ]
+    elif not repeat.exact:
         rule = campaign.protocol.quality.non_repeatable_baseline
         reasons.insert(
             0,

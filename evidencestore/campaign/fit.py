@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import ConfigError, ManifestError
+from ..errors import CampaignFitError, ManifestError
 from .protocol import PROTOCOL_ENTRY, Campaign, load_campaign
 
 __all__ = ["RunRules", "campaign_rules"]
@@ -47,64 +47,72 @@ class RunRules:
         workload_source: str = "the workload",
         harness: str | None = None,
     ) -> None:
-        """Raise :class:`ConfigError` naming the first of condition, arm, workload digest
-        and declared configuration files that does not fit the protocol."""
+        """Raise :class:`CampaignFitError` naming the first of condition, arm, workload
+        digest and declared configuration files that does not fit the protocol."""
         name, protocol = self.campaign.name, self.campaign.protocol
         if not condition:
-            raise ConfigError(
-                "--campaign needs --condition (the protocol condition this run is for)"
+            raise CampaignFitError(
+                "{campaign} needs {condition} (the protocol condition this run is for)",
+                parameters=("campaign", "condition"),
             )
         conditions = {c.name: c for c in protocol.condition}
         if condition not in conditions:
-            raise ConfigError(
-                f"--condition {condition!r}: campaign {name!r} declares the conditions "
-                f"{', '.join(sorted(conditions))}"
+            raise CampaignFitError(
+                f"{{condition}} {condition!r}: campaign {name!r} declares the conditions "
+                f"{', '.join(sorted(conditions))}",
+                parameters=("condition",),
             )
         arms = sorted(a.name for a in protocol.arm)
         if arm not in arms:
-            raise ConfigError(
-                f"--arm {arm!r}: campaign {name!r} declares the arms {', '.join(arms)}"
+            raise CampaignFitError(
+                f"{{arm}} {arm!r}: campaign {name!r} declares the arms {', '.join(arms)}",
+                parameters=("arm",),
             )
         want = conditions[condition].harness
         if harness != want:
             takes = f"runs imported from {want}" if want else "evstore runs"
             given = f"imported from {harness}" if harness else "an evstore run"
-            raise ConfigError(
-                f"--condition {condition!r}: campaign {name!r} takes {takes} there (its "
-                f"condition.harness); this run is {given}: harnesses are not mixed"
+            raise CampaignFitError(
+                f"{{condition}} {condition!r}: campaign {name!r} takes {takes} there (its "
+                f"condition.harness); this run is {given}: harnesses are not mixed",
+                parameters=("condition",),
             )
         bound = self.campaign.workload_digest(condition)
         if workload_digest != bound:
-            raise ConfigError(
+            raise CampaignFitError(
                 f"workload {workload_source} hashes to {workload_digest}, but campaign {name!r} "
                 f"binds condition {condition!r} to {conditions[condition].workload} ({bound})"
             )
         declared = self.campaign.config_digests(arm)
         if declared and frozenset(config_digests) != declared:
             names = ", ".join(self.campaign.arm(arm).configs)
-            raise ConfigError(
-                f"--config: campaign {name!r} declares the configuration files {names} for arm "
-                f"{arm!r}; the files given ({len(config_digests)}) are not those, byte for byte"
+            raise CampaignFitError(
+                f"{{configs}}: campaign {name!r} declares the configuration files {names} for "
+                f"arm {arm!r}; the files given ({len(config_digests)}) are not those, byte for "
+                "byte",
+                parameters=("configs",),
             )
 
 
 def campaign_rules(root: str | os.PathLike[str], name: str) -> RunRules:
-    """The rules of campaign ``name`` registered in ``root``; :class:`ConfigError` when no
-    campaign protocol is registered under that name."""
+    """The rules of campaign ``name`` registered in ``root``; :class:`CampaignFitError`
+    when no campaign protocol is registered under that name."""
     from ..inventory import load_registration, registration_path
 
     hint = f"run `evstore campaign init {name} --protocol FILE` first"
     try:
         registration = load_registration(registration_path(root, name))
     except ManifestError as exc:
-        raise ConfigError(
-            f"--campaign {name}: no campaign bundle {name!r} ({exc}); {hint}"
+        raise CampaignFitError(
+            f"{{campaign}} {name}: no campaign bundle {name!r} ({exc}); {hint}",
+            parameters=("campaign",),
         ) from None
     if not any(e.path == PROTOCOL_ENTRY for e in registration.manifest.entries):
-        raise ConfigError(
-            f"--campaign {name}: bundle {name!r} has no {PROTOCOL_ENTRY} entry; {hint}"
+        raise CampaignFitError(
+            f"{{campaign}} {name}: bundle {name!r} has no {PROTOCOL_ENTRY} entry; {hint}",
+            parameters=("campaign",),
         )
     try:
         return RunRules(load_campaign(root, name))
     except ManifestError as exc:
-        raise ConfigError(f"--campaign {name}: {exc}") from None
+        raise CampaignFitError(f"{{campaign}} {name}: {exc}", parameters=("campaign",)) from None

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError, EvidenceStoreError
+from ..errors import EvidenceStoreError, GitError
 from ..gitrefs import git, is_ancestor, is_git_repository, read_blobs, registration_blobs
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, decode_registration
 from ..models import Registration
@@ -35,10 +35,10 @@ __all__ = [
     "HistoryCheck",
     "Registered",
     "added_in",
-    "check_history",
     "deleted_registrations",
     "is_strict_ancestor",
     "registration_history",
+    "verify_history",
 ]
 
 _ZERO = frozenset("0")
@@ -76,7 +76,7 @@ def _log(root: Path, bundles: set[str]) -> list[tuple[str, int, list[tuple[str, 
             root, "log", "--raw", "--no-renames", "--no-abbrev", "-z",
             "--format=%x01%H %ct", "--relative", "HEAD", "--", *paths,
         )  # fmt: skip
-    except ConfigError:
+    except GitError:
         return []  # no commit yet
     commits = []
     for chunk in out.decode("utf-8", "surrogateescape").split("\x01")[1:]:
@@ -140,7 +140,7 @@ def deleted_registrations(root: str | Path, present: Iterable[str]) -> list[Dele
             "--format=%x01%H", "--relative", "HEAD", "--",
             f":(glob){EVIDENCE_DIR}/*/{REGISTRATION_NAME}",
         )  # fmt: skip
-    except ConfigError:
+    except GitError:
         return []
     last: dict[str, tuple[str, str]] = {}  # bundle -> (commit, old blob), newest first
     for chunk in out.decode("utf-8", "surrogateescape").split("\x01")[1:]:
@@ -178,7 +178,7 @@ def _dirty(root: Path) -> set[str]:
     try:
         out = git(root, "diff", "--no-renames", "--name-only", "-z", "--relative", "HEAD",
                   "--", EVIDENCE_DIR)  # fmt: skip
-    except ConfigError:
+    except GitError:
         return set()
     names = set()
     for path in out.decode("utf-8", "surrogateescape").split("\0"):
@@ -196,7 +196,7 @@ def _shallow_boundary(root: Path) -> set[str]:
         path = Path(git(root, "rev-parse", "--path-format=absolute", "--git-path", "shallow")
                     .decode().strip())  # fmt: skip
         return set(path.read_text().split())
-    except (ConfigError, OSError):
+    except (GitError, OSError):
         return set()
 
 
@@ -238,7 +238,7 @@ def _change_message(what: str, reg: Registered, dirty: bool) -> str:
     )
 
 
-def check_history(
+def verify_history(
     root: str | Path, campaign: str, runs: Iterable[str], *, base: str | None = None
 ) -> HistoryCheck:
     """Check every run bundle against the commit that registered ``campaign`` and, when
@@ -257,8 +257,10 @@ def check_history(
     if base is not None:
         try:
             base_commit = git(root, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
-        except ConfigError:
-            raise ConfigError(f"--base {base}: not a commit of {root}") from None
+        except GitError as exc:
+            raise exc.about(
+                f"{{base}} {base}", f"not a commit of {root}", parameters=("base",)
+            ) from None
     history = registration_history(root, [campaign, *runs])
     known: dict[tuple[str, str], bool] = {}  # runs share commits: ask git once per pair
 

@@ -32,7 +32,7 @@ from ..inventory import load_inventory, read_entry, registration_path
 from ..models import Registration
 from ..runs.models import RunRecord
 from ..runs.recorder import RUN_ENTRY, load_run
-from .history import HistoryCheck, check_history, deleted_registrations, is_strict_ancestor
+from .history import HistoryCheck, deleted_registrations, is_strict_ancestor, verify_history
 from .identity import duplicates, run_keys, server_changes
 from .models import Exclusion, RunVoid
 from .protocol import Campaign
@@ -110,7 +110,7 @@ def campaign_runs(
     }
     out.digests = {n: inventory.registrations[n].digest for n in (*names, *asides)}
     out.history = (
-        check_history(root.root, campaign.name, [*names, *asides], base=base) if history else None
+        verify_history(root.root, campaign.name, [*names, *asides], base=base) if history else None
     )
     voids, withdrawals = _set_asides(root.root, campaign, inventory.registrations, asides, out)
     if out.history is not None:
@@ -274,7 +274,7 @@ def _epoch(utc: str) -> float | None:
 def _signature_exclusion(
     root: Path, reg: Registration, name: str, keys: dict[str, Any]
 ) -> tuple[str, str] | None:
-    from ..dsse import check_run_signature
+    from ..dsse import verify_run_signature
     from ..runs.recorder import RUN_SIGNATURE
 
     where = registration_path(root, name).parent
@@ -285,7 +285,7 @@ def _signature_exclusion(
         envelope = read_entry(where, name, sig, "the run signature") if sig else None
     except EvidenceStoreError as exc:
         return "bad-signature", str(exc)
-    verdict = check_run_signature(envelope, data, name, keys)
+    verdict = verify_run_signature(envelope, data, name, keys)
     return None if verdict.code is None else (verdict.code, verdict.message)
 
 

@@ -10,8 +10,9 @@ would need is given instead. The point estimate is the nearest-rank percentile
 ``x_(ceil(q n))``.
 
 The binomial quantile and CDF are the ufuncs ``scipy.stats.binom`` evaluates (Boost's,
-in ``scipy.special``): the same numbers without importing ``scipy.stats``, which costs
-about a second at start-up; ``scipy.stats.binom`` is used where a SciPy lacks them.
+``_binom_ppf`` and ``_binom_cdf`` in SciPy's private ``scipy.special._ufuncs``): the same
+numbers without importing ``scipy.stats``, which costs about a second at start-up;
+``scipy.stats.binom`` is used where a SciPy lacks them or has moved them.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ class Percentile(Model, frozen=True, kw_only=True, omit_defaults=False):
 def _binom() -> tuple[Callable[..., Any], Callable[..., Any]]:
     """``(ppf, cdf)`` of the binomial distribution for probabilities strictly inside
     (0, 1) and integer counts, as ``scipy.stats.binom`` computes them."""
-    from scipy.special import _ufuncs
-
+    try:  # private to SciPy: the module scipy.stats.binom itself calls into
+        from scipy.special import _ufuncs
+    except ImportError:  # pragma: no cover - a SciPy that moved it
+        _ufuncs = None
     ppf, cdf = getattr(_ufuncs, "_binom_ppf", None), getattr(_ufuncs, "_binom_cdf", None)
     if ppf is None or cdf is None:  # pragma: no cover - a SciPy without Boost's binomial
         from scipy.stats import binom

@@ -22,7 +22,7 @@ import msgspec
 
 from .._canonical import loads_toml
 from ..digest import hash_bytes
-from ..errors import ConfigError, ManifestError
+from ..errors import CampaignFitError, ConfigError, ManifestError
 from ..inventory import load_registration, read_entry, registration_path
 from ..models import Descriptor, Registration
 from .models import ArmSpec, Protocol
@@ -108,9 +108,10 @@ class Campaign:
 
     def signer_problem(
         self, root: str | os.PathLike[str], key: Ed25519PublicKey | None
-    ) -> str | None:
+    ) -> CampaignFitError | None:
         """Why a run signed with ``key`` (``None``: unsigned) would not count, before it
-        is run; ``None`` when it would."""
+        is run, as the error to raise (it names the ``signing_key`` parameter); ``None``
+        when it would count."""
         keys = self.signing_keys(root)
         if not keys:
             return None
@@ -118,14 +119,16 @@ class Campaign:
 
         allowed = ", ".join(k[:16] for k in sorted(keys))
         if key is None:
-            return (
+            return CampaignFitError(
                 f"campaign {self.name!r} counts only runs signed by one of its keys "
-                f"({allowed}): pass --sign KEY"
+                f"({allowed}): give {{signing_key}}",
+                parameters=("signing_key",),
             )
         if key_id(key) not in keys:
-            return (
-                f"--sign: key {key_id(key)[:16]} is not one campaign {self.name!r} allows "
-                f"({allowed}): its runs would not count"
+            return CampaignFitError(
+                f"{{signing_key}}: key {key_id(key)[:16]} is not one campaign {self.name!r} "
+                f"allows ({allowed}): its runs would not count",
+                parameters=("signing_key",),
             )
         return None
 
@@ -200,7 +203,7 @@ def init_campaign(
     check_bundle_name(name)
     src = Path(protocol_path)
     roots = (src.absolute().parent, Path(root))
-    data = read_file(src, roots, where=f"--protocol {src}")
+    data = read_file(src, roots, where=f"protocol {src}")
     protocol = parse_protocol(data, str(src))
     base = src.parent
     referenced = _referenced(protocol)

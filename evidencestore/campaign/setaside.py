@@ -88,7 +88,7 @@ def void_run(
 ) -> RunVoid:
     """Register void record ``name`` setting run ``run`` of ``campaign`` aside."""
     if not reason.strip():
-        raise ConfigError("--reason: say why the run is set aside")
+        raise ConfigError("{reason}: say why the run is set aside", parameters=("reason",))
     try:
         reg = load_registration(registration_path(root, run))
     except ManifestError as exc:
@@ -112,7 +112,7 @@ def withdraw_arm(
 ) -> Withdrawal:
     """Register withdrawal record ``name`` withdrawing candidate arm ``arm``."""
     if not reason.strip():
-        raise ConfigError("--reason: say why the arm is withdrawn")
+        raise ConfigError("{reason}: say why the arm is withdrawn", parameters=("reason",))
     if campaign.arm(arm).baseline:
         raise ConfigError(f"arm {arm!r} is the baseline: only a candidate arm can be withdrawn")
     record = Withdrawal(

@@ -50,8 +50,9 @@ def protection(anchor: str | None, signed: bool) -> list[str]:
         f"ordering: the protocol is on the protected branch {anchor}, and every run comes "
         "after it there or on top of it"
         if anchor
-        else "ordering rests on this branch's own history (no --base): a rewritten history "
-        "(rebase, amend) is not detected; verify with --base and the protected branch",
+        else "ordering rests on this branch's own history (no base revision): a rewritten "
+        "history (rebase, amend) is not detected; verify with the protected branch as base "
+        "(`evstore campaign verify NAME --base BRANCH`)",
         "runs: signed by a key the protocol pins"
         if signed
         else "runs: not signed (the protocol pins no key): a committer who fabricates a run "

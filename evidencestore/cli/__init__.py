@@ -10,23 +10,30 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import EvidenceStoreError
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_PIPE,
     EXIT_USAGE,
+    Commands,
+    GuardedStream,
     add_root,
+    flag_of,
     missing_extra_hint,
     repo_root,
     verbosity,
 )
 
 __all__ = [
+    "COMMANDS",
     "EXIT_FAILED",
     "EXIT_OK",
+    "EXIT_PIPE",
     "EXIT_USAGE",
+    "CommandInfo",
     "add_root",
     "build_parser",
     "console",
@@ -83,31 +90,77 @@ class _UsageError(Exception):
     pass
 
 
-# Where each subcommand is registered, so that a command line imports only its own
-# group module. The table is only a shortcut: a command it lacks (or gets wrong) falls
-# back to registering every group, which is what ``evstore --help`` does anyway.
-_GROUPS = (
-    "core",
-    "inspection",
-    "remote",
-    "media",
-    "lpips",
-    "run",
-    "campaign",
-    "report",
-    "imports",
-)
-_COMMAND_GROUP = {
-    **dict.fromkeys(("init", "hash", "bundle", "verify", "prove", "check-proof", "schema"), "core"),
-    **dict.fromkeys(("show", "status", "diff", "checkout"), "inspection"),
-    **dict.fromkeys(("remote", "push", "pull", "fetch", "cat", "gc"), "remote"),
-    "media": "media",
-    "lpips": "lpips",
-    "run": "run",
-    "import": "imports",
-    "campaign": "campaign",
-    **dict.fromkeys(("report", "attest"), "report"),
+class CommandInfo(NamedTuple):
+    """One ``evstore`` command: the group module under ``evidencestore.cli`` that
+    registers it (imported only when the command runs, or for ``--help``) and its help
+    line."""
+
+    module: str
+    summary: str
+
+
+# The one command table (pip's ``commands_dict``): a command line imports only the group
+# module of the command it names, and every help line comes from here. A group's
+# ``register`` adding a command this table does not give it, or lacking one it does, is
+# an error on any command line that imports the group (``Commands``, ``_register``).
+COMMANDS: dict[str, CommandInfo] = {
+    "init": CommandInfo("core", "make this directory an evidence repository"),
+    "hash": CommandInfo("core", "print blake3 digests and sizes of files, or check a digest list"),
+    "bundle": CommandInfo("core", "create and list bundles"),
+    "verify": CommandInfo("core", "verify every bundle (exit 0 verified, 1 failed, 2 usage error)"),
+    "prove": CommandInfo("core", "print an inclusion proof of one entry as JSON"),
+    "check-proof": CommandInfo("core", "check an inclusion proof without the other entries"),
+    "schema": CommandInfo("core", "list, print or write the JSON Schemas"),
+    "show": CommandInfo("inspection", "a bundle's digest, metadata and entries"),
+    "status": CommandInfo(
+        "inspection", "per bundle: store entries missing locally (or on a remote)"
+    ),
+    "diff": CommandInfo(
+        "inspection", "entries added, removed and changed between two bundles (exit 1 if any)"
+    ),
+    "checkout": CommandInfo("inspection", "write a bundle's files, verified, into a directory"),
+    "remote": CommandInfo("remote", "add, remove and list remotes"),
+    "push": CommandInfo("remote", "upload store entries a remote lacks or holds damaged"),
+    "pull": CommandInfo("remote", "fetch every store entry of bundles into the local store"),
+    "fetch": CommandInfo("remote", "get blobs by digest, verified, into the local store"),
+    "cat": CommandInfo("remote", "write one entry or blob, verified, to stdout"),
+    "gc": CommandInfo("remote", "remove unreferenced blobs (dry run unless --yes)"),
+    "media": CommandInfo("media", "probe, check and compare media by path or digest"),
+    "lpips": CommandInfo("lpips", "authenticated LPIPS scorer weights"),
+    "run": CommandInfo(
+        "run", "run a workload against a server and register the run; show or diff runs"
+    ),
+    "campaign": CommandInfo(
+        "campaign", "campaign protocols, verification, speedup claims and status"
+    ),
+    "report": CommandInfo(
+        "report", "write a self-contained HTML report of a comparison, run or campaign"
+    ),
+    "attest": CommandInfo(
+        "report", "sign an in-toto statement about a bundle or record, or verify one"
+    ),
+    "import": CommandInfo("imports", "import a benchmark harness's results as a registered run"),
 }
+
+
+def _groups() -> tuple[str, ...]:
+    """The group modules, in the order ``evstore --help`` lists their commands."""
+    return tuple(dict.fromkeys(info.module for info in COMMANDS.values()))
+
+
+def _register(sub: argparse._SubParsersAction[Any], group: str) -> None:
+    """Import group module ``group`` and register its commands, which must be exactly
+    the ones the command table gives it."""
+    import importlib
+
+    summaries = {name: info.summary for name, info in COMMANDS.items() if info.module == group}
+    commands = Commands(sub, summaries)
+    importlib.import_module(f".{group}", __package__).register(commands)
+    if missing := sorted(set(summaries) - set(commands.added)):
+        raise LookupError(
+            f"the command table gives {', '.join(missing)} to cli/{group}.py, "
+            "which does not register them"
+        )
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -133,9 +186,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     Given the command line ``argv``, only the group module of the command it names is
     imported and registered (start-up cost); ``evstore --help`` still lists every command.
     """
-    import importlib
-
-    from .. import __version__
+    from .._version import __version__
 
     parser = _Parser(prog="evstore", description="A content-addressed evidence store.")
     parser.add_argument("--version", action="version", version=f"evstore {__version__}")
@@ -169,14 +220,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     command = _command_of(argv) if argv is not None else None
-    group = _COMMAND_GROUP.get(command or "")
-    if group is not None:
-        importlib.import_module(f".{group}", __package__).register(sub)
-        if command in sub.choices:
-            return parser
-        return build_parser()  # the table is out of date: register everything
-    for name in _GROUPS:
-        importlib.import_module(f".{name}", __package__).register(sub)
+    info = COMMANDS.get(command or "")
+    for group in (info.module,) if info is not None else _groups():
+        _register(sub, group)
     return parser
 
 
@@ -203,19 +249,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         args.root = given
     try:
-        code: int = args.func(args)
+        code: int = _run(args)
     except EvidenceStoreError as exc:
         hint = missing_extra_hint(exc)
         print(
-            f"evstore: error: {exc.diagnostics()}" + (f" (install it: {hint})" if hint else ""),
+            f"evstore: error: {exc.diagnostics(flag_of)}"
+            + (f" (install it: {hint})" if hint else ""),
             file=sys.stderr,
         )
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("evstore: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return EXIT_OK
+    except BrokenPipeError:  # written past the guard: the verdict is not known
+        return EXIT_PIPE
     except ImportError as exc:
         what = repr(exc.name) if exc.name else f"an optional dependency ({exc})"
         print(
@@ -234,6 +281,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_USAGE
     return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command with stdout guarded: a reader that goes away (``| head -1``)
+    drops the rest of the output, never the command's exit code."""
+    saved = sys.stdout
+    guarded = GuardedStream(saved)
+    sys.stdout = guarded
+    try:
+        code: int = args.func(args)
+        guarded.flush()
+    finally:
+        sys.stdout = saved
+        _LAST.gone = guarded.reader.gone
+    return code
+
+
+class _Last:
+    """Whether the last command's reader went away (for :func:`console`'s exit)."""
+
+    gone = False
+
+
+_LAST = _Last()
 
 
 class _HidingLoader:
@@ -306,4 +377,10 @@ def console() -> int:
     """The ``evstore`` program (and ``python -m evidencestore``): :func:`main` in a
     process of its own."""
     lean_msgspec()
-    return main()
+    code = main()
+    if _LAST.gone:  # what could not be written would fail again at exit's flush
+        import contextlib
+
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code

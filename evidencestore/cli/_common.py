@@ -6,7 +6,8 @@ dependency."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_PIPE = 141
+"""128 + SIGPIPE: stdout was closed before the command's verdict was known."""
 
 
 Argument = tuple[tuple[str, ...], dict[str, Any]]
@@ -58,10 +61,32 @@ def add_arguments(p: argparse.ArgumentParser, arguments: Iterable[Adder]) -> Non
 
 
 class Commands:
-    """The subcommands of one parser, added one call each."""
+    """The subcommands of one parser, added one call each.
 
-    def __init__(self, action: argparse._SubParsersAction[Any]) -> None:
+    At the top level (``summaries`` given by :func:`evidencestore.cli.build_parser`) a
+    command's help line is its entry in the command table (``cli.COMMANDS``): a name the
+    table does not give this group, or a help line of its own, is refused, and
+    :attr:`added` is what the group registered, compared with the table afterwards.
+    """
+
+    def __init__(
+        self,
+        action: argparse._SubParsersAction[Any],
+        summaries: Mapping[str, str] | None = None,
+    ) -> None:
         self.action = action
+        self._summaries = summaries
+        self.added: list[str] = []
+
+    def _options(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
+        if self._summaries is None:
+            return options
+        if "help" in options:
+            raise TypeError(f"command {name!r}: its help line is the command table's")
+        if name not in self._summaries:
+            raise LookupError(f"command {name!r} is not this group's in the command table")
+        self.added.append(name)
+        return {**options, "help": self._summaries[name]}
 
     def add(
         self,
@@ -71,7 +96,7 @@ class Commands:
         **options: Any,
     ) -> argparse.ArgumentParser:
         """Add subcommand ``name`` (``options`` as for ``add_parser``) that runs ``func``."""
-        p: argparse.ArgumentParser = self.action.add_parser(name, **options)
+        p: argparse.ArgumentParser = self.action.add_parser(name, **self._options(name, options))
         add_arguments(p, arguments)
         p.set_defaults(func=func)
         return p
@@ -79,10 +104,63 @@ class Commands:
     def group(self, name: str, *, metavar: str = "SUBCOMMAND", **options: Any) -> Commands:
         """Add command ``name`` with subcommands of its own, one of them required (the one
         given is ``args.<name>_command``)."""
-        p = self.action.add_parser(name, **options)
+        p = self.action.add_parser(name, **self._options(name, options))
         action = p.add_subparsers(dest=f"{name}_command", metavar=metavar)
         action.required = True
         return Commands(action)
+
+
+class _Reader:
+    """Whether the reader of one command's stdout has gone (``evstore verify | head -1``)."""
+
+    gone = False
+
+
+def reader_gone() -> bool:
+    """Whether this command's stdout was closed by its reader: what is still written is
+    dropped, and a command whose verdict is known already may stop producing output."""
+    out = sys.stdout
+    return isinstance(out, GuardedStream) and out.reader.gone
+
+
+class GuardedStream:
+    """A stream (``sys.stdout`` or its ``buffer``, which share ``reader``) whose writes,
+    once the reader has closed it, are dropped instead of raising
+    :class:`BrokenPipeError`: the command runs on to its verdict and its exit code,
+    whatever the reader kept."""
+
+    def __init__(self, stream: Any, reader: _Reader | None = None) -> None:
+        self._stream = stream
+        self.reader = reader or _Reader()
+        self._buffer: GuardedStream | None = None
+
+    def _guard(self, call: Callable[..., Any], *args: Any) -> None:
+        if self.reader.gone:
+            return
+        try:
+            call(*args)
+        except BrokenPipeError:
+            self.reader.gone = True
+
+    def write(self, data: Any) -> int:
+        self._guard(self._stream.write, data)
+        return len(data)
+
+    def writelines(self, lines: Iterable[Any]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self._guard(self._stream.flush)
+
+    @property
+    def buffer(self) -> GuardedStream:
+        if self._buffer is None:
+            self._buffer = GuardedStream(self._stream.buffer, self.reader)
+        return self._buffer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def add_root(p: argparse.ArgumentParser) -> None:
@@ -117,6 +195,16 @@ def found_repository(args: argparse.Namespace) -> Repository:
             raise ConfigError(f"--root {args.root}: not a directory")
         return Repository(root)
     return as_repository()
+
+
+# A library parameter whose flag is not ``--`` + its name with dashes.
+_FLAGS = {"configs": "--config", "revs": "--rev", "signing_key": "--sign"}
+
+
+def flag_of(parameter: str) -> str:
+    """The command-line flag for a library parameter an error names (``condition`` ->
+    ``--condition``, ``configs`` -> ``--config``): the CLI's words for the library's."""
+    return _FLAGS.get(parameter, "--" + parameter.replace("_", "-"))
 
 
 def verbosity(args: argparse.Namespace) -> int:

@@ -19,11 +19,10 @@ from typing import Any
 from ._common import EXIT_FAILED, EXIT_OK, NAME, ROOT, Commands, arg, json_flag, repo_root
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Register this group's subcommands."""
-    csub = Commands(sub).group(
+    csub = commands.group(
         "campaign",
-        help="campaign protocols, verification, speedup claims and status",
         description="A protocol frozen by digest before any result; verdicts, claims, status.",
     )
     csub.add(
@@ -48,30 +47,24 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         ],
         help="check from git history that the protocol predates every run",
     )
-    csub.add(
-        "void",
-        _void,
-        [
-            NAME,
+    # Setting aside: what is set aside, why, and the record that says so.
+    for command, what, record, summary in (
+        (
+            "void",
             arg("--run", required=True, metavar="RUN", help="the run bundle to set aside"),
-            arg("--reason", required=True, metavar="TEXT", help="why (kept in the record)"),
-            arg("--record", required=True, metavar="BUNDLE", help="name of the void record"),
-            ROOT,
-        ],
-        help="register a void record setting a mistaken run aside (effective once committed)",
-    )
-    csub.add(
-        "withdraw",
-        _withdraw,
-        [
-            NAME,
+            "name of the void record",
+            "register a void record setting a mistaken run aside (effective once committed)",
+        ),
+        (
+            "withdraw",
             arg("--arm", required=True, metavar="A", help="the candidate arm to withdraw"),
-            arg("--reason", required=True, metavar="TEXT", help="why (kept in the record)"),
-            arg("--record", required=True, metavar="BUNDLE", help="name of the record"),
-            ROOT,
-        ],
-        help="register a withdrawal record for a candidate arm (effective once committed)",
-    )
+            "name of the record",
+            "register a withdrawal record for a candidate arm (effective once committed)",
+        ),
+    ):
+        reason = arg("--reason", required=True, metavar="TEXT", help="why (kept in the record)")
+        named = arg("--record", required=True, metavar="BUNDLE", help=record)
+        csub.add(command, _set_aside, [NAME, what, reason, named, ROOT], help=summary)
     csub.add(
         "claim",
         _claim,
@@ -211,24 +204,20 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def _void(args: argparse.Namespace) -> int:
+def _set_aside(args: argparse.Namespace) -> int:
+    """``campaign void`` (a run) or ``campaign withdraw`` (an arm): register the record."""
     from ..campaign.protocol import load_campaign
-    from ..campaign.setaside import void_run
+    from ..campaign.setaside import void_run, withdraw_arm
 
     root = repo_root(args)
-    rec = void_run(root, load_campaign(root, args.name), args.run, args.reason, args.record)
-    print(f"campaign {rec.campaign}: run {rec.run} ({rec.run_digest}) voided by {args.record}")
-    print(f"  commit evidence/{args.record} for it to take effect")
-    return EXIT_OK
-
-
-def _withdraw(args: argparse.Namespace) -> int:
-    from ..campaign.protocol import load_campaign
-    from ..campaign.setaside import withdraw_arm
-
-    root = repo_root(args)
-    rec = withdraw_arm(root, load_campaign(root, args.name), args.arm, args.reason, args.record)
-    print(f"campaign {rec.campaign}: arm {rec.arm} withdrawn by {args.record}")
+    campaign = load_campaign(root, args.name)
+    if args.campaign_command == "void":
+        rec = void_run(root, campaign, args.run, args.reason, args.record)
+        what = f"run {rec.run} ({rec.run_digest}) voided"
+    else:
+        withdrawn = withdraw_arm(root, campaign, args.arm, args.reason, args.record)
+        what = f"arm {withdrawn.arm} withdrawn"
+    print(f"campaign {campaign.name}: {what} by {args.record}")
     print(f"  commit evidence/{args.record} for it to take effect")
     return EXIT_OK
 

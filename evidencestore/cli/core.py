@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, ManifestError
+from ..errors import ConfigError, GitError, ManifestError
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -17,6 +17,7 @@ from ._common import (
     ROOT,
     Commands,
     arg,
+    flag_of,
     json_flag,
     repeatable,
     repo_root,
@@ -277,7 +278,7 @@ def msgspec_builtins(obj: Any) -> Any:
 
 
 # -- verify --------------------------------------------------------------------
-def _base_problem(root: Repository, rev: str) -> str | None:
+def _base_problem(root: Repository, rev: str) -> GitError | None:
     """Why ``--base REV`` cannot be used here (a shallow clone lacks it...), or None."""
     from ..verify import base_problem
 
@@ -307,15 +308,15 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         problem = _base_problem(root, args.base)
         if problem:
             if args.github:
-                print(f"::error title=evstore --base::{problem}")
-            raise ConfigError(problem)
+                print(f"::error title=evstore --base::{problem.worded(flag_of)}")
+            raise problem
     notes: list[str] = []
     checker = None
     if args.remote:
-        from ..remotes import check_remote
+        from ..remotes import verify_remote
 
         def checker(regs: Any) -> Any:
-            found = check_remote(root, regs, args.remote, deep=args.deep)
+            found = verify_remote(root, regs, args.remote, deep=args.deep)
             n = sum(e.location == "store" for r in regs.values() for e in r.manifest.entries)
             bad = sum(len(v) for v in found.values())
             how = "downloaded and re-hashed" if args.deep else "present, with the right size"
@@ -482,14 +483,12 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Add the core subcommands to the ``evstore`` parser."""
-    commands = Commands(sub)
     commands.add(
         "init",
         _cmd_init,
         [arg("--root", metavar="DIR", help="directory to initialise (default: .)")],
-        help="make this directory an evidence repository",
     )
     commands.add(
         "hash",
@@ -503,13 +502,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                 help="check the digests listed in FILE (- for stdin)",
             ),
         ],
-        help="print blake3 digests and sizes of files, or check a digest list",
         description="Print 'blake3:<hex>  SIZE  PATH' per file (- reads stdin). --check FILE "
         "re-hashes what a list names: this command's output or b3sum's '<hex>  PATH' lines; "
         "exit 1 when a file differs, 2 for unreadable or malformed lists.",
     )
 
-    bsub = commands.group("bundle", metavar="ACTION", help="create and list bundles")
+    bsub = commands.group("bundle", metavar="ACTION")
     bsub.add(
         "create",
         _cmd_bundle_create,
@@ -610,14 +608,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                 "when set)",
             ),
         ],
-        help="verify every bundle (exit 0 verified, 1 failed, 2 usage error)",
     )
 
     commands.add(
         "prove",
         _cmd_prove,
         [arg("bundle", metavar="BUNDLE"), arg("path", metavar="PATH"), ROOT],
-        help="print an inclusion proof of one entry as JSON",
     )
     commands.add(
         "check-proof",
@@ -632,7 +628,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             ),
             ROOT,
         ],
-        help="check an inclusion proof without the other entries",
     )
     commands.add(
         "schema",
@@ -643,5 +638,4 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             arg("--check", action="store_true", help="exit 1 if schemas/ is out of date"),
             arg("--dir", help=argparse.SUPPRESS),
         ],
-        help="list, print or write the JSON Schemas",
     )

@@ -18,11 +18,10 @@ CAMPAIGN = arg("--campaign", metavar="C", help="the campaign whose protocol this
 CONDITION = arg("--condition", metavar="X", help="the campaign condition")
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Register this group's subcommands."""
-    isub = Commands(sub).group(
+    isub = commands.group(
         "import",
-        help="import a benchmark harness's results as a registered run",
         description="Seal a harness's output directory byte for byte as a run bundle, "
         "with a run record mapped from the harness's own records.",
     )
@@ -67,32 +66,27 @@ def _report(harness: str, result: Any) -> int:
 def _aiperf(args: argparse.Namespace) -> int:
     from ..runs.aiperf import import_aiperf
 
-    root = repo_root(args)
-    rules = _campaign(root, args)
-    results = import_aiperf(
-        root,
-        args.directory,
-        args.name,
-        arm=args.arm,
-        campaign=rules,
-        condition=args.condition,
-    )
-    for result in results:
-        _report("aiperf", result)
-    return EXIT_OK
+    return _import("aiperf", import_aiperf, args)
 
 
 def _loadgen(args: argparse.Namespace) -> int:
     from ..runs.loadgen import import_loadgen
 
+    return _import("loadgen", import_loadgen, args)
+
+
+def _import(harness: str, importer: Any, args: argparse.Namespace) -> int:
+    """Import ``args.directory`` with ``importer`` (one run, or several: AIPerf's
+    artifact directory can hold a sweep) and report each run registered."""
     root = repo_root(args)
-    rules = _campaign(root, args)
-    result = import_loadgen(
+    out = importer(
         root,
         args.directory,
         args.name,
         arm=args.arm,
-        campaign=rules,
+        campaign=_campaign(root, args),
         condition=args.condition,
     )
-    return _report("loadgen", result)
+    for result in out if isinstance(out, list) else [out]:
+        _report(harness, result)
+    return EXIT_OK

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,23 +24,9 @@ if TYPE_CHECKING:
 
 
 def _registration(root: Repository, name: str) -> Registration:
-    """A registered bundle by name, or a registration file by path; unknown names list
-    the closest registered ones."""
-    from ..inventory import REGISTRATION_NAME, load_inventory, load_registration
+    from ..inventory import find_registration
 
-    if name.endswith(".json") and os.path.isfile(name):
-        return load_registration(name)
-    inventory = load_inventory(root)
-    reg = inventory.registrations.get(name)
-    if reg is not None:
-        return reg
-    if (root / "evidence" / name / REGISTRATION_NAME).is_file():
-        return load_registration(root / "evidence" / name / REGISTRATION_NAME)
-    import difflib
-
-    close = difflib.get_close_matches(name, inventory.names, n=3)
-    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
-    raise ConfigError(f"no registered bundle named {name!r} under {root / 'evidence'}{hint}")
+    return find_registration(root, name)
 
 
 def _entry_row(entry: Entry, available: bool | None) -> dict[str, Any]:
@@ -58,61 +43,6 @@ def _entry_row(entry: Entry, available: bool | None) -> dict[str, Any]:
     if available is not None:
         row["available"] = available
     return row
-
-
-def resolve_blob(root: Repository, text: str) -> tuple[str, int | None, Path | None]:
-    """What ``evstore cat`` names: ``BUNDLE:PATH`` (an entry), a full digest, or a
-    unique hex prefix of a registered digest (``blake3:`` optional, at least 6 digits).
-
-    Returns (digest, size when known, the file in git for a ``repo`` entry)."""
-    from ..digest import is_digest
-    from ..inventory import EVIDENCE_DIR, load_inventory
-
-    if is_digest(text):
-        return text, None, None
-    hexpart = text.removeprefix("blake3:")
-    is_hex = bool(hexpart) and all(c in "0123456789abcdef" for c in hexpart)
-    after = text.partition(":")[2]
-    digest_like = len(after) >= 32 and all(c in "0123456789abcdefABCDEF" for c in after)
-    if ":" in text and not text.startswith("blake3:") and not digest_like:
-        name, _, path = text.partition(":")
-        reg = _registration(root, name)
-        entry = next((e for e in reg.manifest.entries if e.path == path), None)
-        if entry is None:
-            import difflib
-
-            close = difflib.get_close_matches(path, [e.path for e in reg.manifest.entries], n=3)
-            hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
-            raise ConfigError(f"bundle {name!r} has no entry {path!r}{hint}")
-        d = entry.descriptor
-        in_git = (
-            root / EVIDENCE_DIR / reg.manifest.name / path if entry.location == "repo" else None
-        )
-        return d.digest, d.size, in_git
-    if not is_hex or len(hexpart) < 6 or len(hexpart) >= 64:
-        from ..digest import parse_digest
-        from ..errors import InvalidDigestError
-
-        try:
-            parse_digest(text)
-        except InvalidDigestError as exc:
-            raise InvalidDigestError(
-                f"{exc}; or give BUNDLE:PATH, or a unique prefix of at least 6 hex digits"
-            ) from None
-    sizes = {
-        e.descriptor.digest: e.descriptor.size
-        for reg in load_inventory(root).registrations.values()
-        for e in reg.manifest.entries
-    }
-    found = sorted(d for d in sizes if d[7:].startswith(hexpart))
-    if not found:
-        raise ConfigError(f"{text!r}: no registered entry's digest starts with {hexpart}")
-    if len(found) > 1:
-        raise ConfigError(
-            f"{text!r}: ambiguous prefix, {len(found)} digests start with it: "
-            + ", ".join(found[:5])
-        )
-    return found[0], sizes[found[0]], None
 
 
 # -- show --------------------------------------------------------------------------
@@ -172,9 +102,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
     store = root.local_store()
     remote_missing: dict[str, set[str]] = {}
     if args.remote:
-        from ..remotes import check_remote
+        from ..remotes import verify_remote
 
-        for name, findings in check_remote(root, regs, args.remote).items():
+        for name, findings in verify_remote(root, regs, args.remote).items():
             remote_missing[name] = {f.path for f in findings if f.path}
     rows = []
     for name, reg in regs.items():
@@ -331,15 +261,13 @@ def _write_atomically(reader: Any, dest: Path) -> None:
         raise StorageError(f"{dest}: cannot write: {exc.strerror or exc}") from exc
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Register this group's subcommands."""
-    commands = Commands(sub)
     it = json_flag("it")
     commands.add(
         "show",
         _cmd_show,
         [arg("bundle", metavar="BUNDLE", help=_BUNDLE_OR_FILE), it, ROOT],
-        help="a bundle's digest, metadata and entries",
     )
     commands.add(
         "status",
@@ -350,7 +278,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             it,
             ROOT,
         ],
-        help="per bundle: store entries missing locally (or on a remote)",
     )
     commands.add(
         "diff",
@@ -361,7 +288,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             it,
             ROOT,
         ],
-        help="entries added, removed and changed between two bundles (exit 1 if any)",
     )
     commands.add(
         "checkout",
@@ -373,7 +299,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             arg("--force", action="store_true", help="write into a non-empty directory"),
             ROOT,
         ],
-        help="write a bundle's files, verified, into a directory",
     )
 
 

@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ScorerError
 from ._common import ROOT, Commands, arg, found_repository
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
-    commands = Commands(sub).group(
+    lsub = commands.group(
         "lpips",
-        help="authenticated LPIPS scorer weights",
         description="Manage the LPIPS (AlexNet, v0.1) weights pinned in evstore.toml.",
     )
-    commands.add(
+    lsub.add(
         "import",
         _import,
         [
@@ -62,7 +60,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "descriptors and the scorer-state digest in evstore.toml [lpips]."
         ),
     )
-    commands.add(
+    lsub.add(
         "show",
         _show,
         [
@@ -107,7 +105,10 @@ def _import(args: argparse.Namespace) -> int:
     backbone_path = Path(args.backbone)
     if not backbone_path.is_file():
         raise ConfigError(f"{backbone_path}: no such backbone file")
-    linear_path = Path(args.linear) if args.linear is not None else default_linear_path()
+    try:
+        linear_path = Path(args.linear) if args.linear is not None else default_linear_path()
+    except ScorerError as exc:
+        raise ScorerError(f"{exc} (--linear PATH)") from None
     if not linear_path.is_file():
         raise ConfigError(f"{linear_path}: no such linear weights file")
 

@@ -18,11 +18,10 @@ if TYPE_CHECKING:
     from ..media.records import Check, Expectations
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
-    msub = Commands(sub).group(
+    msub = commands.group(
         "media",
-        help="probe, check and compare media by path or digest",
         description="Media validators: full decode, expectations, exact and metric comparison.",
     )
     source = arg("source", metavar="FILE|DIGEST")

@@ -8,8 +8,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._grace import DEFAULT_GRACE
-from ..errors import ConfigError, IntegrityError
-from ._common import BUNDLES, EXIT_OK, NAME, ROOT, Commands, arg, json_flag, repeatable, repo_root
+from ..errors import ConfigError, IntegrityError, RemoteConfigError
+from ._common import (
+    BUNDLES,
+    EXIT_OK,
+    NAME,
+    ROOT,
+    Commands,
+    arg,
+    json_flag,
+    reader_gone,
+    repeatable,
+    repo_root,
+)
 
 if TYPE_CHECKING:
     from ..config import Repository
@@ -42,10 +53,10 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     root = repo_root(args)
     problem = remote_name_problem(args.name) or url_problem(args.url)
     if problem:
-        raise ConfigError(f"remote {args.name!r}: {problem}")
+        raise RemoteConfigError(f"remote {args.name!r}: {problem}")
     merged = root.config
     if args.name in merged.remotes and not args.force:
-        raise ConfigError(
+        raise RemoteConfigError(
             f"remote {args.name!r} already exists ({merged.remotes[args.name].url}); "
             "use --force to replace it"
         )
@@ -85,12 +96,12 @@ def _cmd_remote_remove(args: argparse.Namespace) -> int:
     merged = root.config
     if args.name not in merged.remotes:
         known = ", ".join(repr(n) for n in merged.remotes) or "none configured"
-        raise ConfigError(f"unknown remote {args.name!r} (remotes: {known})")
+        raise RemoteConfigError(f"unknown remote {args.name!r} (remotes: {known})")
     local = _local_layer(root)
     in_local = args.name in local.remotes
     config = local if in_local else load_config(root, local=False)
     if args.name not in config.remotes:
-        raise ConfigError(
+        raise RemoteConfigError(
             f"remote {args.name!r} is set in evstore.local.toml; edit or remove it there"
         )
     remotes = {k: v for k, v in config.remotes.items() if k != args.name}
@@ -127,23 +138,11 @@ def _cmd_push_pull(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     try:
+        given = {"remote": args.remote, "jobs": _jobs(args), "progress": sys.stderr}
         if args.command == "push":
-            summary = remotes.push(
-                root,
-                args.bundles or None,
-                remote=args.remote,
-                jobs=_jobs(args),
-                progress=sys.stderr,
-                repair=args.repair,
-            )
+            summary = remotes.push(root, args.bundles or None, repair=args.repair, **given)
         else:
-            summary = remotes.pull(
-                root,
-                args.bundles or None,
-                remote=args.remote,
-                jobs=_jobs(args),
-                progress=sys.stderr,
-            )
+            summary = remotes.pull(root, args.bundles or None, **given)
     except TransferError as exc:
         failures = _name_failures(root, exc.summary)
         if args.json and exc.summary is not None:
@@ -230,8 +229,8 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_cat(args: argparse.Namespace) -> int:
+    from ..inventory import resolve_blob
     from ..remotes import repository_store
-    from .inspection import resolve_blob
 
     root = repo_root(args)
     digest, known_size, in_git = resolve_blob(root, args.digest)
@@ -259,7 +258,7 @@ def _cmd_cat(args: argparse.Namespace) -> int:
         # byte goes out: a stream cut short by a late IntegrityError would be half a blob.
         store.verify(digest)
         with store.open(digest) as reader:
-            while chunk := reader.read(8 << 20):
+            while not reader_gone() and (chunk := reader.read(8 << 20)):  # verified already
                 out.write(chunk)
     out.flush()
     return EXIT_OK
@@ -300,10 +299,9 @@ _JOBS = arg(
 _ANY_REMOTE = arg("--remote", metavar="NAME", help="only this remote (default: all, in order)")
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Add this module's subcommands to the ``evstore`` parser."""
-    commands = Commands(sub)
-    rsub = commands.group("remote", metavar="ACTION", help="add, remove and list remotes")
+    rsub = commands.group("remote", metavar="ACTION")
     rsub.add(
         "add",
         _cmd_remote_add,
@@ -343,13 +341,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             ROOT,
             _JOBS,
         ],
-        help="upload store entries a remote lacks or holds damaged",
     )
     commands.add(
         "pull",
         _cmd_push_pull,
         [BUNDLES, _ANY_REMOTE, json_flag("the summary"), ROOT, _JOBS],
-        help="fetch every store entry of bundles into the local store",
     )
     commands.add(
         "fetch",
@@ -361,7 +357,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             ROOT,
             _JOBS,
         ],
-        help="get blobs by digest, verified, into the local store",
     )
     commands.add(
         "cat",
@@ -375,7 +370,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             _ANY_REMOTE,
             ROOT,
         ],
-        help="write one entry or blob, verified, to stdout",
     )
     commands.add(
         "gc",
@@ -405,5 +399,4 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             arg("-v", "--verbose", action="store_true", help="list what was deleted"),
             ROOT,
         ],
-        help="remove unreferenced blobs (dry run unless --yes)",
     )

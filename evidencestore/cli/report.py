@@ -11,14 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ROOT, Commands, arg, repo_root
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Register this group's subcommands."""
-    commands = Commands(sub)
     commands.add(
         "report",
         _report,
@@ -27,7 +25,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             arg("-o", "--output", metavar="OUT.html", required=True),
             ROOT,
         ],
-        help="write a self-contained HTML report of a comparison, run or campaign",
         description="TARGET: a record file, a record digest, a bundle name, BUNDLE:PATH, or a "
         "campaign name. The page needs no network access when opened.",
     )
@@ -47,7 +44,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             ),
             ROOT,
         ],
-        help="sign an in-toto statement about a bundle or record, or verify one",
         usage="evstore attest TARGET --key KEY [-o OUT]\n"
         "       evstore attest verify ENVELOPE --key PUB --subject TARGET [--json]\n"
         "       evstore attest keygen KEYFILE",
@@ -128,7 +124,7 @@ def _verify(args: argparse.Namespace) -> int:
         data = Path(args.path).read_bytes()
     except OSError as exc:
         raise attest.AttestationError(f"{args.path}: cannot read envelope: {exc.strerror}") from exc
-    result = attest.check_attestation(
+    result = attest.verify_attestation(
         root, data, attest.load_public_key(args.key), source=args.path, expected=args.subject
     )
     if args.json:

@@ -43,13 +43,12 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"{self.prog}: {message}")
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(commands: Commands) -> None:
     """Register this group's subcommands."""
-    Commands(sub).add(
+    commands.add(
         "run",
         _dispatch,
         [arg("argv", nargs=argparse.REMAINDER)],
-        help="run a workload against a server and register the run; show or diff runs",
         description="evstore run WORKLOAD --arm NAME --server URL ... | run show BUNDLE | "
         "run diff A B (see `evstore run WORKLOAD -h`, `evstore run show -h`)",
         prefix_chars="\x00",
@@ -207,39 +206,27 @@ def _run(args: argparse.Namespace) -> int:
         signer = key.public_key() if key is not None else None
         problem = rules.campaign.signer_problem(root, signer)
         if problem:
-            raise ConfigError(problem)
+            raise problem
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     tty = sys.stderr.isatty() and args.verbosity >= 0
+    given: dict[str, Any] = {
+        "arm": args.arm,
+        "server": args.server,
+        "name": name,
+        "configs": args.config,
+        "server_logs": args.server_log,
+        "campaign": rules,
+        "condition": args.condition,
+        "signing_key": key,
+    }
     if args.launch or _declares_server(root, args.workload):
         from ..runs.launch import launch_and_run, parse_command
 
-        registration, record = launch_and_run(
-            root,
-            args.workload,
-            command=parse_command(args.launch) if args.launch else None,
-            arm=args.arm,
-            server=args.server,
-            name=name,
-            configs=args.config,
-            server_logs=args.server_log,
-            campaign=rules,
-            condition=args.condition,
-            signing_key=key,
-        )
+        command = parse_command(args.launch) if args.launch else None
+        registration, record = launch_and_run(root, args.workload, command=command, **given)
         return _ran(registration, record, name, tty=False)
-    registration, record = run_workload(
-        root,
-        args.workload,
-        arm=args.arm,
-        server=args.server,
-        name=name,
-        configs=args.config,
-        server_logs=args.server_log,
-        campaign=rules,
-        condition=args.condition,
-        progress=_progress(sys.stderr) if tty else None,
-        signing_key=key,
-    )
+    progress = _progress(sys.stderr) if tty else None
+    registration, record = run_workload(root, args.workload, progress=progress, **given)
     return _ran(registration, record, name, tty)
 
 

@@ -13,7 +13,7 @@ from .._lazy import lazy_exports
 if TYPE_CHECKING:
     from .comparison import EXIT_CODES, compare, compare_reports
     from .decode import analyse
-    from .expectations import check, check_report, load_expectations, with_overrides
+    from .expectations import check, load_expectations, verify_report, with_overrides
     from .probing import probe
     from .records import (
         MEDIA_SCHEMA_TYPES,
@@ -50,7 +50,6 @@ __all__ = [
     "VideoExpectation",
     "analyse",
     "check",
-    "check_report",
     "compare",
     "compare_reports",
     "load_expectations",
@@ -58,6 +57,7 @@ __all__ = [
     "probe",
     "resolve",
     "store_record",
+    "verify_report",
     "with_overrides",
 ]
 
@@ -81,7 +81,7 @@ _LAZY = {
     "VideoExpectation": "records",
     "analyse": "decode",
     "check": "expectations",
-    "check_report": "expectations",
+    "verify_report": "expectations",
     "compare": "comparison",
     "compare_reports": "comparison",
     "load_expectations": "expectations",

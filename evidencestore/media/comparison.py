@@ -22,7 +22,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from .decode import _row_bytes, analyse, decodable, iter_frames
-from .expectations import check_report
+from .expectations import verify_report
 from .probing import opened
 from .records import (
     AudioMetrics,
@@ -602,8 +602,8 @@ def compare_reports(
 
     expectations = expectations or Expectations()
     thresholds = thresholds or Thresholds()
-    ref_checks = check_report(ref, expectations)
-    cand_checks = check_report(cand, expectations)
+    ref_checks = verify_report(ref, expectations)
+    cand_checks = verify_report(cand, expectations)
     reference = _input_record(ref, ref_checks)
     candidate = _input_record(cand, cand_checks)
     compat = compatibility(ref, cand) if ref.decoded and cand.decoded else ()

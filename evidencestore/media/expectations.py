@@ -59,12 +59,12 @@ from .records import (
 
 __all__ = [
     "CODEC_FRAME_SIZES",
-    "check_report",
     "expectations_from_mapping",
     "load_expectations",
     "missing_lengths",
     "parse_rate",
     "require_lengths",
+    "verify_report",
     "with_overrides",
 ]
 
@@ -158,7 +158,7 @@ def require_lengths(expectations: Expectations, kinds: Iterable[str], name: str)
         wanted = "; ".join(f"[{k}] {LENGTH_KEYS[k]}" for k in missing)
         raise MediaError(
             f"{name} has {' and '.join(missing)} but the expectations give no length for it: "
-            f"expected {wanted} (e.g. --frames/--video-duration, --samples/--audio-duration)"
+            f"expected {wanted}"
         )
 
 
@@ -684,7 +684,7 @@ def _samples(
     )
 
 
-def check_report(
+def verify_report(
     report: MediaReport, expectations: Expectations | None = None
 ) -> tuple[Check, ...]:
     """Return every check of ``report`` against ``expectations`` (intrinsic checks always)."""
@@ -747,7 +747,7 @@ def check(
     from .versions import tool_versions
 
     report = analyse(ref, root, before_decode=before_decode)
-    checks = check_report(report, expectations)
+    checks = verify_report(report, expectations)
     return CheckReport(
         verdict="PASS" if all(c.ok for c in checks) else "FAIL",
         checks=checks,

@@ -164,14 +164,15 @@ def default_linear_path() -> Path:
     if not locations:
         raise ScorerError(
             "the lpips package is not installed, so its linear weights cannot be located: "
-            "install evidencestore[lpips] or pass --linear PATH"
+            "install evidencestore[lpips] or give the linear weights' path"
         )
     for location in locations:
         candidate = Path(location) / "weights" / "v0.1" / "alex.pth"
         if candidate.is_file():
             return candidate
     raise ScorerError(
-        f"the lpips package at {locations[0]} has no weights/v0.1/alex.pth: pass --linear PATH"
+        f"the lpips package at {locations[0]} has no weights/v0.1/alex.pth: give the linear "
+        "weights' path"
     )
 
 

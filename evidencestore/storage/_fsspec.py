@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar, cast
 
 from ..digest import digest_from_hex, digest_hex, parse_digest
-from ..errors import BlobNotFoundError, EvidenceStoreError, StorageError
+from ..errors import BlobNotFoundError, EvidenceStoreError, StorageError, TransferDeadlineError
 from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, Upkeep, blob_key
 
 __all__ = [
@@ -66,10 +66,6 @@ _FULL_LISTING_PAGES = 8
 # A download must average at least this many bytes per second beyond its floor.
 DEFAULT_MIN_RATE = 64 * 1024
 DEFAULT_DEADLINE_FLOOR = 60.0
-
-
-class TransferDeadlineError(StorageError):
-    """A download did not complete within its overall deadline (not retried)."""
 
 
 @dataclass(frozen=True)

@@ -221,36 +221,40 @@ class BlobStoreSuite:
         store.upkeep.remove_lease(key)  # absent: no error
         assert other in {k for k, _ in store.upkeep.iter_leases()}
 
-    def test_quarantine_restore_and_purge(self, store: BlobStore) -> None:
-        if not (isinstance(store.upkeep, SupportsQuarantine) and store.upkeep.supports_quarantine):
+    def _quarantined(self, store: BlobStore, data: bytes) -> tuple[SupportsQuarantine, str, str]:
+        """``data`` stored then quarantined: ``(upkeep, digest, key)``; a backend that
+        cannot quarantine skips the test."""
+        upkeep = store.upkeep
+        if not (isinstance(upkeep, SupportsQuarantine) and upkeep.supports_quarantine):
             pytest.skip("backend cannot quarantine")
-        data = b"quarantined " * 100
         digest = store.put(data).digest
-        key = store.upkeep.quarantine(digest)
-        assert key is not None and not store.has(digest)
-        assert (key, digest) in [(k, d) for k, d, _ in store.upkeep.iter_quarantined()]
-        store.upkeep.restore(key)
-        assert store.get(digest, len(data)) == data
-        assert key not in [k for k, _, _ in store.upkeep.iter_quarantined()]
-        key = store.upkeep.quarantine(digest)
+        key = upkeep.quarantine(digest)
         assert key is not None
-        store.upkeep.purge(key)
+        return upkeep, digest, key
+
+    def test_quarantine_restore_and_purge(self, store: BlobStore) -> None:
+        data = b"quarantined " * 100
+        upkeep, digest, key = self._quarantined(store, data)
         assert not store.has(digest)
-        assert key not in [k for k, _, _ in store.upkeep.iter_quarantined()]
-        store.upkeep.purge(key)  # absent: no error
-        assert store.upkeep.quarantine(digest) is None  # nothing under its name
+        assert (key, digest) in [(k, d) for k, d, _ in upkeep.iter_quarantined()]
+        upkeep.restore(key)
+        assert store.get(digest, len(data)) == data
+        assert key not in [k for k, _, _ in upkeep.iter_quarantined()]
+        again = upkeep.quarantine(digest)
+        assert again is not None
+        upkeep.purge(again)
+        assert not store.has(digest)
+        assert again not in [k for k, _, _ in upkeep.iter_quarantined()]
+        upkeep.purge(again)  # absent: no error
+        assert upkeep.quarantine(digest) is None  # nothing under its name
 
     def test_restore_keeps_a_copy_written_meanwhile(self, store: BlobStore) -> None:
-        if not (isinstance(store.upkeep, SupportsQuarantine) and store.upkeep.supports_quarantine):
-            pytest.skip("backend cannot quarantine")
         data = b"written again " * 100
-        digest = store.put(data).digest
-        key = store.upkeep.quarantine(digest)
-        assert key is not None
+        upkeep, digest, key = self._quarantined(store, data)
         store.put(data)  # a writer stores the blob again while it is quarantined
-        store.upkeep.restore(key)
+        upkeep.restore(key)
         assert store.get(digest, len(data)) == data
-        assert key not in [k for k, _, _ in store.upkeep.iter_quarantined()]
+        assert key not in [k for k, _, _ in upkeep.iter_quarantined()]
 
     def test_keep_alive_makes_a_blob_young_and_quarantine_keeps_its_age(
         self, store: BlobStore

@@ -25,6 +25,7 @@ from ..errors import (
     BlobNotFoundError,
     EvidenceStoreError,
     IntegrityError,
+    LocalWriteError,
     StorageError,
 )
 from ..integrity import check_content
@@ -117,14 +118,9 @@ class Source:
         return text if text.startswith(self.label) else f"{self.label}: {text}"
 
 
-class _LocalWriteError(StorageError):
-    """The local store could not be written: not the remote's fault, so no other
-    remote is tried."""
-
-
-def _local_failure(cache: BlobStore, digest: str, exc: Exception) -> _LocalWriteError:
+def _local_failure(cache: BlobStore, digest: str, exc: Exception) -> LocalWriteError:
     reason = getattr(exc, "strerror", None) or exc
-    return _LocalWriteError(f"local store ({cache.location}): {digest}: cannot write: {reason}")
+    return LocalWriteError(f"local store ({cache.location}): {digest}: cannot write: {reason}")
 
 
 @dataclass
@@ -381,7 +377,7 @@ def _looked_at(
     source: Source, exc: EvidenceStoreError, looked: list[str], errors: list[EvidenceStoreError]
 ) -> None:
     """Record what ``source`` answered for a blob it did not deliver."""
-    if isinstance(exc, _LocalWriteError):
+    if isinstance(exc, LocalWriteError):
         raise exc
     if isinstance(exc, BlobNotFoundError):
         looked.append(f"{source.label}: absent")

@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from aiohttp import web
 
-__all__ = ["StoreServer", "serve_app", "serve_directory", "serving"]
+__all__ = [
+    "Knob",
+    "StoreServer",
+    "add_knob_arguments",
+    "applies",
+    "serve_app",
+    "serve_directory",
+    "serving",
+    "set_knobs",
+]
 
 
 class StoreServer:
@@ -168,3 +177,31 @@ def serve_app(app: web.Application, port: int = 0, *, name: str) -> Iterator[int
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join(timeout=10)
+
+
+Knob = set[int] | bool
+"""A misbehaviour of a reference server: every request (True) or these 1-based ones."""
+
+
+def applies(knob: Knob, number: int) -> bool:
+    """Whether ``knob`` applies to request ``number``."""
+    return knob is True or (isinstance(knob, set) and number in knob)
+
+
+def set_knobs(server: object, knobs: dict[str, Any], what: str) -> None:
+    """Set each knob on ``server``, refusing one it does not have."""
+    for key, value in knobs.items():
+        if not hasattr(server, key):
+            raise TypeError(f"unknown {what} knob {key!r}")
+        setattr(server, key, value)
+
+
+def add_knob_arguments(
+    parser: Any, values: dict[str, tuple[type, str]], flags: dict[str, str]
+) -> None:
+    """A reference server's command line: ``--name VALUE`` for each of ``values`` (its
+    type and help) and ``--name`` for each of ``flags`` (its help)."""
+    for name, (kind, help_) in values.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, help=help_)
+    for name, help_ in flags.items():
+        parser.add_argument("--" + name.replace("_", "-"), action="store_true", help=help_)

@@ -22,14 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _steps
+from ..errors import InterleavingError
 
 __all__ = ["Interleaving", "InterleavingError"]
 
 _TIMEOUT = 60.0  # a deadlock guard only: no correct test waits anywhere near it
-
-
-class InterleavingError(AssertionError):
-    """An actor never reached its pause point, or failed."""
 
 
 class _Actor:

@@ -41,18 +41,12 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .http import serve_app
+from .http import Knob, add_knob_arguments, applies, serve_app, set_knobs
 
 if TYPE_CHECKING:
     from aiohttp import web
 
 __all__ = ["LlmServer", "chat_workload", "serve_llm"]
-
-Knob = set[int] | bool
-
-
-def _applies(knob: Knob, number: int) -> bool:
-    return knob is True or (isinstance(knob, set) and number in knob)
 
 
 class LlmServer:
@@ -156,7 +150,7 @@ class LlmServer:
             body = await request.json()
         except ValueError:
             return web.json_response({"error": {"message": "not JSON"}}, status=400)
-        if _applies(self.fail_on, number):
+        if applies(self.fail_on, number):
             return web.json_response(
                 {"error": {"message": "injected failure", "type": "server_error"}},
                 status=self.fail_status,
@@ -320,7 +314,7 @@ class LlmServer:
     async def _version(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
-        from .. import __version__
+        from .._version import __version__
 
         return web.json_response({"version": __version__, "server": "evidencestore-reference-llm"})
 
@@ -357,10 +351,7 @@ class LlmServer:
 def serve_llm(**knobs: Any) -> Iterator[LlmServer]:
     """Run an :class:`LlmServer` in a background thread; yield it (``url`` is set)."""
     server = LlmServer(model=knobs.pop("model", "reference-llm"), vocab=knobs.pop("vocab", 32000))
-    for key, value in knobs.items():
-        if not hasattr(server, key):
-            raise TypeError(f"unknown LLM server knob {key!r}")
-        setattr(server, key, value)
+    set_knobs(server, knobs, "LLM server")
     with serve_app(server.app(), server.port, name="evstore-llm-server") as port:
         server.port = port
         yield server
@@ -433,17 +424,15 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default="reference-llm")
     parser.add_argument("--vocab", type=int, default=32000)
     parser.add_argument("--port", type=int, default=0, help="the port (default: any free one)")
-    for name, (kind, help_) in _KNOBS.items():
-        parser.add_argument("--" + name.replace("_", "-"), type=kind, help=help_)
-    for flag, help_ in (
-        ("role_chunk", "send a role-only first chunk"),
-        ("nondeterministic", "tokens differ per request"),
-        ("batch_dependent", "tokens depend on the requests in flight"),
-        ("cache", "serve repeated requests from a cache"),
-        ("no_usage", "never send usage"),
-        ("fail_all", "answer every request with --fail-status"),
-    ):
-        parser.add_argument("--" + flag.replace("_", "-"), action="store_true", help=help_)
+    flags = {
+        "role_chunk": "send a role-only first chunk",
+        "nondeterministic": "tokens differ per request",
+        "batch_dependent": "tokens depend on the requests in flight",
+        "cache": "serve repeated requests from a cache",
+        "no_usage": "never send usage",
+        "fail_all": "answer every request with --fail-status",
+    }
+    add_knob_arguments(parser, _KNOBS, flags)
     args = parser.parse_args(argv)
     if args.error_at is not None and args.drop_at is not None:
         # Refused at start-up, as a real server refuses conflicting settings.

@@ -44,18 +44,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .http import serve_app
+from .http import Knob, add_knob_arguments, applies, serve_app, set_knobs
 
 if TYPE_CHECKING:
     from aiohttp import web
 
 __all__ = ["VideoServer", "sample_workload", "serve_video"]
-
-Knob = set[int] | bool
-
-
-def _applies(knob: Knob, number: int) -> bool:
-    return knob is True or (isinstance(knob, set) and number in knob)
 
 
 class VideoServer:
@@ -118,9 +112,9 @@ class VideoServer:
             frames = round(seconds * fps)
         seed = 0 if self.ignore_seed else int(fields.get("seed", "0"))
         samples = round(seconds * self.sample_rate) - self.audio_short_by
-        if _applies(self.short_audio_on, number):
+        if applies(self.short_audio_on, number):
             samples = max(1024, samples - self.sample_rate // 2)
-        if _applies(self.short_video_on, number):
+        if applies(self.short_video_on, number):
             frames -= 1
         key = (width, height, fps, frames, seed, samples, self.sample_rate, self.channels)
         cached = self._cache.get(key)
@@ -204,7 +198,7 @@ class VideoServer:
         await resp.prepare(request)
         if self.first_byte_delay:
             await asyncio.sleep(self.first_byte_delay)
-        drop_at = size // 2 if _applies(self.drop_on, number) else None
+        drop_at = size // 2 if applies(self.drop_on, number) else None
         sent = 0
         step = 1 << 20 if body is None else 64 << 10
         filler = bytes(range(256)) * (step // 256)
@@ -234,13 +228,13 @@ class VideoServer:
         )
         if self.redirect_to is not None:
             raise web.HTTPFound(self.redirect_to + request.path)
-        if _applies(self.reset_on, number):
+        if applies(self.reset_on, number):
             self.log(f"request {number}: connection closed before any response")
             assert request.transport is not None
             request.transport.abort()
             raise asyncio.CancelledError
         await self._work(fields)
-        if _applies(self.fail_on, number):
+        if applies(self.fail_on, number):
             self.log(f"request {number}: 500 injected failure")
             return web.json_response(
                 {"error": {"message": "injected failure", "type": "server_error"}}, status=500
@@ -260,7 +254,7 @@ class VideoServer:
         job = f"video_{number:06d}"
         self._jobs[job] = {"status": "in_progress", "number": number, "body": None}
         self.log(f"request {number}: job {job} created {json.dumps(fields, sort_keys=True)}")
-        if _applies(self.fail_on, number):
+        if applies(self.fail_on, number):
             self._jobs[job]["status"] = "failed"
         elif not self.never_complete:
 
@@ -332,10 +326,7 @@ def serve_video(**knobs: Any) -> Iterator[VideoServer]:
     log_path = knobs.pop("log_path", None)
     model = knobs.pop("model", "reference-video")
     server = VideoServer(model=model, log_path=log_path)
-    for key, value in knobs.items():
-        if not hasattr(server, key):
-            raise TypeError(f"unknown video server knob {key!r}")
-        setattr(server, key, value)
+    set_knobs(server, knobs, "video server")
     try:
         with serve_app(server.app(), name="evstore-video-server") as port:
             server.port = port
@@ -431,8 +422,6 @@ def _main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--model", default="reference-video")
     parser.add_argument("--log", help="append the server log to this file")
-    for name, (kind, help_) in _VALUE_KNOBS.items():
-        parser.add_argument("--" + name.replace("_", "-"), type=kind, help=help_)
     for name, help_ in _SET_KNOBS.items():
         parser.add_argument(
             "--" + name.replace("_", "-"),
@@ -440,8 +429,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             metavar="all|N,M",
             help=f"{help_} for these 1-based generation requests",
         )
-    for name, help_ in _FLAGS.items():
-        parser.add_argument("--" + name.replace("_", "-"), action="store_true", help=help_)
+    add_knob_arguments(parser, _VALUE_KNOBS, _FLAGS)
     args = parser.parse_args(argv)
     knobs: dict[str, Any] = {
         k: getattr(args, k) for k in (*_VALUE_KNOBS, *_SET_KNOBS) if getattr(args, k) is not None

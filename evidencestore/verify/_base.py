@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import ConfigError, ManifestError
+from ..errors import GitError, ManifestError
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, decode_registration
 from ..models import Finding, Registration
 from ._checks import err
@@ -31,27 +31,29 @@ def base_registrations(root: str | os.PathLike[str], rev: str) -> dict[str, byte
     return {path.split("/")[-2]: blobs[oid] for path, oid in found}
 
 
-def base_problem(root: str | os.PathLike[str], rev: str) -> str | None:
-    """Why ``--base REV`` cannot be used at ``root`` (git missing, not a work tree, a
-    revision a shallow clone lacks, with how to fetch it), or None when it can."""
+def base_problem(root: str | os.PathLike[str], rev: str) -> GitError | None:
+    """Why ``base=REV`` cannot be used at ``root`` (git missing, not a work tree, a
+    revision a shallow clone lacks, with how to fetch it), as the :class:`GitError` to
+    raise, or None when it can."""
     from ..gitrefs import try_git
 
     repo = Path(root)
     try:
         if try_git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}") is not None:
             return None
-    except ConfigError:
-        return "git is not installed; --base needs it"
+    except GitError:
+        return GitError("git is not installed; {base} needs it", parameters=("base",))
     if try_git(repo, "rev-parse", "--is-inside-work-tree") is None:
-        return f"--base {rev}: {root} is not in a git work tree"
+        return GitError(f"{{base}} {rev}: {root} is not in a git work tree", parameters=("base",))
     answer = try_git(repo, "rev-parse", "--is-shallow-repository") or b""
     shallow = answer.strip() == b"true"
     remote, _, branch = rev.partition("/")
     fetch = f"git fetch {remote} {branch}" if branch else f"git fetch origin {rev}"
-    return (
-        f"--base {rev}: revision {rev!r} is not in this "
+    return GitError(
+        f"{{base}} {rev}: revision {rev!r} is not in this "
         f"{'shallow clone' if shallow else 'clone'}: fetch it first (`{fetch}`; in GitHub "
-        "Actions, actions/checkout with `fetch-depth: 0`)"
+        "Actions, actions/checkout with `fetch-depth: 0`)",
+        parameters=("base",),
     )
 
 

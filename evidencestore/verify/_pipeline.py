@@ -23,14 +23,13 @@ import msgspec
 from ..digest import (
     Hashed,
     HashOutcome,
-    NotRegularFileError,
     PendingHashes,
     digest_from_hex,
     hash_files,
     start_hash_files,
     would_fork,
 )
-from ..errors import IntegrityError
+from ..errors import IntegrityError, NotRegularFileError
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME
 from ..models import BundleReport, Entry, Finding, Registration
 from ..paths import all_plain, resolve, shown, within

@@ -55,12 +55,12 @@ def describe(f: Finding) -> str:
 def worktree_prefix(root: Path) -> str:
     """The path of ``root`` inside its git work tree (``ml/``), or relative to the
     current directory when it is not in one; ``""`` for the top."""
-    from ..errors import ConfigError
+    from ..errors import GitError
     from ..gitrefs import try_git
 
     try:
         prefix = try_git(root, "rev-parse", "--show-prefix")
-    except ConfigError:  # git is not installed
+    except GitError:  # git is not installed
         prefix = None
     if prefix is not None:
         return prefix.decode("utf-8", "surrogateescape").strip()

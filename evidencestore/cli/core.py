@@ -385,15 +385,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 # -- proofs --------------------------------------------------------------------
 def _cmd_prove(args: argparse.Namespace) -> int:
     from .._canonical import pretty
-    from ..inventory import load_registration, registration_path
-    from ..merkle import inclusion_proof
+    from ..inventory import read_registration, registration_path
+    from ..merkle import registered_proof
 
-    reg = load_registration(registration_path(repo_root(args), args.bundle))
-    proof = inclusion_proof(reg.manifest, args.path)
-    if proof.bundle_digest != reg.digest:
-        raise ManifestError(
-            f"bundle {args.bundle!r}: registration digest {reg.digest} does not match its manifest ({proof.bundle_digest}); run evstore verify"
-        )
+    path = registration_path(repo_root(args), args.bundle)
+    proof = registered_proof(read_registration(path), os.fspath(path), args.path)
     sys.stdout.buffer.write(pretty(proof))
     return EXIT_OK
 
@@ -401,7 +397,7 @@ def _cmd_prove(args: argparse.Namespace) -> int:
 def _cmd_check_proof(args: argparse.Namespace) -> int:
     import msgspec
 
-    from .._canonical import decode
+    from .._canonical import decode_exact
     from ..merkle import verify_inclusion
     from ..models import InclusionProof
 
@@ -410,7 +406,7 @@ def _cmd_check_proof(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ConfigError(f"{args.proof}: cannot read: {exc.strerror}") from exc
     try:
-        proof = decode(data, InclusionProof)
+        proof, exact = decode_exact(data, InclusionProof)
     except msgspec.DecodeError as exc:
         raise ManifestError(f"{args.proof}: not an inclusion proof: {exc}") from None
     anchor, source = args.digest, "--digest"
@@ -429,7 +425,8 @@ def _cmd_check_proof(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
-    problems = verify_inclusion(proof, anchor)
+    # a proof not exactly its value's encoding is checked as it stands
+    problems = verify_inclusion(proof, anchor, None if exact else msgspec.json.decode(data))
     if problems:
         for p in problems:
             print(f"evstore: proof FAILED: {p}", file=sys.stderr)

@@ -16,7 +16,9 @@ It writes ``OUT/repo`` (the repository's git-tracked files: ``evstore.toml``,
 ``evidence/**``; no blob store), ``OUT/proofs/<bundle>/<n>.json`` (``evstore prove``
 of every entry of every bundle), ``OUT/attestations/`` (DSSE envelopes of a bundle and
 of a record, and the public key) and ``OUT/MADE_WITH`` (the commit and the command).
-It uses every record kind that commit writes: bundles of many media types, with and
+:func:`build` alone (no commit check) builds the same repository with the code imported
+now: ``tests/test_reference_verifier.py`` uses it for the repository the suite
+generates. It uses every record kind that commit writes: bundles of many media types, with and
 without an explicit ``media_type``, a campaign protocol, video runs, an LLM run,
 AIPerf imports, void, withdrawal, claim and status records (with the repeatability and
 adjudication records behind them), a media check report and a comparison record.
@@ -251,10 +253,9 @@ def attestations(root: Path, work: Path, out: Path) -> None:
         "-o", str(out / "status-record.json"), "--root", str(root))  # fmt: skip
 
 
-def generate(out: Path) -> None:
-    assert os.environ.get("LEGACY_OK") or "/tmp/" in evidencestore.__file__, (
-        f"run from an extracted copy of {COMMIT}, not {evidencestore.__file__}"
-    )
+def build(out: Path) -> int:
+    """Write the corpus into ``out`` (which must not exist) with the code imported now;
+    return the number of proofs written."""
     if out.exists():
         raise SystemExit(f"{out} exists")
     out.mkdir(parents=True)
@@ -282,15 +283,24 @@ def generate(out: Path) -> None:
         if rel and rel != ".gitignore":
             (repo / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / rel, repo / rel)
-    regs = len(list((repo / "evidence").glob("*/bundle.json")))
+    shutil.rmtree(work)
+    shutil.rmtree(root)
+    return n_proofs
+
+
+def generate(out: Path) -> None:
+    """The legacy corpus: :func:`build`, from an extracted copy of 0c7be23 only."""
+    assert os.environ.get("LEGACY_OK") or "/tmp/" in evidencestore.__file__, (
+        f"run from an extracted copy of {COMMIT}, not {evidencestore.__file__}"
+    )
+    n_proofs = build(out)
+    regs = len(list((out / "repo/evidence").glob("*/bundle.json")))
     (out / "MADE_WITH").write_text(
         f"commit {COMMIT} ({evidencestore.__version__})\n"
         f"command: PYTHONPATH=<extracted {COMMIT}> python tests/data/legacy_corpus/"
         f"make_corpus.py OUT\n"
         f"{regs} registrations, {n_proofs} proofs\n"
     )
-    shutil.rmtree(work)
-    shutil.rmtree(root)
 
 
 if __name__ == "__main__":

@@ -463,8 +463,9 @@ export function verifyVectors(dir) {
   for (const v of load("registration.json")) {
     const manifest = v.get("registration").get("manifest");
     const root = PREFIX + hex(mth(manifest.get("entries").map(leaf)));
-    n += check(errors, `registration ${v.get("name")} root`, root, v.get("registration").get("root"));
-    n += check(errors, `registration ${v.get("name")} digest`, manifestDigest(manifest, root) === v.get("registration").get("digest"), v.get("valid"));
+    const reg = v.get("registration");
+    const holds = root === reg.get("root") && manifestDigest(manifest, root) === reg.get("digest");
+    n += check(errors, `registration ${v.get("name")}`, holds, v.get("valid"));
   }
   return { counts: { vectors: n }, errors };
 }

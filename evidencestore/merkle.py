@@ -203,18 +203,19 @@ def stored_inclusion_proof(manifest: Mapping[str, Any], path: str) -> dict[str, 
     }
 
 
-def registered_proof(data: bytes, source: str, path: str) -> InclusionProof | dict[str, Any]:
-    """The inclusion proof of entry ``path`` of the registration file ``data`` (read
-    from ``source``), proven as the file stands: an :class:`InclusionProof`, or, for a
-    file that is not exactly its value's encoding, the proof's JSON object holding the
-    entry and metadata objects as they stand. Raises :class:`ManifestError` when the
-    manifest does not hash to the registered digest (nothing can be proven against it).
+def registered_proof(
+    registration: Registration, data: bytes, path: str
+) -> InclusionProof | dict[str, Any]:
+    """The inclusion proof of entry ``path`` of ``registration``, decoded from the
+    registration file ``data`` (``inventory.decode_registration``), proven as the file
+    stands: an :class:`InclusionProof`, or, for a file that is not exactly its value's
+    encoding, the proof's JSON object holding the entry and metadata objects as they
+    stand. Raises :class:`ManifestError` when the manifest does not hash to the
+    registered digest (nothing can be proven against it).
     """
     import msgspec
 
-    from .inventory import decode_registration
-
-    reg = decode_registration(data, source)
+    reg = registration
     proof: InclusionProof | dict[str, Any]
     if "stored_hashes" in reg.__dict__:
         proof = stored_inclusion_proof(msgspec.json.decode(data)["manifest"], path)

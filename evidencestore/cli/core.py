@@ -364,11 +364,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 # -- proofs --------------------------------------------------------------------
 def _cmd_prove(args: argparse.Namespace) -> int:
     from .._canonical import pretty
-    from ..inventory import read_registration, registration_path
+    from ..inventory import decode_registration, read_registration, registration_path
     from ..merkle import registered_proof
 
     path = registration_path(repo_root(args), args.bundle)
-    proof = registered_proof(read_registration(path), os.fspath(path), args.path)
+    data = read_registration(path)
+    reg = decode_registration(data, os.fspath(path))
+    proof = registered_proof(reg, data, args.path)
     sys.stdout.buffer.write(pretty(proof))
     return EXIT_OK
 

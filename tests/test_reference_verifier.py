@@ -91,6 +91,7 @@ def test_a_repository_of_every_record_kind_built_now(
     assert (code, err) == (0, "")
     assert summary["registrations"] == summary["roots"] == summary["digests"] == 25
     assert summary["proofs_checked"] == summary["proofs_recomputed"] == summary["leaves"] == n
+    assert summary["blobs"] == n  # every entry's bytes, the store's included, re-hashed
     assert n > 150 and (summary["attestations"], summary["subjects"]) == (2, 6)
 
 

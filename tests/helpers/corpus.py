@@ -23,13 +23,14 @@ def make_corpus() -> ModuleType:
 
 
 def generated_corpus(factory: pytest.TempPathFactory) -> Path:
-    """A corpus built now (repo/, proofs/, attestations/), once per session."""
+    """A corpus built now (repo/ with its blob store, proofs/, attestations/), once per
+    session."""
     pytest.importorskip("av")
     pytest.importorskip("aiohttp")
     pytest.importorskip("cryptography")
     if "now" not in _built:
         out = factory.mktemp("corpus") / "out"
-        make_corpus().build(out)
+        make_corpus().build(out, with_store=True)
         _built["now"] = out
     return _built["now"]
 

@@ -253,9 +253,10 @@ def attestations(root: Path, work: Path, out: Path) -> None:
         "-o", str(out / "status-record.json"), "--root", str(root))  # fmt: skip
 
 
-def build(out: Path) -> int:
+def build(out: Path, *, with_store: bool = False) -> int:
     """Write the corpus into ``out`` (which must not exist) with the code imported now;
-    return the number of proofs written."""
+    return the number of proofs written. ``with_store``: keep the blob store too
+    (``repo/.evstore/blobs``), so every store entry can be re-hashed."""
     if out.exists():
         raise SystemExit(f"{out} exists")
     out.mkdir(parents=True)
@@ -283,6 +284,8 @@ def build(out: Path) -> int:
         if rel and rel != ".gitignore":
             (repo / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / rel, repo / rel)
+    if with_store:
+        shutil.copytree(root / ".evstore" / "blobs", repo / ".evstore" / "blobs")
     shutil.rmtree(work)
     shutil.rmtree(root)
     return n_proofs

@@ -403,3 +403,36 @@ def test_legacy_repository_verifies_proves_and_checks_with_this_code(
     changed = tmp_path / "changed.json"
     changed.write_text(json.dumps(value))
     assert main(["check-proof", str(changed), "--bundle", "many-types", "--root", str(repo)]) == 1
+
+
+def test_documents_read_from_toml_with_defaults_written_encode_as_without() -> None:
+    """A protocol and a workload whose TOML writes defaults (strings, floats, an int for
+    a float) are the values of the ones that do not, with the same bytes."""
+    from evidencestore.campaign.protocol import parse_protocol
+    from evidencestore.runs.workload import parse_workload
+
+    arms = (
+        '[[condition]]\nname = "5s"\nworkload = "w.toml"\n'
+        '[[arm]]\nname = "base"\nbaseline = true\nruns = 3\n[[arm]]\nname = "fast"\nruns = 3\n'
+    )
+    plain = parse_protocol(f'name = "c"\n{arms}'.encode(), "plain")
+    written = parse_protocol(
+        f'name = "c"\naccept = "every-arm"\n[timing]\nmetric = "e2e"\nconfidence = 0.95\n'
+        f'min_speedup = 1\nestimator = "welch-log-t"\norder = "any"\n'
+        f'[quality]\nnon_repeatable_baseline = "inconclusive"\n'
+        f'compare_phases = ["warmup", "measured"]\n{arms}'.encode(),
+        "written",
+    )
+    assert written == plain and canonical(written) == canonical(plain)
+    assert_one_encoding(plain)
+    request = '[[request]]\nprompt = "p"\nsize = "64x48"\nseconds = 1\nfps = 8\n'
+    w_plain = parse_workload(
+        f'[endpoint]\nkind = "videos-sync"\npath = "/v"\n{request}'.encode(), "a"
+    )
+    w_written = parse_workload(
+        f'[endpoint]\nkind = "videos-sync"\npath = "/v"\nhealth_path = "/health"\n'
+        f"poll_interval = 0.5\n[run]\ntimeout = 600\ncache_ratio = 3.0\n{request}".encode(),
+        "b",
+    )
+    assert w_written == w_plain and canonical(w_written) == canonical(w_plain)
+    assert_one_encoding(w_plain)

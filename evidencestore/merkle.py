@@ -112,7 +112,11 @@ def header_digest(header: BundleHeader) -> str:
 # -- documents as they stand --------------------------------------------------------
 def stored_leaf_hashes(entries: Sequence[Any]) -> list[bytes]:
     """The leaf hashes of entry objects (decoded JSON values) as they stand."""
-    return [blake3(_LEAF + canonical(entry)).digest() for entry in entries]
+    if not entries:
+        return []
+    # one encode_lines call, as leaf_hashes: canonical JSON holds no raw newline
+    lines = (_LEAF + canonical_lines(entries)[:-1].replace(b"\n", b"\n" + _LEAF)).split(b"\n")
+    return [blake3(line).digest() for line in lines]
 
 
 def _stored_header(bundle: Any, schema_version: Any, metadata: Any, root: str) -> str:

@@ -4,6 +4,24 @@ Canonical bytes are UTF-8 JSON with object keys sorted, no insignificant whitesp
 fields at their default value omitted, and no floats in hashed structures (see
 ``schemas/CANONICAL.md``).
 
+Canonical bytes are a function of values. msgspec's ``omit_defaults`` drops a field
+only when it holds the very object that is its default (or an empty list, dict or
+set where the default is one): a ``media_type`` equal to the default but built at run
+time, decoded from a file, unpickled or converted was written, so two equal values
+could hash differently. Every struct whose default msgspec cannot recognise by
+identity declares :func:`canonical_defaults` as its ``__post_init__`` (msgspec calls it
+after the constructor, decoding, ``convert``, ``structs.replace`` and unpickling): a
+field equal to its default is set to the default object itself, so it is omitted by
+value. ``tests/test_canonical.py`` fails for any struct of the package that needs the
+hook and lacks it.
+
+Documents written before that (by 0c7be23 and earlier) can hold a default written
+explicitly, and their digests were computed over it. Hashes are therefore defined on
+the document as it stands (the spec's rule); :func:`decode_exact` tells a caller
+whether a document is exactly its decoded value's encoding, in which case hashing the
+value gives the same bytes, and otherwise the caller hashes the document's own JSON
+value (``merkle.stored_*``).
+
 Strict decoding also refuses what msgspec would silently accept: an object with a
 duplicated key (msgspec keeps the last value; another reader may keep the first and
 see a different manifest) and nesting deeper than the interpreter's recursion limit
@@ -27,9 +45,12 @@ import msgspec
 __all__ = [
     "MAX_DEPTH",
     "canonical",
+    "canonical_defaults",
     "canonical_lines",
     "decode",
+    "decode_exact",
     "decoder",
+    "identity_defaults",
     "loads_json",
     "nesting_depth",
     "pretty",
@@ -43,6 +64,59 @@ MAX_DEPTH = 64
 
 _encoder = msgspec.json.Encoder(order="sorted")
 _pretty_encoder = msgspec.json.Encoder(order="deterministic")
+
+
+_Factory: type = msgspec._core.Factory
+_SAFE_BY_IDENTITY = (None, True, False, (), msgspec.UNSET, msgspec.NODEFAULT)
+_plans: dict[type, tuple[tuple[str, Any], ...]] = {}
+
+
+def identity_defaults(cls: type[msgspec.Struct]) -> tuple[tuple[str, Any], ...]:
+    """The fields of ``cls`` whose default msgspec's ``omit_defaults`` would miss for an
+    equal value that is another object, with those defaults; empty when the struct
+    does not omit defaults (every field is written, whatever object holds it).
+
+    Safe by identity: None, True, False, the empty tuple (CPython's singleton, the only
+    empty tuple), UNSET, small integers (CPython caches -5 to 256, and so does every
+    decoder) and the empty list, dict and set (msgspec compares those by type and
+    length). Anything else (strings, floats, other integers, structs, tuples) is not.
+    """
+    plan = _plans.get(cls)
+    if plan is None:
+        if not cls.__struct_config__.omit_defaults:
+            plan = ()
+        else:
+            fields = cls.__struct_fields__
+            defaults = cls.__struct_defaults__
+            named = zip(fields[len(fields) - len(defaults) :], defaults, strict=True)
+            plan = tuple((name, d) for name, d in named if not _safe_by_identity(d))
+        _plans[cls] = plan
+    return plan
+
+
+def _safe_by_identity(default: Any) -> bool:
+    if any(default is safe for safe in _SAFE_BY_IDENTITY):
+        return True
+    if type(default) is int:
+        return -5 <= default <= 256
+    # msgspec keeps a mutable default ([], {}, set()) as a factory it compares by length
+    return isinstance(default, _Factory)
+
+
+def canonical_defaults(self: msgspec.Struct) -> None:
+    """``__post_init__`` of a struct with defaults msgspec compares by identity: set each
+    field equal to its default to the default object itself, so that encoding omits it
+    whatever built the value. Equal means of the same type (an int in a float field,
+    which msgspec's decoders turn into a float, counts as one) and ``==``."""
+    for name, default in identity_defaults(type(self)):
+        value = getattr(self, name)
+        if value is default:
+            continue
+        kind = type(value)
+        if (kind is type(default) or (kind is int and type(default) is float)) and (
+            value == default
+        ):
+            msgspec.structs.force_setattr(self, name, default)
 
 
 def canonical(obj: Any) -> bytes:
@@ -83,6 +157,20 @@ def decode(data: bytes | str, type_: type[T]) -> T:
         raise msgspec.DecodeError("JSON nested too deeply") from None
     _refuse_duplicates(data, value)
     return value
+
+
+def decode_exact(data: bytes | str, type_: type[T]) -> tuple[T, bool]:
+    """Decode ``data`` strictly as ``type_`` (as :func:`decode`), and tell whether the
+    document is exactly its value's encoding (whitespace aside, keys in declared or
+    sorted order): then hashing the value hashes the document's own JSON value. False
+    for anything else (a default written explicitly, other key order, escapes the
+    encoder does not write, a document written before canonical bytes were a function
+    of values): the caller hashes the document's JSON value itself."""
+    try:
+        value = decoder(type_).decode(data)
+    except RecursionError:
+        raise msgspec.DecodeError("JSON nested too deeply") from None
+    return value, _refuse_duplicates(data, value)
 
 
 def loads_json(data: bytes | str) -> Any:
@@ -144,12 +232,14 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _refuse_duplicates(data: bytes | str, value: Any) -> None:
+def _refuse_duplicates(data: bytes | str, value: Any) -> bool:
+    """Raise on a duplicated key; return whether ``data`` is exactly ``value``'s
+    encoding (the fast comparison held)."""
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     compact = msgspec.json.format(raw, indent=-1)
     try:
         if compact == _pretty_encoder.encode(value) or compact == _encoder.encode(value):
-            return
+            return True
     except (TypeError, ValueError, msgspec.EncodeError, RecursionError):
         pass  # not re-encodable as decoded: take the exact path
     import json  # the exact path, taken only when the fast comparison differs
@@ -163,6 +253,7 @@ def _refuse_duplicates(data: bytes | str, value: Any) -> None:
         raise msgspec.DecodeError("JSON nested too deeply") from None
     except ValueError as exc:  # msgspec accepted it: cannot happen, but never pass it
         raise msgspec.DecodeError(f"malformed JSON: {exc}") from None
+    return False
 
 
 class _Pairs(list[tuple[str, Any]]):

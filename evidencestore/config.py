@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import msgspec
 from msgspec import Meta
 
-from ._canonical import MAX_DEPTH, nesting_depth
+from ._canonical import MAX_DEPTH, canonical_defaults, nesting_depth
 from .errors import ConfigError, RemoteConfigError
 from .models import Descriptor, DigestStr, Model
 
@@ -96,6 +96,8 @@ _REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 class StoreConfig(Model, frozen=True):
     """The local blob store."""
 
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
+
     path: str = ".evstore"
 
 
@@ -116,6 +118,8 @@ class RemoteConfig(Model, frozen=True):
     (``evstore fetch DIGEST``) is refused from this remote when it stores more than
     ``max_unregistered_size`` bytes, before any of them is read.
     """
+
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
     url: str
     options: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -146,6 +150,8 @@ class BundleConfig(Model, frozen=True):
 
 class Config(Model, frozen=True):
     """The whole of ``evstore.toml``; remotes are tried in file order."""
+
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
     store: StoreConfig = StoreConfig()
     bundle: BundleConfig = BundleConfig()

@@ -37,6 +37,7 @@ __all__ = [
     "PendingHashes",
     "digest_from_hex",
     "digest_hex",
+    "format_sum_line",
     "hash_bytes",
     "hash_file",
     "hash_files",
@@ -44,6 +45,8 @@ __all__ = [
     "is_digest",
     "new_hasher",
     "parse_digest",
+    "parse_sum_line",
+    "shown_name",
     "start_hash_files",
     "would_fork",
 ]
@@ -628,3 +631,74 @@ def _start_forked(
         claims.close()
 
     return _pending_odd(odd, expected, sizes, stop)
+
+
+# -- digest lists (``evstore hash``, b3sum) --------------------------------------------
+# b3sum's rules (b3sum/what_does_check_do.md): a name is shown as UTF-8 (what cannot be
+# decoded becomes U+FFFD); a backslash becomes ``\\`` and a newline ``\n``, and a line
+# holding an escape starts with one backslash. Reading: lines are split on newlines
+# only; a leading backslash means the name is unescaped (any other escape is an
+# error); a name holding U+FFFD or NUL cannot be checked.
+_SUM_HEX = frozenset("0123456789abcdef")
+
+
+def shown_name(name: str) -> tuple[str, bool]:
+    """``name`` as a digest list writes it, and whether its line is escaped."""
+    try:
+        text = os.fsencode(name).decode("utf-8", "replace")
+    except UnicodeEncodeError:  # not a name from the file system: a lone surrogate
+        text = name.encode("utf-8", "replace").decode("utf-8")
+    if "\\" not in text and "\n" not in text:
+        return text, False
+    return text.replace("\\", "\\\\").replace("\n", "\\n"), True
+
+
+def format_sum_line(digest: str, size: int, name: str, *, b3sum: bool = False) -> str:
+    """One line of a digest list (no newline): ``blake3:<hex>  SIZE  NAME``, or with
+    ``b3sum`` b3sum's ``<hex>  NAME``; escaped as b3sum escapes, so that ``b3sum
+    --check`` reads the b3sum form and :func:`parse_sum_line` reads both."""
+    text, escaped = shown_name(name)
+    body = f"{digest_hex(digest)}  {text}" if b3sum else f"{digest}  {size}  {text}"
+    return "\\" + body if escaped else body
+
+
+def parse_sum_line(line: str) -> tuple[str, int | None, str]:
+    """``blake3:<hex>  SIZE  NAME`` or b3sum's ``<hex>  NAME`` (either escaped) ->
+    (digest, size or None, name). Raises ``ValueError`` saying what is wrong."""
+    escaped = line.startswith("\\")
+    body = line[1:] if escaped else line
+    head, sep, rest = body.partition("  ")
+    hexd = head.removeprefix(_PREFIX)
+    if not sep or not rest or len(hexd) != 64 or not set(hexd) <= _SUM_HEX:
+        raise ValueError(
+            "not a digest line (expected 'blake3:<hex>  SIZE  PATH' or b3sum's '<hex>  PATH')"
+        )
+    size: int | None = None
+    name = rest
+    if head.startswith(_PREFIX):
+        size_text, sep, name = rest.partition("  ")
+        if not sep or not size_text.isdigit() or not name:
+            raise ValueError("not a digest line (expected 'blake3:<hex>  SIZE  PATH')")
+        size = int(size_text)
+    if escaped:
+        name = _unescape(name)
+    if "\ufffd" in name or "\0" in name:
+        raise ValueError(f"name {name!r} holds U+FFFD or NUL: it cannot name a file exactly")
+    return _PREFIX + hexd, size, name
+
+
+def _unescape(name: str) -> str:
+    out: list[str] = []
+    parts = iter(name)
+    for ch in parts:
+        if ch != "\\":
+            out.append(ch)
+            continue
+        nxt = next(parts, "")
+        if nxt == "\\":
+            out.append("\\")
+        elif nxt == "n":
+            out.append("\n")
+        else:
+            raise ValueError(f"escape '\\{nxt}' in {name!r}: only '\\\\' and '\\n' exist")
+    return "".join(out)

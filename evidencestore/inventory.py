@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from ._canonical import decode
+from ._canonical import decode_exact
 from .errors import BundleNotFoundError, ConfigError, InvalidDigestError, ManifestError
 from .models import Entry, Finding, Registration, Severity
 from .paths import REGISTRATION_NAME, name_collisions, resolve, shown, within
@@ -35,6 +35,7 @@ __all__ = [
     "load_inventory",
     "load_registration",
     "read_entry",
+    "read_registration",
     "registration_path",
     "resolve_blob",
 ]
@@ -48,13 +49,23 @@ def registration_path(root: str | os.PathLike[str], name: str) -> Path:
 
 
 def decode_registration(data: bytes, source: str) -> Registration:
-    """Strictly decode a registration; errors name ``source`` and the JSON path."""
+    """Strictly decode a registration; errors name ``source`` and the JSON path.
+
+    A file that is not exactly its value's encoding (one written with a default
+    explicitly, by 0c7be23 or earlier) keeps the hashes of its manifest as it stands
+    (``merkle.registration_hashes``), which its digest was computed over.
+    """
     try:
-        return decode(data, Registration)
+        registration, exact = decode_exact(data, Registration)
     except msgspec.ValidationError as exc:
         raise ManifestError(f"{source}: {exc}") from None
     except msgspec.DecodeError as exc:
         raise ManifestError(f"{source}: malformed JSON: {exc}") from None
+    if not exact:
+        from .merkle import keep_stored
+
+        keep_stored(registration, msgspec.json.decode(data)["manifest"])
+    return registration
 
 
 def read_entry(bundle_dir: Path, name: str, entry: Entry, what: str, hint: str = "") -> bytes:
@@ -77,16 +88,21 @@ def read_entry(bundle_dir: Path, name: str, entry: Entry, what: str, hint: str =
     return data
 
 
-def load_registration(path: str | os.PathLike[str]) -> Registration:
-    """Read and decode one registration file; :class:`BundleNotFoundError` when there
-    is none (no bundle of that name is registered)."""
+def read_registration(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of one registration file; :class:`BundleNotFoundError` when there is
+    none (no bundle of that name is registered)."""
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise BundleNotFoundError(f"{os.fspath(path)}: no such registration") from None
     except OSError as exc:
         raise ManifestError(f"{os.fspath(path)}: cannot read: {exc.strerror}") from exc
-    return decode_registration(data, os.fspath(path))
+
+
+def load_registration(path: str | os.PathLike[str]) -> Registration:
+    """Read and decode one registration file; :class:`BundleNotFoundError` when there
+    is none (no bundle of that name is registered)."""
+    return decode_registration(read_registration(path), os.fspath(path))
 
 
 class Inventory:

@@ -4,18 +4,27 @@
 bundle digest is ``H(0x02 || canonical(header))`` where the header binds the root to
 the bundle's name, schema version and metadata. ``H`` is BLAKE3-256. The empty tree's
 root is ``H()``.
+
+A digest is defined on the document as it stands (``schemas/CANONICAL.md``): the
+canonical form of each entry object, and of the header built from the manifest's
+``metadata`` object, exactly as they are in ``bundle.json`` or in a proof. For a
+document that is exactly its value's encoding (everything this version writes) that
+is the canonical form of the decoded structs, the fast path. A document written
+before canonical bytes were a function of values can hold a default written
+explicitly; its JSON value is hashed as it stands (the ``stored_*`` functions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from blake3 import blake3
 
 from ._canonical import canonical, canonical_lines
 from .digest import digest_hex
 from .errors import ManifestError, VerificationError
-from .models import BundleHeader, BundleManifest, Entry, InclusionProof
+from .models import BundleHeader, BundleManifest, Entry, InclusionProof, Registration
 
 __all__ = [
     "bundle_digest",
@@ -23,9 +32,15 @@ __all__ = [
     "entries_root",
     "inclusion_holds",
     "inclusion_proof",
+    "keep_stored",
     "leaf_hash",
     "leaf_hashes",
     "merkle_root",
+    "registered_proof",
+    "registration_hashes",
+    "stored_bundle_digest",
+    "stored_inclusion_proof",
+    "stored_leaf_hashes",
     "verify_inclusion",
 ]
 
@@ -94,6 +109,49 @@ def header_digest(header: BundleHeader) -> str:
     return _PREFIX + blake3(_BUNDLE + canonical(header)).hexdigest()
 
 
+# -- documents as they stand --------------------------------------------------------
+def stored_leaf_hashes(entries: Sequence[Any]) -> list[bytes]:
+    """The leaf hashes of entry objects (decoded JSON values) as they stand."""
+    if not entries:
+        return []
+    # one encode_lines call, as leaf_hashes: canonical JSON holds no raw newline
+    lines = (_LEAF + canonical_lines(entries)[:-1].replace(b"\n", b"\n" + _LEAF)).split(b"\n")
+    return [blake3(line).digest() for line in lines]
+
+
+def _stored_header(bundle: Any, schema_version: Any, metadata: Any, root: str) -> str:
+    header = {"metadata": metadata, "name": bundle, "root": root, "schema_version": schema_version}
+    return _PREFIX + blake3(_BUNDLE + canonical(header)).hexdigest()
+
+
+def stored_bundle_digest(manifest: Mapping[str, Any], root: str | None = None) -> str:
+    """The bundle digest of a manifest object (decoded JSON) as it stands: the header
+    holds its ``metadata`` object unchanged and its ``schema_version`` (1 when absent)."""
+    if root is None:
+        root = _PREFIX + merkle_root(stored_leaf_hashes(manifest["entries"])).hex()
+    return _stored_header(
+        manifest["name"], manifest.get("schema_version", 1), manifest["metadata"], root
+    )
+
+
+def keep_stored(registration: Registration, manifest: Mapping[str, Any]) -> None:
+    """Attach to ``registration`` the root and digest of ``manifest``, its manifest
+    object as it stands in the file it was decoded from (when the file is not exactly
+    the value's encoding); :func:`registration_hashes` returns them."""
+    root = _PREFIX + merkle_root(stored_leaf_hashes(manifest["entries"])).hex()
+    registration.__dict__["stored_hashes"] = (root, stored_bundle_digest(manifest, root))
+
+
+def registration_hashes(registration: Registration) -> tuple[str, str]:
+    """The Merkle root and bundle digest a registration's manifest hashes to, as it
+    stands in its file: what its recorded ``root`` and ``digest`` must equal."""
+    stored: tuple[str, str] | None = registration.__dict__.get("stored_hashes")
+    if stored is not None:
+        return stored
+    root = entries_root(registration.manifest.entries)
+    return root, bundle_digest(registration.manifest, root)
+
+
 def _audit_path(index: int, leaves: list[bytes]) -> list[bytes]:
     # RFC 6962 section 2.1.1, PATH(m, D[n]).
     n = len(leaves)
@@ -126,6 +184,57 @@ def inclusion_proof(manifest: BundleManifest, path: str) -> InclusionProof:
     )
 
 
+def stored_inclusion_proof(manifest: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The inclusion proof of the entry at ``path`` of a manifest object as it stands
+    (decoded JSON), as a JSON object: the entry and metadata objects unchanged, so
+    :func:`verify_stored_inclusion` recomputes the registered digest from them."""
+    entries = manifest["entries"]
+    index = next((i for i, e in enumerate(entries) if e.get("path") == path), None)
+    if index is None:
+        raise ManifestError(f"bundle {manifest['name']!r} has no entry {path!r}")
+    leaves = stored_leaf_hashes(entries)
+    root = _PREFIX + merkle_root(leaves).hex()
+    return {
+        "bundle": manifest["name"],
+        "bundle_digest": stored_bundle_digest(manifest, root),
+        "schema_version": manifest.get("schema_version", 1),
+        "metadata": manifest["metadata"],
+        "entry": entries[index],
+        "leaf_index": index,
+        "tree_size": len(leaves),
+        "audit_path": [_PREFIX + h.hex() for h in _audit_path(index, leaves)],
+        "root": root,
+    }
+
+
+def registered_proof(
+    registration: Registration, data: bytes, path: str
+) -> InclusionProof | dict[str, Any]:
+    """The inclusion proof of entry ``path`` of ``registration``, decoded from the
+    registration file ``data`` (``inventory.decode_registration``), proven as the file
+    stands: an :class:`InclusionProof`, or, for a file that is not exactly its value's
+    encoding, the proof's JSON object holding the entry and metadata objects as they
+    stand. Raises :class:`ManifestError` when the manifest does not hash to the
+    registered digest (nothing can be proven against it).
+    """
+    import msgspec
+
+    reg = registration
+    proof: InclusionProof | dict[str, Any]
+    if "stored_hashes" in reg.__dict__:
+        proof = stored_inclusion_proof(msgspec.json.decode(data)["manifest"], path)
+        digest = proof["bundle_digest"]
+    else:
+        proof = inclusion_proof(reg.manifest, path)
+        digest = proof.bundle_digest
+    if digest != reg.digest:
+        raise ManifestError(
+            f"bundle {reg.manifest.name!r}: registration digest {reg.digest} does not match "
+            f"its manifest ({digest}); run evstore verify"
+        )
+    return proof
+
+
 def root_from_proof(leaf: bytes, index: int, size: int, path: Sequence[bytes]) -> bytes | None:
     """Recompute the root from a leaf and its audit path (RFC 9162 section 2.1.3.2).
 
@@ -151,11 +260,34 @@ def root_from_proof(leaf: bytes, index: int, size: int, path: Sequence[bytes]) -
     return r if sn == 0 else None
 
 
-def verify_inclusion(proof: InclusionProof, expected_bundle_digest: str | None = None) -> list[str]:
-    """Check a proof; return the list of problems (empty when it holds)."""
+def verify_inclusion(
+    proof: InclusionProof,
+    expected_bundle_digest: str | None = None,
+    stored: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """Check a proof; return the list of problems (empty when it holds).
+
+    ``stored``: the proof's JSON object as it stands in its file, when the file is not
+    exactly the value's encoding (a proof of a registration written with a default
+    explicitly): its entry and metadata objects are hashed as they stand.
+    """
+    if stored is None:
+        leaf = leaf_hash(proof.entry)
+        header = BundleHeader(
+            schema_version=proof.schema_version,
+            name=proof.bundle,
+            metadata=proof.metadata,
+            root=proof.root,
+        )
+        digest = header_digest(header)
+    else:
+        leaf = stored_leaf_hashes([stored["entry"]])[0]
+        digest = _stored_header(
+            stored["bundle"], stored["schema_version"], stored["metadata"], proof.root
+        )
     problems: list[str] = []
     path = [bytes.fromhex(digest_hex(d)) for d in proof.audit_path]
-    computed = root_from_proof(leaf_hash(proof.entry), proof.leaf_index, proof.tree_size, path)
+    computed = root_from_proof(leaf, proof.leaf_index, proof.tree_size, path)
     if computed is None:
         problems.append(
             f"audit path of {len(path)} hashes does not fit leaf {proof.leaf_index} "
@@ -166,13 +298,6 @@ def verify_inclusion(proof: InclusionProof, expected_bundle_digest: str | None =
             f"entry {proof.entry.path!r} does not hash to root {proof.root} "
             f"(recomputed {_PREFIX + computed.hex()})"
         )
-    header = BundleHeader(
-        schema_version=proof.schema_version,
-        name=proof.bundle,
-        metadata=proof.metadata,
-        root=proof.root,
-    )
-    digest = header_digest(header)
     if digest != proof.bundle_digest:
         problems.append(
             f"bundle header hashes to {digest}, but the proof claims {proof.bundle_digest}"

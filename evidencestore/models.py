@@ -2,7 +2,9 @@
 
 Settings are declared once in :class:`Model`: frozen, keyword-only, unknown fields
 rejected, defaults omitted when encoding (so canonical bytes stay stable when an
-optional field is added later with a default).
+optional field is added later with a default). Omitted by value: a struct with a
+default msgspec would compare by identity (a string, a float, a struct) declares
+``__post_init__ = canonical_defaults`` (see ``_canonical``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from ._canonical import canonical_defaults
 from .digest import DIGEST_PATTERN
 from .paths import entry_path_problem  # the one entry-path rule, re-exported
 
@@ -83,6 +86,8 @@ class Descriptor(Model, frozen=True):
     media_type: MediaType = "application/octet-stream"
     annotations: Annotations = {}
 
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
+
 
 class Entry(Model, frozen=True):
     """One file of a bundle: where it sits in the bundle and where its bytes live."""
@@ -121,12 +126,29 @@ class BundleHeader(Model, frozen=True):
     root: DigestStr
 
 
-class Registration(Model, frozen=True):
+class Registration(Model, frozen=True, dict=True, gc=True):
     """``evidence/<name>/bundle.json``: a manifest with its Merkle root and digest."""
+
+    # A registration read from a file that is not exactly its value's encoding (one
+    # written before canonical bytes were a function of values, with a default written
+    # explicitly) keeps the root and digest of its manifest as it stands in the file
+    # (merkle.registration_hashes): in its __dict__, not a field; kept when pickled,
+    # dropped by structs.replace (a new value).
 
     digest: DigestStr
     root: DigestStr
     manifest: BundleManifest
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild_registration, (self.digest, self.root, self.manifest, self.__dict__)
+
+
+def _rebuild_registration(
+    digest: str, root: str, manifest: BundleManifest, state: dict[str, object]
+) -> Registration:
+    reg = Registration(digest=digest, root=root, manifest=manifest)
+    reg.__dict__.update(state)
+    return reg
 
 
 class InclusionProof(Model, frozen=True):

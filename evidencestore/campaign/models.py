@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from .._canonical import canonical_defaults
 from ..models import DigestStr, Model
 from .percentiles import Percentile
 
@@ -75,6 +76,8 @@ class TimingRule(Model, frozen=True, kw_only=True):
     the speedup is candidate over baseline throughput).
     """
 
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
+
     metric: Literal["e2e", "ttft", "itl", "tpot", "output_throughput"] = "e2e"
     min_runs: Annotated[int, Meta(ge=2)] = 3
     confidence: Annotated[float, Meta(gt=0.5, lt=1)] = 0.95
@@ -90,6 +93,8 @@ class QualityRule(Model, frozen=True, kw_only=True):
     ``repeatability_first = true``: a candidate run counts only when it was committed
     after enough baseline runs of its condition (the arm's ``runs``) to establish the
     baseline's repeatability (from git history)."""
+
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
     non_repeatable_baseline: Literal["inconclusive", "fail"] = "inconclusive"
     compare_phases: tuple[Literal["warmup", "measured"], ...] = ("warmup", "measured")
@@ -143,6 +148,8 @@ class Protocol(Model, frozen=True, kw_only=True):
     arm not withdrawn is qualified, and at least one is) or ``"any-arm"`` (at least one
     is), and the provenance every run must carry (``require``: runs without it are
     excluded)."""
+
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
     name: Name
     description: str | None = None

@@ -54,7 +54,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 # -- hash ----------------------------------------------------------------------
 def _cmd_hash(args: argparse.Namespace) -> int:
-    from ..digest import Hashed, hash_files, hash_stream
+    from ..digest import Hashed, format_sum_line, hash_files, hash_stream
 
     if args.check:
         return _hash_check(args.check)
@@ -78,7 +78,8 @@ def _cmd_hash(args: argparse.Namespace) -> int:
     for path in files:
         outcome = hash_stream(sys.stdin.buffer) if path == "-" else next(outcomes)
         if isinstance(outcome, Hashed):
-            out.write(f"{outcome.digest}  {outcome.size}  {path}\n")
+            out.write(format_sum_line(outcome.digest, outcome.size, path, b3sum=args.b3sum))
+            out.write("\n")
         else:
             print(f"evstore: error: {path}: {_reason(outcome)}", file=sys.stderr)
             code = EXIT_USAGE
@@ -96,61 +97,39 @@ def _reason(outcome: BaseException) -> str:
     return str(outcome)
 
 
-_HEX = frozenset("0123456789abcdef")
-
-
-def _parse_check_line(line: str) -> tuple[str, int | None, str] | None:
-    """``blake3:<hex>  <size>  <path>`` (``evstore hash``) or ``<hex>  <path>``
-    (``b3sum``) -> (digest, size, path); None when the line is neither."""
-    from ..digest import digest_from_hex
-
-    head, sep, rest = line.partition("  ")
-    if not sep or not rest:
-        return None
-    hexd = head.removeprefix("blake3:")
-    if len(hexd) != 64 or not set(hexd) <= _HEX:
-        return None
-    if head.startswith("blake3:"):
-        size_text, sep, path = rest.partition("  ")
-        if not sep or not size_text.isdigit() or not path:
-            return None
-        return digest_from_hex(hexd), int(size_text), path
-    return digest_from_hex(hexd), None, rest
-
-
 def _hash_check(source: str) -> int:
     """Re-hash every file a digest list names; ``path: OK`` / ``path: FAILED``."""
-    from ..digest import Hashed, hash_files
+    from ..digest import Hashed, hash_files, parse_sum_line, shown_name
     from ..verify.render import plural
 
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+        # bytes, not text mode: universal newlines would cut a name holding a carriage return
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--check {source}: cannot read: {exc}") from exc
     wanted: list[tuple[str, int | None, str]] = []
     malformed = 0
-    for number, line in enumerate(text.splitlines(), 1):
+    # newlines alone end lines (as b3sum reads them): a name may hold any other character
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
-        parsed = _parse_check_line(line)
-        if parsed is None:
+        try:
+            wanted.append(parse_sum_line(line))
+        except ValueError as exc:
             malformed += 1
-            print(
-                f"evstore: error: {source}:{number}: not a digest line "
-                "(expected 'blake3:<hex>  SIZE  PATH' or b3sum's '<hex>  PATH')",
-                file=sys.stderr,
-            )
-        else:
-            wanted.append(parsed)
+            print(f"evstore: error: {source}:{number}: {exc}", file=sys.stderr)
     failed = 0
     outcomes = hash_files([w[2] for w in wanted], [w[1] for w in wanted])
     for (digest, _size, path), outcome in zip(wanted, outcomes, strict=True):
+        text, escaped = shown_name(path)  # a name as b3sum --check shows it
+        shown = "\\" + text if escaped else text
         if isinstance(outcome, Hashed) and outcome.digest == digest:
-            print(f"{path}: OK")
+            print(f"{shown}: OK")
             continue
         failed += 1
         why = "content differs" if isinstance(outcome, Hashed) else _reason(outcome)
-        print(f"{path}: FAILED ({why})")
+        print(f"{shown}: FAILED ({why})")
     if failed:
         print(f"evstore: {plural(failed, 'file')} of {len(wanted)} FAILED", file=sys.stderr)
         return EXIT_FAILED
@@ -386,15 +365,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 # -- proofs --------------------------------------------------------------------
 def _cmd_prove(args: argparse.Namespace) -> int:
     from .._canonical import pretty
-    from ..inventory import load_registration, registration_path
-    from ..merkle import inclusion_proof
+    from ..inventory import decode_registration, read_registration, registration_path
+    from ..merkle import registered_proof
 
-    reg = load_registration(registration_path(repo_root(args), args.bundle))
-    proof = inclusion_proof(reg.manifest, args.path)
-    if proof.bundle_digest != reg.digest:
-        raise ManifestError(
-            f"bundle {args.bundle!r}: registration digest {reg.digest} does not match its manifest ({proof.bundle_digest}); run evstore verify"
-        )
+    path = registration_path(repo_root(args), args.bundle)
+    data = read_registration(path)
+    reg = decode_registration(data, os.fspath(path))
+    proof = registered_proof(reg, data, args.path)
     sys.stdout.buffer.write(pretty(proof))
     return EXIT_OK
 
@@ -402,7 +379,7 @@ def _cmd_prove(args: argparse.Namespace) -> int:
 def _cmd_check_proof(args: argparse.Namespace) -> int:
     import msgspec
 
-    from .._canonical import decode
+    from .._canonical import decode_exact
     from ..merkle import verify_inclusion
     from ..models import InclusionProof
 
@@ -411,7 +388,7 @@ def _cmd_check_proof(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ConfigError(f"{args.proof}: cannot read: {exc.strerror}") from exc
     try:
-        proof = decode(data, InclusionProof)
+        proof, exact = decode_exact(data, InclusionProof)
     except msgspec.DecodeError as exc:
         raise ManifestError(f"{args.proof}: not an inclusion proof: {exc}") from None
     anchor, source = args.digest, "--digest"
@@ -430,7 +407,8 @@ def _cmd_check_proof(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
-    problems = verify_inclusion(proof, anchor)
+    # a proof not exactly its value's encoding is checked as it stands
+    problems = verify_inclusion(proof, anchor, None if exact else msgspec.json.decode(data))
     if problems:
         for p in problems:
             print(f"evstore: proof FAILED: {p}", file=sys.stderr)
@@ -501,10 +479,17 @@ def register(commands: Commands) -> None:
                 metavar="FILE",
                 help="check the digests listed in FILE (- for stdin)",
             ),
+            arg(
+                "--b3sum",
+                action="store_true",
+                help="print b3sum's '<hex>  PATH' lines (b3sum --check reads them)",
+            ),
         ],
-        description="Print 'blake3:<hex>  SIZE  PATH' per file (- reads stdin). --check FILE "
-        "re-hashes what a list names: this command's output or b3sum's '<hex>  PATH' lines; "
-        "exit 1 when a file differs, 2 for unreadable or malformed lists.",
+        description="Print 'blake3:<hex>  SIZE  PATH' per file (- reads stdin; --b3sum: "
+        "b3sum's '<hex>  PATH'). A name holding a backslash or newline is escaped as b3sum "
+        "escapes it ('\\\\', '\\n', the line starting with '\\'). --check FILE re-hashes "
+        "what a list names: this command's output or b3sum's, escaped or not; exit 1 when a "
+        "file differs, 2 for unreadable or malformed lists.",
     )
 
     bsub = commands.group("bundle", metavar="ACTION")

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from .._canonical import canonical_defaults
 from ..models import Descriptor, DigestStr, Model
 
 __all__ = [
@@ -107,6 +108,8 @@ class Endpoint(Model, frozen=True, kw_only=True):
     ``/v1/completions``: ``model`` is sent with every request, ``stream`` asks for
     server-sent events (with ``stream_options.include_usage`` when ``include_usage``)."""
 
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
+
     kind: EndpointKind
     path: UrlPath
     model: str | None = None
@@ -128,6 +131,8 @@ class RunSection(Model, frozen=True, kw_only=True):
     that many times faster than the first is a finding. ``max_send_lag``: a run whose
     median send lag (actual minus intended send time) exceeds it, in seconds, is
     flagged client-bound."""
+
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
     warmup: Annotated[int, Meta(ge=0, le=1_000_000)] = 0
     measured: Annotated[int, Meta(gt=0, le=1_000_000)] = 1
@@ -157,6 +162,8 @@ class VideoSection(Model, frozen=True, kw_only=True):
 class InputFile(Model, frozen=True, kw_only=True):
     """A file sent as a multipart field: by ``path`` (relative to the workload) or by
     ``digest`` (read, verified, from the store)."""
+
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
     field: Annotated[str, Meta(min_length=1)]
     path: str | None = None
@@ -208,6 +215,8 @@ class ServerSection(Model, frozen=True, kw_only=True):
     check (``ready_timeout``), and the paths of its Prometheus ``/metrics`` and
     ``/version``, captured before and after the run when it offers them."""
 
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
+
     command: Annotated[tuple[str, ...], Meta(min_length=1)] | None = None
     cwd: str | None = None
     env: tuple[EnvName, ...] = ()
@@ -243,6 +252,8 @@ class PromptSet(Model, frozen=True, kw_only=True):
 class Workload(Model, frozen=True, kw_only=True):
     """``workload.toml``: the endpoint, repetitions, audio expectations and requests
     (inline ``[[request]]`` and, for LLM endpoints, ``[prompts]``)."""
+
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
     endpoint: Endpoint
     request: tuple[RequestSpec, ...] = ()

@@ -7,7 +7,7 @@ import operator
 from collections.abc import Sequence
 
 from ..inventory import REGISTRATION_NAME
-from ..merkle import bundle_digest, entries_root
+from ..merkle import registration_hashes
 from ..models import Entry, Finding, Registration
 from ..paths import all_plain, name_collisions, path_problem, shown
 from ..storage import BlobStore
@@ -99,7 +99,7 @@ def tree_findings(
     if not _cannot_collide(paths):
         for c in name_collisions(paths, reserved=[REGISTRATION_NAME]):
             out.append(err("name-collision", f"entry names {c.reason}", name, c.second))
-    root = entries_root(m.entries)
+    root, digest = registration_hashes(reg)  # the manifest as it stands in its file
     if root != reg.root:
         out.append(
             err(
@@ -109,7 +109,6 @@ def tree_findings(
                 REGISTRATION_NAME,
             )
         )
-    digest = bundle_digest(m, root)
     if digest != reg.digest:
         out.append(
             err(

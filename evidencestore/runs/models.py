@@ -105,13 +105,18 @@ class Endpoint(Model, frozen=True, kw_only=True):
 
     ``chat`` and ``completions`` are OpenAI's ``/v1/chat/completions`` and
     ``/v1/completions``: ``model`` is sent with every request, ``stream`` asks for
-    server-sent events (with ``stream_options.include_usage`` when ``include_usage``)."""
+    server-sent events (with ``stream_options.include_usage`` when ``include_usage``);
+    ``token_ids`` asks the server for each output token's id so verdicts name token
+    positions: ``"return_token_ids"`` (vLLM's ``return_token_ids``), ``"logprobs"``
+    (logprobs with ``return_tokens_as_token_ids``), ``"none"`` (the default: texts, and
+    verdicts say they fell back to characters)."""
 
     kind: EndpointKind
     path: UrlPath
     model: str | None = None
     stream: bool = True
     include_usage: bool = True
+    token_ids: Literal["none", "return_token_ids", "logprobs"] = "none"
     health_path: UrlPath = "/health"
     models_path: UrlPath = "/v1/models"
     poll_interval: Annotated[float, Meta(gt=0, le=3600)] = 0.5
@@ -354,15 +359,18 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     ``e2e_s`` is measured from ``intended_ns`` when it is recorded, so it includes it.
 
     Streamed LLM outputs (``chat``, ``completions``) add ``events`` (every SSE event's
-    arrival and token count), and from them: ``ttft_s``, from ``intended_ns`` to the
-    first event carrying content (a role-only first chunk does not count);
-    ``itl_s``, the request's mean inter-token latency over the tokens after the first
-    content event (each later event's gap spread over its tokens); ``tpot_s``, the time
-    from the first to the last content event over ``output_tokens - 1``; and
-    ``output_tokens``, from the server's usage (``output_tokens_from = "usage"``) or
-    counted from the events (``"events"``) when usage is absent. ``completion`` is the
-    decoded output (text, token ids, logprobs, finish reason) stored by digest beside
-    the raw event stream (``body``).
+    arrival and token count: the event-gap list, vLLM's ITL list, comes from it), and
+    from them: ``ttft_s``, from ``intended_ns`` to the first event carrying a token of
+    any channel (a role-only first chunk does not count; AIPerf's TTFT, vLLM's TTFT),
+    ``ttft_visible_s`` to the first ``content`` token (differs for reasoning models);
+    ``itl_s``, the per-token inter-token latency ``(e2e_s - ttft_s) / (output_tokens -
+    1)`` (AIPerf's ITL, vLLM's TPOT); ``tpot_s``, the time from the first to the last
+    token-carrying event over ``output_tokens - 1``; and ``output_tokens`` with its
+    source ``output_tokens_from`` (``runs/streams.py``: token ids, logprob entries,
+    continuous or final usage; None, and no per-token metric, when the server gave none
+    of them: never the number of events). An output that was not streamed has no TTFT,
+    ITL or TPOT. ``completion`` is the decoded output (text per channel, token ids,
+    logprobs, finish reason) stored by digest beside the raw event stream (``body``).
     """
 
     index: Count
@@ -402,7 +410,10 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     itl_s: float | None = None
     tpot_s: float | None = None
     output_tokens: Count | None = None
-    output_tokens_from: Literal["usage", "events"] | None = None
+    output_tokens_from: (
+        Literal["token_ids", "logprobs", "continuous-usage", "usage", "events"] | None
+    ) = None
+    ttft_visible_s: float | None = None
 
     @property
     def label(self) -> str:

@@ -219,7 +219,15 @@ def request_record(
     start = o.intended_ns if o.intended_ns is not None else o.sent_ns
     metrics = None
     if stream is not None and failure is None:
-        metrics = stream_metrics(stream.event_ns, stream.event_tokens, start, stream.output_tokens)
+        metrics = stream_metrics(
+            stream.event_ns,
+            stream.event_tokens,
+            start,
+            stream.output_tokens,
+            end_ns=o.last_byte_ns,
+            visible_ns=stream.visible_ns,
+            streamed=stream.streamed,
+        )
     return RequestRecord(
         index=index,
         phase=phase,
@@ -255,6 +263,7 @@ def request_record(
         completion=completion,
         finish_reason=stream.completion.finish_reason if stream is not None else None,
         ttft_s=metrics.ttft_s if metrics else None,
+        ttft_visible_s=metrics.ttft_visible_s if metrics else None,
         itl_s=metrics.itl_s if metrics else None,
         tpot_s=metrics.tpot_s if metrics else None,
         output_tokens=stream.output_tokens if stream is not None else None,

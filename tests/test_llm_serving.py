@@ -105,9 +105,12 @@ def test_completions_and_non_streamed(tmp_path: Path, llm: LlmServer) -> None:
     comp = load_completion(local_store(tmp_path), rec.requests[0].completion.digest)  # type: ignore[union-attr]
     assert comp.token_ids == tuple(llm.tokens("p", 7, 5, 0))
     (tmp_path / "w.toml").write_text(chat_workload(("p",), max_tokens=5, stream=False))
-    rec = _run(tmp_path, llm, "n")
+    rec = _run(tmp_path, llm, "n", ttft=0.02)
     assert rec.outcome == "complete", rec.reason
     assert rec.requests[0].output_tokens == 5
+    # Not streamed: no first token time, so no TTFT, ITL or TPOT (not the whole response).
+    r = rec.requests[0]
+    assert (r.ttft_s, r.itl_s, r.tpot_s) == (None, None, None) and r.e2e_s is not None
 
 
 def test_stream_failure_classes(tmp_path: Path, llm: LlmServer) -> None:

@@ -769,8 +769,10 @@ class ChatEndpoint(JsonEndpoint):
             body["logprobs"] = body.get("logprobs", True if self.chat else 0)
             body["return_tokens_as_token_ids"] = True
         body["stream"] = ep.stream
-        if ep.stream and ep.include_usage:
+        if ep.stream and (ep.include_usage or ep.continuous_usage):
             body["stream_options"] = {"include_usage": True}
+            if ep.continuous_usage:
+                body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
         body.update(req.fields)
         data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         return Payload(

@@ -105,7 +105,8 @@ class Endpoint(Model, frozen=True, kw_only=True):
 
     ``chat`` and ``completions`` are OpenAI's ``/v1/chat/completions`` and
     ``/v1/completions``: ``model`` is sent with every request, ``stream`` asks for
-    server-sent events (with ``stream_options.include_usage`` when ``include_usage``);
+    server-sent events (with ``stream_options.include_usage`` when ``include_usage``, and
+    usage in every chunk, vLLM's ``continuous_usage_stats``, when ``continuous_usage``);
     ``token_ids`` asks the server for each output token's id so verdicts name token
     positions: ``"return_token_ids"`` (vLLM's ``return_token_ids``), ``"logprobs"``
     (logprobs with ``return_tokens_as_token_ids``), ``"none"`` (the default: texts, and
@@ -116,6 +117,7 @@ class Endpoint(Model, frozen=True, kw_only=True):
     model: str | None = None
     stream: bool = True
     include_usage: bool = True
+    continuous_usage: bool = False
     token_ids: Literal["none", "return_token_ids", "logprobs"] = "none"
     health_path: UrlPath = "/health"
     models_path: UrlPath = "/v1/models"

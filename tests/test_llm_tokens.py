@@ -144,7 +144,7 @@ def test_tool_calls_and_reasoning_field_are_channels() -> None:
     assert c.channel_at(3) == ("tool_calls", 1)
     # No visible token: visible TTFT is undefined, TTFT is the reasoning event's.
     assert out.visible_ns is None and out.event_tokens[:2] == (0, 2)
-    other = events[:3] + [events[3].replace(b'\\"a\\":1', b'\\"a\\":2')]
+    other = [*events[:3], events[3].replace(b'\\"a\\":1', b'\\"a\\":2')]
     data2 = b"".join(b"data: " + e + b"\n\n" for e in other) + b"data: [DONE]\n\n"
     c2 = examine(data2, [1], [len(data2)], req, stream=True, chat=True).completion
     v = compare_completions("request 0", "a", "b", c, c2)

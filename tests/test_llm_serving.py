@@ -440,7 +440,7 @@ def test_video_server_cli_exposes_every_knob() -> None:
 
     llm_knobs = {k for k in vars(llm_server.LlmServer()) if not k.startswith("_")} - {
         "model", "vocab", "port", "requests", "in_flight", "log", "prompts", "request_ids",
-        "arrivals", "fail_on", "usage"}  # fmt: skip
+        "arrivals", "fail_on", "usage", "diverge_on"}  # fmt: skip
     flags = {"role_chunk", "nondeterministic", "batch_dependent", "cache", "ignore_seed",
              "continuous_usage"}  # fmt: skip
     assert llm_knobs == set(llm_server._KNOBS) | flags

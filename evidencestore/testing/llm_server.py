@@ -29,7 +29,8 @@ usage is sent when asked), ``continuous_usage`` (usage in every chunk, when aske
 ``"asked"``: ids only when the request sets ``return_token_ids``, otherwise
 ``"token_ids": null`` as vLLM sends), ``reasoning`` (the first that many tokens are sent
 as reasoning, in ``reasoning_field``, before the visible ones), ``diverge_until``
-(``diverge_at`` applies to the positions before this one only).
+(``diverge_at`` applies to the positions before this one only), ``diverge_on`` (a set
+of prompts: ``diverge_at`` applies to their requests only; None, every request).
 
 Every response has a fresh ``id`` (``chatcmpl-<n>`` / ``cmpl-<n>``) and ``created``.
 
@@ -94,6 +95,7 @@ class LlmServer:
         self.reasoning = 0
         self.reasoning_field = "reasoning_content"
         self.diverge_until: int | None = None
+        self.diverge_on: set[str] | None = None
         self.port = 0
         self.requests = 0
         self.in_flight = 0
@@ -122,6 +124,7 @@ class LlmServer:
             salt = ""
             if (
                 self.diverge_at is not None
+                and (self.diverge_on is None or prompt in self.diverge_on)
                 and i >= self.diverge_at
                 and (self.diverge_until is None or i < self.diverge_until)
             ):

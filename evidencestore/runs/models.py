@@ -134,7 +134,16 @@ class RunSection(Model, frozen=True, kw_only=True):
     output caching audit's threshold: a repetition returning its request's first output
     that many times faster than the first is a finding. ``max_send_lag``: a run whose
     median send lag (actual minus intended send time) exceeds it, in seconds, is
-    flagged client-bound."""
+    flagged client-bound.
+
+    Open-loop load (``request_rate``, requests per second, or ``"inf"``: all at once):
+    requests are due on a schedule fixed before the run, whatever the server does; the
+    gaps are gamma-distributed with shape ``burstiness`` (1: a Poisson process; below 1
+    burstier, above 1 more regular) and mean ``1 / request_rate``, drawn from
+    ``arrival_seed`` (``vllm bench serve --request-rate --burstiness --seed``).
+    ``concurrency`` still caps the requests in flight (vLLM's ``--max-concurrency``): a
+    request due while the cap is reached waits, and its send lag says so. Without
+    ``request_rate`` the loop is closed: a request is due when a worker is free."""
 
     warmup: Annotated[int, Meta(ge=0, le=1_000_000)] = 0
     measured: Annotated[int, Meta(gt=0, le=1_000_000)] = 1
@@ -144,6 +153,9 @@ class RunSection(Model, frozen=True, kw_only=True):
     max_output_size: Annotated[int, Meta(gt=0, le=1 << 40)] = MAX_OUTPUT_SIZE
     cache_ratio: Annotated[float, Meta(gt=1)] = 3.0
     max_send_lag: Annotated[float, Meta(gt=0, le=60)] = 0.001
+    request_rate: Annotated[float, Meta(gt=0)] | Literal["inf"] | None = None
+    burstiness: Annotated[float, Meta(gt=0, le=1000)] = 1.0
+    arrival_seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] = 0
 
 
 class AudioSection(Model, frozen=True, kw_only=True):
@@ -429,7 +441,10 @@ class ClientLoad(Model, frozen=True, kw_only=True, omit_defaults=False):
     """The client's own load while the requests ran: process CPU seconds over wall
     seconds, the send lag's median and largest value, and whether the run is
     ``client_bound`` (median send lag above ``[run] max_send_lag``, or the client's CPU
-    saturated: at least 0.9 of one core), with why."""
+    saturated: at least 0.9 of one core), with why. For an open-loop run the send lag is
+    the schedule's slip: ``request_rate`` is the rate asked for (None: closed loop or
+    ``inf``), ``achieved_rate`` the measured requests over the span of their actual
+    sends, ``send_lag_p99_s`` the slip's 99th percentile."""
 
     cpu_s: float
     wall_s: float
@@ -439,6 +454,9 @@ class ClientLoad(Model, frozen=True, kw_only=True, omit_defaults=False):
     max_send_lag_s: float
     client_bound: bool
     reasons: tuple[str, ...] = ()
+    request_rate: float | None = None
+    achieved_rate: float | None = None
+    send_lag_p99_s: float | None = None
 
 
 class AuditFinding(Model, frozen=True, kw_only=True, omit_defaults=False):

@@ -32,7 +32,8 @@ as reasoning, in ``reasoning_field``, before the visible ones), ``diverge_until`
 (``diverge_at`` applies to the positions before this one only), ``diverge_on`` (a set
 of prompts: ``diverge_at`` applies to their requests only; None, every request).
 
-Every response has a fresh ``id`` (``chatcmpl-<n>`` / ``cmpl-<n>``) and ``created``.
+Every response has its own ``id`` (``chatcmpl-<h>-<n>`` / ``cmpl-<h>-<n>``: a hash of the
+request and how many times this server was asked it) and ``created``.
 
 ``log`` holds, for every token written, ``(request number, position, monotonic ns)``
 taken just before its event was written: the truth a client's TTFT and ITL are measured
@@ -60,6 +61,9 @@ if TYPE_CHECKING:
 __all__ = ["LlmServer", "chat_workload", "serve_llm"]
 
 Knob = set[int] | bool
+#: ``created`` of the ``n``-th answer to one request is ``_EPOCH + n``: per response, yet
+#: the same in every run (a wall-clock stamp would make equal runs' bytes differ).
+_EPOCH = 1_700_000_000
 
 
 def _applies(knob: Knob, number: int) -> bool:
@@ -105,6 +109,7 @@ class LlmServer:
         self.arrivals: dict[int, int] = {}
         self._rng = random.Random(0)
         self._cache: dict[str, list[int]] = {}
+        self._asked: dict[str, int] = {}
 
     @property
     def url(self) -> str:
@@ -150,7 +155,7 @@ class LlmServer:
         *,
         with_ids: bool = True,
         start: int = 0,
-        number: int = 0,
+        rid: tuple[str, int] = ("0", 0),
         as_ids: bool = False,
     ) -> dict[str, Any]:
         text = "".join(f" w{t}" for t in ids)
@@ -176,9 +181,9 @@ class LlmServer:
                 else {"tokens": names, "token_logprobs": lps}
             )
         return {
-            "id": f"{'chatcmpl' if chat else 'cmpl'}-{number}",
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-{rid[0]}-{rid[1]}",
             "object": "chat.completion.chunk" if chat else "text_completion",
-            "created": int(time.time()),
+            "created": _EPOCH + rid[1],
             "model": self.model,
             "choices": [choice],
         }
@@ -216,6 +221,10 @@ class LlmServer:
         with_ids = self.token_ids == "always" or bool(body.get("return_token_ids"))
         as_ids = bool(body.get("return_tokens_as_token_ids"))
         key = json.dumps(body, sort_keys=True)
+        # A response id of the request's content and how many times it was asked: its
+        # own per response, as a real server's, yet independent of arrival order.
+        self._asked[key] = self._asked.get(key, 0) + 1
+        rid = (hashlib.blake2b(key.encode(), digest_size=6).hexdigest(), self._asked[key])
         self.in_flight += 1
         try:
             cached = self._cache.get(key) if self.cache else None
@@ -226,7 +235,7 @@ class LlmServer:
                 if cached is None:
                     await asyncio.sleep(self.ttft + self.itl * count)
                 one = self._chunk(
-                    chat, ids, logprobs, "length", with_ids=with_ids, number=number, as_ids=as_ids
+                    chat, ids, logprobs, "length", with_ids=with_ids, rid=rid, as_ids=as_ids
                 )
                 choice = one["choices"][0]
                 if chat:
@@ -238,7 +247,7 @@ class LlmServer:
                 return web.json_response(one)
             return await self._stream(
                 request, chat, ids, logprobs, (usage, continuous, with_ids, as_ids), number,
-                arrived if cached is None else None,
+                arrived if cached is None else None, rid,
             )  # fmt: skip
         finally:
             self.in_flight -= 1
@@ -252,6 +261,7 @@ class LlmServer:
         modes: tuple[bool, bool, bool, bool],
         number: int,
         arrived: int | None,
+        rid: tuple[str, int],
     ) -> web.StreamResponse:
         """Stream ``ids`` on the schedule of the knobs (``arrived`` None: a cache hit,
         sent at once)."""
@@ -268,7 +278,7 @@ class LlmServer:
 
         def chunk(part: list[int], finish: str | None, start: int, lp: bool) -> dict[str, Any]:
             out = self._chunk(
-                chat, part, lp, finish, with_ids=with_ids, start=start, number=number,
+                chat, part, lp, finish, with_ids=with_ids, start=start, rid=rid,
                 as_ids=as_ids,
             )  # fmt: skip
             if continuous:
@@ -276,7 +286,7 @@ class LlmServer:
             return out
 
         if self.role_chunk and chat:
-            first = self._chunk(chat, [], False, None, number=number)
+            first = self._chunk(chat, [], False, None, rid=rid)
             first["choices"][0]["delta"] = {"role": "assistant", "content": ""}
             await send(first)
         due = (arrived if arrived is not None else time.monotonic_ns()) + int(self.ttft * 1e9)
@@ -317,9 +327,9 @@ class LlmServer:
         if usage:
             await send(
                 {
-                    "id": f"{'chatcmpl' if chat else 'cmpl'}-{number}",
+                    "id": f"{'chatcmpl' if chat else 'cmpl'}-{rid[0]}-{rid[1]}",
                     "object": "chat.completion.chunk" if chat else "text_completion",
-                    "created": int(time.time()),
+                    "created": _EPOCH + rid[1],
                     "model": self.model,
                     "choices": [],
                     "usage": {"prompt_tokens": 1, "completion_tokens": len(ids)},

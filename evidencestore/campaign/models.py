@@ -72,10 +72,12 @@ class TimingRule(Model, frozen=True, kw_only=True):
     ``metric``: the request time claims are about: ``e2e`` (default), or for LLM serving
     ``ttft``, ``itl`` (each request's mean inter-token latency), ``tpot``, or
     ``output_throughput`` (each run's output tokens per second over its measured span;
-    the speedup is candidate over baseline throughput).
+    the speedup is candidate over baseline throughput), or ``goodput`` (each run's
+    requests per second meeting its workload's ``[timing] slo``: the run is the unit;
+    the speedup is candidate over baseline goodput).
     """
 
-    metric: Literal["e2e", "ttft", "itl", "tpot", "output_throughput"] = "e2e"
+    metric: Literal["e2e", "ttft", "itl", "tpot", "output_throughput", "goodput"] = "e2e"
     min_runs: Annotated[int, Meta(ge=2)] = 3
     confidence: Annotated[float, Meta(gt=0.5, lt=1)] = 0.95
     estimator: Literal["welch-log-t", "paired-log-t"] = ESTIMATOR

@@ -259,6 +259,23 @@ class PromptSet(Model, frozen=True, kw_only=True):
     ignore_eos: bool | None = None
 
 
+class Slo(Model, frozen=True, kw_only=True):
+    """Service-level objectives of one request, in seconds: ``ttft`` (``ttft_s``),
+    ``tpot`` (per output token: ``itl_s``, vLLM's TPOT, AIPerf's ITL) and ``e2e``
+    (``e2e_s``); a request meets the SLO when it succeeded and is within every one given."""
+
+    ttft: Annotated[float, Meta(gt=0)] | None = None
+    tpot: Annotated[float, Meta(gt=0)] | None = None
+    e2e: Annotated[float, Meta(gt=0)] | None = None
+
+
+class TimingSection(Model, frozen=True, kw_only=True):
+    """``[timing]`` of a workload: ``slo`` makes the run's goodput (measured requests per
+    second meeting every objective) part of its record, and a metric claims can use."""
+
+    slo: Slo | None = None
+
+
 class Workload(Model, frozen=True, kw_only=True):
     """``workload.toml``: the endpoint, repetitions, audio expectations and requests
     (inline ``[[request]]`` and, for LLM endpoints, ``[prompts]``)."""
@@ -270,6 +287,7 @@ class Workload(Model, frozen=True, kw_only=True):
     audio: AudioSection | None = None
     video: VideoSection | None = None
     server: ServerSection | None = None
+    timing: TimingSection | None = None
 
 
 # -- run record -------------------------------------------------------------------
@@ -459,6 +477,20 @@ class ClientLoad(Model, frozen=True, kw_only=True, omit_defaults=False):
     send_lag_p99_s: float | None = None
 
 
+class Goodput(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """The run's goodput under its workload's SLO (``runs/goodput.py``): how many
+    measured requests met every objective, of how many, over the measured span (first
+    intended send to last byte), and their rate per second (vLLM's ``--goodput``,
+    AIPerf's ``--goodput``); ``missed`` counts, per objective, the requests beyond it."""
+
+    slo: Slo
+    good: Count
+    measured: Count
+    span_s: float
+    rate: float
+    missed: dict[str, int] = msgspec.field(default_factory=dict)
+
+
 class AuditFinding(Model, frozen=True, kw_only=True, omit_defaults=False):
     """One thing an audit found, with the request records (``index``) it is about."""
 
@@ -564,6 +596,7 @@ class RunRecord(
     audits: tuple[Audit, ...] = ()
     load: ClientLoad | None = None
     harness: Harness | None = None
+    goodput: Goodput | None = None
     launched: LaunchedServer | None = None
 
 

@@ -51,6 +51,7 @@ from .audits import audit_run
 from .body import BodySink
 from .endpoints import Endpoint, endpoint_for
 from .fit import CampaignRules
+from .goodput import goodput
 from .judge import Expected, Slot, judge, request_record
 from .models import ClientLoad, Phase, RequestRecord, RunRecord, ServerIdentity
 from .recorder import RunRecorder
@@ -217,6 +218,9 @@ def run_workload(
             _finish(recorder, loaded, endpoint, [results[i] for i in sorted(results)], stored)
             try:
                 recorder.audits = audit_run(loaded.workload, recorder.requests, recorder.store)
+                timing = loaded.workload.timing
+                if timing is not None and timing.slo is not None:
+                    recorder.goodput = goodput(timing.slo, recorder.requests)
             except Exception as exc:
                 recorder.fail(_internal("while auditing the outputs", exc))
         finally:

@@ -113,3 +113,50 @@ def test_closed_loop_and_the_cap_make_requests_wait(tmp_path: Path, llm: LlmServ
     assert all(b.sent_ns >= a.last_byte_ns for a, b in itertools.pairwise(rs))  # type: ignore[operator]
     lags = [r.send_lag_s for r in rs]
     assert lags == sorted(lags) and lags[-1] > lags[0]  # type: ignore[operator]
+
+
+def test_condition_as_a_point_of_a_sweep(
+    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evidencestore.campaign.protocol import load_campaign
+    from evidencestore.cli import main
+    from evidencestore.runs import load_run, load_workload
+
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    src = tmp_path / "proto"
+    (src / "workloads").mkdir(parents=True)
+    (src / "workloads/c.toml").write_text(chat_workload(("a", "b"), max_tokens=4))
+    conds = "".join(
+        f'[[condition]]\nname = "{n}"\nworkload = "workloads/c.toml"\n{k} = {v}\n\n'
+        for n, k, v in (("rate-20", "request_rate", 20), ("rate-inf", "request_rate", '"inf"'),
+                        ("conc-4", "concurrency", 4))
+    )  # fmt: skip
+    (src / "protocol.toml").write_text(
+        'name = "sw"\n\n[timing]\nmin_runs = 2\nclaim = false\n\n' + conds
+        + '[[arm]]\nname = "baseline"\nbaseline = true\nruns = 2\n\n[[arm]]\nname = "x"\n'
+    )  # fmt: skip
+    assert main(["campaign", "init", "sw", "--protocol", str(src / "protocol.toml"),
+                 "--root", str(root)]) == 0  # fmt: skip
+    campaign = load_campaign(root, "sw")
+    wdir = root / "evidence/sw/workloads"
+    point = load_workload(wdir / "c.rate-20.toml").workload
+    assert (point.run.request_rate, point.run.concurrency) == (20.0, 1)
+    assert load_workload(wdir / "c.rate-inf.toml").workload.run.request_rate == "inf"
+    assert load_workload(wdir / "c.conc-4.toml").workload.run.concurrency == 4
+    assert point.request == load_workload(wdir / "c.toml").workload.request
+    assert len({campaign.workload_digest(c) for c in ("rate-20", "rate-inf", "conc-4")}) == 3
+
+    def run(path: str, cond: str, name: str) -> int:
+        return main(["-q", "run", str(wdir / path), "--arm", "baseline", "--server", llm.url,
+                     "--name", name, "--campaign", "sw", "--condition", cond,
+                     "--root", str(root)])  # fmt: skip
+
+    assert run("c.rate-20.toml", "rate-20", "r1") == 0
+    rec = load_run(root, "r1")
+    assert rec.condition == "rate-20" and rec.load is not None and rec.load.request_rate == 20.0
+    capsys.readouterr()
+    # The base file is not the point's workload: refused, naming the point's file.
+    assert run("c.toml", "rate-20", "r2") != 0
+    err = capsys.readouterr().err
+    assert "binds condition 'rate-20' to workloads/c.rate-20.toml" in err

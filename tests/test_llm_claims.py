@@ -121,6 +121,9 @@ def test_goodput_claim_with_the_run_as_unit(
     )
     runs = {rv["run"]: rv for rv in claim["runs"]}  # type: ignore[attr-defined]
     assert runs["b1"]["value"] == pytest.approx(1 / g.rate)
+    capsys.readouterr()
+    main(["run", "show", "b1", "--root", str(root)])
+    assert "(6 of 6 measured met the SLO over" in capsys.readouterr().out
     assert claim["speedup"]["ratio"] > 1.5  # type: ignore[index]
 
 

@@ -81,7 +81,9 @@ def _run(tmp_path: Path, llm: LlmServer, name: str, run: str, **knobs: object) -
             setattr(llm, k, v)
 
 
-def test_open_loop_sends_on_schedule_not_on_completion(tmp_path: Path, llm: LlmServer) -> None:
+def test_open_loop_sends_on_schedule_not_on_completion(
+    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     rec = _run(tmp_path, llm, "open", "concurrency = 64\nrequest_rate = 40\narrival_seed = 5",
                ttft=0.3)  # fmt: skip
     rs = sorted(rec.requests, key=lambda r: r.index)
@@ -96,6 +98,11 @@ def test_open_loop_sends_on_schedule_not_on_completion(tmp_path: Path, llm: LlmS
     assert any(b.sent_ns < a.last_byte_ns for a, b in itertools.pairwise(rs))  # type: ignore[operator]
     load = rec.load
     assert load is not None and load.request_rate == 40.0 and load.achieved_rate is not None
+    from evidencestore.cli import main
+
+    capsys.readouterr()
+    assert main(["run", "show", "open", "--root", str(tmp_path)]) == 0
+    assert "open loop: 40 requests/s asked" in capsys.readouterr().out
     assert load.send_lag_max_s == max(r.send_lag_s for r in rs)  # type: ignore[type-var]
 
 

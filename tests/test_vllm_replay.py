@@ -175,3 +175,33 @@ def test_recorded_cases_are_what_the_engine_sent() -> None:
     )
     raw = json.loads((DATA / "chat-stream-usage.json").read_text())
     assert base64.b64decode(raw["chunks"][-1][1]).endswith(b"data: [DONE]\n\n")
+
+
+def test_tokenizer_pinned_by_digest_counts_what_the_server_did_not(tmp_path: Path) -> None:
+    from evidencestore.errors import ConfigError
+
+    pytest.importorskip("tokenizers")
+    data = (DATA / "tokenizer.json").read_bytes()
+    (tmp_path / "tokenizer.json").write_bytes(data)
+    pin = f'\n[endpoint.tokenizer]\npath = "tokenizer.json"\ndigest = "{hash_bytes(data).digest}"\n'
+    wl = _workload("chat", usage=False).replace("\n[run]", pin + "\n[run]")
+    (tmp_path / "evidence").mkdir()
+    (tmp_path / "w.toml").write_text(wl)
+    routes = {
+        ("GET", "/health"): _case("health"),
+        ("GET", "/v1/models"): _case("models"),
+        ("POST", CHAT): _case("chat-stream-no-usage"),
+    }
+    with serve_replay(routes) as srv:
+        _, rec = run_workload(tmp_path, tmp_path / "w.toml", arm="a", server=srv.url, name="t")
+    (r,) = rec.requests
+    assert r.failure is None, r.message
+    # The server's own count of the same generation (the case with usage) is 12.
+    assert (r.output_tokens, r.output_tokens_from) == (12, "tokenizer")
+    assert r.itl_s is not None
+    # Pinned: other bytes are refused before any request, naming the digest.
+    (tmp_path / "tokenizer.json").write_bytes(data + b" ")
+    with pytest.raises(
+        ConfigError, match=r"endpoint.tokenizer: hashes to blake3:.*but the workload pins"
+    ):
+        run_workload(tmp_path, tmp_path / "w.toml", arm="a", server="http://127.0.0.1:9", name="u")

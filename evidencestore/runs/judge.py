@@ -30,6 +30,7 @@ from ..errors import EvidenceStoreError
 from ..models import Descriptor
 from .models import Failure, MediaOutcome, Phase, RequestRecord, RequestSpec
 from .streams import COMPLETION_MEDIA_TYPE, StreamOutcome, event_times, stream_metrics
+from .tokenizer import TokenCounter
 from .transport import Observation, utc_precise
 from .untrusted import BadAnswer, is_json, parse_json
 
@@ -72,6 +73,7 @@ class Expected:
     request: RequestSpec = field(default_factory=RequestSpec)
     stream: bool = True
     media: Expectations | None = None
+    tokenizer: TokenCounter | None = None  # counts tokens the server did not
 
 
 def judge(
@@ -103,6 +105,8 @@ def judge(
                 if data is None:
                     data = store.get(body.digest, body.size)
                 stream = endpoint.read_back(data, obs, expected.request, expected.stream)
+                if stream is not None and stream.output_tokens_from is None and expected.tokenizer:
+                    stream = _counted(stream, expected.tokenizer)
                 if stream is not None:
                     completion = store.put(
                         msgspec.json.encode(stream.completion), COMPLETION_MEDIA_TYPE
@@ -127,6 +131,19 @@ def judge(
         media=media,
         stream=stream,
         completion=completion,
+    )
+
+
+def _counted(stream: StreamOutcome, tokenizer: TokenCounter) -> StreamOutcome:
+    """A stream whose server gave no token count, counted by the pinned tokenizer
+    (every channel's text)."""
+    c = stream.completion
+    n = tokenizer.count(c.text) + sum(tokenizer.count(ch.text) for ch in c.channels)
+    return replace(
+        stream,
+        output_tokens=n,
+        output_tokens_from="tokenizer",
+        completion=msgspec.structs.replace(c, output_tokens=n),
     )
 
 

@@ -110,7 +110,8 @@ class Endpoint(Model, frozen=True, kw_only=True):
     ``token_ids`` asks the server for each output token's id so verdicts name token
     positions: ``"return_token_ids"`` (vLLM's ``return_token_ids``), ``"logprobs"``
     (logprobs with ``return_tokens_as_token_ids``), ``"none"`` (the default: texts, and
-    verdicts say they fell back to characters)."""
+    verdicts say they fell back to characters). ``tokenizer`` counts output tokens when
+    the server gives neither ids nor usage (``runs/tokenizer.py``)."""
 
     kind: EndpointKind
     path: UrlPath
@@ -119,11 +120,20 @@ class Endpoint(Model, frozen=True, kw_only=True):
     include_usage: bool = True
     continuous_usage: bool = False
     token_ids: Literal["none", "return_token_ids", "logprobs"] = "none"
+    tokenizer: TokenizerRef | None = None
     health_path: UrlPath = "/health"
     models_path: UrlPath = "/v1/models"
     poll_interval: Annotated[float, Meta(gt=0, le=3600)] = 0.5
     poll_relative: Annotated[float, Meta(gt=0, le=0.5)] = 0.01
     poll_min: Annotated[float, Meta(gt=0, le=3600)] = 0.005
+
+
+class TokenizerRef(Model, frozen=True, kw_only=True):
+    """A ``tokenizer.json`` pinned by ``digest``, read from ``path`` (relative to the
+    workload) or, without one, from the store (``runs/tokenizer.py``)."""
+
+    digest: DigestStr
+    path: str | None = None
 
 
 class RunSection(Model, frozen=True, kw_only=True):
@@ -443,7 +453,7 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     tpot_s: float | None = None
     output_tokens: Count | None = None
     output_tokens_from: (
-        Literal["token_ids", "logprobs", "continuous-usage", "usage", "events"] | None
+        Literal["token_ids", "logprobs", "continuous-usage", "usage", "tokenizer", "events"] | None
     ) = None
     ttft_visible_s: float | None = None
 

@@ -374,6 +374,7 @@ def _judged(
         request=wl.request[request],
         stream=wl.endpoint.stream,
         media=expectations_for(wl, request) if wl.run.check_media else None,
+        tokenizer=loaded.tokenizer,
     )
     return judge(
         endpoint,

@@ -25,9 +25,10 @@ Token accounting, per event, in this order: the token ids the server returned wi
 ``return_tokens_as_token_ids`` gives), else its logprob entries; else the stream's usage:
 continuous usage (``completion_tokens`` in every chunk, vLLM's
 ``continuous_usage_stats``) gives each event's count as the difference, a final usage
-only the total. ``output_tokens`` is that count, and ``output_tokens_from`` its source
-(``token_ids``, ``logprobs``, ``continuous-usage``, ``usage``); with none of them it is
-None, never the number of events. Where only the total is known, each content event
+only the total; else the workload's tokenizer pinned by digest counts each channel's
+text (``tokenizer.py``, applied by the judge). ``output_tokens`` is that count, and
+``output_tokens_from`` its source (``token_ids``, ``logprobs``, ``continuous-usage``,
+``usage``, ``tokenizer``); with none of them it is None, never the number of events. Where only the total is known, each content event
 counts 1 in ``event_tokens`` (a marker: the per-event split is unknown) and the per-token
 metrics use the total.
 """
@@ -69,7 +70,7 @@ _TOKEN_ID = re.compile(r"token_id:[0-9]{1,12}")
 
 #: Where a request's output token count came from (``"events"``: records made before
 #: per-token accounting, which counted content events when the server gave no usage).
-TokenSource = Literal["token_ids", "logprobs", "continuous-usage", "usage", "events"]
+TokenSource = Literal["token_ids", "logprobs", "continuous-usage", "usage", "tokenizer", "events"]
 ChannelName = Literal["content", "reasoning", "tool_calls"]
 CHANNELS: tuple[ChannelName, ...] = ("reasoning", "content", "tool_calls")
 

@@ -49,13 +49,13 @@ ignore_eos = true
 """
 
 
-def ours(root: Path, url: str, concurrency: int, count: int) -> dict[str, float]:
+def ours(root: Path, url: str, concurrency: int, count: int, tag: str) -> dict[str, float]:
     from evidencestore.runs import run_workload
     from evidencestore.runs.streams import event_gaps
 
-    wl = root / f"c{concurrency}.toml"
+    wl = root / f"c{tag}.toml"
     wl.write_text(WORKLOAD.format(concurrency=concurrency, count=count))
-    _, rec = run_workload(root, wl, arm="vllm", server=url, name=f"vllm-c{concurrency}")
+    _, rec = run_workload(root, wl, arm="vllm", server=url, name=f"vllm-c{tag}")
     ok = [r for r in rec.requests if r.phase == "measured" and r.failure is None]
     assert ok, rec.reason
     itl = [r.itl_s for r in ok if r.itl_s is not None]
@@ -74,6 +74,7 @@ def ours(root: Path, url: str, concurrency: int, count: int) -> dict[str, float]
 
 def theirs(root: Path, url: str, engine: Path, concurrency: int, count: int) -> dict[str, float]:
     out = root / f"vllm-c{concurrency}.json"
+    out.unlink(missing_ok=True)
     cmd = [
         str(engine / "venv/bin/vllm"), "bench", "serve", "--backend", "openai-chat",
         "--base-url", url, "--endpoint", "/v1/chat/completions", "--model", "tiny-llama",
@@ -102,14 +103,23 @@ def main(argv: list[str]) -> int:
     p.add_argument("engine", type=Path, help="the recipe's DIR (venv/ and model/)")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
     p.add_argument("--prompts", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=2, help="alternating rounds per concurrency")
     args = p.parse_args(argv)
+    url = args.url.rstrip("/")
     with tempfile.TemporaryDirectory(prefix="evstore-bench-vllm-") as tmp:
         root = Path(tmp)
         (root / "evidence").mkdir()
         for c in args.concurrency:
-            a = ours(root, args.url.rstrip("/"), c, args.prompts)
-            b = theirs(root, args.url.rstrip("/"), args.engine, c, args.prompts)
-            print(json.dumps({"concurrency": c, "evstore": a, "vllm_bench_serve": b}), flush=True)
+            for n in range(args.rounds):
+                # Alternating which tool goes first: a shared machine's load drifts.
+                if n % 2:
+                    b = theirs(root, url, args.engine, c, args.prompts)
+                    a = ours(root, url, c, args.prompts, f"{c}-{n}")
+                else:
+                    a = ours(root, url, c, args.prompts, f"{c}-{n}")
+                    b = theirs(root, url, args.engine, c, args.prompts)
+                print(json.dumps({"concurrency": c, "round": n, "evstore": a,
+                                  "vllm_bench_serve": b}), flush=True)  # fmt: skip
     return 0
 
 

@@ -373,7 +373,9 @@ class EventTimes(Model, frozen=True, kw_only=True, omit_defaults=False):
     """Every server-sent event of a streamed output, compactly: ``offsets_us[i]`` is event
     ``i``'s arrival in microseconds after ``sent_ns`` (taken at the socket, when the chunk
     completing it was read, before any parsing), ``tokens[i]`` the output tokens it
-    carried (0 for a role-only, usage-only or ``[DONE]`` event). Per-token times follow:
+    carried (0 for a role-only, usage-only or ``[DONE]`` event; 1 marks a token-carrying
+    event whose count the server did not give, when only a final usage total or a
+    tokenizer counted the output: ``output_tokens`` holds the total). Per-token times follow:
     the first content event's tokens at its arrival, each later event's ``k`` tokens
     spread evenly over the gap since the previous content event."""
 

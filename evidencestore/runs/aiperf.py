@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._canonical import canonical, loads_json, pretty
 from ..errors import ConfigError
@@ -33,6 +33,9 @@ from .models import Failure, Harness, Phase, RequestRecord
 from .recorder import RunRecorder
 from .streams import Completion
 from .transport import Observation
+
+if TYPE_CHECKING:
+    from ..config import Repository
 
 __all__ = ["METRICS", "import_aiperf"]
 
@@ -157,7 +160,7 @@ def _failure(error: dict[str, Any]) -> Failure:
 
 
 def _import_one(
-    root: str | os.PathLike[str],
+    repo: Repository,
     source: HarnessDir,
     name: str,
     *,
@@ -179,7 +182,7 @@ def _import_one(
             raise ConfigError(f"{source.directory / SUMMARY}: expected a JSON object")
         summary = loaded
     opened = open_import(
-        root,
+        repo,
         name,
         source,
         arm=arm,
@@ -382,7 +385,11 @@ def import_aiperf(
     condition: str | None = None,
 ) -> list[ImportResult]:
     """Seal an AIPerf artifact directory as run bundle ``name`` (or one run per profile
-    run, ``NAME-<subdir>``); see the module."""
+    run, ``NAME-<subdir>``) in the repository ``root`` names
+    (:func:`~evidencestore.config.as_repository`); see the module."""
+    from ..config import as_repository
+
+    repo = as_repository(root)
     base = Path(directory)
     if not base.is_dir():
         raise ConfigError(f"import aiperf {base}: not a directory")
@@ -398,7 +405,7 @@ def import_aiperf(
         sources = [(f"{name}-{p.name}", p) for p in subdirs]
     return [
         _import_one(
-            root,
+            repo,
             harness_dir(path, "aiperf"),
             run_name,
             arm=arm,

@@ -11,8 +11,10 @@ tokenizer in ``DIR/model``) sends as many random prompts of 32 output tokens at 
 same ``--max-concurrency``. Printed per concurrency: our per-token ITL (``itl_s``,
 ``(e2e - ttft) / (tokens - 1)``) mean and median, vLLM's mean and median TPOT (its name
 for the same definition) and mean ITL (its per-event gaps), our event-gap mean, and both
-TTFT medians. The two tools send different prompts, so the numbers agree as two
-samples of one server do, not request for request.
+TTFT medians, and for each tool's run the server's own mean time per output token
+(``vllm:request_time_per_output_token_seconds`` from ``/metrics``, sum over count,
+before and after the run): the truth its per-token ITL mean is held to. The two tools
+run in turn (alternating which goes first) and send different prompts.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 WORKLOAD = """\
 [endpoint]
@@ -33,7 +36,7 @@ model = "tiny-llama"
 include_usage = true
 
 [run]
-warmup = 1
+warmup = 0
 measured = 1
 concurrency = {concurrency}
 check_media = false
@@ -49,7 +52,34 @@ ignore_eos = true
 """
 
 
-def ours(root: Path, url: str, concurrency: int, count: int, tag: str) -> dict[str, float]:
+_SERVER_TPOT = "vllm:request_time_per_output_token_seconds"
+
+
+def server_tpot(url: str) -> tuple[float, float]:
+    """The server's own per-request time per output token histogram: (sum, count)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    got = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for part in got:
+            if line.startswith(f"{_SERVER_TPOT}_{part}"):
+                got[part] += float(line.rsplit(" ", 1)[1])
+    return got["sum"], got["count"]
+
+
+def bracketed(url: str, work: Any) -> dict[str, Any]:
+    """``work()``'s result with the server's mean per-request TPOT over it (ms): the
+    truth each tool's per-token ITL is held to."""
+    s0, n0 = server_tpot(url)
+    out: dict[str, Any] = work()
+    s1, n1 = server_tpot(url)
+    out["server_tpot_mean_ms"] = (s1 - s0) / (n1 - n0) * 1e3 if n1 > n0 else None
+    return out
+
+
+def ours(root: Path, url: str, concurrency: int, count: int, tag: str) -> dict[str, Any]:
     from evidencestore.runs import run_workload
     from evidencestore.runs.streams import event_gaps
 
@@ -67,12 +97,12 @@ def ours(root: Path, url: str, concurrency: int, count: int, tag: str) -> dict[s
         "itl_median_ms": statistics.median(itl) * 1e3,
         "event_gap_mean_ms": statistics.mean(gaps) * 1e3,
         "ttft_median_ms": statistics.median(r.ttft_s for r in ok if r.ttft_s) * 1e3,
-        "tokens_from": sorted({str(r.output_tokens_from) for r in ok}),  # type: ignore[dict-item]
+        "tokens_from": sorted({str(r.output_tokens_from) for r in ok}),
         "content_events": len(per_event),
     }
 
 
-def theirs(root: Path, url: str, engine: Path, concurrency: int, count: int) -> dict[str, float]:
+def theirs(root: Path, url: str, engine: Path, concurrency: int, count: int) -> dict[str, Any]:
     out = root / f"vllm-c{concurrency}.json"
     out.unlink(missing_ok=True)
     cmd = [
@@ -80,7 +110,7 @@ def theirs(root: Path, url: str, engine: Path, concurrency: int, count: int) -> 
         "--base-url", url, "--endpoint", "/v1/chat/completions", "--model", "tiny-llama",
         "--tokenizer", str(engine / "model"), "--dataset-name", "random",
         "--random-input-len", "8", "--random-output-len", "32", "--num-prompts", str(count),
-        "--max-concurrency", str(concurrency), "--ignore-eos", "--num-warmups", "1",
+        "--max-concurrency", str(concurrency), "--ignore-eos", "--num-warmups", "0",
         "--save-result", "--result-dir", str(root), "--result-filename", out.name,
         "--disable-tqdm", "--seed", "0",
     ]  # fmt: skip
@@ -112,12 +142,18 @@ def main(argv: list[str]) -> int:
         for c in args.concurrency:
             for n in range(args.rounds):
                 # Alternating which tool goes first: a shared machine's load drifts.
+                def a_run(c: int = c, n: int = n) -> dict[str, Any]:
+                    return ours(root, url, c, args.prompts, f"{c}-{n}")
+
+                def b_run(c: int = c) -> dict[str, Any]:
+                    return theirs(root, url, args.engine, c, args.prompts)
+
                 if n % 2:
-                    b = theirs(root, url, args.engine, c, args.prompts)
-                    a = ours(root, url, c, args.prompts, f"{c}-{n}")
+                    b = bracketed(url, b_run)
+                    a = bracketed(url, a_run)
                 else:
-                    a = ours(root, url, c, args.prompts, f"{c}-{n}")
-                    b = theirs(root, url, args.engine, c, args.prompts)
+                    a = bracketed(url, a_run)
+                    b = bracketed(url, b_run)
                 print(json.dumps({"concurrency": c, "round": n, "evstore": a,
                                   "vllm_bench_serve": b}), flush=True)  # fmt: skip
     return 0

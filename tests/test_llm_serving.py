@@ -57,7 +57,7 @@ def test_chat_stream_timings_and_tokens(tmp_path: Path, llm: LlmServer) -> None:
     assert rec.outcome == "complete", rec.reason
     (r,) = rec.requests
     assert r.failure is None and r.finish_reason == "length"
-    assert (r.output_tokens, r.output_tokens_from) == (12, "usage")
+    assert (r.output_tokens, r.output_tokens_from) == (12, "token_ids")
     assert r.events is not None
     # role-only chunk first (0 tokens), then 4 events of 3 tokens, finish, usage, [DONE]
     assert r.events.tokens == (0, 3, 3, 3, 3, 0, 0, 0)
@@ -68,10 +68,10 @@ def test_chat_stream_timings_and_tokens(tmp_path: Path, llm: LlmServer) -> None:
         r.events.offsets_us[1] / 1e6 + (r.sent_ns - r.intended_ns) / 1e9, abs=2e-6
     )  # type: ignore[operator]
     assert r.ttft_s >= 0.05
-    # ITL: the span from the first content event to the last over the 9 tokens after
-    # the first event (each later event's gap spread over its 3 tokens).
+    # ITL per token: (e2e - ttft) / (tokens - 1), AIPerf's ITL and vLLM's TPOT.
     offs = r.events.offsets_us
-    assert r.itl_s == pytest.approx((offs[4] - offs[1]) / 1e6 / 9, abs=1e-6)
+    assert r.e2e_s is not None
+    assert r.itl_s == pytest.approx((r.e2e_s - r.ttft_s) / 11, abs=1e-6)
     assert r.tpot_s == pytest.approx((offs[4] - offs[1]) / 1e6 / 11, abs=1e-6)
     times = token_times(r.events)
     assert len(times) == 12 and times == sorted(times)
@@ -105,9 +105,12 @@ def test_completions_and_non_streamed(tmp_path: Path, llm: LlmServer) -> None:
     comp = load_completion(local_store(tmp_path), rec.requests[0].completion.digest)  # type: ignore[union-attr]
     assert comp.token_ids == tuple(llm.tokens("p", 7, 5, 0))
     (tmp_path / "w.toml").write_text(chat_workload(("p",), max_tokens=5, stream=False))
-    rec = _run(tmp_path, llm, "n")
+    rec = _run(tmp_path, llm, "n", ttft=0.02)
     assert rec.outcome == "complete", rec.reason
     assert rec.requests[0].output_tokens == 5
+    # Not streamed: no first token time, so no TTFT, ITL or TPOT (not the whole response).
+    r = rec.requests[0]
+    assert (r.ttft_s, r.itl_s, r.tpot_s) == (None, None, None) and r.e2e_s is not None
 
 
 def test_stream_failure_classes(tmp_path: Path, llm: LlmServer) -> None:
@@ -149,7 +152,8 @@ def test_token_verdicts() -> None:
     v = compare_completions("request 0", "base", "cand", a, d)
     assert v.verdict == "FAIL" and v.position == 2
     assert v.reasons[0] == (
-        "request 0: first divergent token at position 2: 'base' continues 3, 'cand' continues 9 9"
+        "request 0: first divergent token at position 2 (content token 2): 'base' continues 3, "
+        "'cand' continues 9 9"
     )
     t1, t2 = Completion(text="hello"), Completion(text="help!")
     v = compare_completions("k", "a", "b", t1, t2)
@@ -227,7 +231,10 @@ def test_chat_campaign_token_exact(
     kv = ev.adjudications["det/kv-fp8"]
     assert kv.verdict == "FAIL"
     assert {c.token_position for c in kv.comparisons} == {17}
-    assert "first divergent token at position 17: 'base-det-1' continues" in kv.reasons[0]
+    assert (
+        "first divergent token at position 17 (content token 17): 'base-det-1' continues"
+        in kv.reasons[0]
+    )
     rep = ev.repeatability["nondet"]
     assert rep.exact is False and rep.comparisons[0].verdict == "FAIL"
     assert ev.adjudications["nondet/eagle"].verdict in ("INCONCLUSIVE", "FAIL")
@@ -433,8 +440,9 @@ def test_video_server_cli_exposes_every_knob() -> None:
 
     llm_knobs = {k for k in vars(llm_server.LlmServer()) if not k.startswith("_")} - {
         "model", "vocab", "port", "requests", "in_flight", "log", "prompts", "request_ids",
-        "arrivals", "fail_on", "usage"}  # fmt: skip
-    flags = {"role_chunk", "nondeterministic", "batch_dependent", "cache"}
+        "arrivals", "fail_on", "usage", "diverge_on"}  # fmt: skip
+    flags = {"role_chunk", "nondeterministic", "batch_dependent", "cache", "ignore_seed",
+             "continuous_usage"}  # fmt: skip
     assert llm_knobs == set(llm_server._KNOBS) | flags
 
 
@@ -487,7 +495,9 @@ def test_event_takes_the_arrival_of_the_chunk_completing_it() -> None:
     out = examine(data, [100, 200, 300], [10, len(e1 + e2), len(data)], req, stream=True, chat=True)
     assert out.failure is None
     assert out.event_ns == (200, 200, 300) and out.event_tokens == (1, 1, 0)
-    assert out.completion.text == "ab" and out.output_tokens_from == "events"
+    # No token ids, logprobs or usage: the count is unknown, never the number of events.
+    assert out.completion.text == "ab" and out.output_tokens_from is None
+    assert out.output_tokens is None
 
 
 def test_token_ids_from_vllm_logprob_tokens() -> None:
@@ -500,7 +510,7 @@ def test_token_ids_from_vllm_logprob_tokens() -> None:
     out = examine(ev, [1], [len(ev)], req, stream=True, chat=False)
     assert out.failure is None and out.completion.token_ids == (5, 9)
     assert out.completion.logprobs == (-0.5, -0.25) and out.event_tokens == (2, 0)
-    assert (out.output_tokens, out.output_tokens_from) == (2, "usage")
+    assert (out.output_tokens, out.output_tokens_from) == (2, "token_ids")
 
 
 def test_harness_records_an_llm_stream_itself(tmp_path: Path) -> None:

@@ -263,6 +263,6 @@ def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
     if case == "tokens per event":
         events = over_http.events
         assert events is not None and list(events.tokens) == [3, 3, 3, 2, 0]
-        assert over_http.output_tokens == 11 and over_http.output_tokens_from == "events"
+        assert over_http.output_tokens == 11 and over_http.output_tokens_from == "token_ids"
         # two events completed in the first chunk share its arrival
         assert events.offsets_us[0] == events.offsets_us[1] and over_http.ttft_s is not None

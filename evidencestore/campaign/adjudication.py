@@ -31,7 +31,10 @@ UNAVAILABLE and is listed as missing (``evstore pull``), never kept.
 The baseline is repeatable-exact when every pair of its runs is PASS. A candidate is
 PASS only when every output pair is PASS under a repeatable-exact baseline; under a
 non-repeatable baseline the protocol's declared rule applies (``inconclusive`` or
-``fail``), decided before any result, never PASS. Unequal outputs within perceptual
+``fail``), decided before any result, never PASS: with ``inconclusive``, a candidate
+difference at a request where the baseline disagrees with itself is INCONCLUSIVE, one
+where the baseline is repeatable still FAILs. A verdict's first reason is one that
+produces it (a FAIL leads with a failing pair, never an INCONCLUSIVE one). Unequal outputs within perceptual
 thresholds stay INCONCLUSIVE: no threshold is a no-degradation certificate.
 """
 
@@ -453,6 +456,46 @@ def repeatability(
     )
 
 
+def _effective(
+    campaign: Campaign,
+    repeat: Repeatability,
+    judged: Sequence[Member],
+    comparisons: Sequence[OutputComparison],
+) -> list[tuple[Verdict, str]]:
+    """Each candidate pair's verdict under the baseline rule, with its first reason.
+
+    With ``non_repeatable_baseline = "inconclusive"``, a difference between valid
+    outputs at a request where the baseline disagrees with itself is INCONCLUSIVE: that
+    request's reference is one of several outputs the baseline gives. A difference at a
+    request where the baseline is repeatable stays as judged (FAIL), and so does an
+    invalid output anywhere."""
+    unstable = {c.key for c in repeat.comparisons if c.verdict != "PASS"}
+    soften = (
+        not repeat.exact and campaign.protocol.quality.non_repeatable_baseline == "inconclusive"
+    )
+    invalid: set[str] = set()
+    if soften and unstable:
+        phases = campaign.protocol.quality.compare_phases
+        for m in judged:
+            invalid |= {k for k, o in _outputs(m, phases).items() if not (o.valid and o.body)}
+    out: list[tuple[Verdict, str]] = []
+    for c in comparisons:
+        first = c.reasons[0] if c.reasons else c.verdict
+        if c.key not in first:  # a media comparison's reasons do not name the request
+            first = f"{c.key}: {first}"
+        if soften and c.key in unstable and c.verdict == "FAIL" and c.key not in invalid:
+            out.append(
+                (
+                    "INCONCLUSIVE",
+                    f"{c.key}: the baseline disagrees with itself here (non_repeatable_"
+                    f"baseline = 'inconclusive'), so this difference decides nothing: {first}",
+                )
+            )
+        else:
+            out.append((c.verdict, first))
+    return out
+
+
 def adjudicate(
     root: str | os.PathLike[str],
     store: BlobStore,
@@ -476,8 +519,24 @@ def adjudicate(
         for m in judged
         for c in compare_runs(root, store, campaign, reference, m, wl, judge=judge)
     ]
-    verdict = worst([c.verdict for c in comparisons])
-    reasons = [r for c in comparisons if c.verdict != "PASS" for r in c.reasons[:1]]
+    rule = campaign.protocol.quality.non_repeatable_baseline
+    effective = _effective(campaign, repeat, judged, comparisons)
+    verdict = worst([v for v, _ in effective])
+    if not repeat.exact and rule == "fail":
+        verdict = "FAIL"
+    elif not repeat.exact and verdict == "PASS":
+        verdict = "INCONCLUSIVE"
+    # The headline (first) reason is one that produces the verdict: the pairs judged
+    # so first, then the baseline's rule, then every other pair that is not PASS.
+    producing = [r for (v, r) in effective if v == verdict and v != "PASS"]
+    others = [r for (v, r) in effective if v not in (verdict, "PASS")]
+    reasons = list(dict.fromkeys(producing))
+    if not repeat.exact:
+        reasons.append(
+            f"the baseline is not repeatable-exact at {condition}; the protocol declares "
+            f"non_repeatable_baseline = {rule!r}"
+        )
+    reasons += [r for r in dict.fromkeys(others) if r not in reasons]
     if verdict == "PASS":
         reasons.append(
             f"every output of {len(judged)} run(s) valid and exactly equal to baseline "
@@ -493,17 +552,6 @@ def adjudicate(
             "request: unchecked is never valid",
             *dict.fromkeys(unchecked),
         ]
-    elif not repeat.exact:
-        rule = campaign.protocol.quality.non_repeatable_baseline
-        reasons.insert(
-            0,
-            f"the baseline is not repeatable-exact at {condition}; the protocol declares "
-            f"non_repeatable_baseline = {rule!r}",
-        )
-        if rule == "fail":
-            verdict = "FAIL"
-        elif verdict == "PASS":
-            verdict = "INCONCLUSIVE"
     return Adjudication(
         protocol_digest=campaign.digest,
         condition=condition,

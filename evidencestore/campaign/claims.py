@@ -2,9 +2,13 @@
 interval over runs.
 
 The metric (``timing.metric``) is ``e2e`` (``e2e_s``), ``ttft``, ``itl``, ``tpot`` (the
-request record's ``ttft_s``, ``itl_s``, ``tpot_s``) or ``output_throughput``: a run's
+request record's ``ttft_s``, ``itl_s``, ``tpot_s``), ``output_throughput``: a run's
 seconds per output token over its measured span (first intended send to last byte), so
-the ratio is candidate over baseline throughput. Every claim also gives each arm's p50,
+the ratio is candidate over baseline throughput, or ``goodput``: the run's requests per
+second meeting its workload's SLO (``runs/goodput.py``; the run is the unit, its value
+the seconds per good request). TTFT, ITL and TPOT claims are refused on runs that were
+not streamed; per-token metrics on arms whose output tokens were not counted, or were
+counted differently (``_metric_rules``). Every claim also gives each arm's p50,
 p90 and p99 of the metric over its measured requests, with order-statistic intervals
 (``percentiles.py``), and names the runs flagged client-bound (their send lag or CPU
 says the client, not the server, may have set the pace).
@@ -65,7 +69,7 @@ def _cv(values: Sequence[float]) -> float | None:
         return None
     mean = math.fsum(values) / len(values)
     var = math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
-    return math.sqrt(var) / mean
+    return math.sqrt(var) / mean if mean > 0 else None
 
 
 def _sd(values: Sequence[float]) -> float | None:
@@ -88,7 +92,10 @@ _FIELDS = {"e2e": "e2e_s", "ttft": "ttft_s", "itl": "itl_s", "tpot": "tpot_s"}
 
 
 def _request_value(r: RequestRecord, metric: str) -> float | None:
-    """One request's time on ``metric`` (seconds per output token for throughput)."""
+    """One request's time on ``metric`` (seconds per output token for throughput; its
+    end-to-end time for goodput, whose value is the run's)."""
+    if metric == "goodput":
+        return r.e2e_s
     if metric == "output_throughput":
         if r.e2e_s is None or not r.output_tokens:
             return None
@@ -98,6 +105,9 @@ def _request_value(r: RequestRecord, metric: str) -> float | None:
 
 
 def _timed(member: Member, metric: str = "e2e") -> list[_Timed]:
+    good = member.record.goodput
+    if metric == "goodput" and (good is None or good.rate <= 0):
+        return []  # no goodput to claim on (``_metric_rules`` says why)
     out = []
     for r in member.record.requests:
         if r.phase != "measured" or r.failure is not None:
@@ -146,6 +156,9 @@ def run_value(member: Member, metric: str = "e2e") -> RunValue:
     value = _geo(logs) if logs else 0.0
     if metric == "output_throughput":
         value = _throughput_value(member)
+    if metric == "goodput":  # seconds per good request: lower is better, as for times
+        good = member.record.goodput
+        value = 1.0 / good.rate if good is not None and good.rate > 0 else 0.0
     load = member.record.load
     return RunValue(
         run=member.name,
@@ -183,6 +196,63 @@ def _low(member: Member, metric: str, value_of: dict[str, RunValue]) -> float:
     if metric != "e2e":
         return value_of[member.name].value
     return _geo(_by_request(_timed(member, metric), shift=True))
+
+
+#: Metrics that need a first-token time (only a streamed output has one).
+_STREAMED = ("ttft", "itl", "tpot")
+#: Metrics that count output tokens, whose value depends on how they were counted.
+_PER_TOKEN = ("itl", "tpot", "output_throughput")
+
+
+def _metric_rules(condition: str, metric: str, arms: dict[str, Sequence[Member]]) -> list[str]:
+    """Why ``metric`` cannot be claimed on these runs: TTFT, ITL and TPOT of a run that
+    was not streamed; per-token metrics where an arm's tokens were not counted, or were
+    counted differently (the legacy count of events is not a count of tokens); goodput
+    of a run recorded without an SLO or with none met."""
+    reasons: list[str] = []
+    sources: dict[str, set[str | None]] = {}
+    for arm, runs in arms.items():
+        done = [m for m in runs if m.complete]
+        for m in done:
+            ok = [r for r in m.record.requests if r.phase == "measured" and r.failure is None]
+            llm = [r for r in ok if r.completion is not None]
+            if metric in _STREAMED and llm and all(r.ttft_s is None for r in llm):
+                reasons.append(
+                    f"{condition}: arm {arm!r} run {m.name!r} was not streamed ([endpoint] "
+                    f"stream = false): an output that was not streamed has no first-token "
+                    f"time, so no {metric.upper()}; claim on e2e, or stream"
+                )
+            if metric in _PER_TOKEN and llm:
+                sources.setdefault(arm, set()).update(r.output_tokens_from for r in llm)
+            if metric == "goodput":
+                good = m.record.goodput
+                if good is None:
+                    reasons.append(
+                        f"{condition}: arm {arm!r} run {m.name!r} has no goodput: its "
+                        "workload sets no [timing] slo"
+                    )
+                elif good.good == 0:
+                    reasons.append(
+                        f"{condition}: arm {arm!r} run {m.name!r}: none of its "
+                        f"{good.measured} measured requests met the SLO (missed: "
+                        f"{good.missed}): its goodput is 0"
+                    )
+    for arm, seen in sources.items():
+        if None in seen:
+            reasons.append(
+                f"{condition}: arm {arm!r} has requests without a token count (no token "
+                f"ids, logprobs or usage): {metric} needs one; set [endpoint] "
+                "include_usage or token_ids"
+            )
+    counted = {arm: frozenset(s) for arm, s in sources.items()}
+    if len(set(counted.values())) > 1 and any("events" in s for s in counted.values()):
+        shown = "; ".join(f"{a} by {', '.join(sorted(map(str, s)))}" for a, s in counted.items())
+        reasons.append(
+            f"{condition}: the arms count output tokens differently ({shown}): counting "
+            f"events is not counting tokens, so {metric} would depend on how each server "
+            "groups tokens into events; record both arms with token ids or usage"
+        )
+    return reasons
 
 
 def _required(campaign: Campaign, condition: str, arm: str, runs: Sequence[Member]) -> list[str]:
@@ -286,6 +356,7 @@ def make_claim(
                 f"times, below the protocol's min_runs = {timing.min_runs} (the run is the "
                 "unit: more requests per run do not count as more runs)"
             )
+    reasons += _metric_rules(condition, metric, {base.name: b_runs, arm: c_runs})
     notes: list[str] = []
     order: Order | None = None
     pairs: list[tuple[Member, Member]] = []
@@ -458,11 +529,13 @@ NATIVE_DEFINITIONS = {
     "e2e": "evidencestore: from the request's intended send time to its output's last byte, "
     "at the socket",
     "ttft": "evidencestore: from the intended send time to the first server-sent event "
-    "carrying content, at the socket",
-    "itl": "evidencestore: the mean gap between content events after the first, spread over "
-    "the tokens each carried",
-    "tpot": "evidencestore: first to last content event over output_tokens - 1",
+    "carrying a token of any channel, at the socket",
+    "itl": "evidencestore: per token, (e2e - ttft) / (output_tokens - 1), tokens counted "
+    "from token ids, logprobs or usage (AIPerf's ITL, vLLM's TPOT)",
+    "tpot": "evidencestore: first to last token-carrying event over output_tokens - 1",
     "output_throughput": "evidencestore: output tokens over the run's measured span",
+    "goodput": "evidencestore: measured requests meeting every [timing] slo objective per "
+    "second of the measured span (vLLM's and AIPerf's goodput)",
 }
 
 

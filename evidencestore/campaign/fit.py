@@ -81,7 +81,7 @@ class RunRules:
         if workload_digest != bound:
             raise CampaignFitError(
                 f"workload {workload_source} hashes to {workload_digest}, but campaign {name!r} "
-                f"binds condition {condition!r} to {conditions[condition].workload} ({bound})"
+                f"binds condition {condition!r} to {conditions[condition].workload_path} ({bound})"
             )
         declared = self.campaign.config_digests(arm)
         if declared and frozenset(config_digests) != declared:

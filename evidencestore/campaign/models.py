@@ -73,12 +73,14 @@ class TimingRule(Model, frozen=True, kw_only=True):
     ``metric``: the request time claims are about: ``e2e`` (default), or for LLM serving
     ``ttft``, ``itl`` (each request's mean inter-token latency), ``tpot``, or
     ``output_throughput`` (each run's output tokens per second over its measured span;
-    the speedup is candidate over baseline throughput).
+    the speedup is candidate over baseline throughput), or ``goodput`` (each run's
+    requests per second meeting its workload's ``[timing] slo``: the run is the unit;
+    the speedup is candidate over baseline goodput).
     """
 
     __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
-    metric: Literal["e2e", "ttft", "itl", "tpot", "output_throughput"] = "e2e"
+    metric: Literal["e2e", "ttft", "itl", "tpot", "output_throughput", "goodput"] = "e2e"
     min_runs: Annotated[int, Meta(ge=2)] = 3
     confidence: Annotated[float, Meta(gt=0.5, lt=1)] = 0.95
     estimator: Literal["welch-log-t", "paired-log-t"] = ESTIMATOR
@@ -107,12 +109,39 @@ class ConditionSpec(Model, frozen=True, kw_only=True):
     ``harness``: the benchmark harness whose imported runs this condition takes
     (``evstore import aiperf`` / ``loadgen``); its workload is then that harness's input
     file (AIPerf's ``inputs.json``), not a ``workload.toml``. Without it the condition
-    takes ``evstore run``'s runs only: harnesses are never mixed within a condition."""
+    takes ``evstore run``'s runs only: harnesses are never mixed within a condition.
+
+    ``request_rate`` / ``concurrency`` make the condition a point of a sweep: its runs run
+    ``workload`` with those ``[run]`` values (registered at init as ``workload_path``), so
+    one workload file serves every rate or concurrency of a load curve."""
 
     name: Name
     workload: RelPath
     workload_digest: DigestStr | None = None
     harness: Literal["aiperf", "loadgen"] | None = None
+    request_rate: Annotated[float, Meta(gt=0)] | Literal["inf"] | None = None
+    concurrency: Annotated[int, Meta(gt=0, le=1024)] | None = None
+
+    @property
+    def point(self) -> dict[str, float | int | str]:
+        """The ``[run]`` values this condition sets on its workload: a point of a sweep
+        over request rate or concurrency (empty: the workload as it is)."""
+        out: dict[str, float | int | str] = {}
+        if self.request_rate is not None:
+            out["request_rate"] = self.request_rate
+        if self.concurrency is not None:
+            out["concurrency"] = self.concurrency
+        return out
+
+    @property
+    def workload_path(self) -> str:
+        """The path of the workload its runs run: ``workload``, or for a point of a
+        sweep the derived file ``<workload without .toml>.<name>.toml`` that
+        ``campaign init`` registers beside it."""
+        if not self.point:
+            return self.workload
+        stem = self.workload[:-5] if self.workload.endswith(".toml") else self.workload
+        return f"{stem}.{self.name}.toml"
 
 
 class ArmSpec(Model, frozen=True, kw_only=True):

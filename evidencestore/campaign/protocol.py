@@ -9,6 +9,10 @@ is bound to it when its condition pins ``workload_digest`` (checked at init); ot
 the registration binds path to digest and runs are matched against that digest. A
 changed protocol is a new bundle under a new name, never an edit: registrations are
 immutable.
+
+A condition with ``request_rate`` or ``concurrency`` is a point of a sweep: init
+registers its workload with those ``[run]`` values set (``point_workload``) at the
+condition's ``workload_path``, and its runs are matched against that file's digest.
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ class Campaign:
         """The digest of the workload condition ``condition`` names."""
         for cond in self.protocol.condition:
             if cond.name == condition:
-                return cond.workload_digest or self.files[cond.workload].digest
+                return cond.workload_digest or self.files[cond.workload_path].digest
         known = ", ".join(c.name for c in self.protocol.condition)
         raise ConfigError(
             f"campaign {self.name!r}: no condition {condition!r} (conditions: {known})"
@@ -176,8 +180,23 @@ def parse_protocol(data: bytes, source: str) -> Protocol:
     return protocol
 
 
+def point_workload(data: bytes, point: dict[str, float | int | str], where: str) -> bytes:
+    """A workload's bytes with ``[run]`` values set (a point of a sweep): the TOML
+    decoded, the values set, written again (``tomli_w``), so the same base and point
+    give the same bytes on every clone."""
+    import tomli_w
+
+    raw = loads_toml(data, where)
+    run = raw.setdefault("run", {})
+    if not isinstance(run, dict):
+        raise ConfigError(f"{where}: [run] is not a table")
+    run.update(point)
+    return tomli_w.dumps(raw).encode()
+
+
 def _referenced(protocol: Protocol) -> list[str]:
     paths = [c.workload for c in protocol.condition]
+    paths += [c.workload_path for c in protocol.condition if c.point]
     paths += [p for a in protocol.arm for p in a.configs]
     paths += list(protocol.signing.keys) if protocol.signing else []
     return list(dict.fromkeys(paths))
@@ -229,6 +248,12 @@ def init_campaign(
             contents[cond.workload] = wdata
         if cond.harness is None:  # a harness's input file is the harness's to read
             parse_workload(wdata, base / cond.workload)  # valid before any run uses it
+        if cond.point:
+            if cond.harness is not None:
+                raise ConfigError(f"{where}: a point of a sweep needs an evstore workload")
+            wdata = point_workload(wdata, cond.point, where)
+            parse_workload(wdata, f"{base / cond.workload} at {cond.point}")
+            contents[cond.workload_path] = wdata
         if cond.workload_digest is not None:
             got = hash_bytes(wdata).digest
             if got != cond.workload_digest:

@@ -21,7 +21,8 @@ protocol, no finding about the campaign as a whole stands (``members.py``: a cha
 protocol, a deleted run, an arm that mixes servers, ...), and the protocol's rule holds: ``accept = "every-arm"``, every candidate arm
 not withdrawn is qualified (at least one); ``"any-arm"``, at least one is. ``remaining``
 lists what open cells still need; rejections are in their cells, not there. The notes
-say what the verdict rests on (``verify.protection``).
+say what the verdict rests on (``verify.protection``) and every counted run's audit
+findings (``runs/audits.py``), for video and LLM runs alike.
 
 Evaluations are kept by the digests of their inputs (``memo.py``): the protocol, every
 campaign bundle (runs, void and withdrawal records), what the history proved, and the
@@ -235,6 +236,7 @@ def _evaluate(
         f"protection: {line}"
         for line in protection(history.anchor if history else None, members.signed)
     ]
+    notes += _audit_notes(members)
     unavailable: list[MissingInput] = []
     collect = _claims_meanwhile(store, campaign, members)
     try:
@@ -370,6 +372,21 @@ def _evaluate(
         withdrawn=tuple(members.withdrawn),
     )
     return CampaignEvaluation(status, reps, adjs, claims)
+
+
+def _audit_notes(members: Members) -> list[str]:
+    """Every counted run's audit findings (``runs/audits.py``: seed ignored, output
+    caching), one note per run and audit, so a status never hides what a run found."""
+    out = []
+    for m in members.runs:
+        for audit in m.record.audits:
+            if audit.findings:
+                where = f"{m.record.condition or '-'}/{m.record.arm}"
+                out.append(
+                    f"audit {audit.name}: run {m.name!r} ({where}): {len(audit.findings)} "
+                    f"finding(s) of {audit.examined} examined; first: {audit.findings[0].message}"
+                )
+    return out
 
 
 @dataclass

@@ -1,8 +1,10 @@
 """Token-exact verdicts for LLM outputs, and the determinism check across batch sizes.
 
-Two completions (``runs/streams.py``: text, token ids, logprobs, stored by digest) are
-compared token by token: the token ids when both runs have them, else the texts
-character by character.
+Two completions (``runs/streams.py``: text per channel, token ids, logprobs, stored by
+digest) are compared token by token: the token ids when both runs have them (a
+divergence is named by token position and by its channel, ``reasoning``, ``content`` or
+``tool_calls``, and index within it), and every channel's text; without token ids the
+texts character by character, and the reason says it is that fallback.
 
 - PASS: tokens (or texts) equal, and logprobs equal (or kept by neither run);
 - INCONCLUSIVE: tokens equal, logprobs differ (the largest difference is given) or are
@@ -27,7 +29,7 @@ from .._canonical import decode
 from ..errors import EvidenceStoreError
 from ..models import Model
 from ..runs import RunRecord
-from ..runs.streams import Completion
+from ..runs.streams import CHANNELS, Completion
 from ..storage import BlobStore
 from .models import Verdict
 
@@ -71,31 +73,57 @@ def _show(seq: Sequence[int] | str, at: int) -> str:
     return (" ".join(str(t) for t in part) + more) if part else "(end of output)"
 
 
-def compare_completions(
-    key: str, ref_name: str, cand_name: str, a: Completion, b: Completion
-) -> TokenVerdict:
-    """Compare two completions token-exactly (see module doc)."""
-    if a.token_ids is not None and b.token_ids is not None:
-        sa: Sequence[int] | str = a.token_ids
-        sb: Sequence[int] | str = b.token_ids
-        unit = "token"
-    else:
-        sa, sb = a.text, b.text
-        unit = "character (no token ids kept)"
+def _divergence(sa: Sequence[int] | str, sb: Sequence[int] | str) -> int | None:
     n = min(len(sa), len(sb))
     first = next((i for i in range(n) if sa[i] != sb[i]), None)
     if first is None and len(sa) != len(sb):
         first = n
-    if first is not None:
+    return first
+
+
+def compare_completions(
+    key: str, ref_name: str, cand_name: str, a: Completion, b: Completion
+) -> TokenVerdict:
+    """Compare two completions token-exactly, every channel (see module doc)."""
+    if a.token_ids is not None and b.token_ids is not None:
+        sa: Sequence[int] | str = a.token_ids
+        sb: Sequence[int] | str = b.token_ids
+        first = _divergence(sa, sb)
+        if first is not None:
+            channel, at = a.channel_at(first) if first < len(sa) else b.channel_at(first)
+            return TokenVerdict(
+                "FAIL",
+                (
+                    f"{key}: first divergent token at position {first} ({channel} token "
+                    f"{at}): {ref_name!r} continues {_show(sa, first)}, {cand_name!r} "
+                    f"continues {_show(sb, first)}",
+                ),
+                position=first,
+            )
+        unit = "token"
+    else:
+        unit = "character (text fallback: no token ids kept)"
+    for channel in CHANNELS:
+        ta, tb = a.channel_text(channel), b.channel_text(channel)
+        first = _divergence(ta, tb)
+        if first is None:
+            continue
+        where = (
+            "the same token ids, first divergent character"
+            if unit == "token"
+            else "first divergent character (text fallback: no token ids kept)"
+        )
         return TokenVerdict(
             "FAIL",
             (
-                f"{key}: first divergent {unit} at position {first}: {ref_name!r} continues "
-                f"{_show(sa, first)}, {cand_name!r} continues {_show(sb, first)}",
+                f"{key}: {where} in channel {channel} at position {first}: "
+                f"{ref_name!r} continues "
+                f"{_show(ta, first)}, {cand_name!r} continues {_show(tb, first)}",
             ),
             position=first,
         )
-    what = "token ids" if unit == "token" else "texts"
+    sa = a.token_ids if unit == "token" and a.token_ids is not None else a.text
+    what = "token ids" if unit == "token" else "texts (text fallback: no token ids kept)"
     if a.logprobs is None and b.logprobs is None:
         return TokenVerdict("PASS", (f"{key}: {len(sa)} {what} equal (no logprobs kept)",))
     if a.logprobs is None or b.logprobs is None:

@@ -332,6 +332,20 @@ def _show(args: argparse.Namespace) -> int:
             "claim takes one value per run, see `evstore campaign claim`)"
         )
     load = summary.get("load")
+    if load and load.get("request_rate") is not None:
+        lag = load["send_lag_median_s"] or 0.0
+        print(
+            f"open loop: {load['request_rate']:g} requests/s asked, "
+            f"{load['achieved_rate'] or 0.0:.4g} achieved; schedule slip median "
+            f"{lag * 1e3:.3f} ms, p99 {(load['send_lag_p99_s'] or 0.0) * 1e3:.3f} ms, max "
+            f"{(load['send_lag_max_s'] or 0.0) * 1e3:.3f} ms"
+        )
+    good = summary.get("goodput")
+    if good:
+        print(
+            f"goodput: {good['rate']:.4g} requests/s ({good['good']} of {good['measured']} "
+            f"measured met the SLO over {good['span_s']:.4g} s; missed: {good['missed']})"
+        )
     if load and load["client_bound"]:
         print("client-bound: " + "; ".join(load["reasons"]))
     for f in summary["failures"]:

@@ -8,9 +8,12 @@ caching; TEST01 compares outputs across modes).
   request's first output, ``cache_ratio`` times (``[run] cache_ratio``, default 3) or more
   faster than the first: possibly served from a cache rather than generated.
 
-Content identity is the decoded content (each stream's root and audio content digest
-from the output's media check), so two encodes of the same frames and samples are
-identical; an output without a media check is identified by its bytes. Only requests
+Content identity is the decoded content: for media, each stream's root and audio
+content digest from the output's media check, so two encodes of the same frames and
+samples are identical; for an LLM output, its decoded completion (token ids when the
+server gave them, and every channel's text), never the raw event stream, whose bytes
+carry a per-response ``id`` and ``created``. Any other output is identified by its
+bytes. Only requests
 that delivered an output (no failure) are compared. Each audit says what it examined,
 so "no finding" and "nothing to examine" are told apart.
 """
@@ -33,10 +36,26 @@ _NO_SEED = object()
 
 
 def content_identity(record: RequestRecord, store: BlobStore) -> tuple[Any, ...] | None:
-    """What identifies an output's content: its decoded streams' roots (from the stored
-    media check) or, without one, its body digest; None without an output."""
+    """What identifies an output's content: an LLM output's decoded completion, a media
+    output's decoded streams' roots (from the stored media check) or, without either,
+    its body digest; None without an output."""
     if record.body is None or record.failure is not None:
         return None
+    if record.completion is not None:
+        from ..runs.streams import COMPLETION_MEDIA_TYPE, Completion
+
+        try:
+            c = msgspec.json.decode(
+                store.get(record.completion.digest, record.completion.size), type=Completion
+            )
+        except (EvidenceStoreError, msgspec.DecodeError, msgspec.ValidationError):
+            return ("bytes", record.body.digest)
+        return (
+            COMPLETION_MEDIA_TYPE,
+            c.token_ids,
+            c.text,
+            tuple((ch.name, ch.text) for ch in c.channels),
+        )
     if record.media is not None and record.media.verdict == "PASS":
         from ..media.records import CheckReport
 

@@ -30,6 +30,7 @@ from ..errors import BadAnswer, EvidenceStoreError
 from ..models import Descriptor
 from .models import Failure, MediaOutcome, Phase, RequestRecord, RequestSpec
 from .streams import COMPLETION_MEDIA_TYPE, StreamOutcome, event_times, stream_metrics
+from .tokenizer import TokenCounter
 from .transport import Observation, utc_precise
 from .untrusted import is_json, parse_json
 
@@ -72,6 +73,7 @@ class Expected:
     request: RequestSpec = field(default_factory=RequestSpec)
     stream: bool = True
     media: Expectations | None = None
+    tokenizer: TokenCounter | None = None  # counts tokens the server did not
 
 
 def judge(
@@ -103,6 +105,8 @@ def judge(
                 if data is None:
                     data = store.get(body.digest, body.size)
                 stream = endpoint.read_back(data, obs, expected.request, expected.stream)
+                if stream is not None and stream.output_tokens_from is None and expected.tokenizer:
+                    stream = _counted(stream, expected.tokenizer)
                 if stream is not None:
                     completion = store.put(
                         msgspec.json.encode(stream.completion), COMPLETION_MEDIA_TYPE
@@ -118,6 +122,19 @@ def judge(
                 media, _ = check_output(store, body, exp, f"request {slot.index}")
     return request_record(
         obs, slot, payload=payload, body=body, media=media, stream=stream, completion=completion
+    )
+
+
+def _counted(stream: StreamOutcome, tokenizer: TokenCounter) -> StreamOutcome:
+    """A stream whose server gave no token count, counted by the pinned tokenizer
+    (every channel's text)."""
+    c = stream.completion
+    n = tokenizer.count(c.text) + sum(tokenizer.count(ch.text) for ch in c.channels)
+    return replace(
+        stream,
+        output_tokens=n,
+        output_tokens_from="tokenizer",
+        completion=msgspec.structs.replace(c, output_tokens=n),
     )
 
 
@@ -214,7 +231,15 @@ def request_record(
     start = o.intended_ns if o.intended_ns is not None else o.sent_ns
     metrics = None
     if stream is not None and failure is None:
-        metrics = stream_metrics(stream.event_ns, stream.event_tokens, start, stream.output_tokens)
+        metrics = stream_metrics(
+            stream.event_ns,
+            stream.event_tokens,
+            start,
+            stream.output_tokens,
+            end_ns=o.last_byte_ns,
+            visible_ns=stream.visible_ns,
+            streamed=stream.streamed,
+        )
     return RequestRecord(
         index=slot.index,
         phase=slot.phase,
@@ -250,6 +275,7 @@ def request_record(
         completion=completion,
         finish_reason=stream.completion.finish_reason if stream is not None else None,
         ttft_s=metrics.ttft_s if metrics else None,
+        ttft_visible_s=metrics.ttft_visible_s if metrics else None,
         itl_s=metrics.itl_s if metrics else None,
         tpot_s=metrics.tpot_s if metrics else None,
         output_tokens=stream.output_tokens if stream is not None else None,

@@ -106,7 +106,13 @@ class Endpoint(Model, frozen=True, kw_only=True):
 
     ``chat`` and ``completions`` are OpenAI's ``/v1/chat/completions`` and
     ``/v1/completions``: ``model`` is sent with every request, ``stream`` asks for
-    server-sent events (with ``stream_options.include_usage`` when ``include_usage``)."""
+    server-sent events (with ``stream_options.include_usage`` when ``include_usage``, and
+    usage in every chunk, vLLM's ``continuous_usage_stats``, when ``continuous_usage``);
+    ``token_ids`` asks the server for each output token's id so verdicts name token
+    positions: ``"return_token_ids"`` (vLLM's ``return_token_ids``), ``"logprobs"``
+    (logprobs with ``return_tokens_as_token_ids``), ``"none"`` (the default: texts, and
+    verdicts say they fell back to characters). ``tokenizer`` counts output tokens when
+    the server gives neither ids nor usage (``runs/tokenizer.py``)."""
 
     __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
@@ -115,11 +121,22 @@ class Endpoint(Model, frozen=True, kw_only=True):
     model: str | None = None
     stream: bool = True
     include_usage: bool = True
+    continuous_usage: bool = False
+    token_ids: Literal["none", "return_token_ids", "logprobs"] = "none"
+    tokenizer: TokenizerRef | None = None
     health_path: UrlPath = "/health"
     models_path: UrlPath = "/v1/models"
     poll_interval: Annotated[float, Meta(gt=0, le=3600)] = 0.5
     poll_relative: Annotated[float, Meta(gt=0, le=0.5)] = 0.01
     poll_min: Annotated[float, Meta(gt=0, le=3600)] = 0.005
+
+
+class TokenizerRef(Model, frozen=True, kw_only=True):
+    """A ``tokenizer.json`` pinned by ``digest``, read from ``path`` (relative to the
+    workload) or, without one, from the store (``runs/tokenizer.py``)."""
+
+    digest: DigestStr
+    path: str | None = None
 
 
 class RunSection(Model, frozen=True, kw_only=True):
@@ -130,7 +147,16 @@ class RunSection(Model, frozen=True, kw_only=True):
     output caching audit's threshold: a repetition returning its request's first output
     that many times faster than the first is a finding. ``max_send_lag``: a run whose
     median send lag (actual minus intended send time) exceeds it, in seconds, is
-    flagged client-bound."""
+    flagged client-bound.
+
+    Open-loop load (``request_rate``, requests per second, or ``"inf"``: all at once):
+    requests are due on a schedule fixed before the run, whatever the server does; the
+    gaps are gamma-distributed with shape ``burstiness`` (1: a Poisson process; below 1
+    burstier, above 1 more regular) and mean ``1 / request_rate``, drawn from
+    ``arrival_seed`` (``vllm bench serve --request-rate --burstiness --seed``).
+    ``concurrency`` still caps the requests in flight (vLLM's ``--max-concurrency``): a
+    request due while the cap is reached waits, and its send lag says so. Without
+    ``request_rate`` the loop is closed: a request is due when a worker is free."""
 
     __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
@@ -142,6 +168,9 @@ class RunSection(Model, frozen=True, kw_only=True):
     max_output_size: Annotated[int, Meta(gt=0, le=1 << 40)] = MAX_OUTPUT_SIZE
     cache_ratio: Annotated[float, Meta(gt=1)] = 3.0
     max_send_lag: Annotated[float, Meta(gt=0, le=60)] = 0.001
+    request_rate: Annotated[float, Meta(gt=0)] | Literal["inf"] | None = None
+    burstiness: Annotated[float, Meta(gt=0, le=1000)] = 1.0
+    arrival_seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] = 0
 
 
 class AudioSection(Model, frozen=True, kw_only=True):
@@ -249,6 +278,23 @@ class PromptSet(Model, frozen=True, kw_only=True):
     ignore_eos: bool | None = None
 
 
+class Slo(Model, frozen=True, kw_only=True):
+    """Service-level objectives of one request, in seconds: ``ttft`` (``ttft_s``),
+    ``tpot`` (per output token: ``itl_s``, vLLM's TPOT, AIPerf's ITL) and ``e2e``
+    (``e2e_s``); a request meets the SLO when it succeeded and is within every one given."""
+
+    ttft: Annotated[float, Meta(gt=0)] | None = None
+    tpot: Annotated[float, Meta(gt=0)] | None = None
+    e2e: Annotated[float, Meta(gt=0)] | None = None
+
+
+class TimingSection(Model, frozen=True, kw_only=True):
+    """``[timing]`` of a workload: ``slo`` makes the run's goodput (measured requests per
+    second meeting every objective) part of its record, and a metric claims can use."""
+
+    slo: Slo | None = None
+
+
 class Workload(Model, frozen=True, kw_only=True):
     """``workload.toml``: the endpoint, repetitions, audio expectations and requests
     (inline ``[[request]]`` and, for LLM endpoints, ``[prompts]``)."""
@@ -262,6 +308,7 @@ class Workload(Model, frozen=True, kw_only=True):
     audio: AudioSection | None = None
     video: VideoSection | None = None
     server: ServerSection | None = None
+    timing: TimingSection | None = None
 
 
 # -- run record -------------------------------------------------------------------
@@ -337,7 +384,9 @@ class EventTimes(Model, frozen=True, kw_only=True, omit_defaults=False):
     """Every server-sent event of a streamed output, compactly: ``offsets_us[i]`` is event
     ``i``'s arrival in microseconds after ``sent_ns`` (taken at the socket, when the chunk
     completing it was read, before any parsing), ``tokens[i]`` the output tokens it
-    carried (0 for a role-only, usage-only or ``[DONE]`` event). Per-token times follow:
+    carried (0 for a role-only, usage-only or ``[DONE]`` event; 1 marks a token-carrying
+    event whose count the server did not give, when only a final usage total or a
+    tokenizer counted the output: ``output_tokens`` holds the total). Per-token times follow:
     the first content event's tokens at its arrival, each later event's ``k`` tokens
     spread evenly over the gap since the previous content event."""
 
@@ -365,15 +414,18 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     ``e2e_s`` is measured from ``intended_ns`` when it is recorded, so it includes it.
 
     Streamed LLM outputs (``chat``, ``completions``) add ``events`` (every SSE event's
-    arrival and token count), and from them: ``ttft_s``, from ``intended_ns`` to the
-    first event carrying content (a role-only first chunk does not count);
-    ``itl_s``, the request's mean inter-token latency over the tokens after the first
-    content event (each later event's gap spread over its tokens); ``tpot_s``, the time
-    from the first to the last content event over ``output_tokens - 1``; and
-    ``output_tokens``, from the server's usage (``output_tokens_from = "usage"``) or
-    counted from the events (``"events"``) when usage is absent. ``completion`` is the
-    decoded output (text, token ids, logprobs, finish reason) stored by digest beside
-    the raw event stream (``body``).
+    arrival and token count: the event-gap list, vLLM's ITL list, comes from it), and
+    from them: ``ttft_s``, from ``intended_ns`` to the first event carrying a token of
+    any channel (a role-only first chunk does not count; AIPerf's TTFT, vLLM's TTFT),
+    ``ttft_visible_s`` to the first ``content`` token (differs for reasoning models);
+    ``itl_s``, the per-token inter-token latency ``(e2e_s - ttft_s) / (output_tokens -
+    1)`` (AIPerf's ITL, vLLM's TPOT); ``tpot_s``, the time from the first to the last
+    token-carrying event over ``output_tokens - 1``; and ``output_tokens`` with its
+    source ``output_tokens_from`` (``runs/streams.py``: token ids, logprob entries,
+    continuous or final usage; None, and no per-token metric, when the server gave none
+    of them: never the number of events). An output that was not streamed has no TTFT,
+    ITL or TPOT. ``completion`` is the decoded output (text per channel, token ids,
+    logprobs, finish reason) stored by digest beside the raw event stream (``body``).
     """
 
     index: Count
@@ -413,7 +465,10 @@ class RequestRecord(Model, frozen=True, kw_only=True, omit_defaults=False):
     itl_s: float | None = None
     tpot_s: float | None = None
     output_tokens: Count | None = None
-    output_tokens_from: Literal["usage", "events"] | None = None
+    output_tokens_from: (
+        Literal["token_ids", "logprobs", "continuous-usage", "usage", "tokenizer", "events"] | None
+    ) = None
+    ttft_visible_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -427,7 +482,10 @@ class ClientLoad(Model, frozen=True, kw_only=True, omit_defaults=False):
     """The client's own load while the requests ran: process CPU seconds over wall
     seconds, the send lag's median and largest value, and whether the run is
     ``client_bound`` (median send lag above ``[run] max_send_lag``, or the client's CPU
-    saturated: at least 0.9 of one core), with why."""
+    saturated: at least 0.9 of one core), with why. For an open-loop run the send lag is
+    the schedule's slip: ``request_rate`` is the rate asked for (None: closed loop or
+    ``inf``), ``achieved_rate`` the measured requests over the span of their actual
+    sends, ``send_lag_p99_s`` the slip's 99th percentile."""
 
     cpu_s: float
     wall_s: float
@@ -437,6 +495,23 @@ class ClientLoad(Model, frozen=True, kw_only=True, omit_defaults=False):
     max_send_lag_s: float
     client_bound: bool
     reasons: tuple[str, ...] = ()
+    request_rate: float | None = None
+    achieved_rate: float | None = None
+    send_lag_p99_s: float | None = None
+
+
+class Goodput(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """The run's goodput under its workload's SLO (``runs/goodput.py``): how many
+    measured requests met every objective, of how many, over the measured span (first
+    intended send to last byte), and their rate per second (vLLM's ``--goodput``,
+    AIPerf's ``--goodput``); ``missed`` counts, per objective, the requests beyond it."""
+
+    slo: Slo
+    good: Count
+    measured: Count
+    span_s: float
+    rate: float
+    missed: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class AuditFinding(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -544,6 +619,7 @@ class RunRecord(
     audits: tuple[Audit, ...] = ()
     load: ClientLoad | None = None
     harness: Harness | None = None
+    goodput: Goodput | None = None
     launched: LaunchedServer | None = None
 
 

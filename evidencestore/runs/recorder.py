@@ -37,6 +37,7 @@ from .models import (
     ClientEnvironment,
     ClientLoad,
     Exchange,
+    Goodput,
     Harness,
     LaunchedServer,
     Outcome,
@@ -173,6 +174,7 @@ class RunRecorder:
         self.signing_key = signing_key
         self.audits: tuple[Audit, ...] = ()  # the runner's audits of the outputs
         self.load: ClientLoad | None = None  # the runner's own load while it sent
+        self.goodput: Goodput | None = None  # under the workload's SLO, when it has one
         self.started = utc_precise()
         self.client = client_environment()
         self.entries: dict[str, Entry] = {}
@@ -398,6 +400,7 @@ class RunRecorder:
             requests=requests,
             audits=self.audits,
             load=self.load,
+            goodput=self.goodput,
             harness=self.harness,
             launched=self.launched,
         )

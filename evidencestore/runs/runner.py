@@ -9,8 +9,12 @@ record: bodies stream into temporaries under the store as they arrive and are pu
 decoded and checked against its request's expectations afterwards too, so neither
 disturbs the timings.
 
-Concurrency: with ``concurrency = N``, N workers take requests from one queue; every
-warmup request finishes before the first measured request is sent. Records are keyed by
+Concurrency: with ``concurrency = N``, N workers take requests from one queue (closed
+loop: a request is due when a worker is free); with ``[run] request_rate``, requests are
+due on a schedule fixed before the phase (``arrivals.py``: open loop), sent at their due
+time or as soon after as at most N in flight allow, each recording its intended and
+actual send time. Every warmup request finishes before the first measured request is
+sent. Records are keyed by
 their schedule index, so completion order cannot reorder or lose one.
 
 Nothing but the server URL given is contacted; redirects are not followed. Each
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import os
 import statistics
 import time
@@ -38,10 +43,12 @@ from typing import TYPE_CHECKING
 from ..models import Descriptor, Registration
 from ..storage import LocalBlobStore
 from . import polling
+from .arrivals import arrival_offsets
 from .audits import audit_run
 from .body import BodySink
 from .endpoints import Endpoint, endpoint_for
 from .fit import CampaignRules
+from .goodput import goodput
 from .judge import Expected, Slot, judge, request_record
 from .models import ClientLoad, Phase, RequestRecord, RunRecord, ServerIdentity
 from .preflight import Prepared, check_server_url, preflight
@@ -175,10 +182,16 @@ def run_prepared(
                 [p.observation for p in results.values() if p.slot.phase == "measured"],
                 clock,
                 loaded.workload.run.max_send_lag,
+                rate
+                if isinstance(rate := loaded.workload.run.request_rate, float) and rate != math.inf
+                else None,
             )
             _finish(recorder, loaded, endpoint, [results[i] for i in sorted(results)], stored)
             try:
                 recorder.audits = audit_run(loaded.workload, recorder.requests, recorder.store)
+                timing = loaded.workload.timing
+                if timing is not None and timing.slo is not None:
+                    recorder.goodput = goodput(timing.slo, recorder.requests)
             except Exception as exc:
                 recorder.fail(_internal("while auditing the outputs", exc))
         finally:
@@ -201,7 +214,10 @@ SATURATED = 0.9
 
 
 def client_load(
-    observations: Sequence[Observation], clock: dict[str, float], max_send_lag: float
+    observations: Sequence[Observation],
+    clock: dict[str, float],
+    max_send_lag: float,
+    request_rate: float | None = None,
 ) -> ClientLoad | None:
     """The client's load over the measured requests: CPU over wall time, the send lag
     (actual minus intended send time), and whether the run is client-bound."""
@@ -222,7 +238,16 @@ def client_load(
         reasons.append(
             f"the client used {fraction:.0%} of a core while sending: its CPU was saturated"
         )
+    sends = sorted(o.sent_ns for o in observations)
+    achieved = (
+        (len(sends) - 1) / ((sends[-1] - sends[0]) / 1e9)
+        if len(sends) > 1 and sends[-1] > sends[0]
+        else None
+    )
     return ClientLoad(
+        request_rate=request_rate,
+        achieved_rate=achieved,
+        send_lag_p99_s=lags[min(len(lags) - 1, math.ceil(0.99 * len(lags)) - 1)] if lags else None,
         cpu_s=clock["cpu"],
         wall_s=clock["wall"],
         cpu_fraction=fraction,
@@ -282,6 +307,7 @@ def _judged(
         request=wl.request[request],
         stream=wl.endpoint.stream,
         media=expectations_for(wl, request) if wl.run.check_media else None,
+        tokenizer=loaded.tokenizer,
     )
     return judge(
         endpoint,
@@ -405,15 +431,45 @@ async def _drive(
                     if progress is not None:
                         progress(slot.index + 1, len(slots), pending.preview(stored[slot.request]))
 
+            async def one(slot: Slot, due: int, cap: asyncio.Semaphore) -> None:
+                async with cap:
+                    observation, sink = await exchange(
+                        conn, endpoint, payloads[slot.request], wl.endpoint.path, utc_precise(), due
+                    )
+                pending = results[slot.index] = _Pending(slot, observation, sink)
+                if progress is not None:
+                    progress(slot.index + 1, len(slots), pending.preview(stored[slot.request]))
+
+            async def open_loop(queue: list[Slot]) -> None:
+                # Due times fixed before the first send (arrivals.py); each request is
+                # sent at its due time, or as soon after as the concurrency cap allows.
+                order = list(reversed(queue))
+                rate = wl.run.request_rate
+                assert rate is not None
+                offsets = arrival_offsets(len(order), rate, wl.run.burstiness, wl.run.arrival_seed)
+                cap = asyncio.Semaphore(wl.run.concurrency)
+                start = time.monotonic_ns()
+                tasks = []
+                for slot, offset in zip(order, offsets, strict=True):
+                    due = start + round(offset * 1e9)
+                    wait = (due - time.monotonic_ns()) / 1e9
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    tasks.append(asyncio.ensure_future(one(slot, due, cap)))
+                await asyncio.gather(*tasks)
+
             cpu0, wall0 = time.process_time(), time.perf_counter()
             # What exists before the requests (modules, the workload, the payloads) is
             # left out of the garbage collector's full passes while they run; young
             # objects are still collected, and everything is again after.
             gc.freeze()
             try:
-                await asyncio.gather(
-                    *(worker(queue) for _ in range(min(wl.run.concurrency, len(queue)) or 1))
-                )
+                if wl.run.request_rate is not None:
+                    await open_loop(queue)
+                else:
+                    await asyncio.gather(
+                        *(worker(queue) for _ in range(min(wl.run.concurrency, len(queue)) or 1))
+                    )
             finally:
                 gc.unfreeze()
             if phase == "measured":

@@ -15,15 +15,28 @@ the stream; ``incomplete`` for a stream closed without ``data: [DONE]`` or witho
 ``finish_reason``; ``invalid-response`` for an event that is not the JSON expected, or
 more output tokens than the request's ``max_tokens``.
 
-Tokens per event: the token ids the server returned with it (``token_ids``, or logprob
-tokens written ``token_id:<n>``, as vLLM's ``return_tokens_as_token_ids`` gives), else its
-logprob entries, else one for an event with non-empty content, counted from the events
-(``output_tokens_from = "events"`` when the server sent no usage).
+Channels (chat): ``content`` (what a user sees), ``reasoning`` (``reasoning_content``
+or ``reasoning`` deltas) and ``tool_calls`` (each call's name and argument fragments) are
+kept apart in the completion; TTFT is the first token of any channel, with the first
+visible (``content``) token's time beside it.
+
+Token accounting, per event, in this order: the token ids the server returned with it
+(``token_ids``, or logprob tokens written ``token_id:<n>``, as vLLM's
+``return_tokens_as_token_ids`` gives), else its logprob entries; else the stream's usage:
+continuous usage (``completion_tokens`` in every chunk, vLLM's
+``continuous_usage_stats``) gives each event's count as the difference, a final usage
+only the total; else the workload's tokenizer pinned by digest counts each channel's
+text (``tokenizer.py``, applied by the judge). ``output_tokens`` is that count, and
+``output_tokens_from`` its source (``token_ids``, ``logprobs``, ``continuous-usage``,
+``usage``, ``tokenizer``); with none of them it is None, never the number of events. Where only the total is known, each content event
+counts 1 in ``event_tokens`` (a marker: the per-event split is unknown) and the per-token
+metrics use the total.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,10 +49,12 @@ from .models import EventTimes, Failure, RequestSpec
 
 __all__ = [
     "COMPLETION_MEDIA_TYPE",
+    "Channel",
     "Completion",
     "SseEvent",
     "StreamMetrics",
     "StreamOutcome",
+    "event_gaps",
     "event_times",
     "examine",
     "inter_token_latencies",
@@ -53,6 +68,22 @@ _LINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n)")
 _MAX_EVENTS = 4_000_000
 _TOKEN_ID = re.compile(r"token_id:[0-9]{1,12}")
 
+#: Where a request's output token count came from (``"events"``: records made before
+#: per-token accounting, which counted content events when the server gave no usage).
+TokenSource = Literal["token_ids", "logprobs", "continuous-usage", "usage", "tokenizer", "events"]
+ChannelName = Literal["content", "reasoning", "tool_calls"]
+CHANNELS: tuple[ChannelName, ...] = ("reasoning", "content", "tool_calls")
+
+
+class Channel(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """One non-visible output channel of a chat completion (``reasoning``,
+    ``tool_calls``): its text, and how many of the completion's tokens it holds (None
+    when the events gave no per-event token count)."""
+
+    name: ChannelName
+    text: str
+    tokens: int | None = None
+
 
 class Completion(Model, frozen=True, kw_only=True, omit_defaults=False):
     """One LLM output as evidence: its text, the token ids and logprobs the server gave
@@ -65,6 +96,26 @@ class Completion(Model, frozen=True, kw_only=True, omit_defaults=False):
     logprobs: tuple[float, ...] | None = None
     finish_reason: str | None = None
     output_tokens: int | None = None
+    channels: tuple[Channel, ...] = ()
+    #: ``token_ids`` (all channels, in order) split into runs: (channel, count).
+    segments: tuple[tuple[ChannelName, int], ...] = ()
+
+    def channel_text(self, name: ChannelName) -> str:
+        """The text of channel ``name`` (``content`` is :attr:`text`)."""
+        if name == "content":
+            return self.text
+        return next((c.text for c in self.channels if c.name == name), "")
+
+    def channel_at(self, position: int) -> tuple[ChannelName, int]:
+        """The channel of token ``position`` and its index within that channel."""
+        seen: dict[str, int] = {}
+        at = 0
+        for name, count in self.segments:
+            if position < at + count:
+                return name, seen.get(name, 0) + position - at
+            seen[name] = seen.get(name, 0) + count
+            at += count
+        return "content", position - sum(c for n, c in self.segments if n != "content")
 
 
 @dataclass(frozen=True)
@@ -108,13 +159,26 @@ class _S(msgspec.Struct, forbid_unknown_fields=False):
     pass
 
 
+class _Function(_S):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCall(_S):
+    index: int = 0
+    function: _Function | None = None
+
+
 class _Delta(_S):
     content: str | None = None
     role: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[_ToolCall] | None = None
 
 
-class _Message(_S):
-    content: str | None = None
+class _Message(_Delta):
+    pass
 
 
 class _Choice(_S):
@@ -129,6 +193,7 @@ class _Choice(_S):
 
 class _Usage(_S):
     completion_tokens: int | None = None
+    completion_tokens_details: Any = None
 
 
 class _Chunk(_S):
@@ -156,7 +221,8 @@ def _logprobs(value: Any) -> tuple[list[str], list[float]]:
 class StreamOutcome:
     """What a streamed (or plain JSON) LLM output says once read back: its failure, if
     any, each event's arrival (monotonic ns) and token count, the decoded completion
-    (stored: ``completion``), the finish reason and output tokens with their source."""
+    (stored: ``completion``), the output tokens with their source (see the module doc),
+    whether it was streamed, and the arrival of its first visible (``content``) token."""
 
     failure: Failure | None
     message: str | None
@@ -164,7 +230,9 @@ class StreamOutcome:
     event_tokens: tuple[int, ...]
     completion: Completion
     output_tokens: int | None
-    output_tokens_from: Literal["usage", "events"] | None
+    output_tokens_from: TokenSource | None
+    streamed: bool = True
+    visible_ns: int | None = None
 
 
 def _arrival(times: Sequence[int], ends: Sequence[int], end: int) -> int:
@@ -172,6 +240,32 @@ def _arrival(times: Sequence[int], ends: Sequence[int], end: int) -> int:
     chunk's cumulative end, ascending)."""
     i = bisect.bisect_left(ends, end)
     return times[min(i, len(times) - 1)]
+
+
+def _pieces(choice: _Choice, chat: bool, stream: bool) -> dict[ChannelName, str]:
+    """The text each channel got from one choice of one event."""
+    if not chat:
+        return {"content": choice.text} if choice.text else {}
+    holder = choice.delta if stream else choice.message
+    if holder is None:
+        return {}
+    out: dict[ChannelName, str] = {}
+    reasoning = holder.reasoning_content or holder.reasoning
+    if reasoning:
+        out["reasoning"] = reasoning
+    if holder.content:
+        out["content"] = holder.content
+    if holder.tool_calls:
+        text = "".join(
+            f"[{c.index}]{c.function.name or ''}{c.function.arguments or ''}"
+            if c.function.name
+            else (c.function.arguments or "")
+            for c in holder.tool_calls
+            if c.function is not None
+        )
+        if text:
+            out["tool_calls"] = text
+    return out
 
 
 def examine(
@@ -185,15 +279,20 @@ def examine(
 ) -> StreamOutcome:
     """Decode a stored LLM output (see module doc); chunk ``i`` of the stream arrived at
     ``chunk_ns[i]`` with ``chunk_end[i]`` bytes received so far."""
-    texts: list[str] = []
+    texts: dict[ChannelName, list[str]] = {c: [] for c in CHANNELS}
+    counts: dict[ChannelName, int] = dict.fromkeys(CHANNELS, 0)
+    segments: list[tuple[ChannelName, int]] = []
     ids: list[int] = []
     toks: list[str] = []
     lps: list[float] = []
     have_ids = have_lps = False
+    per_event: TokenSource | None = None  # the best per-event source seen
+    continuous: list[int | None] = []  # each event's cumulative usage, None where absent
     finish: str | None = None
     usage: int | None = None
     event_ns: list[int] = []
     event_tokens: list[int] = []
+    visible_ns: int | None = None
     failure: Failure | None = None
     message: str | None = None
     done = False
@@ -211,6 +310,7 @@ def examine(
             done = True
             event_ns.append(when)
             event_tokens.append(0)
+            continuous.append(None)
             break
         try:
             chunk = msgspec.json.decode(ev.data, type=_Chunk)
@@ -224,38 +324,70 @@ def examine(
             failure = "stream-error"
             message = f"event {n}: the server reported an error: {str(chunk.error)[:300]}"
             break
+        cumulative = None
         if chunk.usage is not None and chunk.usage.completion_tokens is not None:
-            usage = chunk.usage.completion_tokens
+            usage = cumulative = chunk.usage.completion_tokens
         k = 0
+        got: dict[ChannelName, str] = {}
         for choice in chunk.choices[:1]:
-            if chat:
-                holder = choice.delta if stream else choice.message
-                piece = holder.content if holder is not None else None
-            else:
-                piece = choice.text
+            got = _pieces(choice, chat, stream)
             if choice.token_ids is not None:
                 have_ids = True
                 ids.extend(choice.token_ids)
                 k = len(choice.token_ids)
+                per_event = "token_ids"
             t, lp = _logprobs(choice.logprobs)
             if lp:
                 have_lps = True
                 toks.extend(t)
                 lps.extend(lp)
-                k = k or len(lp)
+                if not k:
+                    k = len(lp)
+                    per_event = per_event or "logprobs"
                 if choice.token_ids is None and t and all(_TOKEN_ID.fullmatch(x) for x in t):
                     # vLLM's return_tokens_as_token_ids: "token_id:123"
                     have_ids = True
                     ids.extend(int(x.partition(":")[2]) for x in t)
-            if piece:
-                texts.append(piece)
-                k = k or 1
+                    per_event = "token_ids"
             if choice.finish_reason is not None:
                 finish = choice.finish_reason
+        for name, piece in got.items():
+            texts[name].append(piece)
+        if k > 0:
+            last = segments[-1][0] if segments else "content"
+            first = next((c for c in CHANNELS if c in got), last)
+            counts[first] += k
+            if segments and segments[-1][0] == first:
+                segments[-1] = (first, segments[-1][1] + k)
+            else:
+                segments.append((first, k))
+        elif got:
+            k = -1  # content without a per-event count: settled below
+        if "content" in got and visible_ns is None:
+            visible_ns = when
         event_ns.append(when)
         event_tokens.append(k)
-    counted = sum(event_tokens)
-    output = usage if usage is not None else counted
+        continuous.append(cumulative if got else None)
+    source: TokenSource | None
+    if per_event is not None:
+        source = per_event
+        counted = sum(max(0, k) for k in event_tokens)
+        output: int | None = counted
+    elif usage is not None:
+        # Continuous usage: every content event carries its running total.
+        running = [c for c, k in zip(continuous, event_tokens, strict=True) if k < 0]
+        if running and all(c is not None for c in running):
+            source = "continuous-usage"
+            prev = 0
+            for i, (c, k) in enumerate(zip(continuous, event_tokens, strict=True)):
+                if k < 0 and c is not None:
+                    event_tokens[i], prev = max(0, c - prev), c
+        else:
+            source = "usage"
+        output = usage
+    else:
+        source, output = None, None
+    event_tokens = [1 if k < 0 else k for k in event_tokens]
     if failure is None:
         if stream and not done:
             failure = "incomplete"
@@ -263,16 +395,22 @@ def examine(
         elif finish is None:
             failure = "incomplete"
             message = "the output has no finish_reason"
-        elif request.max_tokens is not None and output > request.max_tokens:
+        elif request.max_tokens is not None and output is not None and output > request.max_tokens:
             failure = "invalid-response"
             message = f"{output} output tokens, more than max_tokens = {request.max_tokens}"
     completion = Completion(
-        text="".join(texts),
+        text="".join(texts["content"]),
         token_ids=tuple(ids) if have_ids else None,
         tokens=tuple(toks) if have_lps else None,
         logprobs=tuple(lps) if have_lps else None,
         finish_reason=finish,
         output_tokens=output,
+        channels=tuple(
+            Channel(name=c, text="".join(texts[c]), tokens=counts[c] if per_event else None)
+            for c in CHANNELS
+            if c != "content" and texts[c]
+        ),
+        segments=tuple(segments) if len({c for c, _ in segments}) > 1 else (),
     )
     return StreamOutcome(
         failure=failure,
@@ -281,7 +419,9 @@ def examine(
         event_tokens=tuple(event_tokens),
         completion=completion,
         output_tokens=output,
-        output_tokens_from="usage" if usage is not None else "events",
+        output_tokens_from=source,
+        streamed=stream,
+        visible_ns=visible_ns,
     )
 
 
@@ -295,29 +435,52 @@ def event_times(outcome: StreamOutcome, sent_ns: int) -> EventTimes:
 
 @dataclass(frozen=True)
 class StreamMetrics:
-    """TTFT, mean ITL and TPOT of one request, in seconds (None where undefined)."""
+    """TTFT (any channel and visible), per-token ITL and TPOT of one request, in seconds
+    (None where undefined)."""
 
     ttft_s: float | None
     itl_s: float | None
     tpot_s: float | None
+    ttft_visible_s: float | None = None
 
 
 def stream_metrics(
-    event_ns: Sequence[int], tokens: Sequence[int], start_ns: int, output_tokens: int | None
+    event_ns: Sequence[int],
+    tokens: Sequence[int],
+    start_ns: int,
+    output_tokens: int | None,
+    *,
+    end_ns: int | None = None,
+    visible_ns: int | None = None,
+    streamed: bool = True,
 ) -> StreamMetrics:
     """The definitions of the request record (``RequestRecord``): TTFT to the first
-    content event, ITL over the tokens after it, TPOT over ``output_tokens - 1``."""
-    content = [(t, k) for t, k in zip(event_ns, tokens, strict=False) if k > 0]
+    event carrying a token of any channel (``ttft_visible_s``: of ``content``); ITL per
+    token, ``(e2e - ttft) / (output_tokens - 1)`` with e2e ending at ``end_ns`` (the last
+    byte; AIPerf's ITL, vLLM's TPOT); TPOT from the first to the last token-carrying
+    event over ``output_tokens - 1``. Nothing for an output that was not streamed: it
+    has no first token time."""
+    if not streamed:
+        return StreamMetrics(None, None, None)
+    content = [t for t, k in zip(event_ns, tokens, strict=False) if k > 0]
     if not content:
         return StreamMetrics(None, None, None)
-    first, last = content[0][0], content[-1][0]
-    later = sum(k for _, k in content[1:])
-    span = (last - first) / 1e9
+    first, last = content[0], content[-1]
+    n = output_tokens if output_tokens and output_tokens > 1 else None
+    end = end_ns if end_ns is not None else last
     return StreamMetrics(
         ttft_s=(first - start_ns) / 1e9,
-        itl_s=span / later if later else None,
-        tpot_s=span / (output_tokens - 1) if output_tokens and output_tokens > 1 else None,
+        itl_s=(end - first) / 1e9 / (n - 1) if n else None,
+        tpot_s=(last - first) / 1e9 / (n - 1) if n else None,
+        ttft_visible_s=(visible_ns - start_ns) / 1e9 if visible_ns is not None else None,
     )
+
+
+def event_gaps(events: EventTimes) -> list[float]:
+    """The gaps between successive token-carrying events, in seconds (vLLM's ITL list:
+    one value per event, whatever its token count; kept apart from the per-token ITL)."""
+    t = [off / 1e6 for off, k in zip(events.offsets_us, events.tokens, strict=False) if k > 0]
+    return [b - a for a, b in itertools.pairwise(t)]
 
 
 def token_times(events: EventTimes) -> list[float]:

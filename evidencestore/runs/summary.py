@@ -106,6 +106,7 @@ def summarize(record: RunRecord) -> dict[str, Any]:
             and (r.media is None or r.media.verdict == "UNAVAILABLE")
         ),
         "load": msgspec.to_builtins(record.load) if record.load is not None else None,
+        "goodput": msgspec.to_builtins(record.goodput) if record.goodput is not None else None,
         "audits": [
             {
                 "name": a.name,

@@ -21,10 +21,11 @@ import msgspec
 from .._canonical import loads_toml
 from ..confined import MAX_CONTROL_FILE, MAX_INPUT_FILE, read_file
 from ..digest import hash_bytes
-from ..errors import ConfigError, WorkloadError
+from ..errors import ConfigError, EvidenceStoreError, WorkloadError
 from ..models import Descriptor
 from ..paths import path_problem
 from .models import Message, RequestSpec, Workload
+from .tokenizer import TokenCounter, load_tokenizer
 
 if TYPE_CHECKING:
     from ..media.records import Expectations
@@ -50,6 +51,7 @@ class LoadedWorkload:
     descriptor: Descriptor
     workload: Workload
     roots: tuple[Path, ...] = ()
+    tokenizer: TokenCounter | None = None
 
 
 def load_workload(
@@ -82,7 +84,28 @@ def load_workload(
         Descriptor(**hash_bytes(data)._asdict(), media_type="application/toml"),
         workload,
         allowed,
+        _tokenizer(workload, p, allowed, store),
     )
+
+
+def _tokenizer(
+    workload: Workload, p: Path, allowed: tuple[Path, ...], store: BlobStore | None
+) -> TokenCounter | None:
+    """The workload's pinned tokenizer, loaded (checked against its digest)."""
+    ref = workload.endpoint.tokenizer
+    if ref is None:
+        return None
+    where = f"workload {p}: endpoint.tokenizer"
+    if ref.path is not None:
+        data = read_file(p.parent / ref.path, allowed, where=f"{where}.path {ref.path}")
+    elif store is None:
+        raise ConfigError(f"{where}: no path, and no store to read {ref.digest} from")
+    else:
+        try:
+            data = store.get(ref.digest)
+        except EvidenceStoreError as exc:
+            raise ConfigError(f"{where}: {ref.digest}: {exc}") from None
+    return load_tokenizer(data, ref.digest, where)
 
 
 def parse_workload(data: bytes, path: str | os.PathLike[str]) -> Workload:

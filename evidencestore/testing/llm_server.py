@@ -21,7 +21,19 @@ request), ``batch_dependent`` (tokens depend on how many requests are in flight)
 (a pause of ``stall`` seconds after that many tokens), ``drop_at`` (the stream ends after
 that many tokens without a finish reason or ``[DONE]``), ``fail_on`` (a set of 1-based
 request numbers, or True for all, answered ``fail_status``), ``cache`` (a request equal
-to one already answered is served at once), ``usage`` (whether usage is sent when asked).
+to one already answered is served at once, the same tokens in fresh events with a new
+``id`` and ``created``, as a real caching server would), ``ignore_seed`` (the seed is not
+used: requests differing only in their seed get the same tokens), ``usage`` (whether
+usage is sent when asked), ``continuous_usage`` (usage in every chunk, when asked with
+``stream_options.continuous_usage_stats``), ``token_ids`` (``"always"``, or
+``"asked"``: ids only when the request sets ``return_token_ids``, otherwise
+``"token_ids": null`` as vLLM sends), ``reasoning`` (the first that many tokens are sent
+as reasoning, in ``reasoning_field``, before the visible ones), ``diverge_until``
+(``diverge_at`` applies to the positions before this one only), ``diverge_on`` (a set
+of prompts: ``diverge_at`` applies to their requests only; None, every request).
+
+Every response has its own ``id`` (``chatcmpl-<h>-<n>`` / ``cmpl-<h>-<n>``: a hash of the
+request and how many times this server was asked it) and ``created``.
 
 ``log`` holds, for every token written, ``(request number, position, monotonic ns)``
 taken just before its event was written: the truth a client's TTFT and ITL are measured
@@ -48,6 +60,10 @@ if TYPE_CHECKING:
 
 __all__ = ["LlmServer", "chat_workload", "serve_llm"]
 
+#: ``created`` of the ``n``-th answer to one request is ``_EPOCH + n``: per response, yet
+#: the same in every run (a wall-clock stamp would make equal runs' bytes differ).
+_EPOCH = 1_700_000_000
+
 
 class LlmServer:
     """A running reference LLM server: its URL, knobs and what it wrote when."""
@@ -71,7 +87,14 @@ class LlmServer:
         self.fail_on: Knob = False
         self.fail_status = 500
         self.cache = False
+        self.ignore_seed = False
         self.usage = True
+        self.continuous_usage = False
+        self.token_ids = "always"
+        self.reasoning = 0
+        self.reasoning_field = "reasoning_content"
+        self.diverge_until: int | None = None
+        self.diverge_on: set[str] | None = None
         self.port = 0
         self.requests = 0
         self.in_flight = 0
@@ -80,7 +103,8 @@ class LlmServer:
         self.request_ids: dict[int, str] = {}
         self.arrivals: dict[int, int] = {}
         self._rng = random.Random(0)
-        self._cache: dict[str, list[bytes]] = {}
+        self._cache: dict[str, list[int]] = {}
+        self._asked: dict[str, int] = {}
 
     @property
     def url(self) -> str:
@@ -98,7 +122,12 @@ class LlmServer:
         start = self.diverge_at if self.diverge_at is not None else 0
         for i in range(count):
             salt = ""
-            if self.diverge_at is not None and i >= self.diverge_at:
+            if (
+                self.diverge_at is not None
+                and (self.diverge_on is None or prompt in self.diverge_on)
+                and i >= self.diverge_at
+                and (self.diverge_until is None or i < self.diverge_until)
+            ):
                 salt = "diverged"
             if self.nondeterministic and i >= start:
                 salt += f"run{number}"
@@ -113,29 +142,43 @@ class LlmServer:
 
     # -- the exchange ----------------------------------------------------------------
     def _chunk(
-        self, chat: bool, ids: list[int], logprobs: bool, finish: str | None
+        self,
+        chat: bool,
+        ids: list[int],
+        logprobs: bool,
+        finish: str | None,
+        *,
+        with_ids: bool = True,
+        start: int = 0,
+        rid: tuple[str, int] = ("0", 0),
+        as_ids: bool = False,
     ) -> dict[str, Any]:
         text = "".join(f" w{t}" for t in ids)
         choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
         if chat:
-            choice["delta"] = {"content": text} if ids else {}
+            if not ids:
+                choice["delta"] = {}
+            elif start < self.reasoning:
+                # one event holds one channel: the caller splits at the boundary
+                choice["delta"] = {self.reasoning_field: text}
+            else:
+                choice["delta"] = {"content": text}
         else:
             choice["text"] = text
         if ids:
-            choice["token_ids"] = ids
+            choice["token_ids"] = ids if with_ids else None
         if logprobs and ids:
             lps = [self.logprob(t) for t in ids]
+            names = [f"token_id:{t}" if as_ids else f" w{t}" for t in ids]
             choice["logprobs"] = (
-                {
-                    "content": [
-                        {"token": f" w{t}", "logprob": v} for t, v in zip(ids, lps, strict=True)
-                    ]
-                }
+                {"content": [{"token": t, "logprob": v} for t, v in zip(names, lps, strict=True)]}
                 if chat
-                else {"tokens": [f" w{t}" for t in ids], "token_logprobs": lps}
+                else {"tokens": names, "token_logprobs": lps}
             )
         return {
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-{rid[0]}-{rid[1]}",
             "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": _EPOCH + rid[1],
             "model": self.model,
             "choices": [choice],
         }
@@ -163,26 +206,32 @@ class LlmServer:
         self.arrivals[number] = arrived
         if "X-Request-ID" in request.headers:
             self.request_ids[number] = request.headers["X-Request-ID"]
-        seed = int(body.get("seed") or 0)
+        seed = 0 if self.ignore_seed else int(body.get("seed") or 0)
         count = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         stream = bool(body.get("stream", False))
         logprobs = bool(body.get("logprobs"))
-        usage = self.usage and bool((body.get("stream_options") or {}).get("include_usage"))
+        options = body.get("stream_options") or {}
+        usage = self.usage and bool(options.get("include_usage"))
+        continuous = usage and self.continuous_usage and bool(options.get("continuous_usage_stats"))
+        with_ids = self.token_ids == "always" or bool(body.get("return_token_ids"))
+        as_ids = bool(body.get("return_tokens_as_token_ids"))
         key = json.dumps(body, sort_keys=True)
+        # A response id of the request's content and how many times it was asked: its
+        # own per response, as a real server's, yet independent of arrival order.
+        self._asked[key] = self._asked.get(key, 0) + 1
+        rid = (hashlib.blake2b(key.encode(), digest_size=6).hexdigest(), self._asked[key])
         self.in_flight += 1
         try:
             cached = self._cache.get(key) if self.cache else None
-            if cached is not None:
-                resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-                await resp.prepare(request)
-                for part in cached:
-                    await resp.write(part)
-                await resp.write_eof()
-                return resp
-            ids = self.tokens(prompt, seed, count, number)
+            ids = cached if cached is not None else self.tokens(prompt, seed, count, number)
+            if self.cache:
+                self._cache.setdefault(key, ids)
             if not stream:
-                await asyncio.sleep(self.ttft + self.itl * count)
-                one = self._chunk(chat, ids, logprobs, "length")
+                if cached is None:
+                    await asyncio.sleep(self.ttft + self.itl * count)
+                one = self._chunk(
+                    chat, ids, logprobs, "length", with_ids=with_ids, rid=rid, as_ids=as_ids
+                )
                 choice = one["choices"][0]
                 if chat:
                     choice["message"] = {
@@ -191,7 +240,10 @@ class LlmServer:
                     }
                 one["usage"] = {"prompt_tokens": len(prompt.split()), "completion_tokens": count}
                 return web.json_response(one)
-            return await self._stream(request, chat, ids, logprobs, usage, number, arrived, key)
+            return await self._stream(
+                request, chat, ids, logprobs, (usage, continuous, with_ids, as_ids), number,
+                arrived if cached is None else None, rid,
+            )  # fmt: skip
         finally:
             self.in_flight -= 1
 
@@ -201,39 +253,38 @@ class LlmServer:
         chat: bool,
         ids: list[int],
         logprobs: bool,
-        usage: bool,
+        modes: tuple[bool, bool, bool, bool],
         number: int,
-        arrived: int,
-        key: str,
+        arrived: int | None,
+        rid: tuple[str, int],
     ) -> web.StreamResponse:
+        """Stream ``ids`` on the schedule of the knobs (``arrived`` None: a cache hit,
+        sent at once)."""
         from aiohttp import web
 
+        usage, continuous, with_ids, as_ids = modes
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        written: list[bytes] = []
 
         async def send(obj: dict[str, Any] | str, event: str | None = None) -> None:
             data = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
             part = (f"event: {event}\n" if event else "") + f"data: {data}\n\n"
-            raw = part.encode()
-            written.append(raw)
-            await resp.write(raw)
+            await resp.write(part.encode())
+
+        def chunk(part: list[int], finish: str | None, start: int, lp: bool) -> dict[str, Any]:
+            out = self._chunk(
+                chat, part, lp, finish, with_ids=with_ids, start=start, rid=rid,
+                as_ids=as_ids,
+            )  # fmt: skip
+            if continuous:
+                out["usage"] = {"prompt_tokens": 1, "completion_tokens": start + len(part)}
+            return out
 
         if self.role_chunk and chat:
-            await send(
-                {
-                    "object": "chat.completion.chunk",
-                    "model": self.model,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "delta": {"role": "assistant", "content": ""},
-                            "finish_reason": None,
-                        }
-                    ],
-                }
-            )
-        due = arrived + int(self.ttft * 1e9)
+            first = self._chunk(chat, [], False, None, rid=rid)
+            first["choices"][0]["delta"] = {"role": "assistant", "content": ""}
+            await send(first)
+        due = (arrived if arrived is not None else time.monotonic_ns()) + int(self.ttft * 1e9)
         step = max(1, self.tokens_per_event)
         pos = 0
         while pos < len(ids):
@@ -248,27 +299,32 @@ class LlmServer:
                 return resp
             if self.stall_at is not None and pos == self.stall_at:
                 due += int(self.stall * 1e9)
-            part = ids[pos : pos + step]
-            if pos:
-                due += int(self.itl * len(part) * 1e9)
-            if self.jitter:
-                due += int(self._rng.uniform(0, self.jitter) * 1e9)
-            wait = (due - time.monotonic_ns()) / 1e9
-            if wait > 0:
-                await asyncio.sleep(wait)
+            end = pos + step
+            if chat and pos < self.reasoning < end:
+                end = self.reasoning  # an event holds one channel
+            part = ids[pos:end]
+            if arrived is not None:
+                if pos:
+                    due += int(self.itl * len(part) * 1e9)
+                if self.jitter:
+                    due += int(self._rng.uniform(0, self.jitter) * 1e9)
+                wait = (due - time.monotonic_ns()) / 1e9
+                if wait > 0:
+                    await asyncio.sleep(wait)
             finish = "length" if pos + len(part) >= len(ids) else None
-            chunk = self._chunk(chat, part, logprobs, None)
             now = time.monotonic_ns()
             for j in range(len(part)):
                 self.log.append((number, pos + j, now))
-            await send(chunk)
+            await send(chunk(part, None, pos, logprobs))
             pos += len(part)
             if finish is not None:
-                await send(self._chunk(chat, [], False, finish))
+                await send(chunk([], finish, pos, False))
         if usage:
             await send(
                 {
+                    "id": f"{'chatcmpl' if chat else 'cmpl'}-{rid[0]}-{rid[1]}",
                     "object": "chat.completion.chunk" if chat else "text_completion",
+                    "created": _EPOCH + rid[1],
                     "model": self.model,
                     "choices": [],
                     "usage": {"prompt_tokens": 1, "completion_tokens": len(ids)},
@@ -276,8 +332,6 @@ class LlmServer:
             )
         await send("[DONE]")
         await resp.write_eof()
-        if self.cache:
-            self._cache[key] = written
         return resp
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -411,6 +465,10 @@ _KNOBS: dict[str, tuple[type, str]] = {
     "stall": (float, "seconds of the stall"),
     "drop_at": (int, "end the stream after this many tokens, without [DONE]"),
     "fail_status": (int, "the HTTP status of --fail-all"),
+    "reasoning": (int, "the first this many tokens are reasoning (chat)"),
+    "token_ids": (str, "'always', or 'asked' (only with return_token_ids)"),
+    "reasoning_field": (str, "the delta field of reasoning: reasoning_content or reasoning"),
+    "diverge_until": (int, "--diverge-at applies before this position only"),
 }
 
 
@@ -429,6 +487,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         "nondeterministic": "tokens differ per request",
         "batch_dependent": "tokens depend on the requests in flight",
         "cache": "serve repeated requests from a cache",
+        "ignore_seed": "ignore the request's seed",
+        "continuous_usage": "usage in every chunk when asked",
         "no_usage": "never send usage",
         "fail_all": "answer every request with --fail-status",
     }
@@ -438,7 +498,14 @@ def _main(argv: Sequence[str] | None = None) -> int:
         # Refused at start-up, as a real server refuses conflicting settings.
         parser.error("--error-at and --drop-at conflict: a stream ends one way, not both")
     knobs: dict[str, Any] = {k: getattr(args, k) for k in _KNOBS if getattr(args, k) is not None}
-    for flag in ("role_chunk", "nondeterministic", "batch_dependent", "cache"):
+    for flag in (
+        "role_chunk",
+        "nondeterministic",
+        "batch_dependent",
+        "cache",
+        "ignore_seed",
+        "continuous_usage",
+    ):
         if getattr(args, flag):
             knobs[flag] = True
     if args.no_usage:

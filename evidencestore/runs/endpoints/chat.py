@@ -53,9 +53,16 @@ class ChatEndpoint(Endpoint):
                     body["top_logprobs"] = req.top_logprobs
             else:
                 body["logprobs"] = req.top_logprobs or 0
+        if ep.token_ids == "return_token_ids":
+            body["return_token_ids"] = True
+        elif ep.token_ids == "logprobs":
+            body["logprobs"] = body.get("logprobs", True if self.chat else 0)
+            body["return_tokens_as_token_ids"] = True
         body["stream"] = ep.stream
-        if ep.stream and ep.include_usage:
+        if ep.stream and (ep.include_usage or ep.continuous_usage):
             body["stream_options"] = {"include_usage": True}
+            if ep.continuous_usage:
+                body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
         body.update(req.fields)
         return json_payload(body)
 

@@ -28,7 +28,12 @@ Each pair is judged once (``Judge``): its result is kept by the digests of its i
 An output neither the local store nor a configured remote holds makes its pair
 UNAVAILABLE and is listed as missing (``evstore pull``), never kept.
 
-The baseline is repeatable-exact when every pair of its runs is PASS. A candidate is
+Nothing compared is never PASS: a repeatability or an adjudication over zero output
+pairs (runs that kept no outputs, such as LoadGen performance runs, or runs with no
+request in common) is UNAVAILABLE with that reason, whatever kind of run it is.
+
+The baseline is repeatable-exact when at least one pair of its runs was compared and
+every pair is PASS. A candidate is
 PASS only when every output pair is PASS under a repeatable-exact baseline; under a
 non-repeatable baseline the protocol's declared rule applies (``inconclusive`` or
 ``fail``), decided before any result, never PASS. Unequal outputs within perceptual
@@ -65,7 +70,14 @@ from .tokens import compare_completions, load_completion
 if TYPE_CHECKING:
     from ..media.records import Expectations
 
-__all__ = ["Judge", "adjudicate", "compare_runs", "repeatability", "worst"]
+__all__ = [
+    "Judge",
+    "adjudicate",
+    "compare_runs",
+    "nothing_compared",
+    "repeatability",
+    "worst",
+]
 
 _ORDER: dict[str, int] = {"PASS": 0, "INCONCLUSIVE": 1, "UNAVAILABLE": 2, "FAIL": 3}
 
@@ -451,8 +463,19 @@ def repeatability(
         condition=condition,
         runs=tuple(m.digest for m in runs),
         run_names=tuple(m.name for m in runs),
-        exact=all(c.verdict == "PASS" for c in comparisons),
+        exact=bool(comparisons) and all(c.verdict == "PASS" for c in comparisons),
         comparisons=tuple(comparisons),
+        unavailable=None if comparisons else nothing_compared(runs),
+    )
+
+
+def nothing_compared(runs: Sequence[Member]) -> str:
+    """Why a verdict over ``runs`` compared nothing: no output pair in common."""
+    names = ", ".join(repr(m.name) for m in runs)
+    return (
+        f"nothing compared: runs {names} have no output pair in common (a run that kept "
+        "no outputs, such as a LoadGen performance run, cannot be compared): a verdict "
+        "over zero comparisons is UNAVAILABLE"
     )
 
 
@@ -470,7 +493,10 @@ def adjudicate(
 ) -> Adjudication | None:
     """A candidate arm's verdict for one condition; None when it has no output to judge."""
     reference = next(m for m in baseline_runs if m.complete and m.digest == repeat.runs[0])
-    judged = [m for m in candidate_runs if m.record.outcome != "failed-before-inference"]
+    # A run the harness found INVALID supports no lossless verdict, whatever its outputs.
+    judged = [
+        m for m in candidate_runs if m.record.outcome not in ("failed-before-inference", "invalid")
+    ]
     if not judged:
         return None
     wl = _workload_file(repository_at(root).root, campaign, condition)
@@ -479,6 +505,25 @@ def adjudicate(
         for m in judged
         for c in compare_runs(root, store, campaign, reference, m, wl, judge=judge)
     ]
+    empty = None
+    if not comparisons:
+        empty = nothing_compared([reference, *judged])
+    elif repeat.unavailable is not None:
+        empty = f"the baseline's repeatability is UNAVAILABLE: {repeat.unavailable}"
+    if empty is not None:
+        return Adjudication(
+            protocol_digest=campaign.digest,
+            condition=condition,
+            arm=arm,
+            verdict="UNAVAILABLE",
+            reasons=(empty,),
+            baseline_runs=repeat.runs,
+            candidate_runs=tuple(m.digest for m in judged),
+            baseline_repeatable=repeat.exact,
+            comparisons=tuple(comparisons),
+            baseline_run_names=repeat.run_names,
+            candidate_run_names=tuple(m.name for m in judged),
+        )
     verdict = worst([c.verdict for c in comparisons])
     reasons = [r for c in comparisons if c.verdict != "PASS" for r in c.reasons[:1]]
     if verdict == "PASS":

@@ -207,7 +207,10 @@ class Repeatability(
     tag_field="kind",
     tag="evidencestore/campaign-repeatability",
 ):
-    """Baseline run vs baseline run, per request, for one condition."""
+    """Baseline run vs baseline run, per request, for one condition. ``exact`` only when
+    at least one pair was compared and every pair is PASS; ``unavailable`` says why
+    nothing could be compared (runs without outputs, such as LoadGen performance runs):
+    a repeatability over zero comparisons is UNAVAILABLE, never exact."""
 
     protocol_digest: DigestStr
     condition: str
@@ -215,6 +218,7 @@ class Repeatability(
     run_names: tuple[str, ...]
     exact: bool
     comparisons: tuple[OutputComparison, ...]
+    unavailable: str | None = None
 
 
 class Adjudication(
@@ -349,7 +353,7 @@ class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
     runs_done: int
     runs_failed: int
     failed_runs: tuple[str, ...]
-    repeatability: Literal["exact", "not-exact"] | None
+    repeatability: Literal["exact", "not-exact", "unavailable"] | None
     lossless: Verdict | None
     speedup: Speedup | None
     qualified: bool

@@ -247,14 +247,22 @@ def _evaluate(
         repeat = judged.repeat[c]
         if repeat is not None:
             reps[c] = repeat
-        rep_word: Literal["exact", "not-exact"] | None = (
-            None if repeat is None else "exact" if repeat.exact else "not-exact"
+        rep_word: Literal["exact", "not-exact", "unavailable"] | None = (
+            None
+            if repeat is None
+            else "unavailable"
+            if repeat.unavailable
+            else "exact"
+            if repeat.exact
+            else "not-exact"
         )
         b_done, b_failed = _split_runs(c, base, b_runs)
         b_open = _runs_open(c, base, b_done, b_failed)
         b_rejected: list[str] = []
         if repeat is None:
             b_open.append(f"{c}: baseline repeatability not yet qualified")
+        elif repeat.unavailable is not None:  # nothing compared is never exact
+            b_open.append(f"{c}: baseline repeatability is UNAVAILABLE: {repeat.unavailable}")
         elif judged.repeat_lacks[c]:
             b_open.append(f"{c}: baseline outputs are unavailable here (`evstore pull`)")
         elif unchecked := [x for x in repeat.comparisons if x.unchecked]:
@@ -290,9 +298,12 @@ def _evaluate(
                             f"{c}: candidate {arm.name}: outputs are unavailable here "
                             "(`evstore pull`)"
                         )
-                    elif verdict == "UNAVAILABLE" and any(
-                        x.unchecked for x in (*repeat.comparisons, *adj.comparisons)
-                    ):  # unchecked outputs: runs recorded with their checks would decide
+                    elif verdict == "UNAVAILABLE" and (
+                        repeat.unavailable is not None
+                        or not adj.comparisons
+                        or any(x.unchecked for x in (*repeat.comparisons, *adj.comparisons))
+                    ):  # nothing compared, or unchecked outputs: runs with checked
+                        # outputs would decide
                         why = adj.reasons[0] if adj.reasons else ""
                         opened.append(f"{c}: candidate {arm.name} is {verdict}: {why}")
                     elif verdict != "PASS":
@@ -529,7 +540,7 @@ def _cell(
     arm: ArmSpec,
     done: list[Member],
     failed: list[Member],
-    repeatability: Literal["exact", "not-exact"] | None,
+    repeatability: Literal["exact", "not-exact", "unavailable"] | None,
     lossless: Verdict | None,
     speedup: Speedup | None,
     qualified: bool,

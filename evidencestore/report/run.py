@@ -1,6 +1,7 @@
 """The run report: one run record (an HTTP end-to-end benchmark run) as an HTML page.
 
-The outcome comes first (``complete``, ``partial``, ``failed-before-inference``) in words,
+The outcome comes first (``complete``, ``partial``, ``failed-before-inference``,
+``invalid``) in words,
 glyph and colour, with the run's reason and what a refusing server said; then the latency
 of measured requests (end to end and time to first byte) as box plots with every value
 drawn, one box per distinct request and phase, warmup drawn apart (below a rule, in grey)
@@ -26,6 +27,7 @@ OUTCOME_STYLE = {
     "complete": "PASS",
     "partial": "INCONCLUSIVE",
     "failed-before-inference": "FAIL",
+    "invalid": "FAIL",
 }
 OUTCOME_MEANING = {
     "complete": "Every request was sent and every output is valid against its request.",
@@ -33,6 +35,8 @@ OUTCOME_MEANING = {
     "failed requests never contribute a number.",
     "failed-before-inference": "The run failed before any inference; it is kept as "
     "evidence and contributes no number.",
+    "invalid": "The harness found the run INVALID (a rule it checks was not met); it is "
+    "kept as evidence and supports no claim and no lossless verdict.",
 }
 _NS_SENT = ("sent_ns", "send_start_ns", "start_ns", "sent")
 _NS_HEADERS = ("headers_ns", "response_headers_ns", "headers")

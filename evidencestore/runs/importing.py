@@ -99,11 +99,12 @@ class ImportResult:
 
 
 def already_imported(
-    root: str | os.PathLike[str], name: str, source_digest: str
+    root: str | os.PathLike[str], name: str, source_digest: str, execution: str | None = None
 ) -> ImportResult | None:
     """The registered run imported from the same files, if any: under ``name`` it is
     the same import (a no-op); under another name, or ``name`` taken by other content,
-    a :class:`BundleError`."""
+    a :class:`BundleError`. A run imported from the same harness ``execution`` (other
+    side files) is refused under any name: one execution counts once."""
     check_bundle_name(name)
     mine = registration_path(root, name)
     if mine.exists():
@@ -121,10 +122,17 @@ def already_imported(
             reg = load_registration(reg_path)
         except ManifestError:
             continue  # verify reports it; it cannot be this import
-        if reg.manifest.metadata.annotations.get("harness-source") == source_digest:
+        annotations = reg.manifest.metadata.annotations
+        if annotations.get("harness-source") == source_digest:
             raise BundleError(
                 f"these files were already imported as bundle {reg.manifest.name!r} "
                 f"({reg.digest}); a run counts once"
+            )
+        if execution is not None and annotations.get("harness-execution") == execution:
+            raise BundleError(
+                f"this {annotations.get('harness', 'harness')} execution was already imported "
+                f"as bundle {reg.manifest.name!r} ({reg.digest}) from files that differ only "
+                f"beside it (execution {execution}); a run counts once"
             )
     return None
 
@@ -144,6 +152,7 @@ def open_import(
     campaign: CampaignRules | None = None,
     condition: str | None = None,
     workload_bytes: bytes | None = None,
+    execution: str | None = None,
 ) -> tuple[RunRecorder, str] | ImportResult:
     """Store every file of ``source`` and open a run recorder whose workload is the
     harness file ``workload`` (or ``workload_bytes`` when the harness keeps none), every
@@ -151,7 +160,8 @@ def open_import(
     or the :class:`ImportResult` of the same files registered as ``name`` already. A run
     for ``campaign`` (its rules, ``evidencestore.campaign.fit.campaign_rules``) must fit
     it: condition, arm, harness and workload digest, checked before anything is
-    registered."""
+    registered. ``execution`` identifies the harness's execution (``Harness.execution``):
+    one already imported under another name is refused."""
     from ..config import local_store
 
     store = local_store(Path(root))
@@ -164,7 +174,7 @@ def open_import(
                 f"import {source.harness} {source.directory / rel}: cannot read: {exc.strerror}"
             ) from exc
     digest = source_digest(descriptors)
-    done = already_imported(root, name, digest)
+    done = already_imported(root, name, digest, execution)
     if done is not None:
         return done
     if workload is not None:

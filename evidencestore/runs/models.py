@@ -73,7 +73,7 @@ FAILURE_CLASSES: tuple[str, ...] = (
     "stream-error",
     "incomplete",
 )
-Outcome = Literal["complete", "partial", "failed-before-inference"]
+Outcome = Literal["complete", "partial", "failed-before-inference", "invalid"]
 EndpointKind = Literal["videos-sync", "videos-job", "json", "chat", "completions"]
 
 Count = Annotated[int, Meta(ge=0)]
@@ -487,7 +487,9 @@ class Harness(Model, frozen=True, kw_only=True, omit_defaults=False):
     not record (``not_recorded``: what a native run has and this one lacks), the source
     file each imported value was read from (``sources``), and ``source_digest``, the
     digest of the imported files (path and digest of each, canonical): one directory
-    imports once."""
+    imports once. ``execution`` identifies the harness's execution itself (LoadGen: its
+    detail log and trace; AIPerf: its per-request records), so one execution counts once
+    however its side files differ."""
 
     name: Literal["aiperf", "loadgen"]
     version: str | None
@@ -496,6 +498,7 @@ class Harness(Model, frozen=True, kw_only=True, omit_defaults=False):
     not_recorded: tuple[str, ...] = ()
     sources: dict[str, str] = msgspec.field(default_factory=dict)
     source_digest: DigestStr
+    execution: DigestStr | None = None
     profile_run: Count | None = None
     loadgen: LoadGenResult | None = None
 

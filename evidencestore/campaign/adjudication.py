@@ -1,6 +1,8 @@
 """Repeatability (baseline vs baseline) and lossless adjudication (candidate vs baseline).
 
-Outputs are paired by request: workload request index, phase and repetition. Each pair
+Outputs are paired by what was asked, never by position: the request's payload
+(digest), phase and repetition (``_pairs``), so different warmup counts, request orders
+or concurrencies pair the same requests. Each pair
 is judged with the media comparison (``evidencestore.media``): both outputs checked
 against the expectations derived from their request, then exact equality of decoded
 frames and samples. Byte-identical outputs that the run already found valid are equal
@@ -112,10 +114,23 @@ def _unchecked(r: RequestRecord) -> str | None:
     return None
 
 
-def _outputs(member: Member, phases: Sequence[str]) -> dict[str, _Output]:
+@dataclass(frozen=True)
+class _Sent:
+    """One output as pairing sees it: what was asked (phase, payload digest, and the
+    how-manieth send of that payload in the phase), and how reports name it."""
+
+    phase: str
+    payload: str
+    repetition: int
+    label: str
+    output: _Output
+
+
+def _outputs(member: Member, phases: Sequence[str]) -> list[_Sent]:
     entries = {e.path: e.descriptor for e in member.registration.manifest.entries}
-    out: dict[str, _Output] = {}
-    for r in member.record.requests:
+    out: list[_Sent] = []
+    sends: dict[tuple[str, str], int] = {}
+    for r in sorted(member.record.requests, key=lambda r: r.index):
         if r.phase not in phases:
             continue
         prefix = f"requests/{r.index:05d}/arrays/"
@@ -127,9 +142,38 @@ def _outputs(member: Member, phases: Sequence[str]) -> dict[str, _Output]:
         unchecked = _unchecked(r) if r.body is not None else None
         valid = r.failure is None or (r.media is not None and r.media.verdict == "UNAVAILABLE")
         problem = None if valid else f"{r.failure}: {r.message or 'failed'}"
-        key = r.label
-        out[key] = _Output(r.body, valid, problem, r.request, arrays, unchecked, r.completion)
+        output = _Output(r.body, valid, problem, r.request, arrays, unchecked, r.completion)
+        k = sends.get((r.phase, r.payload.digest), 0)
+        sends[(r.phase, r.payload.digest)] = k + 1
+        out.append(_Sent(r.phase, r.payload.digest, k, r.label, output))
     return out
+
+
+def _pairs(a: list[_Sent], b: list[_Sent]) -> list[tuple[str, _Output | None, _Output | None]]:
+    """Outputs of two runs paired by what was asked, never by position: the same
+    payload (digest) in the same phase and repetition; an output whose repetition the
+    other run did not make (another warmup count, another request count) is paired with
+    the other run's first output of that payload (same phase first), and one whose
+    payload the other run never sent stands alone (``run ... has no such request``).
+    Request order, concurrency and warmup counts therefore change no pair."""
+    exact_a = {(x.phase, x.payload, x.repetition): x for x in a}
+    exact_b = {(x.phase, x.payload, x.repetition): x for x in b}
+
+    def first(of: list[_Sent], sent: _Sent) -> _Sent | None:
+        same = [x for x in of if x.payload == sent.payload]
+        return min(same, key=lambda x: (x.phase != sent.phase, x.repetition), default=None)
+
+    out: list[tuple[str, _Output | None, _Output | None]] = []
+    for key, x in exact_a.items():
+        y = exact_b.get(key)
+        other = y if y is not None else first(b, x)
+        out.append((x.label, x.output, other.output if other else None))
+    for key, y in exact_b.items():
+        if key in exact_a:
+            continue
+        other = first(a, y)
+        out.append((y.label, other.output if other else None, y.output))
+    return sorted(out, key=lambda t: t[0])
 
 
 def _array_verdict(c: ArrayComparison) -> Verdict:
@@ -425,8 +469,8 @@ def compare_runs(
         return workload is None or expect(index) is not None
 
     return [
-        judge.pair(k, reference.name, candidate.name, a.get(k), b.get(k), expect, needs_check)
-        for k in sorted(set(a) | set(b))
+        judge.pair(key, reference.name, candidate.name, x, y, expect, needs_check)
+        for key, x, y in _pairs(a, b)
     ]
 
 

@@ -11,24 +11,41 @@ into the fields a native streamed run has: ``e2e_s`` (AIPerf's ``request_latency
 ``output_tokens`` (``output_token_count``). With the raw export
 (``profile_export_raw.jsonl``, ``--export-level raw``) each request's payload and
 response events are stored too, and the completion rebuilt from the events (text,
-token ids when the server sent them), so token-exact verdicts apply. A directory
-holding several profile runs (``--num-profile-runs``: subdirectories each with a
-``profile_export.jsonl``) becomes one run per subdirectory, named ``NAME-<subdir>``.
+token ids when the server sent them), so token-exact verdicts apply. Each request's
+payload is what was asked (the raw export's, else its ``inputs.json`` dataset entry),
+so requests pair across runs by it.
+
+``--num-profile-runs N`` (``profile_runs/run_000N/`` and ``aggregate/``) is one AIPerf
+execution: its passes share one server process, one warmup (the first pass's) and one
+seed (42), so it imports as one run holding every pass's requests
+(``Harness.passes``), sealed whole, aggregate and top-level log included, and counts as
+one run in claims: counting the passes as independent runs would give an interval the
+degrees of freedom of a pooled run (26-48 % false claims measured). ``profile_runs/``
+alone is refused (import its parent). A directory of separate AIPerf runs (each
+subdirectory an artifact directory of its own) becomes one run per subdirectory,
+``NAME-<subdir>``.
+
+Impossible values refuse the import, naming file, line and field: negative or
+non-finite times, an end before its start, a first token after the last byte, a
+fractional token count, or a token count unlike the response's token ids.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 from .._canonical import canonical, loads_json, pretty
+from ..digest import hash_bytes
 from ..errors import ConfigError
 from ..models import Descriptor
 from .endpoints import Observation
 from .fit import CampaignRules
-from .importing import HarnessDir, ImportResult, harness_dir, open_import
+from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_import
 from .models import Failure, Harness, Phase, RequestRecord
 from .recorder import RunRecorder
 from .streams import Completion
@@ -39,6 +56,8 @@ RECORDS = "profile_export.jsonl"
 RAW = "profile_export_raw.jsonl"
 SUMMARY = "profile_export_aiperf.json"
 INPUTS = "inputs.json"
+PROFILE_RUNS = "profile_runs"
+_PASS = re.compile(r"^run_\d{4}$")
 
 #: AIPerf's metric definitions (its docs, ``aiperf/metrics/types/``), by run record field.
 METRICS = {
@@ -84,20 +103,29 @@ def _field(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: 
 
 
 def _metric(metrics: dict[str, Any], tag: str, unit: str, where: str) -> float | None:
-    """A metric's value in seconds (``ms`` / ``ns`` / ``s``) or as is (``tokens``)."""
+    """A metric's value in seconds (``ms`` / ``ns`` / ``s``) or as is (``tokens``); an
+    impossible value (not finite, negative, a fractional token count) refuses the
+    import naming file, line and field."""
     m = metrics.get(tag)
     if m is None:
         return None
-    if not isinstance(m, dict) or not isinstance(m.get("value"), (int, float)):
-        raise ConfigError(f"{where}: metrics.{tag}: expected {{value: number, unit}}")
+    value = m.get("value") if isinstance(m, dict) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ConfigError(f"{where}: field metrics.{tag}: expected {{value: number, unit}}")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(
+            f"{where}: field metrics.{tag} is {value!r}: expected a finite value >= 0"
+        )
+    if unit == "tokens" and value != int(value):
+        raise ConfigError(f"{where}: field metrics.{tag} is {value!r}: expected whole tokens")
     scale = {"ms": 1e-3, "ns": 1e-9, "s": 1.0, "sec": 1.0}.get(m.get("unit", ""))
     if unit == "s":
         if scale is None:
             raise ConfigError(
-                f"{where}: metrics.{tag}: unit {m.get('unit')!r}: expected ms, ns or s"
+                f"{where}: field metrics.{tag}: unit {m.get('unit')!r}: expected ms, ns or s"
             )
-        return float(m["value"]) * scale
-    return float(m["value"])
+        return float(value) * scale
+    return float(value)
 
 
 def _utc(ns: int) -> str:
@@ -155,37 +183,88 @@ def _failure(error: dict[str, Any]) -> Failure:
     return "http-status" if isinstance(code, int) and code >= 300 else "stream-error"
 
 
+def _summary(source: HarnessDir, rel: str) -> dict[str, Any]:
+    if not source.has(rel):
+        return {}
+    try:
+        loaded = loads_json(source.read(rel, "an AIPerf artifact directory"))
+    except ValueError as exc:
+        raise ConfigError(f"{source.directory / rel}: not JSON: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{source.directory / rel}: expected a JSON object")
+    return loaded
+
+
+def _rows(source: HarnessDir, rel: str, pass_number: int) -> list[tuple[Any, ...]]:
+    """One pass's request records, each checked: (start, pass, line, obj, meta, metrics,
+    where)."""
+    records = _records(source, rel)
+    if not records:
+        raise ConfigError(f"{source.directory / rel}: holds no request record")
+    rows = []
+    for number, obj in enumerate(records, 1):
+        where = f"{source.directory / rel}: line {number}"
+        meta = _field(obj, "metadata", dict, where)
+        start = _field(meta, "request_start_ns", int, f"{where}: metadata")
+        end = _field(meta, "request_end_ns", int, f"{where}: metadata")
+        _field(meta, "benchmark_phase", str, f"{where}: metadata")
+        ack = meta.get("request_ack_ns")
+        if start < 0 or end < start:
+            raise ConfigError(
+                f"{where}: field metadata.request_end_ns is {end} and request_start_ns "
+                f"{start}: expected 0 <= start <= end"
+            )
+        if ack is not None and (not isinstance(ack, int) or not start <= ack <= end):
+            raise ConfigError(
+                f"{where}: field metadata.request_ack_ns is {ack!r}: expected an integer "
+                f"between request_start_ns ({start}) and request_end_ns ({end})"
+            )
+        metrics = obj.get("metrics") or {}
+        if not isinstance(metrics, dict):
+            raise ConfigError(f"{where}: field 'metrics': expected an object")
+        rows.append((start, pass_number, number, obj, meta, metrics, where))
+    return rows
+
+
 def _import_one(
     root: str | os.PathLike[str],
     source: HarnessDir,
     name: str,
+    passes: list[str],
     *,
     arm: str,
     campaign: CampaignRules | None,
     condition: str | None,
 ) -> ImportResult:
-    records = _records(source, RECORDS)
-    if not records:
-        raise ConfigError(f"{source.directory / RECORDS}: holds no request record")
-    raw = _records(source, RAW) if source.has(RAW) else None
-    summary: dict[str, Any] = {}
-    if source.has(SUMMARY):
-        try:
-            loaded = loads_json(source.read(SUMMARY, "an AIPerf artifact directory"))
-        except ValueError as exc:
-            raise ConfigError(f"{source.directory / SUMMARY}: not JSON: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{source.directory / SUMMARY}: expected a JSON object")
-        summary = loaded
+    """Import ``source`` as one run: one AIPerf execution whose profile passes are the
+    folders ``passes`` (``[""]`` for a single profile run)."""
+    rows = [row for k, prefix in enumerate(passes) for row in _rows(source, prefix + RECORDS, k)]
+    raws = [_records(source, p + RAW) for p in passes if source.has(p + RAW)]
+    raw = [obj for part in raws for obj in part] if len(raws) == len(passes) else None
+    summary = _summary(source, passes[0] + SUMMARY)
+    inputs = passes[0] + INPUTS
+    if source.has(inputs):
+        first = source.read(inputs, "an AIPerf artifact directory")
+        for p in passes[1:]:
+            if source.has(p + INPUTS) and source.read(p + INPUTS, "") != first:
+                raise ConfigError(
+                    f"{source.directory / (p + INPUTS)}: differs from {source.directory / inputs}:"
+                    " the profile passes of one execution sent different datasets"
+                )
+    execution = hash_bytes(
+        canonical({"aiperf-execution": [hash_bytes(source.read(p + RECORDS, "")).digest
+                                        for p in passes]})
+    ).digest  # fmt: skip
     opened = open_import(
         root,
         name,
         source,
         arm=arm,
-        workload=INPUTS if source.has(INPUTS) else None,
+        workload=inputs if source.has(inputs) else None,
         workload_bytes=canonical(summary.get("input_config") or {}),
         campaign=campaign,
         condition=condition,
+        execution=execution,
     )
     if isinstance(opened, ImportResult):
         return opened
@@ -199,24 +278,17 @@ def _import_one(
     path = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}.get(
         str(endpoint.get("type")), str(endpoint.get("custom_endpoint") or "")
     )
-    rows = []
-    for number, obj in enumerate(records, 1):
-        where = f"{source.directory / RECORDS}: line {number}"
-        meta = _field(obj, "metadata", dict, where)
-        start = _field(meta, "request_start_ns", int, f"{where}: metadata")
-        _field(meta, "request_end_ns", int, f"{where}: metadata")
-        _field(meta, "benchmark_phase", str, f"{where}: metadata")
-        metrics = obj.get("metrics") or {}
-        if not isinstance(metrics, dict):
-            raise ConfigError(f"{where}: field 'metrics': expected an object")
-        rows.append((start, number, obj, meta, metrics, where))
-    slots = _slots([r[3] for r in rows])
-    rows.sort(key=lambda r: (r[0], r[1]))
-    for index, (start, number, obj, meta, metrics, where) in enumerate(rows):
-        request, repetition = slots[number - 1]
+    slots = _slots([(r[1], r[4]) for r in rows])
+    dataset = _dataset(source, inputs)
+    order = sorted(range(len(rows)), key=lambda i: (rows[i][1], rows[i][0], rows[i][2]))
+    counts = [0] * len(passes)
+    for index, i in enumerate(order):
+        start, pass_number, _number, obj, meta, metrics, where = rows[i]
+        counts[pass_number] += 1
+        request, repetition = slots[i]
         _add_request(
             recorder, index, start, obj, meta, metrics, where, raw_by_id, path,
-            request, repetition,
+            request, repetition, dataset,
         )  # fmt: skip
     version = summary.get("aiperf_version")
     not_recorded = [
@@ -230,31 +302,43 @@ def _import_one(
             "AIPerf's --export-level raw keeps them)",
             "completions (token-exact verdicts need the raw export)",
         ]
+    sources = {"requests": passes[0] + RECORDS}
+    if raw is not None:
+        sources["payloads"] = passes[0] + RAW
+    if len(passes) > 1:
+        sources = {f"{k}:{p.rstrip('/')}": p + v.split("/")[-1]
+                   for p in passes for k, v in sources.items()}  # fmt: skip
+    concurrency = ((summary.get("input_config") or {}).get("loadgen") or {}).get("concurrency")
     recorder.harness = Harness(
         name="aiperf",
         version=str(version) if version is not None else None,
         command=_command(summary),
         metrics=METRICS,
         not_recorded=tuple(not_recorded),
-        sources={"requests": RECORDS, **({"payloads": RAW} if raw is not None else {})},
+        sources=sources,
         source_digest=digest,
+        execution=execution,
+        passes=tuple(counts) if len(passes) > 1 else (),
+        concurrency=concurrency if isinstance(concurrency, int) and concurrency > 0 else None,
     )
-    recorder.started = _utc(rows[0][0])
-    recorder.ended = _utc(max(int(r[3]["request_end_ns"]) for r in rows))
+    recorder.started = _utc(min(r[0] for r in rows))
+    recorder.ended = _utc(max(int(r[4]["request_end_ns"]) for r in rows))
     registration, record = recorder.seal()
     return ImportResult(name, registration.digest, False, record.outcome)
 
 
-def _slots(metas: list[dict[str, Any]]) -> list[tuple[int, int]]:
-    """Each record's (request, repetition): the request is its conversation (AIPerf's
-    ``conversation_id``: the dataset entry it sent), numbered in the order AIPerf issued
-    them (phase, then ``session_num``), never by timing, so two runs of one dataset number
-    their prompts alike; the repetition counts earlier sends of it in the same phase."""
+def _slots(metas: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, int]]:
+    """Each record's (request, repetition), given (pass, metadata): the request is its
+    conversation (AIPerf's ``conversation_id``: the dataset entry it sent), numbered in
+    the order AIPerf issued them (phase, pass, then ``session_num``), never by timing, so
+    two runs of one dataset number their prompts alike; the repetition counts earlier
+    sends of it in the same phase (over every pass of the execution)."""
     order = sorted(
         range(len(metas)),
         key=lambda i: (
-            metas[i]["benchmark_phase"] != "warmup",
-            metas[i].get("session_num") if isinstance(metas[i].get("session_num"), int) else i,
+            metas[i][1]["benchmark_phase"] != "warmup",
+            metas[i][0],
+            s if isinstance(s := metas[i][1].get("session_num"), int) else i,
             i,
         ),
     )
@@ -262,11 +346,30 @@ def _slots(metas: list[dict[str, Any]]) -> list[tuple[int, int]]:
     seen: dict[tuple[str, int], int] = {}
     out = [(0, 0)] * len(metas)
     for i in order:
-        conv = str(metas[i].get("conversation_id", i))
+        meta = metas[i][1]
+        conv = str(meta.get("conversation_id", i))
         request = numbers.setdefault(conv, len(numbers))
-        key = (str(metas[i]["benchmark_phase"]), request)
+        key = (str(meta["benchmark_phase"]), request)
         out[i] = (request, seen.get(key, 0))
         seen[key] = seen.get(key, 0) + 1
+    return out
+
+
+def _dataset(source: HarnessDir, inputs: str) -> dict[tuple[str, int], Any]:
+    """AIPerf's dataset (``inputs.json``: ``data[].session_id`` with its ``payloads``),
+    by (session, turn); empty when the directory has none or it is not that shape."""
+    if not source.has(inputs):
+        return {}
+    try:
+        loaded = loads_json(source.read(inputs, "an AIPerf artifact directory"))
+    except ValueError as exc:
+        raise ConfigError(f"{source.directory / inputs}: not JSON: {exc}") from None
+    out: dict[tuple[str, int], Any] = {}
+    data = loaded.get("data") if isinstance(loaded, dict) else None
+    for entry in data if isinstance(data, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("payloads"), list):
+            for turn, payload in enumerate(entry["payloads"]):
+                out[(str(entry.get("session_id")), turn)] = payload
     return out
 
 
@@ -289,6 +392,7 @@ def _add_request(
     path: str,
     request: int,
     repetition: int,
+    dataset: dict[tuple[str, int], Any],
 ) -> RequestRecord:
     phase: Phase = "warmup" if meta["benchmark_phase"] == "warmup" else "measured"
     error = obj.get("error")
@@ -296,12 +400,21 @@ def _add_request(
         raise ConfigError(f"{where}: field 'error': expected an object or null")
     raw = raw_by_id.get(str(meta.get("x_request_id")))
     store = recorder.store
-    if raw is not None and raw.get("payload") is not None:
-        payload = store.put(pretty(raw["payload"]), "application/json")
+    # The payload is what was asked: the raw export's, else the dataset entry's
+    # (inputs.json), so requests pair across runs by it (never by AIPerf's request id).
+    asked = raw.get("payload") if raw is not None else None
+    if asked is None:
+        got = meta.get("turn_index")
+        turn = got if isinstance(got, int) else 0
+        asked = dataset.get((str(meta.get("conversation_id")), turn))
+    if asked is not None:
+        payload = store.put(pretty(asked), "application/json")
     else:
         payload = store.put(
-            canonical({"aiperf_request": meta.get("x_request_id")}), "application/json"
-        )
+            canonical({"aiperf_conversation": meta.get("conversation_id"),
+                       "turn": meta.get("turn_index")}),
+            "application/json",
+        )  # fmt: skip
     body: Descriptor | None = None
     completion: Descriptor | None = None
     done: Completion | None = None
@@ -327,6 +440,17 @@ def _add_request(
     ttft = _metric(metrics, "time_to_first_token", "s", where)
     itl = _metric(metrics, "inter_token_latency", "s", where)
     tokens = _metric(metrics, "output_token_count", "tokens", where)
+    if e2e is not None and ttft is not None and ttft > e2e:
+        raise ConfigError(
+            f"{where}: field metrics.time_to_first_token ({ttft * 1e3:g} ms) exceeds "
+            f"metrics.request_latency ({e2e * 1e3:g} ms): a first token after the last byte"
+        )
+    ids = done.token_ids if done is not None else None
+    if tokens is not None and ids is not None and int(tokens) != len(ids):
+        raise ConfigError(
+            f"{where}: field metrics.output_token_count is {int(tokens)} but the "
+            f"response in {RAW} carries {len(ids)} token ids"
+        )
     ack = meta.get("request_ack_ns") if isinstance(meta.get("request_ack_ns"), int) else None
     end = int(meta["request_end_ns"])
     observation = Observation(
@@ -381,29 +505,38 @@ def import_aiperf(
     campaign: CampaignRules | None = None,
     condition: str | None = None,
 ) -> list[ImportResult]:
-    """Seal an AIPerf artifact directory as run bundle ``name`` (or one run per profile
-    run, ``NAME-<subdir>``); see the module."""
+    """Seal an AIPerf artifact directory as run bundle ``name``: one execution, one run
+    (its ``--num-profile-runs`` passes included); see the module."""
     base = Path(directory)
     if not base.is_dir():
         raise ConfigError(f"import aiperf {base}: not a directory")
+    passes = sorted(p.parent.name for p in base.glob(f"{PROFILE_RUNS}/run_*/{RECORDS}"))
     if (base / RECORDS).is_file():
-        sources = [(name, base)]
+        layouts = [(name, base, [""])]
+    elif passes:
+        layouts = [(name, base, [f"{PROFILE_RUNS}/{p}/" for p in passes])]
+    elif base.name == PROFILE_RUNS or any(_PASS.match(p.parent.name)
+                                          for p in base.glob(f"*/{RECORDS}")):  # fmt: skip
+        raise ConfigError(
+            f"{base}: these are the profile passes of one AIPerf execution "
+            f"(--num-profile-runs: one server process, one warmup, one seed); import the "
+            f"artifact directory that holds {PROFILE_RUNS}/ and aggregate/ as one run"
+        )
     else:
         subdirs = sorted(p.parent for p in base.glob(f"*/{RECORDS}"))
         if not subdirs:
             raise ConfigError(
                 f"{base}: not an AIPerf artifact directory: no {RECORDS} (AIPerf writes it "
-                "with every profile; expected it here or in one subdirectory per profile run)"
+                f"with every profile; expected it here, in {PROFILE_RUNS}/run_NNNN/ "
+                "(--num-profile-runs), or in one subdirectory per separate AIPerf run)"
             )
-        sources = [(f"{name}-{p.name}", p) for p in subdirs]
-    return [
-        _import_one(
-            root,
-            harness_dir(path, "aiperf"),
-            run_name,
-            arm=arm,
-            campaign=campaign,
-            condition=condition,
-        )
-        for run_name, path in sources
-    ]
+        layouts = [(f"{name}-{p.name}", p, [""]) for p in subdirs]
+    out = []
+    for run_name, path, parts in layouts:
+        source = harness_dir(path, "aiperf")
+        with import_lock(root):
+            done = _import_one(
+                root, source, run_name, parts, arm=arm, campaign=campaign, condition=condition
+            )
+        out.append(done)
+    return out

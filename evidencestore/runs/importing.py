@@ -7,11 +7,22 @@ the harness, its version and command, its metric definitions and what it did not
 The files' digests (path and digest of each, canonical) are the run's
 ``source_digest``: the same directory imports once. Importing it again under the same
 name is a no-op (reported as already registered); under another name it is refused.
+
+Concurrent imports (:func:`import_lock`): the "already imported?" check and the
+registration that follows it run under one exclusive ``flock`` on the repository's
+``evidence/`` directory, taken by every importer. Why no interleaving registers one
+folder twice: a second importer cannot check until the first has released the lock,
+which it does only after its registration was renamed into place whole (or it failed,
+leaving nothing); so the second one's check sees the first one's registration. The
+kernel drops the lock when a process dies, however it dies, so none is left stale.
+Where ``flock`` is unavailable (Windows) the check is not serialised.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +42,7 @@ __all__ = [
     "ImportResult",
     "already_imported",
     "harness_dir",
+    "import_lock",
     "open_import",
 ]
 
@@ -135,6 +147,25 @@ def already_imported(
                 f"beside it (execution {execution}); a run counts once"
             )
     return None
+
+
+@contextlib.contextmanager
+def import_lock(root: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the repository's import lock (see the module): an exclusive ``flock`` on
+    ``evidence/``, blocking until it is free."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    evidence = Path(root) / EVIDENCE_DIR
+    evidence.mkdir(parents=True, exist_ok=True)
+    fd = os.open(evidence, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 def source_digest(descriptors: dict[str, Descriptor]) -> str:

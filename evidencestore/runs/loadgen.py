@@ -41,7 +41,7 @@ from ..digest import hash_bytes
 from ..errors import ConfigError
 from .endpoints import Observation
 from .fit import CampaignRules
-from .importing import HarnessDir, ImportResult, harness_dir, open_import
+from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_import
 from .models import FieldValue, Harness, HarnessRule, LoadGenResult
 from .recorder import RunRecorder, request_record
 from .streams import COMPLETION_MEDIA_TYPE, Completion
@@ -362,6 +362,21 @@ def import_loadgen(
     """Seal a LoadGen log directory as run bundle ``name`` (see the module)."""
     source = harness_dir(directory, "loadgen")
     result, values, entries = loadgen_result(source)
+    with import_lock(root):
+        return _import(root, source, name, result, values, entries, arm, campaign, condition)
+
+
+def _import(
+    root: str | os.PathLike[str],
+    source: HarnessDir,
+    name: str,
+    result: LoadGenResult,
+    values: dict[str, Any],
+    entries: list[AccuracyEntry] | None,
+    arm: str,
+    campaign: CampaignRules | None,
+    condition: str | None,
+) -> ImportResult:
     version = values.get("loadgen_version")
     execution = execution_digest(source)
     opened = open_import(

@@ -489,7 +489,10 @@ class Harness(Model, frozen=True, kw_only=True, omit_defaults=False):
     digest of the imported files (path and digest of each, canonical): one directory
     imports once. ``execution`` identifies the harness's execution itself (LoadGen: its
     detail log and trace; AIPerf: its per-request records), so one execution counts once
-    however its side files differ."""
+    however its side files differ. ``passes``: the requests of each profile pass of one
+    execution, in ``requests`` order (AIPerf ``--num-profile-runs``: one server process,
+    one warmup, one seed, so one run); ``concurrency``: the harness's client concurrency
+    as it recorded it."""
 
     name: Literal["aiperf", "loadgen"]
     version: str | None
@@ -500,6 +503,8 @@ class Harness(Model, frozen=True, kw_only=True, omit_defaults=False):
     source_digest: DigestStr
     execution: DigestStr | None = None
     profile_run: Count | None = None
+    passes: tuple[Count, ...] = ()
+    concurrency: Count | None = None
     loadgen: LoadGenResult | None = None
 
 

@@ -72,7 +72,11 @@ from .tokens import compare_completions, load_completion
 if TYPE_CHECKING:
     from ..media.records import Expectations
 
+#: What every verdict, text and report of a retrospective campaign says.
+RETROSPECTIVE = "retrospective: protocol registered after these results"
+
 __all__ = [
+    "RETROSPECTIVE",
     "Judge",
     "adjudicate",
     "compare_runs",
@@ -524,6 +528,27 @@ def nothing_compared(runs: Sequence[Member]) -> str:
 
 
 def adjudicate(
+    root: str | os.PathLike[str],
+    store: BlobStore,
+    campaign: Campaign,
+    condition: str,
+    arm: str,
+    repeat: Repeatability,
+    baseline_runs: Sequence[Member],
+    candidate_runs: Sequence[Member],
+    *,
+    judge: Judge | None = None,
+) -> Adjudication | None:
+    """A candidate arm's verdict for one condition; None when it has no output to judge.
+    A retrospective protocol's verdict says so first (``RETROSPECTIVE``)."""
+    adj = _adjudicate(root, store, campaign, condition, arm, repeat, baseline_runs,
+                      candidate_runs, judge=judge)  # fmt: skip
+    if adj is not None and campaign.protocol.retrospective:
+        adj = msgspec.structs.replace(adj, reasons=(RETROSPECTIVE, *adj.reasons))
+    return adj
+
+
+def _adjudicate(
     root: str | os.PathLike[str],
     store: BlobStore,
     campaign: Campaign,

@@ -142,7 +142,9 @@ class Protocol(Model, frozen=True, kw_only=True):
     sign runs, the campaign's acceptance rule: ``accept = "every-arm"`` (every candidate
     arm not withdrawn is qualified, and at least one is) or ``"any-arm"`` (at least one
     is), and the provenance every run must carry (``require``: runs without it are
-    excluded)."""
+    excluded). ``retrospective = true``: the protocol is registered after (some of) its
+    results, which then count; every verdict, text and report says "retrospective:
+    protocol registered after these results"."""
 
     name: Name
     description: str | None = None
@@ -151,6 +153,7 @@ class Protocol(Model, frozen=True, kw_only=True):
     timing: TimingRule = TimingRule()
     quality: QualityRule = QualityRule()
     signing: SigningRule | None = None
+    retrospective: bool = False
     condition: Annotated[tuple[ConditionSpec, ...], Meta(min_length=1)]
     arm: Annotated[tuple[ArmSpec, ...], Meta(min_length=2)]
 

@@ -235,6 +235,10 @@ def _evaluate(
         f"protection: {line}"
         for line in protection(history.anchor if history else None, members.signed)
     ]
+    if protocol.retrospective:  # declared in the protocol: said first, everywhere
+        from .adjudication import RETROSPECTIVE
+
+        notes.insert(0, RETROSPECTIVE)
     unavailable: list[MissingInput] = []
     collect = _claims_meanwhile(store, campaign, members)
     try:
@@ -314,6 +318,10 @@ def _evaluate(
             claim = computed.get((c, arm.name))
             if claim is None:  # no child, or it failed: computed here, the same record
                 claim = make_claim(store, campaign, members, c, arm.name)
+            if protocol.retrospective:
+                from .adjudication import RETROSPECTIVE
+
+                claim = msgspec.structs.replace(claim, notes=(RETROSPECTIVE, *claim.notes))
             claims[f"{c}/{arm.name}"] = claim
             for what in claim.unavailable:
                 opened.append(f"{c}: candidate {arm.name}: {what}")

@@ -36,8 +36,9 @@ import math
 import os
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._canonical import canonical, loads_json, pretty
 from ..digest import hash_bytes
@@ -49,6 +50,9 @@ from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_
 from .models import Failure, Harness, Phase, RequestRecord
 from .recorder import RunRecorder
 from .streams import Completion
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 __all__ = ["METRICS", "import_aiperf"]
 
@@ -235,6 +239,8 @@ def _import_one(
     arm: str,
     campaign: CampaignRules | None,
     condition: str | None,
+    configs: Sequence[str | os.PathLike[str]] = (),
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> ImportResult:
     """Import ``source`` as one run: one AIPerf execution whose profile passes are the
     folders ``passes`` (``[""]`` for a single profile run)."""
@@ -265,6 +271,9 @@ def _import_one(
         campaign=campaign,
         condition=condition,
         execution=execution,
+        configs=configs,
+        signing_key=signing_key,
+        started=_utc(min(r[0] for r in rows)),
     )
     if isinstance(opened, ImportResult):
         return opened
@@ -504,9 +513,12 @@ def import_aiperf(
     arm: str = "imported",
     campaign: CampaignRules | None = None,
     condition: str | None = None,
+    configs: Sequence[str | os.PathLike[str]] = (),
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> list[ImportResult]:
     """Seal an AIPerf artifact directory as run bundle ``name``: one execution, one run
-    (its ``--num-profile-runs`` passes included); see the module."""
+    (its ``--num-profile-runs`` passes included); see the module. ``configs``: the arm's
+    configuration files; ``signing_key`` signs the record as ``run --sign`` does."""
     base = Path(directory)
     if not base.is_dir():
         raise ConfigError(f"import aiperf {base}: not a directory")
@@ -536,7 +548,8 @@ def import_aiperf(
         source = harness_dir(path, "aiperf")
         with import_lock(root):
             done = _import_one(
-                root, source, run_name, parts, arm=arm, campaign=campaign, condition=condition
-            )
+                root, source, run_name, parts, arm=arm, campaign=campaign,
+                condition=condition, configs=configs, signing_key=signing_key,
+            )  # fmt: skip
         out.append(done)
     return out

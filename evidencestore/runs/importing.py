@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._canonical import canonical
 from ..bundle import check_bundle_name
@@ -36,10 +37,14 @@ from ..models import Descriptor
 from .fit import CampaignRules
 from .recorder import RunRecorder
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 __all__ = [
     "MAX_HARNESS_FILE",
     "HarnessDir",
     "ImportResult",
+    "ResultsPredateProtocol",
     "already_imported",
     "harness_dir",
     "import_lock",
@@ -97,6 +102,11 @@ def harness_dir(directory: str | os.PathLike[str], harness: str) -> HarnessDir:
     if not files:
         raise ConfigError(f"import {harness} {base}: the directory holds no files")
     return HarnessDir(base, files, harness)
+
+
+class ResultsPredateProtocol(ConfigError):
+    """Results made before their campaign's protocol was committed, which does not
+    declare ``retrospective = true``: they cannot count (``evstore import`` exits 1)."""
 
 
 @dataclass(frozen=True)
@@ -184,6 +194,9 @@ def open_import(
     condition: str | None = None,
     workload_bytes: bytes | None = None,
     execution: str | None = None,
+    configs: Sequence[str | os.PathLike[str]] = (),
+    signing_key: Ed25519PrivateKey | None = None,
+    started: str | None = None,
 ) -> tuple[RunRecorder, str] | ImportResult:
     """Store every file of ``source`` and open a run recorder whose workload is the
     harness file ``workload`` (or ``workload_bytes`` when the harness keeps none), every
@@ -192,7 +205,12 @@ def open_import(
     for ``campaign`` (its rules, ``evidencestore.campaign.fit.campaign_rules``) must fit
     it: condition, arm, harness and workload digest, checked before anything is
     registered. ``execution`` identifies the harness's execution (``Harness.execution``):
-    one already imported under another name is refused."""
+    one already imported under another name is refused. ``configs``: the arm's
+    configuration files (``configs/<name>``, checked against those the arm declares);
+    ``signing_key`` signs the record (``run.dsse.json``) as ``run --sign`` does;
+    ``started`` (UTC): when the results were made, refused with
+    :class:`ResultsPredateProtocol` for a campaign whose protocol is younger and not
+    retrospective."""
     from ..config import local_store
 
     store = local_store(Path(root))
@@ -213,15 +231,29 @@ def open_import(
     else:
         data = workload_bytes or b""
         wl = store.put(data, "application/json")
+    config_descs: list[tuple[str, Descriptor]] = []
+    for given in configs:
+        path = Path(given)
+        if not path.is_file():
+            raise ConfigError(f"--config {path}: no such file")
+        try:
+            config_descs.append((path.name, store.put_file(path, "text/plain")))
+        except OSError as exc:
+            raise ConfigError(f"--config {path}: cannot read: {exc.strerror}") from exc
+    if len({n for n, _ in config_descs}) != len(config_descs):
+        raise ConfigError("--config: two configuration files share a name")
     if campaign is not None:
         campaign.check_run(
             arm=arm,
             condition=condition,
             workload_digest=wl.digest,
-            config_digests=(),
+            config_digests=tuple(d.digest for _, d in config_descs),
             workload_source=str(source.directory / workload) if workload else "its settings",
             harness=source.harness,
         )
+        problem = campaign.results_problem(root, started) if started is not None else None
+        if problem is not None:
+            raise ResultsPredateProtocol(problem)
     recorder = RunRecorder(
         root,
         name,
@@ -231,9 +263,13 @@ def open_import(
         campaign=campaign.name if campaign is not None else None,
         protocol_digest=campaign.digest if campaign is not None else None,
         condition=condition,
+        signing_key=signing_key,
     )
     for rel, desc in descriptors.items():
         recorder.add_entry(f"harness/{rel}", desc, "harness")
+    for config_name, desc in config_descs:
+        recorder.add_entry(f"configs/{config_name}", desc, "config")
+        recorder.configs[f"configs/{config_name}"] = desc
     if workload is None:
         recorder.add_entry("workload/settings.json", wl, "workload")
     return recorder, digest

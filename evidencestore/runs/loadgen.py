@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -45,6 +46,9 @@ from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_
 from .models import FieldValue, Harness, HarnessRule, LoadGenResult
 from .recorder import RunRecorder, request_record
 from .streams import COMPLETION_MEDIA_TYPE, Completion
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 __all__ = ["import_loadgen", "parse_detail", "parse_summary"]
 
@@ -358,12 +362,18 @@ def import_loadgen(
     arm: str = "imported",
     campaign: CampaignRules | None = None,
     condition: str | None = None,
+    configs: Sequence[str | os.PathLike[str]] = (),
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> ImportResult:
-    """Seal a LoadGen log directory as run bundle ``name`` (see the module)."""
+    """Seal a LoadGen log directory as run bundle ``name`` (see the module);
+    ``configs``: the arm's configuration files; ``signing_key`` signs the record."""
     source = harness_dir(directory, "loadgen")
     result, values, entries = loadgen_result(source)
     with import_lock(root):
-        return _import(root, source, name, result, values, entries, arm, campaign, condition)
+        return _import(
+            root, source, name, result, values, entries, arm, campaign, condition,
+            configs, signing_key,
+        )  # fmt: skip
 
 
 def _import(
@@ -376,6 +386,8 @@ def _import(
     arm: str,
     campaign: CampaignRules | None,
     condition: str | None,
+    configs: Sequence[str | os.PathLike[str]],
+    signing_key: Ed25519PrivateKey | None,
 ) -> ImportResult:
     version = values.get("loadgen_version")
     execution = execution_digest(source)
@@ -389,6 +401,9 @@ def _import(
         campaign=campaign,
         condition=condition,
         execution=execution,
+        configs=configs,
+        signing_key=signing_key,
+        started=started if isinstance(started := values.get("test_datetime"), str) else None,
     )
     if isinstance(opened, ImportResult):
         return opened

@@ -44,12 +44,13 @@ from .._canonical import canonical, loads_json, pretty
 from ..digest import hash_bytes
 from ..errors import ConfigError
 from ..models import Descriptor
-from .endpoints import Observation
 from .fit import CampaignRules
 from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_import
+from .judge import Expected, Slot, judge
 from .models import Failure, Harness, Phase, RequestRecord
 from .recorder import RunRecorder
 from .streams import Completion
+from .transport import Observation
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -474,20 +475,19 @@ def _add_request(
         failure=failure,
         message=message,
     )
-    from .recorder import request_record
-
-    base = request_record(
+    # AIPerf keeps parsed events, not the stream as received: nothing to read back.
+    base = judge(
+        None,
         observation,
-        index=index,
-        phase=phase,
-        request=request,
-        repetition=repetition,
+        body,
+        Expected(),
+        store=store,
+        slot=Slot(index, phase, request, repetition),
         payload=payload,
-        body=body,
-        completion=completion,
     )
     record = _with(
         base,
+        completion=completion,
         e2e_s=e2e if failure is None else None,
         ttft_s=ttft if failure is None else None,
         itl_s=itl if failure is None else None,

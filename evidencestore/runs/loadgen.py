@@ -40,12 +40,13 @@ import msgspec
 from .._canonical import canonical, loads_json, pretty
 from ..digest import hash_bytes
 from ..errors import ConfigError
-from .endpoints import Observation
 from .fit import CampaignRules
 from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_import
+from .judge import Expected, Slot, judge
 from .models import FieldValue, Harness, HarnessRule, LoadGenResult
-from .recorder import RunRecorder, request_record
+from .recorder import RunRecorder
 from .streams import COMPLETION_MEDIA_TYPE, Completion
+from .transport import Observation
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -341,17 +342,19 @@ def _add_entries(recorder: RunRecorder, entries: list[AccuracyEntry], started: s
         observation = Observation(
             sent_ns=0, end_ns=0, start_utc=started, method="LoadGen", path="QuerySample"
         )
-        record = request_record(
+        # The output is LoadGen's decoded data, not a stream or media: nothing to read back.
+        record = judge(
+            None,
             observation,
-            index=index,
-            phase="measured",
-            request=entry.qsl_idx,
-            repetition=repetition,
+            body,
+            Expected(),
+            store=store,
+            slot=Slot(index, "measured", entry.qsl_idx, repetition),
             payload=payload,
-            body=body,
-            completion=completion,
         )
-        recorder.add(msgspec.structs.replace(record, output_tokens=entry.token_count))
+        recorder.add(
+            msgspec.structs.replace(record, completion=completion, output_tokens=entry.token_count)
+        )
 
 
 def import_loadgen(

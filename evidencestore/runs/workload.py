@@ -1,6 +1,6 @@
 """Workloads: strict loading, input files, expectations from the request.
 
-The exact bytes of each request are built by its endpoint (``endpoints.py``) as a pure
+The exact bytes of each request are built by its endpoint (``endpoints/``) as a pure
 function of the workload, so a rerun sends byte-identical requests with the same
 payload digests.
 """

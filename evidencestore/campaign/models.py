@@ -100,14 +100,14 @@ class ConditionSpec(Model, frozen=True, kw_only=True):
     """A condition (``5s``, ``15s``): its workload file, optionally pinned by digest.
 
     ``harness``: the benchmark harness whose imported runs this condition takes
-    (``evstore import aiperf`` / ``loadgen``); its workload is then that harness's input
+    (``evstore import aiperf`` / ``loadgen`` / ``vllm-bench``); its workload is then that harness's input
     file (AIPerf's ``inputs.json``), not a ``workload.toml``. Without it the condition
     takes ``evstore run``'s runs only: harnesses are never mixed within a condition."""
 
     name: Name
     workload: RelPath
     workload_digest: DigestStr | None = None
-    harness: Literal["aiperf", "loadgen"] | None = None
+    harness: Literal["aiperf", "loadgen", "vllm-bench"] | None = None
 
 
 class ArmSpec(Model, frozen=True, kw_only=True):

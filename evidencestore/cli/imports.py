@@ -56,6 +56,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         [arg("directory", metavar="DIR"), *COMMON],
         help="an MLPerf LoadGen log directory (mlperf_log_detail.txt, ...)",
     )
+    isub.add(
+        "vllm-bench",
+        _vllm_bench,
+        [arg("directory", metavar="FILE"), *COMMON],
+        help="a vllm bench serve result file (--save-result --save-detailed)",
+    )
 
 
 def _prepare(root: Any, args: argparse.Namespace) -> tuple[Any, Any]:
@@ -126,3 +132,9 @@ def _loadgen(args: argparse.Namespace) -> int:
     from ..runs.loadgen import import_loadgen
 
     return _run("loadgen", args, import_loadgen)
+
+
+def _vllm_bench(args: argparse.Namespace) -> int:
+    from ..runs.vllm_bench import import_vllm_bench
+
+    return _run("vllm-bench", args, import_vllm_bench)

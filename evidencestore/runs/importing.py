@@ -178,9 +178,11 @@ def import_lock(root: str | os.PathLike[str]) -> Iterator[None]:
         os.close(fd)  # closing drops the lock
 
 
-def source_digest(descriptors: dict[str, Descriptor]) -> str:
-    """The digest of the imported files: canonical ``{path: digest}``."""
-    return hash_bytes(canonical({p: d.digest for p, d in sorted(descriptors.items())})).digest
+def source_digest(descriptors: dict[str, Descriptor], part: str | None = None) -> str:
+    """The digest of the imported files: canonical ``{path: digest}`` (with ``part``,
+    the part of them one run was read from: one of several results in one file)."""
+    files = {p: d.digest for p, d in sorted(descriptors.items())}
+    return hash_bytes(canonical(files if part is None else {"files": files, "part": part})).digest
 
 
 def open_import(
@@ -197,6 +199,7 @@ def open_import(
     configs: Sequence[str | os.PathLike[str]] = (),
     signing_key: Ed25519PrivateKey | None = None,
     started: str | None = None,
+    part: str | None = None,
 ) -> tuple[RunRecorder, str] | ImportResult:
     """Store every file of ``source`` and open a run recorder whose workload is the
     harness file ``workload`` (or ``workload_bytes`` when the harness keeps none), every
@@ -208,6 +211,7 @@ def open_import(
     one already imported under another name is refused. ``configs``: the arm's
     configuration files (``configs/<name>``, checked against those the arm declares);
     ``signing_key`` signs the record (``run.dsse.json``) as ``run --sign`` does;
+    ``part``: which part of the files this run is (several runs in one file);
     ``started`` (UTC): when the results were made, refused with
     :class:`ResultsPredateProtocol` for a campaign whose protocol is younger and not
     retrospective."""
@@ -222,7 +226,7 @@ def open_import(
             raise ConfigError(
                 f"import {source.harness} {source.directory / rel}: cannot read: {exc.strerror}"
             ) from exc
-    digest = source_digest(descriptors)
+    digest = source_digest(descriptors, part)
     done = already_imported(root, name, digest, execution)
     if done is not None:
         return done

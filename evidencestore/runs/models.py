@@ -449,7 +449,7 @@ class Audit(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 #: Harnesses whose results ``evstore import`` reads (``runs/harnesses/``).
-HARNESSES: tuple[str, ...] = ("aiperf", "loadgen")
+HARNESSES: tuple[str, ...] = ("aiperf", "loadgen", "vllm-bench")
 
 
 class HarnessRule(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -494,7 +494,7 @@ class Harness(Model, frozen=True, kw_only=True, omit_defaults=False):
     one warmup, one seed, so one run); ``concurrency``: the harness's client concurrency
     as it recorded it."""
 
-    name: Literal["aiperf", "loadgen"]
+    name: Literal["aiperf", "loadgen", "vllm-bench"]
     version: str | None
     command: str | None = None
     metrics: dict[str, str] = msgspec.field(default_factory=dict)

@@ -168,7 +168,9 @@ def _failure(error: str) -> Failure:
     return "http-status" if re.search(r"\b[45]\d\d\b", error) else "stream-error"
 
 
-def _add(recorder: RunRecorder, obj: dict[str, Any], i: int, where: str, path: str) -> None:
+def _add(
+    recorder: RunRecorder, obj: dict[str, Any], i: int, where: str, path: str, started: str
+) -> None:
     at = f"{where}: request {i}"
     start = _number(obj["start_times"][i], at, f"start_times[{i}]")
     error = obj["errors"][i]
@@ -189,7 +191,7 @@ def _add(recorder: RunRecorder, obj: dict[str, Any], i: int, where: str, path: s
     if error:
         end = sent
         observation = Observation(
-            sent_ns=sent, end_ns=end, method="POST", path=path, status=None,
+            sent_ns=sent, end_ns=end, start_utc=started, method="POST", path=path, status=None,
             failure=_failure(error), message=f"vllm bench serve: {error.strip()[:2000]}",
         )  # fmt: skip
     else:
@@ -216,7 +218,7 @@ def _add(recorder: RunRecorder, obj: dict[str, Any], i: int, where: str, path: s
         done = Completion(text=text, output_tokens=tokens)
         completion = store.put(msgspec.json.encode(done), COMPLETION_MEDIA_TYPE)
         observation = Observation(
-            sent_ns=sent, end_ns=end, method="POST", path=path, status=200,
+            sent_ns=sent, end_ns=end, start_utc=started, method="POST", path=path, status=200,
             first_byte_ns=sent + round(ttft * 1e9), last_byte_ns=end,
         )  # fmt: skip
     # vLLM keeps the text, not the stream: nothing to read back.
@@ -322,7 +324,7 @@ def _import_one(
     recorder, digest = opened
     path = "/v1/chat/completions" if "chat" in str(obj.get("backend")) else "/v1/completions"
     for i in range(n):
-        _add(recorder, obj, i, where, path)
+        _add(recorder, obj, i, where, path, started)
     recorder.harness = Harness(
         name="vllm-bench",
         version=None,

@@ -219,3 +219,70 @@ def test_concurrent_imports_of_one_folder_register_once(tmp_path: Path) -> None:
                     assert f"already imported as bundle {first!r}" in err
         else:  # the folder is imported already: every process is refused
             assert codes == [2, 2, 2, 2] and registered == [first]
+
+
+def _raw_edit(tmp_path: Path, name: str, edit: object, error: dict[str, object]) -> Path:
+    """baseline-1 with its last measured request's raw response edited and AIPerf's
+    error record set, as AIPerf writes them."""
+    bad = tmp_path / name
+    shutil.copytree(FIXTURES / "baseline-1", bad)
+    records = (bad / "profile_export.jsonl").read_text().splitlines()
+    obj = json.loads(records[-1])
+    obj["error"] = error
+    records[-1] = json.dumps(obj)
+    (bad / "profile_export.jsonl").write_text("\n".join(records) + "\n")
+    request_id = obj["metadata"]["x_request_id"]
+    raw = (bad / "profile_export_raw.jsonl").read_text().splitlines()
+    at = next(i for i, x in enumerate(raw) if request_id in x)
+    entry = json.loads(raw[at])
+    edit(entry)  # type: ignore[operator]
+    raw[at] = json.dumps(entry)
+    (bad / "profile_export_raw.jsonl").write_text("\n".join(raw) + "\n")
+    return bad
+
+
+def _sse_error(entry: dict[str, object]) -> None:
+    responses = entry["responses"]
+    assert isinstance(responses, list)
+    del responses[3:]
+    last = responses[-1]["perf_ns"]
+    responses.append({"perf_ns": last + 1000, "packets": [
+        {"name": "event", "value": "error"},
+        {"name": "data", "value": json.dumps({"error": {"message": "engine died"}})},
+    ]})  # fmt: skip
+
+
+def _dropped(entry: dict[str, object]) -> None:
+    responses = entry["responses"]
+    assert isinstance(responses, list)
+    del responses[3:]
+
+
+@pytest.mark.parametrize(
+    ("edit", "error", "failure", "said"),
+    [
+        (_sse_error, {"code": 200, "type": "SSEError", "message": "engine died"},
+         "stream-error", "(AIPerf: engine died)"),
+        (_dropped, {"type": "ClientPayloadError", "message": "Response payload is not completed"},
+         "truncated", "the stream stopped before its end (AIPerf: Response payload"),
+    ],
+)  # fmt: skip
+def test_imported_failures_get_evstores_classes(
+    tmp_path: Path, edit: object, error: dict[str, object], failure: str, said: str
+) -> None:
+    """The one judge reads AIPerf's received stream back: an SSE error event is
+    ``stream-error`` (was: ``http-status`` with status 200), a stream cut short is
+    ``truncated`` (was: ``stream-error``); AIPerf's words are kept beside, its error
+    type in ``error_type``."""
+    root = _repo(tmp_path)
+    bad = _raw_edit(tmp_path, failure, edit, error)
+    assert main(["import", "aiperf", str(bad), "--name", "f", "--root", str(root)]) == 0
+    record = load_run(root, "f")
+    failed = [r for r in record.requests if r.failure is not None]
+    assert len(failed) == 1 and failed[0].failure == failure
+    assert said in (failed[0].message or "")
+    assert failed[0].error_type == error["type"] and failed[0].e2e_s is None
+    assert record.outcome == "partial"
+    # The successful requests carry evstore's own TPOT and event times beside AIPerf's.
+    ok = [r for r in record.requests if r.failure is None]
+    assert all(r.tpot_s is not None and r.events is not None for r in ok)

@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING, Any
 from .._canonical import canonical, loads_json, pretty
 from ..digest import hash_bytes
 from ..errors import ConfigError
-from ..models import Descriptor
+from .endpoints import endpoint_for
 from .fit import CampaignRules
 from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_import
 from .judge import Expected, Slot, judge
-from .models import Failure, Harness, Phase, RequestRecord
+from .models import Failure, Harness, Phase, RequestRecord, RequestSpec
 from .recorder import RunRecorder
 from .streams import Completion
 from .transport import Observation
@@ -181,11 +181,6 @@ def _completion(responses: Any) -> Completion | None:
         finish_reason=finish,
         output_tokens=len(ids) if ids_complete else None,
     )
-
-
-def _failure(error: dict[str, Any]) -> Failure:
-    code = error.get("code")
-    return "http-status" if isinstance(code, int) and code >= 300 else "stream-error"
 
 
 def _summary(source: HarnessDir, rel: str) -> dict[str, Any]:
@@ -425,27 +420,15 @@ def _add_request(
                        "turn": meta.get("turn_index")}),
             "application/json",
         )  # fmt: skip
-    body: Descriptor | None = None
-    completion: Descriptor | None = None
-    done: Completion | None = None
     status: int | None = None
     if raw is not None:
-        if raw.get("responses") is not None:
-            body = store.put(pretty(raw["responses"]), "application/json")
         try:
             status = int(raw["status"]) if raw.get("status") is not None else None
         except (TypeError, ValueError):
             status = None
-        done = _completion(raw.get("responses"))
-        if done is not None and error is None:
-            completion = store.put(pretty(done), "application/json")
     if status is None:
         code = error.get("code") if error else None
         status = code if isinstance(code, int) else (200 if error is None else None)
-    failure: Failure | None = _failure(error) if error else None
-    message = None
-    if error:
-        message = str(error.get("message"))
     e2e = _metric(metrics, "request_latency", "s", where)
     ttft = _metric(metrics, "time_to_first_token", "s", where)
     itl = _metric(metrics, "inter_token_latency", "s", where)
@@ -455,14 +438,32 @@ def _add_request(
             f"{where}: field metrics.time_to_first_token ({ttft * 1e3:g} ms) exceeds "
             f"metrics.request_latency ({e2e * 1e3:g} ms): a first token after the last byte"
         )
+    done = _completion(raw.get("responses")) if raw is not None else None
     ids = done.token_ids if done is not None else None
-    if tokens is not None and ids is not None and int(tokens) != len(ids):
+    if error is None and tokens is not None and ids is not None and int(tokens) != len(ids):
         raise ConfigError(
             f"{where}: field metrics.output_token_count is {int(tokens)} but the "
             f"response in {RAW} carries {len(ids)} token ids"
         )
     ack = meta.get("request_ack_ns") if isinstance(meta.get("request_ack_ns"), int) else None
     end = int(meta["request_end_ns"])
+    sse = _sse(raw, start, end, where) if raw is not None else None
+    body = None
+    if sse is not None:
+        body = store.put(sse[0], "text/event-stream")
+    # AIPerf's error, in evstore's classes (the judge's, as the runner would see it):
+    # an HTTP status it names; no response at all: connect (or timeout); a stream
+    # started: decided by reading it back below (its own error event, else cut short).
+    failure: Failure | None = None
+    words = None
+    if error:
+        words = str(error.get("message"))  # AIPerf's own words (its type: error_type)
+        code = error.get("code")
+        if isinstance(code, int) and code >= 300:
+            failure = "http-status"
+        elif sse is None or not sse[1]:
+            failure = "timeout" if "timeout" in words.lower() else "connect"
+    chunk_ns, chunk_end = (sse[1], sse[2]) if sse is not None else ((), ())
     observation = Observation(
         method="POST",
         path=path,
@@ -471,32 +472,82 @@ def _add_request(
         start_utc=_utc(start),
         status=status,
         headers_ns=ack,
-        last_byte_ns=end if failure is None else None,
+        first_byte_ns=chunk_ns[0] if chunk_ns else None,
+        last_byte_ns=(chunk_ns[-1] if chunk_ns else end) if failure is None else None,
         failure=failure,
-        message=message,
+        message=words if failure is not None else None,
+        media_type="text/event-stream",
+        chunk_ns=chunk_ns,
+        chunk_end=chunk_end,
     )
-    # AIPerf keeps parsed events, not the stream as received: nothing to read back.
+    asked_max = asked.get("max_tokens") if isinstance(asked, dict) else None
+    spec = RequestSpec(
+        max_tokens=asked_max if isinstance(asked_max, int) and asked_max > 0 else None
+    )
+    kind = "chat" if path.endswith("/chat/completions") else "completions"
     base = judge(
-        None,
+        endpoint_for(kind) if body is not None else None,
         observation,
         body,
-        Expected(),
+        Expected(request=spec, stream=True),
         store=store,
         slot=Slot(index, phase, request, repetition),
         payload=payload,
+        data=sse[0] if sse is not None else None,
     )
+    if words is not None and failure is None:
+        if base.failure in (None, "incomplete"):  # the stream was cut, as a runner sees it
+            base = _with(
+                base,
+                failure="truncated",
+                message=f"the stream stopped before its end (AIPerf: {words})",
+            )
+        else:  # the stream's own error event: the judge's class, AIPerf's words beside
+            base = _with(base, message=f"{base.message} (AIPerf: {words})")
+    ok = base.failure is None
     record = _with(
         base,
-        completion=completion,
-        e2e_s=e2e if failure is None else None,
-        ttft_s=ttft if failure is None else None,
-        itl_s=itl if failure is None else None,
+        e2e_s=e2e if ok else None,
+        ttft_s=ttft if ok else None,
+        itl_s=itl if ok else None,
+        tpot_s=base.tpot_s if ok else None,
+        completion=base.completion if ok else None,
         output_tokens=int(tokens) if tokens is not None else None,
-        finish_reason=done.finish_reason if done is not None else None,
         error_type=str(error.get("type")) if error and error.get("type") else None,
         worker=str(meta.get("worker_id")) if meta.get("worker_id") else None,
     )
     return recorder.add(record)
+
+
+def _sse(
+    raw: dict[str, Any], start: int, end: int, where: str
+) -> tuple[bytes, tuple[int, ...], tuple[int, ...]] | None:
+    """The stream AIPerf received, rebuilt from its raw export's responses (each a
+    chunk: its ``perf_ns`` and SSE ``packets``) as SSE bytes, with each chunk's arrival
+    on the request's clock (``request_start_ns + perf_ns - start_perf_ns``) and the
+    bytes received by then; None when the export holds no responses."""
+    responses = raw.get("responses")
+    origin = raw.get("start_perf_ns")
+    if not isinstance(responses, list) or not responses or not isinstance(origin, int):
+        return None
+    data = bytearray()
+    chunk_ns: list[int] = []
+    chunk_end: list[int] = []
+    for k, response in enumerate(responses):
+        perf = response.get("perf_ns") if isinstance(response, dict) else None
+        if not isinstance(perf, int) or perf < origin:
+            raise ConfigError(
+                f"{where}: {RAW}: field responses[{k}].perf_ns is {perf!r}: expected an "
+                f"integer >= start_perf_ns ({origin})"
+            )
+        for packet in response.get("packets") or []:
+            if isinstance(packet, dict) and isinstance(packet.get("value"), str):
+                name = packet.get("name") if isinstance(packet.get("name"), str) else "data"
+                data += f"{name}: {packet['value']}\n".encode()
+        data += b"\n"
+        chunk_ns.append(min(start + perf - origin, end))
+        chunk_end.append(len(data))
+    return bytes(data), tuple(chunk_ns), tuple(chunk_end)
 
 
 def _with(record: RequestRecord, **changes: Any) -> RequestRecord:

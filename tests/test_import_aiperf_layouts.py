@@ -286,3 +286,28 @@ def test_imported_failures_get_evstores_classes(
     # The successful requests carry evstore's own TPOT and event times beside AIPerf's.
     ok = [r for r in record.requests if r.failure is None]
     assert all(r.tpot_s is not None and r.events is not None for r in ok)
+
+
+def test_imported_runs_work_like_evstore_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run determinism (was: refused, the workload parsed as TOML), run show's TTFT /
+    ITL / TPOT, run diff and the HTML report's LLM metrics, for imported runs."""
+    root = _repo(tmp_path)
+    for name in ("baseline-1", "warmup-4"):
+        assert main(["import", "aiperf", str(FIXTURES / name), "--name", name,
+                     "--root", str(root)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["run", "determinism", "baseline-1", "warmup-4", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "deterministic across baseline-1 (concurrency 2), warmup-4 (concurrency 4)" in out
+    assert main(["run", "show", "warmup-4", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    for metric in ("TTFT s (n=6)", "ITL s (n=6)", "TPOT s (n=6)"):
+        assert metric in out
+    assert main(["run", "diff", "baseline-1", "warmup-4", "--root", str(root)]) in (0, 1)
+    assert "harness command" in capsys.readouterr().out
+    page = tmp_path / "w.html"
+    assert main(["report", "warmup-4", "-o", str(page), "--root", str(root)]) == 0
+    text = page.read_text()
+    assert "Time to first token per request" in text and "Time per output token" in text

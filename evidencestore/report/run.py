@@ -128,7 +128,12 @@ def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
     e2e: dict[str, list[float]] = {"measured": [], "warmup": []}
     ttfb: dict[str, list[float]] = {"measured": [], "warmup": []}
     # Per distinct workload request and phase: one box each in the latency plots.
-    by_request: dict[str, dict[tuple[str, str], list[float]]] = {"e2e": {}, "ttfb": {}}
+    by_request: dict[str, dict[tuple[str, str], list[float]]] = {
+        "e2e": {},
+        "ttfb": {},
+        "ttft": {},
+        "tpot": {},
+    }
     failures: list[dict[str, Any]] = []
     for i, r in enumerate(requests):
         phase = str(r.get("phase", "measured"))
@@ -159,6 +164,10 @@ def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
             if first is not None:
                 ttfb.setdefault(phase, []).append(first)
                 by_request["ttfb"].setdefault((which, phase), []).append(first)
+            for key in ("ttft", "tpot"):  # LLM metrics (native streams and imports)
+                value = r.get(f"{key}_s")
+                if isinstance(value, int | float):
+                    by_request[key].setdefault((which, phase), []).append(float(value))
         else:
             failures.append(
                 {"index": index, "phase": phase, "cls": failure, "message": _failure_message(r)}
@@ -254,6 +263,8 @@ def render_run_html(
             "Time to first byte per request: measured, and warmup apart",
             "time to first byte",
         ),
+        ("ttft", "Time to first token per request: measured, and warmup apart", "TTFT"),
+        ("tpot", "Time per output token per request: measured, and warmup apart", "TPOT"),
     ):
         groups, apart = _latency_groups(view["by_request"][key])
         if any(groups.values()):

@@ -74,6 +74,8 @@ METRICS = {
     "(output_sequence_length - 1)",
     "output_tokens": "AIPerf output_token_count: output tokens counted by AIPerf's "
     "tokenizer (not the server's usage)",
+    "tpot_s": "evidencestore's TPOT over the stream AIPerf received (raw export): first to "
+    "last content event over output tokens - 1, each chunk at AIPerf's perf_ns",
     "sent_ns": "AIPerf metadata.request_start_ns (wall-clock ns, not monotonic)",
     "headers_ns": "AIPerf metadata.request_ack_ns (the response's acknowledgement)",
     "last_byte_ns": "AIPerf metadata.request_end_ns",
@@ -299,7 +301,6 @@ def _import_one(
     not_recorded = [
         "the bytes of each response as received (AIPerf keeps parsed events)",
         "the server's identity (/health, /v1/models) and logs",
-        "TPOT as evidencestore defines it (AIPerf's inter_token_latency is given as itl_s)",
     ]
     if raw is None:
         not_recorded[:0] = [
@@ -313,7 +314,7 @@ def _import_one(
     if len(passes) > 1:
         sources = {f"{k}:{p.rstrip('/')}": p + v.split("/")[-1]
                    for p in passes for k, v in sources.items()}  # fmt: skip
-    concurrency = ((summary.get("input_config") or {}).get("loadgen") or {}).get("concurrency")
+    concurrency = _concurrency(summary)
     recorder.harness = Harness(
         name="aiperf",
         version=str(version) if version is not None else None,
@@ -324,7 +325,7 @@ def _import_one(
         source_digest=digest,
         execution=execution,
         passes=tuple(counts) if len(passes) > 1 else (),
-        concurrency=concurrency if isinstance(concurrency, int) and concurrency > 0 else None,
+        concurrency=concurrency,
     )
     recorder.started = _utc(min(r[0] for r in rows))
     recorder.ended = _utc(max(int(r[4]["request_end_ns"]) for r in rows))
@@ -376,6 +377,21 @@ def _dataset(source: HarnessDir, inputs: str) -> dict[tuple[str, int], Any]:
             for turn, payload in enumerate(entry["payloads"]):
                 out[(str(entry.get("session_id")), turn)] = payload
     return out
+
+
+def _concurrency(summary: dict[str, Any]) -> int | None:
+    """The profiling phase's concurrency as AIPerf recorded it (``input_config.phases``,
+    or ``input_config.loadgen.concurrency`` in older exports)."""
+    config = summary.get("input_config")
+    if not isinstance(config, dict):
+        return None
+    for phase in config.get("phases") or []:
+        if isinstance(phase, dict) and phase.get("kind") == "profiling":
+            got = phase.get("concurrency")
+            return got if isinstance(got, int) and got > 0 else None
+    loadgen = config.get("loadgen")
+    got = loadgen.get("concurrency") if isinstance(loadgen, dict) else None
+    return got if isinstance(got, int) and got > 0 else None
 
 
 def _command(summary: dict[str, Any]) -> str | None:

@@ -261,7 +261,7 @@ def _dropped(entry: dict[str, object]) -> None:
 @pytest.mark.parametrize(
     ("edit", "error", "failure", "said"),
     [
-        (_sse_error, {"code": 200, "type": "SSEError", "message": "engine died"},
+        (_sse_error, {"code": 500, "type": "SSEError", "message": "engine died"},
          "stream-error", "(AIPerf: engine died)"),
         (_dropped, {"type": "ClientPayloadError", "message": "Response payload is not completed"},
          "truncated", "the stream stopped before its end (AIPerf: Response payload"),

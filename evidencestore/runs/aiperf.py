@@ -467,17 +467,21 @@ def _add_request(
     body = None
     if sse is not None:
         body = store.put(sse[0], "text/event-stream")
-    # AIPerf's error, in evstore's classes (the judge's, as the runner would see it):
-    # an HTTP status it names; no response at all: connect (or timeout); a stream
-    # started: decided by reading it back below (its own error event, else cut short).
+    # AIPerf's error, in evstore's classes (the judge's, as the runner would see it): a
+    # 2xx answer that streamed is decided by reading the stream back below (its own
+    # error event, else cut short), whatever code AIPerf gave the error; else an HTTP
+    # status AIPerf names; no response at all: connect (or timeout).
     failure: Failure | None = None
     words = None
     if error:
         words = str(error.get("message"))  # AIPerf's own words (its type: error_type)
         code = error.get("code")
-        if isinstance(code, int) and code >= 300:
+        streamed = sse is not None and bool(sse[1]) and (status is None or status < 300)
+        if streamed:
+            pass  # an answer of 200 that streamed: its own error event, or cut short
+        elif (isinstance(code, int) and code >= 300) or (status is not None and status >= 300):
             failure = "http-status"
-        elif sse is None or not sse[1]:
+        else:
             failure = "timeout" if "timeout" in words.lower() else "connect"
     chunk_ns, chunk_end = (sse[1], sse[2]) if sse is not None else ((), ())
     observation = Observation(

@@ -311,3 +311,27 @@ def test_imported_runs_work_like_evstore_runs(
     assert main(["report", "warmup-4", "-o", str(page), "--root", str(root)]) == 0
     text = page.read_text()
     assert "Time to first token per request" in text and "Time per output token" in text
+
+
+def test_num_profile_runs_is_one_value_in_claims(tmp_path: Path) -> None:
+    """A claim takes one value per run: the three passes of one execution give one
+    value, over all their measured requests (never three values of n = 1 each)."""
+    from evidencestore.campaign.claims import run_value
+    from evidencestore.campaign.members import Member
+
+    root = _repo(tmp_path)
+    assert main(["import", "aiperf", str(FIXTURES / "multirun"), "--name", "m",
+                 "--root", str(root)]) == 0  # fmt: skip
+    reg = load_registration(registration_path(root, "m"))
+    member = Member("m", reg.digest, reg, load_run(root, "m"))
+    value = run_value(member)
+    assert value.run == "m" and len(value.values) == 18  # 6 measured x 3 passes
+    measured = [
+        json.loads(x)["metrics"]["request_latency"]["value"] * 1e-3
+        for run in ("run_0001", "run_0002", "run_0003")
+        for x in (FIXTURES / "multirun" / "profile_runs" / run / "profile_export.jsonl")
+        .read_text()
+        .splitlines()
+        if json.loads(x)["metadata"]["benchmark_phase"] != "warmup"
+    ]
+    assert sorted(value.values) == sorted(measured)

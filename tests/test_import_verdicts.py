@@ -233,3 +233,38 @@ def test_one_loadgen_execution_counts_once(
             "two": run_keys(record, "blake3:" + "2" * 64)}  # fmt: skip
     dup = duplicates(["one", "two"], keys)
     assert dup["two"][0] == "one" and "the same harness execution" in dup["two"][1]
+
+
+def test_nothing_compared_is_unavailable_for_evstore_runs_too(tmp_path: Path) -> None:
+    """The rule is the verdict code's, not the importers': native runs of a protocol
+    comparing only warmup outputs, with no warmup, compare nothing: UNAVAILABLE (was:
+    exact and PASS over ``comparisons: []``). Negative control: the same runs compared
+    on their measured outputs are exact and PASS."""
+    from evidencestore.campaign.protocol import load_campaign
+    from evidencestore.campaign.status import evaluate
+    from evidencestore.testing.llm_server import chat_workload, serve_llm
+
+    for phases, want in (('["warmup"]', "UNAVAILABLE"), ('["measured"]', "PASS")):
+        root = tmp_path / phases.strip('[]"') / "repo"
+        (root / "evidence").mkdir(parents=True)
+        src = root.parent / "proto"
+        src.mkdir()
+        (src / "w.toml").write_text(chat_workload(("one",), max_tokens=4))
+        (src / "protocol.toml").write_text(
+            f'name = "n"\n[quality]\ncompare_phases = {phases}\n'
+            '[[condition]]\nname = "c"\nworkload = "w.toml"\n'
+            '[[arm]]\nname = "baseline"\nbaseline = true\nruns = 2\n'
+            '[[arm]]\nname = "candidate"\nruns = 1\n'
+        )
+        assert main(["campaign", "init", "n", "--protocol", str(src / "protocol.toml"),
+                     "--root", str(root)]) == 0  # fmt: skip
+        with serve_llm() as llm:
+            for arm, name in (("baseline", "b1"), ("baseline", "b2"), ("candidate", "c1")):
+                assert main(["-q", "run", str(root / "evidence/n/w.toml"), "--arm", arm,
+                             "--server", llm.url, "--name", name, "--campaign", "n",
+                             "--condition", "c", "--root", str(root)]) == 0  # fmt: skip
+        ev = evaluate(root, load_campaign(root, "n"))
+        assert ev.adjudications["c/candidate"].verdict == want
+        assert ev.repeatability["c"].exact is (want == "PASS")
+        if want == "UNAVAILABLE":
+            assert "nothing compared" in (ev.repeatability["c"].unavailable or "")

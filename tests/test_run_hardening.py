@@ -22,12 +22,12 @@ from evidencestore.cli import main
 from evidencestore.config import local_store
 from evidencestore.confined import read_file
 from evidencestore.digest import hash_bytes
-from evidencestore.errors import ConfigError
+from evidencestore.errors import BodyTooLarge, ConfigError
 from evidencestore.gc import collect_garbage
 from evidencestore.inventory import registration_path
 from evidencestore.runs import judge, load_run, run_workload, transport
 from evidencestore.runs import runner as runner_module
-from evidencestore.runs.body import BodySink, BodyTooLarge
+from evidencestore.runs.body import BodySink
 from evidencestore.testing.hostile import HostileServer, hostile_workload, serve_hostile
 from evidencestore.testing.interleave import Interleaving
 

@@ -51,7 +51,7 @@ def test_growing_body_spills_to_a_locked_temporary(tmp_path: Path) -> None:
 
 
 def test_too_large_in_memory_body_is_refused(tmp_path: Path) -> None:
-    from evidencestore.runs.body import BodyTooLarge
+    from evidencestore.errors import BodyTooLarge
 
     sink = BodySink(LocalBlobStore(tmp_path / "s"), 10, MemoryBudget())
     with pytest.raises(BodyTooLarge):
@@ -381,15 +381,13 @@ def test_terminal_progress_is_redrawn_at_most_ten_times_a_second(
 
 def _record() -> RequestRecord:
     from evidencestore.models import Descriptor
-    from evidencestore.runs.judge import request_record
+    from evidencestore.runs.judge import Slot, request_record
     from evidencestore.runs.transport import Observation
 
     desc = hash_bytes(b"p")
     payload = Descriptor(digest=desc.digest, size=desc.size, media_type="application/json")
     obs = Observation(sent_ns=0, end_ns=2_000_000, status=200, media_type="application/json")
-    return request_record(
-        obs, index=0, phase="measured", request=0, repetition=0, payload=payload, body=None
-    )
+    return request_record(obs, Slot(0, "measured"), payload=payload, body=None)
 
 
 def test_deadlines_time_out_an_exchange_and_let_outside_cancellation_through(

@@ -55,6 +55,8 @@ from .transport import Observation
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from ..config import Repository
+
 __all__ = ["METRICS", "import_aiperf"]
 
 RECORDS = "profile_export.jsonl"
@@ -229,7 +231,7 @@ def _rows(source: HarnessDir, rel: str, pass_number: int) -> list[tuple[Any, ...
 
 
 def _import_one(
-    root: str | os.PathLike[str],
+    repo: Repository,
     source: HarnessDir,
     name: str,
     passes: list[str],
@@ -260,7 +262,7 @@ def _import_one(
                                         for p in passes]})
     ).digest  # fmt: skip
     opened = open_import(
-        root,
+        repo,
         name,
         source,
         arm=arm,
@@ -587,9 +589,13 @@ def import_aiperf(
     configs: Sequence[str | os.PathLike[str]] = (),
     signing_key: Ed25519PrivateKey | None = None,
 ) -> list[ImportResult]:
-    """Seal an AIPerf artifact directory as run bundle ``name``: one execution, one run
+    """Seal an AIPerf artifact directory as run bundle ``name`` in the repository
+    ``root`` names (:func:`~evidencestore.config.as_repository`): one execution, one run
     (its ``--num-profile-runs`` passes included); see the module. ``configs``: the arm's
     configuration files; ``signing_key`` signs the record as ``run --sign`` does."""
+    from ..config import as_repository
+
+    repo = as_repository(root)
     base = Path(directory)
     if not base.is_dir():
         raise ConfigError(f"import aiperf {base}: not a directory")
@@ -617,9 +623,9 @@ def import_aiperf(
     out = []
     for run_name, path, parts in layouts:
         source = harness_dir(path, "aiperf")
-        with import_lock(root):
+        with import_lock(repo):
             done = _import_one(
-                root, source, run_name, parts, arm=arm, campaign=campaign,
+                repo, source, run_name, parts, arm=arm, campaign=campaign,
                 condition=condition, configs=configs, signing_key=signing_key,
             )  # fmt: skip
         out.append(done)

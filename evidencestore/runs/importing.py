@@ -40,6 +40,8 @@ from .recorder import RunRecorder
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from ..config import Repository
+
 __all__ = [
     "MAX_HARNESS_FILE",
     "HarnessDir",
@@ -121,14 +123,14 @@ class ImportResult:
 
 
 def already_imported(
-    root: str | os.PathLike[str], name: str, source_digest: str, execution: str | None = None
+    repo: Repository, name: str, source_digest: str, execution: str | None = None
 ) -> ImportResult | None:
     """The registered run imported from the same files, if any: under ``name`` it is
     the same import (a no-op); under another name, or ``name`` taken by other content,
     a :class:`BundleError`. A run imported from the same harness ``execution`` (other
     side files) is refused under any name: one execution counts once."""
     check_bundle_name(name)
-    mine = registration_path(root, name)
+    mine = registration_path(repo.root, name)
     if mine.exists():
         reg = load_registration(mine)
         annotations = reg.manifest.metadata.annotations
@@ -138,7 +140,7 @@ def already_imported(
             f"bundle {name!r} is already registered at {mine} with other content; "
             "choose another --name"
         )
-    evidence = Path(root) / EVIDENCE_DIR
+    evidence = repo.root / EVIDENCE_DIR
     for reg_path in sorted(evidence.glob(f"*/{REGISTRATION_NAME}")):
         try:
             reg = load_registration(reg_path)
@@ -160,7 +162,7 @@ def already_imported(
 
 
 @contextlib.contextmanager
-def import_lock(root: str | os.PathLike[str]) -> Iterator[None]:
+def import_lock(repo: Repository) -> Iterator[None]:
     """Hold the repository's import lock (see the module): an exclusive ``flock`` on
     ``evidence/``, blocking until it is free."""
     try:
@@ -168,7 +170,7 @@ def import_lock(root: str | os.PathLike[str]) -> Iterator[None]:
     except ImportError:  # pragma: no cover - Windows
         yield
         return
-    evidence = Path(root) / EVIDENCE_DIR
+    evidence = repo.root / EVIDENCE_DIR
     evidence.mkdir(parents=True, exist_ok=True)
     fd = os.open(evidence, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
@@ -186,7 +188,7 @@ def source_digest(descriptors: dict[str, Descriptor], part: str | None = None) -
 
 
 def open_import(
-    root: str | os.PathLike[str],
+    repo: Repository,
     name: str,
     source: HarnessDir,
     *,
@@ -214,10 +216,9 @@ def open_import(
     ``part``: which part of the files this run is (several runs in one file);
     ``started`` (UTC): when the results were made, refused with
     :class:`ResultsPredateProtocol` for a campaign whose protocol is younger and not
-    retrospective."""
-    from ..config import local_store
-
-    store = local_store(Path(root))
+    retrospective. The harness files go to ``repo``'s store and the run is registered in
+    ``repo``: one repository, resolved once by the importer's entry point."""
+    store = repo.local_store()
     descriptors: dict[str, Descriptor] = {}
     for rel, real in source.files.items():
         try:
@@ -227,7 +228,7 @@ def open_import(
                 f"import {source.harness} {source.directory / rel}: cannot read: {exc.strerror}"
             ) from exc
     digest = source_digest(descriptors, part)
-    done = already_imported(root, name, digest, execution)
+    done = already_imported(repo, name, digest, execution)
     if done is not None:
         return done
     if workload is not None:
@@ -255,11 +256,11 @@ def open_import(
             workload_source=str(source.directory / workload) if workload else "its settings",
             harness=source.harness,
         )
-        problem = campaign.results_problem(root, started) if started is not None else None
+        problem = campaign.results_problem(repo.root, started) if started is not None else None
         if problem is not None:
             raise ResultsPredateProtocol(problem)
     recorder = RunRecorder(
-        root,
+        repo,
         name,
         arm=arm,
         workload=wl,

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import EvidenceStoreError
+from ..errors import BadAnswer, EvidenceStoreError
 from ..models import Descriptor
 from .models import Failure, MediaOutcome, Phase, RequestRecord, RequestSpec
 from .streams import COMPLETION_MEDIA_TYPE, StreamOutcome, event_times, stream_metrics
 from .transport import Observation, utc_precise
-from .untrusted import BadAnswer, is_json, parse_json
+from .untrusted import is_json, parse_json
 
 if TYPE_CHECKING:
     from ..media.records import Expectations
@@ -117,16 +117,7 @@ def judge(
                     exp = _audio_if_present(store, body, exp)
                 media, _ = check_output(store, body, exp, f"request {slot.index}")
     return request_record(
-        obs,
-        index=slot.index,
-        phase=slot.phase,
-        request=slot.request,
-        repetition=slot.repetition,
-        payload=payload,
-        body=body,
-        media=media,
-        stream=stream,
-        completion=completion,
+        obs, slot, payload=payload, body=body, media=media, stream=stream, completion=completion
     )
 
 
@@ -199,18 +190,15 @@ def check_output(
 
 def request_record(
     observation: Observation,
+    slot: Slot,
     *,
-    index: int,
-    phase: Phase,
-    request: int,
-    repetition: int,
     payload: Descriptor,
     body: Descriptor | None,
     media: MediaOutcome | None = None,
     stream: StreamOutcome | None = None,
     completion: Descriptor | None = None,
 ) -> RequestRecord:
-    """The record of one request from what it saw; the one place that computes its
+    """The record of request ``slot`` from what it saw; the one place that computes its
     end-to-end latency (``last_byte_ns`` minus ``intended_ns``, or ``sent_ns`` when no
     intended time was recorded, only for a request that delivered a valid output), time
     to first byte (``first_byte_ns - sent_ns``) and, for a streamed LLM output
@@ -228,10 +216,10 @@ def request_record(
     if stream is not None and failure is None:
         metrics = stream_metrics(stream.event_ns, stream.event_tokens, start, stream.output_tokens)
     return RequestRecord(
-        index=index,
-        phase=phase,
-        request=request,
-        repetition=repetition,
+        index=slot.index,
+        phase=slot.phase,
+        request=slot.request,
+        repetition=slot.repetition,
         method=o.method,
         path=o.path,
         payload=payload,

@@ -51,6 +51,8 @@ from .transport import Observation
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from ..config import Repository
+
 __all__ = ["import_loadgen", "parse_detail", "parse_summary"]
 
 DETAIL = "mlperf_log_detail.txt"
@@ -368,19 +370,23 @@ def import_loadgen(
     configs: Sequence[str | os.PathLike[str]] = (),
     signing_key: Ed25519PrivateKey | None = None,
 ) -> ImportResult:
-    """Seal a LoadGen log directory as run bundle ``name`` (see the module);
+    """Seal a LoadGen log directory as run bundle ``name`` in the repository ``root``
+    names (:func:`~evidencestore.config.as_repository`; see the module);
     ``configs``: the arm's configuration files; ``signing_key`` signs the record."""
+    from ..config import as_repository
+
+    repo = as_repository(root)
     source = harness_dir(directory, "loadgen")
     result, values, entries = loadgen_result(source)
-    with import_lock(root):
+    with import_lock(repo):
         return _import(
-            root, source, name, result, values, entries, arm, campaign, condition,
+            repo, source, name, result, values, entries, arm, campaign, condition,
             configs, signing_key,
         )  # fmt: skip
 
 
 def _import(
-    root: str | os.PathLike[str],
+    repo: Repository,
     source: HarnessDir,
     name: str,
     result: LoadGenResult,
@@ -395,7 +401,7 @@ def _import(
     version = values.get("loadgen_version")
     execution = execution_digest(source)
     opened = open_import(
-        root,
+        repo,
         name,
         source,
         arm=arm,

@@ -53,6 +53,7 @@ from .untrusted import valid_media_type
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from ..config import Repository
     from ..media.records import Expectations
 
 __all__ = [
@@ -136,11 +137,12 @@ def outcome_of(server_ok: bool, requests: Sequence[RequestRecord]) -> tuple[Outc
 
 
 class RunRecorder:
-    """A run being recorded; :meth:`seal` registers it as bundle ``name``."""
+    """A run being recorded in ``repo`` (resolved by the entry point: :func:`open_run`,
+    ``run_workload``, an importer); :meth:`seal` registers it as bundle ``name``."""
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        repo: Repository,
         name: str,
         *,
         arm: str,
@@ -152,10 +154,8 @@ class RunRecorder:
         condition: str | None = None,
         signing_key: Ed25519PrivateKey | None = None,
     ) -> None:
-        from ..config import repository_at
-
-        self.repo = repository_at(root)
-        self.root = self.repo.root
+        self.repo = repo
+        self.root = repo.root
         try:
             self.name = check_name_free(self.repo, name)
         except BundleNameTaken as exc:
@@ -497,14 +497,18 @@ def open_run(
     signing_key: Ed25519PrivateKey | None = None,
 ) -> RunRecorder:
     """Open a run of ``workload`` (the workload file's bytes) by ``arm``, to be registered
-    as bundle ``name`` in the repository at ``root`` (a name taken, or differing only in
+    as bundle ``name`` in the repository ``root`` names (:func:`~evidencestore.config.as_repository`:
+    a :class:`~evidencestore.config.Repository` as it is, a path's repository at or above
+    it) (a name taken, or differing only in
     letter case from a bundle, is refused now). ``campaign``, ``protocol_digest`` and
     ``condition`` are recorded as given: a harness is not checked against the protocol
     (``run_workload`` is), and ``campaign status`` excludes a run that does not fit. With
     ``signing_key`` the record is signed (``run.dsse.json``)."""
+    from ..config import as_repository
+
     desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")
     return RunRecorder(
-        root,
+        as_repository(root),
         name,
         arm=arm,
         workload=desc,
@@ -521,8 +525,11 @@ def load_run(root: str | os.PathLike[str], bundle_name: str) -> RunRecord:
     """Return the run record of bundle ``bundle_name``, its bytes checked against the
     registration's ``run.json`` entry. Raises :class:`BundleNotFoundError` (a
     :class:`NotFoundError`) when no such bundle is registered, :class:`ManifestError`
-    when it is not a run or its ``run.json`` is missing, altered or invalid."""
-    reg_path = registration_path(root, bundle_name)
+    when it is not a run or its ``run.json`` is missing, altered or invalid. ``root``: as
+    for :func:`open_run`."""
+    from ..config import as_repository
+
+    reg_path = registration_path(as_repository(root), bundle_name)
     registration = load_registration(reg_path)
     entry = next((e for e in registration.manifest.entries if e.path == RUN_ENTRY), None)
     if entry is None or registration.manifest.metadata.annotations.get("kind") != "run":

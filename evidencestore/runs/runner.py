@@ -34,10 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
-from ..confined import MAX_CONTROL_FILE, MAX_LOG_FILE, check_file
-from ..errors import ConfigError
 from ..models import Descriptor, Registration
 from ..storage import LocalBlobStore
 from . import polling
@@ -47,6 +44,7 @@ from .endpoints import Endpoint, endpoint_for
 from .fit import CampaignRules
 from .judge import Expected, Slot, judge, request_record
 from .models import ClientLoad, Phase, RequestRecord, RunRecord, ServerIdentity
+from .preflight import Prepared, check_server_url, preflight
 from .recorder import RunRecorder
 from .transport import (
     READ_BUFFER,
@@ -59,25 +57,15 @@ from .transport import (
     utc_precise,
 )
 from .untrusted import model_ids
-from .workload import LoadedWorkload, expectations_for, load_workload
+from .workload import LoadedWorkload, expectations_for
 
 if TYPE_CHECKING:
     import aiohttp
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-__all__ = ["Progress", "check_server_url", "run_workload"]
+__all__ = ["Progress", "check_server_url", "run_prepared", "run_workload"]
 
 Progress = Callable[[int, int, RequestRecord], None]
-
-
-def check_server_url(url: str) -> str:
-    """Return ``url`` without a trailing slash if it is an http(s) URL with a host."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"--server {url!r}: expected an http:// or https:// URL with a host")
-    if parts.query or parts.fragment:
-        raise ConfigError(f"--server {url!r}: give the base URL only (no query or fragment)")
-    return url.rstrip("/")
 
 
 @dataclass
@@ -94,16 +82,7 @@ class _Pending:
             body = Descriptor(
                 digest=sink.digest, size=sink.size, media_type=self.observation.media_type
             )
-        s = self.slot
-        return request_record(
-            self.observation,
-            index=s.index,
-            phase=s.phase,
-            request=s.request,
-            repetition=s.repetition,
-            payload=payload,
-            body=body,
-        )
+        return request_record(self.observation, self.slot, payload=payload, body=body)
 
 
 def _internal(when: str, exc: BaseException) -> str:
@@ -141,44 +120,36 @@ def run_workload(
     arm, workload digest and declared configuration files) is refused before too. With ``signing_key`` the run
     record is signed (``run.dsse.json``, see :func:`evidencestore.dsse.sign_run`).
     """
-    base = check_server_url(server)
-    loaded = load_workload(workload_path, roots=(root,), store=store)
-    for kind, path in [
-        *(("config", c) for c in configs),
-        *(("server-log", g) for g in server_logs),
-    ]:
-        if not os.path.lexists(path):
-            raise ConfigError(f"--{kind} {path}: no such file")
-    for log in server_logs:
-        check_file(
-            log,
-            (root, Path(log).absolute().parent),
-            limit=MAX_LOG_FILE,
-            where=f"--server-log {log}",
-        )
-    for config in configs:
-        check_file(
-            config,
-            (root, Path(config).absolute().parent),
-            limit=MAX_CONTROL_FILE,
-            where=f"--config {config}",
-        )
-    if campaign is not None:
-        protocol_digest = _fits(
-            campaign, workload_path, loaded, arm, condition, configs, protocol_digest
-        )
-    recorder = RunRecorder(
-        root,
-        name,
+    from ..config import as_repository
+
+    prepared = preflight(
+        as_repository(root),
+        workload_path,
         arm=arm,
-        workload=loaded.descriptor,
-        workload_bytes=loaded.data,
-        store=store,
-        campaign=campaign.name if campaign is not None else None,
+        server=server,
+        name=name,
+        configs=configs,
+        server_logs=server_logs,
+        campaign=campaign,
         protocol_digest=protocol_digest,
         condition=condition,
+        store=store,
         signing_key=signing_key,
     )
+    return run_prepared(prepared, progress=progress, before_seal=before_seal)
+
+
+def run_prepared(
+    prepared: Prepared,
+    *,
+    progress: Progress | None = None,
+    before_seal: Callable[[RunRecorder], None] | None = None,
+) -> tuple[Registration, RunRecord]:
+    """Run a workload that passed its pre-flight (``preflight.preflight``) and register
+    it; see :func:`run_workload`. ``before_seal`` runs last (a launched server: stopped,
+    its log and metrics kept)."""
+    loaded, recorder, base = prepared.loaded, prepared.recorder, prepared.base
+    configs, server_logs = prepared.configs, prepared.server_logs
     endpoint = endpoint_for(loaded.workload.endpoint.kind)
     payloads = [
         endpoint.payload(loaded, i, recorder.store) for i in range(len(loaded.workload.request))
@@ -261,44 +232,6 @@ def client_load(
         client_bound=bool(reasons),
         reasons=tuple(reasons),
     )
-
-
-def _fits(
-    rules: CampaignRules | str,
-    workload_path: str | os.PathLike[str],
-    loaded: LoadedWorkload,
-    arm: str,
-    condition: str | None,
-    configs: Sequence[str | os.PathLike[str]],
-    protocol_digest: str | None,
-) -> str:
-    """The protocol digest of the campaign, once the run fits its rules."""
-    from ..digest import hash_file
-
-    if isinstance(rules, str):
-        raise ConfigError(
-            f"campaign={rules!r}: pass the campaign's rules, "
-            f"evidencestore.campaign.campaign_rules(root, {rules!r}), so the run is checked "
-            "against its protocol before anything is sent"
-        )
-    digests = []
-    for config in configs:
-        try:
-            digests.append(hash_file(config).digest)
-        except OSError as exc:
-            raise ConfigError(f"--config {config}: cannot read: {exc.strerror}") from exc
-    rules.check_run(
-        arm=arm,
-        condition=condition,
-        workload_digest=loaded.descriptor.digest,
-        config_digests=digests,
-        workload_source=os.fspath(workload_path),
-    )
-    if protocol_digest is not None and protocol_digest != rules.digest:
-        raise ConfigError(
-            f"protocol digest {protocol_digest}: campaign {rules.name!r} is protocol {rules.digest}"
-        )
-    return rules.digest
 
 
 def _finish(

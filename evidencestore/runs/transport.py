@@ -30,16 +30,16 @@ import time
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import msgspec
 
+from ..errors import BadAnswer, BodyTooLarge
 from ..models import Descriptor
-from .body import BodySink, BodyTooLarge
+from .body import BodySink
 from .models import Exchange, Failure
 from .polling import PollSchedule, clock_resolution
 from .untrusted import (
-    BadAnswer,
     media_type_of,
     parse_json,
     plain_token,
@@ -338,7 +338,7 @@ async def exchange(
     except BadAnswer as exc:
         if exc.status is not None:
             obs.status = exc.status
-        failure, message = exc.failure, exc.message
+        failure, message = cast("Failure", exc.failure), exc.message
     except BodyTooLarge as exc:
         failure = "too-large"
         message = f"the output is {exc}; nothing past it was kept ([run] max_output_size)"

@@ -9,6 +9,10 @@ it becomes part of a record or a registration.
   kept verbatim in the request record, whose schema allows any string
   (:func:`selected`, :func:`text_of`);
 - a job id is used in a URL only when it is a plain token (:func:`plain_token`).
+
+An answer that is not what the exchange requires raises
+:class:`~evidencestore.errors.BadAnswer`, which the transport turns into the request's
+failure.
 """
 
 from __future__ import annotations
@@ -19,11 +23,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from ..errors import BadAnswer
 from ..paths import shown
-from .models import Failure
 
 __all__ = [
-    "BadAnswer",
     "is_json",
     "media_type_of",
     "model_ids",
@@ -49,17 +52,6 @@ _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,126}/[A-Za-z0-9_.+-]{1,1
 _TOKEN = re.compile(r"[A-Za-z0-9_~:-][A-Za-z0-9._~:-]{0,255}")
 
 T = TypeVar("T")
-
-
-class BadAnswer(Exception):
-    """The server answered, but not as the exchange requires: a failure class and message
-    (``status``: the HTTP status, when one was received)."""
-
-    def __init__(self, failure: Failure, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.failure: Failure = failure
-        self.message = message
-        self.status = status
 
 
 def valid_media_type(value: str) -> bool:

@@ -49,6 +49,8 @@ from .transport import Observation
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from ..config import Repository
+
 __all__ = ["DETAILED", "METRICS", "import_vllm_bench", "split_results"]
 
 #: The per-request arrays ``--save-detailed`` keeps (and the importer needs).
@@ -262,9 +264,11 @@ def import_vllm_bench(
 ) -> list[ImportResult]:
     """Seal a ``vllm bench serve`` result file as run bundle ``name`` (``NAME-<k>`` for
     each of several ``--append-result`` objects); see the module."""
+    from ..config import as_repository
     from ..confined import check_file, read_file
     from .importing import MAX_PARSED_FILE
 
+    repo = as_repository(root)
     path = Path(file)
     if not path.is_file():
         raise ConfigError(f"import vllm-bench {path}: not a file")
@@ -277,9 +281,9 @@ def import_vllm_bench(
     for k, (line, obj, n) in enumerate(checked, 1):
         run_name = name if len(checked) == 1 else f"{name}-{k}"
         where = f"{path}: line {line}"
-        with import_lock(root):
+        with import_lock(repo):
             done = _import_one(
-                root, source, run_name, obj, n, where, line, len(checked), arm, campaign,
+                repo, source, run_name, obj, n, where, line, len(checked), arm, campaign,
                 condition, configs, signing_key,
             )  # fmt: skip
         out.append(done)
@@ -287,7 +291,7 @@ def import_vllm_bench(
 
 
 def _import_one(
-    root: str | os.PathLike[str],
+    repo: Repository,
     source: HarnessDir,
     name: str,
     obj: dict[str, Any],
@@ -305,7 +309,7 @@ def _import_one(
     started = _utc(obj["date"])
     part = f"line {line}" if parts > 1 else None
     opened = open_import(
-        root,
+        repo,
         name,
         source,
         arm=arm,

@@ -98,3 +98,26 @@ def test_campaign_verify_reports_import_mismatch(
     assert main(["campaign", "verify", "ai", "--root", str(root)]) == 1
     out = capsys.readouterr()
     assert "import-mismatch" in out.out + out.err
+
+
+def test_loadgen_invalid_edited_to_complete_is_an_import_mismatch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An INVALID LoadGen run whose run.json says complete, re-sealed: caught."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("mlperf_loadgen")
+    logs = tmp_path / "lg"
+    sut = Path(__file__).parent / "helpers" / "loadgen_sut.py"
+    subprocess.run([sys.executable, str(sut), "offline", "perf", str(logs), "0", "1000", "1",
+                    "100"], check=True)  # fmt: skip
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    assert main(["import", "loadgen", str(logs), "--name", "lg", "--root", str(root)]) == 0
+    _reseal(root, "lg", lambda r: r.update(outcome="complete"))
+    capsys.readouterr()
+    assert main(["verify", "--json", "-", "--root", str(root)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    found = [f for f in report["findings"] if f["code"] == "import-mismatch"]
+    assert len(found) == 1 and "outcome ('complete', re-derived 'invalid')" in found[0]["message"]

@@ -200,11 +200,14 @@ def test_loadgen_import(
     assert "50.00" in lg.percentiles_ns and "99.00" in lg.percentiles_ns
     assert lg.settings["scenario"] == scenario.capitalize()
     assert lg.settings["min_query_count"] == int(queries)
-    assert record.outcome == "complete" and validity in (record.reason or "")
+    # INVALID is its own outcome: never complete, so it never counts for a claim.
+    assert record.outcome == ("complete" if validity == "VALID" else "invalid")
+    assert validity in (record.reason or "")
     assert lg.early_stopping is not None and lg.early_stopping_met is not None
     assert main(["run", "show", "lg", "--root", str(root)]) == 0
     out = capsys.readouterr().out
     assert f"LoadGen {scenario.capitalize()} PerformanceOnly: {validity}" in out
+    assert f"outcome {record.outcome}" in out
     for name in unmet:
         assert f"    {name}: NOT met" in out
 

@@ -1,6 +1,8 @@
 """Repeatability (baseline vs baseline) and lossless adjudication (candidate vs baseline).
 
-Outputs are paired by request: workload request index, phase and repetition. Each pair
+Outputs are paired by what was asked, never by position: the request's payload
+(digest), phase and repetition (``_pairs``), so different warmup counts, request orders
+or concurrencies pair the same requests. Each pair
 is judged with the media comparison (``evidencestore.media``): both outputs checked
 against the expectations derived from their request, then exact equality of decoded
 frames and samples. Byte-identical outputs that the run already found valid are equal
@@ -28,7 +30,12 @@ Each pair is judged once (``Judge``): its result is kept by the digests of its i
 An output neither the local store nor a configured remote holds makes its pair
 UNAVAILABLE and is listed as missing (``evstore pull``), never kept.
 
-The baseline is repeatable-exact when every pair of its runs is PASS. A candidate is
+Nothing compared is never PASS: a repeatability or an adjudication over zero output
+pairs (runs that kept no outputs, such as LoadGen performance runs, or runs with no
+request in common) is UNAVAILABLE with that reason, whatever kind of run it is.
+
+The baseline is repeatable-exact when at least one pair of its runs was compared and
+every pair is PASS. A candidate is
 PASS only when every output pair is PASS under a repeatable-exact baseline; under a
 non-repeatable baseline the protocol's declared rule applies (``inconclusive`` or
 ``fail``), decided before any result, never PASS: with ``inconclusive``, a candidate
@@ -68,7 +75,18 @@ from .tokens import compare_completions, load_completion
 if TYPE_CHECKING:
     from ..media.records import Expectations
 
-__all__ = ["Judge", "adjudicate", "compare_runs", "repeatability", "worst"]
+#: What every verdict, text and report of a retrospective campaign says.
+RETROSPECTIVE = "retrospective: protocol registered after these results"
+
+__all__ = [
+    "RETROSPECTIVE",
+    "Judge",
+    "adjudicate",
+    "compare_runs",
+    "nothing_compared",
+    "repeatability",
+    "worst",
+]
 
 _ORDER: dict[str, int] = {"PASS": 0, "INCONCLUSIVE": 1, "UNAVAILABLE": 2, "FAIL": 3}
 
@@ -103,10 +121,23 @@ def _unchecked(r: RequestRecord) -> str | None:
     return None
 
 
-def _outputs(member: Member, phases: Sequence[str]) -> dict[str, _Output]:
+@dataclass(frozen=True)
+class _Sent:
+    """One output as pairing sees it: what was asked (phase, payload digest, and the
+    how-manieth send of that payload in the phase), and how reports name it."""
+
+    phase: str
+    payload: str
+    repetition: int
+    label: str
+    output: _Output
+
+
+def _outputs(member: Member, phases: Sequence[str]) -> list[_Sent]:
     entries = {e.path: e.descriptor for e in member.registration.manifest.entries}
-    out: dict[str, _Output] = {}
-    for r in member.record.requests:
+    out: list[_Sent] = []
+    sends: dict[tuple[str, str], int] = {}
+    for r in sorted(member.record.requests, key=lambda r: r.index):
         if r.phase not in phases:
             continue
         prefix = f"requests/{r.index:05d}/arrays/"
@@ -118,9 +149,38 @@ def _outputs(member: Member, phases: Sequence[str]) -> dict[str, _Output]:
         unchecked = _unchecked(r) if r.body is not None else None
         valid = r.failure is None or (r.media is not None and r.media.verdict == "UNAVAILABLE")
         problem = None if valid else f"{r.failure}: {r.message or 'failed'}"
-        key = r.label
-        out[key] = _Output(r.body, valid, problem, r.request, arrays, unchecked, r.completion)
+        output = _Output(r.body, valid, problem, r.request, arrays, unchecked, r.completion)
+        k = sends.get((r.phase, r.payload.digest), 0)
+        sends[(r.phase, r.payload.digest)] = k + 1
+        out.append(_Sent(r.phase, r.payload.digest, k, r.label, output))
     return out
+
+
+def _pairs(a: list[_Sent], b: list[_Sent]) -> list[tuple[str, _Output | None, _Output | None]]:
+    """Outputs of two runs paired by what was asked, never by position: the same
+    payload (digest) in the same phase and repetition; an output whose repetition the
+    other run did not make (another warmup count, another request count) is paired with
+    the other run's first output of that payload (same phase first), and one whose
+    payload the other run never sent stands alone (``run ... has no such request``).
+    Request order, concurrency and warmup counts therefore change no pair."""
+    exact_a = {(x.phase, x.payload, x.repetition): x for x in a}
+    exact_b = {(x.phase, x.payload, x.repetition): x for x in b}
+
+    def first(of: list[_Sent], sent: _Sent) -> _Sent | None:
+        same = [x for x in of if x.payload == sent.payload]
+        return min(same, key=lambda x: (x.phase != sent.phase, x.repetition), default=None)
+
+    out: list[tuple[str, _Output | None, _Output | None]] = []
+    for key, x in exact_a.items():
+        y = exact_b.get(key)
+        other = y if y is not None else first(b, x)
+        out.append((x.label, x.output, other.output if other else None))
+    for key, y in exact_b.items():
+        if key in exact_a:
+            continue
+        other = first(a, y)
+        out.append((y.label, other.output if other else None, y.output))
+    return sorted(out, key=lambda t: t[0])
 
 
 def _array_verdict(c: ArrayComparison) -> Verdict:
@@ -413,8 +473,8 @@ def compare_runs(
         return workload is None or expect(index) is not None
 
     return [
-        judge.pair(k, reference.name, candidate.name, a.get(k), b.get(k), expect, needs_check)
-        for k in sorted(set(a) | set(b))
+        judge.pair(key, reference.name, candidate.name, x, y, expect, needs_check)
+        for key, x, y in _pairs(a, b)
     ]
 
 
@@ -451,8 +511,19 @@ def repeatability(
         condition=condition,
         runs=tuple(m.digest for m in runs),
         run_names=tuple(m.name for m in runs),
-        exact=all(c.verdict == "PASS" for c in comparisons),
+        exact=bool(comparisons) and all(c.verdict == "PASS" for c in comparisons),
         comparisons=tuple(comparisons),
+        unavailable=None if comparisons else nothing_compared(runs),
+    )
+
+
+def nothing_compared(runs: Sequence[Member]) -> str:
+    """Why a verdict over ``runs`` compared nothing: no output pair in common."""
+    names = ", ".join(repr(m.name) for m in runs)
+    return (
+        f"nothing compared: runs {names} have no output pair in common (a run that kept "
+        "no outputs, such as a LoadGen performance run, cannot be compared): a verdict "
+        "over zero comparisons is UNAVAILABLE"
     )
 
 
@@ -508,9 +579,33 @@ def adjudicate(
     *,
     judge: Judge | None = None,
 ) -> Adjudication | None:
+    """A candidate arm's verdict for one condition; None when it has no output to judge.
+    A retrospective protocol's verdict says so first (``RETROSPECTIVE``)."""
+    adj = _adjudicate(root, store, campaign, condition, arm, repeat, baseline_runs,
+                      candidate_runs, judge=judge)  # fmt: skip
+    if adj is not None and campaign.protocol.retrospective:
+        adj = msgspec.structs.replace(adj, reasons=(RETROSPECTIVE, *adj.reasons))
+    return adj
+
+
+def _adjudicate(
+    root: str | os.PathLike[str],
+    store: BlobStore,
+    campaign: Campaign,
+    condition: str,
+    arm: str,
+    repeat: Repeatability,
+    baseline_runs: Sequence[Member],
+    candidate_runs: Sequence[Member],
+    *,
+    judge: Judge | None = None,
+) -> Adjudication | None:
     """A candidate arm's verdict for one condition; None when it has no output to judge."""
     reference = next(m for m in baseline_runs if m.complete and m.digest == repeat.runs[0])
-    judged = [m for m in candidate_runs if m.record.outcome != "failed-before-inference"]
+    # A run the harness found INVALID supports no lossless verdict, whatever its outputs.
+    judged = [
+        m for m in candidate_runs if m.record.outcome not in ("failed-before-inference", "invalid")
+    ]
     if not judged:
         return None
     wl = _workload_file(as_repository(root).root, campaign, condition)
@@ -519,6 +614,25 @@ def adjudicate(
         for m in judged
         for c in compare_runs(root, store, campaign, reference, m, wl, judge=judge)
     ]
+    empty = None
+    if not comparisons:
+        empty = nothing_compared([reference, *judged])
+    elif repeat.unavailable is not None:
+        empty = f"the baseline's repeatability is UNAVAILABLE: {repeat.unavailable}"
+    if empty is not None:
+        return Adjudication(
+            protocol_digest=campaign.digest,
+            condition=condition,
+            arm=arm,
+            verdict="UNAVAILABLE",
+            reasons=(empty,),
+            baseline_runs=repeat.runs,
+            candidate_runs=tuple(m.digest for m in judged),
+            baseline_repeatable=repeat.exact,
+            comparisons=tuple(comparisons),
+            baseline_run_names=repeat.run_names,
+            candidate_run_names=tuple(m.name for m in judged),
+        )
     rule = campaign.protocol.quality.non_repeatable_baseline
     effective = _effective(campaign, repeat, judged, comparisons)
     verdict = worst([v for v, _ in effective])

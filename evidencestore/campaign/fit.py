@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import CampaignFitError, ManifestError
 from .protocol import PROTOCOL_ENTRY, Campaign, load_campaign
 
-__all__ = ["RunRules", "campaign_rules"]
+__all__ = ["RunRules", "campaign_rules", "utc_epoch"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,44 @@ class RunRules:
                 "byte",
                 parameters=("configs",),
             )
+
+    def results_problem(self, root: str | os.PathLike[str], started: str) -> str | None:
+        """Why results that started at ``started`` (UTC) cannot count in this campaign:
+        its protocol was committed after them (or is not committed yet) and does not
+        declare ``retrospective = true``; None when they can (or no git history decides)."""
+        import time
+
+        from ..gitrefs import is_git_repository
+        from .history import registration_history
+
+        if self.campaign.protocol.retrospective or not is_git_repository(Path(root)):
+            return None
+        start = utc_epoch(started)
+        if start is None:
+            return f"the results' start time {started!r} is not a UTC time"
+        added = registration_history(Path(root), [self.name]).get(self.name)
+        when = added.added_time if added is not None else time.time()
+        if start >= when:
+            return None
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+        committed = f"committed at {at}" if added is not None else "not committed yet"
+        return (
+            f"campaign {self.name!r}: these results started at {started}, before its "
+            f"protocol ({committed}): they were not recorded under a frozen protocol and "
+            "cannot count. Register a protocol that declares retrospective = true (every "
+            "verdict then says so), or import without --campaign"
+        )
+
+
+def utc_epoch(utc: str) -> float | None:
+    """Unix seconds of a UTC time (``...Z`` or with an offset); None otherwise."""
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(utc.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.timestamp() if when.tzinfo is not None else None
 
 
 def campaign_rules(root: str | os.PathLike[str], name: str) -> RunRules:

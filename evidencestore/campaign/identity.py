@@ -3,6 +3,9 @@
 A run is identified by its content, never by its bundle name:
 
 - its record (the digest of ``run.json``): the same bytes under a second name;
+- for an imported run, the harness execution it was imported from
+  (``Harness.execution``: LoadGen's detail log and trace, AIPerf's per-request records),
+  however the side files imported with it differ;
 - its measurements (every request's monotonic send, first-byte, last-byte and end
   nanoseconds and its UTC start to the microsecond, with the body digest): two
   executions never share them, so a run copied with its name, arm or start time edited
@@ -55,6 +58,8 @@ __all__ = ["config_changes", "duplicates", "run_keys", "server_changes"]
 def run_keys(record: RunRecord, record_digest: str) -> list[tuple[str, str]]:
     """The content keys that identify a run (see the module doc)."""
     keys = [("record", record_digest)]
+    if record.harness is not None and record.harness.execution is not None:
+        keys.append(("execution", record.harness.execution))
     timings = [
         (r.index, r.sent_ns, r.first_byte_ns, r.last_byte_ns, r.end_ns, r.start_utc,
          r.body.digest if r.body else None)
@@ -74,6 +79,7 @@ def run_keys(record: RunRecord, record_digest: str) -> list[tuple[str, str]]:
 
 _WHAT = {
     "record": "the same run record (run.json {key})",
+    "execution": "the same harness execution (its detail log or per-request records, {key})",
     "measurements": "the same measurements (every request's timings and body)",
     "body": "the same response body {key} for a request whose repetitions never gave the "
     "same body twice",

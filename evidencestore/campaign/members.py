@@ -161,7 +161,7 @@ def campaign_runs(
         if why is None:
             why = _exclusion(campaign, conditions, name, record)
         if why is None and out.history is not None:
-            why = _history_exclusion(out.history, name, record)
+            why = _history_exclusion(out.history, name, record, campaign.protocol.retrospective)
         if why is None and keys:
             why = _signature_exclusion(root.root, reg, name, keys)
         if why is not None:
@@ -234,10 +234,12 @@ def _deleted_runs(
 
 
 def _history_exclusion(
-    history: HistoryCheck, name: str, record: RunRecord
+    history: HistoryCheck, name: str, record: RunRecord, retrospective: bool = False
 ) -> tuple[str, str] | None:
     if name in history.rewritten:
         return "history-rewritten", history.rewritten[name]
+    if retrospective:  # declared: results older than the protocol count, and say so
+        return None
     if name in history.before:
         return "before-protocol", history.before[name]
     when = history.protocol_time

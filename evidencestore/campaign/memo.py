@@ -33,8 +33,9 @@ __all__ = ["MEMO_FORMAT", "Memo", "memo_key", "tool_version"]
 T = TypeVar("T")
 
 #: Bumped whenever a memoised computation changes its answer for the same inputs (or
-#: the stored form changes: 2 keeps each record with its key).
-MEMO_FORMAT = 2
+#: the stored form changes: 2 keeps each record with its key; 3: nothing compared is
+#: UNAVAILABLE, a harness's INVALID run is never judged).
+MEMO_FORMAT = 3
 _MEDIA_TYPE = "application/vnd.evidencestore.campaign-memo+json"
 
 

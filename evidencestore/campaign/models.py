@@ -107,7 +107,7 @@ class ConditionSpec(Model, frozen=True, kw_only=True):
     """A condition (``5s``, ``15s``): its workload file, optionally pinned by digest.
 
     ``harness``: the benchmark harness whose imported runs this condition takes
-    (``evstore import aiperf`` / ``loadgen``); its workload is then that harness's input
+    (``evstore import aiperf`` / ``loadgen`` / ``vllm-bench``); its workload is then that harness's input
     file (AIPerf's ``inputs.json``), not a ``workload.toml``. Without it the condition
     takes ``evstore run``'s runs only: harnesses are never mixed within a condition.
 
@@ -118,7 +118,7 @@ class ConditionSpec(Model, frozen=True, kw_only=True):
     name: Name
     workload: RelPath
     workload_digest: DigestStr | None = None
-    harness: Literal["aiperf", "loadgen"] | None = None
+    harness: Literal["aiperf", "loadgen", "vllm-bench"] | None = None
     request_rate: Annotated[float, Meta(gt=0)] | Literal["inf"] | None = None
     concurrency: Annotated[int, Meta(gt=0, le=1024)] | None = None
 
@@ -176,7 +176,9 @@ class Protocol(Model, frozen=True, kw_only=True):
     sign runs, the campaign's acceptance rule: ``accept = "every-arm"`` (every candidate
     arm not withdrawn is qualified, and at least one is) or ``"any-arm"`` (at least one
     is), and the provenance every run must carry (``require``: runs without it are
-    excluded)."""
+    excluded). ``retrospective = true``: the protocol is registered after (some of) its
+    results, which then count; every verdict, text and report says "retrospective:
+    protocol registered after these results"."""
 
     __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
@@ -187,6 +189,7 @@ class Protocol(Model, frozen=True, kw_only=True):
     timing: TimingRule = TimingRule()
     quality: QualityRule = QualityRule()
     signing: SigningRule | None = None
+    retrospective: bool = False
     condition: Annotated[tuple[ConditionSpec, ...], Meta(min_length=1)]
     arm: Annotated[tuple[ArmSpec, ...], Meta(min_length=2)]
 
@@ -243,7 +246,10 @@ class Repeatability(
     tag_field="kind",
     tag="evidencestore/campaign-repeatability",
 ):
-    """Baseline run vs baseline run, per request, for one condition."""
+    """Baseline run vs baseline run, per request, for one condition. ``exact`` only when
+    at least one pair was compared and every pair is PASS; ``unavailable`` says why
+    nothing could be compared (runs without outputs, such as LoadGen performance runs):
+    a repeatability over zero comparisons is UNAVAILABLE, never exact."""
 
     protocol_digest: DigestStr
     condition: str
@@ -251,6 +257,7 @@ class Repeatability(
     run_names: tuple[str, ...]
     exact: bool
     comparisons: tuple[OutputComparison, ...]
+    unavailable: str | None = None
 
 
 class Adjudication(
@@ -385,7 +392,7 @@ class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
     runs_done: int
     runs_failed: int
     failed_runs: tuple[str, ...]
-    repeatability: Literal["exact", "not-exact"] | None
+    repeatability: Literal["exact", "not-exact", "unavailable"] | None
     lossless: Verdict | None
     speedup: Speedup | None
     qualified: bool

@@ -236,6 +236,10 @@ def _evaluate(
         f"protection: {line}"
         for line in protection(history.anchor if history else None, members.signed)
     ]
+    if protocol.retrospective:  # declared in the protocol: said first, everywhere
+        from .adjudication import RETROSPECTIVE
+
+        notes.insert(0, RETROSPECTIVE)
     notes += _audit_notes(members)
     unavailable: list[MissingInput] = []
     collect = _claims_meanwhile(store, campaign, members)
@@ -249,14 +253,22 @@ def _evaluate(
         repeat = judged.repeat[c]
         if repeat is not None:
             reps[c] = repeat
-        rep_word: Literal["exact", "not-exact"] | None = (
-            None if repeat is None else "exact" if repeat.exact else "not-exact"
+        rep_word: Literal["exact", "not-exact", "unavailable"] | None = (
+            None
+            if repeat is None
+            else "unavailable"
+            if repeat.unavailable
+            else "exact"
+            if repeat.exact
+            else "not-exact"
         )
         b_done, b_failed = _split_runs(c, base, b_runs)
         b_open = _runs_open(c, base, b_done, b_failed)
         b_rejected: list[str] = []
         if repeat is None:
             b_open.append(f"{c}: baseline repeatability not yet qualified")
+        elif repeat.unavailable is not None:  # nothing compared is never exact
+            b_open.append(f"{c}: baseline repeatability is UNAVAILABLE: {repeat.unavailable}")
         elif judged.repeat_lacks[c]:
             b_open.append(f"{c}: baseline outputs are unavailable here (`evstore pull`)")
         elif unchecked := [x for x in repeat.comparisons if x.unchecked]:
@@ -292,9 +304,12 @@ def _evaluate(
                             f"{c}: candidate {arm.name}: outputs are unavailable here "
                             "(`evstore pull`)"
                         )
-                    elif verdict == "UNAVAILABLE" and any(
-                        x.unchecked for x in (*repeat.comparisons, *adj.comparisons)
-                    ):  # unchecked outputs: runs recorded with their checks would decide
+                    elif verdict == "UNAVAILABLE" and (
+                        repeat.unavailable is not None
+                        or not adj.comparisons
+                        or any(x.unchecked for x in (*repeat.comparisons, *adj.comparisons))
+                    ):  # nothing compared, or unchecked outputs: runs with checked
+                        # outputs would decide
                         why = adj.reasons[0] if adj.reasons else ""
                         opened.append(f"{c}: candidate {arm.name} is {verdict}: {why}")
                     elif verdict != "PASS":
@@ -305,6 +320,10 @@ def _evaluate(
             claim = computed.get((c, arm.name))
             if claim is None:  # no child, or it failed: computed here, the same record
                 claim = make_claim(store, campaign, members, c, arm.name)
+            if protocol.retrospective:
+                from .adjudication import RETROSPECTIVE
+
+                claim = msgspec.structs.replace(claim, notes=(RETROSPECTIVE, *claim.notes))
             claims[f"{c}/{arm.name}"] = claim
             for what in claim.unavailable:
                 opened.append(f"{c}: candidate {arm.name}: {what}")
@@ -546,7 +565,7 @@ def _cell(
     arm: ArmSpec,
     done: list[Member],
     failed: list[Member],
-    repeatability: Literal["exact", "not-exact"] | None,
+    repeatability: Literal["exact", "not-exact", "unavailable"] | None,
     lossless: Verdict | None,
     speedup: Speedup | None,
     qualified: bool,

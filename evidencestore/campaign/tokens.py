@@ -225,7 +225,8 @@ def determinism(store: BlobStore, runs: Sequence[tuple[str, RunRecord, int]]) ->
 
 def determinism_of_runs(root: str | os.PathLike[str], names: Sequence[str]) -> Determinism:
     """:func:`determinism` over registered runs, each at the concurrency its workload
-    (read, verified, from the local store) declares."""
+    (read, verified, from the local store) declares, or an imported run's harness
+    recorded (``Harness.concurrency``)."""
     from ..config import local_store
     from ..runs import load_run
     from ..runs.workload import parse_workload
@@ -234,6 +235,14 @@ def determinism_of_runs(root: str | os.PathLike[str], names: Sequence[str]) -> D
     runs = []
     for name in names:
         record = load_run(root, name)
+        if record.harness is not None:  # imported: the harness's own concurrency
+            if record.harness.concurrency is None:
+                raise EvidenceStoreError(
+                    f"run {name!r}: imported from {record.harness.name}, which recorded no "
+                    "client concurrency"
+                )
+            runs.append((name, record, record.harness.concurrency))
+            continue
         try:
             data = store.get(record.workload.digest, record.workload.size)
         except EvidenceStoreError as exc:

@@ -64,7 +64,8 @@ def verify_campaign(
     root: str | os.PathLike[str], campaign: Campaign, *, base: str | None = None
 ) -> CampaignVerification:
     """Check, from git history (anchored at ``base`` when given), that the protocol was
-    frozen before every run, and every rule of ``members.py``."""
+    frozen before every run, every rule of ``members.py``, and that every imported run's
+    record is what its sealed harness files give (``import-mismatch``)."""
     members = campaign_runs(root, campaign, base=base)
     history = members.history
     assert history is not None
@@ -76,6 +77,23 @@ def verify_campaign(
     if history.problem:
         out.findings.append(Exclusion(run="", code="history", message=history.problem))
     out.findings += members.findings
+    from ..config import local_store
+    from ..runs.rederive import check_imported
+
+    store = local_store(root)
+    for m in members.runs:
+        if m.record.harness is not None:  # re-derived from its sealed harness files
+            found = check_imported(root, m.registration, m.record, store)
+            if found is not None:
+                out.findings.append(
+                    Exclusion(
+                        run=m.name,
+                        code=found.code,
+                        message=found.message,
+                        condition=m.record.condition,
+                        arm=m.record.arm,
+                    )
+                )
     for m in members.runs:
         if m.name not in history.uncommitted:
             out.runs[m.name] = history.frozen.get(m.name)

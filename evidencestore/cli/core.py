@@ -264,6 +264,38 @@ def _base_problem(root: Repository, rev: str) -> GitError | None:
     return base_problem(root.root, rev)
 
 
+def _rederive_imports(root: Any, report: Any, bundles: list[str] | None) -> Any:
+    """The report with an ``import-mismatch`` finding for each imported run whose
+    run.json its sealed harness files do not give (``runs/rederive.py``)."""
+    broken = {b.name for b in report.bundles if not b.ok}
+    # Only a repository holding imported runs pays for importing the re-derivation.
+    imported = [
+        b.name
+        for b in report.bundles
+        if b.ok
+        and (bundles is None or b.name in bundles)
+        and b'"harness-source"' in _registration_bytes(root.root, b.name)
+    ]
+    if not imported:
+        return report
+    import msgspec
+
+    from ..config import local_store
+    from ..runs.rederive import check_imports
+
+    found = check_imports(root.root, local_store(root), imported, skip=broken)
+    if not found:
+        return report
+    return msgspec.structs.replace(report, ok=False, findings=(*report.findings, *found))
+
+
+def _registration_bytes(root: Path, name: str) -> bytes:
+    try:
+        return (root / "evidence" / name / "bundle.json").read_bytes()
+    except OSError:
+        return b""
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     from ..config import local_store
     from ..inventory import load_inventory
@@ -321,6 +353,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         remote_checker=checker,
         inventory=inventory,
     )
+    report = _rederive_imports(root, report, args.bundle or None)
     unknown = [f for f in report.findings if f.code == "unknown-bundle"]
     if unknown:
         for f in unknown:

@@ -1,21 +1,39 @@
-"""`evstore import` subcommands: ``import aiperf DIR``, ``import loadgen DIR``.
+"""`evstore import` subcommands: ``import aiperf DIR``, ``import loadgen DIR``,
+``import vllm-bench FILE``.
 
-Exit codes: 0 imported (or already imported from the same files), 2 for a directory
-that is not what it claims or a name already taken.
+Exit codes: 0 imported (or already imported from the same files); 1 the results cannot
+count in the campaign named (they predate its protocol, which is not retrospective:
+nothing is registered); 2 for a directory or file that is not what it claims, a name
+already taken, or a run that does not fit its campaign.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..errors import ConfigError
-from ._common import EXIT_OK, ROOT, Commands, arg, repo_root
+from ._common import EXIT_FAILED, EXIT_OK, ROOT, Commands, arg, repo_root
 
 NAME = arg("--name", required=True, metavar="BUNDLE", help="the run bundle's name")
 ARM = arg("--arm", default="imported", metavar="A", help="the arm (default: imported)")
 CAMPAIGN = arg("--campaign", metavar="C", help="the campaign whose protocol this run follows")
 CONDITION = arg("--condition", metavar="X", help="the campaign condition")
+CONFIG = arg(
+    "--config",
+    action="append",
+    default=[],
+    metavar="FILE",
+    help="a configuration file of the arm (repeatable; stored as configs/<name>, checked "
+    "against the files the campaign's arm declares)",
+)
+SIGN = arg(
+    "--sign",
+    metavar="KEY",
+    help="sign the run record with this ed25519 private key (run.dsse.json), as run --sign",
+)
+COMMON = [NAME, ARM, CAMPAIGN, CONDITION, CONFIG, SIGN, ROOT]
 
 
 def register(commands: Commands) -> None:
@@ -28,27 +46,43 @@ def register(commands: Commands) -> None:
     isub.add(
         "aiperf",
         _aiperf,
-        [arg("directory", metavar="DIR"), NAME, ARM, CAMPAIGN, CONDITION, ROOT],
+        [arg("directory", metavar="DIR"), *COMMON],
         help="an AIPerf artifact directory (profile_export.jsonl, ...)",
     )
     isub.add(
         "loadgen",
         _loadgen,
-        [arg("directory", metavar="DIR"), NAME, ARM, CAMPAIGN, CONDITION, ROOT],
+        [arg("directory", metavar="DIR"), *COMMON],
         help="an MLPerf LoadGen log directory (mlperf_log_detail.txt, ...)",
+    )
+    isub.add(
+        "vllm-bench",
+        _vllm_bench,
+        [arg("directory", metavar="FILE"), *COMMON],
+        help="a vllm bench serve result file (--save-result --save-detailed)",
     )
 
 
-def _campaign(root: Any, args: argparse.Namespace) -> Any:
+def _prepare(root: Any, args: argparse.Namespace) -> tuple[Any, Any]:
     """The rules of ``--campaign`` (the run is checked against them once its files are
-    read: condition, arm, harness, workload digest)."""
+    read: condition, arm, harness, workload digest, configs) and the signing key, which
+    the campaign must allow, as for ``run --sign``."""
+    key = None
+    if args.sign:
+        from ..dsse import load_private_key
+
+        key = load_private_key(args.sign)
     if not args.campaign:
         if args.condition:
             raise ConfigError("--condition needs --campaign")
-        return None
+        return None, key
     from ..campaign.fit import campaign_rules
 
-    return campaign_rules(root, args.campaign)
+    rules = campaign_rules(root, args.campaign)
+    problem = rules.campaign.signer_problem(root, key.public_key() if key is not None else None)
+    if problem:
+        raise ConfigError(problem)
+    return rules, key
 
 
 def _report(harness: str, result: Any) -> int:
@@ -63,30 +97,43 @@ def _report(harness: str, result: Any) -> int:
     return EXIT_OK
 
 
+def _run(harness: str, args: argparse.Namespace, importer: Any) -> int:
+    from ..runs.importing import ResultsPredateProtocol
+
+    root = repo_root(args)
+    rules, key = _prepare(root, args)
+    try:
+        results = importer(
+            root,
+            args.directory,
+            args.name,
+            arm=args.arm,
+            campaign=rules,
+            condition=args.condition,
+            configs=args.config,
+            signing_key=key,
+        )
+    except ResultsPredateProtocol as exc:
+        print(f"evstore: import {harness}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    for result in results if isinstance(results, list) else [results]:
+        _report(harness, result)
+    return EXIT_OK
+
+
 def _aiperf(args: argparse.Namespace) -> int:
     from ..runs.aiperf import import_aiperf
 
-    return _import("aiperf", import_aiperf, args)
+    return _run("aiperf", args, import_aiperf)
 
 
 def _loadgen(args: argparse.Namespace) -> int:
     from ..runs.loadgen import import_loadgen
 
-    return _import("loadgen", import_loadgen, args)
+    return _run("loadgen", args, import_loadgen)
 
 
-def _import(harness: str, importer: Any, args: argparse.Namespace) -> int:
-    """Import ``args.directory`` with ``importer`` (one run, or several: AIPerf's
-    artifact directory can hold a sweep) and report each run registered."""
-    root = repo_root(args)
-    out = importer(
-        root,
-        args.directory,
-        args.name,
-        arm=args.arm,
-        campaign=_campaign(root, args),
-        condition=args.condition,
-    )
-    for result in out if isinstance(out, list) else [out]:
-        _report(harness, result)
-    return EXIT_OK
+def _vllm_bench(args: argparse.Namespace) -> int:
+    from ..runs.vllm_bench import import_vllm_bench
+
+    return _run("vllm-bench", args, import_vllm_bench)

@@ -196,7 +196,11 @@ def _related(records: Sequence[Any]) -> list[dict[str, Any]]:
             summary = _claim_summary(r)
         elif kind == "repeatability":
             summary = f"{len(r.get('runs', ()))} baseline runs compared with the first: " + (
-                "repeatable-exact." if r.get("exact") else "NOT repeatable-exact."
+                f"UNAVAILABLE ({r.get('unavailable')})."
+                if r.get("unavailable")
+                else "repeatable-exact."
+                if r.get("exact")
+                else "NOT repeatable-exact."
             )
         elif kind == "adjudication":
             summary = (

@@ -1,6 +1,7 @@
 """The run report: one run record (an HTTP end-to-end benchmark run) as an HTML page.
 
-The outcome comes first (``complete``, ``partial``, ``failed-before-inference``) in words,
+The outcome comes first (``complete``, ``partial``, ``failed-before-inference``,
+``invalid``) in words,
 glyph and colour, with the run's reason and what a refusing server said; then the latency
 of measured requests (end to end and time to first byte) as box plots with every value
 drawn, one box per distinct request and phase, warmup drawn apart (below a rule, in grey)
@@ -26,6 +27,7 @@ OUTCOME_STYLE = {
     "complete": "PASS",
     "partial": "INCONCLUSIVE",
     "failed-before-inference": "FAIL",
+    "invalid": "FAIL",
 }
 OUTCOME_MEANING = {
     "complete": "Every request was sent and every output is valid against its request.",
@@ -33,6 +35,8 @@ OUTCOME_MEANING = {
     "failed requests never contribute a number.",
     "failed-before-inference": "The run failed before any inference; it is kept as "
     "evidence and contributes no number.",
+    "invalid": "The harness found the run INVALID (a rule it checks was not met); it is "
+    "kept as evidence and supports no claim and no lossless verdict.",
 }
 _NS_SENT = ("sent_ns", "send_start_ns", "start_ns", "sent")
 _NS_HEADERS = ("headers_ns", "response_headers_ns", "headers")
@@ -124,7 +128,12 @@ def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
     e2e: dict[str, list[float]] = {"measured": [], "warmup": []}
     ttfb: dict[str, list[float]] = {"measured": [], "warmup": []}
     # Per distinct workload request and phase: one box each in the latency plots.
-    by_request: dict[str, dict[tuple[str, str], list[float]]] = {"e2e": {}, "ttfb": {}}
+    by_request: dict[str, dict[tuple[str, str], list[float]]] = {
+        "e2e": {},
+        "ttfb": {},
+        "ttft": {},
+        "tpot": {},
+    }
     failures: list[dict[str, Any]] = []
     for i, r in enumerate(requests):
         phase = str(r.get("phase", "measured"))
@@ -155,6 +164,10 @@ def run_view(run: Mapping[str, Any]) -> dict[str, Any]:
             if first is not None:
                 ttfb.setdefault(phase, []).append(first)
                 by_request["ttfb"].setdefault((which, phase), []).append(first)
+            for key in ("ttft", "tpot"):  # LLM metrics (native streams and imports)
+                value = r.get(f"{key}_s")
+                if isinstance(value, int | float):
+                    by_request[key].setdefault((which, phase), []).append(float(value))
         else:
             failures.append(
                 {"index": index, "phase": phase, "cls": failure, "message": _failure_message(r)}
@@ -250,6 +263,8 @@ def render_run_html(
             "Time to first byte per request: measured, and warmup apart",
             "time to first byte",
         ),
+        ("ttft", "Time to first token per request: measured, and warmup apart", "TTFT"),
+        ("tpot", "Time per output token per request: measured, and warmup apart", "TPOT"),
     ):
         groups, apart = _latency_groups(view["by_request"][key])
         if any(groups.values()):

@@ -9,6 +9,7 @@ runs, not the other way round).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -40,3 +41,7 @@ class CampaignRules(Protocol):
         the condition, the arm, the harness (None: ``evstore run``; ``aiperf``,
         ``loadgen``: imported), the workload (by digest) or the arm's declared
         configuration files."""
+
+    def results_problem(self, root: str | os.PathLike[str], started: str) -> str | None:
+        """Why imported results that started at ``started`` (UTC) cannot count: the
+        protocol is younger than them and not ``retrospective``; None when they can."""

@@ -7,11 +7,22 @@ the harness, its version and command, its metric definitions and what it did not
 The files' digests (path and digest of each, canonical) are the run's
 ``source_digest``: the same directory imports once. Importing it again under the same
 name is a no-op (reported as already registered); under another name it is refused.
+
+Concurrent imports (:func:`import_lock`): the "already imported?" check and the
+registration that follows it run under one exclusive ``flock`` on the repository's
+``evidence/`` directory, taken by every importer. Why no interleaving registers one
+folder twice: a second importer cannot check until the first has released the lock,
+which it does only after its registration was renamed into place whole (or it failed,
+leaving nothing); so the second one's check sees the first one's registration. The
+kernel drops the lock when a process dies, however it dies, so none is left stale.
+Where ``flock`` is unavailable (Windows) the check is not serialised.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,14 +38,18 @@ from .fit import CampaignRules
 from .recorder import RunRecorder
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from ..config import Repository
 
 __all__ = [
     "MAX_HARNESS_FILE",
     "HarnessDir",
     "ImportResult",
+    "ResultsPredateProtocol",
     "already_imported",
     "harness_dir",
+    "import_lock",
     "open_import",
 ]
 
@@ -91,6 +106,11 @@ def harness_dir(directory: str | os.PathLike[str], harness: str) -> HarnessDir:
     return HarnessDir(base, files, harness)
 
 
+class ResultsPredateProtocol(ConfigError):
+    """Results made before their campaign's protocol was committed, which does not
+    declare ``retrospective = true``: they cannot count (``evstore import`` exits 1)."""
+
+
 @dataclass(frozen=True)
 class ImportResult:
     """An import's outcome: the bundle name and digest, and whether it was already
@@ -102,10 +122,13 @@ class ImportResult:
     outcome: str
 
 
-def already_imported(repo: Repository, name: str, source_digest: str) -> ImportResult | None:
+def already_imported(
+    repo: Repository, name: str, source_digest: str, execution: str | None = None
+) -> ImportResult | None:
     """The registered run imported from the same files, if any: under ``name`` it is
     the same import (a no-op); under another name, or ``name`` taken by other content,
-    a :class:`BundleError`."""
+    a :class:`BundleError`. A run imported from the same harness ``execution`` (other
+    side files) is refused under any name: one execution counts once."""
     check_bundle_name(name)
     mine = registration_path(repo.root, name)
     if mine.exists():
@@ -123,17 +146,45 @@ def already_imported(repo: Repository, name: str, source_digest: str) -> ImportR
             reg = load_registration(reg_path)
         except ManifestError:
             continue  # verify reports it; it cannot be this import
-        if reg.manifest.metadata.annotations.get("harness-source") == source_digest:
+        annotations = reg.manifest.metadata.annotations
+        if annotations.get("harness-source") == source_digest:
             raise BundleError(
                 f"these files were already imported as bundle {reg.manifest.name!r} "
                 f"({reg.digest}); a run counts once"
             )
+        if execution is not None and annotations.get("harness-execution") == execution:
+            raise BundleError(
+                f"this {annotations.get('harness', 'harness')} execution was already imported "
+                f"as bundle {reg.manifest.name!r} ({reg.digest}) from files that differ only "
+                f"beside it (execution {execution}); a run counts once"
+            )
     return None
 
 
-def source_digest(descriptors: dict[str, Descriptor]) -> str:
-    """The digest of the imported files: canonical ``{path: digest}``."""
-    return hash_bytes(canonical({p: d.digest for p, d in sorted(descriptors.items())})).digest
+@contextlib.contextmanager
+def import_lock(repo: Repository) -> Iterator[None]:
+    """Hold the repository's import lock (see the module): an exclusive ``flock`` on
+    ``evidence/``, blocking until it is free."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    evidence = repo.root / EVIDENCE_DIR
+    evidence.mkdir(parents=True, exist_ok=True)
+    fd = os.open(evidence, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def source_digest(descriptors: dict[str, Descriptor], part: str | None = None) -> str:
+    """The digest of the imported files: canonical ``{path: digest}`` (with ``part``,
+    the part of them one run was read from: one of several results in one file)."""
+    files = {p: d.digest for p, d in sorted(descriptors.items())}
+    return hash_bytes(canonical(files if part is None else {"files": files, "part": part})).digest
 
 
 def open_import(
@@ -146,6 +197,11 @@ def open_import(
     campaign: CampaignRules | None = None,
     condition: str | None = None,
     workload_bytes: bytes | None = None,
+    execution: str | None = None,
+    configs: Sequence[str | os.PathLike[str]] = (),
+    signing_key: Ed25519PrivateKey | None = None,
+    started: str | None = None,
+    part: str | None = None,
 ) -> tuple[RunRecorder, str] | ImportResult:
     """Store every file of ``source`` and open a run recorder whose workload is the
     harness file ``workload`` (or ``workload_bytes`` when the harness keeps none), every
@@ -153,7 +209,14 @@ def open_import(
     or the :class:`ImportResult` of the same files registered as ``name`` already. A run
     for ``campaign`` (its rules, ``evidencestore.campaign.fit.campaign_rules``) must fit
     it: condition, arm, harness and workload digest, checked before anything is
-    registered. The harness files go to ``repo``'s store and the run is registered in
+    registered. ``execution`` identifies the harness's execution (``Harness.execution``):
+    one already imported under another name is refused. ``configs``: the arm's
+    configuration files (``configs/<name>``, checked against those the arm declares);
+    ``signing_key`` signs the record (``run.dsse.json``) as ``run --sign`` does;
+    ``part``: which part of the files this run is (several runs in one file);
+    ``started`` (UTC): when the results were made, refused with
+    :class:`ResultsPredateProtocol` for a campaign whose protocol is younger and not
+    retrospective. The harness files go to ``repo``'s store and the run is registered in
     ``repo``: one repository, resolved once by the importer's entry point."""
     store = repo.local_store()
     descriptors: dict[str, Descriptor] = {}
@@ -164,8 +227,8 @@ def open_import(
             raise ConfigError(
                 f"import {source.harness} {source.directory / rel}: cannot read: {exc.strerror}"
             ) from exc
-    digest = source_digest(descriptors)
-    done = already_imported(repo, name, digest)
+    digest = source_digest(descriptors, part)
+    done = already_imported(repo, name, digest, execution)
     if done is not None:
         return done
     if workload is not None:
@@ -173,15 +236,29 @@ def open_import(
     else:
         data = workload_bytes or b""
         wl = store.put(data, "application/json")
+    config_descs: list[tuple[str, Descriptor]] = []
+    for given in configs:
+        path = Path(given)
+        if not path.is_file():
+            raise ConfigError(f"--config {path}: no such file")
+        try:
+            config_descs.append((path.name, store.put_file(path, "text/plain")))
+        except OSError as exc:
+            raise ConfigError(f"--config {path}: cannot read: {exc.strerror}") from exc
+    if len({n for n, _ in config_descs}) != len(config_descs):
+        raise ConfigError("--config: two configuration files share a name")
     if campaign is not None:
         campaign.check_run(
             arm=arm,
             condition=condition,
             workload_digest=wl.digest,
-            config_digests=(),
+            config_digests=tuple(d.digest for _, d in config_descs),
             workload_source=str(source.directory / workload) if workload else "its settings",
             harness=source.harness,
         )
+        problem = campaign.results_problem(repo.root, started) if started is not None else None
+        if problem is not None:
+            raise ResultsPredateProtocol(problem)
     recorder = RunRecorder(
         repo,
         name,
@@ -191,9 +268,13 @@ def open_import(
         campaign=campaign.name if campaign is not None else None,
         protocol_digest=campaign.digest if campaign is not None else None,
         condition=condition,
+        signing_key=signing_key,
     )
     for rel, desc in descriptors.items():
         recorder.add_entry(f"harness/{rel}", desc, "harness")
+    for config_name, desc in config_descs:
+        recorder.add_entry(f"configs/{config_name}", desc, "config")
+        recorder.configs[f"configs/{config_name}"] = desc
     if workload is None:
         recorder.add_entry("workload/settings.json", wl, "workload")
     return recorder, digest

@@ -6,44 +6,80 @@ the detail log's ``:::MLLOG`` lines, LoadGen's own machine-readable log: scenari
 mode (``effective_scenario``, ``effective_test_mode``), the result (``result_validity``)
 with every rule LoadGen checked (``result_*_met``, ``early_stopping_met``), the latency
 percentiles in ns, early stopping, every ``result_*`` value, every effective setting,
-the errors and warnings it logged, and its version. LoadGen keeps no per-query record
-in these files, so the run has no request records: its outcome is ``complete`` when
-LoadGen reported a result (VALID or INVALID, as LoadGen says), else
-``failed-before-inference``.
+the errors and warnings it logged, and its version. A key logged twice with different
+values (a ``result_validity: VALID`` appended after LoadGen's own ``INVALID``), or a
+summary (``mlperf_log_summary.txt``) that says otherwise than the detail log (result,
+scenario, mode, percentiles), refuses the import: which one LoadGen wrote cannot be told.
+
+Outcomes: a performance run LoadGen found ``VALID`` is ``complete``; one it found
+``INVALID`` is ``invalid`` (its own outcome: shown as such, never counted for a claim
+or a lossless verdict); an ``AccuracyOnly`` run (LoadGen logs no ``result_validity``
+there) is ``complete`` when its accuracy log holds entries, and each entry becomes a
+request record (request = ``qsl_idx``, repetition = earlier entries of that sample)
+whose output is the entry's data, decoded from hex: its token ids (little-endian
+integers of ``len(data) / token_count`` bytes, 4 or 8, when LoadGen logged
+``token_count``; else one id per byte), so two LoadGen runs compare token for token.
+A run that reports no result otherwise is ``failed-before-inference``. An accuracy
+entry that is not an object with an integer ``qsl_idx`` and hex ``data``, or whose
+``token_count`` does not match its data, refuses the import naming its line.
+
+One LoadGen execution counts once: the run's ``execution`` digest is that of its detail
+log (and trace), which no two executions share, so a copy of a result directory with a
+side file changed (``stderr.txt``, a README) is the same run.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from .._canonical import canonical, loads_json
+import msgspec
+
+from .._canonical import canonical, loads_json, pretty
+from ..digest import hash_bytes
 from ..errors import ConfigError
 from .fit import CampaignRules
-from .importing import HarnessDir, ImportResult, harness_dir, open_import
+from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_import
+from .judge import Expected, Slot, judge
 from .models import FieldValue, Harness, HarnessRule, LoadGenResult
+from .recorder import RunRecorder
+from .streams import COMPLETION_MEDIA_TYPE, Completion
+from .transport import Observation
 
-__all__ = ["import_loadgen", "parse_detail"]
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from ..config import Repository
+
+__all__ = ["import_loadgen", "parse_detail", "parse_summary"]
 
 DETAIL = "mlperf_log_detail.txt"
 SUMMARY = "mlperf_log_summary.txt"
 ACCURACY = "mlperf_log_accuracy.json"
+TRACE = "mlperf_log_trace.json"
 _PREFIX = ":::MLLOG "
 _PERCENTILE = re.compile(r"^result_(\d+\.\d+)_percentile_latency_ns$")
+_SUMMARY_PERCENTILE = re.compile(r"^(\d+\.\d+) percentile latency \(ns\)\s*:\s*(\d+)\s*$")
+_HEX = re.compile(r"^(?:[0-9A-Fa-f]{2})*$")
+#: Keys whose value decides the record: logged twice with different values, refused.
+_DECIDING = ("result_", "effective_", "early_stopping", "test_datetime", "loadgen_version")
 
 METRICS = {
     "latency_ns": "LoadGen: per query, from the query's scheduled issue time to the "
     "SUT's QuerySamplesComplete for its last sample (ns, LoadGen's clock)",
     "percentiles_ns": "LoadGen's latency percentiles over the performance run's queries",
     "completed_samples_per_sec": "LoadGen: samples completed over the run's duration",
+    "output_tokens": "LoadGen token_count of an accuracy entry (the SUT's own count)",
 }
 
 
 def parse_detail(data: bytes, where: str) -> tuple[dict[str, Any], list[str], list[str]]:
-    """The ``:::MLLOG`` lines of a detail log: key -> value (the last of a key), and the
-    error and warning messages (``metadata.is_error`` / ``is_warning``). A line that is
-    not JSON, or holds no ``key``, is a :class:`ConfigError` naming its line."""
+    """The ``:::MLLOG`` lines of a detail log: key -> value, and the error and warning
+    messages (``metadata.is_error`` / ``is_warning``). A line that is not JSON, holds no
+    ``key``, or logs a deciding key (``result_*``, ``effective_*``, ...) again with
+    another value is a :class:`ConfigError` naming its line."""
     values: dict[str, Any] = {}
     errors: list[str] = []
     warnings: list[str] = []
@@ -63,8 +99,59 @@ def parse_detail(data: bytes, where: str) -> tuple[dict[str, Any], list[str], li
             errors.append(f"{key}: {value}")
         elif meta.get("is_warning"):
             warnings.append(f"{key}: {value}")
+        if key in values and values[key] != value and key.startswith(_DECIDING):
+            raise ConfigError(
+                f"{where}: line {number}: {key} logged again as {value!r} after "
+                f"{values[key]!r}: LoadGen logs it once; which value LoadGen wrote cannot "
+                "be told"
+            )
         values[key] = value
     return values, errors, warnings
+
+
+def parse_summary(data: bytes) -> dict[str, str]:
+    """What ``mlperf_log_summary.txt`` states: ``result`` (VALID/INVALID), ``scenario``,
+    ``mode`` and ``<pct>`` -> ns for each percentile line (values as written)."""
+    out: dict[str, str] = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        match = _SUMMARY_PERCENTILE.match(line.strip())
+        if match:
+            out[match.group(1)] = match.group(2)
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        word = {"Result is": "result", "Scenario": "scenario", "Mode": "mode"}.get(key.strip())
+        if word is not None and word not in out:
+            out[word] = value.strip()
+    return out
+
+
+def _check_summary(source: HarnessDir, result: LoadGenResult) -> None:
+    """Refuse a summary that says otherwise than the detail log."""
+    if not source.has(SUMMARY):
+        return
+    said = parse_summary(source.read(SUMMARY, "a LoadGen log directory"))
+    where = source.directory / SUMMARY
+    detail = source.directory / DETAIL
+    pairs = [
+        ("result", result.validity),
+        ("scenario", result.scenario),
+        ("mode", result.mode),
+        *((pct, str(ns)) for pct, ns in result.percentiles_ns.items()),
+    ]
+    for key, value in pairs:
+        if key in said and value is not None and said[key] != value:
+            what = f"{key} percentile latency (ns)" if key[0].isdigit() else key
+            raise ConfigError(
+                f"{where}: {what} is {said[key]!r} but {detail} says {value!r}: the summary "
+                "and the detail log disagree, so which LoadGen wrote cannot be told"
+            )
+    if "result" in said and result.validity is None:
+        raise ConfigError(
+            f"{where}: result is {said['result']!r} but {detail} logs no result_validity: "
+            "the summary and the detail log disagree"
+        )
 
 
 def _scalar(value: Any) -> FieldValue | None:
@@ -81,9 +168,99 @@ def _need(values: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def loadgen_result(source: HarnessDir) -> tuple[LoadGenResult, dict[str, Any]]:
-    """The record's LoadGen section from the detail log (and the accuracy log's count),
-    and every value the detail log holds."""
+class AccuracyEntry:
+    """One decoded accuracy-log entry: its line, sample, data and token ids."""
+
+    __slots__ = ("data", "line", "qsl_idx", "token_count", "token_ids")
+
+    def __init__(
+        self, line: int, qsl_idx: int, data: bytes, token_ids: tuple[int, ...], count: int | None
+    ) -> None:
+        self.line, self.qsl_idx, self.data = line, qsl_idx, data
+        self.token_ids, self.token_count = token_ids, count
+
+
+def _entry_lines(text: str) -> list[tuple[int, str]] | None:
+    """The accuracy log's entries with their line numbers, in LoadGen's layout (``[``,
+    one object a line with a trailing comma, ``]``); None for another layout."""
+    out = []
+    lines = text.splitlines()
+    body = [(n, x.strip()) for n, x in enumerate(lines, 1) if x.strip()]
+    if not body or body[0][1] != "[" or body[-1][1] != "]":
+        return None
+    for number, line in body[1:-1]:
+        if not line.startswith("{"):
+            return None
+        out.append((number, line.removesuffix(",")))
+    return out
+
+
+def decode_accuracy(data: bytes, where: str) -> list[AccuracyEntry]:
+    """Every entry of an accuracy log, decoded and checked (see the module); a
+    :class:`ConfigError` names the file, line and field of the first bad one."""
+    text = data.decode("utf-8", "replace")
+    layout = _entry_lines(text)
+    if layout is None:
+        try:
+            whole = loads_json(data)
+        except ValueError as exc:
+            raise ConfigError(
+                f"{where}: not JSON: {exc} (expected a list of {{qsl_idx, data, ...}} objects)"
+            ) from None
+        if not isinstance(whole, list):
+            raise ConfigError(f"{where}: expected a JSON list of accuracy entries")
+        items: list[tuple[str, Any]] = [(f"entry {i}", obj) for i, obj in enumerate(whole)]
+    else:
+        items = []
+        for number, line in layout:
+            try:
+                items.append((f"line {number}", loads_json(line)))
+            except ValueError as exc:
+                raise ConfigError(f"{where}: line {number}: not a JSON object: {exc}") from None
+    out = []
+    for label, obj in items:
+        at = f"{where}: {label}"
+        if not isinstance(obj, dict):
+            raise ConfigError(f"{at}: expected an object {{qsl_idx, data, ...}}")
+        qsl = obj.get("qsl_idx")
+        if not isinstance(qsl, int) or isinstance(qsl, bool) or qsl < 0:
+            raise ConfigError(f"{at}: field 'qsl_idx' is {qsl!r}: expected an integer >= 0")
+        hexed = obj.get("data")
+        if not isinstance(hexed, str) or not _HEX.match(hexed):
+            shown = hexed if not isinstance(hexed, str) else hexed[:40]
+            raise ConfigError(
+                f"{at}: field 'data' is {shown!r}: expected hex digits (an even number)"
+            )
+        raw = bytes.fromhex(hexed)
+        count = obj.get("token_count")
+        if count is None:
+            ids = tuple(raw)
+        else:
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise ConfigError(f"{at}: field 'token_count' is {count!r}: expected an integer")
+            width = len(raw) // count if count else 0
+            if (count == 0 and raw) or (
+                count and (width not in (4, 8) or width * count != len(raw))
+            ):
+                raise ConfigError(
+                    f"{at}: field 'token_count' is {count} but field 'data' holds {len(raw)} "
+                    "bytes: expected 4 or 8 bytes per token"
+                )
+            ids = tuple(
+                int.from_bytes(raw[k : k + width], "little", signed=True)
+                for k in range(0, len(raw), width or 1)
+            )
+        line_no = int(label.split()[1]) if label.startswith("line") else 0
+        out.append(AccuracyEntry(line_no, qsl, raw, ids, count))
+    return out
+
+
+def loadgen_result(
+    source: HarnessDir,
+) -> tuple[LoadGenResult, dict[str, Any], list[AccuracyEntry] | None]:
+    """The record's LoadGen section from the detail log (checked against the summary),
+    every value the detail log holds, and the decoded accuracy entries (None without
+    an accuracy log)."""
     where = str(source.directory / DETAIL)
     values, errors, warnings = parse_detail(source.read(DETAIL, "a LoadGen log directory"), where)
     scenario = _need(values, "effective_scenario", where)
@@ -113,25 +290,18 @@ def loadgen_result(source: HarnessDir) -> tuple[LoadGenResult, dict[str, Any]]:
         for k, v in sorted(values.items())
         if k.startswith("effective_") and (s := _scalar(v)) is not None
     }
-    accuracy = None
+    entries = None
     if source.has(ACCURACY):
-        try:
-            entries = loads_json(source.read(ACCURACY, "a LoadGen log directory"))
-        except ValueError as exc:
-            raise ConfigError(
-                f"{source.directory / ACCURACY}: not JSON: {exc} (expected a list of "
-                "{{qsl_idx, data, ...}} objects)"
-            ) from None
-        if not isinstance(entries, list):
-            raise ConfigError(f"{source.directory / ACCURACY}: expected a JSON list")
-        accuracy = len(entries)
+        entries = decode_accuracy(
+            source.read(ACCURACY, "a LoadGen log directory"), str(source.directory / ACCURACY)
+        )
     reason = values.get("result_invalid_reason")
     early = values.get("early_stopping_result")
-    return LoadGenResult(
+    result = LoadGenResult(
         scenario=scenario,
         mode=mode,
         validity=validity,
-        invalid_reason=reason if isinstance(reason, str) and reason else None,
+        invalid_reason=reason.strip() if isinstance(reason, str) and reason.strip() else None,
         rules=tuple(rules),
         percentiles_ns=percentiles,
         early_stopping=" ".join(early.split()) if isinstance(early, str) else None,
@@ -142,8 +312,51 @@ def loadgen_result(source: HarnessDir) -> tuple[LoadGenResult, dict[str, Any]]:
         settings=settings,
         errors=tuple(errors),
         warnings=tuple(warnings),
-        accuracy_entries=accuracy,
-    ), values
+        accuracy_entries=len(entries) if entries is not None else None,
+    )
+    _check_summary(source, result)
+    return result, values, entries
+
+
+def execution_digest(source: HarnessDir) -> str:
+    """The digest identifying one LoadGen execution: its detail log's (and trace's)
+    bytes, which carry its start time, pid and every event time."""
+    parts = {rel: hash_bytes(source.read(rel, "a LoadGen log directory")).digest
+             for rel in (DETAIL, TRACE) if source.has(rel)}  # fmt: skip
+    return hash_bytes(canonical({"loadgen-execution": parts})).digest
+
+
+def _add_entries(recorder: RunRecorder, entries: list[AccuracyEntry], started: str) -> None:
+    """Each accuracy entry as a request record whose output is its decoded data."""
+    seen: dict[int, int] = {}
+    store = recorder.store
+    for index, entry in enumerate(entries):
+        repetition = seen.get(entry.qsl_idx, 0)
+        seen[entry.qsl_idx] = repetition + 1
+        payload = store.put(canonical({"loadgen_qsl_idx": entry.qsl_idx}), "application/json")
+        body = store.put(entry.data, "application/octet-stream")
+        done = Completion(
+            text="",
+            token_ids=entry.token_ids,
+            output_tokens=entry.token_count if entry.token_count is not None else None,
+        )
+        completion = store.put(pretty(done), COMPLETION_MEDIA_TYPE)
+        observation = Observation(
+            sent_ns=0, end_ns=0, start_utc=started, method="LoadGen", path="QuerySample"
+        )
+        # The output is LoadGen's decoded data, not a stream or media: nothing to read back.
+        record = judge(
+            None,
+            observation,
+            body,
+            Expected(),
+            store=store,
+            slot=Slot(index, "measured", entry.qsl_idx, repetition),
+            payload=payload,
+        )
+        recorder.add(
+            msgspec.structs.replace(record, completion=completion, output_tokens=entry.token_count)
+        )
 
 
 def import_loadgen(
@@ -154,16 +367,41 @@ def import_loadgen(
     arm: str = "imported",
     campaign: CampaignRules | None = None,
     condition: str | None = None,
+    configs: Sequence[str | os.PathLike[str]] = (),
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> ImportResult:
     """Seal a LoadGen log directory as run bundle ``name`` in the repository ``root``
-    names (:func:`~evidencestore.config.as_repository`; see the module)."""
+    names (:func:`~evidencestore.config.as_repository`; see the module);
+    ``configs``: the arm's configuration files; ``signing_key`` signs the record."""
     from ..config import as_repository
 
+    repo = as_repository(root)
     source = harness_dir(directory, "loadgen")
-    result, values = loadgen_result(source)
+    result, values, entries = loadgen_result(source)
+    with import_lock(repo):
+        return _import(
+            repo, source, name, result, values, entries, arm, campaign, condition,
+            configs, signing_key,
+        )  # fmt: skip
+
+
+def _import(
+    repo: Repository,
+    source: HarnessDir,
+    name: str,
+    result: LoadGenResult,
+    values: dict[str, Any],
+    entries: list[AccuracyEntry] | None,
+    arm: str,
+    campaign: CampaignRules | None,
+    condition: str | None,
+    configs: Sequence[str | os.PathLike[str]],
+    signing_key: Ed25519PrivateKey | None,
+) -> ImportResult:
     version = values.get("loadgen_version")
+    execution = execution_digest(source)
     opened = open_import(
-        as_repository(root),
+        repo,
         name,
         source,
         arm=arm,
@@ -171,17 +409,26 @@ def import_loadgen(
         workload_bytes=canonical(result.settings),
         campaign=campaign,
         condition=condition,
+        execution=execution,
+        configs=configs,
+        signing_key=signing_key,
+        started=started if isinstance(started := values.get("test_datetime"), str) else None,
     )
     if isinstance(opened, ImportResult):
         return opened
     recorder, digest = opened
+    accuracy = result.mode == "AccuracyOnly"
     not_recorded = [
-        "per-query records (request times, statuses): LoadGen keeps only aggregate results "
-        "and sampled accuracy entries",
-        "response body digests (the accuracy log holds sampled outputs as hex)",
+        "per-query times and statuses: LoadGen keeps only aggregate results"
+        + (" (the accuracy entries are the outputs)" if accuracy else ""),
         "the server's identity and logs",
     ]
-    if not source.has(ACCURACY):
+    if not accuracy:
+        not_recorded.append(
+            "outputs compared across runs: a performance run's accuracy entries, if any, "
+            "are a sample (checked, not compared)"
+        )
+    if entries is None:
         not_recorded.append("the accuracy log")
     recorder.harness = Harness(
         name="loadgen",
@@ -189,26 +436,32 @@ def import_loadgen(
         command=None,
         metrics=METRICS,
         not_recorded=tuple(not_recorded),
-        sources={"loadgen": DETAIL},
+        sources={"loadgen": DETAIL, **({"outputs": ACCURACY} if accuracy and entries else {})},
         source_digest=digest,
+        execution=execution,
         loadgen=result,
     )
-    if result.validity is None:
-        recorder.outcome = (
-            "failed-before-inference",
-            f"{DETAIL} reports no result_validity: LoadGen did not finish the test",
-        )
-    else:
+    started = values.get("test_datetime")
+    # LoadGen logs the test's start (UTC); its end is not logged as a time.
+    recorder.started = started if isinstance(started, str) else "unknown"
+    recorder.ended = recorder.started
+    if result.validity is not None:
         reason = f"LoadGen {result.scenario} {result.mode}: {result.validity}"
         if result.invalid_reason:
             reason += f" ({result.invalid_reason})"
         failed = [r.name for r in result.rules if not r.met]
         if failed:
             reason += f"; rules not met: {', '.join(failed)}"
-        recorder.outcome = ("complete", reason)
-    started = values.get("test_datetime")
-    # LoadGen logs the test's start (UTC); its end is not logged as a time.
-    recorder.started = started if isinstance(started, str) else "unknown"
-    recorder.ended = recorder.started
+        recorder.outcome = ("complete" if result.validity == "VALID" else "invalid", reason)
+    elif accuracy and entries:
+        _add_entries(recorder, entries, recorder.started)
+        recorder.outcome = (
+            "complete",
+            f"LoadGen {result.scenario} AccuracyOnly: {len(entries)} accuracy entries, "
+            "each an output (LoadGen judges no validity in accuracy mode)",
+        )
+    else:
+        why = f"{ACCURACY} holds no entry" if accuracy else f"{DETAIL} reports no result_validity"
+        recorder.outcome = ("failed-before-inference", f"{why}: LoadGen did not finish the test")
     registration, record = recorder.seal()
     return ImportResult(name, registration.digest, False, record.outcome)

@@ -74,7 +74,7 @@ FAILURE_CLASSES: tuple[str, ...] = (
     "stream-error",
     "incomplete",
 )
-Outcome = Literal["complete", "partial", "failed-before-inference"]
+Outcome = Literal["complete", "partial", "failed-before-inference", "invalid"]
 EndpointKind = Literal["videos-sync", "videos-job", "json", "chat", "completions"]
 
 Count = Annotated[int, Meta(ge=0)]
@@ -535,7 +535,7 @@ class Audit(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 #: Harnesses whose results ``evstore import`` reads (``runs/harnesses/``).
-HARNESSES: tuple[str, ...] = ("aiperf", "loadgen")
+HARNESSES: tuple[str, ...] = ("aiperf", "loadgen", "vllm-bench")
 
 
 class HarnessRule(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -573,16 +573,24 @@ class Harness(Model, frozen=True, kw_only=True, omit_defaults=False):
     not record (``not_recorded``: what a native run has and this one lacks), the source
     file each imported value was read from (``sources``), and ``source_digest``, the
     digest of the imported files (path and digest of each, canonical): one directory
-    imports once."""
+    imports once. ``execution`` identifies the harness's execution itself (LoadGen: its
+    detail log and trace; AIPerf: its per-request records), so one execution counts once
+    however its side files differ. ``passes``: the requests of each profile pass of one
+    execution, in ``requests`` order (AIPerf ``--num-profile-runs``: one server process,
+    one warmup, one seed, so one run); ``concurrency``: the harness's client concurrency
+    as it recorded it."""
 
-    name: Literal["aiperf", "loadgen"]
+    name: Literal["aiperf", "loadgen", "vllm-bench"]
     version: str | None
     command: str | None = None
     metrics: dict[str, str] = msgspec.field(default_factory=dict)
     not_recorded: tuple[str, ...] = ()
     sources: dict[str, str] = msgspec.field(default_factory=dict)
     source_digest: DigestStr
+    execution: DigestStr | None = None
     profile_run: Count | None = None
+    passes: tuple[Count, ...] = ()
+    concurrency: Count | None = None
     loadgen: LoadGenResult | None = None
 
 

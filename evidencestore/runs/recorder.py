@@ -424,6 +424,8 @@ class RunRecorder:
             if self.harness is not None:
                 annotations["harness"] = self.harness.name
                 annotations["harness-source"] = self.harness.source_digest
+                if self.harness.execution is not None:
+                    annotations["harness-execution"] = self.harness.execution
             data = pretty(record)
             files = {RUN_ENTRY: RepoFile(data, media_type=RUN_MEDIA_TYPE, role="run")}
             envelope = self._signature(record, data)

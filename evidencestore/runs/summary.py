@@ -74,7 +74,8 @@ def summarize(record: RunRecord) -> dict[str, Any]:
             "e2e_s": latency_stats([r.e2e_s for r in ok if r.e2e_s is not None]),
             "ttfb_s": latency_stats([r.ttfb_s for r in ok if r.ttfb_s is not None]),
         }
-        if any(r.events is not None for r in mine):  # a streamed LLM run
+        # A streamed LLM run, or an imported one whose harness gave TTFT without events.
+        if any(r.events is not None or r.ttft_s is not None for r in mine):
             for key in ("ttft_s", "itl_s", "tpot_s"):
                 values = [getattr(r, key) for r in ok]
                 phases[phase][key] = latency_stats([v for v in values if v is not None])

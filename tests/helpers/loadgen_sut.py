@@ -1,8 +1,12 @@
 """A tiny deterministic MLPerf LoadGen SUT (run as a script: LoadGen keeps global state).
 
 ``python loadgen_sut.py SCENARIO MODE OUTDIR LATENCY_US QPS MIN_QUERIES [MIN_DURATION_MS
-[TARGET_LATENCY_MS]]``: scenario ``offline`` or ``server``, mode ``perf`` or ``acc``; each
-sample answers 4 bytes derived from its index after ``LATENCY_US`` microseconds. LoadGen
+[TARGET_LATENCY_MS [ANSWER [WRONG]]]]``: scenario ``offline`` or ``server``, mode ``perf``
+or ``acc``; each sample answers after ``LATENCY_US`` microseconds, with 4 bytes derived
+from its index (``ANSWER`` ``bytes``, the default) or, with ``tokens``, three int32 token
+ids derived from it and their count (``n_tokens``: LoadGen logs ``token_count``); with
+``WRONG`` k > 0, samples whose index is 3 modulo k answer a different last token (a
+candidate that is not token-exact). LoadGen
 writes its real logs to OUTDIR. Verdicts are chosen so that machine load cannot change
 them: a duration the SUT cannot reach, too few queries for early stopping, or a latency
 bound of seconds.
@@ -23,6 +27,8 @@ def main(argv: list[str]) -> int:
     latency_us, qps, min_queries = int(argv[3]), int(argv[4]), int(argv[5])
     min_duration_ms = int(argv[6]) if len(argv) > 6 else 100
     target_latency_ms = int(argv[7]) if len(argv) > 7 else 50
+    tokens = len(argv) > 8 and argv[8] == "tokens"
+    wrong = int(argv[9]) if len(argv) > 9 else 0
     os.makedirs(outdir, exist_ok=True)
     keep: list[array.array[int]] = []
 
@@ -30,6 +36,13 @@ def main(argv: list[str]) -> int:
         responses = []
         for q in queries:
             time.sleep(latency_us / 1e6)
+            if tokens:
+                last = 99 if wrong and q.index % wrong == 3 else 7
+                data = array.array("i", (q.index, q.index + 1000, last))
+                keep.append(data)
+                address, count = data.buffer_info()
+                responses.append(lg.QuerySampleResponse(q.id, address, count * 4, count))
+                continue
             data = array.array("B", (q.index * 7 % 256,) * 4)
             keep.append(data)
             address, length = data.buffer_info()
@@ -48,6 +61,7 @@ def main(argv: list[str]) -> int:
     settings.offline_expected_qps = qps
     settings.server_target_qps = qps
     settings.server_target_latency_ns = target_latency_ms * 1_000_000
+    settings.use_token_latencies = tokens
     out = lg.LogOutputSettings()
     out.outdir = outdir
     out.copy_summary_to_stdout = False

@@ -320,7 +320,10 @@ def make_claim(
     unavailable: list[str] = []
     if b_done and c_done:
         try:
-            diff = [d.as_dict() for d in diff_configs(b_done[0].record, c_done[0].record, store)]
+            diff = [  # keys sorted: the record is the same kept (canonical) or computed
+                dict(sorted(d.as_dict().items()))
+                for d in diff_configs(b_done[0].record, c_done[0].record, store)
+            ]
         except EvidenceStoreError as exc:
             # What cannot be had makes the claim UNAVAILABLE, never a different verdict.
             unavailable.append(f"{exc}; fetch it with `evstore pull`")

@@ -7,7 +7,8 @@ and the arm's configuration files, and (in a git repository, ``history.py``) aft
 protocol was committed, unchanged since its own first commit, started no earlier than
 the protocol's commit time; when the protocol lists signing keys, only when one of them
 signed its ``run.json``; and only once (``identity.py``: a copy of a run under another
-name counts as nothing). Every other run is kept in the list of exclusions, with the
+name counts as nothing; of two copies, the one whose commit comes first by ancestry, the
+base branch's first, counts, whatever the committer dates say). Every other run is kept in the list of exclusions, with the
 reason, never silently dropped. When the protocol sets ``quality.repeatability_first``,
 a candidate run counts only when committed after enough complete baseline runs of its
 condition to establish repeatability. Committed void and withdrawal records
@@ -65,6 +66,7 @@ class Members:
     history: HistoryCheck | None = None
     findings: list[Exclusion] = field(default_factory=list)
     signed: bool = False
+    signed_run_json_only: list[str] = field(default_factory=list)  # earlier signatures
     voided: list[Exclusion] = field(default_factory=list)
     withdrawn: list[Exclusion] = field(default_factory=list)
     withdrawn_arms: dict[str, str] = field(default_factory=dict)  # arm -> why
@@ -163,7 +165,7 @@ def campaign_runs(
         if why is None and out.history is not None:
             why = _history_exclusion(out.history, name, record)
         if why is None and keys:
-            why = _signature_exclusion(root.root, reg, name, keys)
+            why = _signature_exclusion(root.root, reg, name, keys, out.signed_run_json_only)
         if why is not None:
             out.excluded.append(
                 Exclusion(
@@ -176,11 +178,10 @@ def campaign_runs(
             )
             continue
         candidates.append((name, record))
-    commits = out.history.commits if out.history is not None else {}
-    order = sorted(
-        identities,
-        key=lambda n: (n not in commits, commits.get(n, ("", 0))[1], started[n], n),
-    )
+    # The copy that counts is the one reachable first in the history, by ancestry (the
+    # base branch first): a committer date is whatever the committer says it is.
+    rank = out.history.rank if out.history is not None else {}
+    order = sorted(identities, key=lambda n: (n not in rank, rank.get(n, 0), started[n], n))
     repeated = duplicates(order, identities)
     for name, record in candidates:
         if name in repeated:
@@ -272,8 +273,11 @@ def _epoch(utc: str) -> float | None:
 
 
 def _signature_exclusion(
-    root: Path, reg: Registration, name: str, keys: dict[str, Any]
+    root: Path, reg: Registration, name: str, keys: dict[str, Any], partial: list[str]
 ) -> tuple[str, str] | None:
+    """Why the run's signature does not count, or None; a run whose signature binds its
+    run.json only (signed before signatures bound the manifest) counts, and is named in
+    ``partial``."""
     from ..dsse import check_run_signature
     from ..runs.recorder import RUN_SIGNATURE
 
@@ -285,7 +289,10 @@ def _signature_exclusion(
         envelope = read_entry(where, name, sig, "the run signature") if sig else None
     except EvidenceStoreError as exc:
         return "bad-signature", str(exc)
-    verdict = check_run_signature(envelope, data, name, keys)
+    others = [e for p, e in entries.items() if p not in (RUN_ENTRY, RUN_SIGNATURE)]
+    verdict = check_run_signature(envelope, data, name, keys, others)
+    if verdict.code is None and verdict.scope != "manifest":
+        partial.append(name)
     return None if verdict.code is None else (verdict.code, verdict.message)
 
 

@@ -34,7 +34,7 @@ T = TypeVar("T")
 
 #: Bumped whenever a memoised computation changes its answer for the same inputs (or
 #: the stored form changes: 2 keeps each record with its key).
-MEMO_FORMAT = 2
+MEMO_FORMAT = 3
 _MEDIA_TYPE = "application/vnd.evidencestore.campaign-memo+json"
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "OutputComparison",
     "Protocol",
     "QualityRule",
+    "RecordCheck",
     "Repeatability",
     "RunValue",
     "RunVoid",
@@ -400,6 +401,21 @@ class StatusRecord(
     missing: tuple[MissingInput, ...] = ()
     voided: tuple[Exclusion, ...] = ()
     withdrawn: tuple[Exclusion, ...] = ()
+    records: tuple[RecordCheck, ...] = ()
+
+
+class RecordCheck(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """A registered campaign record (status, claim, ...) held against the recomputation:
+    history, never authoritative. ``agrees`` is None when it was computed from other
+    inputs (another history, protocol state or tool version: its ``evaluation`` key
+    differs), else whether it equals what its inputs give now; a False is the finding
+    ``record-mismatch``."""
+
+    bundle: str
+    entry: str
+    says: str
+    agrees: bool | None
+    message: str
 
 
 class RunVoid(
@@ -437,10 +453,9 @@ class Withdrawal(
 
 
 class Evaluation(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """A status with every record it was computed from (kept by the digests of its
-    inputs, ``memo.py``)."""
+    """The computations a status is concluded from (kept by the digests of their inputs,
+    ``memo.py``): never the status itself, which is always concluded from these."""
 
-    status: StatusRecord
     repeatability: dict[str, Repeatability] = msgspec.field(default_factory=dict)
     adjudications: dict[str, Adjudication] = msgspec.field(default_factory=dict)
     claims: dict[str, Claim] = msgspec.field(default_factory=dict)

@@ -57,6 +57,7 @@ from .models import (
     Evaluation,
     MissingInput,
     OutputComparison,
+    RecordCheck,
     Repeatability,
     Speedup,
     StatusRecord,
@@ -87,6 +88,8 @@ class CampaignEvaluation:
     decoded: int = 0
     reused: bool = False
     key: str = ""
+    core: StatusRecord | None = None  # the status before registered records were checked
+    complete: bool = True  # every input was had: a registered record can be checked
 
 
 def evaluation_inputs(campaign: Campaign, members: Members) -> dict[str, object]:
@@ -130,82 +133,246 @@ def _seed_from_git(root: Path, campaign: Campaign, local: BlobStore) -> None:
 
 
 def evaluate(
-    root: str | os.PathLike[str], campaign: Campaign, *, base_rev: str | None = None
+    root: str | os.PathLike[str],
+    campaign: Campaign,
+    *,
+    base_rev: str | None = None,
+    memo: bool = True,
 ) -> CampaignEvaluation:
     """Compute repeatability, verdicts, claims and the status of ``campaign`` (its
-    history anchored at the protected branch ``base_rev`` when given), or reuse them when
-    the same inputs were evaluated before (see module doc)."""
+    history anchored at the protected branch ``base_rev`` when given), reusing the
+    computations kept for the same inputs unless ``memo`` is False (see module doc)."""
     root = repository_at(root).root  # the root as given: its store is never looked for above it
     members = campaign_runs(root, campaign, base=base_rev)
-    local, memo = _memo(root)
+    local, kept_memo = _memo(root)
+    memo_ = kept_memo if memo else None
     key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
-    kept = memo.get(key, Evaluation)
-    if kept is None and (kept := _registered(root, members, key)) is not None:
-        memo.put(key, kept)  # a registered evaluation, kept for the next invocation
-    if kept is not None:  # a memo hit writes nothing
-        return CampaignEvaluation(
-            kept.status, dict(kept.repeatability), dict(kept.adjudications), dict(kept.claims),
-            reused=True, key=key,
-        )  # fmt: skip
-    from ..remotes import repository_store  # only now: a memo hit needs no remote
+    kept = memo_.get(key, Evaluation) if memo_ is not None else None
+    if kept is not None and not _consistent(campaign, kept):
+        kept = None  # a record contradicting itself: computed again
+    if kept is not None:  # a memo hit writes nothing and decodes nothing
+        computed = _Computed(_judged_from(campaign, members, kept), _claims_from(kept), {})
+        ev = _conclude_all(campaign, members, computed)
+        ev.reused = True
+    else:
+        from ..remotes import repository_store  # only now: a memo hit needs no remote
 
-    _seed_from_git(root, campaign, local)
-    store = repository_store(repository_at(root))
-    from .adjudication import Judge
+        _seed_from_git(root, campaign, local)
+        store = repository_store(repository_at(root))
+        from .adjudication import Judge
 
-    judge = Judge(root, store, memo)
-    ev = _evaluate(root, campaign, members, store, judge)
-    ev.decoded, ev.key = judge.decoded, key
-    if ev.status.verdict != "UNAVAILABLE":
-        memo.put(
-            key,
-            Evaluation(status=ev.status, repeatability=ev.repeatability,
-                       adjudications=ev.adjudications, claims=ev.claims),
-        )  # fmt: skip
+        judge = Judge(root, store, memo_)
+        computed = _compute(root, campaign, members, store, judge)
+        ev = _conclude_all(campaign, members, computed)
+        ev.decoded, ev.complete = judge.decoded, computed.storable
+        if memo_ is not None and computed.storable:
+            memo_.put(
+                key,
+                Evaluation(repeatability=ev.repeatability, adjudications=ev.adjudications,
+                           claims=ev.claims),
+            )  # fmt: skip
+    ev.key = key
+    ev.core = ev.status
+    if not members.records:
+        return ev
+    against = {key: ev}
+    if base_rev is not None and any(
+        r.manifest.metadata.annotations.get("evaluation") not in (key, None)
+        for r in members.records.values()
+    ):  # records registered without --base are held against the evaluation without it
+        plain = evaluate(root, campaign, memo=memo)
+        against.setdefault(plain.key, plain)
+    ev.status = _with_records(ev.status, record_checks(root, members, against))
     return ev
 
 
-def _registered(root: Path, members: Members, key: str) -> Evaluation | None:
-    """The evaluation registered (``--register``) under ``key`` by any clone, read from
-    its bundle's files checked against the registration; None when there is none."""
-    from .._canonical import decode
+def claim_key(evaluation_key: str, condition: str, arm: str) -> str:
+    """The key a registered claim of one cell carries: its evaluation's inputs and cell."""
+    return memo_key("campaign-claim", {"evaluation": evaluation_key, "cell": [condition, arm]})
+
+
+def _consistent(campaign: Campaign, kept: Evaluation) -> bool:
+    """Whether every kept verdict follows from the record's own numbers: an adjudication
+    from its comparisons, repeatability from its pairs, a claim from its interval and
+    the protocol's threshold."""
+    for adj in kept.adjudications.values():
+        if adj.verdict == "PASS" and any(c.verdict != "PASS" for c in adj.comparisons):
+            return False
+    for rep in kept.repeatability.values():
+        if rep.exact and any(c.verdict != "PASS" for c in rep.comparisons):
+            return False
+    for claim in kept.claims.values():
+        s = claim.speedup
+        if claim.stands != (claim.verdict == "STANDS"):
+            return False
+        if claim.verdict in ("STANDS", "NOT_CLEARED"):
+            if s is None or claim.min_speedup != campaign.protocol.timing.min_speedup:
+                return False
+            if (claim.verdict == "STANDS") != (s.low > claim.min_speedup):
+                return False
+    return True
+
+
+def _judged_from(campaign: Campaign, members: Members, kept: Evaluation) -> _Judged:
+    """The comparisons of a kept evaluation, as ``_judge_all`` gives them."""
+    out = _Judged()
+    for cond in campaign.protocol.condition:
+        c = cond.name
+        out.repeat[c] = repeat = kept.repeatability.get(c)
+        out.repeat_lacks[c] = False
+        if repeat is None:
+            continue
+        for arm in campaign.candidates:
+            if members.withdrawn_arms.get(arm.name) is None:
+                out.adjs[(c, arm.name)] = kept.adjudications.get(f"{c}/{arm.name}")
+                out.adj_lacks[(c, arm.name)] = False
+    return out
+
+
+def _claims_from(kept: Evaluation) -> dict[tuple[str, str], Claim]:
+    return {(c.condition, c.arm): c for c in kept.claims.values()}
+
+
+def record_checks(
+    root: Path, members: Members, against: dict[str, CampaignEvaluation]
+) -> list[RecordCheck]:
+    """Every registered campaign record held against the evaluations ``against`` (by
+    key): one carrying an evaluation's key (or a claim carrying one of its cells'
+    ``claim_key``) must equal what that evaluation computed from the same inputs; the
+    others are history from other inputs."""
     from ..inventory import read_entry, registration_path
+    from ..records import decode_record
 
+    out: list[RecordCheck] = []
+    cells = {
+        claim_key(k, c.condition, c.arm): (ev, f"{c.condition}/{c.arm}")
+        for k, ev in against.items()
+        for c in ev.claims.values()
+    }
     for name, reg in members.records.items():
-        if reg.manifest.metadata.annotations.get("evaluation") != key:
-            continue
+        mine = reg.manifest.metadata.annotations.get("evaluation") or ""
+        ev_of = against.get(mine)
         bundle_dir = registration_path(root, name).parent
-        reps: dict[str, Repeatability] = {}
-        adjs: dict[str, Adjudication] = {}
-        claims: dict[str, Claim] = {}
-        status = None
-        try:
-            for e in reg.manifest.entries:
-                data = read_entry(bundle_dir, name, e, "a campaign record")
-                folder = e.path.partition("/")[0]
-                if e.path == "status.json":
-                    status = decode(data, StatusRecord)
-                elif folder == "repeatability":
-                    rep = decode(data, Repeatability)
-                    reps[rep.condition] = rep
-                elif folder == "adjudications":
-                    adj = decode(data, Adjudication)
-                    adjs[f"{adj.condition}/{adj.arm}"] = adj
-                elif folder == "claims":
-                    claim = decode(data, Claim)
-                    claims[f"{claim.condition}/{claim.arm}"] = claim
-        except (EvidenceStoreError, msgspec.DecodeError, msgspec.ValidationError):
-            continue
-        if status is not None:
-            return Evaluation(status=status, repeatability=reps, adjudications=adjs, claims=claims)
-    return None
+        for e in reg.manifest.entries:
+            if e.location != "repo" or not e.path.endswith(".json"):
+                continue
+            where = f"{name}/{e.path}"
+            try:
+                record = decode_record(read_entry(bundle_dir, name, e, "a campaign record"), where)
+            except EvidenceStoreError as exc:
+                out.append(RecordCheck(bundle=name, entry=e.path, says="-", agrees=False,
+                                       message=f"record {where} cannot be read: {exc}"))  # fmt: skip
+                continue
+            ev = ev_of
+            now: object = None
+            if isinstance(record, Claim):
+                cell = f"{record.condition}/{record.arm}"
+                if ev is None and mine in cells and cells[mine][1] == cell:
+                    ev = cells[mine][0]
+                now = ev.claims.get(cell) if ev is not None else None
+            elif isinstance(record, StatusRecord):
+                now = ev.core if ev is not None else None
+            elif isinstance(record, Adjudication):
+                now = ev.adjudications.get(f"{record.condition}/{record.arm}") if ev else None
+            elif isinstance(record, Repeatability):
+                now = ev.repeatability.get(record.condition) if ev is not None else None
+            else:
+                continue
+            says = _says(record)
+            if ev is None:
+                out.append(RecordCheck(
+                    bundle=name, entry=e.path, says=says, agrees=None,
+                    message=f"record {where} says {says}, registered from other inputs "
+                    "(history, never authoritative)",
+                ))  # fmt: skip
+            elif not ev.complete:
+                out.append(RecordCheck(
+                    bundle=name, entry=e.path, says=says, agrees=None,
+                    message=f"record {where} says {says}; not checked here: an input of its "
+                    "recomputation is unavailable (`evstore pull`)",
+                ))  # fmt: skip
+            elif now == record:
+                out.append(RecordCheck(
+                    bundle=name, entry=e.path, says=says, agrees=True,
+                    message=f"record {where} says {says}, as its inputs give now",
+                ))  # fmt: skip
+            else:
+                out.append(RecordCheck(
+                    bundle=name, entry=e.path, says=says, agrees=False,
+                    message=f"record-mismatch: record {where} says {says}, but its inputs "
+                    f"give {_says(now)}: the verdict is recomputed, never read from a record",
+                ))  # fmt: skip
+    return out
 
 
-def _evaluate(
+def _says(record: object) -> str:
+    if isinstance(record, StatusRecord | Claim | Adjudication):
+        return record.verdict
+    if isinstance(record, Repeatability):
+        return "exact" if record.exact else "not-exact"
+    return "no such record"
+
+
+def _with_records(status: StatusRecord, checks: list[RecordCheck]) -> StatusRecord:
+    """The status with the registered records as history; a mismatch is a finding, and
+    the campaign is not ACCEPTED while it stands."""
+    if not checks:
+        return status
+    wrong = [c.message for c in checks if c.agrees is False]
+    verdict = status.verdict
+    if wrong and verdict == "ACCEPTED":
+        verdict = "NOT_ACCEPTED"
+    return msgspec.structs.replace(
+        status,
+        verdict=verdict,
+        remaining=tuple(dict.fromkeys((*status.remaining, *wrong))),
+        records=tuple(checks),
+    )
+
+
+@dataclass
+class _Computed:
+    """What a status is concluded from: every comparison, every claim, and the inputs
+    that could not be had (digest -> what needed it)."""
+
+    judged: _Judged
+    claims: dict[tuple[str, str], Claim]
+    missing: dict[str, str]
+
+    @property
+    def storable(self) -> bool:
+        """Whether these are what the inputs give on any clone: nothing was missing."""
+        return (
+            not self.missing
+            and not any(self.judged.repeat_lacks.values())
+            and not any(self.judged.adj_lacks.values())
+            and not any(c.verdict == "UNAVAILABLE" for c in self.claims.values())
+        )
+
+
+def _compute(
     root: Path, campaign: Campaign, members: Members, store: BlobStore, judge: Judge
-) -> CampaignEvaluation:
+) -> _Computed:
+    """Judge every pair and compute every candidate cell's claim (see module doc)."""
     from .claims import make_claim
 
+    collect = _claims_meanwhile(store, campaign, members)
+    try:
+        judged = _judge_all(root, campaign, members, store, judge)
+    finally:
+        claims = collect()
+    for cond in campaign.protocol.condition:
+        for arm in campaign.candidates:
+            cell = (cond.name, arm.name)
+            if members.withdrawn_arms.get(arm.name) is None and cell not in claims:
+                # no child, or it failed: computed here, the same record
+                claims[cell] = make_claim(store, campaign, members, *cell)
+    return _Computed(judged, claims, dict(judge.missing))
+
+
+def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> CampaignEvaluation:
+    """The status concluded from the cells: always computed, never kept (a pure
+    function of the ledger and the computations)."""
     protocol = campaign.protocol
     base = campaign.baseline
     cells: list[CellStatus] = []
@@ -233,14 +400,11 @@ def _evaluate(
         notes.append(f"excluded: {e.message}")
     notes += [
         f"protection: {line}"
-        for line in protection(history.anchor if history else None, members.signed)
+        for line in protection(
+            history.anchor if history else None, members.signed, members.signed_run_json_only
+        )
     ]
-    unavailable: list[MissingInput] = []
-    collect = _claims_meanwhile(store, campaign, members)
-    try:
-        judged = _judge_all(root, campaign, members, store, judge)
-    finally:
-        computed = collect()
+    judged = computed.judged
     for cond in protocol.condition:
         c = cond.name
         b_runs = members.of(c, base.name)
@@ -300,9 +464,7 @@ def _evaluate(
                         rejected.append(f"{c}: candidate {arm.name} is {verdict}: {why}")
             elif b_open and not opened:
                 opened.append(f"{c}: candidate {arm.name} waits for the baseline's repeatability")
-            claim = computed.get((c, arm.name))
-            if claim is None:  # no child, or it failed: computed here, the same record
-                claim = make_claim(store, campaign, members, c, arm.name)
+            claim = computed.claims[(c, arm.name)]
             claims[f"{c}/{arm.name}"] = claim
             for what in claim.unavailable:
                 opened.append(f"{c}: candidate {arm.name}: {what}")
@@ -336,7 +498,7 @@ def _evaluate(
             "certifies the outputs only, never a speedup"
         )
     unavailable = [
-        MissingInput(digest=d, needed_by=what) for d, what in sorted(judge.missing.items())
+        MissingInput(digest=d, needed_by=what) for d, what in sorted(computed.missing.items())
     ]
     arms = tuple(_arm_conclusion(a, [x for x in cells if x.arm == a.name]) for a in protocol.arm)
     for cell in cells:

@@ -127,6 +127,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                 help="the protected branch the protocol must be on (as campaign verify)",
             ),
             arg(
+                "--no-memo",
+                action="store_true",
+                help="compute everything again, reusing nothing kept (the same output)",
+            ),
+            arg(
                 "--html",
                 metavar="OUT",
                 help="also write the status as a self-contained HTML report "
@@ -242,16 +247,20 @@ def _claim(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
-    claim = make_claim(
-        repository_store(root), campaign, campaign_runs(root, campaign), args.condition, args.arm
-    )
+    members = campaign_runs(root, campaign)
+    claim = make_claim(repository_store(root), campaign, members, args.condition, args.arm)
     if args.register:
+        from ..campaign.memo import memo_key
+        from ..campaign.status import claim_key, evaluation_inputs
+
+        key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
         register_records(
             root,
             args.register,
             claim_records(claim),
             campaign=campaign.name,
             protocol_digest=campaign.digest,
+            evaluation=claim_key(key, args.condition, args.arm),
         )
     if args.json:
         _print_json(claim)
@@ -393,7 +402,7 @@ def _status(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
-    ev = evaluate(root, campaign, base_rev=args.base)
+    ev = evaluate(root, campaign, base_rev=args.base, memo=not args.no_memo)
     status = ev.status
     if args.register:
         register_records(
@@ -441,6 +450,9 @@ def _status(args: argparse.Namespace) -> int:
         print(f"  {v.code}: {v.run}: {v.message}", file=out)
     for m in status.missing:
         print(f"  missing {m.digest}: {m.needed_by}", file=out)
+    for r in status.records:
+        word = {None: "history", True: "agrees", False: "MISMATCH"}[r.agrees]
+        print(f"  registered {word}: {r.message}", file=out)
     print(status.verdict, file=out)
     for item in status.remaining:
         print(f"  - {item}", file=out)

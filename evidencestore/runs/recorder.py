@@ -600,7 +600,20 @@ class RunRecorder:
             "started": record.started,
             "outcome": record.outcome,
         }
-        return pretty(sign_run(self.name, data, predicate, self.signing_key))
+        # every entry but the signature: the manifest, not run.json alone, is signed
+        entries = self.entries.values()
+        envelope = sign_run(self.name, data, predicate, self.signing_key, entries, self._sha256)
+        return pretty(envelope)
+
+    def _sha256(self, entry: Entry) -> str:
+        """An entry's SHA-256 (hex), read back from the store, verified."""
+        import hashlib
+
+        h = hashlib.sha256()
+        with self.store.open(entry.descriptor.digest, entry.descriptor.size) as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()
 
     @property
     def renamed(self) -> str | None:

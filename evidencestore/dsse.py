@@ -42,6 +42,7 @@ __all__ = [
     "Statement",
     "Subject",
     "check_run_signature",
+    "check_set_aside_signature",
     "decode_envelope",
     "generate_key",
     "key_id",
@@ -49,6 +50,7 @@ __all__ = [
     "load_public_key",
     "pae",
     "sign_run",
+    "sign_set_aside",
     "sign_statement",
     "signed_payload",
 ]
@@ -381,3 +383,65 @@ def check_run_signature(
                 "was signed",
             )
     return RunSignature(keyid=signer, code=None, message=f"signed by key {signer[:16]}")
+
+
+# -- signed set-asides ------------------------------------------------------------------
+PREDICATE_SET_ASIDE = "https://evidencestore.dev/attestation/set-aside/v1"
+
+
+def sign_set_aside(bundle: str, entry: str, data: bytes, key: Ed25519PrivateKey) -> Envelope:
+    """Sign a void or withdrawal record's bytes (``entry`` of bundle ``bundle``) as an
+    in-toto statement of type :data:`PREDICATE_SET_ASIDE`, in a DSSE envelope."""
+    subject = Subject(
+        name=f"{EVIDENCE_DIR}/{bundle}/{entry}",
+        digest={
+            "blake3": hash_bytes(data).digest.removeprefix("blake3:"),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        },
+    )
+    statement = Statement(subject=(subject,), predicate_type=PREDICATE_SET_ASIDE)
+    return sign_statement(statement, key)
+
+
+def check_set_aside_signature(
+    envelope: bytes | None,
+    data: bytes,
+    bundle: str,
+    entry: str,
+    keys: dict[str, Ed25519PublicKey],
+) -> str | None:
+    """Why a void or withdrawal record (``entry`` of bundle ``bundle``, its bytes
+    ``data``) is not signed by one of ``keys``, or None when it is."""
+    allowed = ", ".join(k[:16] for k in sorted(keys))
+    if envelope is None:
+        return (
+            f"record {bundle!r} is not signed, and the protocol pins signing keys "
+            f"({allowed}): register it with `--sign KEY`"
+        )
+    try:
+        env = decode_envelope(envelope, f"record {bundle!r}: its signature")
+    except AttestationError as exc:
+        return str(exc)
+    payload = next(
+        (p for _, k in sorted(keys.items()) if (p := signed_payload(env, k)[0]) is not None),
+        None,
+    )
+    if payload is None or env.payload_type != PAYLOAD_TYPE:
+        return (
+            f"record {bundle!r}: no signature of its envelope verifies with a key the "
+            f"protocol pins ({allowed})"
+        )
+    try:
+        statement = decode(payload, Statement)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return f"record {bundle!r}: its signature holds no statement: {exc}"
+    want = hash_bytes(data).digest.removeprefix("blake3:")
+    subjects = {s.name: s.digest.get("blake3") for s in statement.subject}
+    if statement.predicate_type != PREDICATE_SET_ASIDE or subjects != {
+        f"{EVIDENCE_DIR}/{bundle}/{entry}": want
+    }:
+        return (
+            f"record {bundle!r}: its signed statement is not about its {entry} as it is "
+            "(changed after signing, or another record's signature)"
+        )
+    return None

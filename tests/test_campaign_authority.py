@@ -290,3 +290,129 @@ def test_a_run_signed_in_the_earlier_form_counts_and_is_named(
         line.startswith("runs c2: signed in the earlier form, which binds run.json only")
         for line in result["protection"]
     )
+
+
+def test_unsigned_set_asides_take_no_effect_in_a_signed_campaign(
+    signed: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36 item 4: unsigned voids of two signed candidate runs remove nothing (the
+    claim is unchanged) and are ``unsigned-set-aside``; a void signed by the pinned key
+    takes effect; a withdrawal signed by another key does not."""
+    from evidencestore.cli import main
+
+    root = _copy(signed[0], tmp_path)
+    before = _claim(capsys, root)
+    for run_name in ("c1", "c2"):
+        code, _, err = cli(capsys, root, "campaign", "void", CAMPAIGN, "--run", run_name,
+                           "--reason", "slow", "--record", f"void-{run_name}")  # fmt: skip
+        assert code == 0, err
+    assert main(["attest", "keygen", str(tmp_path / "other")]) == 0
+    code, _, err = cli(capsys, root, "campaign", "withdraw", CAMPAIGN, "--arm", "fast",
+                       "--reason", "x", "--record", "wd", "--sign", str(tmp_path / "other"))  # fmt: skip
+    assert code == 0, err
+    commit(root, "set-asides nobody pinned signed")
+    code, result = verify(capsys, root)
+    assert code == 1
+    got = findings(result)
+    assert {k: v[0] for k, v in got.items()} == {
+        "void-c1": "unsigned-set-aside",
+        "void-c2": "unsigned-set-aside",
+        "wd": "unsigned-set-aside",
+    }
+    assert "record 'void-c1' is not signed" in got["void-c1"][1]
+    assert "no signature of its envelope verifies with a key the protocol pins" in got["wd"][1]
+    assert sorted(result["runs"]) == NAMES and result["voided"] == []
+    assert _claim(capsys, root) == before  # nothing removed: the same claim
+    code, _, err = cli(capsys, root, "campaign", "void", CAMPAIGN, "--run", "c3", "--reason",
+                       "wrong config", "--record", "void-c3", "--sign", str(signed[1]))  # fmt: skip
+    assert code == 0, err
+    commit(root, "a signed void")
+    code, result = verify(capsys, root)
+    assert [v["run"] for v in result["voided"]] == ["c3"]
+    assert "c3" not in result["runs"]
+
+
+def _claim(capsys: pytest.CaptureFixture[str], root: Path) -> dict[str, Any]:
+    _, out, _ = cli(capsys, root, "campaign", "claim", CAMPAIGN, "--condition", "5s",
+                    "--arm", "fast", "--json")  # fmt: skip
+    claim: dict[str, Any] = json.loads(out)
+    return claim
+
+
+def _two_candidates(tmp: Path, server: VideoServer, quality: str = "") -> Path:
+    """Baseline, a candidate about 4x faster ("fast") and one as slow as the baseline
+    ("slow": rejected, its claim does not clear 1.0)."""
+    from evidencestore.cli import main
+
+    text = protocol() + '[[arm]]\nname = "slow"\nruns = 3\n' + quality
+    root = new_repo(tmp, text)
+    assert init(root, tmp) == 0
+    commit(root, "protocol", ".gitignore", "evidence")
+    for arm, name in [*RUNS, ("slow", "s1"), ("slow", "s2"), ("slow", "s3")]:
+        if arm != "slow":
+            assert run(root, server, arm, name) == 0
+            continue
+        server.latency = 0.12
+        try:
+            assert main(["-q", "run", str(root / f"evidence/{CAMPAIGN}/workloads/5s.toml"),
+                         "--arm", arm, "--server", server.url, "--name", name, "--campaign",
+                         CAMPAIGN, "--condition", "5s", "--root", str(root)]) == 0  # fmt: skip
+        finally:
+            server.latency = 0.0
+    commit(root, "runs")
+    return root
+
+
+def test_withdrawal_after_results_is_in_the_verdict(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36 item 5: withdrawing the rejected arm after its results turns NOT_ACCEPTED
+    into ACCEPTED only with the withdrawal in the verdict line, the status, the report and
+    the attestation; the withdrawn arm's verdicts stay visible."""
+    from evidencestore.attest import statement_for
+
+    root = _two_candidates(tmp_path, server)
+    code, status = _status(capsys, root)
+    assert code == 1 and status["verdict"] == "NOT_ACCEPTED" and status["qualifier"] is None
+    assert {a["arm"]: a["conclusion"] for a in status["arms"]}["slow"] == "rejected"
+    code, _, err = cli(capsys, root, "campaign", "withdraw", CAMPAIGN, "--arm", "slow",
+                       "--reason", "not promising", "--record", "wd-slow")  # fmt: skip
+    assert code == 0, err
+    commit(root, "withdraw the rejected arm")
+    code, status = _status(capsys, root, "--register", "st-after")
+    assert code == 0 and status["verdict"] == "ACCEPTED"
+    assert status["qualifier"] == "with 1 arm withdrawn after its results"
+    [after] = status["set_aside_after_results"]
+    assert (
+        after["run"] == "wd-slow"
+        and "3 run(s) committed before the withdrawal" in (after["message"])
+    )
+    slow = next(c for c in status["cells"] if c["arm"] == "slow")
+    assert slow["conclusion"] == "withdrawn" and slow["claim"] == "NOT_CLEARED"
+    assert slow["lossless"] == "PASS" and slow["speedup"]["low"] < 1.0 and slow["runs_done"] == 3
+    code, out, _ = cli(capsys, root, "campaign", "status", CAMPAIGN)
+    assert "verdict ACCEPTED with 1 arm withdrawn after its results (accept = every-arm)" in out
+    assert out.rstrip().splitlines()[-1] == "ACCEPTED with 1 arm withdrawn after its results"
+    page = tmp_path / "report.html"
+    cli(capsys, root, "report", CAMPAIGN, "-o", str(page))
+    assert "ACCEPTED with 1 arm withdrawn after its results" in page.read_text()
+    statement = statement_for(root, str(root / "evidence/st-after/status.json"))
+    assert statement.predicate["verdict"] == "ACCEPTED with 1 arm withdrawn after its results"
+
+
+def test_protocol_may_refuse_set_asides_after_results(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``[quality] set_aside_after_results = "refuse"``: a withdrawal after results takes
+    no effect (``set-aside-after-results``): the rejected arm keeps the campaign from
+    being accepted."""
+    quality = '[quality]\nset_aside_after_results = "refuse"\n'
+    root = _two_candidates(tmp_path, server, quality)
+    code, _, err = cli(capsys, root, "campaign", "withdraw", CAMPAIGN, "--arm", "slow",
+                       "--reason", "not promising", "--record", "wd-slow")  # fmt: skip
+    assert code == 0, err
+    commit(root, "withdraw the rejected arm")
+    code, status = _status(capsys, root)
+    assert code == 1 and status["verdict"] == "NOT_ACCEPTED" and status["qualifier"] is None
+    code, result = verify(capsys, root)
+    assert code == 1 and findings(result)["wd-slow"][0] == "set-aside-after-results"

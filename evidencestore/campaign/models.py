@@ -90,11 +90,14 @@ class QualityRule(Model, frozen=True, kw_only=True):
     ``inconclusive`` (no candidate can PASS) or ``fail`` (every candidate FAILs).
     ``repeatability_first = true``: a candidate run counts only when it was committed
     after enough baseline runs of its condition (the arm's ``runs``) to establish the
-    baseline's repeatability (from git history)."""
+    baseline's repeatability (from git history). ``set_aside_after_results``: a void or
+    withdrawal committed after the results it removes is named in the verdict
+    (``allow``), or takes no effect (``refuse``)."""
 
     non_repeatable_baseline: Literal["inconclusive", "fail"] = "inconclusive"
     compare_phases: tuple[Literal["warmup", "measured"], ...] = ("warmup", "measured")
     repeatability_first: bool = False
+    set_aside_after_results: Literal["allow", "refuse"] = "allow"
 
 
 class ConditionSpec(Model, frozen=True, kw_only=True):
@@ -387,7 +390,10 @@ class StatusRecord(
     tag_field="kind",
     tag="evidencestore/campaign-status",
 ):
-    """``evstore campaign status``: the matrix, the overall verdict, what remains."""
+    """``evstore campaign status``: the matrix, the overall verdict, what remains.
+    ``qualifier`` is part of the verdict line: set-asides committed after the results
+    they remove (``with 4 arms withdrawn after their results``), each in
+    ``set_aside_after_results``; a withdrawn arm's cells keep their verdicts."""
 
     campaign: str
     protocol_digest: DigestStr
@@ -402,6 +408,8 @@ class StatusRecord(
     voided: tuple[Exclusion, ...] = ()
     withdrawn: tuple[Exclusion, ...] = ()
     records: tuple[RecordCheck, ...] = ()
+    set_aside_after_results: tuple[Exclusion, ...] = ()
+    qualifier: str | None = None
 
 
 class RecordCheck(Model, frozen=True, kw_only=True, omit_defaults=False):

@@ -45,7 +45,7 @@ import msgspec
 from ..config import repository_at
 from ..errors import EvidenceStoreError
 from ..storage import BlobStore
-from .members import Member, Members, campaign_runs
+from .members import Member, Members, campaign_runs, protection
 from .memo import Memo, memo_key
 from .models import (
     Adjudication,
@@ -55,6 +55,7 @@ from .models import (
     Claim,
     Conclusion,
     Evaluation,
+    Exclusion,
     MissingInput,
     OutputComparison,
     RecordCheck,
@@ -64,7 +65,6 @@ from .models import (
     Verdict,
 )
 from .protocol import Campaign
-from .verify import protection
 
 if TYPE_CHECKING:  # imported where an evaluation is computed: a memo hit needs neither
     from .adjudication import Judge
@@ -107,6 +107,8 @@ def evaluation_inputs(campaign: Campaign, members: Members) -> dict[str, object]
         # the ledger's rules (members.py): who counts, every exclusion and finding
         "counted": [m.name for m in members.runs],
         "ledger": [msgspec.to_builtins(e) for e in (*members.excluded, *members.findings)],
+        "after_results": [msgspec.to_builtins(e) for e in members.after_results],
+        "withdrawn_runs": [m.name for m in members.withdrawn_runs],
         "signed": members.signed,
     }  # fmt: skip
 
@@ -223,14 +225,22 @@ def _judged_from(campaign: Campaign, members: Members, kept: Evaluation) -> _Jud
         if repeat is None:
             continue
         for arm in campaign.candidates:
-            if members.withdrawn_arms.get(arm.name) is None:
-                out.adjs[(c, arm.name)] = kept.adjudications.get(f"{c}/{arm.name}")
-                out.adj_lacks[(c, arm.name)] = False
+            out.adjs[(c, arm.name)] = kept.adjudications.get(f"{c}/{arm.name}")
+            out.adj_lacks[(c, arm.name)] = False
     return out
 
 
 def _claims_from(kept: Evaluation) -> dict[tuple[str, str], Claim]:
     return {(c.condition, c.arm): c for c in kept.claims.values()}
+
+
+#: The records a campaign-record bundle holds, by entry (``records.evaluation_records``).
+_RECORD_TYPES: dict[str, type[StatusRecord | Claim | Adjudication | Repeatability]] = {
+    "status.json": StatusRecord,
+    "claims": Claim,
+    "adjudications": Adjudication,
+    "repeatability": Repeatability,
+}
 
 
 def record_checks(
@@ -240,8 +250,8 @@ def record_checks(
     key): one carrying an evaluation's key (or a claim carrying one of its cells'
     ``claim_key``) must equal what that evaluation computed from the same inputs; the
     others are history from other inputs."""
+    from .._canonical import decode
     from ..inventory import read_entry, registration_path
-    from ..records import decode_record
 
     out: list[RecordCheck] = []
     cells = {
@@ -254,12 +264,14 @@ def record_checks(
         ev_of = against.get(mine)
         bundle_dir = registration_path(root, name).parent
         for e in reg.manifest.entries:
-            if e.location != "repo" or not e.path.endswith(".json"):
+            folder = e.path.partition("/")[0] if "/" in e.path else e.path
+            type_ = _RECORD_TYPES.get(folder)
+            if e.location != "repo" or type_ is None:
                 continue
             where = f"{name}/{e.path}"
             try:
-                record = decode_record(read_entry(bundle_dir, name, e, "a campaign record"), where)
-            except EvidenceStoreError as exc:
+                record = decode(read_entry(bundle_dir, name, e, "a campaign record"), type_)
+            except (EvidenceStoreError, msgspec.DecodeError, msgspec.ValidationError) as exc:
                 out.append(RecordCheck(bundle=name, entry=e.path, says="-", agrees=False,
                                        message=f"record {where} cannot be read: {exc}"))  # fmt: skip
                 continue
@@ -356,6 +368,7 @@ def _compute(
     """Judge every pair and compute every candidate cell's claim (see module doc)."""
     from .claims import make_claim
 
+    members = members.including_withdrawn()  # a withdrawn arm's verdicts stay visible
     collect = _claims_meanwhile(store, campaign, members)
     try:
         judged = _judge_all(root, campaign, members, store, judge)
@@ -364,8 +377,7 @@ def _compute(
     for cond in campaign.protocol.condition:
         for arm in campaign.candidates:
             cell = (cond.name, arm.name)
-            if members.withdrawn_arms.get(arm.name) is None and cell not in claims:
-                # no child, or it failed: computed here, the same record
+            if cell not in claims:  # no child, or it failed: computed here, the same record
                 claims[cell] = make_claim(store, campaign, members, *cell)
     return _Computed(judged, claims, dict(judge.missing))
 
@@ -398,6 +410,7 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
         history_ok = False  # a finding about the campaign as a whole: never ACCEPTED
     for e in members.excluded:
         notes.append(f"excluded: {e.message}")
+    notes += [f"set aside after results: {e.message}" for e in members.after_results]
     notes += [
         f"protection: {line}"
         for line in protection(
@@ -405,6 +418,7 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
         )
     ]
     judged = computed.judged
+    shown = members.including_withdrawn()
     for cond in protocol.condition:
         c = cond.name
         b_runs = members.of(c, base.name)
@@ -434,12 +448,8 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
         b_cell = _cell(c, base, b_done, b_failed, rep_word, None, None, rep_word == "exact")
         cells.append(_conclude(b_cell, b_rejected, b_open, withdrawn=None))
         for arm in campaign.candidates:
-            a_runs = members.of(c, arm.name)
             withdrawn = members.withdrawn_arms.get(arm.name)
-            if withdrawn is not None:
-                cell = _cell(c, arm, [], [], rep_word, None, None, False)
-                cells.append(_conclude(cell, [], [], withdrawn=withdrawn))
-                continue
+            a_runs = shown.of(c, arm.name)  # a withdrawn arm's verdicts stay visible
             done, failed = _split_runs(c, arm, a_runs)
             opened = _runs_open(c, arm, done, failed)
             rejected: list[str] = []
@@ -481,7 +491,8 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
             notes += [
                 f"{c}: candidate {arm.name}: {n}"
                 for n in claim.notes
-                if claim.verdict != "NO_TIMING_CLAIM" or not n.startswith("the protocol makes")
+                if withdrawn is None
+                and (claim.verdict != "NO_TIMING_CLAIM" or not n.startswith("the protocol makes"))
             ]
             if claim.verdict == "UNRESOLVED":
                 opened.append(
@@ -491,7 +502,7 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
             qualified = verdict == "PASS" and speedup_ok
             cell = _cell(c, arm, done, failed, rep_word, verdict, claim.speedup, qualified)
             cell = msgspec.structs.replace(cell, claim=claim.verdict)
-            cells.append(_conclude(cell, rejected, opened, withdrawn=None))
+            cells.append(_conclude(cell, rejected, opened, withdrawn=withdrawn))
     if not protocol.timing.claim:
         notes.append(
             "the protocol makes no timing claim (timing.claim = false): a verdict here "
@@ -505,7 +516,7 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
         if cell.conclusion == "open":
             remaining += cell.reasons
     remaining = list(dict.fromkeys(remaining))
-    if unavailable or any(c.claim == "UNAVAILABLE" for c in cells):
+    if unavailable or any(c.claim == "UNAVAILABLE" for c in cells if c.conclusion != "withdrawn"):
         verdict_word: Literal["ACCEPTED", "NOT_ACCEPTED", "UNAVAILABLE"] = "UNAVAILABLE"
         remaining.insert(
             0,
@@ -530,8 +541,25 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
         missing=tuple(unavailable),
         voided=tuple(members.voided),
         withdrawn=tuple(members.withdrawn),
+        set_aside_after_results=tuple(members.after_results),
+        qualifier=after_results_qualifier(members.after_results),
     )
     return CampaignEvaluation(status, reps, adjs, claims)
+
+
+def after_results_qualifier(after: list[Exclusion]) -> str | None:
+    """What the verdict line adds for set-asides committed after the results they remove:
+    ``with 4 arms withdrawn after their results``; None when there are none."""
+    arms = sum(1 for e in after if e.arm is not None)
+    runs = len(after) - arms
+    parts = [
+        f"{n} {word}{'s' if n != 1 else ''} {verb}"
+        for n, word, verb in ((arms, "arm", "withdrawn"), (runs, "run", "voided"))
+        if n
+    ]
+    if not parts:
+        return None
+    return f"with {' and '.join(parts)} after {'its' if arms + runs == 1 else 'their'} results"
 
 
 @dataclass
@@ -563,8 +591,6 @@ def _judge_all(
         if repeat is None:
             continue
         for arm in campaign.candidates:
-            if members.withdrawn_arms.get(arm.name) is not None:
-                continue
             a_runs = members.of(c, arm.name)
             adj = adjudicate(
                 root, store, campaign, c, arm.name, repeat, b_runs, a_runs, judge=judge
@@ -584,10 +610,7 @@ def _claims_meanwhile(
     from .claims import make_claim
 
     cells = [
-        (cond.name, arm.name)
-        for cond in campaign.protocol.condition
-        for arm in campaign.candidates
-        if members.withdrawn_arms.get(arm.name) is None
+        (cond.name, arm.name) for cond in campaign.protocol.condition for arm in campaign.candidates
     ]
     if not cells or cpu_count() < 2 or not can_fork():
         return dict

@@ -18,10 +18,9 @@ README).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .members import campaign_runs
+from .members import campaign_runs, protection
 from .models import Exclusion
 from .protocol import Campaign
 
@@ -45,33 +44,6 @@ class CampaignVerification:
     def ok(self) -> bool:
         """True when nothing was found."""
         return not self.findings
-
-
-def protection(anchor: str | None, signed: bool, run_json_only: Sequence[str] = ()) -> list[str]:
-    """What a verdict rests on, one sentence each (see the README's trust model);
-    ``run_json_only``: counted runs whose signature binds their run.json only (signed
-    before signatures bound every entry)."""
-    earlier = (
-        [
-            f"runs {', '.join(run_json_only)}: signed in the earlier form, which binds "
-            "run.json only: an entry run.json does not name (raw arrays) could be swapped "
-            "undetected; record them again to bind every entry"
-        ]
-        if signed and run_json_only
-        else []
-    )
-    return [
-        f"ordering: the protocol is on the protected branch {anchor}, and every run comes "
-        "after it there or on top of it"
-        if anchor
-        else "ordering rests on this branch's own history (no --base): a rewritten history "
-        "(rebase, amend) is not detected; verify with --base and the protected branch",
-        "runs: signed by a key the protocol pins"
-        if signed
-        else "runs: not signed (the protocol pins no key): a committer who fabricates a run "
-        "record is not detected",
-        *earlier,
-    ]
 
 
 def verify_campaign(

@@ -56,6 +56,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             arg("--run", required=True, metavar="RUN", help="the run bundle to set aside"),
             arg("--reason", required=True, metavar="TEXT", help="why (kept in the record)"),
             arg("--record", required=True, metavar="BUNDLE", help="name of the void record"),
+            arg(
+                "--sign",
+                metavar="KEY",
+                help="sign the record with this private key (a campaign with [signing] "
+                "counts only records signed by a key it pins)",
+            ),
             ROOT,
         ],
         help="register a void record setting a mistaken run aside (effective once committed)",
@@ -68,6 +74,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             arg("--arm", required=True, metavar="A", help="the candidate arm to withdraw"),
             arg("--reason", required=True, metavar="TEXT", help="why (kept in the record)"),
             arg("--record", required=True, metavar="BUNDLE", help="name of the record"),
+            arg(
+                "--sign",
+                metavar="KEY",
+                help="sign the record with this private key (a campaign with [signing] "
+                "counts only records signed by a key it pins)",
+            ),
             ROOT,
         ],
         help="register a withdrawal record for a candidate arm (effective once committed)",
@@ -216,12 +228,23 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
+def _signing_key(path: str | None) -> Any:
+    if path is None:
+        return None
+    from ..dsse import load_private_key
+
+    return load_private_key(path)
+
+
 def _void(args: argparse.Namespace) -> int:
     from ..campaign.protocol import load_campaign
     from ..campaign.setaside import void_run
 
     root = repo_root(args)
-    rec = void_run(root, load_campaign(root, args.name), args.run, args.reason, args.record)
+    rec = void_run(
+        root, load_campaign(root, args.name), args.run, args.reason, args.record,
+        signing_key=_signing_key(args.sign),
+    )  # fmt: skip
     print(f"campaign {rec.campaign}: run {rec.run} ({rec.run_digest}) voided by {args.record}")
     print(f"  commit evidence/{args.record} for it to take effect")
     return EXIT_OK
@@ -232,7 +255,10 @@ def _withdraw(args: argparse.Namespace) -> int:
     from ..campaign.setaside import withdraw_arm
 
     root = repo_root(args)
-    rec = withdraw_arm(root, load_campaign(root, args.name), args.arm, args.reason, args.record)
+    rec = withdraw_arm(
+        root, load_campaign(root, args.name), args.arm, args.reason, args.record,
+        signing_key=_signing_key(args.sign),
+    )  # fmt: skip
     print(f"campaign {rec.campaign}: arm {rec.arm} withdrawn by {args.record}")
     print(f"  commit evidence/{args.record} for it to take effect")
     return EXIT_OK
@@ -420,7 +446,8 @@ def _status(args: argparse.Namespace) -> int:
         return EXIT_OK if status.verdict == "ACCEPTED" else EXIT_FAILED
     out = sys.stdout
     print(f"campaign {status.campaign}: protocol {status.protocol_digest}", file=out)
-    print(f"verdict {status.verdict} (accept = {status.accept})", file=out)
+    verdict = f"{status.verdict} {status.qualifier}" if status.qualifier else status.verdict
+    print(f"verdict {verdict} (accept = {status.accept})", file=out)
     for a in status.arms:
         role = "baseline" if a.baseline else "candidate"
         print(f"  {a.arm} ({role}): {a.conclusion}", file=out)
@@ -453,7 +480,7 @@ def _status(args: argparse.Namespace) -> int:
     for r in status.records:
         word = {None: "history", True: "agrees", False: "MISMATCH"}[r.agrees]
         print(f"  registered {word}: {r.message}", file=out)
-    print(status.verdict, file=out)
+    print(verdict, file=out)
     for item in status.remaining:
         print(f"  - {item}", file=out)
     return EXIT_OK if status.verdict == "ACCEPTED" else EXIT_FAILED

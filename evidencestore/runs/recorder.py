@@ -31,6 +31,7 @@ from ..errors import BundleError, BundleNameTaken, ConfigError, EvidenceStoreErr
 from ..inventory import load_registration, read_entry, registration_path
 from ..models import Descriptor, Entry, Registration
 from ..storage import LocalBlobStore
+from ..storage.leases import ActiveLease
 from .body import BodySink, MemoryBudget, Spool
 from .endpoints import Observation, valid_media_type
 from .models import (
@@ -291,6 +292,9 @@ class RunRecorder:
         if not arm:
             raise ConfigError("a run needs an arm name (--arm)")
         self.store = store if store is not None else self.repo.local_store()
+        # gc keeps every blob this run stores or relies on until it is sealed, --grace 0
+        # too (storage.leases.ActiveLease); taken before the first put
+        self.lease = ActiveLease(self.store)
         self.arm = arm
         self.campaign = campaign
         self.protocol_digest = protocol_digest
@@ -581,6 +585,7 @@ class RunRecorder:
                 continue
             except BundleError as exc:
                 raise BundleError(f"run {self.name!r}: cannot register the bundle: {exc}") from exc
+            self.lease.release()  # the registration names every entry now
             return registration, record
         raise BundleError(f"run {self.requested_name!r}: no free bundle name to register it under")
 

@@ -339,12 +339,15 @@ def _claim(capsys: pytest.CaptureFixture[str], root: Path) -> dict[str, Any]:
     return claim
 
 
-def _two_candidates(tmp: Path, server: VideoServer, quality: str = "") -> Path:
+def _two_candidates(
+    tmp: Path, server: VideoServer, quality: str = "", accept: str = "every-arm"
+) -> Path:
     """Baseline, a candidate about 4x faster ("fast") and one as slow as the baseline
     ("slow": rejected, its claim does not clear 1.0)."""
     from evidencestore.cli import main
 
     text = protocol() + '[[arm]]\nname = "slow"\nruns = 3\n' + quality
+    text = text.replace(f'name = "{CAMPAIGN}"\n', f'name = "{CAMPAIGN}"\naccept = "{accept}"\n', 1)
     root = new_repo(tmp, text)
     assert init(root, tmp) == 0
     commit(root, "protocol", ".gitignore", "evidence")
@@ -416,3 +419,25 @@ def test_protocol_may_refuse_set_asides_after_results(
     assert code == 1 and status["verdict"] == "NOT_ACCEPTED" and status["qualifier"] is None
     code, result = verify(capsys, root)
     assert code == 1 and findings(result)["wd-slow"][0] == "set-aside-after-results"
+
+
+def test_any_arm_claims_name_their_family_correction(
+    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36 item 6: under ``any-arm`` with two candidate arms each claim is one of a
+    family of 2, stated at Bonferroni's 97.5 % so the family covers at 95 %: the claim
+    names it, and its interval is the Welch interval at 97.5 % over its runs' values."""
+    from evidencestore.campaign.estimator import welch_log_interval
+
+    root = _two_candidates(tmp_path, server, accept="any-arm")
+    claim = _claim(capsys, root)
+    assert (claim["correction"], claim["family_size"]) == ("bonferroni", 2)
+    assert claim["confidence"] == 0.95 and claim["interval_confidence"] == pytest.approx(0.975)
+    values = {a: [r["value"] for r in claim["runs"] if r["arm"] == a] for a in ("baseline", "fast")}
+    want = welch_log_interval(values["baseline"], values["fast"], 0.975)
+    assert (claim["speedup"]["low"], claim["speedup"]["high"]) == pytest.approx(
+        (want.low, want.high), rel=1e-12
+    )
+    code, out, _ = cli(capsys, root, "campaign", "claim", CAMPAIGN, "--condition", "5s",
+                       "--arm", "fast")  # fmt: skip
+    assert code == 0 and "family-wise over 2 claims (bonferroni: each at 97.5%)" in out

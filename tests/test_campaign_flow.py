@@ -273,7 +273,7 @@ def test_status_matrix(seed: Campaign, capsys: pytest.CaptureFixture[str]) -> No
         assert cells[(cond, "baseline")]["repeatability"] == "exact"
         assert cells[(cond, "baseline")]["runs_done"] == 3
         exact = cells[(cond, "rank-local")]
-        assert exact["lossless"] == "PASS" and exact["qualified"] is True
+        assert exact["lossless"] == "PASS" and exact["qualified"] is True, exact
         assert exact["speedup"]["low"] <= exact["speedup"]["ratio"] <= exact["speedup"]["high"]
         lsb = cells[(cond, "lsb-audio")]
         assert lsb["lossless"] in ("FAIL", "INCONCLUSIVE")  # never PASS
@@ -537,7 +537,10 @@ def test_claim_matches_independent_computation(
     x, y = np.log(values["baseline"]), np.log(values["rank-local"])
     vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
     df = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
-    half = stats.t.ppf(0.975, df) * math.sqrt(vx + vy)
+    # every-arm over 2 conditions: a family of 2 claims, each at Bonferroni's 97.5 %
+    assert (claim["correction"], claim["family_size"]) == ("bonferroni", 2)
+    assert claim["confidence"] == 0.95 and claim["interval_confidence"] == 0.975
+    half = stats.t.ppf((1 + 0.975) / 2, df) * math.sqrt(vx + vy)
     d = x.mean() - y.mean()
     s = claim["speedup"]
     assert abs(s["ratio"] - math.exp(d)) < 1e-9

@@ -299,6 +299,10 @@ class Claim(
     ``run_spread_*`` / ``within_spread_*`` are the log-scale standard deviations between
     runs and between requests inside a run; ``order`` says whether the arms' runs
     alternated or one arm ran entirely first (drift then cannot be told from the effect).
+    ``confidence`` is the family's: the campaign's ``family_size`` joint claims (its
+    candidate arms under ``any-arm``, its conditions under ``every-arm``) cover together
+    at it, each interval at ``interval_confidence`` (``correction``: ``bonferroni`` when
+    there is more than one).
     """
 
     protocol_digest: DigestStr
@@ -340,6 +344,9 @@ class Claim(
     client_bound_runs: tuple[str, ...] = ()
     harness: str = "evidencestore"
     metric_definition: str | None = None
+    correction: Literal["none", "bonferroni"] = "none"
+    family_size: int = 1
+    interval_confidence: float | None = None
 
 
 class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):

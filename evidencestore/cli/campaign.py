@@ -4,7 +4,7 @@ Exit codes: ``init`` 0 registered; ``verify`` 0 when every run of the campaign w
 recorded under the frozen protocol, 1 with findings; ``claim`` 0 only when the claim
 stands (its interval clears ``min_speedup`` within the measurement resolution), 1
 otherwise; ``plan`` 0 when every condition's plan could be computed and its A/A check
-includes 1.0, 1 otherwise; ``status`` 0 when ``ACCEPTED``, 1 when ``NOT_ACCEPTED`` or ``UNAVAILABLE``
+includes 1.0 with runs enough to see a 1.3x drift, 1 otherwise; ``status`` 0 when ``ACCEPTED``, 1 when ``NOT_ACCEPTED`` or ``UNAVAILABLE``
 (inputs missing: ``evstore pull``); ``void`` / ``withdraw`` 0 registered; 2 for usage
 errors.
 """
@@ -116,6 +116,19 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                 default=0.8,
                 metavar="P",
                 help="the probability the claim should stand when the speedup is R (0.8)",
+            ),
+            arg(
+                "--protocol",
+                metavar="FILE",
+                help="plan from this protocol.toml before `campaign init` (NAME is then only "
+                "a label), with the --pilot runs as its baseline",
+            ),
+            arg(
+                "--pilot",
+                action="append",
+                metavar="RUN",
+                help="with --protocol: a baseline pilot run bundle (repeatable), matched to "
+                "its condition by workload digest",
             ),
             json_flag("the plan"),
             ROOT,
@@ -322,9 +335,15 @@ def _print_claim(condition: str, arm: str, claim: Any) -> None:
         pct = round(claim.confidence * 100, 4)
         df = "-" if claim.df is None else f"{claim.df:.2f}"
         metric = "" if claim.metric == "e2e" else f" on {claim.metric}"
+        family = (
+            f", family-wise over {claim.family_size} claims ({claim.correction}: each at "
+            f"{round((claim.interval_confidence or claim.confidence) * 100, 4):g}%)"
+            if claim.family_size > 1
+            else ""
+        )
         print(
             f"  speedup{metric} {s.ratio:.4f} ({pct:g}% CI {s.low:.4f} to {s.high:.4f}), "
-            f"{claim.estimator}, df {df}"
+            f"{claim.estimator}, df {df}{family}"
         )
         if claim.min_speedup is not None:
             side = "clears" if claim.clears else "does NOT clear"
@@ -385,16 +404,40 @@ def _plan(args: argparse.Namespace) -> int:
         if not r > 0:
             raise ConfigError(f"--ratio {r}: expected a positive speedup")
     root = repo_root(args)
-    campaign = load_campaign(root, args.name)
-    plans = plan_campaign(
-        campaign, campaign_runs(root, campaign), ratios=args.ratio or (), target_power=args.power
+    if args.protocol is not None:
+        from pathlib import Path
+
+        from ..campaign.plan import pilot_runs, plan_protocol
+        from ..campaign.protocol import parse_protocol
+        from ..digest import hash_bytes
+
+        source = Path(args.protocol)
+        try:
+            data = source.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"--protocol {source}: cannot read: {exc.strerror}") from exc
+        protocol = parse_protocol(data, str(source))
+        pilots = pilot_runs(root, protocol, source, args.pilot or ())
+        plans = plan_protocol(protocol, pilots, ratios=args.ratio or (),
+                              target_power=args.power)  # fmt: skip
+        label, digest = f"{args.name} (from {source}, not registered)", hash_bytes(data).digest
+    else:
+        if args.pilot:
+            raise ConfigError("--pilot: only with --protocol (a registered campaign plans "
+                              "from its own baseline runs)")  # fmt: skip
+        campaign = load_campaign(root, args.name)
+        plans = plan_campaign(campaign, campaign_runs(root, campaign), ratios=args.ratio or (),
+                              target_power=args.power)  # fmt: skip
+        label, digest = campaign.name, campaign.digest
+    ok = all(
+        p.run_spread is not None and p.aa_includes_one and p.aa_conclusive is not False
+        for p in plans
     )
-    ok = all(p.run_spread is not None and p.aa_includes_one for p in plans)
     if args.json:
-        _print_json({"campaign": campaign.name, "protocol_digest": campaign.digest,
+        _print_json({"campaign": args.name, "protocol_digest": digest,
                      "ok": ok, "conditions": plans})  # fmt: skip
         return EXIT_OK if ok else EXIT_FAILED
-    print(f"campaign {campaign.name}: protocol {campaign.digest}")
+    print(f"campaign {label}: protocol {digest}")
     for p in plans:
         spread = "-" if p.run_spread is None else f"{p.run_spread:.2%}"
         within = "-" if p.within_spread is None else f"{p.within_spread:.2%}"
@@ -403,6 +446,11 @@ def _plan(args: argparse.Namespace) -> int:
             f"{spread}, within-run {within}; min_speedup {p.min_speedup:g} at "
             f"{p.confidence:.0%} confidence, power {p.power:.0%}"
         )
+        if p.planned_spread is not None:
+            print(
+                f"    planned with spread {p.planned_spread:.2%} (its {p.assurance:.0%} upper "
+                f"bound), at least min_runs = {p.min_runs} runs"
+            )
         for row in p.rows:
             need = "-" if row.runs_needed is None else str(row.runs_needed)
             pw = "-" if row.power_at_required is None else f"{row.power_at_required:.0%}"
@@ -411,7 +459,13 @@ def _plan(args: argparse.Namespace) -> int:
                 f"power with {p.required_runs} runs: {pw}"
             )
         if p.aa is not None:
-            word = "includes 1.0" if p.aa_includes_one else "EXCLUDES 1.0"
+            word = (
+                "EXCLUDES 1.0"
+                if not p.aa_includes_one
+                else "includes 1.0, INCONCLUSIVE (too few runs to see a drift)"
+                if p.aa_conclusive is False
+                else "includes 1.0"
+            )
             print(
                 f"    A/A check: {p.aa.ratio:.4f} [{p.aa.low:.4f}, {p.aa.high:.4f}] {word} "
                 f"({', '.join(p.aa_halves[0])} vs {', '.join(p.aa_halves[1])})"

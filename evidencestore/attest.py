@@ -199,6 +199,18 @@ def _record_kind(data: bytes) -> str | None:
     return kind.tag if kind is not None else None
 
 
+def _verdict_line(data: bytes) -> str | None:
+    """A campaign status record's verdict with its qualifier (``ACCEPTED with 4 arms
+    withdrawn after their results``)."""
+    from .campaign.models import StatusRecord
+
+    try:
+        status = decode(data, StatusRecord)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return f"{status.verdict} {status.qualifier}" if status.qualifier else status.verdict
+
+
 def statement_for(root: str | os.PathLike[str], target: str) -> Statement:
     """The statement about ``target``: a registered bundle's name, a digest in the store
     (a claim, status or any record), or a file inside the repository."""
@@ -249,6 +261,10 @@ def statement_for(root: str | os.PathLike[str], target: str) -> Statement:
     predicate: dict[str, Any] = {"size": len(data)}
     if kind:
         predicate["kind"] = kind
+    if kind is not None and kind.endswith(
+        "campaign-status"
+    ):  # the verdict line, set-asides after results included
+        predicate["verdict"] = _verdict_line(data)
     return Statement(subject=(subject,), predicate_type=PREDICATE_RECORD, predicate=predicate)
 
 

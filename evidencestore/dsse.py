@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from ._canonical import canonical, decode
 from .digest import hash_bytes
 from .errors import AttestationError
 from .inventory import EVIDENCE_DIR
-from .models import Model
+from .models import Entry, Model
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -40,6 +41,7 @@ __all__ = [
     "Signature",
     "Statement",
     "Subject",
+    "check_set_aside_signature",
     "decode_envelope",
     "generate_key",
     "key_id",
@@ -47,6 +49,7 @@ __all__ = [
     "load_public_key",
     "pae",
     "sign_run",
+    "sign_set_aside",
     "sign_statement",
     "signed_payload",
     "verify_run_signature",
@@ -226,12 +229,20 @@ def signed_payload(env: Envelope, public_key: Ed25519PublicKey) -> tuple[bytes |
 # -- signed runs ----------------------------------------------------------------------
 class RunSignature(msgspec.Struct, frozen=True, kw_only=True):
     """A run's signature as a campaign judges it: ``code`` is ``None`` when a key of
-    ``keys`` signed exactly these ``run.json`` bytes, else one of ``unsigned-run``,
-    ``other-signer``, ``bad-signature`` or ``changed-after-signing``."""
+    ``keys`` signed exactly these ``run.json`` bytes and every other entry of the bundle,
+    else one of ``unsigned-run``, ``other-signer``, ``bad-signature`` or
+    ``changed-after-signing``. ``scope`` says what the signature binds: ``manifest``
+    (every entry), or ``run.json`` for a run signed before signatures bound the
+    manifest (its other entries, raw arrays among them, are not bound)."""
 
     keyid: str | None
     code: str | None
     message: str
+    scope: str = "manifest"
+
+
+#: The predicate field of a run statement that says its subjects are every entry.
+BINDS_MANIFEST = {"binds": "manifest"}
 
 
 def _run_subject(bundle: str, data: bytes) -> Subject:
@@ -244,22 +255,54 @@ def _run_subject(bundle: str, data: bytes) -> Subject:
     )
 
 
+def _entry_subjects(
+    bundle: str, entries: Iterable[Entry], sha256: Callable[[Entry], str] | None = None
+) -> tuple[Subject, ...]:
+    return tuple(
+        Subject(
+            name=f"{EVIDENCE_DIR}/{bundle}/{e.path}",
+            digest={
+                "blake3": e.descriptor.digest.removeprefix("blake3:"),
+                **({"sha256": sha256(e)} if sha256 is not None else {}),
+            },
+        )
+        for e in sorted(entries, key=lambda e: e.path)
+    )
+
+
 def sign_run(
-    bundle: str, data: bytes, predicate: dict[str, Any], key: Ed25519PrivateKey
+    bundle: str,
+    data: bytes,
+    predicate: dict[str, Any],
+    key: Ed25519PrivateKey,
+    entries: Iterable[Entry] = (),
+    sha256: Callable[[Entry], str] | None = None,
 ) -> Envelope:
-    """Sign a run record's bytes (``run.json`` of bundle ``bundle``) as an in-toto
-    statement of type :data:`PREDICATE_RUN`, in a DSSE envelope."""
+    """Sign a run record's bytes (``run.json`` of bundle ``bundle``) and every other entry
+    of its bundle (``entries``: raw arrays, outputs, configurations; all but the signature
+    itself) as an in-toto statement of type :data:`PREDICATE_RUN`, one subject each, in a
+    DSSE envelope; ``sha256`` gives an entry's SHA-256 (hex), which in-toto verifiers
+    (``evstore attest verify``) check beside BLAKE3."""
     statement = Statement(
-        subject=(_run_subject(bundle, data),), predicate_type=PREDICATE_RUN, predicate=predicate
+        subject=(_run_subject(bundle, data), *_entry_subjects(bundle, entries, sha256)),
+        predicate_type=PREDICATE_RUN,
+        predicate={**predicate, **BINDS_MANIFEST},
     )
     return sign_statement(statement, key)
 
 
 def verify_run_signature(
-    envelope: bytes | None, data: bytes, bundle: str, keys: dict[str, Ed25519PublicKey]
+    envelope: bytes | None,
+    data: bytes,
+    bundle: str,
+    keys: dict[str, Ed25519PublicKey],
+    entries: Iterable[Entry] = (),
 ) -> RunSignature:
     """Judge a run's envelope (``None`` when the run has none) against its ``run.json``
-    bytes and the public keys allowed to sign (by key id)."""
+    bytes, the bundle's other ``entries`` (all but ``run.json`` and the signature) and the
+    public keys allowed to sign (by key id). A statement of the earlier form (one subject,
+    ``run.json``) still verifies, with ``scope = "run.json"``: what it binds is checked,
+    and the campaign says the rest is not bound."""
     allowed = ", ".join(k[:16] for k in sorted(keys))
     if envelope is None:
         return RunSignature(
@@ -302,7 +345,10 @@ def verify_run_signature(
         )
     want = _run_subject(bundle, data).digest
     digests = [s.digest for s in statement.subject]
-    if statement.predicate_type != PREDICATE_RUN or len(digests) != 1:
+    full = isinstance(statement.predicate, dict) and all(
+        statement.predicate.get(k) == v for k, v in BINDS_MANIFEST.items()
+    )
+    if statement.predicate_type != PREDICATE_RUN or not digests or (not full and len(digests) != 1):
         return RunSignature(
             keyid=signer,
             code="bad-signature",
@@ -317,4 +363,85 @@ def verify_run_signature(
             f"{signer[:16]} signed blake3:{digests[0].get('blake3')}: the run record changed "
             "after it was signed",
         )
+    if not full:
+        return RunSignature(
+            keyid=signer, code=None, scope="run.json",
+            message=f"signed by key {signer[:16]} (run.json only: signed before signatures "
+            "bound every entry)",
+        )  # fmt: skip
+    signed = {s.name: s.digest.get("blake3") for s in statement.subject[1:]}
+    have = {s.name: s.digest["blake3"] for s in _entry_subjects(bundle, entries)}
+    for name in sorted(set(signed) | set(have)):
+        if signed.get(name) != have.get(name):
+            now = f"blake3:{have[name]}" if name in have else "absent"
+            then = f"blake3:{signed[name]}" if name in signed else "not signed"
+            return RunSignature(
+                keyid=signer,
+                code="changed-after-signing",
+                message=f"run {bundle!r}: entry {name.rpartition(f'{bundle}/')[2]!r} is "
+                f"{now}, but key {signer[:16]} signed {then}: the bundle changed after it "
+                "was signed",
+            )
     return RunSignature(keyid=signer, code=None, message=f"signed by key {signer[:16]}")
+
+
+# -- signed set-asides ------------------------------------------------------------------
+PREDICATE_SET_ASIDE = "https://evidencestore.dev/attestation/set-aside/v1"
+
+
+def sign_set_aside(bundle: str, entry: str, data: bytes, key: Ed25519PrivateKey) -> Envelope:
+    """Sign a void or withdrawal record's bytes (``entry`` of bundle ``bundle``) as an
+    in-toto statement of type :data:`PREDICATE_SET_ASIDE`, in a DSSE envelope."""
+    subject = Subject(
+        name=f"{EVIDENCE_DIR}/{bundle}/{entry}",
+        digest={
+            "blake3": hash_bytes(data).digest.removeprefix("blake3:"),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        },
+    )
+    statement = Statement(subject=(subject,), predicate_type=PREDICATE_SET_ASIDE)
+    return sign_statement(statement, key)
+
+
+def check_set_aside_signature(
+    envelope: bytes | None,
+    data: bytes,
+    bundle: str,
+    entry: str,
+    keys: dict[str, Ed25519PublicKey],
+) -> str | None:
+    """Why a void or withdrawal record (``entry`` of bundle ``bundle``, its bytes
+    ``data``) is not signed by one of ``keys``, or None when it is."""
+    allowed = ", ".join(k[:16] for k in sorted(keys))
+    if envelope is None:
+        return (
+            f"record {bundle!r} is not signed, and the protocol pins signing keys "
+            f"({allowed}): register it with `--sign KEY`"
+        )
+    try:
+        env = decode_envelope(envelope, f"record {bundle!r}: its signature")
+    except AttestationError as exc:
+        return str(exc)
+    payload = next(
+        (p for _, k in sorted(keys.items()) if (p := signed_payload(env, k)[0]) is not None),
+        None,
+    )
+    if payload is None or env.payload_type != PAYLOAD_TYPE:
+        return (
+            f"record {bundle!r}: no signature of its envelope verifies with a key the "
+            f"protocol pins ({allowed})"
+        )
+    try:
+        statement = decode(payload, Statement)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return f"record {bundle!r}: its signature holds no statement: {exc}"
+    want = hash_bytes(data).digest.removeprefix("blake3:")
+    subjects = {s.name: s.digest.get("blake3") for s in statement.subject}
+    if statement.predicate_type != PREDICATE_SET_ASIDE or subjects != {
+        f"{EVIDENCE_DIR}/{bundle}/{entry}": want
+    }:
+        return (
+            f"record {bundle!r}: its signed statement is not about its {entry} as it is "
+            "(changed after signing, or another record's signature)"
+        )
+    return None

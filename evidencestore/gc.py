@@ -36,6 +36,12 @@ so nothing is deleted that was not decided in one complete run. While a blob sit
 quarantine, a reader may find it missing for a moment and must retry; only blobs that
 were unreferenced and unleased are ever quarantined.
 
+A run (``runs/recorder.py``) holds an :class:`~evidencestore.storage.leases.ActiveLease`
+from before its first blob until its registration is written: while it is locked, every
+blob at or after its start is kept, with ``grace = 0`` too (the argument is the same,
+carried by the blob's modification time: see the lease's doc). A run never loses an
+entry to gc.
+
 The grace period must cover a writer's run (a long push renews its lease every
 :data:`~evidencestore.storage.leases.LEASE_RENEWAL` seconds) and the time until the
 registrations it wrote are visible to gc (committed on a ref gc reads). Dry run unless
@@ -61,7 +67,7 @@ from .models import Registration
 from .remotes import open_remote
 from .staging import remove_stale_staging, stale_staging_dirs
 from .storage import BlobInfo, BlobStore, SupportsQuarantine
-from .storage.leases import iter_leases, read_lease, remove_lease
+from .storage.leases import active_floor, iter_leases, read_lease, remove_lease
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -261,8 +267,8 @@ def collect_garbage(
     """Plan (and with ``delete``, carry out) gc of the local store or ``remote``.
 
     Blobs whose age is unknown (backends without modification times) count as young
-    unless ``grace`` is 0 (which also disregards every lease: only for a store no one
-    else writes to).
+    unless ``grace`` is 0 (which also disregards every lease but those live runs hold:
+    only for a store no one else writes to).
     """
     if grace < 0:
         raise ConfigError(
@@ -281,8 +287,11 @@ def collect_garbage(
     if delete and quarantine is None:
         raise ConfigError(f"{label}: this backend cannot delete safely, so gc cannot run")
     cutoff = (time.time() if now is None else now) - grace
+    floor = active_floor(store, grace, cutoff + grace)
 
     def old(mtime: float | None) -> bool:
+        if floor is not None and (mtime is None or mtime >= floor):
+            return False  # a live run may rely on it (``ActiveLease``), whatever the grace
         return grace == 0 or (mtime is not None and mtime < cutoff)
 
     try:
@@ -360,7 +369,8 @@ def _sweep(
             if key is not None:
                 held.append((blob, key))
         _steps.reached("gc:quarantined")
-        leased = _leases(store, cutoff, grace)[0]
+        leased = _leases(store, cutoff, grace)[0]  # leases before references (ActiveLease)
+        floor = active_floor(store, grace, cutoff + grace)
         keep = find_references(base, revs, scope=scope).digests
         _steps.reached("gc:reread")
     except BaseException:
@@ -370,7 +380,9 @@ def _sweep(
     removed = []
     for blob, key in held:
         mtime = quarantine.quarantined_mtime(key)
-        young = grace != 0 and mtime is not None and mtime >= cutoff
+        young = mtime is not None and (
+            (grace != 0 and mtime >= cutoff) or (floor is not None and mtime >= floor)
+        )
         if blob.digest in leased or blob.digest in keep or young:
             quarantine.restore(key)
             plan.restored += 1

@@ -30,3 +30,47 @@ def memory_base() -> Iterator[str]:
 def memory_url(memory_base: str) -> str:
     """``memory://`` URL of :func:`memory_base`, for a remote's ``url``."""
     return f"memory://{memory_base}"
+
+
+@pytest.fixture(autouse=True)
+def _no_memo_gives_the_same_status(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Issue 36: every campaign a test evaluates is evaluated again when the test ends,
+    once reusing what is kept and once with nothing kept (``--no-memo``): the status and
+    every record behind it must be byte-identical."""
+    try:
+        from evidencestore.campaign import status
+    except ImportError:  # an install without the campaign's dependencies
+        yield
+        return
+    seen: dict[tuple[str, str, str | None], None] = {}
+    real = status.campaign_runs
+
+    def spy(root, campaign, *, history=True, base=None):  # type: ignore[no-untyped-def]
+        seen[(str(root), campaign.name, base)] = None
+        return real(root, campaign, history=history, base=base)
+
+    monkeypatch.setattr(status, "campaign_runs", spy)
+    yield
+    monkeypatch.setattr(status, "campaign_runs", real)
+    for root, name, base in seen:
+        if not Path(root).is_dir():
+            continue
+        _same_without_memo(root, name, base)
+
+
+def _same_without_memo(root: str, name: str, base: str | None) -> None:
+    import msgspec
+
+    from evidencestore.campaign.protocol import load_campaign
+    from evidencestore.campaign.status import evaluate
+    from evidencestore.errors import EvidenceStoreError
+
+    def outcome(memo: bool) -> bytes:
+        try:
+            ev = evaluate(root, load_campaign(root, name), base_rev=base, memo=memo)
+        except EvidenceStoreError as exc:
+            return f"{type(exc).__name__}: {exc}".encode()
+        return msgspec.json.encode([ev.status, ev.repeatability, ev.adjudications, ev.claims])
+
+    fresh = outcome(False)
+    assert outcome(True) == fresh, f"campaign {name!r} at {root}: --no-memo differs"

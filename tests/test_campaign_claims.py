@@ -307,9 +307,14 @@ def test_plan_sizes_the_campaign_from_baseline_runs(repo: Repo) -> None:
     code, out = repo.cli("campaign", "plan", "plan", "--json", "--ratio", "1.05", "--ratio", "2")
     plan = json.loads(out)
     (cond,) = plan["conditions"]
-    assert code == 0 and plan["ok"] is True
+    # Issue 36: 2 + 2 runs cannot see a 1.3x drift: the A/A check says so, not passing.
+    assert code == 1 and plan["ok"] is False
+    assert cond["aa_conclusive"] is False
+    assert any(n.startswith("A/A check inconclusive: with 2 + 2 runs") for n in cond["notes"])
     assert cond["baseline_runs"] == ["b1", "b2", "b3", "b4"]
     assert cond["aa_includes_one"] is True
+    # Planned with the spread's upper bound, at least min_runs.
+    assert cond["planned_spread"] > cond["run_spread"] and cond["min_runs"] == 3
     assert cond["aa"]["low"] <= 1.0 <= cond["aa"]["high"]
     assert cond["aa_halves"] == [["b1", "b2"], ["b3", "b4"]]  # earlier against later
     rows = {r["ratio"]: r for r in cond["rows"]}
@@ -318,8 +323,40 @@ def test_plan_sizes_the_campaign_from_baseline_runs(repo: Repo) -> None:
         rows[1.05]["runs_needed"] is None or rows[1.05]["runs_needed"] >= rows[2.0]["runs_needed"]
     )
     code, out = repo.cli("campaign", "plan", "plan")
-    assert code == 0 and "A/A check" in out and "includes 1.0" in out and "runs per arm" in out
+    assert code == 1 and "A/A check" in out and "runs per arm" in out
+    assert "includes 1.0, INCONCLUSIVE (too few runs to see a drift)" in out
     code, out = repo.cli("campaign", "plan", "plan", "--power", "1.5")
+    assert code == 2
+
+
+def test_plan_from_a_protocol_file_before_init(repo: Repo, tmp_path: Path) -> None:
+    """``campaign plan NAME --protocol FILE --pilot RUN ...``: no campaign registered; the
+    pilot runs (plain runs of the condition's workload) are its baseline, and no row asks
+    for fewer runs than ``min_runs``."""
+    src = tmp_path / "draft"
+    src.mkdir()
+    (src / "workload.toml").write_text(sample_workload(**TINY))  # type: ignore[arg-type]
+    (src / "protocol.toml").write_text(
+        _protocol({"base": 3, "fast": 3}, "min_runs = 5").replace('name = "p"', 'name = "d"')
+    )
+    (repo.root / "evidence").mkdir(parents=True, exist_ok=True)
+    for i, b in enumerate(PLAN_BASE, start=1):
+        repo.server.latency = b
+        try:
+            assert main(["-q", "run", str(src / "workload.toml"), "--arm", "base", "--server",
+                         repo.server.url, "--name", f"p{i}", "--root", str(repo.root)]) == 0  # fmt: skip
+        finally:
+            repo.server.latency = 0.0
+    pilots = [a for i in range(1, len(PLAN_BASE) + 1) for a in ("--pilot", f"p{i}")]
+    code, out = repo.cli("campaign", "plan", "d", "--protocol", str(src / "protocol.toml"),
+                         "--ratio", "2", "--json", *pilots)  # fmt: skip
+    plan = json.loads(out)
+    (cond,) = plan["conditions"]
+    assert cond["baseline_runs"] == ["p1", "p2", "p3", "p4"]
+    assert cond["min_runs"] == 5 and cond["rows"][0]["runs_needed"] == 5  # 3 would do
+    assert not (repo.root / "evidence" / "d").exists()  # nothing registered
+    code, out = repo.cli("campaign", "plan", "d", "--protocol", str(src / "protocol.toml"),
+                         "--pilot", "nope")  # fmt: skip
     assert code == 2
 
 

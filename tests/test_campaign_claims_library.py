@@ -171,8 +171,9 @@ def test_plan_from_baseline_runs_and_a_drifting_baseline_fails_aa(tmp_path: Path
     assert plan.run_spread == pytest.approx(sd) and plan.within_spread == 0.0
     assert plan.aa_includes_one is True and plan.aa_halves == (("b1", "b2"), ("b3", "b4"))
     rows = {r.ratio: r for r in plan.rows}
-    assert rows[1.5].runs_needed == 2  # 40 % above the threshold at a 1.3 % spread
-    assert rows[1.05].runs_needed is not None and rows[1.05].runs_needed > 2
+    assert rows[1.5].runs_needed == 3  # 2 would do (1.3 % spread), but min_runs = 3
+    assert plan.min_runs == 3 and plan.planned_spread is not None and plan.planned_spread > sd
+    assert rows[1.05].runs_needed is not None and rows[1.05].runs_needed > 3
     assert rows[1.05].power_at_required is not None and rows[1.05].power_at_required < 1.0
     for i, value in enumerate((1.30, 1.31, 1.29, 1.32), start=5):  # the server got slower
         _run(root, c, f"b{i}", "base", [[value, value]])

@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 pytest.importorskip("aiohttp")
@@ -138,8 +139,9 @@ def test_fresh_clone_gives_byte_identical_records(
     shutil.rmtree(bare / ".evstore" / "memo", ignore_errors=True)
     assert _status_and_claim(bare) == (a_code, a_status, a_claim)
 
-    # A status registered with every record behind it is reused by any clone holding the
-    # bundle: a fresh clone with no store at all gives the same record without evaluating.
+    # A registered status is history, never a verdict (issue 36): a fresh clone with no
+    # store and no remote recomputes, finds the outputs missing, and says UNAVAILABLE; the
+    # record is listed, not checked there. With the outputs it agrees with the record.
     code, _, err = run("campaign", "status", "clone", "--register", "clone-status-1",
                        "--root", str(root))  # fmt: skip
     assert code == 1, err
@@ -149,10 +151,18 @@ def test_fresh_clone_gives_byte_identical_records(
     third = tmp_path / "third"
     git(tmp_path, "clone", "-q", str(root), str(third))
     set_remotes(third)  # no remote: nothing could be fetched
-    reused = evaluate(third, load_campaign(third, "clone"))
-    assert reused.reused and reused.decoded == 0 and reused.key == key
-    code, out, _ = run("campaign", "status", "clone", "--json", "--root", str(third))
-    assert (code, out) == (a_code, a_status)
+    again = evaluate(third, load_campaign(third, "clone"))
+    assert not again.reused and again.key == key
+    assert again.status.verdict == "UNAVAILABLE"
+    checks = {c.entry: c for c in again.status.records}
+    assert checks["status.json"].agrees is None and "not checked here" in (
+        checks["status.json"].message
+    )
+    mine = evaluate(root, load_campaign(root, "clone"))
+    assert mine.key == key and {c.agrees for c in mine.status.records} == {True}
+    assert mine.core is not None and json.loads(msgspec.json.encode(mine.core)) == json.loads(
+        a_status
+    )
 
 
 def _builtins(obj: object) -> object:

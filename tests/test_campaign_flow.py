@@ -273,7 +273,7 @@ def test_status_matrix(seed: Campaign, capsys: pytest.CaptureFixture[str]) -> No
         assert cells[(cond, "baseline")]["repeatability"] == "exact"
         assert cells[(cond, "baseline")]["runs_done"] == 3
         exact = cells[(cond, "rank-local")]
-        assert exact["lossless"] == "PASS" and exact["qualified"] is True
+        assert exact["lossless"] == "PASS" and exact["qualified"] is True, exact
         assert exact["speedup"]["low"] <= exact["speedup"]["ratio"] <= exact["speedup"]["high"]
         lsb = cells[(cond, "lsb-audio")]
         assert lsb["lossless"] in ("FAIL", "INCONCLUSIVE")  # never PASS
@@ -435,10 +435,13 @@ def test_status_imports_only_what_it_computes_with(seed: Campaign) -> None:
 
 
 def test_a_tampered_memo_never_changes_a_verdict(seed: Campaign) -> None:
-    """A memo entry naming another computation's record, or a record altered in place, is
-    a miss: the evaluation is computed again, to the same status."""
+    """A memo entry naming another computation's record, a record altered in place, one
+    whose verdicts contradict its own numbers, or one holding a status (the issue's forged
+    memo: the right key, ACCEPTED while its cells say rejected) is a miss or is never
+    read: the status is always concluded from the cells, to the same record."""
     import msgspec
 
+    from evidencestore._canonical import canonical
     from evidencestore.campaign.memo import Memo, memo_key
     from evidencestore.campaign.models import Evaluation
     from evidencestore.campaign.status import evaluate
@@ -448,25 +451,48 @@ def test_a_tampered_memo_never_changes_a_verdict(seed: Campaign) -> None:
     campaign = load_campaign(seed.root, "h3-lossless")
     first = evaluate(seed.root, campaign)
     assert first.status.verdict == "NOT_ACCEPTED"
+    assert "rejected" in {a.conclusion for a in first.status.arms}
     memo_dir = seed.root / ".evstore" / "memo"
+    store = local_store(seed.root)
 
     def index(key: str) -> Path:
         return memo_dir / digest_hex(key)[:2] / digest_hex(key)
 
     assert index(first.key).is_file()
-    # Another key's record, claiming ACCEPTED, named under this evaluation's key.
+    kept = evaluate(seed.root, campaign)
+    assert kept.reused and kept.status == first.status
+    # The forged memo of the issue: under the right key, a status saying ACCEPTED.
     forged = msgspec.structs.replace(first.status, verdict="ACCEPTED", remaining=())
+    rec = {"status": msgspec.to_builtins(forged), "repeatability": first.repeatability,
+           "adjudications": first.adjudications, "claims": first.claims}  # fmt: skip
+    desc = store.put(canonical({"key": first.key, "record": rec}), "application/json")
+    index(first.key).write_text(f"{desc.digest} {desc.size}\n")
+    ev = evaluate(seed.root, campaign)
+    assert ev.status.verdict == "NOT_ACCEPTED" and ev.status == first.status
+    # Another key's record named under this evaluation's key.
     other = memo_key("campaign-evaluation", {"another": "campaign"})
-    Memo(local_store(seed.root), memo_dir).put(other, Evaluation(status=forged))
+    Memo(store, memo_dir).put(other, Evaluation())
     index(first.key).write_text(index(other).read_text())
     ev = evaluate(seed.root, campaign)
     assert not ev.reused and ev.status == first.status
     assert evaluate(seed.root, campaign).reused  # kept again, under its own key
+    # A kept adjudication flipped to PASS while its comparisons say otherwise.
+    flipped = {
+        k: msgspec.structs.replace(a, verdict="PASS") for k, a in first.adjudications.items()
+    }
+    assert any(a.verdict != "PASS" for a in first.adjudications.values())
+    Memo(store, memo_dir).put(
+        first.key,
+        Evaluation(repeatability=first.repeatability, adjudications=flipped,
+                   claims=first.claims),
+    )  # fmt: skip
+    ev = evaluate(seed.root, campaign)
+    assert not ev.reused and ev.status == first.status
     # The record altered in place: its digest no longer matches, a miss.
     digest, _ = index(first.key).read_text().split()
-    blob = local_store(seed.root).path_of(digest)
+    blob = store.path_of(digest)
     blob.chmod(0o644)
-    blob.write_bytes(blob.read_bytes().replace(b'"NOT_ACCEPTED"', b'"ACCEPTED"'))
+    blob.write_bytes(blob.read_bytes().replace(b'"STANDS"', b'"NOT_CLEARED"'))
     ev = evaluate(seed.root, campaign)
     assert not ev.reused and ev.status == first.status
 
@@ -511,7 +537,10 @@ def test_claim_matches_independent_computation(
     x, y = np.log(values["baseline"]), np.log(values["rank-local"])
     vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
     df = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
-    half = stats.t.ppf(0.975, df) * math.sqrt(vx + vy)
+    # every-arm over 2 conditions: a family of 2 claims, each at Bonferroni's 97.5 %
+    assert (claim["correction"], claim["family_size"]) == ("bonferroni", 2)
+    assert claim["confidence"] == 0.95 and claim["interval_confidence"] == 0.975
+    half = stats.t.ppf((1 + 0.975) / 2, df) * math.sqrt(vx + vy)
     d = x.mean() - y.mean()
     s = claim["speedup"]
     assert abs(s["ratio"] - math.exp(d)) < 1e-9

@@ -548,7 +548,9 @@ def _effective(
     if soften and unstable:
         phases = campaign.protocol.quality.compare_phases
         for m in judged:
-            invalid |= {k for k, o in _outputs(m, phases).items() if not (o.valid and o.body)}
+            invalid |= {
+                x.label for x in _outputs(m, phases) if not (x.output.valid and x.output.body)
+            }
     out: list[tuple[Verdict, str]] = []
     for c in comparisons:
         first = c.reasons[0] if c.reasons else c.verdict

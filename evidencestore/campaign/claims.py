@@ -32,6 +32,14 @@ protocol with ``timing.claim = false`` makes no timing claim: the interval is sh
 the verdict says it is not a claim. When every run of one arm started before every run of
 the other, the claim says that drift cannot be told apart from the effect.
 
+Claims made jointly are a family (``claim_family``): the candidate arms under
+``accept = "any-arm"`` (one of k arms faster suffices), the conditions under
+``"every-arm"``. With more than one, each interval is stated at Bonferroni's
+simultaneous level (``estimator.family_confidence``: at 95 % over 4 claims, each at
+98.75 %), so the chance of any false "faster" in the family is at most the stated one;
+the claim names it (``correction``, ``family_size``, ``interval_confidence``).
+Percentiles describe one arm and stay at the stated level.
+
 The claim cites every run digest, each run's values and one value, the run-to-run and
 within-run spreads, and the configuration difference between the arms
 (``evidencestore.runs.diff_configs`` of their first runs, which stands for every run: a
@@ -50,14 +58,19 @@ from ..errors import ConfigError, EvidenceStoreError
 from ..runs.diff import diff_configs
 from ..runs.models import RequestRecord
 from ..storage import BlobStore
-from .estimator import WelchInterval, paired_log_interval, welch_log_interval
+from .estimator import (
+    WelchInterval,
+    family_confidence,
+    paired_log_interval,
+    welch_log_interval,
+)
 from .identity import config_changes
 from .members import Member, Members
-from .models import Claim, ClaimVerdict, RunValue, Speedup, TimingRule
+from .models import Claim, ClaimVerdict, Protocol, RunValue, Speedup
 from .percentiles import percentile
 from .protocol import Campaign
 
-__all__ = ["make_claim", "run_value"]
+__all__ = ["claim_family", "family_size", "make_claim", "run_value"]
 
 Order = Literal["alternating", "baseline-first", "candidate-first", "mixed"]
 #: The percentiles every claim gives per arm.
@@ -309,14 +322,29 @@ def _pairs(
 
 
 def _interval(
-    timing: TimingRule,
+    confidence: float,
     b: Sequence[float],
     c: Sequence[float],
     pairs: Sequence[tuple[float, float]] | None,
 ) -> WelchInterval:
     if pairs is not None:
-        return paired_log_interval(pairs, timing.confidence)
-    return welch_log_interval(b, c, timing.confidence)
+        return paired_log_interval(pairs, confidence)
+    return welch_log_interval(b, c, confidence)
+
+
+def claim_family(campaign: Campaign) -> int:
+    """How many claims the campaign makes jointly (``family_size`` of its protocol)."""
+    return family_size(campaign.protocol)
+
+
+def family_size(protocol: Protocol) -> int:
+    """How many claims a protocol makes jointly, as it declares them (a withdrawal never
+    shrinks it: the family is fixed before any result). ``any-arm``: the candidate arms
+    (the campaign stands when any one clears, so k chances at a false "faster");
+    ``every-arm``: the conditions (each arm's claim is read over all of them)."""
+    if protocol.accept == "any-arm":
+        return sum(1 for a in protocol.arm if not a.baseline)
+    return len(protocol.condition)
 
 
 def make_claim(
@@ -330,6 +358,8 @@ def make_claim(
     if spec.baseline:
         raise ConfigError(f"campaign {campaign.name!r}: arm {arm!r} is the baseline itself")
     timing = campaign.protocol.timing
+    family = claim_family(campaign) if timing.claim else 1
+    each = family_confidence(timing.confidence, family)
     paired = timing.order == "interleaved"
     estimator = "paired-log-t" if paired else timing.estimator
     b_runs, c_runs = members.of(condition, base.name), members.of(condition, arm)
@@ -391,7 +421,10 @@ def make_claim(
     unavailable: list[str] = []
     if b_done and c_done:
         try:
-            diff = [d.as_dict() for d in diff_configs(b_done[0].record, c_done[0].record, store)]
+            diff = [  # keys sorted: the record is the same kept (canonical) or computed
+                dict(sorted(d.as_dict().items()))
+                for d in diff_configs(b_done[0].record, c_done[0].record, store)
+            ]
         except EvidenceStoreError as exc:
             # What cannot be had makes the claim UNAVAILABLE, never a different verdict.
             unavailable.append(f"{exc}; fetch it with `evstore pull`")
@@ -410,7 +443,7 @@ def make_claim(
     )
     if not reasons:
         pair_values = [(value_of[p[0].name].value, value_of[p[1].name].value) for p in pairs]
-        interval = _interval(timing, xs, ys, pair_values if paired else None)
+        interval = _interval(each, xs, ys, pair_values if paired else None)
         speedup = Speedup(ratio=interval.ratio, low=interval.low, high=interval.high)
         df = interval.df
         # Every request's true time lies within its bound below the recorded one: the
@@ -419,13 +452,13 @@ def make_claim(
         low_b = {m.name: _low(m, metric, value_of) for m in b_done}
         low_c = {m.name: _low(m, metric, value_of) for m in c_done}
         worst = _interval(
-            timing,
+            each,
             [low_b[m.name] for m in b_done],
             ys,
             [(low_b[p[0].name], value_of[p[1].name].value) for p in pairs] if paired else None,
         )
         best = _interval(
-            timing,
+            each,
             xs,
             [low_c[m.name] for m in c_done],
             [(value_of[p[0].name].value, low_c[p[1].name]) for p in pairs] if paired else None,
@@ -490,6 +523,9 @@ def make_claim(
         reasons=tuple(reasons),
         estimator=estimator,
         confidence=timing.confidence,
+        correction="bonferroni" if family > 1 else "none",
+        family_size=family,
+        interval_confidence=each,
         speedup=speedup,
         n_baseline=len(b_values),
         n_candidate=len(c_values),

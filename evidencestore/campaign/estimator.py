@@ -13,6 +13,11 @@ spread scales with their level, so the estimators work on logarithms.
   ``se = sqrt(s_x²/n_x + s_y²/n_y)`` and the Welch-Satterthwaite ``df``.
 - ``paired_log_interval``: for interleaved runs paired in order, the one-sample t interval
   of the pairs' log ratios (``df = pairs - 1``); drift common to a pair cancels.
+- ``family_confidence``: claims made jointly are a family (``claims.claim_family``: the
+  candidate arms under ``any-arm``, the conditions under ``every-arm``): each interval is
+  stated at Bonferroni's
+  ``1 - (1 - c) / m`` so that all ``m`` cover together with probability ``c``, and a
+  false "faster" anywhere in the family is no likelier than the stated level.
 - ``log_bounds``: the same Welch bounds over whole arrays of simulated campaigns at once
   (the coverage test runs thousands through it).
 - ``power`` / ``runs_needed``: the probability that the interval's low end clears
@@ -39,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "WelchInterval",
+    "family_confidence",
     "log_bounds",
     "paired_log_interval",
     "power",
@@ -81,6 +87,17 @@ class WelchInterval:
     df: float | None
     se: float
     t: float | None
+
+
+def family_confidence(confidence: float, claims: int) -> float:
+    """The confidence each of ``claims`` intervals is computed at so that all of them
+    cover together with probability at least ``confidence`` (Bonferroni's simultaneous
+    intervals: ``1 - (1 - confidence) / claims``); ``confidence`` itself for one claim.
+    A campaign whose claims are read jointly (several candidate arms, several
+    conditions) states each at this level, so its family-wise error is the stated one."""
+    if claims < 1:
+        raise ValueError(f"family_confidence: {claims} claims")
+    return 1.0 - (1.0 - confidence) / claims
 
 
 def _logs(values: Sequence[float], what: str) -> list[float]:

@@ -172,6 +172,22 @@ def is_strict_ancestor(root: Path, older: str, newer: str) -> bool:
     return older != newer and is_ancestor(root, older, newer)
 
 
+def topological_rank(root: Path, base: str | None) -> dict[str, int]:
+    """Each commit's place in the history, by ancestry and never by date: the commits of
+    ``base`` (the protected branch) first, oldest first in topological order (``git
+    rev-list --topo-order --reverse``), then those of ``HEAD`` not on it, the same way. A
+    commit comes after every commit it descends from, whatever its committer date says."""
+    order: dict[str, int] = {}
+    for tip in ([base] if base else []) + ["HEAD"]:
+        try:
+            out = git(root, "rev-list", "--topo-order", "--reverse", tip)
+        except GitError:
+            continue  # no commit yet
+        for line in out.decode("ascii", "replace").split():
+            order.setdefault(line, len(order))
+    return order
+
+
 def _dirty(root: Path) -> set[str]:
     """Bundles with a file under ``evidence/<bundle>/`` changed since ``HEAD`` (staged or
     not)."""
@@ -210,6 +226,7 @@ class HistoryCheck:
     protocol_time: int | None = None
     frozen: dict[str, str] = field(default_factory=dict)  # run -> its commit
     commits: dict[str, tuple[str, int]] = field(default_factory=dict)  # run -> (commit, time)
+    rank: dict[str, int] = field(default_factory=dict)  # run -> its commit's place (ancestry)
     before: dict[str, str] = field(default_factory=dict)  # run -> why it is excluded
     changed: dict[str, str] = field(default_factory=dict)  # run -> what changed, where
     rewritten: dict[str, str] = field(default_factory=dict)  # run -> how (against the base)
@@ -278,6 +295,7 @@ def verify_history(
     dirty = _dirty(root)
     boundary = _shallow_boundary(root)
     proto = history.get(campaign)
+    rank = topological_rank(root, base_commit.decode().strip() if base_commit else None)
     check = HistoryCheck(
         git=True,
         protocol_commit=proto.added if proto else None,
@@ -334,6 +352,7 @@ def verify_history(
             check.uncommitted.append(run)
             continue
         check.commits[run] = (reg.added, reg.added_time)
+        check.rank[run] = rank.get(reg.added, len(rank))
         if reg.changed or run in dirty:
             check.changed[run] = _change_message(f"run {run!r}", reg, run in dirty)
         elif run in on_base and on_base[run] != reg.head_blob:

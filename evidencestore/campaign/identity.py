@@ -17,7 +17,8 @@ A run is identified by its content, never by its bundle name:
   same bytes for a seeded request, or for an unseeded one it seeds itself; that is the
   repeatability a baseline is qualified by, not a copy.)
 
-Runs sharing any of these are one run. The one committed first (then the one started
+Runs sharing any of these are one run. The one committed first by ancestry
+(``members.py``: the base branch first, never by committer date; then the one started
 first, then by name) is the one that counts; every other copy is excluded, naming it.
 Keeping one rather than none: the first registration is the ledger's own record of the
 execution, the copies add nothing, and excluding all would let anyone remove an honest

@@ -7,7 +7,8 @@ and the arm's configuration files, and (in a git repository, ``history.py``) aft
 protocol was committed, unchanged since its own first commit, started no earlier than
 the protocol's commit time; when the protocol lists signing keys, only when one of them
 signed its ``run.json``; and only once (``identity.py``: a copy of a run under another
-name counts as nothing). Every other run is kept in the list of exclusions, with the
+name counts as nothing; of two copies, the one whose commit comes first by ancestry, the
+base branch's first, counts, whatever the committer dates say). Every other run is kept in the list of exclusions, with the
 reason, never silently dropped. When the protocol sets ``quality.repeatability_first``,
 a candidate run counts only when committed after enough complete baseline runs of its
 condition to establish repeatability. Committed void and withdrawal records
@@ -34,11 +35,11 @@ from ..runs.models import RunRecord
 from ..runs.recorder import RUN_ENTRY, load_run
 from .history import HistoryCheck, deleted_registrations, is_strict_ancestor, verify_history
 from .identity import duplicates, run_keys, server_changes
-from .models import Exclusion, RunVoid
+from .models import Exclusion, RunVoid, Withdrawal
 from .protocol import Campaign
 from .setaside import VOID_KIND, WITHDRAWAL_KIND, SetAside, read_set_aside
 
-__all__ = ["Member", "Members", "campaign_runs"]
+__all__ = ["Member", "Members", "campaign_runs", "protection"]
 
 
 @dataclass(frozen=True)
@@ -65,16 +66,27 @@ class Members:
     history: HistoryCheck | None = None
     findings: list[Exclusion] = field(default_factory=list)
     signed: bool = False
+    signed_run_json_only: list[str] = field(default_factory=list)  # earlier signatures
     voided: list[Exclusion] = field(default_factory=list)
     withdrawn: list[Exclusion] = field(default_factory=list)
     withdrawn_arms: dict[str, str] = field(default_factory=dict)  # arm -> why
     set_aside: list[SetAside] = field(default_factory=list)  # effective records
+    after_results: list[Exclusion] = field(default_factory=list)  # effective, after results
+    withdrawn_runs: list[Member] = field(default_factory=list)  # runs of withdrawn arms
     digests: dict[str, str] = field(default_factory=dict)  # every campaign bundle -> digest
     records: dict[str, Registration] = field(default_factory=dict)  # campaign-record bundles
 
     def of(self, condition: str, arm: str) -> list[Member]:
         """The counted runs of one condition and arm, by name."""
         return [m for m in self.runs if m.record.condition == condition and m.record.arm == arm]
+
+    def including_withdrawn(self) -> Members:
+        """These members with the runs of withdrawn arms counted too: what their
+        verdicts were, shown beside the withdrawal (they count for nothing)."""
+        import dataclasses
+
+        runs = sorted([*self.runs, *self.withdrawn_runs], key=lambda m: m.name)
+        return dataclasses.replace(self, runs=runs, withdrawn_runs=[])
 
 
 def campaign_runs(
@@ -112,13 +124,15 @@ def campaign_runs(
     out.history = (
         verify_history(root.root, campaign.name, [*names, *asides], base=base) if history else None
     )
-    voids, withdrawals = _set_asides(root.root, campaign, inventory.registrations, asides, out)
+    keys = campaign.signing_keys(root.root)
+    out.signed = bool(keys)
+    voids, withdrawals = _set_asides(
+        root.root, campaign, inventory.registrations, asides, names, keys, out
+    )
     if out.history is not None:
         out.findings += [Exclusion(run="", code=c, message=m) for c, m in out.history.problems]
     if (problem := campaign.name_problem()) is not None:
         out.findings.append(Exclusion(run="", code="protocol-name", message=problem))
-    keys = campaign.signing_keys(root.root)
-    out.signed = bool(keys)
     conditions = {c.name for c in campaign.protocol.condition}
     identities: dict[str, list[tuple[str, str]]] = {}
     started: dict[str, str] = {}
@@ -148,6 +162,8 @@ def campaign_runs(
             )  # fmt: skip
             continue
         if record.arm in withdrawals:
+            reg = inventory.registrations[name]
+            out.withdrawn_runs.append(Member(name, reg.digest, reg, record))
             out.withdrawn.append(
                 Exclusion(
                     run=name, code="withdrawn", message=withdrawals[record.arm],
@@ -163,7 +179,7 @@ def campaign_runs(
         if why is None and out.history is not None:
             why = _history_exclusion(out.history, name, record, campaign.protocol.retrospective)
         if why is None and keys:
-            why = _signature_exclusion(root.root, reg, name, keys)
+            why = _signature_exclusion(root.root, reg, name, keys, out.signed_run_json_only)
         if why is not None:
             out.excluded.append(
                 Exclusion(
@@ -176,11 +192,10 @@ def campaign_runs(
             )
             continue
         candidates.append((name, record))
-    commits = out.history.commits if out.history is not None else {}
-    order = sorted(
-        identities,
-        key=lambda n: (n not in commits, commits.get(n, ("", 0))[1], started[n], n),
-    )
+    # The copy that counts is the one reachable first in the history, by ancestry (the
+    # base branch first): a committer date is whatever the committer says it is.
+    rank = out.history.rank if out.history is not None else {}
+    order = sorted(identities, key=lambda n: (n not in rank, rank.get(n, 0), started[n], n))
     repeated = duplicates(order, identities)
     for name, record in candidates:
         if name in repeated:
@@ -274,8 +289,11 @@ def _epoch(utc: str) -> float | None:
 
 
 def _signature_exclusion(
-    root: Path, reg: Registration, name: str, keys: dict[str, Any]
+    root: Path, reg: Registration, name: str, keys: dict[str, Any], partial: list[str]
 ) -> tuple[str, str] | None:
+    """Why the run's signature does not count, or None; a run whose signature binds its
+    run.json only (signed before signatures bound the manifest) counts, and is named in
+    ``partial``."""
     from ..dsse import verify_run_signature
     from ..runs.recorder import RUN_SIGNATURE
 
@@ -287,7 +305,10 @@ def _signature_exclusion(
         envelope = read_entry(where, name, sig, "the run signature") if sig else None
     except EvidenceStoreError as exc:
         return "bad-signature", str(exc)
-    verdict = verify_run_signature(envelope, data, name, keys)
+    others = [e for p, e in entries.items() if p not in (RUN_ENTRY, RUN_SIGNATURE)]
+    verdict = verify_run_signature(envelope, data, name, keys, others)
+    if verdict.code is None and verdict.scope != "manifest":
+        partial.append(name)
     return None if verdict.code is None else (verdict.code, verdict.message)
 
 
@@ -311,12 +332,17 @@ def _set_asides(
     campaign: Campaign,
     registrations: dict[str, Registration],
     names: list[str],
+    runs: list[str],
+    keys: dict[str, Any],
     out: Members,
 ) -> tuple[dict[str, SetAside], dict[str, str]]:
     """The effective void records by run and withdrawals by arm; the others become
-    exclusions (findings) naming why they take no effect."""
+    exclusions (findings) naming why they take no effect. A record committed after
+    results it removes is listed in ``out.after_results`` (or, when the protocol says
+    ``set_aside_after_results = "refuse"``, takes no effect)."""
     voids: dict[str, SetAside] = {}
     withdrawals: dict[str, str] = {}
+    refuse = campaign.protocol.quality.set_aside_after_results == "refuse"
     for bundle in names:
         try:
             aside = read_set_aside(root, bundle, registrations[bundle])
@@ -324,29 +350,68 @@ def _set_asides(
             out.excluded.append(Exclusion(run=bundle, code="unreadable-record", message=str(exc)))
             continue
         rec = aside.record
-        problem = None
+        problem: tuple[str, str] | None = None
         if rec.protocol_digest != campaign.digest:
             problem = (
-                f"record {bundle!r} names protocol {rec.protocol_digest}, not {campaign.digest}"
+                "set-aside-not-effective",
+                (f"record {bundle!r} names protocol {rec.protocol_digest}, not {campaign.digest}"),
             )
         elif out.history is not None and bundle in out.history.uncommitted:
-            problem = f"record {bundle!r} is not committed: it takes effect once committed"
+            problem = (
+                "set-aside-not-effective",
+                (f"record {bundle!r} is not committed: it takes effect once committed"),
+            )
         elif isinstance(rec, RunVoid):
             reg = registrations.get(rec.run)
             if reg is None:
-                problem = f"void record {bundle!r} names run {rec.run!r}, which is not registered"
+                problem = (
+                    "set-aside-not-effective",
+                    (f"void record {bundle!r} names run {rec.run!r}, which is not registered"),
+                )
             elif reg.digest != rec.run_digest:
                 problem = (
-                    f"void record {bundle!r} names run {rec.run!r} at {rec.run_digest}, but "
-                    f"it is registered as {reg.digest}"
+                    "set-aside-not-effective",
+                    (
+                        f"void record {bundle!r} names run {rec.run!r} at {rec.run_digest}, but "
+                        f"it is registered as {reg.digest}"
+                    ),
                 )
         elif rec.arm not in {a.name for a in campaign.candidates}:
-            problem = f"withdrawal record {bundle!r}: {rec.arm!r} is not a candidate arm"
-        if problem is not None:
-            out.excluded.append(
-                Exclusion(run=bundle, code="set-aside-not-effective", message=problem)
+            problem = (
+                "set-aside-not-effective",
+                (f"withdrawal record {bundle!r}: {rec.arm!r} is not a candidate arm"),
             )
+        if problem is None and keys:
+            from .setaside import set_aside_signature_problem
+
+            why = set_aside_signature_problem(root, aside, registrations[bundle], keys)
+            if why is not None:
+                problem = (
+                    "unsigned-set-aside",
+                    (
+                        f"{why}: in a signed campaign a void or withdrawal takes effect only "
+                        "when signed by a key the protocol pins"
+                    ),
+                )
+        after = (
+            None if problem is not None else _after_results(root, aside, registrations, runs, out)
+        )
+        if after is not None and refuse:
+            problem = (
+                "set-aside-after-results",
+                (
+                    f"{after}; the protocol refuses set-asides after results "
+                    "(quality.set_aside_after_results = 'refuse')"
+                ),
+            )
+        if problem is not None:
+            out.excluded.append(Exclusion(run=bundle, code=problem[0], message=problem[1]))
             continue
+        if after is not None:
+            arm = rec.arm if isinstance(rec, Withdrawal) else None
+            out.after_results.append(
+                Exclusion(run=bundle, code="after-results", message=after, arm=arm)
+            )
         out.set_aside.append(aside)
         if isinstance(rec, RunVoid):
             voids[rec.run] = aside
@@ -355,6 +420,45 @@ def _set_asides(
             withdrawals[rec.arm] = why
             out.withdrawn_arms[rec.arm] = why
     return voids, withdrawals
+
+
+def _after_results(
+    root: Path,
+    aside: SetAside,
+    registrations: dict[str, Registration],
+    runs: list[str],
+    out: Members,
+) -> str | None:
+    """What results a committed set-aside record removes that were committed before it
+    (in a commit it descends from), or None."""
+    history = out.history
+    if history is None or aside.bundle not in history.commits:
+        return None
+    commit = history.commits[aside.bundle][0]
+    rec = aside.record
+    removed = (
+        [rec.run]
+        if isinstance(rec, RunVoid)
+        else [
+            n for n in runs if registrations[n].manifest.metadata.annotations.get("arm") == rec.arm
+        ]
+    )
+    before = [
+        n
+        for n in removed
+        if n in history.commits and is_strict_ancestor(root, history.commits[n][0], commit)
+    ]
+    if not before:
+        return None
+    if isinstance(rec, RunVoid):
+        return (
+            f"run {rec.run!r} voided by {aside.bundle!r} after its results (committed in "
+            f"{history.commits[rec.run][0][:12]}, before the void)"
+        )
+    return (
+        f"arm {rec.arm!r} withdrawn by {aside.bundle!r} after its results: {len(before)} "
+        f"run(s) committed before the withdrawal ({', '.join(before)})"
+    )
 
 
 def _repeatability_first(root: Path, campaign: Campaign, out: Members) -> None:
@@ -441,3 +545,31 @@ def _exclusion(
                 f"are not the ones arm {record.arm!r} declares",
             )
     return None
+
+
+def protection(anchor: str | None, signed: bool, run_json_only: Sequence[str] = ()) -> list[str]:
+    """What a verdict rests on, one sentence each (see the README's trust model);
+    ``run_json_only``: counted runs whose signature binds their run.json only (signed
+    before signatures bound every entry)."""
+    earlier = (
+        [
+            f"runs {', '.join(run_json_only)}: signed in the earlier form, which binds "
+            "run.json only: an entry run.json does not name (raw arrays) could be swapped "
+            "undetected; record them again to bind every entry"
+        ]
+        if signed and run_json_only
+        else []
+    )
+    return [
+        f"ordering: the protocol is on the protected branch {anchor}, and every run comes "
+        "after it there or on top of it"
+        if anchor
+        else "ordering rests on this branch's own history (no base revision): a rewritten "
+        "history (rebase, amend) is not detected; verify with the protected branch as base "
+        "(`evstore campaign verify NAME --base BRANCH`)",
+        "runs: signed by a key the protocol pins"
+        if signed
+        else "runs: not signed (the protocol pins no key): a committer who fabricates a run "
+        "record is not detected",
+        *earlier,
+    ]

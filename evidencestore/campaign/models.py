@@ -34,6 +34,7 @@ __all__ = [
     "OutputComparison",
     "Protocol",
     "QualityRule",
+    "RecordCheck",
     "Repeatability",
     "RunValue",
     "RunVoid",
@@ -94,13 +95,16 @@ class QualityRule(Model, frozen=True, kw_only=True):
     ``inconclusive`` (no candidate can PASS) or ``fail`` (every candidate FAILs).
     ``repeatability_first = true``: a candidate run counts only when it was committed
     after enough baseline runs of its condition (the arm's ``runs``) to establish the
-    baseline's repeatability (from git history)."""
+    baseline's repeatability (from git history). ``set_aside_after_results``: a void or
+    withdrawal committed after the results it removes is named in the verdict
+    (``allow``), or takes no effect (``refuse``)."""
 
     __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
     non_repeatable_baseline: Literal["inconclusive", "fail"] = "inconclusive"
     compare_phases: tuple[Literal["warmup", "measured"], ...] = ("warmup", "measured")
     repeatability_first: bool = False
+    set_aside_after_results: Literal["allow", "refuse"] = "allow"
 
 
 class ConditionSpec(Model, frozen=True, kw_only=True):
@@ -338,6 +342,10 @@ class Claim(
     ``run_spread_*`` / ``within_spread_*`` are the log-scale standard deviations between
     runs and between requests inside a run; ``order`` says whether the arms' runs
     alternated or one arm ran entirely first (drift then cannot be told from the effect).
+    ``confidence`` is the family's: the campaign's ``family_size`` joint claims (its
+    candidate arms under ``any-arm``, its conditions under ``every-arm``) cover together
+    at it, each interval at ``interval_confidence`` (``correction``: ``bonferroni`` when
+    there is more than one).
     """
 
     protocol_digest: DigestStr
@@ -379,6 +387,9 @@ class Claim(
     client_bound_runs: tuple[str, ...] = ()
     harness: str = "evidencestore"
     metric_definition: str | None = None
+    correction: Literal["none", "bonferroni"] = "none"
+    family_size: int = 1
+    interval_confidence: float | None = None
 
 
 class CellStatus(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -429,7 +440,10 @@ class StatusRecord(
     tag_field="kind",
     tag="evidencestore/campaign-status",
 ):
-    """``evstore campaign status``: the matrix, the overall verdict, what remains."""
+    """``evstore campaign status``: the matrix, the overall verdict, what remains.
+    ``qualifier`` is part of the verdict line: set-asides committed after the results
+    they remove (``with 4 arms withdrawn after their results``), each in
+    ``set_aside_after_results``; a withdrawn arm's cells keep their verdicts."""
 
     campaign: str
     protocol_digest: DigestStr
@@ -443,6 +457,23 @@ class StatusRecord(
     missing: tuple[MissingInput, ...] = ()
     voided: tuple[Exclusion, ...] = ()
     withdrawn: tuple[Exclusion, ...] = ()
+    records: tuple[RecordCheck, ...] = ()
+    set_aside_after_results: tuple[Exclusion, ...] = ()
+    qualifier: str | None = None
+
+
+class RecordCheck(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """A registered campaign record (status, claim, ...) held against the recomputation:
+    history, never authoritative. ``agrees`` is None when it was computed from other
+    inputs (another history, protocol state or tool version: its ``evaluation`` key
+    differs), else whether it equals what its inputs give now; a False is the finding
+    ``record-mismatch``."""
+
+    bundle: str
+    entry: str
+    says: str
+    agrees: bool | None
+    message: str
 
 
 class RunVoid(
@@ -480,10 +511,9 @@ class Withdrawal(
 
 
 class Evaluation(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """A status with every record it was computed from (kept by the digests of its
-    inputs, ``memo.py``)."""
+    """The computations a status is concluded from (kept by the digests of their inputs,
+    ``memo.py``): never the status itself, which is always concluded from these."""
 
-    status: StatusRecord
     repeatability: dict[str, Repeatability] = msgspec.field(default_factory=dict)
     adjudications: dict[str, Adjudication] = msgspec.field(default_factory=dict)
     claims: dict[str, Claim] = msgspec.field(default_factory=dict)

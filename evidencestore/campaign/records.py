@@ -7,8 +7,9 @@ metadata ``kind = campaign-record`` and the protocol digest, so a claim quoted i
 report can be re-checked with ``evstore verify``; ``claim_records`` and
 ``evaluation_records`` name each record's entry. A registered status with every record
 behind it also carries its evaluation key (``evaluation``: the digest of its inputs and
-the tool version, ``status.py``), so any clone holding the bundle reuses it instead of
-evaluating again.
+the tool version, ``status.py``), a claim its cell's key, so any clone holds it against
+what the same inputs give there: a registered record is history, never a verdict
+(``status.record_checks``; one that differs is the finding ``record-mismatch``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def evaluation_records(evaluation: CampaignEvaluation) -> dict[str, Model]:
     """A campaign evaluation's records under their entry paths: ``status.json``,
     ``repeatability/<condition>.json``, ``adjudications/<condition>-<arm>.json`` and
     ``claims/<condition>-<arm>.json``."""
-    records: dict[str, Model] = {"status.json": evaluation.status}
+    records: dict[str, Model] = {"status.json": evaluation.core or evaluation.status}
     records.update({f"repeatability/{k}.json": v for k, v in evaluation.repeatability.items()})
     records.update(
         {f"adjudications/{_key(k)}.json": v for k, v in evaluation.adjudications.items()}

@@ -9,29 +9,41 @@ Either takes effect once committed (``members.py`` reads them with the history):
 voided run or the withdrawn arm's runs then count for nothing and make no finding, and
 stay listed as voided or withdrawn with the reason. A void names the run's digest, so
 it never applies to another registration under the same name.
+
+In a campaign whose protocol pins signing keys (``[signing]``), a record takes effect
+only when one of those keys signed it (``set-aside.dsse.json``: an in-toto statement
+about the record file, ``--sign KEY``); otherwise it is the finding
+``unsigned-set-aside``, and the runs it names count as if it did not exist: a committer
+who cannot sign a run cannot remove one either.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from .._canonical import decode, pretty
-from ..errors import ConfigError, ManifestError
+from ..errors import ConfigError, EvidenceStoreError, ManifestError
 from ..inventory import load_registration, read_entry, registration_path
 from ..models import Registration
 from .models import RunVoid, Withdrawal
 from .protocol import Campaign
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 __all__ = [
+    "SIGNATURE_ENTRY",
     "VOID_ENTRY",
     "VOID_KIND",
     "WITHDRAWAL_ENTRY",
     "WITHDRAWAL_KIND",
     "SetAside",
     "read_set_aside",
+    "set_aside_signature_problem",
     "void_run",
     "withdraw_arm",
 ]
@@ -40,6 +52,8 @@ VOID_KIND = "campaign-void"
 WITHDRAWAL_KIND = "campaign-withdrawal"
 VOID_ENTRY = "void.json"
 WITHDRAWAL_ENTRY = "withdrawal.json"
+SIGNATURE_ENTRY = "set-aside.dsse.json"
+DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
 _ENTRIES = {VOID_KIND: (VOID_ENTRY,), WITHDRAWAL_KIND: (WITHDRAWAL_ENTRY,)}
 
 
@@ -70,23 +84,61 @@ def read_set_aside(root: str | os.PathLike[str], bundle: str, reg: Registration)
 
 
 def _register(
-    root: str | os.PathLike[str], name: str, kind: str, record: RunVoid | Withdrawal
+    root: str | os.PathLike[str],
+    name: str,
+    kind: str,
+    record: RunVoid | Withdrawal,
+    signing_key: Ed25519PrivateKey | None,
 ) -> Registration:
     from ..bundle import RepoFile, register_bundle
     from ..config import as_repository
 
+    entry, data = _ENTRIES[kind][0], pretty(record)
+    files = {entry: RepoFile(data)}
+    if signing_key is not None:
+        from ..dsse import sign_set_aside
+
+        envelope = pretty(sign_set_aside(name, entry, data, signing_key))
+        files[SIGNATURE_ENTRY] = RepoFile(envelope, media_type=DSSE_MEDIA_TYPE, role="signature")
     return register_bundle(
         as_repository(root),
         name,
-        files={_ENTRIES[kind][0]: RepoFile(pretty(record))},
+        files=files,
         annotations={"kind": kind, "campaign": record.campaign},
     )
 
 
+def set_aside_signature_problem(
+    root: str | os.PathLike[str], aside: SetAside, reg: Registration, keys: dict[str, Any]
+) -> str | None:
+    """Why the record of ``aside`` is not signed by one of ``keys`` (the protocol's
+    pinned keys), or None when it is."""
+    from ..dsse import check_set_aside_signature
+
+    bundle = aside.bundle
+    entry = VOID_ENTRY if isinstance(aside.record, RunVoid) else WITHDRAWAL_ENTRY
+    entries = {e.path: e for e in reg.manifest.entries}
+    where = registration_path(root, bundle).parent
+    try:
+        data = read_entry(where, bundle, entries[entry], f"the {entry} record")
+        sig = entries.get(SIGNATURE_ENTRY)
+        envelope = read_entry(where, bundle, sig, "its signature") if sig else None
+    except EvidenceStoreError as exc:
+        return str(exc)
+    return check_set_aside_signature(envelope, data, bundle, entry, keys)
+
+
 def void_run(
-    root: str | os.PathLike[str], campaign: Campaign, run: str, reason: str, name: str
+    root: str | os.PathLike[str],
+    campaign: Campaign,
+    run: str,
+    reason: str,
+    name: str,
+    *,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> RunVoid:
-    """Register void record ``name`` setting run ``run`` of ``campaign`` aside."""
+    """Register void record ``name`` setting run ``run`` of ``campaign`` aside (signed
+    with ``signing_key`` when given: a campaign with ``[signing]`` needs it)."""
     if not reason.strip():
         raise ConfigError("{reason}: say why the run is set aside", parameters=("reason",))
     try:
@@ -103,14 +155,21 @@ def void_run(
         run_digest=reg.digest,
         reason=reason.strip(),
     )
-    _register(root, name, VOID_KIND, record)
+    _register(root, name, VOID_KIND, record, signing_key)
     return record
 
 
 def withdraw_arm(
-    root: str | os.PathLike[str], campaign: Campaign, arm: str, reason: str, name: str
+    root: str | os.PathLike[str],
+    campaign: Campaign,
+    arm: str,
+    reason: str,
+    name: str,
+    *,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> Withdrawal:
-    """Register withdrawal record ``name`` withdrawing candidate arm ``arm``."""
+    """Register withdrawal record ``name`` withdrawing candidate arm ``arm`` (signed with
+    ``signing_key`` when given)."""
     if not reason.strip():
         raise ConfigError("{reason}: say why the arm is withdrawn", parameters=("reason",))
     if campaign.arm(arm).baseline:
@@ -118,5 +177,5 @@ def withdraw_arm(
     record = Withdrawal(
         campaign=campaign.name, protocol_digest=campaign.digest, arm=arm, reason=reason.strip()
     )
-    _register(root, name, WITHDRAWAL_KIND, record)
+    _register(root, name, WITHDRAWAL_KIND, record, signing_key)
     return record

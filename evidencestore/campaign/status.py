@@ -46,7 +46,7 @@ import msgspec
 from ..config import Repository, as_repository
 from ..errors import EvidenceStoreError
 from ..storage import BlobStore
-from .members import Member, Members, campaign_runs
+from .members import Member, Members, campaign_runs, protection
 from .memo import Memo, memo_key
 from .models import (
     Adjudication,
@@ -56,15 +56,16 @@ from .models import (
     Claim,
     Conclusion,
     Evaluation,
+    Exclusion,
     MissingInput,
     OutputComparison,
+    RecordCheck,
     Repeatability,
     Speedup,
     StatusRecord,
     Verdict,
 )
 from .protocol import Campaign
-from .verify import protection
 
 if TYPE_CHECKING:  # imported where an evaluation is computed: a memo hit needs neither
     from .adjudication import Judge
@@ -88,6 +89,8 @@ class CampaignEvaluation:
     decoded: int = 0
     reused: bool = False
     key: str = ""
+    core: StatusRecord | None = None  # the status before registered records were checked
+    complete: bool = True  # every input was had: a registered record can be checked
 
 
 def evaluation_inputs(campaign: Campaign, members: Members) -> dict[str, object]:
@@ -105,6 +108,8 @@ def evaluation_inputs(campaign: Campaign, members: Members) -> dict[str, object]
         # the ledger's rules (members.py): who counts, every exclusion and finding
         "counted": [m.name for m in members.runs],
         "ledger": [msgspec.to_builtins(e) for e in (*members.excluded, *members.findings)],
+        "after_results": [msgspec.to_builtins(e) for e in members.after_results],
+        "withdrawn_runs": [m.name for m in members.withdrawn_runs],
         "signed": members.signed,
     }  # fmt: skip
 
@@ -131,82 +136,256 @@ def _seed_from_git(root: Repository, campaign: Campaign, local: BlobStore) -> No
 
 
 def evaluate(
-    root: str | os.PathLike[str], campaign: Campaign, *, base_rev: str | None = None
+    root: str | os.PathLike[str],
+    campaign: Campaign,
+    *,
+    base_rev: str | None = None,
+    memo: bool = True,
 ) -> CampaignEvaluation:
     """Compute repeatability, verdicts, claims and the status of ``campaign`` (its
-    history anchored at the protected branch ``base_rev`` when given), or reuse them when
-    the same inputs were evaluated before (see module doc)."""
+    history anchored at the protected branch ``base_rev`` when given), reusing the
+    computations kept for the same inputs unless ``memo`` is False (see module doc)."""
     repo = as_repository(root)  # resolved once: everything below is handed this object
     members = campaign_runs(repo, campaign, base=base_rev)
-    local, memo = _memo(repo)
+    local, kept_memo = _memo(repo)
+    memo_ = kept_memo if memo else None
     key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
-    kept = memo.get(key, Evaluation)
-    if kept is None and (kept := _registered(repo, members, key)) is not None:
-        memo.put(key, kept)  # a registered evaluation, kept for the next invocation
-    if kept is not None:  # a memo hit writes nothing
-        return CampaignEvaluation(
-            kept.status, dict(kept.repeatability), dict(kept.adjudications), dict(kept.claims),
-            reused=True, key=key,
-        )  # fmt: skip
-    from ..remotes import repository_store  # only now: a memo hit needs no remote
+    kept = memo_.get(key, Evaluation) if memo_ is not None else None
+    if kept is not None and not _consistent(campaign, kept):
+        kept = None  # a record contradicting itself: computed again
+    if kept is not None:  # a memo hit writes nothing and decodes nothing
+        computed = _Computed(_judged_from(campaign, members, kept), _claims_from(kept), {})
+        ev = _conclude_all(campaign, members, computed)
+        ev.reused = True
+    else:
+        from ..remotes import repository_store  # only now: a memo hit needs no remote
 
-    _seed_from_git(repo, campaign, local)
-    store = repository_store(repo)
-    from .adjudication import Judge
+        _seed_from_git(repo, campaign, local)
+        store = repository_store(repo)
+        from .adjudication import Judge
 
-    judge = Judge(repo, store, memo)
-    ev = _evaluate(repo, campaign, members, store, judge)
-    ev.decoded, ev.key = judge.decoded, key
-    if ev.status.verdict != "UNAVAILABLE":
-        memo.put(
-            key,
-            Evaluation(status=ev.status, repeatability=ev.repeatability,
-                       adjudications=ev.adjudications, claims=ev.claims),
-        )  # fmt: skip
+        judge = Judge(repo, store, memo_)
+        computed = _compute(repo, campaign, members, store, judge)
+        ev = _conclude_all(campaign, members, computed)
+        ev.decoded, ev.complete = judge.decoded, computed.storable
+        if memo_ is not None and computed.storable:
+            memo_.put(
+                key,
+                Evaluation(repeatability=ev.repeatability, adjudications=ev.adjudications,
+                           claims=ev.claims),
+            )  # fmt: skip
+    ev.key = key
+    ev.core = ev.status
+    if not members.records:
+        return ev
+    against = {key: ev}
+    if base_rev is not None and any(
+        r.manifest.metadata.annotations.get("evaluation") not in (key, None)
+        for r in members.records.values()
+    ):  # records registered without --base are held against the evaluation without it
+        plain = evaluate(root, campaign, memo=memo)
+        against.setdefault(plain.key, plain)
+    ev.status = _with_records(ev.status, record_checks(repo.root, members, against))
     return ev
 
 
-def _registered(root: Repository, members: Members, key: str) -> Evaluation | None:
-    """The evaluation registered (``--register``) under ``key`` by any clone, read from
-    its bundle's files checked against the registration; None when there is none."""
+def claim_key(evaluation_key: str, condition: str, arm: str) -> str:
+    """The key a registered claim of one cell carries: its evaluation's inputs and cell."""
+    return memo_key("campaign-claim", {"evaluation": evaluation_key, "cell": [condition, arm]})
+
+
+def _consistent(campaign: Campaign, kept: Evaluation) -> bool:
+    """Whether every kept verdict follows from the record's own numbers: an adjudication
+    from its comparisons, repeatability from its pairs, a claim from its interval and
+    the protocol's threshold."""
+    for adj in kept.adjudications.values():
+        if adj.verdict == "PASS" and any(c.verdict != "PASS" for c in adj.comparisons):
+            return False
+    for rep in kept.repeatability.values():
+        if rep.exact and any(c.verdict != "PASS" for c in rep.comparisons):
+            return False
+    for claim in kept.claims.values():
+        s = claim.speedup
+        if claim.stands != (claim.verdict == "STANDS"):
+            return False
+        if claim.verdict in ("STANDS", "NOT_CLEARED"):
+            if s is None or claim.min_speedup != campaign.protocol.timing.min_speedup:
+                return False
+            if (claim.verdict == "STANDS") != (s.low > claim.min_speedup):
+                return False
+    return True
+
+
+def _judged_from(campaign: Campaign, members: Members, kept: Evaluation) -> _Judged:
+    """The comparisons of a kept evaluation, as ``_judge_all`` gives them."""
+    out = _Judged()
+    for cond in campaign.protocol.condition:
+        c = cond.name
+        out.repeat[c] = repeat = kept.repeatability.get(c)
+        out.repeat_lacks[c] = False
+        if repeat is None:
+            continue
+        for arm in campaign.candidates:
+            out.adjs[(c, arm.name)] = kept.adjudications.get(f"{c}/{arm.name}")
+            out.adj_lacks[(c, arm.name)] = False
+    return out
+
+
+def _claims_from(kept: Evaluation) -> dict[tuple[str, str], Claim]:
+    return {(c.condition, c.arm): c for c in kept.claims.values()}
+
+
+#: The records a campaign-record bundle holds, by entry (``records.evaluation_records``).
+_RECORD_TYPES: dict[str, type[StatusRecord | Claim | Adjudication | Repeatability]] = {
+    "status.json": StatusRecord,
+    "claims": Claim,
+    "adjudications": Adjudication,
+    "repeatability": Repeatability,
+}
+
+
+def record_checks(
+    root: Path, members: Members, against: dict[str, CampaignEvaluation]
+) -> list[RecordCheck]:
+    """Every registered campaign record held against the evaluations ``against`` (by
+    key): one carrying an evaluation's key (or a claim carrying one of its cells'
+    ``claim_key``) must equal what that evaluation computed from the same inputs; the
+    others are history from other inputs."""
     from .._canonical import decode
     from ..inventory import read_entry, registration_path
 
+    out: list[RecordCheck] = []
+    cells = {
+        claim_key(k, c.condition, c.arm): (ev, f"{c.condition}/{c.arm}")
+        for k, ev in against.items()
+        for c in ev.claims.values()
+    }
     for name, reg in members.records.items():
-        if reg.manifest.metadata.annotations.get("evaluation") != key:
-            continue
+        mine = reg.manifest.metadata.annotations.get("evaluation") or ""
+        ev_of = against.get(mine)
         bundle_dir = registration_path(root, name).parent
-        reps: dict[str, Repeatability] = {}
-        adjs: dict[str, Adjudication] = {}
-        claims: dict[str, Claim] = {}
-        status = None
-        try:
-            for e in reg.manifest.entries:
-                data = read_entry(bundle_dir, name, e, "a campaign record")
-                folder = e.path.partition("/")[0]
-                if e.path == "status.json":
-                    status = decode(data, StatusRecord)
-                elif folder == "repeatability":
-                    rep = decode(data, Repeatability)
-                    reps[rep.condition] = rep
-                elif folder == "adjudications":
-                    adj = decode(data, Adjudication)
-                    adjs[f"{adj.condition}/{adj.arm}"] = adj
-                elif folder == "claims":
-                    claim = decode(data, Claim)
-                    claims[f"{claim.condition}/{claim.arm}"] = claim
-        except (EvidenceStoreError, msgspec.DecodeError, msgspec.ValidationError):
-            continue
-        if status is not None:
-            return Evaluation(status=status, repeatability=reps, adjudications=adjs, claims=claims)
-    return None
+        for e in reg.manifest.entries:
+            folder = e.path.partition("/")[0] if "/" in e.path else e.path
+            type_ = _RECORD_TYPES.get(folder)
+            if e.location != "repo" or type_ is None:
+                continue
+            where = f"{name}/{e.path}"
+            try:
+                record = decode(read_entry(bundle_dir, name, e, "a campaign record"), type_)
+            except (EvidenceStoreError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+                out.append(RecordCheck(bundle=name, entry=e.path, says="-", agrees=False,
+                                       message=f"record {where} cannot be read: {exc}"))  # fmt: skip
+                continue
+            ev = ev_of
+            now: object = None
+            if isinstance(record, Claim):
+                cell = f"{record.condition}/{record.arm}"
+                if ev is None and mine in cells and cells[mine][1] == cell:
+                    ev = cells[mine][0]
+                now = ev.claims.get(cell) if ev is not None else None
+            elif isinstance(record, StatusRecord):
+                now = ev.core if ev is not None else None
+            elif isinstance(record, Adjudication):
+                now = ev.adjudications.get(f"{record.condition}/{record.arm}") if ev else None
+            elif isinstance(record, Repeatability):
+                now = ev.repeatability.get(record.condition) if ev is not None else None
+            else:
+                continue
+            says = _says(record)
+            if ev is None:
+                out.append(RecordCheck(
+                    bundle=name, entry=e.path, says=says, agrees=None,
+                    message=f"record {where} says {says}, registered from other inputs "
+                    "(history, never authoritative)",
+                ))  # fmt: skip
+            elif not ev.complete:
+                out.append(RecordCheck(
+                    bundle=name, entry=e.path, says=says, agrees=None,
+                    message=f"record {where} says {says}; not checked here: an input of its "
+                    "recomputation is unavailable (`evstore pull`)",
+                ))  # fmt: skip
+            elif now == record:
+                out.append(RecordCheck(
+                    bundle=name, entry=e.path, says=says, agrees=True,
+                    message=f"record {where} says {says}, as its inputs give now",
+                ))  # fmt: skip
+            else:
+                out.append(RecordCheck(
+                    bundle=name, entry=e.path, says=says, agrees=False,
+                    message=f"record-mismatch: record {where} says {says}, but its inputs "
+                    f"give {_says(now)}: the verdict is recomputed, never read from a record",
+                ))  # fmt: skip
+    return out
 
 
-def _evaluate(
+def _says(record: object) -> str:
+    if isinstance(record, StatusRecord | Claim | Adjudication):
+        return record.verdict
+    if isinstance(record, Repeatability):
+        return "exact" if record.exact else "not-exact"
+    return "no such record"
+
+
+def _with_records(status: StatusRecord, checks: list[RecordCheck]) -> StatusRecord:
+    """The status with the registered records as history; a mismatch is a finding, and
+    the campaign is not ACCEPTED while it stands."""
+    if not checks:
+        return status
+    wrong = [c.message for c in checks if c.agrees is False]
+    verdict = status.verdict
+    if wrong and verdict == "ACCEPTED":
+        verdict = "NOT_ACCEPTED"
+    return msgspec.structs.replace(
+        status,
+        verdict=verdict,
+        remaining=tuple(dict.fromkeys((*status.remaining, *wrong))),
+        records=tuple(checks),
+    )
+
+
+@dataclass
+class _Computed:
+    """What a status is concluded from: every comparison, every claim, and the inputs
+    that could not be had (digest -> what needed it)."""
+
+    judged: _Judged
+    claims: dict[tuple[str, str], Claim]
+    missing: dict[str, str]
+
+    @property
+    def storable(self) -> bool:
+        """Whether these are what the inputs give on any clone: nothing was missing."""
+        return (
+            not self.missing
+            and not any(self.judged.repeat_lacks.values())
+            and not any(self.judged.adj_lacks.values())
+            and not any(c.verdict == "UNAVAILABLE" for c in self.claims.values())
+        )
+
+
+def _compute(
     root: Repository, campaign: Campaign, members: Members, store: BlobStore, judge: Judge
-) -> CampaignEvaluation:
+) -> _Computed:
+    """Judge every pair and compute every candidate cell's claim (see module doc)."""
     from .claims import make_claim
 
+    members = members.including_withdrawn()  # a withdrawn arm's verdicts stay visible
+    collect = _claims_meanwhile(store, campaign, members)
+    try:
+        judged = _judge_all(root, campaign, members, store, judge)
+    finally:
+        claims = collect()
+    for cond in campaign.protocol.condition:
+        for arm in campaign.candidates:
+            cell = (cond.name, arm.name)
+            if cell not in claims:  # no child, or it failed: computed here, the same record
+                claims[cell] = make_claim(store, campaign, members, *cell)
+    return _Computed(judged, claims, dict(judge.missing))
+
+
+def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> CampaignEvaluation:
+    """The status concluded from the cells: always computed, never kept (a pure
+    function of the ledger and the computations)."""
     protocol = campaign.protocol
     base = campaign.baseline
     cells: list[CellStatus] = []
@@ -232,21 +411,20 @@ def _evaluate(
         history_ok = False  # a finding about the campaign as a whole: never ACCEPTED
     for e in members.excluded:
         notes.append(f"excluded: {e.message}")
+    notes += [f"set aside after results: {e.message}" for e in members.after_results]
     notes += [
         f"protection: {line}"
-        for line in protection(history.anchor if history else None, members.signed)
+        for line in protection(
+            history.anchor if history else None, members.signed, members.signed_run_json_only
+        )
     ]
     if protocol.retrospective:  # declared in the protocol: said first, everywhere
         from .adjudication import RETROSPECTIVE
 
         notes.insert(0, RETROSPECTIVE)
     notes += _audit_notes(members)
-    unavailable: list[MissingInput] = []
-    collect = _claims_meanwhile(store, campaign, members)
-    try:
-        judged = _judge_all(root, campaign, members, store, judge)
-    finally:
-        computed = collect()
+    judged = computed.judged
+    shown = members.including_withdrawn()
     for cond in protocol.condition:
         c = cond.name
         b_runs = members.of(c, base.name)
@@ -284,12 +462,8 @@ def _evaluate(
         b_cell = _cell(c, base, b_done, b_failed, rep_word, None, None, rep_word == "exact")
         cells.append(_conclude(b_cell, b_rejected, b_open, withdrawn=None))
         for arm in campaign.candidates:
-            a_runs = members.of(c, arm.name)
             withdrawn = members.withdrawn_arms.get(arm.name)
-            if withdrawn is not None:
-                cell = _cell(c, arm, [], [], rep_word, None, None, False)
-                cells.append(_conclude(cell, [], [], withdrawn=withdrawn))
-                continue
+            a_runs = shown.of(c, arm.name)  # a withdrawn arm's verdicts stay visible
             done, failed = _split_runs(c, arm, a_runs)
             opened = _runs_open(c, arm, done, failed)
             rejected: list[str] = []
@@ -317,13 +491,12 @@ def _evaluate(
                         rejected.append(f"{c}: candidate {arm.name} is {verdict}: {why}")
             elif b_open and not opened:
                 opened.append(f"{c}: candidate {arm.name} waits for the baseline's repeatability")
-            claim = computed.get((c, arm.name))
-            if claim is None:  # no child, or it failed: computed here, the same record
-                claim = make_claim(store, campaign, members, c, arm.name)
+            claim = computed.claims[(c, arm.name)]
             if protocol.retrospective:
                 from .adjudication import RETROSPECTIVE
 
-                claim = msgspec.structs.replace(claim, notes=(RETROSPECTIVE, *claim.notes))
+                if RETROSPECTIVE not in claim.notes:
+                    claim = msgspec.structs.replace(claim, notes=(RETROSPECTIVE, *claim.notes))
             claims[f"{c}/{arm.name}"] = claim
             for what in claim.unavailable:
                 opened.append(f"{c}: candidate {arm.name}: {what}")
@@ -340,7 +513,8 @@ def _evaluate(
             notes += [
                 f"{c}: candidate {arm.name}: {n}"
                 for n in claim.notes
-                if claim.verdict != "NO_TIMING_CLAIM" or not n.startswith("the protocol makes")
+                if withdrawn is None
+                and (claim.verdict != "NO_TIMING_CLAIM" or not n.startswith("the protocol makes"))
             ]
             if claim.verdict == "UNRESOLVED":
                 opened.append(
@@ -350,21 +524,21 @@ def _evaluate(
             qualified = verdict == "PASS" and speedup_ok
             cell = _cell(c, arm, done, failed, rep_word, verdict, claim.speedup, qualified)
             cell = msgspec.structs.replace(cell, claim=claim.verdict)
-            cells.append(_conclude(cell, rejected, opened, withdrawn=None))
+            cells.append(_conclude(cell, rejected, opened, withdrawn=withdrawn))
     if not protocol.timing.claim:
         notes.append(
             "the protocol makes no timing claim (timing.claim = false): a verdict here "
             "certifies the outputs only, never a speedup"
         )
     unavailable = [
-        MissingInput(digest=d, needed_by=what) for d, what in sorted(judge.missing.items())
+        MissingInput(digest=d, needed_by=what) for d, what in sorted(computed.missing.items())
     ]
     arms = tuple(_arm_conclusion(a, [x for x in cells if x.arm == a.name]) for a in protocol.arm)
     for cell in cells:
         if cell.conclusion == "open":
             remaining += cell.reasons
     remaining = list(dict.fromkeys(remaining))
-    if unavailable or any(c.claim == "UNAVAILABLE" for c in cells):
+    if unavailable or any(c.claim == "UNAVAILABLE" for c in cells if c.conclusion != "withdrawn"):
         verdict_word: Literal["ACCEPTED", "NOT_ACCEPTED", "UNAVAILABLE"] = "UNAVAILABLE"
         remaining.insert(
             0,
@@ -389,6 +563,8 @@ def _evaluate(
         missing=tuple(unavailable),
         voided=tuple(members.voided),
         withdrawn=tuple(members.withdrawn),
+        set_aside_after_results=tuple(members.after_results),
+        qualifier=after_results_qualifier(members.after_results),
     )
     return CampaignEvaluation(status, reps, adjs, claims)
 
@@ -406,6 +582,21 @@ def _audit_notes(members: Members) -> list[str]:
                     f"finding(s) of {audit.examined} examined; first: {audit.findings[0].message}"
                 )
     return out
+
+
+def after_results_qualifier(after: list[Exclusion]) -> str | None:
+    """What the verdict line adds for set-asides committed after the results they remove:
+    ``with 4 arms withdrawn after their results``; None when there are none."""
+    arms = sum(1 for e in after if e.arm is not None)
+    runs = len(after) - arms
+    parts = [
+        f"{n} {word}{'s' if n != 1 else ''} {verb}"
+        for n, word, verb in ((arms, "arm", "withdrawn"), (runs, "run", "voided"))
+        if n
+    ]
+    if not parts:
+        return None
+    return f"with {' and '.join(parts)} after {'its' if arms + runs == 1 else 'their'} results"
 
 
 @dataclass
@@ -437,8 +628,6 @@ def _judge_all(
         if repeat is None:
             continue
         for arm in campaign.candidates:
-            if members.withdrawn_arms.get(arm.name) is not None:
-                continue
             a_runs = members.of(c, arm.name)
             adj = adjudicate(
                 root, store, campaign, c, arm.name, repeat, b_runs, a_runs, judge=judge
@@ -458,10 +647,7 @@ def _claims_meanwhile(
     from .claims import make_claim
 
     cells = [
-        (cond.name, arm.name)
-        for cond in campaign.protocol.condition
-        for arm in campaign.candidates
-        if members.withdrawn_arms.get(arm.name) is None
+        (cond.name, arm.name) for cond in campaign.protocol.condition for arm in campaign.candidates
     ]
     if not cells or cpu_count() < 2 or not can_fork():
         return dict

@@ -8,7 +8,9 @@ protocol requires signatures, runs not yet committed; and about the campaign: a
 protocol changed since its first commit, not committed, not on the base, named
 otherwise than its campaign, an arm that mixes servers, a run deleted from the history,
 a shallow clone, a root that is not a git repository; void or withdrawal records that
-take no effect. A run is listed once: counted (with its commit), voided, withdrawn, or
+take no effect; a registered status or claim record that is not what its inputs give
+(``record-mismatch``: the campaign is evaluated, reusing what is kept, to hold it
+against them). A run is listed once: counted (with its commit), voided, withdrawn, or
 as a finding. ``protection`` says what the verdict rests on (the trust model in the
 README).
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .members import campaign_runs
+from .members import campaign_runs, protection
 from .models import Exclusion
 from .protocol import Campaign
 
@@ -44,33 +46,23 @@ class CampaignVerification:
         return not self.findings
 
 
-def protection(anchor: str | None, signed: bool) -> list[str]:
-    """What a verdict rests on, one sentence each (see the README's trust model)."""
-    return [
-        f"ordering: the protocol is on the protected branch {anchor}, and every run comes "
-        "after it there or on top of it"
-        if anchor
-        else "ordering rests on this branch's own history (no base revision): a rewritten "
-        "history (rebase, amend) is not detected; verify with the protected branch as base "
-        "(`evstore campaign verify NAME --base BRANCH`)",
-        "runs: signed by a key the protocol pins"
-        if signed
-        else "runs: not signed (the protocol pins no key): a committer who fabricates a run "
-        "record is not detected",
-    ]
-
-
 def verify_campaign(
-    root: str | os.PathLike[str], campaign: Campaign, *, base: str | None = None
+    root: str | os.PathLike[str],
+    campaign: Campaign,
+    *,
+    base: str | None = None,
+    records: bool = True,
 ) -> CampaignVerification:
     """Check, from git history (anchored at ``base`` when given), that the protocol was
-    frozen before every run, every rule of ``members.py``, and that every imported run's
-    record is what its sealed harness files give (``import-mismatch``)."""
+    frozen before every run, every rule of ``members.py``, that every imported run's
+    record is what its sealed harness files give (``import-mismatch``); with
+    ``records``, that every registered campaign record is what its inputs give
+    (``record-mismatch``)."""
     members = campaign_runs(root, campaign, base=base)
     history = members.history
     assert history is not None
     out = CampaignVerification(campaign.name, campaign.digest, history.protocol_commit)
-    out.protection = protection(history.anchor, members.signed)
+    out.protection = protection(history.anchor, members.signed, members.signed_run_json_only)
     out.findings += members.excluded
     out.voided += members.voided
     out.withdrawn += members.withdrawn
@@ -107,5 +99,19 @@ def verify_campaign(
                     condition=m.record.condition,
                     arm=m.record.arm,
                 )
+            )
+    if records and members.records:
+        from .status import evaluate
+
+        checks = evaluate(root, campaign, base_rev=base).status.records
+        out.findings += [
+            Exclusion(run=c.bundle, code="record-mismatch", message=c.message)
+            for c in checks
+            if c.agrees is False
+        ]
+        if any(c.agrees is None and "not checked here" in c.message for c in checks):
+            out.protection.append(
+                "registered records: not checked here, an input of their recomputation is "
+                "unavailable (`evstore pull`)"
             )
     return out

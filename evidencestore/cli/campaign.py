@@ -4,7 +4,7 @@ Exit codes: ``init`` 0 registered; ``verify`` 0 when every run of the campaign w
 recorded under the frozen protocol, 1 with findings; ``claim`` 0 only when the claim
 stands (its interval clears ``min_speedup`` within the measurement resolution), 1
 otherwise; ``plan`` 0 when every condition's plan could be computed and its A/A check
-includes 1.0, 1 otherwise; ``status`` 0 when ``ACCEPTED``, 1 when ``NOT_ACCEPTED`` or ``UNAVAILABLE``
+includes 1.0 with runs enough to see a 1.3x drift, 1 otherwise; ``status`` 0 when ``ACCEPTED``, 1 when ``NOT_ACCEPTED`` or ``UNAVAILABLE``
 (inputs missing: ``evstore pull``); ``void`` / ``withdraw`` 0 registered; 2 for usage
 errors.
 """
@@ -64,7 +64,13 @@ def register(commands: Commands) -> None:
     ):
         reason = arg("--reason", required=True, metavar="TEXT", help="why (kept in the record)")
         named = arg("--record", required=True, metavar="BUNDLE", help=record)
-        csub.add(command, _set_aside, [NAME, what, reason, named, ROOT], help=summary)
+        sign = arg(
+            "--sign",
+            metavar="KEY",
+            help="sign the record with this private key (a campaign with [signing] counts "
+            "only records signed by a key it pins)",
+        )
+        csub.add(command, _set_aside, [NAME, what, reason, named, sign, ROOT], help=summary)
     csub.add(
         "claim",
         _claim,
@@ -98,6 +104,19 @@ def register(commands: Commands) -> None:
                 metavar="P",
                 help="the probability the claim should stand when the speedup is R (0.8)",
             ),
+            arg(
+                "--protocol",
+                metavar="FILE",
+                help="plan from this protocol.toml before `campaign init` (NAME is then only "
+                "a label), with the --pilot runs as its baseline",
+            ),
+            arg(
+                "--pilot",
+                action="append",
+                metavar="RUN",
+                help="with --protocol: a baseline pilot run bundle (repeatable), matched to "
+                "its condition by workload digest",
+            ),
             json_flag("the plan"),
             ROOT,
         ],
@@ -118,6 +137,11 @@ def register(commands: Commands) -> None:
                 "--base",
                 metavar="REV",
                 help="the protected branch the protocol must be on (as campaign verify)",
+            ),
+            arg(
+                "--no-memo",
+                action="store_true",
+                help="compute everything again, reusing nothing kept (the same output)",
             ),
             arg(
                 "--html",
@@ -204,6 +228,14 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
+def _signing_key(path: str | None) -> Any:
+    if path is None:
+        return None
+    from ..dsse import load_private_key
+
+    return load_private_key(path)
+
+
 def _set_aside(args: argparse.Namespace) -> int:
     """``campaign void`` (a run) or ``campaign withdraw`` (an arm): register the record."""
     from ..campaign.protocol import load_campaign
@@ -211,11 +243,14 @@ def _set_aside(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
+    key = _signing_key(args.sign)
     if args.campaign_command == "void":
-        rec = void_run(root, campaign, args.run, args.reason, args.record)
+        rec = void_run(root, campaign, args.run, args.reason, args.record, signing_key=key)
         what = f"run {rec.run} ({rec.run_digest}) voided"
     else:
-        withdrawn = withdraw_arm(root, campaign, args.arm, args.reason, args.record)
+        withdrawn = withdraw_arm(
+            root, campaign, args.arm, args.reason, args.record, signing_key=key
+        )
         what = f"arm {withdrawn.arm} withdrawn"
     print(f"campaign {campaign.name}: {what} by {args.record}")
     print(f"  commit evidence/{args.record} for it to take effect")
@@ -231,16 +266,20 @@ def _claim(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
-    claim = make_claim(
-        repository_store(root), campaign, campaign_runs(root, campaign), args.condition, args.arm
-    )
+    members = campaign_runs(root, campaign)
+    claim = make_claim(repository_store(root), campaign, members, args.condition, args.arm)
     if args.register:
+        from ..campaign.memo import memo_key
+        from ..campaign.status import claim_key, evaluation_inputs
+
+        key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
         register_records(
             root,
             args.register,
             claim_records(claim),
             campaign=campaign.name,
             protocol_digest=campaign.digest,
+            evaluation=claim_key(key, args.condition, args.arm),
         )
     if args.json:
         _print_json(claim)
@@ -276,9 +315,15 @@ def _print_claim(condition: str, arm: str, claim: Any) -> None:
         pct = round(claim.confidence * 100, 4)
         df = "-" if claim.df is None else f"{claim.df:.2f}"
         metric = "" if claim.metric == "e2e" else f" on {claim.metric}"
+        family = (
+            f", family-wise over {claim.family_size} claims ({claim.correction}: each at "
+            f"{round((claim.interval_confidence or claim.confidence) * 100, 4):g}%)"
+            if claim.family_size > 1
+            else ""
+        )
         print(
             f"  speedup{metric} {s.ratio:.4f} ({pct:g}% CI {s.low:.4f} to {s.high:.4f}), "
-            f"{claim.estimator}, df {df}"
+            f"{claim.estimator}, df {df}{family}"
         )
         if claim.min_speedup is not None:
             side = "clears" if claim.clears else "does NOT clear"
@@ -339,16 +384,40 @@ def _plan(args: argparse.Namespace) -> int:
         if not r > 0:
             raise ConfigError(f"--ratio {r}: expected a positive speedup")
     root = repo_root(args)
-    campaign = load_campaign(root, args.name)
-    plans = plan_campaign(
-        campaign, campaign_runs(root, campaign), ratios=args.ratio or (), target_power=args.power
+    if args.protocol is not None:
+        from pathlib import Path
+
+        from ..campaign.plan import pilot_runs, plan_protocol
+        from ..campaign.protocol import parse_protocol
+        from ..digest import hash_bytes
+
+        source = Path(args.protocol)
+        try:
+            data = source.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"--protocol {source}: cannot read: {exc.strerror}") from exc
+        protocol = parse_protocol(data, str(source))
+        pilots = pilot_runs(root, protocol, source, args.pilot or ())
+        plans = plan_protocol(protocol, pilots, ratios=args.ratio or (),
+                              target_power=args.power)  # fmt: skip
+        label, digest = f"{args.name} (from {source}, not registered)", hash_bytes(data).digest
+    else:
+        if args.pilot:
+            raise ConfigError("--pilot: only with --protocol (a registered campaign plans "
+                              "from its own baseline runs)")  # fmt: skip
+        campaign = load_campaign(root, args.name)
+        plans = plan_campaign(campaign, campaign_runs(root, campaign), ratios=args.ratio or (),
+                              target_power=args.power)  # fmt: skip
+        label, digest = campaign.name, campaign.digest
+    ok = all(
+        p.run_spread is not None and p.aa_includes_one and p.aa_conclusive is not False
+        for p in plans
     )
-    ok = all(p.run_spread is not None and p.aa_includes_one for p in plans)
     if args.json:
-        _print_json({"campaign": campaign.name, "protocol_digest": campaign.digest,
+        _print_json({"campaign": args.name, "protocol_digest": digest,
                      "ok": ok, "conditions": plans})  # fmt: skip
         return EXIT_OK if ok else EXIT_FAILED
-    print(f"campaign {campaign.name}: protocol {campaign.digest}")
+    print(f"campaign {label}: protocol {digest}")
     for p in plans:
         spread = "-" if p.run_spread is None else f"{p.run_spread:.2%}"
         within = "-" if p.within_spread is None else f"{p.within_spread:.2%}"
@@ -357,6 +426,11 @@ def _plan(args: argparse.Namespace) -> int:
             f"{spread}, within-run {within}; min_speedup {p.min_speedup:g} at "
             f"{p.confidence:.0%} confidence, power {p.power:.0%}"
         )
+        if p.planned_spread is not None:
+            print(
+                f"    planned with spread {p.planned_spread:.2%} (its {p.assurance:.0%} upper "
+                f"bound), at least min_runs = {p.min_runs} runs"
+            )
         for row in p.rows:
             need = "-" if row.runs_needed is None else str(row.runs_needed)
             pw = "-" if row.power_at_required is None else f"{row.power_at_required:.0%}"
@@ -365,7 +439,13 @@ def _plan(args: argparse.Namespace) -> int:
                 f"power with {p.required_runs} runs: {pw}"
             )
         if p.aa is not None:
-            word = "includes 1.0" if p.aa_includes_one else "EXCLUDES 1.0"
+            word = (
+                "EXCLUDES 1.0"
+                if not p.aa_includes_one
+                else "includes 1.0, INCONCLUSIVE (too few runs to see a drift)"
+                if p.aa_conclusive is False
+                else "includes 1.0"
+            )
             print(
                 f"    A/A check: {p.aa.ratio:.4f} [{p.aa.low:.4f}, {p.aa.high:.4f}] {word} "
                 f"({', '.join(p.aa_halves[0])} vs {', '.join(p.aa_halves[1])})"
@@ -382,7 +462,7 @@ def _status(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
-    ev = evaluate(root, campaign, base_rev=args.base)
+    ev = evaluate(root, campaign, base_rev=args.base, memo=not args.no_memo)
     status = ev.status
     if args.register:
         register_records(
@@ -400,7 +480,8 @@ def _status(args: argparse.Namespace) -> int:
         return EXIT_OK if status.verdict == "ACCEPTED" else EXIT_FAILED
     out = sys.stdout
     print(f"campaign {status.campaign}: protocol {status.protocol_digest}", file=out)
-    print(f"verdict {status.verdict} (accept = {status.accept})", file=out)
+    verdict = f"{status.verdict} {status.qualifier}" if status.qualifier else status.verdict
+    print(f"verdict {verdict} (accept = {status.accept})", file=out)
     for a in status.arms:
         role = "baseline" if a.baseline else "candidate"
         print(f"  {a.arm} ({role}): {a.conclusion}", file=out)
@@ -430,7 +511,10 @@ def _status(args: argparse.Namespace) -> int:
         print(f"  {v.code}: {v.run}: {v.message}", file=out)
     for m in status.missing:
         print(f"  missing {m.digest}: {m.needed_by}", file=out)
-    print(status.verdict, file=out)
+    for r in status.records:
+        word = {None: "history", True: "agrees", False: "MISMATCH"}[r.agrees]
+        print(f"  registered {word}: {r.message}", file=out)
+    print(verdict, file=out)
     for item in status.remaining:
         print(f"  - {item}", file=out)
     return EXIT_OK if status.verdict == "ACCEPTED" else EXIT_FAILED

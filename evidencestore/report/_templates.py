@@ -1,14 +1,18 @@
 """Jinja2 templates as string constants (no package data to ship, nothing read at run time).
 
 The page is self-contained: one inline stylesheet, one small inline script (copy buttons,
-optional: the page reads fully without it), SVG plots and PNG ``data:`` thumbnails inline,
+optional: the page reads fully without it; the Content-Security-Policy allows it by its
+hash, ``SCRIPT_HASH``, and no other script), SVG plots and PNG ``data:`` thumbnails inline,
 and the system font stack. Verdicts carry a word, a glyph and a border pattern besides
 their colour, so a greyscale print still tells them apart.
 """
 
 from __future__ import annotations
 
-__all__ = ["TEMPLATES"]
+import base64
+import hashlib
+
+__all__ = ["SCRIPT_HASH", "TEMPLATES"]
 
 _CSS = """
 :root{--fg:#111;--muted:#555;--line:#d4d4d4;--bg:#fff;--soft:#f5f5f4;
@@ -99,11 +103,18 @@ else{var r=document.createRange();var c=b.previousElementSibling;if(c){r.selectN
 var s=window.getSelection();s.removeAllRanges();s.addRange(r);}}});
 """
 
+#: The page's one script, allowed by its hash: the Content-Security-Policy runs no other
+#: inline script (one injected into a page by a crafted record is blocked), and no
+#: ``'unsafe-inline'`` for scripts.
+SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(_SCRIPT.encode()).digest()).decode()
+
 _BASE = (
     """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src '"""
+    + SCRIPT_HASH
+    + """'">
 <title>{{ title }}</title>
 <style>"""
     + _CSS

@@ -360,7 +360,11 @@ def render_campaign_status_html(
             "kind_label": "campaign status",
             "verdict": verdict,
             "verdict_style": _VERDICT_STYLE.get(verdict, "UNAVAILABLE"),
-            "meaning": _MEANING.get(verdict, ""),
+            "meaning": (
+                f"{verdict} {data['qualifier']}: {_MEANING.get(verdict, '')}"
+                if data.get("qualifier")
+                else _MEANING.get(verdict, "")
+            ),
             "remaining": [str(r) for r in data.get("remaining", ())],
             "conditions": conditions,
             "arms": arms,

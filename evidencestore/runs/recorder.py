@@ -30,6 +30,7 @@ from ..errors import BundleError, BundleNameTaken, ConfigError, ManifestError
 from ..inventory import load_registration, read_entry, registration_path
 from ..models import Descriptor, Entry, Registration
 from ..storage import LocalBlobStore
+from ..storage.leases import ActiveLease
 from .body import BodySink, MemoryBudget, Spool
 from .judge import Expected, Slot, judge
 from .models import (
@@ -167,6 +168,9 @@ class RunRecorder:
         if not arm:
             raise ConfigError("a run needs an arm name (--arm)")
         self.store = store if store is not None else self.repo.local_store()
+        # gc keeps every blob this run stores or relies on until it is sealed, --grace 0
+        # too (storage.leases.ActiveLease); taken before the first put
+        self.lease = ActiveLease(self.store)
         self.arm = arm
         self.campaign = campaign
         self.protocol_digest = protocol_digest
@@ -449,6 +453,7 @@ class RunRecorder:
                 continue
             except BundleError as exc:
                 raise BundleError(f"run {self.name!r}: cannot register the bundle: {exc}") from exc
+            self.lease.release()  # the registration names every entry now
             return registration, record
         raise BundleError(f"run {self.requested_name!r}: no free bundle name to register it under")
 
@@ -468,7 +473,20 @@ class RunRecorder:
             "started": record.started,
             "outcome": record.outcome,
         }
-        return pretty(sign_run(self.name, data, predicate, self.signing_key))
+        # every entry but the signature: the manifest, not run.json alone, is signed
+        entries = self.entries.values()
+        envelope = sign_run(self.name, data, predicate, self.signing_key, entries, self._sha256)
+        return pretty(envelope)
+
+    def _sha256(self, entry: Entry) -> str:
+        """An entry's SHA-256 (hex), read back from the store, verified."""
+        import hashlib
+
+        h = hashlib.sha256()
+        with self.store.open(entry.descriptor.digest, entry.descriptor.size) as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()
 
     @property
     def renamed(self) -> str | None:

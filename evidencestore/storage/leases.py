@@ -25,9 +25,12 @@ from ..errors import StorageError
 from ._base import LEASE_DIR, BlobStore, SupportsLeases
 
 __all__ = [
+    "ACTIVE_PREFIX",
     "LEASE_DIR",
     "LEASE_RENEWAL",
+    "ActiveLease",
     "Lease",
+    "active_floor",
     "iter_leases",
     "read_lease",
     "remove_lease",
@@ -114,3 +117,107 @@ def remove_lease(store: BlobStore, key: str) -> None:
     upkeep = store.upkeep
     if isinstance(upkeep, SupportsLeases):
         upkeep.remove_lease(key)
+
+
+# -- leases held by a live writer ------------------------------------------------------
+ACTIVE_PREFIX = "active-"
+_MARGIN = 2.0  # seconds: filesystem timestamps are coarser than the clock
+
+
+class ActiveLease:
+    """A lease held for the life of a writer (a run), whatever gc's grace period.
+
+    ``<store>/leases/active-<16 hex>.lease`` is written when the writer starts and
+    locked (``flock``, exclusive) for as long as it runs. While it is locked, gc keeps
+    every blob whose modification time is at or after the lease's own (less a margin),
+    ``--grace 0`` included: every blob the writer stores is written after the lease, and
+    every blob it finds present and relies on has its modification time refreshed
+    (``keep_alive``) before the check it relies on (``_present_and_intact``), so either
+    the refresh landed before gc quarantined the blob (the time moves with it, and gc's
+    re-read after quarantine sees the lease and restores it) or the check found the
+    blob gone and the writer stored it again. gc reads leases before references, and the
+    writer releases its lease only after its registration is written, so a blob is
+    always named by one or the other. A lease whose lock is free belongs to a writer
+    that ended (or died): gc removes it, holding its lock, once older than the grace
+    period; a writer that finds its new lease removed under it before it locked it
+    writes another. Only stores on a local filesystem hold such leases (a run records
+    into one); elsewhere this is inert."""
+
+    def __init__(self, store: BlobStore) -> None:
+        self.path: str | None = None
+        self._fd = -1
+        upkeep = store.upkeep
+        if os.name != "posix" or not (
+            isinstance(upkeep, SupportsLeases) and upkeep.supports_leases
+        ):
+            return
+        import fcntl
+
+        for _ in range(100):
+            name = f"{ACTIVE_PREFIX}{os.urandom(8).hex()}.lease"
+            key = upkeep.write_lease(name, json.dumps({"pid": os.getpid()}).encode())
+            if not os.path.isabs(key):
+                return  # not a file: a backend this cannot lock
+            try:
+                fd = os.open(key, os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # gc removed it before it was opened
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink == 0:  # removed before it was locked
+                os.close(fd)
+                continue
+            self.path, self._fd = key, fd
+            return
+        raise StorageError("cannot hold a lease for the run: its file kept disappearing")
+
+    def release(self) -> None:
+        """End the lease: remove its file, then release the lock (gc never sees it present
+        and unlocked meanwhile)."""
+        if self._fd < 0 or self.path is None:
+            return
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(self._fd)
+            self._fd, self.path = -1, None
+
+    def __enter__(self) -> ActiveLease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def active_floor(store: BlobStore, grace: float, now: float) -> float | None:
+    """The earliest start (modification time, less a margin) of the leases live writers
+    hold on ``store``: gc keeps every blob at or after it; None when none is held. Leases
+    of ended writers older than ``grace`` (every one when it is 0) are removed here,
+    each under its own lock."""
+    upkeep = store.upkeep
+    if os.name != "posix" or not isinstance(upkeep, SupportsLeases):
+        return None
+    import fcntl
+
+    floor: float | None = None
+    for key, _mtime in upkeep.iter_leases():
+        if not key.rsplit("/", 1)[-1].startswith(ACTIVE_PREFIX) or not os.path.isabs(key):
+            continue
+        try:
+            fd = os.open(key, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            st = os.fstat(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # held: a live writer
+                start = st.st_mtime - _MARGIN
+                floor = start if floor is None else min(floor, start)
+                continue
+            if grace == 0 or st.st_mtime < now - grace:
+                upkeep.remove_lease(key)  # an ended writer's, removed under its lock
+        finally:
+            os.close(fd)
+    return floor

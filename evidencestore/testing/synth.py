@@ -27,7 +27,7 @@ class VideoSpec:
     codec: str = "libx264"
     width: int = 64
     height: int = 64
-    rate: int = 30
+    rate: int | Fraction = 30  # frames per second (30000/1001 as a Fraction)
     frames: int = 15
     pix_fmt: str = "yuv420p"
     options: dict[str, str] = field(default_factory=lambda: {"preset": "ultrafast"})
@@ -116,7 +116,7 @@ def write_clip(
                 if video.pix_fmt != "yuv420p":
                     vframe = vframe.reformat(format=video.pix_fmt)
                 vframe.pts = i
-                vframe.time_base = Fraction(1, video.rate)
+                vframe.time_base = 1 / Fraction(video.rate)
                 mux(vstream.encode(vframe))
             mux(vstream.encode(None))
         if astream is not None and audio is not None:

@@ -89,11 +89,17 @@ class QualityRule(Model, frozen=True, kw_only=True):
     ``inconclusive`` (no candidate can PASS) or ``fail`` (every candidate FAILs).
     ``repeatability_first = true``: a candidate run counts only when it was committed
     after enough baseline runs of its condition (the arm's ``runs``) to establish the
-    baseline's repeatability (from git history)."""
+    baseline's repeatability (from git history).
+    ``audio_length``: ``exact`` (default) accepts only audio lengths the container states;
+    an output whose length is bounded, not verified (raw ADTS, MPEG-TS, AAC in Matroska:
+    ``docs/media.md``) makes its pair UNAVAILABLE, so no lossless verdict PASSes and no
+    campaign is ACCEPTED on it. ``bounded`` accepts such lengths, and every verdict that
+    rests on one names its bound in samples and milliseconds."""
 
     non_repeatable_baseline: Literal["inconclusive", "fail"] = "inconclusive"
     compare_phases: tuple[Literal["warmup", "measured"], ...] = ("warmup", "measured")
     repeatability_first: bool = False
+    audio_length: Literal["exact", "bounded"] = "exact"
 
 
 class ConditionSpec(Model, frozen=True, kw_only=True):

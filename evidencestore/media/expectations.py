@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -58,6 +58,8 @@ from .records import (
     DecodedStream,
     Expectations,
     FrameRecord,
+    LengthBound,
+    LengthPolicy,
     MediaReport,
     ProbeReport,
     StreamInfo,
@@ -69,12 +71,14 @@ __all__ = [
     "CODEC_FRAME_SIZES",
     "CONTAINER_QUANTA",
     "Tolerance",
+    "assess",
     "check_report",
     "expectations_from_mapping",
     "load_expectations",
     "missing_lengths",
     "parse_rate",
     "require_lengths",
+    "verdict_of",
     "with_overrides",
 ]
 
@@ -302,6 +306,7 @@ def _quantum_text(unit: Fraction) -> str:
 class _Checks:
     def __init__(self) -> None:
         self.items: list[Check] = []
+        self.bounds: list[LengthBound] = []
 
     def add(
         self,
@@ -732,12 +737,26 @@ def _samples(
             else f"exactly {expected}"
         )
         what = f"{-excess} samples short (truncated)" if excess < 0 else f"excess {excess}"
+        bound = ""
+        if ok and s.sample_rate:
+            # The presented count is at least decoded - (allowance - 1): that many
+            # samples of the request could be missing without the decode showing it.
+            hidden = max(0, allowance - 1 - excess)
+            b = LengthBound(
+                stream=i,
+                samples=hidden,
+                ms=round(hidden * 1000 / s.sample_rate, 3),
+                sample_rate=s.sample_rate,
+                reason=shown.silent,
+            )
+            checks.bounds.append(b)
+            bound = f"; bounded, not verified: up to {hidden} samples ({b.ms:.3f} ms) short"
         checks.add(
             "audio.samples",
             ok,
             expected,
             decoded,
-            f"decoded {decoded} samples per channel, expected {rule}: {what}; source: "
+            f"decoded {decoded} samples per channel, expected {rule}: {what}{bound}; source: "
             f"{shown.source}",
             i,
         )
@@ -795,13 +814,31 @@ def check_report(
     report: MediaReport, expectations: Expectations | None = None
 ) -> tuple[Check, ...]:
     """Return every check of ``report`` against ``expectations`` (intrinsic checks always)."""
+    return assess(report, expectations)[0]
+
+
+def verdict_of(
+    checks: tuple[Check, ...], bounds: tuple[LengthBound, ...], audio_length: LengthPolicy
+) -> Literal["PASS", "FAIL", "INCONCLUSIVE"]:
+    """FAIL when a check failed; INCONCLUSIVE when an audio length is only bounded and
+    ``audio_length`` is ``exact`` (unverifiable is never valid); else PASS."""
+    if not all(c.ok for c in checks):
+        return "FAIL"
+    return "INCONCLUSIVE" if bounds and audio_length == "exact" else "PASS"
+
+
+def assess(
+    report: MediaReport, expectations: Expectations | None = None
+) -> tuple[tuple[Check, ...], tuple[LengthBound, ...]]:
+    """Every check of ``report`` against ``expectations``, and the audio streams whose
+    length is bounded, not verified (``presented.py``)."""
     exp = expectations or Expectations()
     checks = _Checks()
     name = report.probe.name
     open_errors = [e for e in report.errors if e.stage == "open"]
     if open_errors:
         checks.add("open", False, "a media container", None, open_errors[0].message)
-        return tuple(checks.items)
+        return tuple(checks.items), ()
     checks.add("open", True, "a media container", report.probe.container, f"{name}: opened")
     others = [e for e in report.errors if e.stage != "open"]
     if others:
@@ -838,7 +875,7 @@ def check_report(
             _video(checks, s, info, exp.video, report.probe.container)
         else:
             _audio(checks, s, info, exp.audio, report.probe)
-    return tuple(checks.items)
+    return tuple(checks.items), tuple(checks.bounds)
 
 
 def check(
@@ -847,18 +884,22 @@ def check(
     root: str | os.PathLike[str] | None = None,
     *,
     before_decode: Callable[[set[str]], None] | None = None,
+    audio_length: LengthPolicy = "exact",
 ) -> CheckReport:
     """Decode ``FILE|DIGEST`` fully and check it against ``expectations``
-    (``before_decode`` as for :func:`~evidencestore.media.decode.analyse`)."""
+    (``before_decode`` as for :func:`~evidencestore.media.decode.analyse`); a length the
+    container cannot state makes it INCONCLUSIVE unless ``audio_length="bounded"``."""
     from .decode import analyse
     from .versions import tool_versions
 
     report = analyse(ref, root, before_decode=before_decode)
-    checks = check_report(report, expectations)
+    checks, bounds = assess(report, expectations)
     return CheckReport(
-        verdict="PASS" if all(c.ok for c in checks) else "FAIL",
+        verdict=verdict_of(checks, bounds, audio_length),
         checks=checks,
         expectations=expectations or Expectations(),
         report=report,
         versions=tool_versions(),
+        bounds=bounds,
+        audio_length=audio_length,
     )

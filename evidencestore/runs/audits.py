@@ -37,7 +37,7 @@ def content_identity(record: RequestRecord, store: BlobStore) -> tuple[Any, ...]
     media check) or, without one, its body digest; None without an output."""
     if record.body is None or record.failure is not None:
         return None
-    if record.media is not None and record.media.verdict == "PASS":
+    if record.media is not None and record.media.verdict in ("PASS", "INCONCLUSIVE"):
         from ..media.records import CheckReport
 
         try:

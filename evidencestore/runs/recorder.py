@@ -185,6 +185,8 @@ def check_output(
     desc = store_record(report, store)
     failed = tuple(c.name for c in report.checks if not c.ok)
     first = next((c.message for c in report.checks if not c.ok), None)
+    if first is None and report.bounds:
+        first = "; ".join(b.text() for b in report.bounds)
     return MediaOutcome(
         verdict=report.verdict, failed_checks=failed, report=desc, message=first
     ), desc
@@ -209,10 +211,13 @@ def request_record(
     to first byte (``first_byte_ns - sent_ns``) and, for a streamed LLM output
     (``stream``), TTFT, ITL, TPOT and output tokens (``RequestRecord``). A media check
     that did not pass makes the request an ``invalid-media`` failure; a stream that
-    failed (``stream-error``, ``incomplete``) makes it that failure."""
+    failed (``stream-error``, ``incomplete``) makes it that failure. A check whose only
+    doubt is a bounded audio length (INCONCLUSIVE) is no failure: the output is valid as
+    far as it can be checked, and the campaign judges it."""
     o = observation
     failure, message = o.failure, o.message
-    if failure is None and media is not None and media.verdict != "PASS":
+    # INCONCLUSIVE: valid, its audio length bounded, not verified; the campaign decides.
+    if failure is None and media is not None and media.verdict not in ("PASS", "INCONCLUSIVE"):
         failure, message = "invalid-media", media.message
     if failure is None and stream is not None and stream.failure is not None:
         failure, message = stream.failure, stream.message

@@ -50,7 +50,7 @@ import msgspec
 
 from .._canonical import MAX_DEPTH, loads_json, nesting_depth
 from ..errors import MediaError
-from .presented import CODEC_FRAME_SIZES, codec_allowance, presented_samples
+from .presented import CODEC_FRAME_SIZES, UNTRIMMED_PRIMING, codec_allowance, presented_samples
 from .records import (
     AudioExpectation,
     Check,
@@ -390,18 +390,62 @@ def _common(checks: _Checks, s: DecodedStream) -> None:
     )
 
 
-def _first_timestamp(checks: _Checks, s: DecodedStream, tol: Tolerance | None) -> None:
+@dataclass(frozen=True)
+class _Origin:
+    """Time 0 of a file's timeline: 0, or for MPEG-TS (whose timestamps start anywhere)
+    the first video frame's time (audio-only: the first audio sample after the
+    encoder's untrimmed priming)."""
+
+    at: Fraction = Fraction(0)
+    why: str = ""
+
+    def lead(self, s: DecodedStream) -> Fraction:
+        """Where ``s`` should start relative to the origin: before it by the encoder
+        priming that an MPEG-TS stream carries untrimmed (decoded as content)."""
+        if not self.why or s.type != "audio" or s.skip_start is not None or not s.sample_rate:
+            return Fraction(0)
+        return -Fraction(UNTRIMMED_PRIMING.get(s.codec or "", 0), s.sample_rate)
+
+
+def _origin(report: MediaReport) -> _Origin:
+    if "mpegts" not in report.probe.container.split(","):
+        return _Origin()
+    starts = [
+        (s.type, s.first_pts * tb - _Origin(Fraction(0), "ts").lead(s))
+        for s in report.decoded
+        if s.first_pts is not None and (tb := _tb(s)) is not None
+    ]
+    video = [t for kind, t in starts if kind == "video"]
+    if video:
+        return _Origin(
+            min(video), "MPEG-TS has no timeline origin: time 0 is the first video frame"
+        )
+    if starts:
+        return _Origin(
+            min(t for _, t in starts),
+            "MPEG-TS has no timeline origin: time 0 is the first audio sample after the "
+            "encoder's untrimmed priming",
+        )
+    return _Origin()
+
+
+def _first_timestamp(
+    checks: _Checks, s: DecodedStream, tol: Tolerance | None, origin: _Origin
+) -> None:
     tb = _tb(s)
     if s.first_pts is None or tb is None or tol is None:
         return
-    t = s.first_pts * tb
+    t = s.first_pts * tb - origin.at
+    want = origin.lead(s)
+    where = f" ({origin.why})" if origin.why else ""
     checks.add(
         f"{s.type}.first_timestamp",
-        abs(t) <= tol.first,
-        0.0,
+        abs(t - want) <= tol.first,
+        float(want),
         float(t),
-        f"first {s.type} timestamp {_fmt(t)} (after edit-list trimming), expected 0; "
-        + tol.says(tol.first),
+        f"first {s.type} timestamp {_fmt(t)} (after edit-list trimming){where}, expected "
+        + (f"{_fmt(want)} (its untrimmed priming before time 0)" if want else "0")
+        + f"; {tol.says(tol.first)}",
         s.index,
     )
 
@@ -489,6 +533,7 @@ def _video(
     info: StreamInfo | None,
     exp: VideoExpectation | None,
     container: str,
+    origin: _Origin,
 ) -> None:
     _common(checks, s)
     i = s.index
@@ -515,7 +560,7 @@ def _video(
             f"declared frame rate {declared_rate}, expected {rate}{how}",
             i,
         )
-    _first_timestamp(checks, s, tol)
+    _first_timestamp(checks, s, tol, origin)
     if rate is not None:
         _continuity(checks, s, lambda _r: 1 / rate, f"1/{rate} s per frame", tol)
     else:
@@ -552,7 +597,7 @@ def _video(
     if records and tb is not None:
         last = records[-1]
         step = last.duration * tb if last.duration else (1 / rate if rate else None)
-        end = last.pts * tb + step if step is not None else None  # type: ignore[operator]
+        end = last.pts * tb + step - origin.at if step is not None else None  # type: ignore[operator]
     if info is not None and info.duration is not None and tol is not None and end is not None:
         declared = info.duration * tol.time_base
         checks.add(
@@ -583,7 +628,7 @@ def _video(
     if rate is None or tb is None or tol is None or not records:
         return
     want_last = (frames - 1) / rate
-    last_t = records[-1].pts * tb  # type: ignore[operator]
+    last_t = records[-1].pts * tb - origin.at  # type: ignore[operator]
     checks.add(
         "video.last_timestamp",
         abs(last_t - want_last) <= tol.point,
@@ -656,6 +701,7 @@ def _audio(
     info: StreamInfo | None,
     exp: AudioExpectation | None,
     probe: ProbeReport,
+    origin: _Origin,
 ) -> None:
     _common(checks, s)
     i = s.index
@@ -666,7 +712,7 @@ def _audio(
     override = exp.codec_frame_size if exp is not None else None
     allowance = codec_allowance(s, info, override, probe.container)
     tol = Tolerance.of(s, probe.container, Fraction(1, rate) if rate else None)
-    _first_timestamp(checks, s, tol)
+    _first_timestamp(checks, s, tol, origin)
     if rate:
         _continuity(
             checks,
@@ -698,7 +744,10 @@ def _audio(
         return
     last = records[-1]
     # The last frame's stored timestamp plus its exact length in samples.
-    end = last.pts * tb + Fraction(last.samples or 0, rate)  # type: ignore[operator]
+    # From where this stream's first sample should be (before the origin by untrimmed
+    # MPEG-TS priming): the decoded count, priming included, is judged as for raw ADTS.
+    start = origin.at + origin.lead(s)
+    end = last.pts * tb + Fraction(last.samples or 0, rate) - start  # type: ignore[operator]
     want_end = Fraction(expected, want_rate)
     low = want_end - tol.point
     high = want_end + Fraction(allowance, rate) + tol.point
@@ -867,14 +916,15 @@ def assess(
                 n,
                 f"{n} {kind} streams" + ("" if n else f": expected {_article(kind)} {kind} stream"),
             )
+    origin = _origin(report)
     # Every stream of a kind is checked against that kind's section (multi-track files:
     # a second audio track truncated is as invalid as the first).
     for s in report.decoded:
         info = _info(report, s.index)
         if s.type == "video":
-            _video(checks, s, info, exp.video, report.probe.container)
+            _video(checks, s, info, exp.video, report.probe.container, origin)
         else:
-            _audio(checks, s, info, exp.audio, report.probe)
+            _audio(checks, s, info, exp.audio, report.probe, origin)
     return tuple(checks.items), tuple(checks.bounds)
 
 

@@ -114,6 +114,13 @@ def test_a_bounded_length_is_never_accepted_by_default(
     assert "length bounded, not verified" in reasons and " ms at 48000 Hz" in reasons
     assert 'audio_length = "bounded"' in reasons
     assert "length bounded, not verified" in text
+    # The run itself is complete and says which outputs rest on a bound.
+    capsys.readouterr()
+    assert main(["run", "show", "b1", "--root", str(root)]) == 0
+    shown = capsys.readouterr().out
+    assert "outcome complete" in shown
+    assert "2 output(s) with an audio length bounded, not verified" in shown
+    assert " ms at 48000 Hz" in shown
 
 
 @pytest.mark.parametrize("short_by", [0, 500])

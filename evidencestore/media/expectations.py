@@ -12,17 +12,22 @@ Timing rules (``tb`` is the stream time base):
   which muxers truncate: 41.667 ms is written as 41) within one and a half. Every message
   states the tolerance and where it comes from; a missing frame or a one-frame gap (16.7 ms
   at 60 fps) is always larger;
-* audio is judged by the samples the container presents (``presented.py``: PCM, end-trimming
-  side data, the MP4/MOV sample table and edit list), compared with the request exactly
-  (to the edit list's resolution where that is coarser than a sample), and the check names
-  the source; only where the container says nothing does the codec padding bound apply:
-  ``expected <= decoded < expected + one codec frame`` (1024 for AAC, 960 for Opus), raw
-  ADTS AAC (no edit list) also allowing the encoder's untrimmed 1024-sample priming;
+* audio is judged by the samples the container presents (``presented.py``: PCM, FLAC,
+  end-trimming side data, Ogg, the MP4/MOV sample table and edit list), compared with the
+  request exactly (to the edit list's resolution where that is coarser than a sample), and
+  the check names the source. Where the container says nothing (raw ADTS, MPEG-TS, AAC in
+  Matroska) only the codec padding bound applies, ``expected <= decoded < expected +
+  allowance`` (one codec frame, plus untrimmed encoder priming), and the length is
+  **bounded, not verified**: the check records a ``LengthBound`` (samples and ms that could
+  be missing unseen) and its verdict is INCONCLUSIVE unless bounded lengths are accepted
+  (``audio_length="bounded"``), never PASS on a length nobody can verify;
 * the first timestamp is 0 after the container's edit list / pre-skip trimming (FFmpeg
-  applies it while decoding); continuity compares every frame with the ideal time given
-  by the frames or samples before it, so a gap or an overlap anywhere is caught; without
-  a known frame rate (requested or declared) video continuity is a failing check, never
-  silently absent.
+  applies it while decoding). MPEG-TS timestamps have no origin: time 0 is the first video
+  frame (audio-only: the first sample after the encoder's untrimmed priming), and an
+  audio stream with untrimmed priming starts that much before it. Continuity compares
+  every frame with the ideal time given by the frames or samples before it, so a gap or
+  an overlap anywhere is caught; without a known frame rate (requested or declared) video
+  continuity is a failing check, never silently absent.
 
 Coverage rules:
 
@@ -402,16 +407,21 @@ class _Origin:
     def lead(self, s: DecodedStream) -> Fraction:
         """Where ``s`` should start relative to the origin: before it by the encoder
         priming that an MPEG-TS stream carries untrimmed (decoded as content)."""
-        if not self.why or s.type != "audio" or s.skip_start is not None or not s.sample_rate:
-            return Fraction(0)
-        return -Fraction(UNTRIMMED_PRIMING.get(s.codec or "", 0), s.sample_rate)
+        return _untrimmed_lead(s) if self.why else Fraction(0)
+
+
+def _untrimmed_lead(s: DecodedStream) -> Fraction:
+    """Minus the duration of the encoder priming ``s`` decodes as content (none trimmed)."""
+    if s.type != "audio" or s.skip_start is not None or not s.sample_rate:
+        return Fraction(0)
+    return -Fraction(UNTRIMMED_PRIMING.get(s.codec or "", 0), s.sample_rate)
 
 
 def _origin(report: MediaReport) -> _Origin:
     if "mpegts" not in report.probe.container.split(","):
         return _Origin()
     starts = [
-        (s.type, s.first_pts * tb - _Origin(Fraction(0), "ts").lead(s))
+        (s.type, s.first_pts * tb - _untrimmed_lead(s))
         for s in report.decoded
         if s.first_pts is not None and (tb := _tb(s)) is not None
     ]

@@ -222,3 +222,18 @@ def test_video_frames_are_counted_after_the_edit_list(
     assert "5 frames outside it not presented" in c["video.frames"].message
     assert c["video.declared_frames"].ok and c["video.declared_frames"].observed == 15
     assert result.report.decoded[0].discarded_packets == 5
+
+
+def test_opus_in_webm_without_padding_states_its_length(tmp_path: Path) -> None:
+    """47,688 samples + 312 pre-skip fill 50 Opus frames exactly: no DiscardPadding is
+    written, and none means no padding (the Matroska Opus mapping requires it otherwise):
+    exact, so the honest file PASSes and one sample less FAILs."""
+    expect = Expectations(audio=AudioExpectation(samples=47688, sample_rate=48000))
+    honest = check(_clip(tmp_path, "libopus", "webm", "webm", 47688), expect)
+    assert honest.report.decoded[0].skip_end in (None, 0)
+    assert honest.verdict == "PASS" and not honest.bounds
+    assert (
+        "no DiscardPadding: no padding to trim" in _by_name(honest.checks)["audio.samples"].message
+    )
+    short = check(_clip(tmp_path, "libopus", "webm", "webm", 47687), expect)
+    assert short.verdict == "FAIL"

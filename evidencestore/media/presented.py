@@ -21,7 +21,8 @@ therefore taken, in this order, from:
    states the total), so every decoded sample is presented; exact in any container.
 5. **Ogg**: the last page's granule position states where the stream ends; FFmpeg turns
    any end trimming it implies into skip-samples side data (rule 2), and none means the
-   decoded count is the presented count; exact.
+   decoded count is the presented count; exact. So does Opus in Matroska/WebM without
+   DiscardPadding: its mapping requires DiscardPadding wherever there is padding.
 6. **Nothing**: raw streams (ADTS AAC, MP3), MPEG-TS, and Matroska/WebM for codecs whose
    muxer writes no DiscardPadding (FFmpeg writes it for Opus only: AAC in Matroska decodes
    to whole 1024-sample frames and nothing says how many samples of the last are padding)
@@ -184,8 +185,14 @@ def presented_samples(
             "more than the packets carry)"
         )
         return PresentedLength(table, source, 1, allowance, decoded)
-    if "ogg" in probe.container.split(","):
+    names = set(probe.container.split(","))
+    if "ogg" in names:
         source = "the Ogg granule position of the last page (no end trimming needed)"
+        return PresentedLength(decoded, source, 1, allowance, decoded)
+    if names & {"matroska", "webm"} and codec in ("opus", "libopus"):
+        # The Matroska Opus mapping requires DiscardPadding wherever the last frame
+        # carries padding (FFmpeg writes it then): none means there was none.
+        source = "the container's end trimming (no DiscardPadding: no padding to trim)"
         return PresentedLength(decoded, source, 1, allowance, decoded)
     silent = _silent(probe.container)
     source = (

@@ -126,14 +126,18 @@ def _tables(results: list[Outcome]) -> str:
         lines.append(f"| {container} | {codec} | {'; '.join(sorted(whats))} |")
     lines += [
         "",
-        "| cell | honest | 1 sample short | 1 frame short | corrupt packet (vs honest) |",
-        "|---|---|---|---|---|",
+        "| cell | honest | 1 sample short | 1 frame short | corrupt packet: compared with"
+        " honest | corrupt packet: check alone |",
+        "|---|---|---|---|---|---|",
     ]
     by_cell: dict[Cell, dict[str, str]] = defaultdict(dict)
     for o in results:
         by_cell[o.cell][o.variant] = o.verdict
+        if o.variant == "corrupt" and o.check is not None:
+            by_cell[o.cell]["corrupt-check"] = o.check.verdict
+    columns = ("honest", "cut-audio", "cut-video", "corrupt", "corrupt-check")
     for cell, verdicts in by_cell.items():
-        row = [verdicts.get(v, "n/a") for v in ("honest", "cut-audio", "cut-video", "corrupt")]
+        row = [verdicts.get(v, "n/a") for v in columns]
         lines.append(f"| {cell.name} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 

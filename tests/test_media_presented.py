@@ -173,7 +173,7 @@ def test_raw_adts_aac_has_only_the_padding_bound(tmp_path: Path, short: int) -> 
 def test_containers_without_end_trimming_give_a_bound_not_a_pass(
     tmp_path: Path, codec: str, fmt: str, suffix: str
 ) -> None:
-    """AAC in Matroska (FFmpeg writes DiscardPadding for Opus only), AAC and Opus in
+    """AAC in Matroska (FFmpeg writes no DiscardPadding for AAC), AAC and Opus in
     MPEG-TS: 1 or 500 samples short is invisible, so neither honest nor cut PASSes."""
     for short in (0, 1, 500):
         result = check(_clip(tmp_path, codec, fmt, suffix, REQUEST - short), EXPECT)
@@ -237,3 +237,36 @@ def test_opus_in_webm_without_padding_states_its_length(tmp_path: Path) -> None:
     )
     short = check(_clip(tmp_path, "libopus", "webm", "webm", 47687), expect)
     assert short.verdict == "FAIL"
+
+
+def _encoder(name: str) -> bool:
+    import av
+
+    try:
+        av.codec.Codec(name, "w")
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _encoder("libmp3lame"), reason="no MP3 encoder in this PyAV wheel")
+def test_raw_mp3_with_a_lame_header_states_its_length_and_its_start(tmp_path: Path) -> None:
+    """The LAME header states the encoder delay and padding (skip samples at both ends):
+    the length is exact, and time 0 of a raw stream is its first presented sample (the
+    decoder drops 1105 samples of delay before it)."""
+    honest = check(_clip(tmp_path, "libmp3lame", "mp3", "mp3", REQUEST), EXPECT)
+    assert honest.verdict == "PASS", failed_messages(honest.checks)
+    first = _by_name(honest.checks)["audio.first_timestamp"]
+    assert "raw MP3 has no timeline origin" in first.message
+    short = check(_clip(tmp_path, "libmp3lame", "mp3", "mp3", REQUEST - 1), EXPECT)
+    assert (
+        short.verdict == "FAIL"
+        and "1 sample short" in _by_name(short.checks)["audio.samples"].message
+    )
+
+
+def test_ac3_in_matroska_is_bounded(tmp_path: Path) -> None:
+    for short in (0, 1):
+        result = check(_clip(tmp_path, "ac3", "matroska", "mka", REQUEST - short), EXPECT)
+        assert result.verdict == "INCONCLUSIVE" and result.bounds
+        assert "nothing marks the last frame's padding" in result.bounds[0].reason

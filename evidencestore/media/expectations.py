@@ -22,9 +22,10 @@ Timing rules (``tb`` is the stream time base):
   be missing unseen) and its verdict is INCONCLUSIVE unless bounded lengths are accepted
   (``audio_length="bounded"``), never PASS on a length nobody can verify;
 * the first timestamp is 0 after the container's edit list / pre-skip trimming (FFmpeg
-  applies it while decoding). MPEG-TS timestamps have no origin: time 0 is the first video
-  frame (audio-only: the first sample after the encoder's untrimmed priming), and an
-  audio stream with untrimmed priming starts that much before it. Continuity compares
+  applies it while decoding). MPEG-TS and raw streams (ADTS, MP3) have no timeline
+  origin: time 0 is the first video frame (audio-only: the first presented sample, after
+  the encoder's untrimmed priming or the priming the decoder drops), and an audio stream
+  with untrimmed priming starts that much before it. Continuity compares
   every frame with the ideal time given by the frames or samples before it, so a gap or
   an overlap anywhere is caught; without a known frame rate (requested or declared) video
   continuity is a failing check, never silently absent.
@@ -417,8 +418,14 @@ def _untrimmed_lead(s: DecodedStream) -> Fraction:
     return -Fraction(UNTRIMMED_PRIMING.get(s.codec or "", 0), s.sample_rate)
 
 
+# Containers whose timestamps have no origin of their own: a transport stream starts its
+# clock anywhere; a raw elementary stream's first frame may be priming the decoder drops.
+_NO_ORIGIN = {"mpegts": "MPEG-TS", "mp3": "raw MP3", "aac": "raw ADTS"}
+
+
 def _origin(report: MediaReport) -> _Origin:
-    if "mpegts" not in report.probe.container.split(","):
+    names = [_NO_ORIGIN[n] for n in report.probe.container.split(",") if n in _NO_ORIGIN]
+    if not names:
         return _Origin()
     starts = [
         (s.type, s.first_pts * tb - _untrimmed_lead(s))
@@ -427,15 +434,11 @@ def _origin(report: MediaReport) -> _Origin:
     ]
     video = [t for kind, t in starts if kind == "video"]
     if video:
-        return _Origin(
-            min(video), "MPEG-TS has no timeline origin: time 0 is the first video frame"
-        )
+        why = f"{names[0]} has no timeline origin: time 0 is the first video frame"
+        return _Origin(min(video), why)
     if starts:
-        return _Origin(
-            min(t for _, t in starts),
-            "MPEG-TS has no timeline origin: time 0 is the first audio sample after the "
-            "encoder's untrimmed priming",
-        )
+        why = f"{names[0]} has no timeline origin: time 0 is the first presented audio sample"
+        return _Origin(min(t for _, t in starts), why)
     return _Origin()
 
 

@@ -23,10 +23,12 @@ therefore taken, in this order, from:
    any end trimming it implies into skip-samples side data (rule 2), and none means the
    decoded count is the presented count; exact. So does Opus in Matroska/WebM without
    DiscardPadding: its mapping requires DiscardPadding wherever there is padding.
-6. **Nothing**: raw streams (ADTS AAC, MP3), MPEG-TS, and Matroska/WebM for codecs whose
-   muxer writes no DiscardPadding (FFmpeg writes it for Opus only: AAC in Matroska decodes
-   to whole 1024-sample frames and nothing says how many samples of the last are padding)
-   give only the decoded count. The length is then **bounded, not verified**: the check
+6. **Nothing**: raw ADTS, MPEG-TS, and Matroska/WebM without DiscardPadding (FFmpeg's
+   muxer writes it from the encoder's end-padding side data, which its Opus and MP3
+   encoders set and its AAC and AC-3 encoders do not: AAC in Matroska decodes to whole
+   1024-sample frames and nothing says how many samples of the last are padding) give
+   only the decoded count (raw MP3 with a LAME header states its delay and padding: rule
+   2). The length is then **bounded, not verified**: the check
    accepts ``expected <= decoded < expected + allowance`` (one codec frame, plus the
    encoder's untrimmed priming where the container trims none: 1024 samples for AAC, 312
    for Opus) and records how many samples of the request could be missing unseen
@@ -210,7 +212,7 @@ def _silent(container: str) -> str:
     if "aac" in names:
         return "raw ADTS: no edit list, no end trimming"
     if names & {"matroska", "webm"}:
-        return "Matroska/WebM without DiscardPadding: its muxer writes it for Opus only"
+        return "Matroska/WebM without DiscardPadding: nothing marks the last frame's padding"
     if "mpegts" in names:
         return "MPEG-TS: no edit list, no end trimming"
     return "no edit list, sample table or end-trimming side data"

@@ -7,7 +7,7 @@ The expected verdicts come from first principles, not from the code under test:
 
 * a cut video frame is always visible (frames are counted and timed): FAIL;
 * an audio length is *stated* by PCM and FLAC (no padding), by the MP4/MOV sample table
-  and edit list, by WebM/Matroska DiscardPadding (FFmpeg writes it for Opus only) and by
+  and edit list, by WebM/Matroska DiscardPadding (FFmpeg writes it for Opus, not AAC) and by
   Ogg's last granule position; there an honest output PASSes and one sample short FAILs;
 * everywhere else (raw ADTS, MPEG-TS, AAC in Matroska) the length is only *bounded*: the
   honest output and the one sample short are both INCONCLUSIVE, never PASS;
@@ -129,7 +129,7 @@ class Cell:
         if self.container in ("MP4", "MOV", "fragmented MP4", "Ogg"):
             return True
         if self.container in ("Matroska", "WebM"):
-            return self.audio == "Opus"  # DiscardPadding: FFmpeg writes it for Opus only
+            return self.audio == "Opus"  # DiscardPadding: FFmpeg writes it for Opus, not AAC
         return False  # raw ADTS, MPEG-TS
 
     def expected(self, variant: str) -> set[str]:

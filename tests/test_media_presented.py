@@ -146,12 +146,44 @@ def test_untrimmed_padding_in_mp4_is_presented_and_fails(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("short", (0, *TRUNCATIONS))
 def test_raw_adts_aac_has_only_the_padding_bound(tmp_path: Path, short: int) -> None:
-    result = check(_clip(tmp_path, "aac", "adts", "aac", REQUEST - short), EXPECT)
-    assert result.verdict == "PASS"  # undetectable: hidden in the last frame's padding
+    """Honest or cut by up to 1024 samples, raw ADTS decodes within the padding bound:
+    the cut is invisible, so the length is bounded, not verified, and never PASSes
+    unless the caller accepts bounded lengths; then the bound is named."""
+    path = _clip(tmp_path, "aac", "adts", "aac", REQUEST - short)
+    result = check(path, EXPECT)
+    assert result.verdict == "INCONCLUSIVE"
     c = _by_name(result.checks)["audio.samples"]
-    assert c.observed == (49152 if short < 1000 else 48128)
+    assert c.ok and c.observed == (49152 if short < 1000 else 48128)
     assert "48000 <= decoded < 50048" in c.message
-    assert "no container information on the presented length" in c.message
+    assert "no container information on the presented length (raw ADTS" in c.message
+    (bound,) = result.bounds
+    # The lowest presented count the decode allows: decoded - 2047 (priming + padding).
+    assert bound.samples == REQUEST - (c.observed - 2047) == 2047 - (c.observed - REQUEST)
+    assert bound.ms == round(bound.samples / 48, 3) and bound.sample_rate == 48000
+    assert short <= bound.samples  # the real cut lies within the stated bound
+    assert f"up to {bound.samples} samples ({bound.ms:.3f} ms at 48000 Hz)" in bound.text()
+    accepted = check(path, EXPECT, audio_length="bounded")
+    assert (accepted.verdict, accepted.bounds) == ("PASS", result.bounds)
+
+
+@pytest.mark.parametrize(
+    ("codec", "fmt", "suffix"),
+    [("aac", "matroska", "mka"), ("aac", "mpegts", "ts"), ("libopus", "mpegts", "ts")],
+)
+def test_containers_without_end_trimming_give_a_bound_not_a_pass(
+    tmp_path: Path, codec: str, fmt: str, suffix: str
+) -> None:
+    """AAC in Matroska (FFmpeg writes no DiscardPadding for AAC), AAC and Opus in
+    MPEG-TS: 1 or 500 samples short is invisible, so neither honest nor cut PASSes."""
+    for short in (0, 1, 500):
+        result = check(_clip(tmp_path, codec, fmt, suffix, REQUEST - short), EXPECT)
+        assert result.verdict == "INCONCLUSIVE", (short, failed_messages(result.checks))
+        assert len(result.bounds) == 1 and result.bounds[0].samples >= short
+        assert "bounded, not verified" in _by_name(result.checks)["audio.samples"].message
+
+
+def failed_messages(checks: tuple[Check, ...]) -> list[str]:
+    return [c.message for c in checks if not c.ok]
 
 
 def test_a_truncation_beyond_the_bound_is_seen_even_without_container_information(
@@ -190,3 +222,51 @@ def test_video_frames_are_counted_after_the_edit_list(
     assert "5 frames outside it not presented" in c["video.frames"].message
     assert c["video.declared_frames"].ok and c["video.declared_frames"].observed == 15
     assert result.report.decoded[0].discarded_packets == 5
+
+
+def test_opus_in_webm_without_padding_states_its_length(tmp_path: Path) -> None:
+    """47,688 samples + 312 pre-skip fill 50 Opus frames exactly: no DiscardPadding is
+    written, and none means no padding (the Matroska Opus mapping requires it otherwise):
+    exact, so the honest file PASSes and one sample less FAILs."""
+    expect = Expectations(audio=AudioExpectation(samples=47688, sample_rate=48000))
+    honest = check(_clip(tmp_path, "libopus", "webm", "webm", 47688), expect)
+    assert honest.report.decoded[0].skip_end in (None, 0)
+    assert honest.verdict == "PASS" and not honest.bounds
+    assert (
+        "no DiscardPadding: no padding to trim" in _by_name(honest.checks)["audio.samples"].message
+    )
+    short = check(_clip(tmp_path, "libopus", "webm", "webm", 47687), expect)
+    assert short.verdict == "FAIL"
+
+
+def _encoder(name: str) -> bool:
+    import av
+
+    try:
+        av.codec.Codec(name, "w")
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _encoder("libmp3lame"), reason="no MP3 encoder in this PyAV wheel")
+def test_raw_mp3_with_a_lame_header_states_its_length_and_its_start(tmp_path: Path) -> None:
+    """The LAME header states the encoder delay and padding (skip samples at both ends):
+    the length is exact, and time 0 of a raw stream is its first presented sample (the
+    decoder drops 1105 samples of delay before it)."""
+    honest = check(_clip(tmp_path, "libmp3lame", "mp3", "mp3", REQUEST), EXPECT)
+    assert honest.verdict == "PASS", failed_messages(honest.checks)
+    first = _by_name(honest.checks)["audio.first_timestamp"]
+    assert "raw MP3 has no timeline origin" in first.message
+    short = check(_clip(tmp_path, "libmp3lame", "mp3", "mp3", REQUEST - 1), EXPECT)
+    assert (
+        short.verdict == "FAIL"
+        and "1 sample short" in _by_name(short.checks)["audio.samples"].message
+    )
+
+
+def test_ac3_in_matroska_is_bounded(tmp_path: Path) -> None:
+    for short in (0, 1):
+        result = check(_clip(tmp_path, "ac3", "matroska", "mka", REQUEST - short), EXPECT)
+        assert result.verdict == "INCONCLUSIVE" and result.bounds
+        assert "nothing marks the last frame's padding" in result.bounds[0].reason

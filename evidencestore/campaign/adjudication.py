@@ -22,7 +22,11 @@ makes its pair UNAVAILABLE with the reason, never PASS, even when both outputs a
 byte-identical (two equally truncated outputs are identical too). An invalid output
 still makes the pair FAIL. A baseline whose repeatability rests on unchecked outputs is
 not repeatable-exact, and a candidate judged against it stays UNAVAILABLE whatever the
-protocol's non-repeatable-baseline rule says: what was not checked was not compared.
+protocol's non-repeatable-baseline rule says: what was not checked was not compared. So
+is an output whose audio length its container cannot state (its media check INCONCLUSIVE:
+raw ADTS, MPEG-TS, AAC in Matroska), unless the protocol accepts bounded lengths
+(``[quality] audio_length = "bounded"``); then every verdict resting on one names the
+bound in samples and milliseconds.
 
 Each pair is judged once (``Judge``): its result is kept by the digests of its inputs
 (``memo.py``), and within one evaluation each distinct output is decoded at most once
@@ -88,6 +92,7 @@ __all__ = [
     "worst",
 ]
 
+_BOUNDED = "length bounded, not verified"  # in every reason naming a bound (LengthBound)
 _ORDER: dict[str, int] = {"PASS": 0, "INCONCLUSIVE": 1, "UNAVAILABLE": 2, "FAIL": 3}
 
 
@@ -105,10 +110,12 @@ class _Output:
     arrays: dict[str, Descriptor]
     unchecked: str | None = None  # why the output was not checked against its request
     completion: Descriptor | None = None  # an LLM output's decoded tokens
+    bound: str | None = None  # its audio length bounded, not verified: the bound in words
 
 
-def _unchecked(r: RequestRecord) -> str | None:
-    """Why a delivered output was not checked against its request, or None."""
+def _unchecked(r: RequestRecord, audio_length: str = "exact") -> str | None:
+    """Why a delivered output was not checked against its request, or None; a length
+    bounded, not verified, counts as unchecked unless the protocol accepts it."""
     if r.completion is not None:
         return None  # read back and checked against its request (runs/streams.py)
     if r.media is None:
@@ -118,6 +125,11 @@ def _unchecked(r: RequestRecord) -> str | None:
         )
     if r.media.verdict == "UNAVAILABLE":
         return f"its media check could not run: {r.media.message or 'no reason recorded'}"
+    if r.media.verdict == "INCONCLUSIVE" and audio_length != "bounded":
+        return (
+            f"{r.media.message}; the protocol accepts only lengths the container states "
+            '([quality] audio_length = "bounded" accepts bounded ones)'
+        )
     return None
 
 
@@ -133,7 +145,7 @@ class _Sent:
     output: _Output
 
 
-def _outputs(member: Member, phases: Sequence[str]) -> list[_Sent]:
+def _outputs(member: Member, phases: Sequence[str], audio_length: str = "exact") -> list[_Sent]:
     entries = {e.path: e.descriptor for e in member.registration.manifest.entries}
     out: list[_Sent] = []
     sends: dict[tuple[str, str], int] = {}
@@ -146,10 +158,12 @@ def _outputs(member: Member, phases: Sequence[str]) -> list[_Sent]:
             for p, d in entries.items()
             if p.startswith(prefix) and p.endswith(ARRAY_SUFFIXES)
         }
-        unchecked = _unchecked(r) if r.body is not None else None
+        unchecked = _unchecked(r, audio_length) if r.body is not None else None
+        bounded = r.media is not None and r.media.verdict == "INCONCLUSIVE"
+        bound = r.media.message if bounded and r.media is not None else None
         valid = r.failure is None or (r.media is not None and r.media.verdict == "UNAVAILABLE")
         problem = None if valid else f"{r.failure}: {r.message or 'failed'}"
-        output = _Output(r.body, valid, problem, r.request, arrays, unchecked, r.completion)
+        output = _Output(r.body, valid, problem, r.request, arrays, unchecked, r.completion, bound)
         k = sends.get((r.phase, r.payload.digest), 0)
         sends[(r.phase, r.payload.digest)] = k + 1
         out.append(_Sent(r.phase, r.payload.digest, k, r.label, output))
@@ -245,8 +259,10 @@ class Judge:
         b: _Output | None,
         expect: Callable[[int], Expectations | None],
         needs_check: Callable[[int], bool] = lambda _index: True,
+        audio_length: str = "exact",
     ) -> OutputComparison:
-        """One request's outputs in two runs, judged (see the module doc)."""
+        """One request's outputs in two runs, judged (see the module doc); with
+        ``audio_length="bounded"`` a bounded length is accepted and named in the reasons."""
         ref_digest = a.body.digest if a and a.body else None
         cand_digest = b.body.digest if b and b.body else None
         if a is None or b is None:
@@ -292,13 +308,15 @@ class Judge:
             },
             "names": [ref_name, cand_name] if one_sided else None,
         }
+        if audio_length == "bounded":  # keys of the default policy stay as they were
+            inputs["audio_length"] = audio_length
         mkey = memo_key("output-pair", inputs)
         done = self._done.get(mkey)
         if done is None and self.memo is not None:
             done = self.memo.get(mkey, OutputComparison)
         if done is None:
             done, lasting = self._judge(ref_name, cand_name, key, a, b, a.body, b.body,
-                                        expectations)  # fmt: skip
+                                        expectations, audio_length)  # fmt: skip
             if lasting:
                 self._done[mkey] = done
                 if self.memo is not None:
@@ -307,7 +325,12 @@ class Judge:
                 self.lacking.add((done.reference, done.candidate))
         else:
             self._done[mkey] = done
-        return msgspec.structs.replace(done, key=key)
+        bounds = tuple(
+            f"{name}: {key}: {o.bound}"
+            for name, o in ((ref_name, a), (cand_name, b))
+            if o.bound and done.verdict != "FAIL"
+        )
+        return msgspec.structs.replace(done, key=key, reasons=done.reasons + bounds)
 
     def _tokens(
         self,
@@ -354,6 +377,7 @@ class Judge:
         body_a: Descriptor,
         body_b: Descriptor,
         expectations: Expectations | None,
+        audio_length: str = "exact",
     ) -> tuple[OutputComparison, bool]:
         """The comparison, and whether it may be kept (False when an input was missing)."""
         from ..media.comparison import compare_reports
@@ -409,8 +433,9 @@ class Judge:
                 reasons=(f"{key}: cannot be compared: {exc}",),
             ), False  # fmt: skip
         record = compare_reports(
-            ref_src, cand_src, ref, cand, expectations, frames=self.outputs.frames
-        )
+            ref_src, cand_src, ref, cand, expectations, frames=self.outputs.frames,
+            audio_length="bounded" if audio_length == "bounded" else "exact",
+        )  # fmt: skip
         # The reference (the first baseline run's output) is measured against every
         # candidate of its request; a candidate's output, once.
         self.outputs.release(body_b)
@@ -457,7 +482,8 @@ def compare_runs(
     """Every output pair of two runs of one condition, judged (see module doc)."""
     judge = judge or Judge(root, store)
     phases = campaign.protocol.quality.compare_phases
-    a, b = _outputs(reference, phases), _outputs(candidate, phases)
+    policy = campaign.protocol.quality.audio_length
+    a, b = _outputs(reference, phases, policy), _outputs(candidate, phases, policy)
     workload, cache = judge.workload(workload_path)
 
     def expect(index: int) -> Expectations | None:
@@ -473,7 +499,7 @@ def compare_runs(
         return workload is None or expect(index) is not None
 
     return [
-        judge.pair(key, reference.name, candidate.name, x, y, expect, needs_check)
+        judge.pair(key, reference.name, candidate.name, x, y, expect, needs_check, policy)
         for key, x, y in _pairs(a, b)
     ]
 
@@ -549,7 +575,9 @@ def _effective(
         phases = campaign.protocol.quality.compare_phases
         for m in judged:
             invalid |= {
-                x.label for x in _outputs(m, phases) if not (x.output.valid and x.output.body)
+                x.label
+                for x in _outputs(m, phases, campaign.protocol.quality.audio_length)
+                if not (x.output.valid and x.output.body)
             }
     out: list[tuple[Verdict, str]] = []
     for c in comparisons:
@@ -658,6 +686,8 @@ def _adjudicate(
             f"every output of {len(judged)} run(s) valid and exactly equal to baseline "
             f"run {reference.name!r}"
         )
+        # Accepted under [quality] audio_length = "bounded": the bounds it rests on.
+        reasons += dict.fromkeys(r for c in comparisons for r in c.reasons if _BOUNDED in r)
     unchecked = [
         r for c in (*repeat.comparisons, *comparisons) if c.unchecked for r in c.reasons[:1]
     ]
@@ -665,7 +695,8 @@ def _adjudicate(
         verdict = "UNAVAILABLE"
         reasons = [
             f"{len(unchecked)} output pair(s) rest on outputs not checked against their "
-            "request: unchecked is never valid",
+            "request: unchecked is never valid"
+            + next((f"; first: {r}" for r in unchecked if _BOUNDED in r), ""),
             *dict.fromkeys(unchecked),
         ]
     return Adjudication(

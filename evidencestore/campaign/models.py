@@ -97,7 +97,12 @@ class QualityRule(Model, frozen=True, kw_only=True):
     after enough baseline runs of its condition (the arm's ``runs``) to establish the
     baseline's repeatability (from git history). ``set_aside_after_results``: a void or
     withdrawal committed after the results it removes is named in the verdict
-    (``allow``), or takes no effect (``refuse``)."""
+    (``allow``), or takes no effect (``refuse``).
+    ``audio_length``: ``exact`` (default) accepts only audio lengths the container states;
+    an output whose length is bounded, not verified (raw ADTS, MPEG-TS, AAC in Matroska:
+    ``docs/media.md``) makes its pair UNAVAILABLE, so no lossless verdict PASSes and no
+    campaign is ACCEPTED on it. ``bounded`` accepts such lengths, and every verdict that
+    rests on one names its bound in samples and milliseconds."""
 
     __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
@@ -105,6 +110,7 @@ class QualityRule(Model, frozen=True, kw_only=True):
     compare_phases: tuple[Literal["warmup", "measured"], ...] = ("warmup", "measured")
     repeatability_first: bool = False
     set_aside_after_results: Literal["allow", "refuse"] = "allow"
+    audio_length: Literal["exact", "bounded"] = "exact"
 
 
 class ConditionSpec(Model, frozen=True, kw_only=True):

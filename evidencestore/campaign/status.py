@@ -521,6 +521,13 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
                     f"{c}: candidate {arm.name} speedup is unresolved: the measurement "
                     "resolution could change its verdict"
                 )
+            passed = adjs.get(f"{c}/{arm.name}") if verdict == "PASS" else None
+            if passed is not None:  # PASS on lengths bounded, not verified: say which
+                notes += [
+                    f"{c}: candidate {arm.name}: {r}"
+                    for r in passed.reasons
+                    if "length bounded, not verified" in r
+                ]
             qualified = verdict == "PASS" and speedup_ok
             cell = _cell(c, arm, done, failed, rep_word, verdict, claim.speedup, qualified)
             cell = msgspec.structs.replace(cell, claim=claim.verdict)

@@ -1,7 +1,9 @@
 """``evstore`` subcommands: media (probe, check, compare).
 
-Exit codes: ``check`` 0 when every check holds, 1 otherwise; ``compare`` 0 PASS, 1 FAIL,
-3 INCONCLUSIVE, 4 UNAVAILABLE; 2 for usage errors and unusable inputs or files.
+Exit codes: ``check`` 0 PASS, 1 FAIL, 3 INCONCLUSIVE (every check holds but an audio
+length is bounded, not verified, and ``--audio-length bounded`` was not given);
+``compare`` 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 4 UNAVAILABLE; 2 for usage errors and
+unusable inputs or files.
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ def register(commands: Commands) -> None:
             _expectation_args,
             json_flag("the full report"),
             arg("--record", metavar="OUT.json", help="also write the report to this file"),
+            AUDIO_LENGTH,
         ],
         help="decode every frame and sample and check against expectations",
-        description="Exit 0 when every check holds, 1 otherwise.",
+        description="Exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE (an audio length the container "
+        "cannot state: bounded, not verified), 2 usage error.",
     )
     msub.add(
         "compare",
@@ -61,10 +65,20 @@ def register(commands: Commands) -> None:
             json_flag("the comparison record"),
             arg("--record", metavar="OUT.json", help="write the comparison record here"),
             arg("--html", metavar="OUT.html", help="also write a self-contained HTML report"),
+            AUDIO_LENGTH,
         ],
         help="compare a reference and a candidate",
         description="Exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 4 UNAVAILABLE, 2 usage error.",
     )
+
+
+AUDIO_LENGTH = arg(
+    "--audio-length",
+    choices=("exact", "bounded"),
+    default="exact",
+    help="exact (default): an audio length the container cannot state (raw ADTS, MPEG-TS, "
+    "AAC in Matroska) is INCONCLUSIVE; bounded: accept it, naming the bound",
+)
 
 
 def _expectation_args(parser: argparse.ArgumentParser) -> None:
@@ -194,17 +208,21 @@ def _check(args: argparse.Namespace) -> int:
         # checked on the container that is decoded, so it is opened once
         require_lengths(expectations, kinds, source.name)
 
-    report = check(source, expectations, before_decode=refuse_unrequested)
+    report = check(
+        source, expectations, before_decode=refuse_unrequested, audio_length=args.audio_length
+    )
     if args.record:
         _write(args.record, pretty(report))
     if args.json:
         sys.stdout.write(pretty(report).decode())
     else:
         print(f"{report.report.probe.name}: {report.verdict}")
+        for bound in report.bounds:
+            print(f"  {bound.text()}")
         for s in report.report.decoded:
             print(f"  #{s.index} {s.type}: {s.frames} frames, root {s.root}")
         _print_checks(report.checks)
-    return 0 if report.verdict == "PASS" else 1
+    return {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}[report.verdict]
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -229,7 +247,10 @@ def _compare(args: argparse.Namespace) -> int:
         scorers.append(load_configured_scorer(root))
     reference = _resolve_checked(args.reference, expectations, root)
     candidate = _resolve_checked(args.candidate, expectations, root)
-    record = compare(reference, candidate, expectations, thresholds, scorers=scorers, root=root)
+    record = compare(
+        reference, candidate, expectations, thresholds, scorers=scorers, root=root,
+        audio_length=args.audio_length,
+    )  # fmt: skip
     if args.record:
         _write(args.record, pretty(record))
     if args.html:

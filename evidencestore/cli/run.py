@@ -355,6 +355,13 @@ def _show(args: argparse.Namespace) -> int:
             f"  {summary['unchecked']} output(s) not checked against their request "
             "(check_media off, or the check could not run): no verdict can be PASS on them"
         )
+    if summary["bounded"]:
+        first = summary["bounded"][0]
+        print(
+            f"  {len(summary['bounded'])} output(s) with an audio length bounded, not "
+            f"verified (no lossless PASS on them unless a protocol accepts bounded lengths); "
+            f"first: {first['label']}: {first['message']}"
+        )
     for audit in summary["audits"]:
         found = len(audit["findings"])
         print(f"audit {audit['name']}: {found} finding(s); {audit['description']}")

@@ -5,7 +5,9 @@ invalid input makes the comparison FAIL whatever else holds); then compatibility
 (geometry, pixel format, frame count and timestamps, sample rate, layout, sample format,
 sample count); incompatible inputs are UNAVAILABLE and no metric is computed (nothing is
 resized, resampled, padded or trimmed). Exact equality per stream comes from the decoded
-content digests: all equal is PASS. Otherwise metrics are computed frame by frame in
+content digests: all equal is PASS, unless an input's audio length is bounded, not
+verified (``LengthBound``): then INCONCLUSIVE unless ``audio_length="bounded"`` accepts
+bounded lengths, and every verdict on such an input names its bounds. Otherwise metrics are computed frame by frame in
 lockstep (memory does not grow with duration): a violated threshold is FAIL, and unequal
 outputs within every threshold are INCONCLUSIVE, never PASS. The metrics read each stream's
 frames from a :data:`FrameReader`: by default :func:`stream_frames` decodes the source again;
@@ -22,7 +24,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from .decode import _row_bytes, analyse, decodable, iter_frames
-from .expectations import verify_report
+from .expectations import assess
 from .probing import opened
 from .records import (
     AudioMetrics,
@@ -34,6 +36,8 @@ from .records import (
     Expectations,
     FrameMetrics,
     InputRecord,
+    LengthBound,
+    LengthPolicy,
     MediaReport,
     PerceptualSummary,
     PlaneMetrics,
@@ -206,10 +210,13 @@ def equality(ref: MediaReport, cand: MediaReport) -> tuple[StreamEquality, ...]:
     return tuple(out)
 
 
-def _input_record(report: MediaReport, checks: tuple[Check, ...]) -> InputRecord:
+def _input_record(
+    report: MediaReport, checks: tuple[Check, ...], bounds: tuple[LengthBound, ...]
+) -> InputRecord:
     import msgspec
 
     return InputRecord(
+        bounds=bounds,
         name=report.probe.name,
         source=report.probe.source,
         container=report.probe.container,
@@ -595,6 +602,7 @@ def compare_reports(
     *,
     scorers: Sequence[FrameScorer] = (),
     frames: FrameReader = stream_frames,
+    audio_length: LengthPolicy = "exact",
 ) -> ComparisonRecord:
     """Compare two already-analysed inputs (see :func:`compare`); the metrics of unequal
     inputs read their frames from ``frames`` (module doc)."""
@@ -602,10 +610,10 @@ def compare_reports(
 
     expectations = expectations or Expectations()
     thresholds = thresholds or Thresholds()
-    ref_checks = verify_report(ref, expectations)
-    cand_checks = verify_report(cand, expectations)
-    reference = _input_record(ref, ref_checks)
-    candidate = _input_record(cand, cand_checks)
+    ref_checks, ref_bounds = assess(ref, expectations)
+    cand_checks, cand_bounds = assess(cand, expectations)
+    reference = _input_record(ref, ref_checks, ref_bounds)
+    candidate = _input_record(cand, cand_checks, cand_bounds)
     compat = compatibility(ref, cand) if ref.decoded and cand.decoded else ()
     equal = equality(ref, cand)
     metrics: ComparisonMetrics | None = None
@@ -668,6 +676,16 @@ def compare_reports(
             else:
                 verdict = "FAIL"
                 reasons += _failed("", limits)
+    bounded = [f"{who}: {b.text()}" for who, r in (("reference", reference),
+               ("candidate", candidate)) for b in r.bounds]  # fmt: skip
+    if bounded and verdict != "FAIL":
+        reasons += bounded
+        if audio_length == "exact" and verdict == "PASS":
+            verdict = "INCONCLUSIVE"
+            reasons.append(
+                "a length bounded, not verified, is never PASS unless bounded lengths are "
+                'accepted (audio_length = "bounded")'
+            )
     ref_source.ensure_unchanged()
     cand_source.ensure_unchanged()
     return ComparisonRecord(
@@ -683,6 +701,7 @@ def compare_reports(
         threshold_checks=limits,
         scorers={s.name: dict(s.provenance()) for s in scorers},
         versions=tool_versions(),
+        audio_length=audio_length,
     )
 
 
@@ -694,6 +713,7 @@ def compare(
     *,
     scorers: Sequence[FrameScorer] = (),
     root: str | os.PathLike[str] | None = None,
+    audio_length: LengthPolicy = "exact",
 ) -> ComparisonRecord:
     """Compare ``reference`` and ``candidate`` (``FILE|DIGEST`` each); see module doc."""
     ref_source = resolve(reference, root)
@@ -701,5 +721,6 @@ def compare(
     ref = analyse(ref_source)
     cand = analyse(cand_source)
     return compare_reports(
-        ref_source, cand_source, ref, cand, expectations, thresholds, scorers=scorers
-    )
+        ref_source, cand_source, ref, cand, expectations, thresholds, scorers=scorers,
+        audio_length=audio_length,
+    )  # fmt: skip

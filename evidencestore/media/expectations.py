@@ -2,20 +2,33 @@
 
 Timing rules (``tb`` is the stream time base):
 
-* a timestamp matches when it is within half a tick of the ideal time; in sample-based
-  time bases (1/48000 for 48 kHz audio, 1/15360 for 30 fps MP4 video) ideal times are whole
-  ticks, so the rule is exact equality; in coarse ones (1/1000) it tolerates rounding only;
-* audio is judged by the samples the container presents (``presented.py``: PCM, end-trimming
-  side data, the MP4/MOV sample table and edit list), compared with the request exactly
-  (to the edit list's resolution where that is coarser than a sample), and the check names
-  the source; only where the container says nothing does the codec padding bound apply:
-  ``expected <= decoded < expected + one codec frame`` (1024 for AAC, 960 for Opus), raw
-  ADTS AAC (no edit list) also allowing the encoder's untrimmed 1024-sample priming;
+* timestamps are judged at the container's own resolution, the quantum ``q``: the coarser
+  of the stream time base and the container's timestamp unit (1 ms for Matroska/WebM,
+  ``CONTAINER_QUANTA``). Where every ideal time is a whole tick (sample-based time bases:
+  1/48000 for 48 kHz audio, 1/15360 for 30 fps MP4 video) the rule is exact equality (half
+  a tick). Where it is not (1/24 s frames in 1 ms ticks), each stored time was rounded to
+  ``q``: a timestamp matches within one quantum (it and the time it is measured from are
+  each rounded by up to half of one), an end time (a timestamp plus a stored duration,
+  which muxers truncate: 41.667 ms is written as 41) within one and a half. Every message
+  states the tolerance and where it comes from; a missing frame or a one-frame gap (16.7 ms
+  at 60 fps) is always larger;
+* audio is judged by the samples the container presents (``presented.py``: PCM, FLAC,
+  end-trimming side data, Ogg, the MP4/MOV sample table and edit list), compared with the
+  request exactly (to the edit list's resolution where that is coarser than a sample), and
+  the check names the source. Where the container says nothing (raw ADTS, MPEG-TS, AAC in
+  Matroska) only the codec padding bound applies, ``expected <= decoded < expected +
+  allowance`` (one codec frame, plus untrimmed encoder priming), and the length is
+  **bounded, not verified**: the check records a ``LengthBound`` (samples and ms that could
+  be missing unseen) and its verdict is INCONCLUSIVE unless bounded lengths are accepted
+  (``audio_length="bounded"``), never PASS on a length nobody can verify;
 * the first timestamp is 0 after the container's edit list / pre-skip trimming (FFmpeg
-  applies it while decoding); continuity compares every frame with the ideal time given
-  by the frames or samples before it, so a gap or an overlap anywhere is caught; without
-  a known frame rate (requested or declared) video continuity is a failing check, never
-  silently absent.
+  applies it while decoding). MPEG-TS and raw streams (ADTS, MP3) have no timeline
+  origin: time 0 is the first video frame (audio-only: the first presented sample, after
+  the encoder's untrimmed priming or the priming the decoder drops), and an audio stream
+  with untrimmed priming starts that much before it. Continuity compares
+  every frame with the ideal time given by the frames or samples before it, so a gap or
+  an overlap anywhere is caught; without a known frame rate (requested or declared) video
+  continuity is a failing check, never silently absent.
 
 Coverage rules:
 
@@ -34,15 +47,16 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from .._canonical import MAX_DEPTH, loads_json, nesting_depth
 from ..errors import MediaError
-from .presented import CODEC_FRAME_SIZES, codec_allowance, presented_samples
+from .presented import CODEC_FRAME_SIZES, UNTRIMMED_PRIMING, codec_allowance, presented_samples
 from .records import (
     AudioExpectation,
     Check,
@@ -50,6 +64,8 @@ from .records import (
     DecodedStream,
     Expectations,
     FrameRecord,
+    LengthBound,
+    LengthPolicy,
     MediaReport,
     ProbeReport,
     StreamInfo,
@@ -59,11 +75,15 @@ from .records import (
 
 __all__ = [
     "CODEC_FRAME_SIZES",
+    "CONTAINER_QUANTA",
+    "Tolerance",
+    "assess",
     "expectations_from_mapping",
     "load_expectations",
     "missing_lengths",
     "parse_rate",
     "require_lengths",
+    "verdict_of",
     "verify_report",
     "with_overrides",
 ]
@@ -214,9 +234,85 @@ def _tb(stream: DecodedStream) -> Fraction | None:
     return Fraction(stream.time_base) if stream.time_base else None
 
 
+#: The timestamp unit of containers whose timestamps are coarser than their codecs' sample
+#: clocks (FFmpeg's demuxer name, as PyAV reports it in ``container.format.name``).
+#: Matroska/WebM store timestamps in TimestampScale units, 1 ms as every muxer writes it.
+CONTAINER_QUANTA: dict[str, tuple[str, Fraction]] = {
+    "matroska": ("Matroska/WebM", Fraction(1, 1000)),
+    "webm": ("Matroska/WebM", Fraction(1, 1000)),
+    "flv": ("FLV", Fraction(1, 1000)),
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How closely a stream's stored timestamps can match ideal times (module doc).
+
+    ``quantum`` is the coarser of the stream time base and the container's timestamp unit;
+    ``on_grid`` whether every ideal time (a multiple of ``step``) is a whole quantum.
+    """
+
+    time_base: Fraction
+    quantum: Fraction
+    on_grid: bool
+    unit: str  # where the quantum comes from, for messages
+
+    @classmethod
+    def of(cls, s: DecodedStream, container: str, step: Fraction | None) -> Tolerance | None:
+        """The tolerance of stream ``s`` in ``container`` whose frames or samples last
+        ``step`` seconds (None when unknown: judged as on the grid); None without a time
+        base."""
+        tb = _tb(s)
+        if tb is None:
+            return None
+        known = [CONTAINER_QUANTA[n] for n in container.split(",") if n in CONTAINER_QUANTA]
+        name, unit = known[0] if known else ("", tb)
+        quantum = max(tb, unit)
+        if quantum > tb:
+            where = f"{name}'s {_quantum_text(unit)} timestamps, coarser than the time base {tb}"
+        elif known:
+            where = f"the time base {tb} ({name} stores {_quantum_text(unit)} timestamps)"
+        else:
+            where = f"the time base {tb}"
+        on_grid = step is None or (step / quantum).denominator == 1
+        return cls(tb, quantum, on_grid, where)
+
+    @property
+    def first(self) -> Fraction:
+        """For a timestamp against an exact time (the start, 0): half a quantum."""
+        return self.quantum / 2
+
+    @property
+    def point(self) -> Fraction:
+        """For a timestamp against a time measured from another stored timestamp."""
+        return self.time_base / 2 if self.on_grid else self.quantum
+
+    @property
+    def end(self) -> Fraction:
+        """For an end: a stored timestamp plus a stored (possibly truncated) duration."""
+        return self.time_base / 2 if self.on_grid else self.quantum * 3 / 2
+
+    def says(self, value: Fraction) -> str:
+        """The tolerance ``value`` in words, with its reason."""
+        if self.on_grid:
+            return (
+                f"tolerance half a tick ({_fmt(value)}): ideal times are whole ticks of {self.unit}"
+            )
+        quanta = {self.quantum / 2: "half a quantum", self.quantum: "one quantum"}.get(
+            value, "one and a half quanta"
+        )
+        return f"tolerance {quanta} ({_fmt(value)}) of {self.unit}"
+
+
+def _quantum_text(unit: Fraction) -> str:
+    ms = unit * 1000
+    return f"{ms} ms" if ms.denominator == 1 else f"{unit} s"
+
+
 class _Checks:
     def __init__(self) -> None:
         self.items: list[Check] = []
+        self.bounds: list[LengthBound] = []
 
     def add(
         self,
@@ -300,27 +396,82 @@ def _common(checks: _Checks, s: DecodedStream) -> None:
     )
 
 
-def _first_timestamp(checks: _Checks, s: DecodedStream) -> None:
+@dataclass(frozen=True)
+class _Origin:
+    """Time 0 of a file's timeline: 0, or for MPEG-TS (whose timestamps start anywhere)
+    the first video frame's time (audio-only: the first audio sample after the
+    encoder's untrimmed priming)."""
+
+    at: Fraction = Fraction(0)
+    why: str = ""
+
+    def lead(self, s: DecodedStream) -> Fraction:
+        """Where ``s`` should start relative to the origin: before it by the encoder
+        priming that an MPEG-TS stream carries untrimmed (decoded as content)."""
+        return _untrimmed_lead(s) if self.why else Fraction(0)
+
+
+def _untrimmed_lead(s: DecodedStream) -> Fraction:
+    """Minus the duration of the encoder priming ``s`` decodes as content (none trimmed)."""
+    if s.type != "audio" or s.skip_start is not None or not s.sample_rate:
+        return Fraction(0)
+    return -Fraction(UNTRIMMED_PRIMING.get(s.codec or "", 0), s.sample_rate)
+
+
+# Containers whose timestamps have no origin of their own: a transport stream starts its
+# clock anywhere; a raw elementary stream's first frame may be priming the decoder drops.
+_NO_ORIGIN = {"mpegts": "MPEG-TS", "mp3": "raw MP3", "aac": "raw ADTS"}
+
+
+def _origin(report: MediaReport) -> _Origin:
+    names = [_NO_ORIGIN[n] for n in report.probe.container.split(",") if n in _NO_ORIGIN]
+    if not names:
+        return _Origin()
+    starts = [
+        (s.type, s.first_pts * tb - _untrimmed_lead(s))
+        for s in report.decoded
+        if s.first_pts is not None and (tb := _tb(s)) is not None
+    ]
+    video = [t for kind, t in starts if kind == "video"]
+    if video:
+        why = f"{names[0]} has no timeline origin: time 0 is the first video frame"
+        return _Origin(min(video), why)
+    if starts:
+        why = f"{names[0]} has no timeline origin: time 0 is the first presented audio sample"
+        return _Origin(min(t for _, t in starts), why)
+    return _Origin()
+
+
+def _first_timestamp(
+    checks: _Checks, s: DecodedStream, tol: Tolerance | None, origin: _Origin
+) -> None:
     tb = _tb(s)
-    if s.first_pts is None or tb is None:
+    if s.first_pts is None or tb is None or tol is None:
         return
-    t = s.first_pts * tb
+    t = s.first_pts * tb - origin.at
+    want = origin.lead(s)
+    where = f" ({origin.why})" if origin.why else ""
     checks.add(
         f"{s.type}.first_timestamp",
-        abs(t) <= tb / 2,
-        0.0,
+        abs(t - want) <= tol.first,
+        float(want),
         float(t),
-        f"first {s.type} timestamp {_fmt(t)} (after edit-list trimming), expected 0",
+        f"first {s.type} timestamp {_fmt(t)} (after edit-list trimming){where}, expected "
+        + (f"{_fmt(want)} (its untrimmed priming before time 0)" if want else "0")
+        + f"; {tol.says(tol.first)}",
         s.index,
     )
 
 
-def _continuity(checks: _Checks, s: DecodedStream, ideal_step: Any, basis: str) -> None:
-    """Every frame's time must be within half a tick of first + the ideal offset."""
+def _continuity(
+    checks: _Checks, s: DecodedStream, ideal_step: Any, basis: str, tol: Tolerance | None
+) -> None:
+    """Every frame's time must be within the tolerance of first + the ideal offset."""
     tb = _tb(s)
     records = [r for r in s.frame_records if r.pts is not None]
-    if tb is None or not records:
+    if tb is None or tol is None or not records:
         return
+    limit = tol.point
     anchor = records[0].pts * tb  # type: ignore[operator]
     offset = Fraction(0)
     bad: list[tuple[FrameRecord, Fraction, Fraction]] = []
@@ -332,7 +483,7 @@ def _continuity(checks: _Checks, s: DecodedStream, ideal_step: Any, basis: str) 
         ideal = anchor + offset
         t = r.pts * tb  # type: ignore[operator]
         dev = abs(t - ideal)
-        if dev > tb / 2:
+        if dev > limit:
             bad.append((r, t, ideal))
             # Re-anchor so one gap counts once, not once per frame after it.
             anchor, offset = t, Fraction(0)
@@ -346,12 +497,12 @@ def _continuity(checks: _Checks, s: DecodedStream, ideal_step: Any, basis: str) 
             f"{len(bad)} discontinuit{'y' if len(bad) == 1 else 'ies'} in the {s.type} "
             f"timeline ({basis}); first: "
             f"frame {r.index} at {_fmt(t)}, expected {_fmt(ideal)} ({kind} of "
-            f"{_fmt(abs(t - ideal))}); tolerance half a tick ({_fmt(tb / 2)})"
+            f"{_fmt(abs(t - ideal))}); {tol.says(limit)}"
         )
     else:
         message = (
             f"{len(records)} {s.type} frames continuous ({basis}); largest deviation "
-            f"{_fmt(worst)}, tolerance half a tick ({_fmt(tb / 2)})"
+            f"{_fmt(worst)}, {tol.says(limit)}"
         )
     checks.add(f"{s.type}.continuity", not bad, 0, len(bad), message, s.index)
 
@@ -390,27 +541,41 @@ def _requested_properties(
 
 
 def _video(
-    checks: _Checks, s: DecodedStream, info: StreamInfo | None, exp: VideoExpectation | None
+    checks: _Checks,
+    s: DecodedStream,
+    info: StreamInfo | None,
+    exp: VideoExpectation | None,
+    container: str,
+    origin: _Origin,
 ) -> None:
     _common(checks, s)
     i = s.index
     _requested_properties(checks, "video", s, exp)
     declared_rate = parse_rate(info.frame_rate) if info and info.frame_rate else None
     rate = parse_rate(exp.frame_rate) if exp and exp.frame_rate is not None else declared_rate
+    tb = _tb(s)
+    tol = Tolerance.of(s, container, 1 / rate if rate is not None else None)
     if exp is not None and exp.frame_rate is not None:
         assert rate is not None
+        ok = declared_rate == rate
+        how = ""
+        if not ok and declared_rate is not None and tol is not None and not tol.on_grid:
+            # A rate the demuxer measured from rounded timestamps: n frame intervals at
+            # the declared rate must span the requested time to within one quantum.
+            n = max(1, s.frames - 1)
+            ok = abs(n / declared_rate - n / rate) <= tol.point
+            how = f" (measured over {n} frame intervals; {tol.says(tol.point)})"
         checks.add(
             "video.frame_rate",
-            declared_rate == rate,
+            ok,
             str(rate),
             None if declared_rate is None else str(declared_rate),
-            f"declared frame rate {declared_rate}, expected {rate}",
+            f"declared frame rate {declared_rate}, expected {rate}{how}",
             i,
         )
-    _first_timestamp(checks, s)
-    tb = _tb(s)
+    _first_timestamp(checks, s, tol, origin)
     if rate is not None:
-        _continuity(checks, s, lambda _r: 1 / rate, f"1/{rate} s per frame")
+        _continuity(checks, s, lambda _r: 1 / rate, f"1/{rate} s per frame", tol)
     else:
         checks.add(
             "video.continuity",
@@ -445,15 +610,16 @@ def _video(
     if records and tb is not None:
         last = records[-1]
         step = last.duration * tb if last.duration else (1 / rate if rate else None)
-        end = last.pts * tb + step if step is not None else None  # type: ignore[operator]
-    if info is not None and info.duration is not None and tb is not None and end is not None:
-        declared = info.duration * tb
+        end = last.pts * tb + step - origin.at if step is not None else None  # type: ignore[operator]
+    if info is not None and info.duration is not None and tol is not None and end is not None:
+        declared = info.duration * tol.time_base
         checks.add(
             "video.declared_duration",
-            abs(end - declared) <= tb / 2,
+            abs(end - declared) <= tol.end,
             float(declared),
             float(end),
-            f"decoded video ends at {_fmt(end)}; the container declares {_fmt(declared)}",
+            f"decoded video ends at {_fmt(end)}; the container declares {_fmt(declared)}; "
+            + tol.says(tol.end),
             i,
         )
     frames = _requested_length(checks, "video", s, exp, rate)
@@ -472,25 +638,25 @@ def _video(
         f"decoded {s.frames} video frames{dropped}, expected {frames}",
         i,
     )
-    if rate is None or tb is None or not records:
+    if rate is None or tb is None or tol is None or not records:
         return
     want_last = (frames - 1) / rate
-    last_t = records[-1].pts * tb  # type: ignore[operator]
+    last_t = records[-1].pts * tb - origin.at  # type: ignore[operator]
     checks.add(
         "video.last_timestamp",
-        abs(last_t - want_last) <= tb / 2,
+        abs(last_t - want_last) <= tol.point,
         float(want_last),
         float(last_t),
-        f"last video frame at {_fmt(last_t)}, expected {_fmt(want_last)}",
+        f"last video frame at {_fmt(last_t)}, expected {_fmt(want_last)}; " + tol.says(tol.point),
         i,
     )
     want_end = frames / rate
     checks.add(
         "video.end_time",
-        end is not None and abs(end - want_end) <= tb / 2,
+        end is not None and abs(end - want_end) <= tol.end,
         float(want_end),
         _sec(end),
-        f"video ends at {_fmt(end)}, expected {_fmt(want_end)}",
+        f"video ends at {_fmt(end)}, expected {_fmt(want_end)}; " + tol.says(tol.end),
         i,
     )
 
@@ -548,6 +714,7 @@ def _audio(
     info: StreamInfo | None,
     exp: AudioExpectation | None,
     probe: ProbeReport,
+    origin: _Origin,
 ) -> None:
     _common(checks, s)
     i = s.index
@@ -557,13 +724,15 @@ def _audio(
     decoded = s.samples or 0
     override = exp.codec_frame_size if exp is not None else None
     allowance = codec_allowance(s, info, override, probe.container)
-    _first_timestamp(checks, s)
+    tol = Tolerance.of(s, probe.container, Fraction(1, rate) if rate else None)
+    _first_timestamp(checks, s, tol, origin)
     if rate:
         _continuity(
             checks,
             s,
             lambda r: Fraction(r.samples or 0, rate),
             "by decoded sample count",
+            tol,
         )
     if info is not None and info.duration is not None and tb is not None and rate:
         declared = info.duration * tb * rate
@@ -584,21 +753,26 @@ def _audio(
         return
     _samples(checks, s, info, probe, expected, allowance)
     records = [r for r in s.frame_records if r.pts is not None]
-    if not records or tb is None or not rate:
+    if not records or tb is None or tol is None or not rate:
         return
     last = records[-1]
-    end = last.pts * tb + Fraction(last.samples or 0, rate)  # type: ignore[operator]
+    # The last frame's stored timestamp plus its exact length in samples.
+    # From where this stream's first sample should be (before the origin by untrimmed
+    # MPEG-TS priming): the decoded count, priming included, is judged as for raw ADTS.
+    start = origin.at + origin.lead(s)
+    end = last.pts * tb + Fraction(last.samples or 0, rate) - start  # type: ignore[operator]
     want_end = Fraction(expected, want_rate)
-    low = want_end - tb / 2
-    high = want_end + Fraction(allowance, rate) + tb / 2
-    end_ok = low <= end < high if allowance > 0 else abs(end - want_end) <= tb / 2
+    low = want_end - tol.point
+    high = want_end + Fraction(allowance, rate) + tol.point
+    end_ok = low <= end < high if allowance > 0 else abs(end - want_end) <= tol.point
     checks.add(
         "audio.end_time",
         end_ok,
         float(want_end),
         float(end),
         f"audio ends at {_fmt(end)}, expected {_fmt(want_end)}"
-        + (f" (plus less than {allowance} samples of codec padding)" if allowance else ""),
+        + (f" (plus less than {allowance} samples of codec padding)" if allowance else "")
+        + f"; {tol.says(tol.point)}",
         i,
     )
 
@@ -625,12 +799,26 @@ def _samples(
             else f"exactly {expected}"
         )
         what = f"{-excess} samples short (truncated)" if excess < 0 else f"excess {excess}"
+        bound = ""
+        if ok and s.sample_rate:
+            # The presented count is at least decoded - (allowance - 1): that many
+            # samples of the request could be missing without the decode showing it.
+            hidden = max(0, allowance - 1 - excess)
+            b = LengthBound(
+                stream=i,
+                samples=hidden,
+                ms=round(hidden * 1000 / s.sample_rate, 3),
+                sample_rate=s.sample_rate,
+                reason=shown.silent,
+            )
+            checks.bounds.append(b)
+            bound = f"; bounded, not verified: up to {hidden} samples ({b.ms:.3f} ms) short"
         checks.add(
             "audio.samples",
             ok,
             expected,
             decoded,
-            f"decoded {decoded} samples per channel, expected {rule}: {what}; source: "
+            f"decoded {decoded} samples per channel, expected {rule}: {what}{bound}; source: "
             f"{shown.source}",
             i,
         )
@@ -688,13 +876,31 @@ def verify_report(
     report: MediaReport, expectations: Expectations | None = None
 ) -> tuple[Check, ...]:
     """Return every check of ``report`` against ``expectations`` (intrinsic checks always)."""
+    return assess(report, expectations)[0]
+
+
+def verdict_of(
+    checks: tuple[Check, ...], bounds: tuple[LengthBound, ...], audio_length: LengthPolicy
+) -> Literal["PASS", "FAIL", "INCONCLUSIVE"]:
+    """FAIL when a check failed; INCONCLUSIVE when an audio length is only bounded and
+    ``audio_length`` is ``exact`` (unverifiable is never valid); else PASS."""
+    if not all(c.ok for c in checks):
+        return "FAIL"
+    return "INCONCLUSIVE" if bounds and audio_length == "exact" else "PASS"
+
+
+def assess(
+    report: MediaReport, expectations: Expectations | None = None
+) -> tuple[tuple[Check, ...], tuple[LengthBound, ...]]:
+    """Every check of ``report`` against ``expectations``, and the audio streams whose
+    length is bounded, not verified (``presented.py``)."""
     exp = expectations or Expectations()
     checks = _Checks()
     name = report.probe.name
     open_errors = [e for e in report.errors if e.stage == "open"]
     if open_errors:
         checks.add("open", False, "a media container", None, open_errors[0].message)
-        return tuple(checks.items)
+        return tuple(checks.items), ()
     checks.add("open", True, "a media container", report.probe.container, f"{name}: opened")
     others = [e for e in report.errors if e.stage != "open"]
     if others:
@@ -723,15 +929,16 @@ def verify_report(
                 n,
                 f"{n} {kind} streams" + ("" if n else f": expected {_article(kind)} {kind} stream"),
             )
+    origin = _origin(report)
     # Every stream of a kind is checked against that kind's section (multi-track files:
     # a second audio track truncated is as invalid as the first).
     for s in report.decoded:
         info = _info(report, s.index)
         if s.type == "video":
-            _video(checks, s, info, exp.video)
+            _video(checks, s, info, exp.video, report.probe.container, origin)
         else:
-            _audio(checks, s, info, exp.audio, report.probe)
-    return tuple(checks.items)
+            _audio(checks, s, info, exp.audio, report.probe, origin)
+    return tuple(checks.items), tuple(checks.bounds)
 
 
 def check(
@@ -740,18 +947,22 @@ def check(
     root: str | os.PathLike[str] | None = None,
     *,
     before_decode: Callable[[set[str]], None] | None = None,
+    audio_length: LengthPolicy = "exact",
 ) -> CheckReport:
     """Decode ``FILE|DIGEST`` fully and check it against ``expectations``
-    (``before_decode`` as for :func:`~evidencestore.media.decode.analyse`)."""
+    (``before_decode`` as for :func:`~evidencestore.media.decode.analyse`); a length the
+    container cannot state makes it INCONCLUSIVE unless ``audio_length="bounded"``."""
     from .decode import analyse
     from .versions import tool_versions
 
     report = analyse(ref, root, before_decode=before_decode)
-    checks = verify_report(report, expectations)
+    checks, bounds = assess(report, expectations)
     return CheckReport(
-        verdict="PASS" if all(c.ok for c in checks) else "FAIL",
+        verdict=verdict_of(checks, bounds, audio_length),
         checks=checks,
         expectations=expectations or Expectations(),
         report=report,
         versions=tool_versions(),
+        bounds=bounds,
+        audio_length=audio_length,
     )

@@ -17,11 +17,23 @@ therefore taken, in this order, from:
    the sample table's count is used (exact); when the edit list is shorter it trims the end
    and its count is used (exact to its resolution); an edit list declaring more than the
    packets carry (or none at all, as in fragmented MP4) leaves the sample table's count.
-4. **Nothing**: raw streams (ADTS AAC, MP3) and containers that declare no end trimming
-   give only the decoded count, which may hold up to one codec frame of padding: the check
-   accepts ``expected <= decoded < expected + one codec frame`` (plus the untrimmed
-   1024-sample priming of raw ADTS AAC) and says so. A truncation smaller than the padding
-   cannot be seen there; a shorter-than-requested decode always can.
+4. **FLAC**: a FLAC encoder's last frame holds only the remaining samples (its STREAMINFO
+   states the total), so every decoded sample is presented; exact in any container.
+5. **Ogg**: the last page's granule position states where the stream ends; FFmpeg turns
+   any end trimming it implies into skip-samples side data (rule 2), and none means the
+   decoded count is the presented count; exact. So does Opus in Matroska/WebM without
+   DiscardPadding: its mapping requires DiscardPadding wherever there is padding.
+6. **Nothing**: raw ADTS, MPEG-TS, and Matroska/WebM without DiscardPadding (FFmpeg's
+   muxer writes it from the encoder's end-padding side data, which its Opus and MP3
+   encoders set and its AAC and AC-3 encoders do not: AAC in Matroska decodes to whole
+   1024-sample frames and nothing says how many samples of the last are padding) give
+   only the decoded count (raw MP3 with a LAME header states its delay and padding: rule
+   2). The length is then **bounded, not verified**: the check
+   accepts ``expected <= decoded < expected + allowance`` (one codec frame, plus the
+   encoder's untrimmed priming where the container trims none: 1024 samples for AAC, 312
+   for Opus) and records how many samples of the request could be missing unseen
+   (``allowance - 1 - excess``), which no lossless verdict accepts unless the protocol opts
+   in (``[quality] audio_length = "bounded"``).
 
 Video: FFmpeg drops the frames the edit list leaves out (their packets are marked discard),
 so the decoded frames are the presented frames; the discarded packets are counted so the
@@ -36,7 +48,14 @@ from fractions import Fraction
 
 from .records import DecodedStream, ProbeReport, StreamInfo
 
-__all__ = ["ADTS_PRIMING", "CODEC_FRAME_SIZES", "PresentedLength", "presented_samples"]
+__all__ = [
+    "ADTS_PRIMING",
+    "CODEC_FRAME_SIZES",
+    "UNTRIMMED_PRIMING",
+    "PresentedLength",
+    "codec_allowance",
+    "presented_samples",
+]
 
 # Padding allowance (one codec frame) for decoders whose context does not declare it.
 CODEC_FRAME_SIZES: dict[str, int] = {
@@ -54,9 +73,14 @@ CODEC_FRAME_SIZES: dict[str, int] = {
     "flac": 0,
 }
 
-# Raw ADTS AAC has no edit list, so the encoder's priming (1024 samples for FFmpeg's and
-# most AAC encoders) is decoded rather than trimmed: it is allowed on top of the padding.
-ADTS_PRIMING = 1024
+# Encoder priming a decoder emits when the container trims none (raw ADTS AAC, AAC or
+# Opus in MPEG-TS: no edit list, no pre-skip side data): FFmpeg's and most AAC encoders
+# prime 1024 samples, libopus 312 (its usual pre-skip at 48 kHz).
+UNTRIMMED_PRIMING: dict[str, int] = {"aac": 1024, "libfdk_aac": 1024, "opus": 312, "libopus": 312}
+ADTS_PRIMING = UNTRIMMED_PRIMING["aac"]
+
+# Codecs whose last frame holds only the remaining samples: no end padding to trim.
+UNPADDED = frozenset({"flac"})
 
 
 @dataclass(frozen=True)
@@ -73,6 +97,7 @@ class PresentedLength:
     resolution: int | None
     allowance: int
     decoded: int
+    silent: str = ""  # why the container cannot state the length (when it cannot)
 
     @property
     def exact(self) -> bool:
@@ -84,15 +109,17 @@ def codec_allowance(
     stream: DecodedStream, info: StreamInfo | None, override: int | None, container: str
 ) -> int:
     """One codec frame of padding (the expectation's ``codec_frame_size``, else the
-    decoder's frame size, else the codec's usual one), plus raw ADTS priming."""
+    decoder's frame size, else the codec's usual one), plus the encoder's priming where
+    the container trims none (``UNTRIMMED_PRIMING``: no skip-samples side data at all)."""
+    codec = stream.codec or ""
     if override is not None:
         allowance = override
     elif info is not None and info.codec_frame_size:
         allowance = info.codec_frame_size
     else:
-        allowance = CODEC_FRAME_SIZES.get(stream.codec or "", 0)
-    if container == "aac" and stream.codec in ("aac", "libfdk_aac"):
-        allowance += ADTS_PRIMING
+        allowance = CODEC_FRAME_SIZES.get(codec, 0)
+    if stream.skip_start is None:
+        allowance += UNTRIMMED_PRIMING.get(codec, 0)
     return allowance
 
 
@@ -118,6 +145,9 @@ def presented_samples(
         return PresentedLength(
             decoded, "PCM: every decoded sample is presented", 1, allowance, decoded
         )
+    if codec in UNPADDED:
+        source = f"{codec.upper()}: its last frame holds only the remaining samples"
+        return PresentedLength(decoded, source, 1, allowance, decoded)
     if stream.skip_end:
         source = (
             f"the container's end trimming ({stream.skip_end} samples of skip-samples side "
@@ -157,9 +187,32 @@ def presented_samples(
             "more than the packets carry)"
         )
         return PresentedLength(table, source, 1, allowance, decoded)
+    names = set(probe.container.split(","))
+    if "ogg" in names:
+        source = "the Ogg granule position of the last page (no end trimming needed)"
+        return PresentedLength(decoded, source, 1, allowance, decoded)
+    if names & {"matroska", "webm"} and codec in ("opus", "libopus"):
+        # The Matroska Opus mapping requires DiscardPadding wherever the last frame
+        # carries padding (FFmpeg writes it then): none means there was none.
+        source = "the container's end trimming (no DiscardPadding: no padding to trim)"
+        return PresentedLength(decoded, source, 1, allowance, decoded)
+    silent = _silent(probe.container)
     source = (
-        "no container information on the presented length (no edit list, sample table or "
-        "end-trimming side data): the decoded count, which may carry up to one codec "
-        f"frame of padding ({allowance} samples)"
+        f"no container information on the presented length ({silent}): "
+        "the decoded count, which may carry up to one codec frame of padding"
+        + (" and the encoder's untrimmed priming" if stream.skip_start is None else "")
+        + f" ({allowance} samples)"
     )
-    return PresentedLength(decoded, source, None, allowance, decoded)
+    return PresentedLength(decoded, source, None, allowance, decoded, silent)
+
+
+def _silent(container: str) -> str:
+    """Why ``container`` says nothing about where an audio stream's samples end."""
+    names = set(container.split(","))
+    if "aac" in names:
+        return "raw ADTS: no edit list, no end trimming"
+    if names & {"matroska", "webm"}:
+        return "Matroska/WebM without DiscardPadding: nothing marks the last frame's padding"
+    if "mpegts" in names:
+        return "MPEG-TS: no edit list, no end trimming"
+    return "no edit list, sample table or end-trimming side data"

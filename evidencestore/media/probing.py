@@ -66,16 +66,36 @@ def _positive(value: int | None) -> int | None:
     return value if value is not None and value > 0 else None
 
 
-def stream_info(stream: Any) -> StreamInfo:
-    """Return the declared properties of one PyAV stream."""
+def _tag_duration(stream: Any) -> int | None:
+    """A Matroska track's own ``DURATION`` tag (``HH:MM:SS.nnnnnnnnn``, written by FFmpeg's
+    muxer) in the stream's time base, or None.
+
+    FFmpeg gives a Matroska stream without a duration of its own the whole segment's
+    (the longest track's, audio priming included), which says nothing about this track."""
+    text = stream.metadata.get("DURATION") if stream.metadata else None
+    tb = stream.time_base
+    if not text or not tb:
+        return None
+    try:
+        hours, minutes, seconds = text.strip().split(":")
+        total = (int(hours) * 60 + int(minutes)) * 60 + Fraction(seconds)
+    except (ValueError, ZeroDivisionError):
+        return None
+    return round(total / Fraction(tb))
+
+
+def stream_info(stream: Any, container: str = "") -> StreamInfo:
+    """Return the declared properties of one PyAV stream in ``container`` (its format
+    name: for Matroska/WebM a track's duration is its own ``DURATION`` tag)."""
     ctx = stream.codec_context
+    matroska = bool({"matroska", "webm"} & set(container.split(",")))
     common: dict[str, Any] = {
         "index": stream.index,
         "type": stream.type,
         "codec": ctx.name if ctx is not None else None,
         "time_base": fraction_text(stream.time_base),
         "start_time": stream.start_time,
-        "duration": stream.duration,
+        "duration": _tag_duration(stream) if matroska else stream.duration,
         "frames": _positive(stream.frames),
     }
     if stream.type == "video":
@@ -168,7 +188,7 @@ def probe_container(container: InputContainer, source: MediaSource) -> ProbeRepo
             duration_us=container.duration,
             start_time_us=container.start_time,
             movie_timescale=_timescale(container, source),
-            streams=tuple(stream_info(s) for s in container.streams),
+            streams=tuple(stream_info(s, container.format.name) for s in container.streams),
         )
     except Exception as exc:
         reason = f"cannot read stream properties: {type(exc).__name__}: {exc}"

@@ -37,6 +37,8 @@ __all__ = [
     "FrameMetrics",
     "FrameRecord",
     "InputRecord",
+    "LengthBound",
+    "LengthPolicy",
     "MediaReport",
     "PerceptualSummary",
     "PlaneMetrics",
@@ -54,6 +56,9 @@ COMPARISON_KIND = "evidencestore/media-comparison"
 REPORT_KIND = "evidencestore/media-check"
 
 Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE", "UNAVAILABLE"]
+#: What a verdict accepts as an audio stream's length: ``exact`` (stated by the container)
+#: or ``bounded`` (also a decoded count the container cannot confirm, with its bound named).
+LengthPolicy = Literal["exact", "bounded"]
 StreamType = Literal["video", "audio", "subtitle", "data", "attachment", "unknown"]
 Value = int | float | str | bool | None
 
@@ -281,14 +286,42 @@ class Thresholds(Model, frozen=True, kw_only=True, omit_defaults=False):
             _require_finite("thresholds.perceptual_max", **{name: value})
 
 
-class CheckReport(Model, frozen=True, kw_only=True, tag_field="kind", tag=REPORT_KIND):
-    """``evstore media check``: a report, the expectations and every check."""
+class LengthBound(Model, frozen=True, kw_only=True):
+    """An audio stream whose presented length its container does not state (raw ADTS,
+    MPEG-TS, AAC in Matroska): the decoded count agrees with the request to within the
+    codec's padding, so up to ``samples`` samples (``ms`` milliseconds) of the request
+    could be missing unseen. ``reason`` says why the container cannot tell."""
 
-    verdict: Literal["PASS", "FAIL"]
+    stream: int
+    samples: int
+    ms: float
+    sample_rate: int
+    reason: str
+
+    def text(self) -> str:
+        """The bound in words, as every verdict that rests on it names it."""
+        return (
+            f"audio stream #{self.stream}: length bounded, not verified: up to "
+            f"{self.samples} samples ({self.ms:.3f} ms at {self.sample_rate} Hz) of the "
+            f"request could be missing unseen ({self.reason})"
+        )
+
+
+class CheckReport(Model, frozen=True, kw_only=True, tag_field="kind", tag=REPORT_KIND):
+    """``evstore media check``: a report, the expectations and every check.
+
+    ``bounds``: audio streams whose length is bounded, not verified. With any, and
+    every check passing, the verdict is ``INCONCLUSIVE`` unless ``audio_length`` is
+    ``bounded`` (the caller accepts bounded lengths), then ``PASS`` with the bounds named.
+    """
+
+    verdict: Literal["PASS", "FAIL", "INCONCLUSIVE"]
     checks: tuple[Check, ...]
     expectations: Expectations
     report: MediaReport
     versions: dict[str, str] = msgspec.field(default_factory=dict)
+    bounds: tuple[LengthBound, ...] = ()
+    audio_length: LengthPolicy = "exact"
 
 
 class PlaneMetrics(Model, frozen=True, kw_only=True, omit_defaults=False):
@@ -381,10 +414,12 @@ class InputRecord(Model, frozen=True, kw_only=True):
     checks: tuple[Check, ...]
     streams: tuple[DecodedStream, ...] = ()
     errors: tuple[DecodeErrorRecord, ...] = ()
+    bounds: tuple[LengthBound, ...] = ()
 
 
 class ComparisonRecord(Model, frozen=True, kw_only=True, tag_field="kind", tag=COMPARISON_KIND):
-    """A comparison bound to its provenance: inputs, expectations, thresholds, versions."""
+    """A comparison bound to its provenance: inputs, expectations, thresholds, versions;
+    ``audio_length``: whether a length bounded, not verified, could make it PASS."""
 
     schema_version: int = 1
     verdict: Verdict
@@ -399,6 +434,7 @@ class ComparisonRecord(Model, frozen=True, kw_only=True, tag_field="kind", tag=C
     threshold_checks: tuple[Check, ...] = ()
     scorers: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
     versions: dict[str, str] = msgspec.field(default_factory=dict)
+    audio_length: LengthPolicy = "exact"
 
 
 MEDIA_SCHEMA_TYPES: dict[str, type] = {

@@ -56,7 +56,7 @@ def content_identity(record: RequestRecord, store: BlobStore) -> tuple[Any, ...]
             c.text,
             tuple((ch.name, ch.text) for ch in c.channels),
         )
-    if record.media is not None and record.media.verdict == "PASS":
+    if record.media is not None and record.media.verdict in ("PASS", "INCONCLUSIVE"):
         from ..media.records import CheckReport
 
         try:

@@ -200,6 +200,8 @@ def check_output(
     desc = store_record(report, store)
     failed = tuple(c.name for c in report.checks if not c.ok)
     first = next((c.message for c in report.checks if not c.ok), None)
+    if first is None and report.bounds:
+        first = "; ".join(b.text() for b in report.bounds)
     return MediaOutcome(
         verdict=report.verdict, failed_checks=failed, report=desc, message=first
     ), desc
@@ -224,7 +226,8 @@ def request_record(
     failed (``stream-error``, ``incomplete``) makes it that failure."""
     o = observation
     failure, message = o.failure, o.message
-    if failure is None and media is not None and media.verdict != "PASS":
+    # INCONCLUSIVE: valid, its audio length bounded, not verified; the campaign decides.
+    if failure is None and media is not None and media.verdict not in ("PASS", "INCONCLUSIVE"):
         failure, message = "invalid-media", media.message
     if failure is None and stream is not None and stream.failure is not None:
         failure, message = stream.failure, stream.message

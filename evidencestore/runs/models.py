@@ -372,9 +372,12 @@ class ClientEnvironment(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 class MediaOutcome(Model, frozen=True, kw_only=True, omit_defaults=False):
     """The media check of one output against the expectations derived from its request;
-    ``UNAVAILABLE`` when the check itself could not run (the output is unchecked)."""
+    ``UNAVAILABLE`` when the check itself could not run (the output is unchecked);
+    ``INCONCLUSIVE`` when every check holds but an audio length is bounded, not verified
+    (``message`` names the bound: a campaign accepts it only when its protocol says
+    ``[quality] audio_length = "bounded"``)."""
 
-    verdict: Literal["PASS", "FAIL", "UNAVAILABLE"]
+    verdict: Literal["PASS", "FAIL", "UNAVAILABLE", "INCONCLUSIVE"]
     failed_checks: tuple[str, ...]
     report: Descriptor
     message: str | None = None

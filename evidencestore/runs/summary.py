@@ -106,6 +106,14 @@ def summarize(record: RunRecord) -> dict[str, Any]:
             and r.completion is None  # an LLM output is checked as it is read back
             and (r.media is None or r.media.verdict == "UNAVAILABLE")
         ),
+        # Outputs whose audio length is bounded, not verified (media check INCONCLUSIVE):
+        # valid as far as their container can tell; a campaign accepts them only when
+        # its protocol says [quality] audio_length = "bounded".
+        "bounded": [
+            {"label": r.label, "message": r.media.message}
+            for r in record.requests
+            if r.failure is None and r.media is not None and r.media.verdict == "INCONCLUSIVE"
+        ],
         "load": msgspec.to_builtins(record.load) if record.load is not None else None,
         "goodput": msgspec.to_builtins(record.goodput) if record.goodput is not None else None,
         "audits": [

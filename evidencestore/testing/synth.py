@@ -9,7 +9,7 @@ frame, change samples or shift packet timestamps (to build broken files on purpo
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["AudioSpec", "VideoSpec", "write_clip"]
+__all__ = ["AudioSpec", "VideoSpec", "write_clip", "write_interleaved"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class VideoSpec:
     codec: str = "libx264"
     width: int = 64
     height: int = 64
-    rate: int = 30
+    rate: int | Fraction = 30  # frames per second (30000/1001 as a Fraction)
     frames: int = 15
     pix_fmt: str = "yuv420p"
     options: dict[str, str] = field(default_factory=lambda: {"preset": "ultrafast"})
@@ -116,7 +116,7 @@ def write_clip(
                 if video.pix_fmt != "yuv420p":
                     vframe = vframe.reformat(format=video.pix_fmt)
                 vframe.pts = i
-                vframe.time_base = Fraction(1, video.rate)
+                vframe.time_base = 1 / Fraction(video.rate)
                 mux(vstream.encode(vframe))
             mux(vstream.encode(None))
         if astream is not None and audio is not None:
@@ -159,3 +159,75 @@ def _to_format(data: np.ndarray, fmt: str) -> np.ndarray:
     if planar:
         return np.ascontiguousarray(arr)
     return np.ascontiguousarray(arr.T.reshape(1, -1))
+
+
+def write_interleaved(
+    path: str | os.PathLike[str],
+    *,
+    video: VideoSpec | None = None,
+    audio: Sequence[AudioSpec] = (),
+    format: str | None = None,
+    container_options: dict[str, str] | None = None,
+    packet_hook: Callable[[Any], Any] | None = None,
+) -> str:
+    """Encode a clip with any number of audio tracks, muxing the packets of every stream
+    in decode-time order (as a real muxing pipeline does: fragmented MP4 and MPEG-TS cut
+    their fragments and packets by time); ``packet_hook`` as for :func:`write_clip`."""
+    import av
+
+    out = os.fspath(path)
+    packets: list[Any] = []
+    with av.open(out, "w", format=format, options=container_options or {}) as container:
+        vstream: Any = None
+        if video is not None:
+            vstream = container.add_stream(video.codec, rate=video.rate, options=video.options)
+            vstream.width = video.width
+            vstream.height = video.height
+            vstream.pix_fmt = video.pix_fmt
+        astreams: list[Any] = []
+        for spec in audio:
+            stream: Any = container.add_stream(spec.codec, rate=spec.rate, options=spec.options)
+            stream.layout = spec.layout
+            astreams.append(stream)
+        if vstream is not None and video is not None:
+            for i in range(video.frames):
+                vframe = av.VideoFrame.from_ndarray(
+                    video_planes(i, video.width, video.height), format="yuv420p"
+                )
+                if video.pix_fmt != "yuv420p":
+                    vframe = vframe.reformat(format=video.pix_fmt)
+                vframe.pts = i
+                vframe.time_base = 1 / Fraction(video.rate)
+                packets += vstream.encode(vframe)
+            packets += vstream.encode(None)
+        for track, (stream, spec) in enumerate(zip(astreams, audio, strict=True)):
+            ctx = stream.codec_context
+            fmt = ctx.format.name
+            frame_size = ctx.frame_size or spec.frame_size
+            done = 0
+            while done < spec.samples:
+                n = min(frame_size, spec.samples - done)
+                data = audio_samples(
+                    done, n, ctx.layout.nb_channels, spec.rate, spec.frequency * (track + 1)
+                )
+                aframe = av.AudioFrame.from_ndarray(
+                    _to_format(data, fmt), format=fmt, layout=spec.layout
+                )
+                aframe.sample_rate = spec.rate
+                aframe.pts = done
+                aframe.time_base = Fraction(1, spec.rate)
+                packets += stream.encode(aframe)
+                done += n
+            packets += stream.encode(None)
+
+        def when(packet: Any) -> Fraction:
+            stamp = packet.dts if packet.dts is not None else packet.pts
+            return Fraction(stamp or 0) * Fraction(packet.time_base)
+
+        for packet in sorted(packets, key=when):  # stable: each stream keeps its order
+            if packet_hook is not None:
+                packet = packet_hook(packet)
+                if packet is None:
+                    continue
+            container.mux(packet)
+    return out

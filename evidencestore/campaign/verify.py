@@ -9,8 +9,8 @@ protocol changed since its first commit, not committed, not on the base, named
 otherwise than its campaign, an arm that mixes servers, a run deleted from the history,
 a shallow clone, a root that is not a git repository; void or withdrawal records that
 take no effect. A run is listed once: counted (with its commit), voided, withdrawn, or
-as a finding. ``protection`` says what the verdict rests on (the trust model in the
-README).
+as a finding. ``protection`` says what the verdict rests on (the trust model in
+docs/campaigns.md).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class CampaignVerification:
 
 
 def protection(anchor: str | None, signed: bool) -> list[str]:
-    """What a verdict rests on, one sentence each (see the README's trust model)."""
+    """What a verdict rests on, one sentence each (see the trust model in docs/campaigns.md)."""
     return [
         f"ordering: the protocol is on the protected branch {anchor}, and every run comes "
         "after it there or on top of it"

@@ -41,3 +41,60 @@ def test_a_cloud_remote_without_its_package_names_its_extra(
     pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
     extras = pyproject["project"]["optional-dependencies"]
     assert any(dep.startswith(package) for dep in extras[extra])
+
+
+def test_media_of_an_absent_digest_is_not_found(tmp_path: Path) -> None:
+    """``except NotFoundError`` catches it (as any absent digest), ``MediaError`` too; a
+    present but corrupt blob stays a MediaError only (the negative control)."""
+    pytest.importorskip("av")
+    from evidencestore import BlobNotFoundError, MediaError, NotFoundError, media
+    from evidencestore.config import init_repository, local_store
+
+    init_repository(tmp_path)
+    absent = "blake3:" + "0" * 64
+    with pytest.raises(NotFoundError) as info:
+        media.check(absent, media.Expectations(), root=tmp_path)
+    assert isinstance(info.value, BlobNotFoundError) and isinstance(info.value, MediaError)
+    assert absent in str(info.value) and "cannot get media from the store" in str(info.value)
+    digest = local_store(tmp_path).put(b"not a video at all").digest
+    blob = local_store(tmp_path).path_of(digest)
+    blob.chmod(0o644)
+    blob.write_bytes(b"not a video at all, changed")
+    with pytest.raises(MediaError) as info:
+        media.check(digest, media.Expectations(), root=tmp_path)
+    assert not isinstance(info.value, NotFoundError)
+
+
+@pytest.mark.parametrize(
+    ("local", "target"), [(True, ".evstore/config.toml"), (False, "evstore.toml")]
+)
+def test_a_secret_refusal_names_the_file_it_would_go_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], local: bool, target: str
+) -> None:
+    root = str(tmp_path)
+    assert _cli(capsys, "init", "--root", root)[0] == 0
+    flag = ["--local"] if local else []
+    code, _, err = _cli(capsys, "remote", "add", "mine", "s3://b/p", "--option",
+                        "aws_secret_access_key=x", *flag, "--root", root)  # fmt: skip
+    assert code == 2 and f"would store a credential in {target};" in err, err
+    code, _, err = _cli(capsys, "remote", "add", "mine", "https://u:pw@example.org/s", *flag,
+                        "--root", root)  # fmt: skip
+    assert code == 2 and f"would store a credential in {target}:" in err, err
+    assert not (tmp_path / ".evstore" / "config.toml").exists()  # nothing written
+
+
+def test_status_remote_presence_note_is_a_line_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = str(tmp_path / "repo")
+    assert _cli(capsys, "init", "--root", root)[0] == 0
+    assert _cli(capsys, "remote", "add", "origin", str(tmp_path / "remote"), "--root", root)[0] == 0
+    (tmp_path / "f.bin").write_bytes(b"x" * 100)
+    assert _cli(capsys, "bundle", "create", "b", str(tmp_path / "f.bin"), "--external", "*",
+                "--root", root)[0] == 0  # fmt: skip
+    assert _cli(capsys, "push", "--root", root)[0] == 0
+    code, out, err = _cli(capsys, "verify", "--remote", "origin", "--root", root)
+    assert code == 0 and out.endswith("\nverified\n"), out
+    assert "remote 'origin': 1 of 1 store entry present, with the right size\n" in out
+    code, out, err = _cli(capsys, "status", "--remote", "origin", "--root", root)
+    assert code == 0 and out.endswith("\n") and err.startswith("(presence by size only;"), err

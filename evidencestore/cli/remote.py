@@ -31,6 +31,8 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     import msgspec
 
     from ..config import (
+        CONFIG_NAME,
+        LOCAL_CONFIG_NAMES,
         RemoteConfig,
         load_config,
         parse_option,
@@ -40,7 +42,9 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     )
 
     root = repo_root(args)
-    problem = remote_name_problem(args.name) or url_problem(args.url)
+    # The file the remote is written to: the refusal of a secret names it.
+    target = LOCAL_CONFIG_NAMES[-1] if args.local else CONFIG_NAME
+    problem = remote_name_problem(args.name) or url_problem(args.url, target=target)
     if problem:
         raise ConfigError(f"remote {args.name!r}: {problem}")
     merged = root.config
@@ -53,7 +57,7 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     config = _local_layer(root) if args.local else load_config(root, local=False)
     options: dict[str, Any] = {}
     for text in args.option:
-        keys, value = parse_option(text)
+        keys, value = parse_option(text, target=target)
         cursor = options
         for key in keys[:-1]:
             nxt = cursor.setdefault(key, {})

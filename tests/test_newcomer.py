@@ -98,3 +98,32 @@ def test_status_remote_presence_note_is_a_line_of_its_own(
     assert "remote 'origin': 1 of 1 store entry present, with the right size\n" in out
     code, out, err = _cli(capsys, "status", "--remote", "origin", "--root", root)
     assert code == 0 and out.endswith("\n") and err.startswith("(presence by size only;"), err
+
+
+def test_make_run_shows_no_caching_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's run against the reference video server: a repeated request costs what
+    its first did, so the output-caching audit finds nothing; the same run against the
+    server with --cache finds caching (the negative control)."""
+    pytest.importorskip("aiohttp")
+    pytest.importorskip("av")
+    from evidencestore import _demo
+    from evidencestore.config import init_repository
+    from evidencestore.runs import load_run
+    from evidencestore.testing.video_server import serve_video
+
+    init_repository(tmp_path)
+    (tmp_path / "out").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert _demo.run_demo(tmp_path) is True
+    out = capsys.readouterr().out
+    audits = {a.name: a for a in load_run(tmp_path, "baseline-demo-1").audits}
+    assert audits["output-caching"].examined > 0 and audits["output-caching"].findings == ()
+    assert "audit output-caching: 0 finding(s)" in out and "possible output caching" not in out
+    with serve_video(cache=True) as server:
+        code = main(["-q", "run", "out/workload.toml", "--arm", "baseline", "--server",
+                     server.url, "--name", "cached"])  # fmt: skip
+    assert code == 0
+    cached = {a.name: a for a in load_run(tmp_path, "cached").audits}["output-caching"]
+    assert cached.findings and "possible output caching" in cached.findings[0].message

@@ -127,3 +127,29 @@ def test_make_run_shows_no_caching_finding(
     assert code == 0
     cached = {a.name: a for a in load_run(tmp_path, "cached").audits}["output-caching"]
     assert cached.findings and "possible output caching" in cached.findings[0].message
+
+
+def test_run_show_states_the_client_bound_line_either_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("aiohttp")
+    from evidencestore.testing.llm_server import chat_workload, serve_llm
+
+    root = str(tmp_path)
+    assert _cli(capsys, "init", "--root", root)[0] == 0
+    text = chat_workload(("one", "two"), max_tokens=4)
+    (tmp_path / "free.toml").write_text(text)
+    # A send-lag limit no client meets: the same run is then client-bound (the control).
+    (tmp_path / "bound.toml").write_text(text.replace("[run]\n", "[run]\nmax_send_lag = 1e-12\n"))
+    with serve_llm() as server:
+        for name in ("free", "bound"):
+            code, _, err = _cli(capsys, "-q", "run", str(tmp_path / f"{name}.toml"), "--arm", "a",
+                                "--server", server.url, "--name", name, "--root", root)  # fmt: skip
+            assert code == 0, err
+    code, out, _ = _cli(capsys, "run", "show", "free", "--root", root)
+    assert code == 0
+    [line] = [x for x in out.splitlines() if "client-bound" in x]
+    assert line.startswith("not client-bound: client CPU ") and "median send lag " in line
+    code, out, _ = _cli(capsys, "run", "show", "bound", "--root", root)
+    [line] = [x for x in out.splitlines() if "client-bound" in x]
+    assert line.startswith("client-bound: median send lag"), line

@@ -54,7 +54,7 @@ table.checks,table.wide{min-width:44rem}
 table.checks td:last-child{min-width:16rem}
 figure{margin:.6rem 0 1rem;padding:0}
 figure.plot{overflow-x:auto}
-figure svg{display:block;width:100%;height:auto;max-width:60rem}
+figure svg{display:block;width:100%;height:auto;max-width:38rem}
 figcaption{color:var(--muted);font-size:.85rem;margin-top:.2rem}
 .thumbs{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:.6rem;max-width:60rem}
 .thumbs figure{margin:0}

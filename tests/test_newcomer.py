@@ -153,3 +153,63 @@ def test_run_show_states_the_client_bound_line_either_way(
     code, out, _ = _cli(capsys, "run", "show", "bound", "--root", root)
     [line] = [x for x in out.splitlines() if "client-bound" in x]
     assert line.startswith("client-bound: median send lag"), line
+
+
+def _git(root: Path, *args: str) -> str:
+    import os
+    import subprocess
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}  # fmt: skip
+    return subprocess.run(
+        ["git", "-C", str(root), *args], env=env, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_a_base_status_is_the_same_on_every_clone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`status --base` names the base by the protocol's commit: the same text with
+    `--base main` here, `--base origin/main` in a clone, and after the base moved on;
+    the protocol's description, conditions and rule head the report, which takes --base."""
+    pytest.importorskip("aiohttp")
+    import shutil
+
+    src = Path(__file__).resolve().parent.parent / "docs" / "quickstart" / "llm"
+    a = tmp_path / "a"
+    a.mkdir()
+    _git(a, "init", "-q", "-b", "main")
+    assert _cli(capsys, "-q", "init", "--root", str(a))[0] == 0
+    for f in src.iterdir():
+        shutil.copy(f, a / f.name)
+    assert _cli(capsys, "campaign", "init", "kv-fp8", "--protocol", str(a / "protocol.toml"),
+                "--root", str(a))[0] == 0  # fmt: skip
+    _git(a, "add", "-A")
+    _git(a, "commit", "-qm", "protocol")
+    added = _git(a, "rev-parse", "HEAD").strip()
+
+    def status(root: Path, base: str) -> str:
+        code, out, err = _cli(capsys, "campaign", "status", "kv-fp8", "--base", base, "--json",
+                              "--root", str(root))  # fmt: skip
+        assert code == 1, err  # no runs yet: NOT_ACCEPTED
+        return out
+
+    here = status(a, "main")
+    assert f"the protocol's commit {added[:12]} is on the protected branch (--base)" in here
+    b = tmp_path / "b"
+    _git(tmp_path, "clone", "-q", str(a), str(b))
+    assert status(b, "origin/main") == here
+    (a / "notes.txt").write_text("the base moves on\n")
+    _git(a, "add", "notes.txt")
+    _git(a, "commit", "-qm", "unrelated")
+    assert status(a, "main") == here  # the tip moved; what the status rests on did not
+    page = tmp_path / "kv.html"
+    code, _, err = _cli(capsys, "report", "kv-fp8", "--base", "main", "-o", str(page),
+                        "--root", str(a))  # fmt: skip
+    assert code == 0, err
+    html = page.read_text()
+    top = html[: html.index('id="conclusions"')]
+    assert "fp8 KV cache: the same tokens as the baseline" in top
+    assert "<b>chat</b>: <code>chat.toml</code>" in top and "no timing claim" in top
+    assert "every-arm" in top and "<b>kv-fp8</b> (candidate): 1 run(s)" in top

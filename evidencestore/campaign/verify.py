@@ -47,8 +47,8 @@ class CampaignVerification:
 def protection(anchor: str | None, signed: bool) -> list[str]:
     """What a verdict rests on, one sentence each (see the trust model in docs/campaigns.md)."""
     return [
-        f"ordering: the protocol is on the protected branch {anchor}, and every run comes "
-        "after it there or on top of it"
+        f"ordering: the protocol's commit {anchor} is on the protected branch (--base), and "
+        "every run comes after it there or on top of it"
         if anchor
         else "ordering rests on this branch's own history (no --base): a rewritten history "
         "(rebase, amend) is not detected; verify with --base and the protected branch",

@@ -9,7 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 from .._grace import DEFAULT_GRACE
 from ..errors import ConfigError, IntegrityError
-from ._common import BUNDLES, EXIT_OK, NAME, ROOT, Commands, arg, json_flag, repeatable, repo_root
+from ._common import (
+    BUNDLES,
+    EXIT_OK,
+    NAME,
+    ROOT,
+    Commands,
+    arg,
+    json_flag,
+    repeatable,
+    repo_root,
+    verbosity,
+)
 
 if TYPE_CHECKING:
     from ..config import Repository
@@ -137,7 +148,7 @@ def _cmd_push_pull(args: argparse.Namespace) -> int:
                 args.bundles or None,
                 remote=args.remote,
                 jobs=_jobs(args),
-                progress=sys.stderr,
+                progress=_progress_stream(args),
                 repair=args.repair,
             )
         else:
@@ -146,7 +157,7 @@ def _cmd_push_pull(args: argparse.Namespace) -> int:
                 args.bundles or None,
                 remote=args.remote,
                 jobs=_jobs(args),
-                progress=sys.stderr,
+                progress=_progress_stream(args),
             )
     except TransferError as exc:
         failures = _name_failures(root, exc.summary)
@@ -220,7 +231,9 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else None
     if output is not None and len(digests) > 1 and output.exists() and not output.is_dir():
         raise ConfigError(f"-o {output}: several digests need a directory")
-    summary = fetch(root, digests, remote=args.remote, jobs=_jobs(args), progress=sys.stderr)
+    summary = fetch(
+        root, digests, remote=args.remote, jobs=_jobs(args), progress=_progress_stream(args)
+    )
     cache = root.local_store()
     for digest in digests:
         if output is None:
@@ -302,6 +315,12 @@ _JOBS = arg(
     "-j", "--jobs", type=int, default=None, metavar="N", help="parallel transfers (default 16)"
 )
 _ANY_REMOTE = arg("--remote", metavar="NAME", help="only this remote (default: all, in order)")
+
+
+def _progress_stream(args: argparse.Namespace) -> Any:
+    """Where the transfer's progress line goes: stderr (drawn only on a terminal), or
+    nowhere with the global ``-q``."""
+    return sys.stderr if verbosity(args) >= 0 else None
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

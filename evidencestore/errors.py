@@ -141,3 +141,31 @@ class AttestationError(EvidenceStoreError):
 
 class ReportError(EvidenceStoreError):
     """A report target cannot be found, read or rendered."""
+
+
+# -- Runs: a workload, a server's answer (issue 33) ----------------------------------
+class WorkloadError(ConfigError):
+    """A workload is unusable (``workload.toml``, its ``[prompts]``, its input files, its
+    ``[server]``): the message names the file and the field. Raised before any request
+    is sent; a :class:`ConfigError` still, so callers catching that keep working."""
+
+
+class BodyTooLarge(EvidenceStoreError):
+    """A response body went past its sink's limit; nothing past the limit was written."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"larger than the limit of {limit} bytes")
+        self.limit = limit
+
+
+class BadAnswer(EvidenceStoreError):
+    """A server answered, but not as the exchange requires: ``failure`` (a request
+    failure class, such as ``invalid-response``), the message, and ``status`` (the HTTP
+    status, when one was received). It never leaves the transport: it becomes the
+    request's failure."""
+
+    def __init__(self, failure: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.failure = failure
+        self.message = message
+        self.status = status

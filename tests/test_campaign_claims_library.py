@@ -22,7 +22,7 @@ from evidencestore.campaign.models import Claim
 from evidencestore.campaign.protocol import Campaign, init_campaign, load_campaign
 from evidencestore.config import local_store
 from evidencestore.runs import open_run
-from evidencestore.runs.endpoints import Observation
+from evidencestore.runs.transport import Observation
 from evidencestore.testing.video_server import sample_workload
 
 

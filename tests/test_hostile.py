@@ -27,7 +27,7 @@ from evidencestore.cli import main
 from evidencestore.config import local_store
 from evidencestore.inventory import load_registration, registration_path
 from evidencestore.runs import load_run
-from evidencestore.runs.endpoints import CONTROL_MAX
+from evidencestore.runs.transport import CONTROL_MAX
 from evidencestore.testing.hostile import MODES, hostile_workload, serve_hostile
 
 ROUNDS = int(os.environ.get("EVSTORE_HOSTILE_ROUNDS", "1"))

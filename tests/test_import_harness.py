@@ -389,3 +389,34 @@ def test_claim_refuses_runs_of_different_harnesses() -> None:
     assert label == "aiperf 0.13.0 + evidencestore" and definition is None
     assert refusal is not None and "a claim never mixes them" in refusal
     assert harness_of([native], "ttft")[0] == "evidencestore"
+
+
+def test_a_plain_subfolder_imports_into_its_repository_whole(tmp_path: Path) -> None:
+    """A path inside a repository names that repository, once, at the entry point: the
+    harness files and the registration land in the same store and repository (they
+    used to split: files in the parent's store, the run registered under `sub/`)."""
+    from evidencestore.config import Repository
+    from evidencestore.runs import open_run
+    from evidencestore.runs.aiperf import import_aiperf
+    from evidencestore.verify import verify_repository
+
+    root = _repo(tmp_path)
+    sub = root / "sub"
+    sub.mkdir()
+    [result] = import_aiperf(sub, FIXTURES / "baseline-1", "b1")
+    assert not result.already and registration_path(root, "b1").is_file()
+    assert sorted(p.name for p in sub.iterdir()) == []  # no store, no evidence under sub/
+    store = Repository(root).local_store()
+    reg = load_registration(registration_path(root, "b1"))
+    stored = [e for e in reg.manifest.entries if e.location == "store"]
+    assert len(stored) > 10 and all(store.has(e.descriptor.digest) for e in stored)
+    assert verify_repository(root, store=store).ok
+    assert load_run(sub, "b1").harness is not None  # read back by the same rule
+    # the same files again, through the subfolder: the same import, a no-op
+    [again] = import_aiperf(sub, FIXTURES / "baseline-1", "b1")
+    assert again.already and again.digest == result.digest
+    # a harness's own run, opened from the subfolder, lands beside it
+    run = open_run(sub, "h", arm="a", workload=b"# w\n")
+    assert run.store.root == store.root
+    run.seal()
+    assert registration_path(root, "h").is_file() and list(sub.iterdir()) == []

@@ -201,3 +201,47 @@ def test_protocol_requires_provenance(
     assert excluded.run == "plain" and excluded.code == "missing-provenance"
     assert "server.argv, server.log, metrics" in excluded.message
     capsys.readouterr()
+
+
+def test_one_preflight_for_run_launch_and_the_library(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run`, `run --launch`, `run_workload` and `launch_and_run` check what they are given
+    by one pre-flight, with one error text each, before a server is started or a byte sent."""
+    from evidencestore.errors import EvidenceStoreError
+    from evidencestore.runs import open_run, run_workload
+    from evidencestore.runs.launch import launch_and_run
+
+    root = _repo(tmp_path)
+    marker = tmp_path / "server-started"
+    wl = tmp_path / "w.toml"
+    argv = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    wl.write_text(chat_workload(("a",), max_tokens=4))
+    open_run(root, "taken", arm="a", workload=b"# w\n").seal()
+    url = f"http://127.0.0.1:{_port()}"
+    cases = {
+        "no such config": ({"name": "n", "configs": [str(tmp_path / "absent.yaml")]}, "absent.yaml: no such file"),
+        "name taken": ({"name": "taken"}, "bundle 'taken' is already registered"),
+        "bad url": ({"name": "n", "server": "ftp://x"}, "expected an http:// or https:// URL"),
+    }  # fmt: skip
+    for what, (given, expected) in cases.items():
+        kw: dict[str, object] = {"arm": "a", "server": url, **given}
+        texts = []
+        with pytest.raises(EvidenceStoreError) as info:
+            run_workload(root, wl, **kw)  # type: ignore[arg-type]
+        texts.append(str(info.value))
+        with pytest.raises(EvidenceStoreError) as info:
+            launch_and_run(root, wl, command=argv, **kw)  # type: ignore[arg-type]
+        texts.append(str(info.value))
+        flags = ["--arm", "a", "--server", str(kw["server"]), "--name", str(kw["name"])]
+        for config in kw.get("configs", []):  # type: ignore[attr-defined]
+            flags += ["--config", config]
+        for launch in ([], ["--launch", " ".join(argv)]):
+            code = main(["run", str(wl), *flags, *launch, "--root", str(root)])
+            err = capsys.readouterr().err
+            assert code == 2, (what, err)
+            texts.append(err.strip().removeprefix("evstore: error: "))
+        assert expected in texts[0], (what, texts)
+        assert len(set(texts)) == 1, (what, texts)  # one text, whoever asked
+        assert not marker.exists(), what  # refused before the server was started
+    assert sorted(p.name for p in (root / "evidence").iterdir()) == ["taken"]

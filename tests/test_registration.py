@@ -398,7 +398,7 @@ def test_a_whole_campaign_under_an_explicit_root_never_walks_up(
 
 def _racer(root: str, name: str, tag: str, barrier: Any) -> str:
     run = open_run(root, name, arm=tag, workload=b"# racing\n")
-    from evidencestore.runs.endpoints import Observation
+    from evidencestore.runs.transport import Observation
 
     seen = Observation(
         sent_ns=1, first_byte_ns=2, last_byte_ns=3, end_ns=4, status=200, media_type="text/plain"

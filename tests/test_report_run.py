@@ -19,7 +19,7 @@ from evidencestore.bundle import create_bundle
 from evidencestore.digest import hash_bytes
 from evidencestore.remotes import local_store
 from evidencestore.report.run import render_run_html, request_times
-from evidencestore.runs.endpoints import Observation
+from evidencestore.runs.transport import Observation
 
 
 def _digest(text: str) -> str:

@@ -22,12 +22,12 @@ from evidencestore.cli import main
 from evidencestore.config import local_store
 from evidencestore.confined import read_file
 from evidencestore.digest import hash_bytes
-from evidencestore.errors import ConfigError
+from evidencestore.errors import BodyTooLarge, ConfigError
 from evidencestore.gc import collect_garbage
 from evidencestore.inventory import registration_path
-from evidencestore.runs import endpoints, load_run, run_workload
+from evidencestore.runs import judge, load_run, run_workload, transport
 from evidencestore.runs import runner as runner_module
-from evidencestore.runs.body import BodySink, BodyTooLarge
+from evidencestore.runs.body import BodySink
 from evidencestore.testing.hostile import HostileServer, hostile_workload, serve_hostile
 from evidencestore.testing.interleave import Interleaving
 
@@ -207,7 +207,7 @@ def test_an_internal_error_while_sending_still_registers_the_run(
     async def broken(self: object, *args: object) -> None:
         raise RuntimeError("boom in the exchange")
 
-    monkeypatch.setattr(endpoints.VideosSync, "_exchange", broken)
+    monkeypatch.setattr(transport, "_post", broken)
     wl = hostile_workload(tmp_path, "well-behaved")
     code, out, err = _run(repo, wl, server)
     assert code == 1, out + err
@@ -232,7 +232,7 @@ def test_an_internal_error_while_checking_keeps_the_measurements(
             raise MemoryError("decoder ran out")
         return None
 
-    monkeypatch.setattr(endpoints.Endpoint, "check_output", broken)
+    monkeypatch.setattr(judge, "check_json", broken)
     wl = hostile_workload(tmp_path, "well-behaved")
     _, record = run_workload(
         repo, wl, arm="a", server=server.url, name="r", store=local_store(repo)

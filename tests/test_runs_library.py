@@ -10,7 +10,7 @@ import pytest
 from evidencestore.cli import main
 from evidencestore.config import local_store
 from evidencestore.digest import hash_bytes
-from evidencestore.errors import ConfigError, ManifestError
+from evidencestore.errors import ConfigError, ManifestError, WorkloadError
 from evidencestore.inventory import load_registration, registration_path
 from evidencestore.runs import Observation, diff_configs, diff_runs, load_run, open_run
 from evidencestore.runs.endpoints import build_payload
@@ -91,8 +91,9 @@ def test_malformed_workloads_name_the_file_and_field(
     tmp_path: Path, edit: object, message: str
 ) -> None:
     path = _wl(tmp_path, edit(sample_workload()))  # type: ignore[operator]
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(WorkloadError) as info:  # a ConfigError still, for older callers
         load_workload(path)
+    assert isinstance(info.value, ConfigError)
     assert str(path) in str(info.value) and message in str(info.value)
 
 

@@ -51,7 +51,7 @@ def test_growing_body_spills_to_a_locked_temporary(tmp_path: Path) -> None:
 
 
 def test_too_large_in_memory_body_is_refused(tmp_path: Path) -> None:
-    from evidencestore.runs.body import BodyTooLarge
+    from evidencestore.errors import BodyTooLarge
 
     sink = BodySink(LocalBlobStore(tmp_path / "s"), 10, MemoryBudget())
     with pytest.raises(BodyTooLarge):
@@ -88,8 +88,8 @@ print(json.dumps({"av": "av" in sys.modules, "outcome": rec.outcome,
 
 
 def test_client_load_flags_send_lag() -> None:
-    from evidencestore.runs.endpoints import Observation
     from evidencestore.runs.runner import client_load
+    from evidencestore.runs.transport import Observation
 
     obs = [Observation(sent_ns=t + lag, end_ns=t + 10**7, intended_ns=t)
            for t, lag in ((0, 2_000_000), (10**8, 3_000_000), (2 * 10**8, 100_000))]  # fmt: skip
@@ -381,15 +381,13 @@ def test_terminal_progress_is_redrawn_at_most_ten_times_a_second(
 
 def _record() -> RequestRecord:
     from evidencestore.models import Descriptor
-    from evidencestore.runs.endpoints import Observation
-    from evidencestore.runs.recorder import request_record
+    from evidencestore.runs.judge import Slot, request_record
+    from evidencestore.runs.transport import Observation
 
     desc = hash_bytes(b"p")
     payload = Descriptor(digest=desc.digest, size=desc.size, media_type="application/json")
     obs = Observation(sent_ns=0, end_ns=2_000_000, status=200, media_type="application/json")
-    return request_record(
-        obs, index=0, phase="measured", request=0, repetition=0, payload=payload, body=None
-    )
+    return request_record(obs, Slot(0, "measured"), payload=payload, body=None)
 
 
 def test_deadlines_time_out_an_exchange_and_let_outside_cancellation_through(
@@ -399,7 +397,8 @@ def test_deadlines_time_out_an_exchange_and_let_outside_cancellation_through(
     import asyncio
 
     from evidencestore.models import Descriptor
-    from evidencestore.runs.endpoints import ENDPOINTS, Connection, Deadlines, Payload
+    from evidencestore.runs.endpoints import ENDPOINTS
+    from evidencestore.runs.transport import Connection, Deadlines, Payload, exchange
     from evidencestore.testing.llm_server import serve_llm
 
     store = LocalBlobStore(tmp_path / "store")
@@ -423,18 +422,18 @@ def test_deadlines_time_out_an_exchange_and_let_outside_cancellation_through(
                 deadlines=deadlines,
             )
             # the server stalls after its first token: the time limit ends the exchange
-            obs, sink = await chat.exchange(conn, payload, path, "t")
+            obs, sink = await exchange(conn, chat, payload, path, "t")
             assert (obs.failure, obs.message) == ("timeout", "no complete response within 0.2 s")
             assert sink is None and obs.received > 0  # nothing partial kept
             # a cancellation from outside is no timeout: it propagates
-            task = asyncio.ensure_future(chat.exchange(conn, payload, path, "t"))
+            task = asyncio.ensure_future(exchange(conn, chat, payload, path, "t"))
             await asyncio.sleep(0.05)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
             # an exchange that ends in time is left alone, and so is its task afterwards
             server.stall_at = None  # type: ignore[attr-defined]
-            obs, sink = await chat.exchange(conn, payload, path, "t")
+            obs, sink = await exchange(conn, chat, payload, path, "t")
             assert obs.failure is None and sink is not None
             await asyncio.sleep(0.3)  # past the deadline it had: not cancelled
             deadlines.close()

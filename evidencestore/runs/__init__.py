@@ -17,11 +17,12 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .diff import Difference, diff_configs, diff_runs
-    from .endpoints import ENDPOINTS, Observation, build_payload
+    from .endpoints import ENDPOINTS, build_payload
     from .models import RequestRecord, RunRecord, Workload
     from .recorder import RUN_ENTRY, RunRecorder, load_run, open_run
     from .runner import run_workload
     from .summary import latency_stats, summarize
+    from .transport import Observation
     from .workload import expectations_for, load_workload
 
 __all__ = [
@@ -47,7 +48,7 @@ __all__ = [
 
 _LAZY = {
     "ENDPOINTS": "endpoints",
-    "Observation": "endpoints",
+    "Observation": "transport",
     "RUN_ENTRY": "recorder",
     "Difference": "diff",
     "RequestRecord": "models",

@@ -21,17 +21,21 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._canonical import canonical, loads_json, pretty
 from ..errors import ConfigError
 from ..models import Descriptor
-from .endpoints import Observation
 from .fit import CampaignRules
 from .importing import HarnessDir, ImportResult, harness_dir, open_import
+from .judge import Expected, Slot, judge
 from .models import Failure, Harness, Phase, RequestRecord
 from .recorder import RunRecorder
 from .streams import Completion
+from .transport import Observation
+
+if TYPE_CHECKING:
+    from ..config import Repository
 
 __all__ = ["METRICS", "import_aiperf"]
 
@@ -156,7 +160,7 @@ def _failure(error: dict[str, Any]) -> Failure:
 
 
 def _import_one(
-    root: str | os.PathLike[str],
+    repo: Repository,
     source: HarnessDir,
     name: str,
     *,
@@ -178,7 +182,7 @@ def _import_one(
             raise ConfigError(f"{source.directory / SUMMARY}: expected a JSON object")
         summary = loaded
     opened = open_import(
-        root,
+        repo,
         name,
         source,
         arm=arm,
@@ -341,20 +345,19 @@ def _add_request(
         failure=failure,
         message=message,
     )
-    from .recorder import request_record
-
-    base = request_record(
+    # AIPerf keeps parsed events, not the stream as received: nothing to read back.
+    base = judge(
+        None,
         observation,
-        index=index,
-        phase=phase,
-        request=request,
-        repetition=repetition,
+        body,
+        Expected(),
+        store=store,
+        slot=Slot(index, phase, request, repetition),
         payload=payload,
-        body=body,
-        completion=completion,
     )
     record = _with(
         base,
+        completion=completion,
         e2e_s=e2e if failure is None else None,
         ttft_s=ttft if failure is None else None,
         itl_s=itl if failure is None else None,
@@ -382,7 +385,11 @@ def import_aiperf(
     condition: str | None = None,
 ) -> list[ImportResult]:
     """Seal an AIPerf artifact directory as run bundle ``name`` (or one run per profile
-    run, ``NAME-<subdir>``); see the module."""
+    run, ``NAME-<subdir>``) in the repository ``root`` names
+    (:func:`~evidencestore.config.as_repository`); see the module."""
+    from ..config import as_repository
+
+    repo = as_repository(root)
     base = Path(directory)
     if not base.is_dir():
         raise ConfigError(f"import aiperf {base}: not a directory")
@@ -398,7 +405,7 @@ def import_aiperf(
         sources = [(f"{name}-{p.name}", p) for p in subdirs]
     return [
         _import_one(
-            root,
+            repo,
             harness_dir(path, "aiperf"),
             run_name,
             arm=arm,

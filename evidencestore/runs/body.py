@@ -16,7 +16,7 @@ The store's own ``put_file`` is not used because it hashes large files through a
 memory map, whose pages count towards the process's resident memory.
 
 Every sink has a size limit: a chunk that would take the body past it is not written
-(:class:`BodyTooLarge` is raised instead), so no byte past a limit ever reaches the disk.
+(:class:`~evidencestore.errors.BodyTooLarge` is raised instead), so no byte past a limit ever reaches the disk.
 
 While a sink's temporary (or the spool) exists it holds a shared ``flock`` on it, from before its first
 byte until after it is published or unlinked; the local store lists and removes an
@@ -40,11 +40,11 @@ except ImportError:  # pragma: no cover - Windows
 
 from .. import _steps
 from ..digest import digest_from_hex, new_hasher
-from ..errors import StorageError
+from ..errors import BodyTooLarge, StorageError
 from ..models import Descriptor
 from ..storage import LocalBlobStore
 
-__all__ = ["BUDGET", "SMALL", "BodySink", "BodyTooLarge", "MemoryBudget", "Spool"]
+__all__ = ["BUDGET", "SMALL", "BodySink", "MemoryBudget", "Spool"]
 
 #: The largest body kept in memory until published.
 SMALL = 64 << 10
@@ -156,14 +156,6 @@ class Spool:
             return
         _remove_temporary(self._fh, self.tmp, self._lock)
         self._fh, self.tmp, self._lock, self.size = None, None, -1, 0
-
-
-class BodyTooLarge(Exception):
-    """A body went past its sink's limit; nothing past the limit was written."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"larger than the limit of {limit} bytes")
-        self.limit = limit
 
 
 class BodySink:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._canonical import canonical
 from ..bundle import check_bundle_name
@@ -24,6 +25,9 @@ from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, regi
 from ..models import Descriptor
 from .fit import CampaignRules
 from .recorder import RunRecorder
+
+if TYPE_CHECKING:
+    from ..config import Repository
 
 __all__ = [
     "MAX_HARNESS_FILE",
@@ -98,14 +102,12 @@ class ImportResult:
     outcome: str
 
 
-def already_imported(
-    root: str | os.PathLike[str], name: str, source_digest: str
-) -> ImportResult | None:
+def already_imported(repo: Repository, name: str, source_digest: str) -> ImportResult | None:
     """The registered run imported from the same files, if any: under ``name`` it is
     the same import (a no-op); under another name, or ``name`` taken by other content,
     a :class:`BundleError`."""
     check_bundle_name(name)
-    mine = registration_path(root, name)
+    mine = registration_path(repo.root, name)
     if mine.exists():
         reg = load_registration(mine)
         annotations = reg.manifest.metadata.annotations
@@ -115,7 +117,7 @@ def already_imported(
             f"bundle {name!r} is already registered at {mine} with other content; "
             "choose another --name"
         )
-    evidence = Path(root) / EVIDENCE_DIR
+    evidence = repo.root / EVIDENCE_DIR
     for reg_path in sorted(evidence.glob(f"*/{REGISTRATION_NAME}")):
         try:
             reg = load_registration(reg_path)
@@ -135,7 +137,7 @@ def source_digest(descriptors: dict[str, Descriptor]) -> str:
 
 
 def open_import(
-    root: str | os.PathLike[str],
+    repo: Repository,
     name: str,
     source: HarnessDir,
     *,
@@ -151,10 +153,9 @@ def open_import(
     or the :class:`ImportResult` of the same files registered as ``name`` already. A run
     for ``campaign`` (its rules, ``evidencestore.campaign.fit.campaign_rules``) must fit
     it: condition, arm, harness and workload digest, checked before anything is
-    registered."""
-    from ..config import local_store
-
-    store = local_store(Path(root))
+    registered. The harness files go to ``repo``'s store and the run is registered in
+    ``repo``: one repository, resolved once by the importer's entry point."""
+    store = repo.local_store()
     descriptors: dict[str, Descriptor] = {}
     for rel, real in source.files.items():
         try:
@@ -164,7 +165,7 @@ def open_import(
                 f"import {source.harness} {source.directory / rel}: cannot read: {exc.strerror}"
             ) from exc
     digest = source_digest(descriptors)
-    done = already_imported(root, name, digest)
+    done = already_imported(repo, name, digest)
     if done is not None:
         return done
     if workload is not None:
@@ -182,7 +183,7 @@ def open_import(
             harness=source.harness,
         )
     recorder = RunRecorder(
-        root,
+        repo,
         name,
         arm=arm,
         workload=wl,

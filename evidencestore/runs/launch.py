@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
-from ..models import Descriptor, Registration
+from ..errors import ConfigError, WorkloadError
+from ..models import Registration
 from .fit import CampaignRules
 from .models import Exchange, LaunchedServer, RunRecord, ServerIdentity, ServerSection
 from .recorder import RunRecorder
@@ -140,6 +140,16 @@ def _get(url: str, path: str) -> tuple[Exchange, bytes | None]:
         return Exchange(path=path, status=None, error=str(getattr(exc, "reason", exc))), None
 
 
+def _captured(recorder: RunRecorder, base: str, path: str, when: str) -> Exchange:
+    """GET ``path`` of the launched server, its body kept as entry
+    ``server/<path>-<when>``."""
+    got, body = _get(base, path)
+    if body is None:
+        return got
+    desc = recorder.put(_entry(path, when), body, _media(path), "server")
+    return Exchange(path=path, status=got.status, body=desc)
+
+
 def _entry(path: str, when: str) -> str:
     return f"server/{path.strip('/').replace('/', '-') or 'root'}-{when}"
 
@@ -204,56 +214,43 @@ def launch_and_run(
     the workload against ``server`` once it is ready, stop it, and register the run with
     the server's provenance (see the module). A server that exits or never gets ready is
     a registered ``failed-before-inference`` run with its log."""
-    from ..config import local_store
-    from .runner import check_server_url, run_workload
-    from .workload import load_workload
+    from ..config import as_repository
+    from .preflight import preflight
+    from .runner import run_prepared
 
-    base = check_server_url(server)
+    # Everything the run needs is checked, and the run opened, before the server starts.
+    prepared = preflight(
+        as_repository(root),
+        workload_path,
+        arm=arm,
+        server=server,
+        name=name,
+        configs=configs,
+        server_logs=server_logs,
+        campaign=campaign,
+        condition=condition,
+        signing_key=signing_key,
+    )
+    loaded, recorder, base = prepared.loaded, prepared.recorder, prepared.base
     wl_path = Path(workload_path)
-    loaded = load_workload(wl_path, roots=(root,))
     section = loaded.workload.server or ServerSection()
     argv = tuple(command) if command else section.command
     if not argv:
-        raise ConfigError(
+        raise WorkloadError(
             f'workload {wl_path}: no server to launch: give --launch "CMD ..." or '
             "[server] command = [...]"
         )
     cwd = (wl_path.absolute().parent / section.cwd) if section.cwd else Path.cwd()
     if not cwd.is_dir():
-        raise ConfigError(f"workload {wl_path}: [server] cwd {section.cwd!r}: not a directory")
-    if campaign is not None:  # checked before the server starts, as run_workload does
-        from ..digest import hash_file
-
-        try:
-            digests = [hash_file(c).digest for c in configs]
-        except OSError as exc:
-            raise ConfigError(f"--config: cannot read: {exc}") from exc
-        campaign.check_run(
-            arm=arm,
-            condition=condition,
-            workload_digest=loaded.descriptor.digest,
-            config_digests=digests,
-            workload_source=os.fspath(workload_path),
-        )
+        raise WorkloadError(f"workload {wl_path}: [server] cwd {section.cwd!r}: not a directory")
     health = base + loaded.workload.endpoint.health_path
     with tempfile.TemporaryDirectory(prefix="evstore-server-") as tmp:
         proc = _Server(argv, cwd, Path(tmp))
         ready_s, why = proc.wait_ready(health, section.ready_timeout)
-        if ready_s is None:
-            recorder = RunRecorder(
-                root,
-                name,
-                arm=arm,
-                workload=loaded.descriptor,
-                workload_bytes=loaded.data,
-                campaign=campaign.name if campaign is not None else None,
-                protocol_digest=campaign.digest if campaign is not None else None,
-                condition=condition,
-                signing_key=signing_key,
-            )
-            for config in configs:
+        if ready_s is None:  # a failed run, with the server's log
+            for config in prepared.configs:
                 recorder.attach_config(config)
-            for log in server_logs:
+            for log in prepared.server_logs:
                 recorder.attach_log(log)
             recorder.launched = _launched(proc, recorder, section.env, None, why, {})
             recorder.set_server(
@@ -267,46 +264,19 @@ def launch_and_run(
                 )
             )
             return recorder.seal()
-        # /metrics and /version before the run: stored now, entries once the run's
-        # recorder exists.
         exchanges: dict[str, Exchange] = {}
-        before: dict[str, Descriptor] = {}
-        store = local_store(Path(root))
         for what, path in (("metrics", section.metrics_path), ("version", section.version_path)):
-            got, body = _get(base, path)
-            if body is not None:
-                desc = store.put(body, _media(path))
-                before[_entry(path, "before")] = desc
-                got = Exchange(path=path, status=got.status, body=desc)
-            exchanges[f"{what}_before"] = got
+            exchanges[f"{what}_before"] = _captured(recorder, base, path, "before")
 
         def before_seal(recorder: RunRecorder) -> None:
-            for entry, desc in before.items():
-                recorder.add_entry(entry, desc, "server")
             for what, path in (
                 ("metrics", section.metrics_path),
                 ("version", section.version_path),
             ):
-                got, body = _get(base, path)
-                if body is not None:
-                    desc = recorder.put(_entry(path, "after"), body, _media(path), "server")
-                    got = Exchange(path=path, status=got.status, body=desc)
-                exchanges[f"{what}_after"] = got
+                exchanges[f"{what}_after"] = _captured(recorder, base, path, "after")
             recorder.launched = _launched(proc, recorder, section.env, ready_s, None, exchanges)
 
         try:
-            return run_workload(
-                root,
-                workload_path,
-                arm=arm,
-                server=server,
-                name=name,
-                configs=configs,
-                server_logs=server_logs,
-                campaign=campaign,
-                condition=condition,
-                before_seal=before_seal,
-                signing_key=signing_key,
-            )
+            return run_prepared(prepared, before_seal=before_seal)
         finally:
             proc.stop()  # whatever happened, the server does not outlive the run

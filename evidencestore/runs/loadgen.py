@@ -155,12 +155,15 @@ def import_loadgen(
     campaign: CampaignRules | None = None,
     condition: str | None = None,
 ) -> ImportResult:
-    """Seal a LoadGen log directory as run bundle ``name`` (see the module)."""
+    """Seal a LoadGen log directory as run bundle ``name`` in the repository ``root``
+    names (:func:`~evidencestore.config.as_repository`; see the module)."""
+    from ..config import as_repository
+
     source = harness_dir(directory, "loadgen")
     result, values = loadgen_result(source)
     version = values.get("loadgen_version")
     opened = open_import(
-        root,
+        as_repository(root),
         name,
         source,
         arm=arm,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import platform
 import sys
-import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,16 +22,16 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from .. import __version__
 from .._canonical import decode, pretty
+from .._version import __version__
 from ..bundle import RepoFile, check_name_free, free_name, register_bundle
 from ..digest import hash_bytes
-from ..errors import BundleError, BundleNameTaken, ConfigError, EvidenceStoreError, ManifestError
+from ..errors import BundleError, BundleNameTaken, ConfigError, ManifestError
 from ..inventory import load_registration, read_entry, registration_path
 from ..models import Descriptor, Entry, Registration
 from ..storage import LocalBlobStore
 from .body import BodySink, MemoryBudget, Spool
-from .endpoints import Observation, valid_media_type
+from .judge import Expected, Slot, judge
 from .models import (
     Audit,
     ClientEnvironment,
@@ -40,7 +39,6 @@ from .models import (
     Exchange,
     Harness,
     LaunchedServer,
-    MediaOutcome,
     Outcome,
     Phase,
     PhaseCounts,
@@ -49,53 +47,31 @@ from .models import (
     RunRecord,
     ServerIdentity,
 )
-from .streams import (
-    COMPLETION_MEDIA_TYPE,
-    StreamOutcome,
-    event_times,
-    examine,
-    stream_metrics,
-)
+from .transport import Observation, utc_precise
+from .untrusted import valid_media_type
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from ..config import Repository
     from ..media.records import Expectations
 
 __all__ = [
     "RUN_ENTRY",
     "RUN_SIGNATURE",
     "RunRecorder",
-    "check_output",
     "client_environment",
     "load_run",
     "open_run",
     "outcome_of",
     "phase_counts",
     "renamed",
-    "request_record",
-    "utc_precise",
 ]
 
 RUN_ENTRY = "run.json"
 RUN_MEDIA_TYPE = "application/vnd.evidencestore.run+json"
 RUN_SIGNATURE = "run.dsse.json"
 DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
-
-
-_SECOND: list[tuple[int, str]] = [(-1, "")]  # the last whole second formatted
-
-
-def utc_precise() -> str:
-    """The current UTC time, microseconds: ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (the whole
-    second's text is formatted once per second: the runner stamps every request)."""
-    ns = time.time_ns()
-    second = ns // 10**9
-    last, text = _SECOND[0]
-    if second != last:
-        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        _SECOND[0] = (second, text)
-    return f"{text}.{ns // 1000 % 10**6:06d}Z"
 
 
 def _version(module: str) -> str | None:
@@ -160,114 +136,13 @@ def outcome_of(server_ok: bool, requests: Sequence[RequestRecord]) -> tuple[Outc
     return "partial", f"{len(failed)} of {len(requests)} requests failed"
 
 
-def check_output(
-    store: LocalBlobStore, body: Descriptor, expectations: Expectations | None, name: str
-) -> tuple[MediaOutcome, Descriptor]:
-    """Decode a stored output fully and check it against the request's expectations;
-    store the check report and return the outcome and the report's descriptor."""
-    from ..media.expectations import check
-    from ..media.source import MediaSource
-    from ..media.store import store_record
-
-    path = store.path_of(body.digest)
-    st = os.stat(path)
-    source = MediaSource(
-        name=name, descriptor=body, path=str(path), stat=(st.st_size, st.st_mtime_ns)
-    )
-    try:
-        report = check(source, expectations)
-    except EvidenceStoreError as exc:
-        message = f"{name}: cannot be checked: {exc}"
-        desc = store.put(message.encode(), "text/plain")
-        return MediaOutcome(
-            verdict="UNAVAILABLE", failed_checks=("check",), report=desc, message=message
-        ), desc
-    desc = store_record(report, store)
-    failed = tuple(c.name for c in report.checks if not c.ok)
-    first = next((c.message for c in report.checks if not c.ok), None)
-    return MediaOutcome(
-        verdict=report.verdict, failed_checks=failed, report=desc, message=first
-    ), desc
-
-
-def request_record(
-    observation: Observation,
-    *,
-    index: int,
-    phase: Phase,
-    request: int,
-    repetition: int,
-    payload: Descriptor,
-    body: Descriptor | None,
-    media: MediaOutcome | None = None,
-    stream: StreamOutcome | None = None,
-    completion: Descriptor | None = None,
-) -> RequestRecord:
-    """The record of one request from what it saw; the one place that computes its
-    end-to-end latency (``last_byte_ns`` minus ``intended_ns``, or ``sent_ns`` when no
-    intended time was recorded, only for a request that delivered a valid output), time
-    to first byte (``first_byte_ns - sent_ns``) and, for a streamed LLM output
-    (``stream``), TTFT, ITL, TPOT and output tokens (``RequestRecord``). A media check
-    that did not pass makes the request an ``invalid-media`` failure; a stream that
-    failed (``stream-error``, ``incomplete``) makes it that failure."""
-    o = observation
-    failure, message = o.failure, o.message
-    if failure is None and media is not None and media.verdict != "PASS":
-        failure, message = "invalid-media", media.message
-    if failure is None and stream is not None and stream.failure is not None:
-        failure, message = stream.failure, stream.message
-    start = o.intended_ns if o.intended_ns is not None else o.sent_ns
-    metrics = None
-    if stream is not None and failure is None:
-        metrics = stream_metrics(stream.event_ns, stream.event_tokens, start, stream.output_tokens)
-    return RequestRecord(
-        index=index,
-        phase=phase,
-        request=request,
-        repetition=repetition,
-        method=o.method,
-        path=o.path,
-        payload=payload,
-        start_utc=o.start_utc or utc_precise(),
-        sent_ns=o.sent_ns,
-        headers_ns=o.headers_ns,
-        first_byte_ns=o.first_byte_ns,
-        last_byte_ns=o.last_byte_ns,
-        end_ns=o.end_ns,
-        status=o.status,
-        headers=dict(o.headers),
-        body=body,
-        received=o.received if o.received or body is None else body.size,
-        declared_length=o.declared_length,
-        job_id=o.job_id,
-        polls=o.polls,
-        resolution_s=o.resolution_s,
-        media=media,
-        failure=failure,
-        message=message,
-        e2e_s=(o.last_byte_ns - start) / 1e9
-        if failure is None and o.last_byte_ns is not None
-        else None,
-        ttfb_s=(o.first_byte_ns - o.sent_ns) / 1e9 if o.first_byte_ns is not None else None,
-        intended_ns=o.intended_ns,
-        send_lag_s=(o.sent_ns - o.intended_ns) / 1e9 if o.intended_ns is not None else None,
-        events=event_times(stream, o.sent_ns) if stream is not None else None,
-        completion=completion,
-        finish_reason=stream.completion.finish_reason if stream is not None else None,
-        ttft_s=metrics.ttft_s if metrics else None,
-        itl_s=metrics.itl_s if metrics else None,
-        tpot_s=metrics.tpot_s if metrics else None,
-        output_tokens=stream.output_tokens if stream is not None else None,
-        output_tokens_from=stream.output_tokens_from if stream is not None else None,
-    )
-
-
 class RunRecorder:
-    """A run being recorded; :meth:`seal` registers it as bundle ``name``."""
+    """A run being recorded in ``repo`` (resolved by the entry point: :func:`open_run`,
+    ``run_workload``, an importer); :meth:`seal` registers it as bundle ``name``."""
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        repo: Repository,
         name: str,
         *,
         arm: str,
@@ -279,10 +154,8 @@ class RunRecorder:
         condition: str | None = None,
         signing_key: Ed25519PrivateKey | None = None,
     ) -> None:
-        from ..config import repository_at
-
-        self.repo = repository_at(root)
-        self.root = self.repo.root
+        self.repo = repo
+        self.root = repo.root
         try:
             self.name = check_name_free(self.repo, name)
         except BundleNameTaken as exc:
@@ -430,12 +303,15 @@ class RunRecorder:
         streamed: bool = True,
     ) -> RequestRecord:
         """Record one request a harness made itself: what it saw (timings in monotonic
-        ns, status, failure: an :class:`~evidencestore.runs.endpoints.Observation`), the
-        payload sent and the body as bytes or a file (``observation.media_type``). A body
-        is checked against ``expectations`` when they are given; an invalid one makes the
+        ns, status, failure: an :class:`~evidencestore.runs.transport.Observation`), the
+        payload sent and the body as bytes or a file (``observation.media_type``). The
+        request is judged exactly as the runner judges its own (``judge.judge``): an
+        output that says it is JSON must be well-formed; a body is checked against
+        ``expectations`` when they are given (audio it carries must last as long as the
+        request asked, even when they prescribe none), and an invalid one makes the
         request an ``invalid-media`` failure. ``llm``: the body is an OpenAI ``chat`` or
-        ``completions`` answer (an SSE stream unless ``streamed`` is false), read back as
-        the runner reads its own (``streams.py``: events timed by
+        ``completions`` answer (an SSE stream unless ``streamed`` is false), read back
+        up to 256 MiB (``too-large`` past it; ``streams.py``: events timed by
         ``observation.chunk_ns`` / ``chunk_end``, the completion stored, checked against
         ``spec``'s ``max_tokens``)."""
         media_type = observation.media_type
@@ -462,36 +338,21 @@ class RunRecorder:
                     raise ConfigError(
                         f"{os.fspath(body)}: cannot read the body: {exc.strerror}"
                     ) from exc
-        index = len(self.requests)
-        media = None
-        if body_desc is not None and expectations is not None and observation.failure is None:
-            media, _ = check_output(self.store, body_desc, expectations, f"request {index}")
-        outcome = completion = None
-        if body_desc is not None and llm is not None and observation.failure is None:
-            data = self.store.get(body_desc.digest, body_desc.size)
-            outcome = examine(
-                data,
-                observation.chunk_ns,
-                observation.chunk_end,
-                spec or RequestSpec(),
-                stream=streamed,
-                chat=llm == "chat",
-            )
-            completion = self.store.put(
-                msgspec.json.encode(outcome.completion), COMPLETION_MEDIA_TYPE
-            )
+        endpoint = None
+        if llm is not None:
+            from .endpoints import endpoint_for
+
+            endpoint = endpoint_for(llm)
+        expected = Expected(request=spec or RequestSpec(), stream=streamed, media=expectations)
         return self.add(
-            request_record(
+            judge(
+                endpoint,
                 observation,
-                index=index,
-                phase=phase,
-                request=request,
-                repetition=repetition,
+                body_desc,
+                expected,
+                store=self.store,
+                slot=Slot(len(self.requests), phase, request, repetition),
                 payload=payload_desc,
-                body=body_desc,
-                media=media,
-                stream=outcome,
-                completion=completion,
             )
         )
 
@@ -634,14 +495,18 @@ def open_run(
     signing_key: Ed25519PrivateKey | None = None,
 ) -> RunRecorder:
     """Open a run of ``workload`` (the workload file's bytes) by ``arm``, to be registered
-    as bundle ``name`` in the repository at ``root`` (a name taken, or differing only in
+    as bundle ``name`` in the repository ``root`` names (:func:`~evidencestore.config.as_repository`:
+    a :class:`~evidencestore.config.Repository` as it is, a path's repository at or above
+    it) (a name taken, or differing only in
     letter case from a bundle, is refused now). ``campaign``, ``protocol_digest`` and
     ``condition`` are recorded as given: a harness is not checked against the protocol
     (``run_workload`` is), and ``campaign status`` excludes a run that does not fit. With
     ``signing_key`` the record is signed (``run.dsse.json``)."""
+    from ..config import as_repository
+
     desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")
     return RunRecorder(
-        root,
+        as_repository(root),
         name,
         arm=arm,
         workload=desc,
@@ -658,8 +523,11 @@ def load_run(root: str | os.PathLike[str], bundle_name: str) -> RunRecord:
     """Return the run record of bundle ``bundle_name``, its bytes checked against the
     registration's ``run.json`` entry. Raises :class:`BundleNotFoundError` (a
     :class:`NotFoundError`) when no such bundle is registered, :class:`ManifestError`
-    when it is not a run or its ``run.json`` is missing, altered or invalid."""
-    reg_path = registration_path(root, bundle_name)
+    when it is not a run or its ``run.json`` is missing, altered or invalid. ``root``: as
+    for :func:`open_run`."""
+    from ..config import as_repository
+
+    reg_path = registration_path(as_repository(root), bundle_name)
     registration = load_registration(reg_path)
     entry = next((e for e in registration.manifest.entries if e.path == RUN_ENTRY), None)
     if entry is None or registration.manifest.metadata.annotations.get("kind") != "run":

@@ -14,9 +14,10 @@ warmup request finishes before the first measured request is sent. Records are k
 their schedule index, so completion order cannot reorder or lose one.
 
 Nothing but the server URL given is contacted; redirects are not followed. Each
-request's exchange belongs to its endpoint (``endpoints.py``), which returns one
-observation per request; this module schedules them, publishes and checks the bodies,
-and registers the run. Everything given is checked before the first byte is sent;
+request's bytes come from its endpoint (``endpoints/``), its exchange from the transport
+(``transport.py``), which returns one observation per request, and its record from the
+judge (``judge.py``); this module schedules them, publishes the bodies, and registers
+the run. Everything given is checked before the first byte is sent;
 once the server check begins the run is registered whatever happens (an internal error
 becomes the run's reason, never a lost run).
 """
@@ -30,106 +31,58 @@ import statistics
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from fractions import Fraction
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
-import msgspec
-
-from ..confined import MAX_CONTROL_FILE, MAX_LOG_FILE, check_file
-from ..errors import ConfigError
 from ..models import Descriptor, Registration
 from ..storage import LocalBlobStore
 from . import polling
 from .audits import audit_run
 from .body import BodySink
-from .endpoints import (
-    JSON_OUTPUT_MAX,
+from .endpoints import Endpoint, endpoint_for
+from .fit import CampaignRules
+from .judge import Expected, Slot, judge, request_record
+from .models import ClientLoad, Phase, RequestRecord, RunRecord, ServerIdentity
+from .preflight import Prepared, check_server_url, preflight
+from .recorder import RunRecorder
+from .transport import (
     READ_BUFFER,
     Connection,
     Deadlines,
-    Endpoint,
     Observation,
     Payload,
-    endpoint_for,
+    exchange,
     get_control,
-    model_ids,
+    utc_precise,
 )
-from .fit import CampaignRules
-from .models import ClientLoad, MediaOutcome, Phase, RequestRecord, RunRecord, ServerIdentity
-from .recorder import RunRecorder, check_output, request_record, utc_precise
-from .streams import COMPLETION_MEDIA_TYPE, StreamOutcome
-from .workload import LoadedWorkload, expectations_for, load_workload
+from .untrusted import model_ids
+from .workload import LoadedWorkload, expectations_for
 
 if TYPE_CHECKING:
     import aiohttp
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from ..media.records import Expectations
-
-__all__ = ["Progress", "check_server_url", "run_workload"]
+__all__ = ["Progress", "check_server_url", "run_prepared", "run_workload"]
 
 Progress = Callable[[int, int, RequestRecord], None]
 
 
-def check_server_url(url: str) -> str:
-    """Return ``url`` without a trailing slash if it is an http(s) URL with a host."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"--server {url!r}: expected an http:// or https:// URL with a host")
-    if parts.query or parts.fragment:
-        raise ConfigError(f"--server {url!r}: give the base URL only (no query or fragment)")
-    return url.rstrip("/")
-
-
-@dataclass
-class _Slot:
-    index: int
-    phase: Phase
-    request: int
-    repetition: int
-
-
 @dataclass
 class _Pending:
-    slot: _Slot
+    slot: Slot
     observation: Observation
     sink: BodySink | None
 
-    def record(
-        self,
-        payload: Descriptor,
-        body: Descriptor | None,
-        media: MediaOutcome | None = None,
-        observation: Observation | None = None,
-        stream: StreamOutcome | None = None,
-        completion: Descriptor | None = None,
-    ) -> RequestRecord:
-        s = self.slot
-        return request_record(
-            observation or self.observation,
-            index=s.index,
-            phase=s.phase,
-            request=s.request,
-            repetition=s.repetition,
-            payload=payload,
-            body=body,
-            media=media,
-            stream=stream,
-            completion=completion,
-        )
-
     def preview(self, payload: Descriptor) -> RequestRecord:
-        """The record as it stands before its body is published (for progress)."""
+        """The record as it stands before its body is published and judged (progress)."""
         sink = self.sink
         body = None
         if sink is not None and sink.digest is not None:
             body = Descriptor(
                 digest=sink.digest, size=sink.size, media_type=self.observation.media_type
             )
-        return self.record(payload, body)
+        return request_record(self.observation, self.slot, payload=payload, body=body)
 
 
 def _internal(when: str, exc: BaseException) -> str:
@@ -167,44 +120,36 @@ def run_workload(
     arm, workload digest and declared configuration files) is refused before too. With ``signing_key`` the run
     record is signed (``run.dsse.json``, see :func:`evidencestore.dsse.sign_run`).
     """
-    base = check_server_url(server)
-    loaded = load_workload(workload_path, roots=(root,), store=store)
-    for kind, path in [
-        *(("config", c) for c in configs),
-        *(("server-log", g) for g in server_logs),
-    ]:
-        if not os.path.lexists(path):
-            raise ConfigError(f"--{kind} {path}: no such file")
-    for log in server_logs:
-        check_file(
-            log,
-            (root, Path(log).absolute().parent),
-            limit=MAX_LOG_FILE,
-            where=f"--server-log {log}",
-        )
-    for config in configs:
-        check_file(
-            config,
-            (root, Path(config).absolute().parent),
-            limit=MAX_CONTROL_FILE,
-            where=f"--config {config}",
-        )
-    if campaign is not None:
-        protocol_digest = _fits(
-            campaign, workload_path, loaded, arm, condition, configs, protocol_digest
-        )
-    recorder = RunRecorder(
-        root,
-        name,
+    from ..config import as_repository
+
+    prepared = preflight(
+        as_repository(root),
+        workload_path,
         arm=arm,
-        workload=loaded.descriptor,
-        workload_bytes=loaded.data,
-        store=store,
-        campaign=campaign.name if campaign is not None else None,
+        server=server,
+        name=name,
+        configs=configs,
+        server_logs=server_logs,
+        campaign=campaign,
         protocol_digest=protocol_digest,
         condition=condition,
+        store=store,
         signing_key=signing_key,
     )
+    return run_prepared(prepared, progress=progress, before_seal=before_seal)
+
+
+def run_prepared(
+    prepared: Prepared,
+    *,
+    progress: Progress | None = None,
+    before_seal: Callable[[RunRecorder], None] | None = None,
+) -> tuple[Registration, RunRecord]:
+    """Run a workload that passed its pre-flight (``preflight.preflight``) and register
+    it; see :func:`run_workload`. ``before_seal`` runs last (a launched server: stopped,
+    its log and metrics kept)."""
+    loaded, recorder, base = prepared.loaded, prepared.recorder, prepared.base
+    configs, server_logs = prepared.configs, prepared.server_logs
     endpoint = endpoint_for(loaded.workload.endpoint.kind)
     payloads = [
         endpoint.payload(loaded, i, recorder.store) for i in range(len(loaded.workload.request))
@@ -289,44 +234,6 @@ def client_load(
     )
 
 
-def _fits(
-    rules: CampaignRules | str,
-    workload_path: str | os.PathLike[str],
-    loaded: LoadedWorkload,
-    arm: str,
-    condition: str | None,
-    configs: Sequence[str | os.PathLike[str]],
-    protocol_digest: str | None,
-) -> str:
-    """The protocol digest of the campaign, once the run fits its rules."""
-    from ..digest import hash_file
-
-    if isinstance(rules, str):
-        raise ConfigError(
-            f"campaign={rules!r}: pass the campaign's rules, "
-            f"evidencestore.campaign.campaign_rules(root, {rules!r}), so the run is checked "
-            "against its protocol before anything is sent"
-        )
-    digests = []
-    for config in configs:
-        try:
-            digests.append(hash_file(config).digest)
-        except OSError as exc:
-            raise ConfigError(f"--config {config}: cannot read: {exc.strerror}") from exc
-    rules.check_run(
-        arm=arm,
-        condition=condition,
-        workload_digest=loaded.descriptor.digest,
-        config_digests=digests,
-        workload_source=os.fspath(workload_path),
-    )
-    if protocol_digest is not None and protocol_digest != rules.digest:
-        raise ConfigError(
-            f"protocol digest {protocol_digest}: campaign {rules.name!r} is protocol {rules.digest}"
-        )
-    return rules.digest
-
-
 def _finish(
     recorder: RunRecorder,
     loaded: LoadedWorkload,
@@ -334,99 +241,58 @@ def _finish(
     pending: list[_Pending],
     stored: list[Descriptor],
 ) -> None:
-    """Publish the bodies, check every delivered output, add the records."""
+    """Publish the bodies, judge every request, add the records."""
     for item in pending:
         payload = stored[item.slot.request]
         try:
-            record = _checked(recorder, loaded, endpoint, item, payload)
+            record = _judged(recorder, loaded, endpoint, item, payload)
         except Exception as exc:
             if item.sink is not None:
                 item.sink.discard()
             recorder.fail(_internal(f"while checking request {item.slot.index}", exc))
-            record = item.record(payload, None)
+            record = judge(
+                endpoint,
+                item.observation,
+                None,
+                Expected(),
+                store=recorder.store,
+                slot=item.slot,
+                payload=payload,
+            )
         recorder.add(record)
 
 
-def _checked(
+def _judged(
     recorder: RunRecorder,
     loaded: LoadedWorkload,
     endpoint: Endpoint,
     item: _Pending,
     payload: Descriptor,
 ) -> RequestRecord:
-    """One request's record once its body is published and checked."""
+    """One request's record once its body is published."""
     obs = item.observation
-    if item.sink is None:
-        return item.record(payload, None)
-    streamed = obs.failure is None and endpoint.marks
-    data = item.sink.content() if streamed else None  # a small stream: not read back
-    body = recorder.publish(item.sink, obs.media_type)
-    media = None
-    if streamed:
-        return _streamed(recorder, loaded, endpoint, item, payload, body, data)
-    if obs.failure is None:
-        bad = endpoint.check_output(recorder.store.path_of(body.digest), body.size, body.media_type)
-        if bad is not None:
-            obs = replace(obs, failure=bad[0], message=bad[1])
-    if obs.failure is None and loaded.workload.run.check_media:
-        exp = expectations_for(loaded.workload, item.slot.request)
-        if exp is not None:
-            if exp.audio is None:
-                exp = _audio_if_present(recorder.store, body, exp)
-            media, _ = check_output(recorder.store, body, exp, f"request {item.slot.index}")
-    return item.record(payload, body, media, obs)
-
-
-def _streamed(
-    recorder: RunRecorder,
-    loaded: LoadedWorkload,
-    endpoint: Endpoint,
-    item: _Pending,
-    payload: Descriptor,
-    body: Descriptor,
-    data: bytes | None = None,
-) -> RequestRecord:
-    """A delivered LLM output read back (``data``: its bytes, when the sink held them):
-    its events timed, its completion stored."""
-    obs = item.observation
-    if body.size > JSON_OUTPUT_MAX:
-        obs = replace(
-            obs,
-            failure="too-large",
-            message=f"a streamed output of {body.size} bytes is larger than {JSON_OUTPUT_MAX}",
-        )
-        return item.record(payload, body, observation=obs)
-    if data is None:
-        data = recorder.store.get(body.digest, body.size)
-    request = loaded.workload.request[item.slot.request]
-    outcome = endpoint.examine(data, obs, request, loaded.workload.endpoint.stream)
-    if outcome is None:
-        return item.record(payload, body)
-    completion = recorder.store.put(msgspec.json.encode(outcome.completion), COMPLETION_MEDIA_TYPE)
-    return item.record(payload, body, stream=outcome, completion=completion)
-
-
-def _audio_if_present(store: LocalBlobStore, body: Descriptor, exp: Expectations) -> Expectations:
-    """A workload without ``[audio]`` does not require audio, but audio an output carries
-    must still last as long as the request asked (its format is not prescribed)."""
-    from .. import media
-    from ..errors import MediaError
-    from ..media.records import AudioExpectation
-
-    video = exp.video
-    if video is None or video.frames is None or video.frame_rate is None:
-        duration = video.duration if video is not None else None
-    else:
-        duration = video.frames / float(Fraction(str(video.frame_rate)))
-    if duration is None:
-        return exp
-    try:
-        report = media.probe(str(store.path_of(body.digest)))
-    except MediaError:
-        return exp  # not media at all: the full check says so
-    if not any(s.type == "audio" for s in report.streams):
-        return exp
-    return msgspec.structs.replace(exp, audio=AudioExpectation(duration=duration))
+    wl = loaded.workload
+    body = data = None
+    if item.sink is not None:
+        if obs.failure is None and endpoint.marks:
+            data = item.sink.content()  # a small stream: not read back from the store
+        body = recorder.publish(item.sink, obs.media_type)
+    request = item.slot.request
+    expected = Expected(
+        request=wl.request[request],
+        stream=wl.endpoint.stream,
+        media=expectations_for(wl, request) if wl.run.check_media else None,
+    )
+    return judge(
+        endpoint,
+        obs,
+        body,
+        expected,
+        store=recorder.store,
+        slot=item.slot,
+        payload=payload,
+        data=data,
+    )
 
 
 async def _check_server(
@@ -487,7 +353,7 @@ async def _drive(
     import aiohttp
 
     wl = loaded.workload
-    slots: list[_Slot] = []
+    slots: list[Slot] = []
     phases: tuple[tuple[Phase, int], ...] = (
         ("warmup", wl.run.warmup),
         ("measured", wl.run.measured),
@@ -495,7 +361,7 @@ async def _drive(
     for phase, reps in phases:
         for rep in range(reps):
             for i in range(len(wl.request)):
-                slots.append(_Slot(len(slots), phase, i, rep))
+                slots.append(Slot(len(slots), phase, i, rep))
     # No TLS context is built for a plain-http server.
     connector = aiohttp.TCPConnector(
         limit=wl.run.concurrency, force_close=False, ssl=not base.startswith("http://")
@@ -527,13 +393,13 @@ async def _drive(
             queue = [s for s in slots if s.phase == phase]
             queue.reverse()
 
-            async def worker(queue: list[_Slot]) -> None:
+            async def worker(queue: list[Slot]) -> None:
                 while queue:
                     slot = queue.pop()
                     # Closed loop: a request is due the moment a worker is free for it.
                     due = time.monotonic_ns()
-                    observation, sink = await endpoint.exchange(
-                        conn, payloads[slot.request], wl.endpoint.path, utc_precise(), due
+                    observation, sink = await exchange(
+                        conn, endpoint, payloads[slot.request], wl.endpoint.path, utc_precise(), due
                     )
                     pending = results[slot.index] = _Pending(slot, observation, sink)
                     if progress is not None:

@@ -1,6 +1,6 @@
 """Workloads: strict loading, input files, expectations from the request.
 
-The exact bytes of each request are built by its endpoint (``endpoints.py``) as a pure
+The exact bytes of each request are built by its endpoint (``endpoints/``) as a pure
 function of the workload, so a rerun sends byte-identical requests with the same
 payload digests.
 """
@@ -21,7 +21,7 @@ import msgspec
 from .._canonical import loads_toml
 from ..confined import MAX_CONTROL_FILE, MAX_INPUT_FILE, read_file
 from ..digest import hash_bytes
-from ..errors import ConfigError
+from ..errors import ConfigError, WorkloadError
 from ..models import Descriptor
 from ..paths import path_problem
 from .models import Message, RequestSpec, Workload
@@ -89,37 +89,40 @@ def parse_workload(data: bytes, path: str | os.PathLike[str]) -> Workload:
     """Decode and strictly validate the bytes of ``workload.toml`` (from ``path``, which
     errors name with the field)."""
     p = path
-    raw = loads_toml(data, f"workload {p}")
+    try:
+        raw = loads_toml(data, f"workload {p}")
+    except ConfigError as exc:
+        raise WorkloadError(str(exc)) from exc.__cause__
     try:
         workload = msgspec.convert(raw, Workload)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"workload {p}: {exc}") from exc
+        raise WorkloadError(f"workload {p}: {exc}") from exc
     endpoint = workload.endpoint
     if not workload.request and workload.prompts is None:
-        raise ConfigError(
+        raise WorkloadError(
             f"workload {p}: missing required field `request`: give at least one "
             "[[request]] (or, for chat and completions, [prompts])"
         )
     if workload.prompts is not None:
         ps = workload.prompts
         if endpoint.kind not in ("chat", "completions"):
-            raise ConfigError(f"workload {p}: [prompts] is for chat and completions endpoints")
+            raise WorkloadError(f"workload {p}: [prompts] is for chat and completions endpoints")
         if ps.path is not None and ps.digest is not None:
-            raise ConfigError(f"workload {p}: [prompts]: give `path` or `digest`, not both")
+            raise WorkloadError(f"workload {p}: [prompts]: give `path` or `digest`, not both")
         if ps.path is None and ps.digest is None and (ps.count is None or ps.input_tokens is None):
-            raise ConfigError(
+            raise WorkloadError(
                 f"workload {p}: [prompts]: give a JSONL `path` or `digest`, or `count` "
                 "synthetic prompts of `input_tokens` words"
             )
         for low, high in (("input_tokens", "input_tokens_max"), ("max_tokens", "max_tokens_max")):
             lo, hi = getattr(ps, low), getattr(ps, high)
             if hi is not None and (lo is None or hi < lo):
-                raise ConfigError(f"workload {p}: [prompts]: `{high}` needs `{low}` <= it")
+                raise WorkloadError(f"workload {p}: [prompts]: `{high}` needs `{low}` <= it")
     for field in ("health_path", "models_path"):
         entry = "server/" + (getattr(endpoint, field).strip("/") or "index")
         problem = path_problem(entry)
         if problem is not None:
-            raise ConfigError(
+            raise WorkloadError(
                 f"workload {p}: endpoint.{field} = {getattr(endpoint, field)!r}: "
                 f"its answer would be kept as {entry!r}: {problem.reason}"
             )
@@ -127,31 +130,31 @@ def parse_workload(data: bytes, path: str | os.PathLike[str]) -> Workload:
         where = f"workload {p}: request[{i}]"
         for key, value in sorted(req.fields.items()):
             if isinstance(value, float) and not math.isfinite(value):
-                raise ConfigError(f"{where}.fields.{key} = {value}: expected a finite number")
+                raise WorkloadError(f"{where}.fields.{key} = {value}: expected a finite number")
         kind = workload.endpoint.kind
         video = kind in ("videos-sync", "videos-job")
         if video and req.size is None:
-            raise ConfigError(f"{where}: `size` (WxH) is required for {kind}")
+            raise WorkloadError(f"{where}: `size` (WxH) is required for {kind}")
         if req.seconds is None and req.num_frames is None and video:
-            raise ConfigError(f"{where}: give `seconds` or `num_frames` (with `fps`)")
+            raise WorkloadError(f"{where}: give `seconds` or `num_frames` (with `fps`)")
         if kind == "chat" and (req.prompt is None) == (req.messages is None):
-            raise ConfigError(f"{where}: give exactly one of `prompt` or `messages` for chat")
+            raise WorkloadError(f"{where}: give exactly one of `prompt` or `messages` for chat")
         if kind == "completions" and (req.prompt is None or req.messages is not None):
-            raise ConfigError(f"{where}: completions needs `prompt` (and no `messages`)")
+            raise WorkloadError(f"{where}: completions needs `prompt` (and no `messages`)")
         if kind in ("chat", "completions") and req.inputs:
-            raise ConfigError(f"{where}: input files are not sent by {kind}")
+            raise WorkloadError(f"{where}: input files are not sent by {kind}")
         if req.num_frames is not None and req.fps is None:
-            raise ConfigError(f"{where}: `num_frames` needs `fps`")
+            raise WorkloadError(f"{where}: `num_frames` needs `fps`")
         if req.seconds is not None and req.num_frames is not None and req.fps is not None:
             implied = round(Fraction(str(req.seconds)) * req.fps)
             if implied != req.num_frames:
-                raise ConfigError(
+                raise WorkloadError(
                     f"{where}: seconds = {req.seconds} at fps = {req.fps} is {implied} frames, "
                     f"but num_frames = {req.num_frames}; give one or make them agree"
                 )
         for j, inp in enumerate(req.inputs):
             if (inp.path is None) == (inp.digest is None):
-                raise ConfigError(f"{where}.inputs[{j}]: give exactly one of `path` or `digest`")
+                raise WorkloadError(f"{where}.inputs[{j}]: give exactly one of `path` or `digest`")
     return workload
 
 
@@ -194,23 +197,25 @@ def prompt_requests(
             try:
                 data = store.get(ps.digest)
             except EvidenceStoreError as exc:
-                raise ConfigError(f"{where} digest: {exc}") from exc
+                raise WorkloadError(f"{where} digest: {exc}") from exc
         for n, raw in enumerate(data.splitlines(), 1):
             if not raw.strip():
                 continue
             try:
                 line = msgspec.json.decode(raw, type=_PromptLine)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise ConfigError(f"{where}: line {n}: {exc}") from None
+                raise WorkloadError(f"{where}: line {n}: {exc}") from None
             if (line.prompt is None) == (line.messages is None):
-                raise ConfigError(f"{where}: line {n}: give exactly one of `prompt` or `messages`")
+                raise WorkloadError(
+                    f"{where}: line {n}: give exactly one of `prompt` or `messages`"
+                )
             if workload.endpoint.kind == "completions" and line.prompt is None:
-                raise ConfigError(f"{where}: line {n}: completions needs `prompt`")
+                raise WorkloadError(f"{where}: line {n}: completions needs `prompt`")
             lines.append(line)
             if ps.count is not None and len(lines) == ps.count:
                 break
         if not lines:
-            raise ConfigError(f"{where}: the file holds no prompt")
+            raise WorkloadError(f"{where}: the file holds no prompt")
     else:
         for _ in range(ps.count or 0):
             words = _sample(rng, ps.input_tokens, ps.input_tokens_max) or 1
@@ -252,13 +257,13 @@ def input_files(
         else:
             assert inp.digest is not None
             if store is None:
-                raise ConfigError(f"{where}: input {inp.digest} needs a store")
+                raise WorkloadError(f"{where}: input {inp.digest} needs a store")
             from ..errors import EvidenceStoreError
 
             try:
                 data = store.get(inp.digest)
             except EvidenceStoreError as exc:
-                raise ConfigError(f"{where}: {exc}") from exc
+                raise WorkloadError(f"{where}: {exc}") from exc
             name = inp.filename or inp.digest.split(":")[1][:16]
         out.append((inp.field, name, inp.media_type, data))
     return out

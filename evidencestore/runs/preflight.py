@@ -1,0 +1,146 @@
+"""A run's pre-flight: everything checked before anything is sent, once, for ``evstore
+run``, ``evstore run --launch`` (before the server is even started) and the library
+(``run_workload``, ``launch_and_run``), with one set of error texts.
+
+In order: the server URL; the workload, every value and input file of it (``workload.py``);
+the configuration files and server logs by the one file-reading rule (``confined.py``);
+the campaign's rules (condition, arm, workload digest, declared configuration files:
+``fit.CampaignRules``); then the run is opened (``RunRecorder``: the name checked free,
+the workload stored). An error raises and registers nothing. The recorder returned is the
+run's: the runner records into it, and a launched server that never gets ready seals it
+as the failed run it is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from ..confined import MAX_CONTROL_FILE, MAX_LOG_FILE, check_file
+from ..errors import ConfigError
+from .fit import CampaignRules
+from .recorder import RunRecorder
+from .workload import LoadedWorkload, load_workload
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from ..config import Repository
+    from ..storage import LocalBlobStore
+
+__all__ = ["Prepared", "check_server_url", "preflight"]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run that passed its pre-flight: the server's base URL, the workload, the files
+    to attach, and the run's recorder (opened; nothing registered yet)."""
+
+    base: str
+    loaded: LoadedWorkload
+    configs: tuple[str | os.PathLike[str], ...]
+    server_logs: tuple[str | os.PathLike[str], ...]
+    recorder: RunRecorder
+
+
+def check_server_url(url: str) -> str:
+    """Return ``url`` without a trailing slash if it is an http(s) URL with a host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--server {url!r}: expected an http:// or https:// URL with a host")
+    if parts.query or parts.fragment:
+        raise ConfigError(f"--server {url!r}: give the base URL only (no query or fragment)")
+    return url.rstrip("/")
+
+
+def preflight(
+    repo: Repository,
+    workload_path: str | os.PathLike[str],
+    *,
+    arm: str,
+    server: str,
+    name: str,
+    configs: Sequence[str | os.PathLike[str]] = (),
+    server_logs: Sequence[str | os.PathLike[str]] = (),
+    campaign: CampaignRules | None = None,
+    protocol_digest: str | None = None,
+    condition: str | None = None,
+    store: LocalBlobStore | None = None,
+    signing_key: Ed25519PrivateKey | None = None,
+) -> Prepared:
+    """Check everything a run is given and open it (see the module)."""
+    base = check_server_url(server)
+    store = store if store is not None else repo.local_store()
+    loaded = load_workload(workload_path, roots=(repo.root,), store=store)
+    for kind, path in [
+        *(("config", c) for c in configs),
+        *(("server-log", g) for g in server_logs),
+    ]:
+        if not os.path.lexists(path):
+            raise ConfigError(f"--{kind} {path}: no such file")
+    for path, limit, flag in [
+        *((g, MAX_LOG_FILE, "--server-log") for g in server_logs),
+        *((c, MAX_CONTROL_FILE, "--config") for c in configs),
+    ]:
+        check_file(
+            path, (repo.root, Path(path).absolute().parent), limit=limit, where=f"{flag} {path}"
+        )
+    if campaign is not None:
+        protocol_digest = _fits(
+            campaign, workload_path, loaded, arm, condition, configs, protocol_digest
+        )
+    recorder = RunRecorder(
+        repo,
+        name,
+        arm=arm,
+        workload=loaded.descriptor,
+        workload_bytes=loaded.data,
+        store=store,
+        campaign=campaign.name if campaign is not None else None,
+        protocol_digest=protocol_digest,
+        condition=condition,
+        signing_key=signing_key,
+    )
+    return Prepared(base, loaded, tuple(configs), tuple(server_logs), recorder)
+
+
+def _fits(
+    rules: CampaignRules | str,
+    workload_path: str | os.PathLike[str],
+    loaded: LoadedWorkload,
+    arm: str,
+    condition: str | None,
+    configs: Sequence[str | os.PathLike[str]],
+    protocol_digest: str | None,
+) -> str:
+    """The protocol digest of the campaign, once the run fits its rules."""
+    from ..digest import hash_file
+
+    if isinstance(rules, str):
+        raise ConfigError(
+            f"campaign={rules!r}: pass the campaign's rules, "
+            f"evidencestore.campaign.campaign_rules(root, {rules!r}), so the run is checked "
+            "against its protocol before anything is sent"
+        )
+    digests = []
+    for config in configs:
+        try:
+            digests.append(hash_file(config).digest)
+        except OSError as exc:
+            raise ConfigError(f"--config {config}: cannot read: {exc.strerror}") from exc
+    rules.check_run(
+        arm=arm,
+        condition=condition,
+        workload_digest=loaded.descriptor.digest,
+        config_digests=digests,
+        workload_source=os.fspath(workload_path),
+    )
+    if protocol_digest is not None and protocol_digest != rules.digest:
+        raise ConfigError(
+            f"protocol digest {protocol_digest}: campaign {rules.name!r} is protocol {rules.digest}"
+        )
+    return rules.digest

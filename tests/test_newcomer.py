@@ -146,10 +146,17 @@ def test_run_show_states_the_client_bound_line_either_way(
             code, _, err = _cli(capsys, "-q", "run", str(tmp_path / f"{name}.toml"), "--arm", "a",
                                 "--server", server.url, "--name", name, "--root", root)  # fmt: skip
             assert code == 0, err
+    from evidencestore.runs import load_run
+
     code, out, _ = _cli(capsys, "run", "show", "free", "--root", root)
     assert code == 0
     [line] = [x for x in out.splitlines() if "client-bound" in x]
-    assert line.startswith("not client-bound: client CPU ") and "median send lag " in line
+    load = load_run(root, "free").load
+    assert load is not None
+    if load.client_bound:  # a saturated CPU (a loaded test machine) makes it so
+        assert line.startswith("client-bound: "), line
+    else:
+        assert line.startswith("not client-bound: client CPU ") and "median send lag " in line
     code, out, _ = _cli(capsys, "run", "show", "bound", "--root", root)
     [line] = [x for x in out.splitlines() if "client-bound" in x]
     assert line.startswith("client-bound: median send lag"), line

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .campaign.status import evaluate as evaluate
     from .campaign.verify import verify_campaign as verify_campaign
     from .config import Config as Config
+    from .config import init_repository as init_repository
     from .config import load_config as load_config
     from .config import local_store as local_store
     from .digest import Hashed as Hashed
@@ -98,6 +99,7 @@ _LAZY: dict[str, str] = {
     "make_manifest": "bundle",
     "seal": "bundle",
     "Config": "config",
+    "init_repository": "config",
     "load_config": "config",
     "local_store": "config",
     "Hashed": "digest",

@@ -314,14 +314,28 @@ def _subject_problems(repo: Repository, subject: Subject) -> Iterator[str]:
 
 
 def _expected_problems(repo: Repository, statement: Statement, expected: str) -> list[str]:
-    """Whether ``statement`` is about ``expected`` (a bundle name or a record digest)."""
+    """Whether ``statement`` is about ``expected`` (a bundle name or a record digest): the
+    decisive problem (what the statement is about instead) first, then each subject that
+    is not part of it."""
     ptype = statement.predicate_type
     names = [s.name for s in statement.subject]
     if registration_path(repo.root, expected).is_file():
         reg = load_registration(registration_path(repo.root, expected))
         prefix = f"{EVIDENCE_DIR}/{expected}/"
         stray = [n for n in names if not n.startswith(prefix)]
-        problems = [f"subject {n!r} is not part of bundle {expected!r}" for n in stray]
+        problems: list[str] = []
+        others = sorted(
+            {
+                n.split("/")[1]
+                for n in stray
+                if n.startswith(f"{EVIDENCE_DIR}/") and n.count("/") > 1
+            }
+        )
+        if ptype == PREDICATE_RUN and others:
+            problems.append(
+                f"the statement is about the files of {', '.join(map(repr, others))}, "
+                f"not of {expected!r}"
+            )
         if ptype == PREDICATE_BUNDLE:
             about = statement.predicate.get("bundle")
             if about != expected:
@@ -342,7 +356,7 @@ def _expected_problems(repo: Repository, statement: Statement, expected: str) ->
                 f"predicate type {ptype!r} is not a bundle or run attestation, which bundle "
                 f"{expected!r} needs"
             )
-        return problems
+        return [*problems, *(f"subject {n!r} is not part of bundle {expected!r}" for n in stray)]
     if is_digest(expected):
         problems = []
         if ptype != PREDICATE_RECORD:

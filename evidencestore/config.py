@@ -303,12 +303,20 @@ def _check_config(data: dict[str, Any], path: str) -> Config:
     for name, remote in config.remotes.items():
         problem = (
             remote_name_problem(name)
-            or url_problem(remote.url)
-            or _credential_problem(remote.options)
+            or url_problem(remote.url, target=_config_file_name(path))
+            or _credential_problem(remote.options, target=_config_file_name(path))
         )
         if problem:
             raise RemoteConfigError(f"{path}: remote {name!r}: {problem}")
     return config
+
+
+def _config_file_name(path: str) -> str:
+    """Which configuration file ``path`` is, as the repository names it."""
+    return next(
+        (n for n in sorted(LOCAL_CONFIG_NAMES, key=len, reverse=True) if path.endswith(n)),
+        CONFIG_NAME,
+    )
 
 
 def remote_name_problem(name: str) -> str | None:
@@ -321,16 +329,16 @@ def remote_name_problem(name: str) -> str | None:
     return None
 
 
-def url_problem(url: str, what: str = "the URL") -> str | None:
-    """Return why ``url`` cannot be stored in ``evstore.toml`` (it embeds a user name or
-    password), or None."""
+def url_problem(url: str, what: str = "the URL", *, target: str = CONFIG_NAME) -> str | None:
+    """Return why ``url`` cannot be stored in ``target`` (``evstore.toml`` by default; it
+    embeds a user name or password), or None."""
     if "://" not in url:
         return None
     netloc = url.split("://", 1)[1].split("/", 1)[0]
     if "@" in netloc:
         return (
             f"{what} embeds a user name or password ({url.split('://', 1)[0]}://...@...); "
-            f"that would store a credential in {CONFIG_NAME}: "
+            f"that would store a credential in {target}: "
             "credentials come from the backend's usual sources (environment, profiles)"
         )
     return None
@@ -343,8 +351,11 @@ def _secret_name(key: str, in_headers: bool) -> bool:
     return in_headers and any(part in lowered for part in _SECRET_HEADER_PARTS)
 
 
-def _credential_problem(options: Any, prefix: str = "", in_headers: bool = False) -> str | None:
-    """Return why ``options`` would put a secret in ``evstore.toml``, or None: a credential
+def _credential_problem(
+    options: Any, prefix: str = "", in_headers: bool = False, *, target: str = CONFIG_NAME
+) -> str | None:
+    """Return why ``options`` would put a secret in ``target`` (the configuration file
+    being written, ``evstore.toml`` by default), or None: a credential
     option name at any depth (lists included), a header that carries a secret (its name
     mentions auth, token, key or cookie), or a URL with a user name or password."""
     if isinstance(options, dict):
@@ -352,29 +363,35 @@ def _credential_problem(options: Any, prefix: str = "", in_headers: bool = False
             name = str(key)
             if _secret_name(name, in_headers):
                 return (
-                    f"option {prefix + name!r} would store a credential in {CONFIG_NAME}; "
+                    f"option {prefix + name!r} would store a credential in {target}; "
                     "credentials come from the backend's usual sources (environment, profiles)"
                 )
             problem = _credential_problem(
-                value, f"{prefix}{name}.", in_headers=name.lower() in _HEADER_OPTIONS
+                value,
+                f"{prefix}{name}.",
+                in_headers=name.lower() in _HEADER_OPTIONS,
+                target=target,
             )
             if problem:
                 return problem
     elif isinstance(options, list | tuple):
         for i, item in enumerate(options):
-            problem = _credential_problem(item, f"{prefix}{i}.", in_headers=in_headers)
+            problem = _credential_problem(
+                item, f"{prefix}{i}.", in_headers=in_headers, target=target
+            )
             if problem:
                 return problem
     elif isinstance(options, str):
-        return url_problem(options, f"option {prefix.rstrip('.')!r}")
+        return url_problem(options, f"option {prefix.rstrip('.')!r}", target=target)
     return None
 
 
-def parse_option(text: str) -> tuple[list[str], Any]:
+def parse_option(text: str, *, target: str = CONFIG_NAME) -> tuple[list[str], Any]:
     """Parse ``KEY=VALUE`` (``KEY`` may be dotted for nested options).
 
     ``VALUE`` is read as a TOML value when it is one (``true``, ``3``, ``"x"``) and
-    kept as a string otherwise. Credential option names are refused.
+    kept as a string otherwise. Credential option names are refused, naming ``target``,
+    the file the option would be written to.
     """
     key, sep, raw = text.partition("=")
     parts = key.strip().split(".")
@@ -393,7 +410,7 @@ def parse_option(text: str) -> tuple[list[str], Any]:
     for part in parts[:-1]:
         cursor = cursor.setdefault(part, {})
     cursor[parts[-1]] = value
-    problem = _credential_problem(nested)
+    problem = _credential_problem(nested, target=target)
     if problem:
         raise ConfigError(problem)
     return parts, value

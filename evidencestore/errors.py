@@ -134,6 +134,11 @@ class MediaError(EvidenceStoreError):
     """A media file cannot be probed or decoded, or an expectation file is unusable."""
 
 
+class MediaNotFoundError(MediaError, BlobNotFoundError):
+    """Media named by a digest that no store holds: ``except NotFoundError`` and ``except
+    MediaError`` both catch it."""
+
+
 class NotMediaError(MediaError):
     """The content is readable but is not a media container FFmpeg can demux."""
 

@@ -128,6 +128,10 @@ _FACTS = """(() => {
     identicalAll: [...document.querySelectorAll('.identical-all')].map(e => e.dataset.frames),
     scrollWidth: document.documentElement.scrollWidth,
     figureOverflow: [...document.querySelectorAll('figure.plot')].map(f => f.scrollWidth - f.clientWidth),
+    plotFontPx: Math.min(...[...document.querySelectorAll('figure.plot svg')].flatMap(s => {
+      const scale = s.getBoundingClientRect().width / s.viewBox.baseVal.width;
+      return [...s.querySelectorAll('text')].map(t => parseFloat(getComputedStyle(t).fontSize) * scale);
+    })),
     ids: [...document.querySelectorAll('[id]')].map(e => e.id),
     anchors: [...document.querySelectorAll('a[href^="#"]')].map(a => a.getAttribute('href'))};
 })()"""

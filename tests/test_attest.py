@@ -266,6 +266,9 @@ def test_expected_subject_and_predicate_type(
     assert code == 1 and "REFUSED" in out
     assert "the statement is about bundle 'run1', not 'run2'" in out
     assert "subject 'evidence/run1/results.json' is not part of bundle 'run2'" in out
+    # The decisive problem first (issue 38: it came last, after one line per subject).
+    first = out.splitlines()[1]
+    assert "the statement is about bundle 'run1', not 'run2'" in first, out
     assert "does not name evidence/run2/bundle.json" in out
     # A record digest: the bundle statement is not a record statement about it.
     digest = digest_of(b"another record\n")

@@ -217,8 +217,13 @@ def test_honest_campaign_verifies_and_is_accepted(
     assert "runs: not signed" in result["protection"][1]
     code, result = verify(capsys, repo, "--base", "main")
     assert code == 0 and result["findings"] == []
-    head = git(repo, "rev-parse", "main").strip()
-    assert f"protected branch main ({head[:12]})" in result["protection"][0]
+    added = git(repo, "log", "--diff-filter=A", "--format=%H", "--",
+                f"evidence/{CAMPAIGN}/bundle.json").split()[-1]  # fmt: skip
+    # Named by the protocol's commit, not the ref's spelling or its tip (issue 38).
+    assert result["protection"][0] == (
+        f"ordering: the protocol's commit {added[:12]} is on the protected branch (--base), "
+        "and every run comes after it there or on top of it"
+    )
     code, out, _ = cli(capsys, repo, "campaign", "status", CAMPAIGN, "--json")
     status = json.loads(out)
     assert code == 0 and status["verdict"] == "ACCEPTED", status["remaining"]
@@ -417,11 +422,11 @@ def test_rebase_is_caught_by_the_base_anchor(
     got = {f["code"]: f["message"] for f in result["findings"]}
     assert "is not on main" in got["protocol-not-on-base"]
     code, out, _ = cli(capsys, root, "campaign", "verify", CAMPAIGN, "--base", "main")
-    assert code == 1 and "protocol-not-on-base" in out and "protected branch main" in out
+    assert code == 1 and "protocol-not-on-base" in out and "is not on main" in out
     code, out, _ = cli(capsys, root, "campaign", "status", CAMPAIGN, "--base", "main", "--json")
     status = json.loads(out)
     assert code == 1 and any("is not on main" in r for r in status["remaining"])
-    assert any("protected branch main" in n for n in status["notes"])
+    assert any("on the protected branch (--base)" in n for n in status["notes"])
 
 
 def test_shallow_clone_is_named(

@@ -385,8 +385,10 @@ def test_missing_extras_name_the_pip_command(
 
 
 def test_the_example_workflow_runs_real_commands() -> None:
-    """docs/ci/github-workflow.yml: every evstore command in it parses, and it checks
-    stored content (pull first, unavailable entries are errors, full history for --base)."""
+    """docs/ci/github-workflow.yml: every evstore command in it parses; it installs from
+    git (never a package index the package is not on) with the extras the commands need,
+    checks stored content (pull first, unavailable entries are errors, full history for
+    --base) and checks every campaign against the base branch."""
     import shlex
 
     yaml = pytest.importorskip("yaml")
@@ -395,17 +397,38 @@ def test_the_example_workflow_runs_real_commands() -> None:
     doc = yaml.safe_load((Path(__file__).parent.parent / "docs/ci/github-workflow.yml").read_text())
     steps = doc["jobs"]["verify"]["steps"]
     assert steps[0]["with"]["fetch-depth"] == 0
-    commands = [
-        shlex.split(re.sub(r"\$\{\{[^}]*\}\}", "X", s["run"]))
+    lines = [
+        line.strip()
         for s in steps
-        if s.get("run", "").startswith("evstore ")
+        for line in re.sub(r"\$\{\{[^}]*\}\}", "X", s.get("run", "")).splitlines()
     ]
-    assert [c[1] for c in commands] == ["pull", "verify"]
+    [install] = [ln for ln in lines if ln.startswith("pip install")]
+    assert "evidencestore[run,campaign,s3] @ git+" in install
+    text = " ".join(re.sub(r"\$\{\{[^}]*\}\}", "X", s.get("run", "")) for s in steps)
+    commands = [
+        shlex.split(part.split("||")[0].strip().removeprefix("code=0;").strip())
+        for part in re.split(r"\n|;(?= *evstore)", "\n".join(
+            re.sub(r"\$\{\{[^}]*\}\}", "X", s.get("run", "")).replace(">\n", " ")
+            for s in steps
+        ))
+        if "evstore " in part and not part.strip().startswith("#")
+    ]  # fmt: skip
+    commands = [c[c.index("evstore") :] for c in commands if "evstore" in c]
+    assert [c[1:3] if c[1] == "campaign" else c[1:2] for c in commands] == [
+        ["pull"],
+        ["verify"],
+        ["campaign", "verify"],
+        ["campaign", "status"],
+    ]
+    assert text.count("--base") == 3
     parser = build_parser()
     for argv in commands:
         parser.parse_args(argv[1:])
     verify = parser.parse_args(commands[1][1:])
     assert verify.github and verify.unavailable == "error" and verify.json == "evstore-report.json"
+    assert verify.base == "origin/$BASE"
+    for argv in commands[2:]:
+        assert parser.parse_args(argv[1:]).base == "origin/$BASE"
 
 
 def test_check_repository_names_each_path_once(tmp_path: Path) -> None:

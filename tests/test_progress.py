@@ -139,3 +139,20 @@ def test_bundle_create_reports_bytes_hashed_then_stored(
     lines.clear()
     assert main(["bundle", "create", "c", str(src), "--external", "*", "--root", str(root)]) == 0
     assert lines == []
+
+
+def test_quiet_silences_the_transfer_line_on_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evstore -q pull` on a terminal draws no progress line; without -q it does (the
+    control), with items done of total."""
+    import sys
+
+    root = _repo(tmp_path)
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    assert main(["-q", "pull", "--root", str(root)]) == 0
+    assert "blobs" not in term.getvalue()
+    shutil.rmtree(root / ".evstore")
+    assert main(["pull", "--root", str(root)]) == 0
+    assert "1/1 blobs" in term.getvalue()

@@ -1,5 +1,6 @@
 import subprocess
 import sys
+from pathlib import Path
 
 import evidencestore
 
@@ -73,3 +74,13 @@ def test_errors_export_transfer_and_not_media() -> None:
     assert evidencestore.TransferError is errors.TransferError
     exc = errors.TransferError("2 blobs not pushed", summary={"failed": 2})
     assert exc.summary == {"failed": 2} and str(exc) == "2 blobs not pushed"
+
+
+def test_init_repository_is_public(tmp_path: Path) -> None:
+    """A library user starts where `evstore init` does, from the top-level package."""
+    root = tmp_path / "repo"
+    done = evidencestore.init_repository(root)
+    assert "init_repository" in evidencestore.__all__
+    assert (root / "evstore.toml").is_file() and (root / "evidence").is_dir()
+    assert evidencestore.verify_repository(root).ok
+    assert done.wrote_config and done.repository.root == root

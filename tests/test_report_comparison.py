@@ -316,3 +316,27 @@ def test_audio_failure_has_an_audio_section_that_says_why(tmp_path: Path) -> Non
     assert "500 samples missing at the end: from 0.989583 s to 1.000000 s" in text
     assert "MP4/MOV sample table" in text
     assert result.facts["scrollWidth"] <= 1280
+
+
+def test_audio_metrics_name_presented_and_decoded_samples(tmp_path: Path) -> None:
+    """AAC in MP4 presents exactly the 48,000 samples asked for and decodes whole 1024-sample
+    frames (48,128 with priming trimmed): the page says 48,000 presented, as the request
+    and the check do, and what was compared beyond them."""
+    from evidencestore.testing.synth import write_clip
+
+    aac = AudioSpec(codec="aac", samples=48000)
+    ref = write_clip(tmp_path / "ref.mp4", audio=aac, format="mp4")
+    cand = write_clip(tmp_path / "cand.mp4", audio=aac, format="mp4", audio_hook=_click)
+    exp = Expectations(audio=AudioExpectation(sample_rate=48000, channels=2, samples=48000))
+    record = compare(ref, cand, exp)
+    assert record.metrics is not None and record.metrics.audio is not None
+    decoded = record.metrics.audio.samples
+    assert decoded > 48000  # the decoder's padding is compared too
+    html = render_comparison_html(record)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    assert "48,000 x 2 channels samples presented" in text  # value, then its label
+    assert (
+        f"{decoded:,} decoded (the presented ones and {decoded - 48000:,} of codec padding) "
+        "samples compared"
+    ) in text
+    assert f"{decoded} x 2" not in text

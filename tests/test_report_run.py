@@ -298,5 +298,7 @@ def test_run_report_scales_at_phone_width(repo: Path, tmp_path: Path) -> None:
     assert facts["svgs"] and all(100 < w <= 390 and h > 50 for w, h in facts["svgs"])
     assert all(x <= 0 for x in facts["figureOverflow"])
     assert facts["scrollWidth"] <= 390
+    # Labels legible at phone width (issue 38: scaled to 4-5 px before): at least 8 px.
+    assert facts["plotFontPx"] >= 8, facts["plotFontPx"]
     assert png_variance(result.screenshots[390]) > 100
     assert data

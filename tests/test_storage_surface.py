@@ -166,7 +166,7 @@ def test_read_only_store_offers_no_gc_capability(tmp_path: Path) -> None:
 
 def test_readme_and_architecture_name_the_surface() -> None:
     top = Path(__file__).resolve().parent.parent
-    readme = (top / "README.md").read_text()
+    readme = (top / "docs" / "library.md").read_text()
     architecture = (top / "docs" / "architecture.md").read_text()
     for name in USER_SURFACE - {"upkeep"}:
         assert f"`{name}`" in readme or f"store.{name}(" in readme, name

@@ -327,7 +327,9 @@ def verify_history(
             )
         if base_commit is not None:
             commit = base_commit.decode().strip()
-            check.anchor = f"{base} ({commit[:12]})"
+            # Named by what it is, the protocol's own commit (on the protected branch): the
+            # same on every clone, whatever the ref is called there or where its tip is.
+            check.anchor = proto.added[:12]
             if campaign in on_base and on_base[campaign] != proto.head_blob:
                 check.problems.append(
                     (

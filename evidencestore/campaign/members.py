@@ -561,8 +561,8 @@ def protection(anchor: str | None, signed: bool, run_json_only: Sequence[str] = 
         else []
     )
     return [
-        f"ordering: the protocol is on the protected branch {anchor}, and every run comes "
-        "after it there or on top of it"
+        f"ordering: the protocol's commit {anchor} is on the protected branch (the base "
+        "revision), and every run comes after it there or on top of it"
         if anchor
         else "ordering rests on this branch's own history (no base revision): a rewritten "
         "history (rebase, amend) is not detected; verify with the protected branch as base "

@@ -399,13 +399,13 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
     if history is not None:
         if history.problem:
             remaining.append(history.problem)
-        for run in history.uncommitted:
-            if any(m.name == run for m in members.runs):
-                history_ok = False
-                remaining.append(
-                    f"run {run!r} is not committed yet: that the protocol was frozen before "
-                    "it cannot be proven"
-                )
+        pending = [r for r in history.uncommitted if any(m.name == r for m in members.runs)]
+        if pending:  # one line for all of them, however many
+            history_ok = False
+            remaining.append(
+                f"{len(pending)} run(s) not committed yet ({', '.join(sorted(pending))}): "
+                "that the protocol was frozen before them cannot be proven until they are"
+            )
     remaining += [f.message for f in members.findings]
     if members.findings:
         history_ok = False  # a finding about the campaign as a whole: never ACCEPTED

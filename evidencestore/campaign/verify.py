@@ -11,8 +11,8 @@ a shallow clone, a root that is not a git repository; void or withdrawal records
 take no effect; a registered status or claim record that is not what its inputs give
 (``record-mismatch``: the campaign is evaluated, reusing what is kept, to hold it
 against them). A run is listed once: counted (with its commit), voided, withdrawn, or
-as a finding. ``protection`` says what the verdict rests on (the trust model in the
-README).
+as a finding. ``protection`` says what the verdict rests on (the trust model in
+docs/campaigns.md).
 """
 
 from __future__ import annotations

@@ -237,6 +237,8 @@ _EXTRAS = {
     "torchvision": "lpips",
     "lpips": "lpips",
     "s3fs": "s3",
+    "gcsfs": "gcs",
+    "adlfs": "azure",
     "aiohttp": "http",
     "yaml": "run",
     "jinja2": "report",

@@ -20,6 +20,7 @@ from ._common import (
     reader_gone,
     repeatable,
     repo_root,
+    verbosity,
 )
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     import msgspec
 
     from ..config import (
+        CONFIG_NAME,
+        LOCAL_CONFIG_NAMES,
         RemoteConfig,
         load_config,
         parse_option,
@@ -51,7 +54,9 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     )
 
     root = repo_root(args)
-    problem = remote_name_problem(args.name) or url_problem(args.url)
+    # The file the remote is written to: the refusal of a secret names it.
+    target = LOCAL_CONFIG_NAMES[-1] if args.local else CONFIG_NAME
+    problem = remote_name_problem(args.name) or url_problem(args.url, target=target)
     if problem:
         raise RemoteConfigError(f"remote {args.name!r}: {problem}")
     merged = root.config
@@ -64,7 +69,7 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     config = _local_layer(root) if args.local else load_config(root, local=False)
     options: dict[str, Any] = {}
     for text in args.option:
-        keys, value = parse_option(text)
+        keys, value = parse_option(text, target=target)
         cursor = options
         for key in keys[:-1]:
             nxt = cursor.setdefault(key, {})
@@ -138,7 +143,7 @@ def _cmd_push_pull(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     try:
-        given = {"remote": args.remote, "jobs": _jobs(args), "progress": sys.stderr}
+        given = {"remote": args.remote, "jobs": _jobs(args), "progress": _progress_stream(args)}
         if args.command == "push":
             summary = remotes.push(root, args.bundles or None, repair=args.repair, **given)
         else:
@@ -215,7 +220,9 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else None
     if output is not None and len(digests) > 1 and output.exists() and not output.is_dir():
         raise ConfigError(f"-o {output}: several digests need a directory")
-    summary = fetch(root, digests, remote=args.remote, jobs=_jobs(args), progress=sys.stderr)
+    summary = fetch(
+        root, digests, remote=args.remote, jobs=_jobs(args), progress=_progress_stream(args)
+    )
     cache = root.local_store()
     for digest in digests:
         if output is None:
@@ -297,6 +304,12 @@ _JOBS = arg(
     "-j", "--jobs", type=int, default=None, metavar="N", help="parallel transfers (default 16)"
 )
 _ANY_REMOTE = arg("--remote", metavar="NAME", help="only this remote (default: all, in order)")
+
+
+def _progress_stream(args: argparse.Namespace) -> Any:
+    """Where the transfer's progress line goes: stderr (drawn only on a terminal), or
+    nowhere with the global ``-q``."""
+    return sys.stderr if verbosity(args) >= 0 else None
 
 
 def register(commands: Commands) -> None:

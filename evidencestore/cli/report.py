@@ -23,6 +23,12 @@ def register(commands: Commands) -> None:
         [
             arg("target", metavar="TARGET"),
             arg("-o", "--output", metavar="OUT.html", required=True),
+            arg(
+                "--base",
+                metavar="REV",
+                help="a campaign: anchor its history at this protected branch, as "
+                "`campaign status --base`",
+            ),
             ROOT,
         ],
         description="TARGET: a record file, a record digest, a bundle name, BUNDLE:PATH, or a "
@@ -68,7 +74,7 @@ def _report(args: argparse.Namespace) -> int:
     from ..report import render_report
 
     root = repo_root(args) if args.root else None
-    rendered = render_report(root, args.target)
+    rendered = render_report(root, args.target, base_rev=args.base)
     _write(args.output, rendered.html.encode(), "report")
     print(f"{rendered.kind} report of {rendered.digest} written to {args.output}")
     return EXIT_OK

@@ -348,6 +348,16 @@ def _show(args: argparse.Namespace) -> int:
         )
     if load and load["client_bound"]:
         print("client-bound: " + "; ".join(load["reasons"]))
+    elif load:  # stated either way: "not client-bound" is a finding too
+        lag = load.get("send_lag_median_s")
+        print(
+            f"not client-bound: client CPU {load['cpu_fraction']:.0%} of one core"
+            + (
+                f", median send lag {lag * 1000:.3g} ms (limit {load['max_send_lag_s'] * 1000:.3g} ms)"
+                if lag is not None
+                else ""
+            )
+        )
     for f in summary["failures"]:
         print(f"  {f['label']} (record {f['index']}): {f['failure']}: {f['message']}")
     if summary["unchecked"]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from ..digest import hash_bytes, hash_stream, is_digest
-from ..errors import EvidenceStoreError, MediaError
+from ..errors import BlobNotFoundError, EvidenceStoreError, MediaError, MediaNotFoundError
 from ..models import Descriptor
 
 __all__ = ["MediaSource", "resolve"]
@@ -111,7 +111,9 @@ def resolve(
     ref: str | os.PathLike[str] | MediaSource, root: str | os.PathLike[str] | None = None
 ) -> MediaSource:
     """Resolve ``FILE|DIGEST``: a well-formed digest is read, verified, from the store of
-    the repository at (or above) ``root``; anything else is a path."""
+    the repository at (or above) ``root``; anything else is a path. A digest no store
+    holds raises :class:`~evidencestore.errors.MediaNotFoundError` (a ``NotFoundError``
+    and a ``MediaError``); one that cannot be read otherwise, ``MediaError``."""
     if isinstance(ref, MediaSource):
         return ref
     text = os.fspath(ref)
@@ -121,6 +123,8 @@ def resolve(
 
         try:
             data = repository_store(as_repository(root)).get(text)
+        except BlobNotFoundError as exc:  # absent stays "not found", and is a MediaError
+            raise MediaNotFoundError(f"{text}: cannot get media from the store: {exc}") from exc
         except EvidenceStoreError as exc:
             raise MediaError(f"{text}: cannot get media from the store: {exc}") from exc
         return MediaSource(name=text, descriptor=Descriptor(digest=text, size=len(data)), data=data)

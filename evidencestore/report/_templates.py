@@ -58,7 +58,7 @@ table.checks,table.wide{min-width:44rem}
 table.checks td:last-child{min-width:16rem}
 figure{margin:.6rem 0 1rem;padding:0}
 figure.plot{overflow-x:auto}
-figure svg{display:block;width:100%;height:auto;max-width:60rem}
+figure svg{display:block;width:100%;height:auto;max-width:38rem}
 figcaption{color:var(--muted);font-size:.85rem;margin-top:.2rem}
 .thumbs{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:.6rem;max-width:60rem}
 .thumbs figure{margin:0}
@@ -271,6 +271,17 @@ _RUN = """{% extends "base.html" %}{% import "macros.html" as m %}
 
 _CAMPAIGN = """{% extends "base.html" %}{% import "macros.html" as m %}
 {% block body %}
+{% if protocol %}<section id="protocol"><h2>What is claimed</h2>
+{% if protocol.description %}<p>{{ protocol.description }}</p>{% endif %}
+<div class="table-wrap"><table class="compact"><tbody>
+<tr><th>conditions</th><td>{% for name, workload, digest, harness in protocol.conditions %}<div><b>{{ name }}</b>: <code>{{ workload }}</code>{% if harness %} ({{ harness }} runs){% endif %}{% if digest %} {{ m.short(digest) }}{% endif %}</div>{% endfor %}</td></tr>
+<tr><th>arms</th><td>{% for name, role, runs in protocol.arms %}<div><b>{{ name }}</b> ({{ role }}): {{ runs }} run(s) per condition</div>{% endfor %}</td></tr>
+<tr><th>lossless</th><td>a candidate's outputs exactly equal the baseline's (decoded media, tokens), under a repeatable baseline; a baseline that is not: {{ protocol.non_repeatable_baseline }}</td></tr>
+<tr><th>metric</th><td>{% if protocol.claim %}<code>{{ protocol.metric }}</code>, {{ protocol.estimator }}, {{ protocol.min_runs }} complete runs per arm, order {{ protocol.order }}{% else %}no timing claim (<code>timing.claim = false</code>){% endif %}</td></tr>
+{% if protocol.claim %}<tr><th>threshold</th><td>the {{ "%g"|format(protocol.confidence * 100) }}% interval's low end must exceed <code>min_speedup = {{ "%g"|format(protocol.min_speedup) }}</code></td></tr>{% endif %}
+<tr><th>accept</th><td><code>{{ protocol.accept }}</code>: the campaign is accepted when {{ accept_rule }}</td></tr>
+<tr><th>protocol</th><td>{{ m.short(protocol.digest) }}</td></tr>
+</tbody></table></div></section>{% endif %}
 {% if arm_conclusions %}<section id="conclusions"><h2>Conclusions per arm</h2>
 <p class="note">The campaign is accepted when {{ accept_rule }}.</p>
 <div class="cards">{% for a in arm_conclusions %}<div class="card c-{{ a.conclusion }}" id="arm-{{ a.arm }}"><h3>{{ a.arm }} <span class="note">{{ a.role }}</span> {{ m.tag(a.conclusion) }}</h3>

@@ -246,6 +246,7 @@ def render_campaign_status_html(
     context: Mapping[str, str] | None = None,
     name: str | None = None,
     records: Sequence[Any] = (),
+    protocol: Mapping[str, Any] | None = None,
 ) -> str:
     """Render a campaign status (a struct or its plain data) as a self-contained page.
 
@@ -253,7 +254,8 @@ def render_campaign_status_html(
     bytes); ``context`` adds labelled digests (e.g. the protocol's). ``records``: the
     claims, adjudications and repeatability records the status was computed from (structs
     or plain data); each gets a section, linked from its cell, with every run and
-    comparison record it cites, by digest and anchor.
+    comparison record it cites, by digest and anchor. ``protocol``: what the campaign
+    claims (``report.targets.protocol_summary``), shown at the top.
     """
     from .._canonical import canonical
     from ..digest import hash_bytes
@@ -381,6 +383,7 @@ def render_campaign_status_html(
             "missing": [(m.get("digest"), m.get("needed_by")) for m in data.get("missing", ())],
             "notes": [str(n) for n in data.get("notes", ())],
             "arm_conclusions": arm_conclusions,
+            "protocol": protocol,
             "accept_rule": _ACCEPT.get(str(data.get("accept", "every-arm")), ""),
             "latency_plots": _latency_plots(related),
             "digests": digests,

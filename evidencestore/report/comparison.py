@@ -236,7 +236,7 @@ def _audio(record: ComparisonRecord, media: _Media) -> list[dict[str, Any]]:
                 ("SNR", snr),
                 ("largest |difference|", f"{a.max_abs_diff:.6g} FS"),
                 ("RMS difference", f"{a.rms_diff:.6g} FS"),
-                ("samples x channels", f"{a.samples} x {a.channels}"),
+                *_sample_facts(record, a.pair, a.samples, a.channels),
             ],
             "plot": None,
             "note": None,
@@ -277,6 +277,32 @@ def _audio(record: ComparisonRecord, media: _Media) -> list[dict[str, Any]]:
                     }
                 )
     return out
+
+
+def _presented(side: Any, pair: int) -> int | None:
+    """The samples the container presents for the ``pair``-th audio stream of an input,
+    as its ``audio.samples`` check observed them (None when not checked)."""
+    counts = [c.observed for c in side.checks if c.name == "audio.samples"]
+    value = counts[pair] if pair < len(counts) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _sample_facts(
+    record: ComparisonRecord, pair: int, decoded: int, channels: int
+) -> list[tuple[str, str]]:
+    """Samples presented (what the request and the check count) and samples compared
+    (every decoded one, codec padding included), so the two are never confused."""
+    ref, cand = _presented(record.reference, pair), _presented(record.candidate, pair)
+    if ref is None or cand is None:
+        return [("samples x channels", f"{decoded:,} decoded x {channels}")]
+    presented = f"{ref:,}" if ref == cand else f"reference {ref:,}, candidate {cand:,}"
+    facts = [("samples presented", f"{presented} x {channels} channels")]
+    extra = decoded - max(ref, cand)
+    compared = f"{decoded:,} decoded"
+    if extra > 0:
+        compared += f" (the presented ones and {extra:,} of codec padding)"
+    facts.append(("samples compared", compared))
+    return facts
 
 
 def _audio_failures(record: ComparisonRecord) -> list[dict[str, Any]]:

@@ -162,12 +162,16 @@ def _reported(root: Repository, bundle: str, entry: Entry) -> Any:
     return record if isinstance(record, reported) else None
 
 
-def _bundle(root: Repository, name: str, path: str | None) -> Rendered:
+def _bundle(
+    root: Repository, name: str, path: str | None, *, base_rev: str | None = None
+) -> Rendered:
     from ..inventory import load_registration, registration_path
 
     reg = load_registration(registration_path(root, name))
     if path is None and reg.manifest.metadata.annotations.get("kind") == "campaign-protocol":
-        return render_campaign(root, name)
+        return render_campaign(root, name, base_rev=base_rev)
+    if base_rev is not None:
+        raise ReportError(f"{name}: --base applies to a campaign's report only")
     context = {f"bundle {name}": reg.digest}
     entries = reg.manifest.entries
     if path is not None:
@@ -206,11 +210,17 @@ def _bundle(root: Repository, name: str, path: str | None) -> Rendered:
 
 
 def render_campaign(
-    root: str | os.PathLike[str], name: str, *, evaluated: tuple[Any, Any] | None = None
+    root: str | os.PathLike[str],
+    name: str,
+    *,
+    evaluated: tuple[Any, Any] | None = None,
+    base_rev: str | None = None,
 ) -> Rendered:
     """Evaluate the campaign registered as bundle ``name`` (its status and every record it
-    was computed from, from the runs registered now) and render its page. ``evaluated``
-    is a ``(campaign, evaluation)`` pair already computed by the caller."""
+    was computed from, from the runs registered now; its history anchored at the protected
+    branch ``base_rev`` when given, as ``campaign status --base``) and render its page,
+    the protocol's claim at the top. ``evaluated`` is a ``(campaign, evaluation)`` pair
+    already computed by the caller."""
     from .._canonical import canonical
     from ..campaign.protocol import load_campaign
     from ..campaign.status import evaluate
@@ -219,7 +229,7 @@ def render_campaign(
 
     if evaluated is None:
         campaign = load_campaign(root, name)
-        evaluation = evaluate(root, campaign)
+        evaluation = evaluate(root, campaign, base_rev=base_rev)
     else:
         campaign, evaluation = evaluated
     records = [
@@ -233,9 +243,44 @@ def render_campaign(
     }
     digest = hash_bytes(canonical(evaluation.status)).digest
     html = render_campaign_status_html(
-        evaluation.status, record_digest=digest, context=context, name=name, records=records
+        evaluation.status,
+        record_digest=digest,
+        context=context,
+        name=name,
+        records=records,
+        protocol=protocol_summary(campaign),
     )
     return Rendered(html, "campaign", digest, context)
+
+
+def protocol_summary(campaign: Any) -> dict[str, Any]:
+    """What a campaign claims, from its registered protocol: the description, conditions
+    with their workloads, arms, metric, threshold and accept rule (the top of its page)."""
+    p = campaign.protocol
+    t = p.timing
+    return {
+        "description": p.description,
+        "digest": campaign.digest,
+        "conditions": [
+            (
+                c.name,
+                c.workload,
+                campaign.files[c.workload].digest if c.workload in campaign.files else None,
+                c.harness,
+            )
+            for c in p.condition
+        ],
+        "arms": [(a.name, "baseline" if a.baseline else "candidate", a.runs) for a in p.arm],
+        "metric": t.metric,
+        "claim": t.claim,
+        "min_speedup": t.min_speedup,
+        "confidence": t.confidence,
+        "estimator": t.estimator,
+        "min_runs": t.min_runs,
+        "order": t.order,
+        "accept": p.accept,
+        "non_repeatable_baseline": p.quality.non_repeatable_baseline,
+    }
 
 
 def _repo_entry(root: Repository, digest: str) -> tuple[str, str] | None:
@@ -250,13 +295,18 @@ def _repo_entry(root: Repository, digest: str) -> tuple[str, str] | None:
     return None
 
 
-def render_report(root: str | os.PathLike[str] | None, target: str) -> Rendered:
-    """Resolve ``target`` (see the module docstring) and render its page."""
+def render_report(
+    root: str | os.PathLike[str] | None, target: str, *, base_rev: str | None = None
+) -> Rendered:
+    """Resolve ``target`` (see the module docstring) and render its page; a campaign's
+    history is anchored at ``base_rev`` when given (``evstore report CAMPAIGN --base``)."""
     from ..config import as_repository
     from ..digest import is_digest
     from ..inventory import registration_path
 
     path = Path(target)
+    if base_rev is not None and (path.is_file() or is_digest(target)):
+        raise ReportError(f"{target}: --base applies to a campaign's report only")
     if path.is_file():
         try:
             data = path.read_bytes()
@@ -281,7 +331,7 @@ def render_report(root: str | os.PathLike[str] | None, target: str) -> Rendered:
         return render_record_bytes(data, source=target, root=base)
     name, _, entry = target.partition(":")
     if registration_path(base, name).is_file():
-        return _bundle(base, name, entry or None)
+        return _bundle(base, name, entry or None, base_rev=base_rev)
     raise ReportError(
         f"{target}: not a record file, a digest in the store, or a registered bundle in {base}"
     )

@@ -12,7 +12,7 @@ import pytest
 
 from evidencestore.bundle import RepoFile, register_bundle
 from evidencestore.cli import main
-from evidencestore.config import repository_at
+from evidencestore.config import as_repository
 from evidencestore.inventory import load_registration, registration_path
 from tests.helpers.repos import git
 
@@ -29,7 +29,7 @@ def _reseal(root: Path, name: str, edit: object) -> None:
     stored = [e for e in reg.manifest.entries if e.location == "store"]
     shutil.rmtree(root / "evidence" / name)
     register_bundle(
-        repository_at(root),
+        as_repository(root),
         name,
         files={"run.json": RepoFile(json.dumps(record, indent=2).encode(), role="run")},
         stored=stored,

@@ -36,7 +36,11 @@ from pathlib import Path
 import evidencestore
 from evidencestore.bundle import RepoFile, register_bundle
 from evidencestore.cli import main
-from evidencestore.config import repository_at
+
+try:  # 0c7be23 (the corpus's commit) has repository_at; later code resolves by one rule
+    from evidencestore.config import repository_at
+except ImportError:
+    from evidencestore.config import as_repository as repository_at
 from evidencestore.models import Descriptor, Entry
 from evidencestore.remotes import local_store
 from evidencestore.testing.llm_server import chat_workload, serve_llm

@@ -41,7 +41,7 @@ __all__ = [
     "Signature",
     "Statement",
     "Subject",
-    "check_set_aside_signature",
+    "verify_set_aside_signature",
     "decode_envelope",
     "generate_key",
     "key_id",
@@ -403,7 +403,7 @@ def sign_set_aside(bundle: str, entry: str, data: bytes, key: Ed25519PrivateKey)
     return sign_statement(statement, key)
 
 
-def check_set_aside_signature(
+def verify_set_aside_signature(
     envelope: bytes | None,
     data: bytes,
     bundle: str,

@@ -339,7 +339,7 @@ def _package_imports(path: Path, name: str) -> list[tuple[str, list[str]]]:
 
 # The one import of the face left: runs/recorder.py's __version__, which goes with the
 # runs/ restructure (issue 33 item 11, on its own branch).
-_FACE_IMPORTERS_LEFT = {"evidencestore.runs.recorder"}
+_FACE_IMPORTERS_LEFT: set[str] = set()
 
 
 def test_the_face_stands_above_every_layer() -> None:
@@ -371,6 +371,8 @@ def test_cli_groups_import_only_cli_common() -> None:
             targets = [base] if base != "evidencestore.cli" else [f"{base}.{n}" for n in names]
             inside = {t for t in targets if t.startswith("evidencestore.cli") and t != name}
             allowed = set() if name.endswith("_common") else {"evidencestore.cli._common"}
+            if name == "evidencestore.cli.reference":  # documents the whole command table
+                allowed |= {"evidencestore.cli.main", "evidencestore.cli.build_parser"}
             assert inside <= allowed, f"{name} imports {sorted(inside - allowed)}"
 
 

@@ -113,7 +113,7 @@ def set_aside_signature_problem(
 ) -> str | None:
     """Why the record of ``aside`` is not signed by one of ``keys`` (the protocol's
     pinned keys), or None when it is."""
-    from ..dsse import check_set_aside_signature
+    from ..dsse import verify_set_aside_signature
 
     bundle = aside.bundle
     entry = VOID_ENTRY if isinstance(aside.record, RunVoid) else WITHDRAWAL_ENTRY
@@ -125,7 +125,7 @@ def set_aside_signature_problem(
         envelope = read_entry(where, bundle, sig, "its signature") if sig else None
     except EvidenceStoreError as exc:
         return str(exc)
-    return check_set_aside_signature(envelope, data, bundle, entry, keys)
+    return verify_set_aside_signature(envelope, data, bundle, entry, keys)
 
 
 def void_run(

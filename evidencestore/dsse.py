@@ -41,7 +41,6 @@ __all__ = [
     "Signature",
     "Statement",
     "Subject",
-    "verify_set_aside_signature",
     "decode_envelope",
     "generate_key",
     "key_id",
@@ -53,6 +52,7 @@ __all__ = [
     "sign_statement",
     "signed_payload",
     "verify_run_signature",
+    "verify_set_aside_signature",
 ]
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

@@ -221,7 +221,7 @@ def test_honest_campaign_verifies_and_is_accepted(
                 f"evidence/{CAMPAIGN}/bundle.json").split()[-1]  # fmt: skip
     # Named by the protocol's commit, not the ref's spelling or its tip (issue 38).
     assert result["protection"][0] == (
-        f"ordering: the protocol's commit {added[:12]} is on the protected branch (--base), "
+        f"ordering: the protocol's commit {added[:12]} is on the protected branch (the base revision), "
         "and every run comes after it there or on top of it"
     )
     code, out, _ = cli(capsys, repo, "campaign", "status", CAMPAIGN, "--json")
@@ -426,7 +426,7 @@ def test_rebase_is_caught_by_the_base_anchor(
     code, out, _ = cli(capsys, root, "campaign", "status", CAMPAIGN, "--base", "main", "--json")
     status = json.loads(out)
     assert code == 1 and any("is not on main" in r for r in status["remaining"])
-    assert any("on the protected branch (--base)" in n for n in status["notes"])
+    assert any("on the protected branch (the base revision)" in n for n in status["notes"])
 
 
 def test_shallow_clone_is_named(

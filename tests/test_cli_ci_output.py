@@ -273,8 +273,9 @@ def test_outside_an_evidence_repository_commands_refuse(
 
 # -- item 7: check-proof anchoring ------------------------------------------------------------
 def test_check_proof_needs_an_anchor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    real = add_bundle(tmp_path, "p", {f"f{i}.txt": str(i).encode() for i in range(3)})
-    forged_root = tmp_path / "forged"
+    # two repositories side by side (a folder inside one would be that one: find_root)
+    real_root, forged_root = tmp_path / "real", tmp_path / "forged"
+    real = add_bundle(real_root, "p", {f"f{i}.txt": str(i).encode() for i in range(3)})
     add_bundle(forged_root, "p", {"f0.txt": b"fake", "f1.txt": b"1"})
     code, out, _ = _run(capsys, "prove", "p", "f0.txt", "--root", str(forged_root))
     proof = tmp_path / "proof.json"
@@ -282,13 +283,17 @@ def test_check_proof_needs_an_anchor(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, out, err = _run(capsys, "check-proof", str(proof))
     assert code == 1 and out == ""
     assert "proof NOT ANCHORED: self-consistent" in err and "--digest" in err
-    code, _, err = _run(capsys, "check-proof", str(proof), "--bundle", "p", "--root", str(tmp_path))
+    code, _, err = _run(
+        capsys, "check-proof", str(proof), "--bundle", "p", "--root", str(real_root)
+    )
     assert code == 1 and f"expected {real.digest}" in err
     code, _, err = _run(capsys, "check-proof", str(proof), "--digest", real.digest)
     assert code == 1 and f"expected {real.digest}" in err
-    code, out, _ = _run(capsys, "prove", "p", "f0.txt", "--root", str(tmp_path))
+    code, out, _ = _run(capsys, "prove", "p", "f0.txt", "--root", str(real_root))
     proof.write_text(out)
-    code, out, _ = _run(capsys, "check-proof", str(proof), "--bundle", "p", "--root", str(tmp_path))
+    code, out, _ = _run(
+        capsys, "check-proof", str(proof), "--bundle", "p", "--root", str(real_root)
+    )
     assert code == 0 and "anchored by the registration of bundle 'p'" in out
 
 

@@ -34,15 +34,16 @@ def test_a_changed_option_is_drift(
     """The negative control: an option added to a command changes the page, and --check
     says the file is out of date (exit 1); the file as written passes (exit 0)."""
     from evidencestore.cli import core
+    from evidencestore.cli._common import Commands
 
     written = tmp_path / "cli.md"
     assert reference.main([str(written)]) == 0
     assert reference.main(["--check", str(written)]) == 0
     original = core.register
 
-    def register(sub: object) -> None:
-        original(sub)  # type: ignore[arg-type]
-        sub.choices["verify"].add_argument("--frobnicate", help="new")  # type: ignore[attr-defined]
+    def register(commands: Commands) -> None:
+        original(commands)
+        commands.action.choices["verify"].add_argument("--frobnicate", help="new")
 
     monkeypatch.setattr(core, "register", register)
     assert "--frobnicate" in reference.render()

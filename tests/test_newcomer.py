@@ -203,7 +203,9 @@ def test_a_base_status_is_the_same_on_every_clone(
         return out
 
     here = status(a, "main")
-    assert f"the protocol's commit {added[:12]} is on the protected branch (--base)" in here
+    assert (
+        f"the protocol's commit {added[:12]} is on the protected branch (the base revision)" in here
+    )
     b = tmp_path / "b"
     _git(tmp_path, "clone", "-q", str(a), str(b))
     assert status(b, "origin/main") == here

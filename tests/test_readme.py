@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 
 from evidencestore.cli import build_parser, main
 
@@ -90,8 +91,32 @@ def test_every_toml_block_is_read_by_its_loader(page: Path, tmp_path: Path) -> N
             assert len(load_workload(path).workload.request) == 101  # 1 inline + [prompts]
         elif first.startswith("# protocol.toml"):
             parse_protocol(text.encode(), str(path))
+        elif first.startswith("# in protocol.toml"):  # a piece, in the campaigns page's
+            whole = _block("toml", "# protocol.toml", [DOCS / "campaigns.md"])
+            parse_protocol(_merged(whole, text), str(path))
+        elif first.startswith("# in workload.toml"):  # a piece, in the runs page's chat one
+            from evidencestore.runs.workload import parse_workload
+
+            whole = _block("toml", "# chat-workload.toml", [DOCS / "runs.md"])
+            parse_workload(_merged(whole, text), path)
         else:  # a piece of evstore.toml
             load_config_file(path)
+
+
+def _merged(whole: str, piece: str) -> bytes:
+    """``piece``'s tables set over ``whole``'s (an array of tables replaces the array);
+    a ``"blake3:..."`` placeholder is taken as a well-formed digest."""
+
+    def merge(into: dict[str, Any], over: dict[str, Any]) -> None:
+        for key, value in over.items():
+            if isinstance(value, dict) and isinstance(into.get(key), dict):
+                merge(into[key], value)
+            else:
+                into[key] = value
+
+    data = tomllib.loads(whole)
+    merge(data, tomllib.loads(piece.replace('"blake3:..."', f'"blake3:{"0" * 64}"')))
+    return tomli_w.dumps(data).encode()
 
 
 def test_the_protocol_registers_with_the_workload_shown(
@@ -361,7 +386,7 @@ def test_the_llm_quickstart_runs_as_written(tmp_path: Path) -> None:
     # the candidate diverges at token 6 (the server's --diverge-at 6): the verdict finds it
     assert "verdict NOT_ACCEPTED" in output
     assert "kv-fp8 (candidate): rejected" in output
-    assert "first divergent token at position 6:" in output
+    assert "first divergent token at position 6 (content token 6):" in output
     assert re.search(r"chat\s+baseline\s+2/2\s+0 exact", output)  # repeatable baseline
     assert "TTFT s (n=8)" in output and "ITL s (n=8)" in output
     assert "imported from aiperf 0.13.0" in output

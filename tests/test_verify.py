@@ -205,11 +205,12 @@ def test_base_registrations_are_read_in_one_git_batch(
 def test_base_of_a_repository_in_a_subdirectory_of_the_work_tree(tmp_path: Path) -> None:
     """The evidence repository is ``ml/`` inside the git work tree: the registrations
     at the base are found under ``ml/evidence/`` (not a top-level ``evidence/``)."""
+    from evidencestore.config import init_repository
     from evidencestore.verify import base_registrations
 
     top = init_repo(tmp_path / "top")
     add_bundle(top, "outer", {"o.txt": b"o"})  # a top-level evidence/ that is not ml's
-    ml = top / "ml"
+    ml = init_repository(top / "ml").repository.root  # a plain subfolder would be top's
     add_bundle(ml, "inner", {"i.txt": b"i"})
     git(top, "add", "-A")
     git(top, "commit", "-qm", "base")

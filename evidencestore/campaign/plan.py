@@ -245,9 +245,9 @@ def spread_bound(sd: float, n: int, level: float) -> float:
 
 
 def pilot_runs(
-    root: str | os.PathLike[str], protocol: Protocol, source: Path, names: Sequence[str]
+    root: str | os.PathLike[str], protocol: Protocol, source: Path, pilots: Sequence[str]
 ) -> dict[str, list[Member]]:
-    """The pilot runs ``names`` (run bundles of ``root``) by the condition of
+    """The pilot runs ``pilots`` (run bundles of ``root``) by the condition of
     ``protocol`` (read from ``source``) whose workload they ran (by digest)."""
     from ..config import as_repository
     from ..confined import read_file
@@ -269,14 +269,15 @@ def pilot_runs(
         )
         by_digest[digest] = cond.name
     out: dict[str, list[Member]] = {c.name: [] for c in protocol.condition}
-    for name in names:
+    for name in pilots:
         record = load_run(repo, name)
         reg = load_registration(registration_path(repo.root, name))
         cond_name = by_digest.get(record.workload_digest)
         if cond_name is None:
             raise ConfigError(
-                f"--pilot {name}: it ran workload {record.workload_digest}, which no "
-                f"condition of {source} names"
+                f"{{pilots}} {name}: it ran workload {record.workload_digest}, which no "
+                f"condition of {source} names",
+                parameters=("pilots",),
             )
         out[cond_name].append(Member(name, reg.digest, reg, record))
     return out

@@ -198,7 +198,13 @@ def found_repository(args: argparse.Namespace) -> Repository:
 
 
 # A library parameter whose flag is not ``--`` + its name with dashes.
-_FLAGS = {"configs": "--config", "revs": "--rev", "signing_key": "--sign"}
+_FLAGS = {
+    "base_rev": "--base",
+    "configs": "--config",
+    "pilots": "--pilot",
+    "revs": "--rev",
+    "signing_key": "--sign",
+}
 
 
 def flag_of(parameter: str) -> str:

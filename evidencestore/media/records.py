@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from .._canonical import canonical_defaults
 from ..models import Descriptor, DigestStr, Model
 
 __all__ = [
@@ -315,6 +316,8 @@ class CheckReport(Model, frozen=True, kw_only=True, tag_field="kind", tag=REPORT
     ``bounded`` (the caller accepts bounded lengths), then ``PASS`` with the bounds named.
     """
 
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
+
     verdict: Literal["PASS", "FAIL", "INCONCLUSIVE"]
     checks: tuple[Check, ...]
     expectations: Expectations
@@ -420,6 +423,8 @@ class InputRecord(Model, frozen=True, kw_only=True):
 class ComparisonRecord(Model, frozen=True, kw_only=True, tag_field="kind", tag=COMPARISON_KIND):
     """A comparison bound to its provenance: inputs, expectations, thresholds, versions;
     ``audio_length``: whether a length bounded, not verified, could make it PASS."""
+
+    __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
     schema_version: int = 1
     verdict: Verdict

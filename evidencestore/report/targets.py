@@ -171,7 +171,9 @@ def _bundle(
     if path is None and reg.manifest.metadata.annotations.get("kind") == "campaign-protocol":
         return render_campaign(root, name, base_rev=base_rev)
     if base_rev is not None:
-        raise ReportError(f"{name}: --base applies to a campaign's report only")
+        raise ReportError(
+            f"{name}: {{base_rev}} applies to a campaign's report only", parameters=("base_rev",)
+        )
     context = {f"bundle {name}": reg.digest}
     entries = reg.manifest.entries
     if path is not None:
@@ -306,7 +308,9 @@ def render_report(
 
     path = Path(target)
     if base_rev is not None and (path.is_file() or is_digest(target)):
-        raise ReportError(f"{target}: --base applies to a campaign's report only")
+        raise ReportError(
+            f"{target}: {{base_rev}} applies to a campaign's report only", parameters=("base_rev",)
+        )
     if path.is_file():
         try:
             data = path.read_bytes()

@@ -130,7 +130,9 @@ def check_imports(
 ) -> list[Finding]:
     """An ``import-mismatch`` finding for every imported run of the repository (or of
     ``bundles``) whose record its sealed harness files do not give; bundles in ``skip``
-    (already found broken) are left to their findings."""
+    (already found broken) are left to their findings, and so are those whose sealed
+    files are not all in ``store`` (verify reports them unavailable, an error with
+    ``--require-available``)."""
     from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration
     from .recorder import load_run
 
@@ -146,6 +148,9 @@ def check_imports(
         notes = reg.manifest.metadata.annotations
         if notes.get("kind") != "run" or "harness" not in notes:
             continue
+        sealed = [e for e in reg.manifest.entries if e.path.startswith(HARNESS_PREFIX)]
+        if not all(store.has(e.descriptor.digest) for e in sealed):
+            continue  # not re-derivable here: verify reports them unavailable (`evstore pull`)
         try:
             record = load_run(root, name)
         except EvidenceStoreError:

@@ -10,8 +10,10 @@ import ast
 import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "evidencestore"
-ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+from helpers import paths
+
+PACKAGE = paths.PACKAGE
+ARCHITECTURE = paths.DOCS / "architecture.md"
 
 
 def _modules(package: Path = PACKAGE) -> dict[str, Path]:

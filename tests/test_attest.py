@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("cryptography")
 
+from helpers import paths
 from helpers.remotes import blob_path, digest_of, run, set_remotes
 from helpers.repos import add_bundle, git, init_repo
 
@@ -194,7 +195,7 @@ def test_record_by_digest(repo: Path, keys: tuple[Path, Path], tmp_path: Path) -
     private, public = keys
     # The kind comes from the decoded record (evidencestore.records), never from keys:
     # a real campaign status is named, a look-alike is not.
-    status = (Path(__file__).parent / "data/legacy_records/status.json").read_bytes()
+    status = (paths.DATA / "legacy_records/status.json").read_bytes()
     desc = local_store(repo).put(status)
     env = _attest(repo, desc.digest, private, tmp_path / "s.json")
     statement = json.loads(base64.b64decode(str(env["payload"])))
@@ -225,7 +226,7 @@ def test_file_in_repository(repo: Path, keys: tuple[Path, Path], tmp_path: Path)
     private, public = keys
     path = repo / "notes" / "claim.json"
     path.parent.mkdir()
-    claim = (Path(__file__).parent / "data/legacy_records/claim.json").read_bytes()
+    claim = (paths.DATA / "legacy_records/claim.json").read_bytes()
     path.write_bytes(claim)
     env = _attest(repo, str(path), private, tmp_path / "c.json")
     statement = json.loads(base64.b64decode(str(env["payload"])))

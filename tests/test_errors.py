@@ -123,11 +123,11 @@ def test_history_reads_a_git_failure_as_no_history_and_nothing_else(
 
 
 def test_campaign_fit_names_parameters_and_the_cli_its_flags(tmp_path: Path) -> None:
-    from test_campaign_protocol import SMALLEST, _tree
+    from helpers.protocols import SMALLEST, protocol_tree
 
     from evidencestore.campaign.fit import campaign_rules
 
-    src = _tree(tmp_path, SMALLEST.replace('"h3-lossless"', '"h3"', 1))
+    src = protocol_tree(tmp_path, SMALLEST.replace('"h3-lossless"', '"h3"', 1))
     root = tmp_path / "repo"
     assert main(["campaign", "init", "h3", "--protocol", str(src), "--root", str(root)]) == 0
     rules = campaign_rules(root, "h3")
@@ -149,12 +149,12 @@ def test_campaign_fit_names_parameters_and_the_cli_its_flags(tmp_path: Path) -> 
 def test_set_aside_reason_is_worded_per_caller(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from test_campaign_protocol import SMALLEST, _tree
+    from helpers.protocols import SMALLEST, protocol_tree
 
     from evidencestore.campaign.protocol import load_campaign
     from evidencestore.campaign.setaside import withdraw_arm
 
-    src = _tree(tmp_path, SMALLEST.replace('"h3-lossless"', '"h3"', 1))
+    src = protocol_tree(tmp_path, SMALLEST.replace('"h3-lossless"', '"h3"', 1))
     root = tmp_path / "repo"
     assert main(["campaign", "init", "h3", "--protocol", str(src), "--root", str(root)]) == 0
     with pytest.raises(ConfigError, match=r"^reason: say why the arm is withdrawn$"):

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import paths
 
 from evidencestore._canonical import canonical, loads_json
 from tests.helpers.corpus import LEGACY, generated_corpus, registrations
 
 rfc8785 = pytest.importorskip("rfc8785")
-VECTORS = Path(__file__).resolve().parent.parent / "schemas" / "vectors"
+VECTORS = paths.SCHEMAS / "vectors"
 
 
 def hashed_objects(corpus: Path) -> list[Any]:

@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from helpers import paths
 
 from evidencestore.cli import main
 
@@ -38,7 +39,7 @@ def test_a_cloud_remote_without_its_package_names_its_extra(
     assert f"pip install 'evidencestore[{extra}]'" in err and package in err, err
     import tomllib
 
-    pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((paths.ROOT / "pyproject.toml").read_text())
     extras = pyproject["project"]["optional-dependencies"]
     assert any(dep.startswith(package) for dep in extras[extra])
 
@@ -183,7 +184,7 @@ def test_a_base_status_is_the_same_on_every_clone(
     pytest.importorskip("aiohttp")
     import shutil
 
-    src = Path(__file__).resolve().parent.parent / "docs" / "quickstart" / "llm"
+    src = paths.DOCS / "quickstart" / "llm"
     a = tmp_path / "a"
     a.mkdir()
     _git(a, "init", "-q", "-b", "main")

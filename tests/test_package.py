@@ -18,8 +18,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import paths
 
-TOP = Path(__file__).resolve().parent.parent
+TOP = paths.ROOT
 BUILD = """
 import sys, warnings
 from setuptools.warnings import SetuptoolsDeprecationWarning

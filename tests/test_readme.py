@@ -23,10 +23,11 @@ from typing import Any
 
 import pytest
 import tomli_w
+from helpers import paths
 
 from evidencestore.cli import build_parser, main
 
-TOP = Path(__file__).resolve().parent.parent
+TOP = paths.ROOT
 README = TOP / "README.md"
 DOCS = TOP / "docs"
 PAGES = [README, *sorted(p for p in DOCS.glob("*.md") if p.name != "cli.md")]

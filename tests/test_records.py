@@ -12,6 +12,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from helpers import paths
 
 from evidencestore._canonical import canonical, pretty
 from evidencestore.campaign.models import Adjudication, Claim, Repeatability, StatusRecord
@@ -20,7 +21,7 @@ from evidencestore.media.records import CheckReport, ComparisonRecord
 from evidencestore.records import KINDS, UnknownRecordKind, decode_record, kind_of, record_kind
 from evidencestore.runs.models import RunRecord
 
-LEGACY = Path(__file__).parent / "data" / "legacy_records"
+LEGACY = paths.DATA / "legacy_records"
 EXPECTED = {
     "run.json": (RunRecord, "evidencestore/run", True),
     "check.json": (CheckReport, "evidencestore/media-check", False),

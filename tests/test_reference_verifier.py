@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import paths
 
 from evidencestore.cli import main
 from tests.helpers.corpus import LEGACY, generated_corpus, registrations
 
-REFERENCE = Path(__file__).resolve().parent.parent / "schemas" / "reference"
+REFERENCE = paths.SCHEMAS / "reference"
 VECTORS = REFERENCE.parent / "vectors"
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")

@@ -5,11 +5,11 @@ checks the same files (``tests/test_reference_verifier.py``)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from helpers import paths
 
 from evidencestore._canonical import canonical, decode_exact, loads_json
 from evidencestore.digest import hash_bytes
@@ -25,7 +25,7 @@ from evidencestore.merkle import (
 )
 from evidencestore.models import BundleHeader, Entry, InclusionProof
 
-VECTORS = Path(__file__).resolve().parent.parent / "schemas" / "vectors"
+VECTORS = paths.SCHEMAS / "vectors"
 
 
 def load(name: str) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ _HEADER = """\
 # CLI reference
 
 Generated from the argparse definitions by `python -m evidencestore.cli.reference`; do not
-edit by hand (`tests/test_cli_reference.py` fails when this page and the parser differ).
+edit by hand (`tests/cli/test_reference.py` fails when this page and the parser differ).
 Exit codes everywhere: 0 success, 1 a check or verdict failed, 2 usage or environment
 error (each command's description says more). Global options go before the command:
 `evstore -q verify`, `evstore --root DIR status`.

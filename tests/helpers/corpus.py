@@ -9,7 +9,8 @@ from types import ModuleType
 
 import pytest
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+from helpers.paths import DATA
+
 LEGACY = DATA / "legacy_corpus"
 _built: dict[str, Path] = {}
 

@@ -1,11 +1,17 @@
 """Shared pytest configuration: the S3 fixtures, fixtures several test files use, and
-``tests/`` on ``sys.path`` for the ``helpers`` package (whatever pytest's import mode)."""
+``tests/`` on ``sys.path`` for the ``helpers`` package (whatever pytest's import mode).
+
+A fixture is defined once, here or in the ``conftest.py`` of the one directory that uses
+it, and its name says what it gives: ``repo`` is always an empty evidence repository;
+a repository holding something has a name that says what (``victim_repo``)."""
+
+from __future__ import annotations
 
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 import pytest
@@ -15,6 +21,50 @@ if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
 pytest_plugins = ["evidencestore.testing.s3"]
+
+if TYPE_CHECKING:
+    from evidencestore.testing.video_server import VideoServer
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """An empty evidence repository: ``tmp_path/repo`` holding ``evidence/`` only (no
+    git, no store yet)."""
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
+def victim_repo(tmp_path: Path) -> Path:
+    """An evidence repository at ``tmp_path`` with two bundles: ``good`` (``a.txt``,
+    ``b.txt``) and ``victim`` (``x.txt``, ``y.txt``), the one a test damages."""
+    from helpers.repos import add_bundle
+
+    add_bundle(tmp_path, "good", {"a.txt": b"a", "b.txt": b"b"})
+    add_bundle(tmp_path, "victim", {"x.txt": b"x", "y.txt": b"yy"})
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def video_server() -> Iterator[VideoServer]:
+    """The reference video server, one per test module (its runs are what the module's
+    campaigns are made of); a test that sets a knob (``latency``, ``render``) sets it
+    back."""
+    from evidencestore.testing.video_server import serve_video
+
+    with serve_video() as server:
+        yield server
+
+
+@pytest.fixture
+def fresh_video_server(tmp_path: Path) -> Iterator[VideoServer]:
+    """A reference video server of the test's own, logging to ``tmp_path/server.log``:
+    the test may set any knob."""
+    from evidencestore.testing.video_server import serve_video
+
+    with serve_video(log_path=tmp_path / "server.log") as server:
+        yield server
 
 
 @pytest.fixture

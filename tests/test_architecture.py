@@ -397,3 +397,21 @@ def test_only_the_documented_modules_use_a_store_s_upkeep() -> None:
             rel = path.relative_to(PACKAGE).as_posix()
             using.add("storage/" if rel.startswith("storage/") else rel)
     assert using == named
+
+
+def test_tests_mirror_the_package() -> None:
+    """A directory of tests is a subpackage's name (``tests/runs/`` for
+    ``evidencestore/runs/``), has no ``__init__.py``, and no two test files share a
+    basename (pytest imports them by basename)."""
+    files = [
+        p
+        for p in paths.TESTS.rglob("test_*.py")
+        if p.relative_to(paths.TESTS).parts[0] not in {"data", "fixtures", "helpers"}
+    ]
+    assert len(files) > 50, files  # the tests were found at all
+    for directory in sorted({p.parent for p in files} - {paths.TESTS}):
+        rel = directory.relative_to(paths.TESTS)
+        assert (PACKAGE / rel / "__init__.py").is_file(), f"tests/{rel}/: no evidencestore/{rel}/"
+        assert not (directory / "__init__.py").exists(), f"tests/{rel}/__init__.py"
+    names = [p.name for p in files]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []

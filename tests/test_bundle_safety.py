@@ -59,108 +59,118 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
+def repo_dir(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     root.mkdir()
     return root
 
 
-def _src(repo: Path, files: dict[str, bytes]) -> Path:
-    base = repo.parent / "src"
+def _src(repo_dir: Path, files: dict[str, bytes]) -> Path:
+    base = repo_dir.parent / "src"
     make_files(base, files)
     return base / "d"
 
 
 def test_symlink_leaving_the_source_is_refused(
-    repo: Path, outside: Path, capsys: pytest.CaptureFixture[str]
+    repo_dir: Path, outside: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    d = _src(repo, {"d/ok.txt": b"fine\n"})
+    d = _src(repo_dir, {"d/ok.txt": b"fine\n"})
     (d / "leak").symlink_to(outside)
     with pytest.raises(BundleError, match=r"leak is a symlink to .*passwd, outside the source"):
-        create_bundle(repo, "b", [d], store=local_store(repo))
-    code, _, err = _run(capsys, "bundle", "create", "b", str(d), "--root", str(repo))
+        create_bundle(repo_dir, "b", [d], store=local_store(repo_dir))
+    code, _, err = _run(capsys, "bundle", "create", "b", str(d), "--root", str(repo_dir))
     assert code == 2
     assert "outside the source" in err and "--follow-symlinks" in err
     assert "Traceback" not in err
-    assert not (repo / "evidence/b").exists()
-    assert all(SECRET not in data for data in _all_bytes_under(repo))
-    assert stale_staging_dirs(repo) == []
+    assert not (repo_dir / "evidence/b").exists()
+    assert all(SECRET not in data for data in _all_bytes_under(repo_dir))
+    assert stale_staging_dirs(repo_dir) == []
 
 
 def test_symlinked_directory_leaving_the_source_is_refused(
-    repo: Path, outside: Path, capsys: pytest.CaptureFixture[str]
+    repo_dir: Path, outside: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    d = _src(repo, {"d/ok.txt": b"fine\n"})
+    d = _src(repo_dir, {"d/ok.txt": b"fine\n"})
     (d / "etc").symlink_to(outside.parent, target_is_directory=True)
-    code, _, err = _run(capsys, "bundle", "create", "b", str(d), "--root", str(repo))
+    code, _, err = _run(capsys, "bundle", "create", "b", str(d), "--root", str(repo_dir))
     assert code == 2 and "etc is a symlink to" in err and "outside the source" in err
-    assert all(SECRET not in data for data in _all_bytes_under(repo))
+    assert all(SECRET not in data for data in _all_bytes_under(repo_dir))
 
 
 def test_follow_symlinks_copies_the_target_content(
-    repo: Path, outside: Path, capsys: pytest.CaptureFixture[str]
+    repo_dir: Path, outside: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    d = _src(repo, {"d/ok.txt": b"fine\n"})
+    d = _src(repo_dir, {"d/ok.txt": b"fine\n"})
     (d / "leak").symlink_to(outside)
     code, _, err = _run(
-        capsys, "bundle", "create", "b", str(d), "--root", str(repo), "--follow-symlinks"
+        capsys, "bundle", "create", "b", str(d), "--root", str(repo_dir), "--follow-symlinks"
     )
     assert code == 0, err
-    copied = repo / "evidence/b/d/leak"
+    copied = repo_dir / "evidence/b/d/leak"
     assert not copied.is_symlink() and copied.read_bytes() == SECRET
-    reg = json.loads((repo / "evidence/b/bundle.json").read_text())
+    reg = json.loads((repo_dir / "evidence/b/bundle.json").read_text())
     assert [e["path"] for e in reg["manifest"]["entries"]] == ["d/leak", "d/ok.txt"]
-    assert main(["verify", "--root", str(repo)]) == 0
+    assert main(["verify", "--root", str(repo_dir)]) == 0
 
 
-def test_symlink_inside_the_source_is_copied(repo: Path) -> None:
-    d = _src(repo, {"d/real.txt": b"real\n"})
+def test_symlink_inside_the_source_is_copied(repo_dir: Path) -> None:
+    d = _src(repo_dir, {"d/real.txt": b"real\n"})
     (d / "alias.txt").symlink_to("real.txt")
-    reg = create_bundle(repo, "b", [d], store=local_store(repo))
+    reg = create_bundle(repo_dir, "b", [d], store=local_store(repo_dir))
     assert [e.path for e in reg.manifest.entries] == ["d/alias.txt", "d/real.txt"]
-    alias = repo / "evidence/b/d/alias.txt"
+    alias = repo_dir / "evidence/b/d/alias.txt"
     assert not alias.is_symlink() and alias.read_bytes() == b"real\n"
 
 
-def test_symlink_arguments(repo: Path, outside: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = repo.parent
+def test_symlink_arguments(
+    repo_dir: Path, outside: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = repo_dir.parent
     (base / "leak").symlink_to(outside)
     (base / "linked-dir").symlink_to(outside.parent, target_is_directory=True)
     for arg in ("leak", "linked-dir"):
-        code, _, err = _run(capsys, "bundle", "create", "b", str(base / arg), "--root", str(repo))
+        code, _, err = _run(
+            capsys, "bundle", "create", "b", str(base / arg), "--root", str(repo_dir)
+        )
         assert code == 2 and f"{arg} is a symlink to" in err and "refusing" in err
-    assert all(SECRET not in data for data in _all_bytes_under(repo))
+    assert all(SECRET not in data for data in _all_bytes_under(repo_dir))
     # followed on request, entries are named after the argument, not the target
     reg = create_bundle(
-        repo,
+        repo_dir,
         "b",
         [base / "leak", base / "linked-dir"],
-        store=local_store(repo),
+        store=local_store(repo_dir),
         follow_symlinks=True,
     )
     assert [e.path for e in reg.manifest.entries] == ["leak", "linked-dir/passwd"]
 
 
 def test_looping_and_dangling_symlink_arguments(
-    repo: Path, capsys: pytest.CaptureFixture[str]
+    repo_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = repo.parent
+    base = repo_dir.parent
     (base / "loop").symlink_to("loop")
     (base / "gone").symlink_to("nowhere")
-    code, _, err = _run(capsys, "bundle", "create", "b", str(base / "loop"), "--root", str(repo))
+    code, _, err = _run(
+        capsys, "bundle", "create", "b", str(base / "loop"), "--root", str(repo_dir)
+    )
     assert code == 2 and "symlink loop" in err and "no such file" not in err
-    code, _, err = _run(capsys, "bundle", "create", "b", str(base / "gone"), "--root", str(repo))
+    code, _, err = _run(
+        capsys, "bundle", "create", "b", str(base / "gone"), "--root", str(repo_dir)
+    )
     assert code == 2 and "a symlink to nowhere, which does not exist" in err
 
 
-def test_special_files_are_skipped_and_said(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    d = _src(repo, {"d/ok.txt": b"fine\n", "d/sub/x.txt": b"x\n"})
+def test_special_files_are_skipped_and_said(
+    repo_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = _src(repo_dir, {"d/ok.txt": b"fine\n", "d/sub/x.txt": b"x\n"})
     os.mkfifo(d / "pipe")
     (d / "loop").symlink_to("loop")
     (d / "gone").symlink_to("nowhere")
     (d / "sub-link").symlink_to("sub", target_is_directory=True)
     skipped: list[SkippedSource] = []
-    reg = create_bundle(repo, "lib", [d], store=local_store(repo), on_skip=skipped.append)
+    reg = create_bundle(repo_dir, "lib", [d], store=local_store(repo_dir), on_skip=skipped.append)
     assert [e.path for e in reg.manifest.entries] == ["d/ok.txt", "d/sub/x.txt"]
     reasons = {s.source.name: s.reason for s in skipped}
     assert set(reasons) == {"pipe", "loop", "gone", "sub-link"}
@@ -171,35 +181,40 @@ def test_special_files_are_skipped_and_said(repo: Path, capsys: pytest.CaptureFi
         reasons["sub-link"].startswith("a symlink to directory")
         and "not followed" in reasons["sub-link"]
     )
-    code, out, err = _run(capsys, "bundle", "create", "cli", str(d), "--root", str(repo))
+    code, out, err = _run(capsys, "bundle", "create", "cli", str(d), "--root", str(repo_dir))
     assert code == 0 and "2 entries" in out
     for name in ("pipe: skipped: a FIFO", "loop: skipped: a symlink loop", "sub-link: skipped"):
         assert name in err
-    assert main(["verify", "--root", str(repo)]) == 0
+    assert main(["verify", "--root", str(repo_dir)]) == 0
 
 
-def test_follow_symlinks_walks_directories_and_cuts_cycles(repo: Path) -> None:
-    d = _src(repo, {"d/sub/x.txt": b"x\n"})
+def test_follow_symlinks_walks_directories_and_cuts_cycles(repo_dir: Path) -> None:
+    d = _src(repo_dir, {"d/sub/x.txt": b"x\n"})
     (d / "sub-link").symlink_to("sub", target_is_directory=True)
     (d / "sub" / "up").symlink_to("..", target_is_directory=True)  # a cycle
     skipped: list[SkippedSource] = []
     reg = create_bundle(
-        repo, "b", [d], store=local_store(repo), follow_symlinks=True, on_skip=skipped.append
+        repo_dir,
+        "b",
+        [d],
+        store=local_store(repo_dir),
+        follow_symlinks=True,
+        on_skip=skipped.append,
     )
     assert [e.path for e in reg.manifest.entries] == ["d/sub-link/x.txt", "d/sub/x.txt"]
     assert sorted(str(s.source.relative_to(d)) for s in skipped) == ["sub-link/up", "sub/up"]
     assert all("symlink loop" in s.reason for s in skipped)
 
 
-def test_scan_sources_reports_without_writing(repo: Path) -> None:
-    d = _src(repo, {"d/ok.txt": b"1"})
+def test_scan_sources_reports_without_writing(repo_dir: Path) -> None:
+    d = _src(repo_dir, {"d/ok.txt": b"1"})
     os.mkfifo(d / "pipe")
     scanned = scan_sources([d])
     assert [s.path for s in scanned.files] == ["d/ok.txt"]
     assert [str(s) for s in scanned.skipped] == [
         f"{d / 'pipe'}: skipped: a FIFO, not a regular file"
     ]
-    assert not (repo / "evidence").exists()
+    assert not (repo_dir / "evidence").exists()
 
 
 NFC = unicodedata.normalize("NFC", "caf\u00e9.txt")
@@ -222,16 +237,16 @@ NFD = unicodedata.normalize("NFD", "caf\u00e9.txt")
     ],
 )
 def test_misleading_and_colliding_names_are_refused(
-    repo: Path, names: list[str], why: str, capsys: pytest.CaptureFixture[str]
+    repo_dir: Path, names: list[str], why: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = repo.parent / "src"
+    base = repo_dir.parent / "src"
     make_files(base, {n: n.encode() for n in names})
     args = [base / top for top in dict.fromkeys(n.split("/")[0] for n in names)]
     with pytest.raises(BundleError, match=why):
-        create_bundle(repo, "b", args, store=local_store(repo))
-    code, _, err = _run(capsys, "bundle", "create", "b", *map(str, args), "--root", str(repo))
+        create_bundle(repo_dir, "b", args, store=local_store(repo_dir))
+    code, _, err = _run(capsys, "bundle", "create", "b", *map(str, args), "--root", str(repo_dir))
     assert code == 2 and "Traceback" not in err
-    assert not (repo / "evidence/b").exists()
+    assert not (repo_dir / "evidence/b").exists()
     # the manifest builder applies the same rule to entries made by other tools
     desc = Descriptor(digest="blake3:" + "0" * 64, size=0)
     entries = [Entry(path=n, descriptor=desc, location="repo") for n in names]
@@ -239,19 +254,20 @@ def test_misleading_and_colliding_names_are_refused(
         make_manifest("b", entries, created="2026-01-01T00:00:00Z", producer="t")
 
 
-def test_plain_unicode_names_are_fine(repo: Path) -> None:
+def test_plain_unicode_names_are_fine(repo_dir: Path) -> None:
     d = _src(
-        repo, {f"d/{NFC}": b"1", "d/\u65e5\u672c\u3002txt": b"2", "d/R\u00e9sum\u00e9 v2.pdf": b"3"}
+        repo_dir,
+        {f"d/{NFC}": b"1", "d/\u65e5\u672c\u3002txt": b"2", "d/R\u00e9sum\u00e9 v2.pdf": b"3"},
     )
-    reg = create_bundle(repo, "b", [d], store=local_store(repo))
+    reg = create_bundle(repo_dir, "b", [d], store=local_store(repo_dir))
     assert len(reg.manifest.entries) == 3
-    assert main(["verify", "--root", str(repo)]) == 0
+    assert main(["verify", "--root", str(repo_dir)]) == 0
 
 
-def test_bundle_name_differing_only_in_case_is_refused(repo: Path) -> None:
-    add_bundle(repo, "Alpha", {"a.txt": b"a"})
+def test_bundle_name_differing_only_in_case_is_refused(repo_dir: Path) -> None:
+    add_bundle(repo_dir, "Alpha", {"a.txt": b"a"})
     with pytest.raises(BundleError, match="evidence/Alpha differs only in letter case"):
-        add_bundle(repo, "alpha", {"a.txt": b"a"})
+        add_bundle(repo_dir, "alpha", {"a.txt": b"a"})
 
 
 # -- a killed bundle create -------------------------------------------------------
@@ -302,9 +318,19 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _kill_at(repo: Path, name: str, src: Path, where: str) -> None:
+def _kill_at(repo_dir: Path, name: str, src: Path, where: str) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", _WRAPPER, "bundle", "create", name, str(src), "--root", str(repo)],
+        [
+            sys.executable,
+            "-c",
+            _WRAPPER,
+            "bundle",
+            "create",
+            name,
+            str(src),
+            "--root",
+            str(repo_dir),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -323,23 +349,23 @@ def _kill_at(repo: Path, name: str, src: Path, where: str) -> None:
     [("chunk:2", 4 << 20), ("chunk:3", 8 << 20), ("rename", 3 * (4 << 20) + 123)],
 )
 def test_killed_create_leaves_staging_that_verify_names_and_the_next_create_removes(
-    repo: Path, where: str, partial_size: int, capsys: pytest.CaptureFixture[str]
+    repo_dir: Path, where: str, partial_size: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    add_bundle(repo, "other", {"o.txt": b"o"})
-    big = repo.parent / "src" / "big"
+    add_bundle(repo_dir, "other", {"o.txt": b"o"})
+    big = repo_dir.parent / "src" / "big"
     big.mkdir(parents=True)
     payload = os.urandom(3 * (4 << 20) + 123)
     (big / "weights.bin").write_bytes(payload)
-    _kill_at(repo, "big", big, where)
+    _kill_at(repo_dir, "big", big, where)
 
-    [stale] = stale_staging_dirs(repo)
+    [stale] = stale_staging_dirs(repo_dir)
     assert stale.name.startswith(".big.tmp-")
     partial = stale / "big" / "weights.bin"
     assert partial.stat().st_size == partial_size  # exactly what was written by then
     assert (stale / "bundle.json").exists() == (where == "rename")
-    assert not (repo / "evidence/big").exists()
+    assert not (repo_dir / "evidence/big").exists()
 
-    code, out, _ = _run(capsys, "verify", "--json", "--root", str(repo))
+    code, out, _ = _run(capsys, "verify", "--json", "--root", str(repo_dir))
     report = json.loads(out)
     assert code == 0 and report["ok"] is True  # a warning, not a failure
     assert [b["name"] for b in report["bundles"]] == ["other"]  # never taken for a bundle
@@ -350,17 +376,17 @@ def test_killed_create_leaves_staging_that_verify_names_and_the_next_create_remo
         assert f"1 partial file(s), {partial_size} bytes" in finding["message"]
     assert report["totals"]["warnings"] == 1
 
-    code, out, err = _run(capsys, "bundle", "create", "big", str(big), "--root", str(repo))
+    code, out, err = _run(capsys, "bundle", "create", "big", str(big), "--root", str(repo_dir))
     assert code == 0, err
-    assert not stale.exists() and stale_staging_dirs(repo) == []
-    assert sorted(p.name for p in (repo / "evidence").iterdir()) == ["big", "other"]
-    assert (repo / "evidence/big/big/weights.bin").read_bytes() == payload
-    code, out, _ = _run(capsys, "verify", "--json", "--root", str(repo))
+    assert not stale.exists() and stale_staging_dirs(repo_dir) == []
+    assert sorted(p.name for p in (repo_dir / "evidence").iterdir()) == ["big", "other"]
+    assert (repo_dir / "evidence/big/big/weights.bin").read_bytes() == payload
+    code, out, _ = _run(capsys, "verify", "--json", "--root", str(repo_dir))
     assert code == 0 and json.loads(out)["totals"]["warnings"] == 0
 
 
-def test_remove_stale_staging_honours_age_and_live_creations(repo: Path) -> None:
-    evidence = repo / "evidence"
+def test_remove_stale_staging_honours_age_and_live_creations(repo_dir: Path) -> None:
+    evidence = repo_dir / "evidence"
     evidence.mkdir()
     dead = evidence / ".gone.tmp-0123abcd"
     (dead / "part").mkdir(parents=True)
@@ -368,29 +394,29 @@ def test_remove_stale_staging_honours_age_and_live_creations(repo: Path) -> None
     (evidence / ".notes").mkdir()  # not a staging directory: never touched
     with staging_dir(evidence, "live") as live:
         (live / "f").write_bytes(b"being copied")
-        assert stale_staging_dirs(repo) == [dead]  # the live one is locked
-        assert remove_stale_staging(repo, older_than=3600) == []  # too young
+        assert stale_staging_dirs(repo_dir) == [dead]  # the live one is locked
+        assert remove_stale_staging(repo_dir, older_than=3600) == []  # too young
         old = time.time() - 7200
         os.utime(dead, (old, old))
         os.utime(live, (old, old))
-        assert remove_stale_staging(repo, older_than=3600) == [dead]
+        assert remove_stale_staging(repo_dir, older_than=3600) == [dead]
         assert not dead.exists() and live.exists() and (evidence / ".notes").exists()
     assert not live.exists()  # the context removes what was not renamed into place
 
 
-def test_next_create_leaves_a_live_creation_of_the_same_name_alone(repo: Path) -> None:
-    d = _src(repo, {"d/a.txt": b"a"})
-    evidence = repo / "evidence"
+def test_next_create_leaves_a_live_creation_of_the_same_name_alone(repo_dir: Path) -> None:
+    d = _src(repo_dir, {"d/a.txt": b"a"})
+    evidence = repo_dir / "evidence"
     evidence.mkdir()
     with staging_dir(evidence, "b") as live:
         (live / "partial").write_bytes(b"still being copied")
-        create_bundle(repo, "b", [d], store=local_store(repo))
+        create_bundle(repo_dir, "b", [d], store=local_store(repo_dir))
         assert (live / "partial").read_bytes() == b"still being copied"
     assert sorted(p.name for p in evidence.iterdir()) == ["b"]
 
 
 def test_a_cleaner_between_mkdir_and_lock_makes_the_creator_start_again(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    repo_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The race the staging docstring argues about, forced: a cleaner takes the lock of a
     just-made staging directory before its creator and removes it; the creator sees the
@@ -399,7 +425,7 @@ def test_a_cleaner_between_mkdir_and_lock_makes_the_creator_start_again(
 
     import evidencestore.staging as staging
 
-    evidence = repo / "evidence"
+    evidence = repo_dir / "evidence"
     evidence.mkdir()
     removed: list[Path] = []
 
@@ -409,7 +435,7 @@ def test_a_cleaner_between_mkdir_and_lock_makes_the_creator_start_again(
         @staticmethod
         def flock(fd: int, op: int) -> None:
             if op == fcntl.LOCK_EX and not removed:  # the creator, about to lock
-                removed.extend(remove_stale_staging(repo))
+                removed.extend(remove_stale_staging(repo_dir))
             fcntl.flock(fd, op)
 
     monkeypatch.setattr(staging, "fcntl", CleanerFirst)
@@ -417,4 +443,4 @@ def test_a_cleaner_between_mkdir_and_lock_makes_the_creator_start_again(
         assert path.is_dir() and len(removed) == 1 and removed[0] != path
         assert not removed[0].exists()
         (path / "f").write_bytes(b"kept")
-        assert stale_staging_dirs(repo) == []
+        assert stale_staging_dirs(repo_dir) == []

@@ -139,7 +139,7 @@ def assert_one_encoding(value: msgspec.Struct) -> None:
         assert pretty(other) == want_pretty, how
 
 
-def test_the_issue_example_is_one_value_one_encoding() -> None:
+def test_a_default_given_or_left_out_is_one_encoding() -> None:
     a = Descriptor(digest=D, size=1)
     b = Descriptor(digest=D, size=1, media_type="".join(["application/", "octet-stream"]))
     assert a == b

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.cli import cli
 from helpers.remotes import run, set_remotes
 
 from evidencestore.config import RemoteConfig, load_config
@@ -102,3 +103,21 @@ def test_configuring_s3_remote_does_not_import_s3fs(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("local", "target"), [(True, ".evstore/config.toml"), (False, "evstore.toml")]
+)
+def test_a_secret_refusal_names_the_file_it_would_go_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], local: bool, target: str
+) -> None:
+    root = str(tmp_path)
+    assert cli(capsys, "init", "--root", root)[0] == 0
+    flag = ["--local"] if local else []
+    code, _, err = cli(capsys, "remote", "add", "mine", "s3://b/p", "--option",
+                        "aws_secret_access_key=x", *flag, "--root", root)  # fmt: skip
+    assert code == 2 and f"would store a credential in {target};" in err, err
+    code, _, err = cli(capsys, "remote", "add", "mine", "https://u:pw@example.org/s", *flag,
+                        "--root", root)  # fmt: skip
+    assert code == 2 and f"would store a credential in {target}:" in err, err
+    assert not (tmp_path / ".evstore" / "config.toml").exists()  # nothing written

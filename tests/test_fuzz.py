@@ -149,7 +149,7 @@ def _mutations(data: bytes) -> st.SearchStrategy[bytes]:
 
 
 @pytest.fixture(scope="module")
-def repo() -> Iterator[Path]:
+def shared_victim_repo() -> Iterator[Path]:
     base = Path(tempfile.mkdtemp(prefix="evstore-fuzz-"))
     root = base / "repo"
     add_bundle(root, "good", {"a.txt": b"alpha\n"})
@@ -161,8 +161,8 @@ def repo() -> Iterator[Path]:
 
 
 @pytest.fixture
-def victim(repo: Path) -> Iterator[tuple[Path, bytes, Registration]]:
-    path = registration_path(repo, "victim")
+def victim(shared_victim_repo: Path) -> Iterator[tuple[Path, bytes, Registration]]:
+    path = registration_path(shared_victim_repo, "victim")
     original = path.read_bytes()
     yield path, original, load_registration(path)
     path.write_bytes(original)
@@ -171,7 +171,7 @@ def victim(repo: Path) -> Iterator[tuple[Path, bytes, Registration]]:
 @_PROFILE
 @given(data=st.data())
 def test_mutated_registration_never_passes_library(
-    repo: Path, victim: tuple[Path, bytes, Registration], data: st.DataObject
+    shared_victim_repo: Path, victim: tuple[Path, bytes, Registration], data: st.DataObject
 ) -> None:
     path, original, reg = victim
     mutated = data.draw(_mutations(original))
@@ -182,7 +182,7 @@ def test_mutated_registration_never_passes_library(
         decoded = None
     path.write_bytes(mutated)
     try:
-        report = verify_repository(repo, store=local_store(repo))
+        report = verify_repository(shared_victim_repo, store=local_store(shared_victim_repo))
     except EvidenceStoreError:
         return
     if report.ok:
@@ -192,13 +192,13 @@ def test_mutated_registration_never_passes_library(
 @_CLI_PROFILE
 @given(data=st.data())
 def test_mutated_registration_cli(
-    repo: Path, victim: tuple[Path, bytes, Registration], data: st.DataObject
+    shared_victim_repo: Path, victim: tuple[Path, bytes, Registration], data: st.DataObject
 ) -> None:
     path, original, reg = victim
     mutated = data.draw(_mutations(original))
     path.write_bytes(mutated)
-    report = repo.parent / "report.json"
-    code, out, err = run("verify", "--root", str(repo), "--json", str(report))
+    report = shared_victim_repo.parent / "report.json"
+    code, out, err = run("verify", "--root", str(shared_victim_repo), "--json", str(report))
     _cli_clean(code, out, err)
     assert json.loads(report.read_bytes())["ok"] is (code == 0)
     if code == 0:
@@ -206,10 +206,10 @@ def test_mutated_registration_cli(
 
 
 @pytest.fixture(scope="module")
-def proof_file(repo: Path) -> Iterator[tuple[Path, bytes, InclusionProof]]:
-    reg = load_registration(registration_path(repo, "victim"))
+def proof_file(shared_victim_repo: Path) -> Iterator[tuple[Path, bytes, InclusionProof]]:
+    reg = load_registration(registration_path(shared_victim_repo, "victim"))
     proof = inclusion_proof(reg.manifest, "sub/y.txt")
-    path = repo.parent / "proof.json"
+    path = shared_victim_repo.parent / "proof.json"
     data = pretty(proof)
     path.write_bytes(data)
     yield path, data, proof
@@ -218,27 +218,29 @@ def proof_file(repo: Path) -> Iterator[tuple[Path, bytes, InclusionProof]]:
 @_CLI_PROFILE
 @given(data=st.data())
 def test_mutated_proof_cli(
-    repo: Path, proof_file: tuple[Path, bytes, InclusionProof], data: st.DataObject
+    shared_victim_repo: Path, proof_file: tuple[Path, bytes, InclusionProof], data: st.DataObject
 ) -> None:
     path, original, proof = proof_file
     mutated = data.draw(_mutations(original))
     target = path.with_name("mutated-proof.json")
     target.write_bytes(mutated)
-    code, out, err = run("check-proof", str(target), "--bundle", "victim", "--root", str(repo))
+    code, out, err = run(
+        "check-proof", str(target), "--bundle", "victim", "--root", str(shared_victim_repo)
+    )
     _cli_clean(code, out, err)
     if code == 0:
         assert decode(mutated, InclusionProof) == proof, "a mutated proof was accepted"
 
 
 def test_original_proof_and_registration_pass(
-    repo: Path, proof_file: tuple[Path, bytes, InclusionProof]
+    shared_victim_repo: Path, proof_file: tuple[Path, bytes, InclusionProof]
 ) -> None:
     """The baseline of the properties above: unmutated inputs are accepted."""
     code, out, err = run(
-        "check-proof", str(proof_file[0]), "--bundle", "victim", "--root", str(repo)
+        "check-proof", str(proof_file[0]), "--bundle", "victim", "--root", str(shared_victim_repo)
     )
     assert code == 0, out + err
-    code, out, err = run("verify", "--root", str(repo))
+    code, out, err = run("verify", "--root", str(shared_victim_repo))
     assert code == 0, out + err
 
 

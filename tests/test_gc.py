@@ -33,15 +33,15 @@ def _age(path: Path, seconds: float = OLD) -> None:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+def three_blob_repo(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     root = tmp_path / "repo"
     files = blobs(3)
     make_repo(root, files)
     return root, files
 
 
-def test_local_gc_dry_run_then_delete(repo: tuple[Path, dict[str, bytes]]) -> None:
-    root, files = repo
+def test_local_gc_dry_run_then_delete(three_blob_repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, files = three_blob_repo
     cache = local_store(root)
     stale = cache.put(b"unreferenced and old").digest
     fresh = cache.put(b"unreferenced, written just now by a concurrent push").digest
@@ -71,8 +71,8 @@ def test_local_gc_dry_run_then_delete(repo: tuple[Path, dict[str, bytes]]) -> No
     assert sorted(cache.iter_digests()) == sorted(digest_of(d) for d in files.values())
 
 
-def test_gc_removes_old_temporaries_only(repo: tuple[Path, dict[str, bytes]]) -> None:
-    root, files = repo
+def test_gc_removes_old_temporaries_only(three_blob_repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, files = three_blob_repo
     cache = local_store(root)
     digest = digest_of(next(iter(files.values())))
     folder = cache.path_of(digest).parent
@@ -116,8 +116,8 @@ def test_gc_keeps_blobs_referenced_at_revisions(tmp_path: Path) -> None:
     assert code == 2 and "--rev no-such-rev: not a git revision" in err
 
 
-def test_gc_keeps_pinned_weights(repo: tuple[Path, dict[str, bytes]]) -> None:
-    root, _ = repo
+def test_gc_keeps_pinned_weights(three_blob_repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, _ = three_blob_repo
     cache = local_store(root)
     weights = cache.put(b"pretend lpips weights")
     config = load_config(root)
@@ -133,8 +133,8 @@ def test_gc_keeps_pinned_weights(repo: tuple[Path, dict[str, bytes]]) -> None:
     assert plan.garbage == [] and cache.has(weights.digest)
 
 
-def test_gc_refuses_unreadable_inventory(repo: tuple[Path, dict[str, bytes]]) -> None:
-    root, files = repo
+def test_gc_refuses_unreadable_inventory(three_blob_repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, files = three_blob_repo
     (root / "evidence" / "broken").mkdir()
     (root / "evidence" / "broken" / "bundle.json").write_text("{not json")
     code, _, err = run("gc", "--yes", "--grace", "0", "--root", str(root))
@@ -143,8 +143,10 @@ def test_gc_refuses_unreadable_inventory(repo: tuple[Path, dict[str, bytes]]) ->
         assert local_store(root).has(digest_of(data))
 
 
-def test_gc_directory_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
-    root, files = repo
+def test_gc_directory_remote(
+    three_blob_repo: tuple[Path, dict[str, bytes]], tmp_path: Path
+) -> None:
+    root, files = three_blob_repo
     remote = tmp_path / "remote"
     set_remotes(root, origin={"url": str(remote)})
     assert run("push", "--root", str(root))[0] == 0
@@ -162,8 +164,8 @@ def test_gc_directory_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path
     )
 
 
-def test_gc_memory_remote(repo: tuple[Path, dict[str, bytes]]) -> None:
-    root, files = repo
+def test_gc_memory_remote(three_blob_repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, files = three_blob_repo
     base = f"/evstore-gc-{uuid.uuid4().hex}"
     set_remotes(root, mem={"url": f"memory://{base}"})
     try:
@@ -190,11 +192,11 @@ def test_gc_memory_remote(repo: tuple[Path, dict[str, bytes]]) -> None:
 
 
 def test_gc_s3_remote(
-    repo: tuple[Path, dict[str, bytes]], s3_endpoint: str, s3_bucket: str
+    three_blob_repo: tuple[Path, dict[str, bytes]], s3_endpoint: str, s3_bucket: str
 ) -> None:
     boto3 = pytest.importorskip("boto3")
     pytest.importorskip("s3fs")
-    root, files = repo
+    root, files = three_blob_repo
     set_remotes(root, s3={"url": f"s3://{s3_bucket}/ev", "options": s3_options(s3_endpoint)})
     assert run("push", "--root", str(root))[0] == 0
     client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
@@ -226,8 +228,8 @@ def test_gc_s3_remote(
     assert client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", []) == []
 
 
-def test_gc_negative_grace(repo: tuple[Path, dict[str, bytes]]) -> None:
-    root, _ = repo
+def test_gc_negative_grace(three_blob_repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, _ = three_blob_repo
     code, _, err = run("gc", "--grace", "-1", "--root", str(root))
     assert code == 2 and "--grace must be 0 or more" in err
 
@@ -283,9 +285,9 @@ def test_gc_on_main_keeps_the_evidence_of_unmerged_branches(tmp_path: Path) -> N
 
 
 def test_gc_removes_staging_left_by_a_killed_create(
-    repo: tuple[Path, dict[str, bytes]],
+    three_blob_repo: tuple[Path, dict[str, bytes]],
 ) -> None:
-    root, _ = repo
+    root, _ = three_blob_repo
     left = root / "evidence" / ".half-done.tmp-0badc0de"
     (left / "d").mkdir(parents=True)
     (left / "d" / "partial.bin").write_bytes(b"half of a file")

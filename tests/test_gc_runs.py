@@ -1,4 +1,4 @@
-"""Issue 36 item 3: ``gc --grace 0`` never takes an entry from a run being recorded.
+"""``gc --grace 0`` never takes an entry from a run being recorded (issue 36 item 3).
 
 A run holds an ``ActiveLease`` from before its first blob until its registration is
 written (``storage/leases.py``, ``gc.py``). Checked in every order of the run's steps

@@ -5,29 +5,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.repos import add_bundle
 
 from evidencestore.inventory import load_inventory, registration_path
 from evidencestore.remotes import local_store
 from evidencestore.verify import verify_repository
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    add_bundle(tmp_path, "good", {"a.txt": b"a", "b.txt": b"b"})
-    add_bundle(tmp_path, "victim", {"x.txt": b"x", "y.txt": b"y"})
-    return tmp_path
-
-
-def _edit(repo: Path, fn: Any) -> None:
-    path = registration_path(repo, "victim")
+def _edit(victim_repo: Path, fn: Any) -> None:
+    path = registration_path(victim_repo, "victim")
     doc = json.loads(path.read_text())
     fn(doc)
     path.write_text(json.dumps(doc))
 
 
-def _errors(repo: Path) -> list[tuple[str, str]]:
-    report = verify_repository(repo, store=local_store(repo))
+def _errors(victim_repo: Path) -> list[tuple[str, str]]:
+    report = verify_repository(victim_repo, store=local_store(victim_repo))
     errors = [f for b in report.bundles for f in b.findings if f.severity == "error"]
     errors += [f for f in report.findings if f.severity == "error"]
     assert not report.ok
@@ -102,10 +94,10 @@ def _entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
         ),
     ],
 )
-def test_bad_registration_fields(repo: Path, edit: Any, code: str, needle: str) -> None:
-    _edit(repo, edit)
-    matching = [m for c, m in _errors(repo) if c == code and needle in m]
-    assert matching, _errors(repo)
+def test_bad_registration_fields(victim_repo: Path, edit: Any, code: str, needle: str) -> None:
+    _edit(victim_repo, edit)
+    matching = [m for c, m in _errors(victim_repo) if c == code and needle in m]
+    assert matching, _errors(victim_repo)
     if code == "invalid-registration":
         assert "evidence/victim/bundle.json" in matching[0]
 
@@ -121,28 +113,28 @@ def test_bad_registration_fields(repo: Path, edit: Any, code: str, needle: str) 
         ("x.txt", "appears more than once"),
     ],
 )
-def test_bad_entry_paths(repo: Path, path: str, needle: str) -> None:
+def test_bad_entry_paths(victim_repo: Path, path: str, needle: str) -> None:
     import msgspec
 
     from evidencestore._canonical import pretty
     from evidencestore.bundle import seal
     from evidencestore.inventory import load_registration
 
-    reg = load_registration(registration_path(repo, "victim"))
+    reg = load_registration(registration_path(victim_repo, "victim"))
     entries = list(reg.manifest.entries)
     entries[1] = msgspec.structs.replace(entries[1], path=path)
     manifest = msgspec.structs.replace(reg.manifest, entries=tuple(entries))
     # properly re-sealed, so only the path itself is wrong
-    registration_path(repo, "victim").write_bytes(pretty(seal(manifest)))
-    report = verify_repository(repo, store=local_store(repo))
+    registration_path(victim_repo, "victim").write_bytes(pretty(seal(manifest)))
+    report = verify_repository(victim_repo, store=local_store(victim_repo))
     msgs = [f.message for b in report.bundles for f in b.findings if f.severity == "error"]
     assert any(needle in m and repr(path) in m for m in msgs), msgs
     assert not report.ok
 
 
-def test_malformed_json(repo: Path) -> None:
-    registration_path(repo, "victim").write_text('{"digest": ')
-    [(code, msg)] = _errors(repo)
+def test_malformed_json(victim_repo: Path) -> None:
+    registration_path(victim_repo, "victim").write_text('{"digest": ')
+    [(code, msg)] = _errors(victim_repo)
     assert (
         code == "invalid-registration"
         and "malformed JSON" in msg
@@ -150,10 +142,10 @@ def test_malformed_json(repo: Path) -> None:
     )
 
 
-def test_missing_registration_and_stray_file(repo: Path) -> None:
-    registration_path(repo, "victim").unlink()
-    (repo / "evidence" / "README.md").write_text("hi")
-    report = verify_repository(repo, store=local_store(repo))
+def test_missing_registration_and_stray_file(victim_repo: Path) -> None:
+    registration_path(victim_repo, "victim").unlink()
+    (victim_repo / "evidence" / "README.md").write_text("hi")
+    report = verify_repository(victim_repo, store=local_store(victim_repo))
     codes = sorted(f.code for f in report.findings)
     assert codes == ["missing-registration", "stray-file"]
 

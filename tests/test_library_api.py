@@ -12,7 +12,7 @@ import evidencestore as es
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> tuple[Path, es.Registration]:
+def weights_bundle(tmp_path: Path) -> tuple[Path, es.Registration]:
     root = tmp_path / "repo"
     (root / "evidence").mkdir(parents=True)
     src = tmp_path / "src"
@@ -33,8 +33,10 @@ def _stored(reg: es.Registration) -> es.Descriptor:
     return next(e.descriptor for e in reg.manifest.entries if e.location == "store")
 
 
-def test_verify_defaults_to_the_repositorys_own_store(repo: tuple[Path, es.Registration]) -> None:
-    root, reg = repo
+def test_verify_defaults_to_the_repositorys_own_store(
+    weights_bundle: tuple[Path, es.Registration],
+) -> None:
+    root, reg = weights_bundle
     report = es.verify_repository(root)
     assert report.ok and report.totals.checked == 2 and report.totals.unavailable == 0
     assert report.totals.warnings == 0
@@ -48,8 +50,8 @@ def test_verify_defaults_to_the_repositorys_own_store(repo: tuple[Path, es.Regis
     assert [f.code for b in report.bundles for f in b.findings] == ["blob-corrupt"]
 
 
-def test_check_repository_takes_an_inventory(repo: tuple[Path, es.Registration]) -> None:
-    root, _ = repo
+def test_check_repository_takes_an_inventory(weights_bundle: tuple[Path, es.Registration]) -> None:
+    root, _ = weights_bundle
     inventory = es.load_inventory(root)
     report = es.check_repository(root, inventory=inventory)
     assert report.ok and report.totals.bundles == 1 and report.totals.checked == 2
@@ -59,9 +61,9 @@ def test_check_repository_takes_an_inventory(repo: tuple[Path, es.Registration])
 
 
 def test_one_not_found_type_and_one_integrity_type(
-    repo: tuple[Path, es.Registration], memory_url: str
+    weights_bundle: tuple[Path, es.Registration], memory_url: str
 ) -> None:
-    root, reg = repo
+    root, reg = weights_bundle
     blob = _stored(reg)
     absent = es.hash_bytes(b"never stored").digest
     remote = es.open_store(memory_url)  # an fsspec store, as a remote is

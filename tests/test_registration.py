@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,23 +28,10 @@ from evidencestore.inventory import load_registration, registration_path
 from evidencestore.runs import load_run, open_run
 from evidencestore.runs.runner import run_workload
 from evidencestore.testing import assert_bundle
-from evidencestore.testing.video_server import VideoServer, sample_workload, serve_video
+from evidencestore.testing.video_server import VideoServer, sample_workload
 from evidencestore.verify import verify_repository
 
 TINY = {"size": "64x48", "fps": 8}
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    return root
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[VideoServer]:
-    with serve_video(log_path=tmp_path / "server.log") as s:
-        yield s
 
 
 @pytest.fixture
@@ -80,24 +66,24 @@ def test_a_run_named_like_a_bundle_but_for_case_is_refused_before_sending(
     tmp_path: Path,
     repo: Path,
     wl: Path,
-    server: VideoServer,
+    fresh_video_server: VideoServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     (tmp_path / "f.txt").write_text("x")
     create_bundle(repo, "foo", [tmp_path / "f.txt"], store=local_store(repo))
     code, _, err = _cli(
-        capsys, "run", str(wl), "--arm", "a", "--server", server.url, "--name", "Foo",
+        capsys, "run", str(wl), "--arm", "a", "--server", fresh_video_server.url, "--name", "Foo",
         "--root", str(repo),
     )  # fmt: skip
     assert code == 2
     assert "bundle 'Foo': evidence/foo differs only in letter case" in err
-    assert server.requests == 0
+    assert fresh_video_server.requests == 0
     assert sorted(p.name for p in (repo / "evidence").iterdir()) == ["foo"]
     with pytest.raises(BundleNameTaken, match="differs only in letter case"):
         open_run(repo, "FOO", arm="a", workload=b"w")
     with pytest.raises(BundleNameTaken, match="differs only in letter case"):
-        run_workload(repo, wl, arm="a", server=server.url, name="fOo")
-    assert server.requests == 0
+        run_workload(repo, wl, arm="a", server=fresh_video_server.url, name="fOo")
+    assert fresh_video_server.requests == 0
     assert verify_repository(repo, store=local_store(repo)).ok
 
 
@@ -169,7 +155,7 @@ def test_campaign_records_are_registered_from_memory(
 
 # -- issue 19: two runs racing for one name ------------------------------------------------------
 def test_the_loser_of_a_race_for_a_name_keeps_its_measurements(
-    tmp_path: Path, repo: Path, wl: Path, server: VideoServer
+    tmp_path: Path, repo: Path, wl: Path, fresh_video_server: VideoServer
 ) -> None:
     (tmp_path / "f.txt").write_text("winner")
 
@@ -177,7 +163,9 @@ def test_the_loser_of_a_race_for_a_name_keeps_its_measurements(
         if k == 1:  # another process registers the name while this run is measured
             create_bundle(repo, "race", [tmp_path / "f.txt"], store=local_store(repo))
 
-    reg, record = run_workload(repo, wl, arm="a", server=server.url, name="race", progress=race)
+    reg, record = run_workload(
+        repo, wl, arm="a", server=fresh_video_server.url, name="race", progress=race
+    )
     assert record.name == "race-2" == reg.manifest.name
     assert record.outcome == "complete" and record.counts["measured"].requests == 3
     assert load_run(repo, "race-2").requests == record.requests
@@ -202,7 +190,7 @@ def test_a_race_lost_at_the_rename_is_kept_and_said(
     tmp_path: Path,
     repo: Path,
     wl: Path,
-    server: VideoServer,
+    fresh_video_server: VideoServer,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -223,7 +211,7 @@ def test_a_race_lost_at_the_rename_is_kept_and_said(
 
     monkeypatch.setattr(bundle_module, "seal", seal_then_lose)
     code, out, err = _cli(
-        capsys, "run", str(wl), "--arm", "a", "--server", server.url, "--name", "race",
+        capsys, "run", str(wl), "--arm", "a", "--server", fresh_video_server.url, "--name", "race",
         "--root", str(repo),
     )  # fmt: skip
     assert raced == ["race"]
@@ -255,14 +243,14 @@ def _blobs(root: Path) -> int:
 def test_evstore_root_names_the_repository_through_the_cli(
     nested: tuple[Path, Path],
     wl: Path,
-    server: VideoServer,
+    fresh_video_server: VideoServer,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     outer, new = nested
     _no_walking_up(monkeypatch)
     code, out, err = _cli(
-        capsys, "run", str(wl), "--arm", "a", "--server", server.url, "--name", "r1",
+        capsys, "run", str(wl), "--arm", "a", "--server", fresh_video_server.url, "--name", "r1",
         "--root", str(new),
     )  # fmt: skip
     assert code == 0, err
@@ -276,12 +264,15 @@ def test_evstore_root_names_the_repository_through_the_cli(
 
 
 def test_a_repository_object_is_never_walked_up_by_the_library(
-    nested: tuple[Path, Path], wl: Path, server: VideoServer, monkeypatch: pytest.MonkeyPatch
+    nested: tuple[Path, Path],
+    wl: Path,
+    fresh_video_server: VideoServer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     outer, new = nested
     _no_walking_up(monkeypatch)
     r = Repository(new)
-    reg, record = run_workload(r, wl, arm="a", server=server.url, name="lib")
+    reg, record = run_workload(r, wl, arm="a", server=fresh_video_server.url, name="lib")
     assert record.outcome == "complete"
     assert (new / "evidence/lib/bundle.json").is_file() and _blobs(outer) == 0
     harness = open_run(r, "harness", arm="a", workload=b"# w\n")
@@ -343,7 +334,7 @@ runs = 1
 def test_a_whole_campaign_under_an_explicit_root_never_walks_up(
     tmp_path: Path,
     nested: tuple[Path, Path],
-    server: VideoServer,
+    fresh_video_server: VideoServer,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -371,7 +362,7 @@ def test_a_whole_campaign_under_an_explicit_root_never_walks_up(
     wl = str(new / "evidence/nested/workloads/1s.toml")
     for arm, name in (("base", "b1"), ("base", "b2"), ("fast", "f1")):
         code, _, err = _cli(
-            capsys, "-q", "run", wl, "--arm", arm, "--server", server.url, "--name", name,
+            capsys, "-q", "run", wl, "--arm", arm, "--server", fresh_video_server.url, "--name", name,
             "--campaign", "nested", "--condition", "1s", *root,
         )  # fmt: skip
         assert code == 0, err

@@ -3,6 +3,7 @@ cat, the read-through store, corrupt copies, and remote verification."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import fsspec
 import pytest
+from helpers import paths
+from helpers.cli import cli
 from helpers.remotes import (
     blob_files,
     blob_path,
@@ -43,7 +46,7 @@ ABSENT = "blake3:" + "7" * 64
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+def five_blob_repo(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     root = tmp_path / "repo"
     files = blobs(5)
     make_repo(root, files)
@@ -134,9 +137,9 @@ def test_bad_option_syntax(tmp_path: Path) -> None:
     ],
 )
 def test_unreadable_configuration(
-    repo: tuple[Path, dict[str, bytes]], text: str, message: str
+    five_blob_repo: tuple[Path, dict[str, bytes]], text: str, message: str
 ) -> None:
-    root, _ = repo
+    root, _ = five_blob_repo
     (root / "evstore.toml").write_text(text)
     for argv in (["push"], ["pull"], ["fetch", ABSENT], ["remote", "list"], ["gc"]):
         code, _, err = run(*argv, "--root", str(root))
@@ -145,8 +148,8 @@ def test_unreadable_configuration(
         assert "Traceback" not in err
 
 
-def test_unknown_remote_name(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
-    root, _ = repo
+def test_unknown_remote_name(five_blob_repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
+    root, _ = five_blob_repo
     set_remotes(root, origin={"url": str(tmp_path / "remote")})
     for argv in (
         ["push", "--remote", "nope"],
@@ -161,8 +164,8 @@ def test_unknown_remote_name(repo: tuple[Path, dict[str, bytes]], tmp_path: Path
 
 
 @pytest.mark.parametrize("bad", ["blake3:XYZ", "sha256:" + "0" * 64, "blake3:" + "A" * 64, "nope"])
-def test_malformed_digest(repo: tuple[Path, dict[str, bytes]], bad: str) -> None:
-    root, _ = repo
+def test_malformed_digest(five_blob_repo: tuple[Path, dict[str, bytes]], bad: str) -> None:
+    root, _ = five_blob_repo
     for argv in (["fetch", bad], ["cat", bad], ["fetch", ABSENT, bad]):
         code, _, err = run(*argv, "--root", str(root))
         assert code == 2
@@ -171,9 +174,9 @@ def test_malformed_digest(repo: tuple[Path, dict[str, bytes]], bad: str) -> None
 
 
 def test_unknown_digest_names_every_place(
-    repo: tuple[Path, dict[str, bytes]], tmp_path: Path
+    five_blob_repo: tuple[Path, dict[str, bytes]], tmp_path: Path
 ) -> None:
-    root, _ = repo
+    root, _ = five_blob_repo
     set_remotes(root, a={"url": str(tmp_path / "a")}, b={"url": str(tmp_path / "b")})
     code, _, err = run("fetch", ABSENT, "--root", str(root))
     assert code == 2
@@ -184,20 +187,20 @@ def test_unknown_digest_names_every_place(
     assert err.index("remote 'a'") < err.index("remote 'b'")
 
 
-def test_no_remote_configured(repo: tuple[Path, dict[str, bytes]]) -> None:
-    root, _ = repo
+def test_no_remote_configured(five_blob_repo: tuple[Path, dict[str, bytes]]) -> None:
+    root, _ = five_blob_repo
     code, _, err = run("push", "--root", str(root))
     assert code == 2 and "no writable remote configured" in err
-    local_store(root).delete(digest_of(next(iter(repo[1].values()))))
+    local_store(root).delete(digest_of(next(iter(five_blob_repo[1].values()))))
     code, _, err = run("pull", "--root", str(root))
     assert code == 2 and "no remote is configured" in err
 
 
 # -- push / pull on a local directory remote -----------------------------------------
 def test_push_then_pull_local_directory(
-    repo: tuple[Path, dict[str, bytes]], tmp_path: Path
+    five_blob_repo: tuple[Path, dict[str, bytes]], tmp_path: Path
 ) -> None:
-    root, files = repo
+    root, files = five_blob_repo
     remote = tmp_path / "remote"
     set_remotes(root, origin={"url": str(remote)})
     code, out, err = run("push", "--root", str(root))
@@ -246,9 +249,9 @@ def test_push_and_pull_selected_bundles(tmp_path: Path) -> None:
 
 
 def test_push_refuses_corrupt_local_blob(
-    repo: tuple[Path, dict[str, bytes]], tmp_path: Path
+    five_blob_repo: tuple[Path, dict[str, bytes]], tmp_path: Path
 ) -> None:
-    root, files = repo
+    root, files = five_blob_repo
     remote = tmp_path / "remote"
     set_remotes(root, origin={"url": str(remote)})
     victim = next(iter(files.values()))
@@ -264,8 +267,10 @@ def test_push_refuses_corrupt_local_blob(
     assert len(blob_files(remote)) == 4
 
 
-def test_push_to_read_only_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
-    root, _ = repo
+def test_push_to_read_only_remote(
+    five_blob_repo: tuple[Path, dict[str, bytes]], tmp_path: Path
+) -> None:
+    root, _ = five_blob_repo
     set_remotes(root, mirror={"url": str(tmp_path / "m"), "read_only": True})
     code, _, err = run("push", "--remote", "mirror", "--root", str(root))
     assert code == 2 and "remote 'mirror'" in err and "is read-only" in err
@@ -273,8 +278,8 @@ def test_push_to_read_only_remote(repo: tuple[Path, dict[str, bytes]], tmp_path:
     assert code == 2 and "no writable remote" in err
 
 
-def test_memory_remote(repo: tuple[Path, dict[str, bytes]], memory_url: str) -> None:
-    root, files = repo
+def test_memory_remote(five_blob_repo: tuple[Path, dict[str, bytes]], memory_url: str) -> None:
+    root, files = five_blob_repo
     set_remotes(root, mem={"url": memory_url})
     code, out, err = run("push", "--root", str(root))
     assert code == 0, err
@@ -291,9 +296,11 @@ def test_memory_remote(repo: tuple[Path, dict[str, bytes]], memory_url: str) -> 
 
 # -- fetch / cat ---------------------------------------------------------------------
 def test_fetch_and_cat(
-    repo: tuple[Path, dict[str, bytes]], tmp_path: Path, capfdbinary: pytest.CaptureFixture[bytes]
+    five_blob_repo: tuple[Path, dict[str, bytes]],
+    tmp_path: Path,
+    capfdbinary: pytest.CaptureFixture[bytes],
 ) -> None:
-    root, files = repo
+    root, files = five_blob_repo
     set_remotes(root, origin={"url": str(tmp_path / "remote")})
     assert run("push", "--root", str(root))[0] == 0
     for path in store_files(_local(root)):
@@ -318,8 +325,10 @@ def test_fetch_and_cat(
     assert blob_path(_local(root), datas[3]).read_bytes() == datas[3]
 
 
-def test_fetch_without_remote_reverifies_local_copy(repo: tuple[Path, dict[str, bytes]]) -> None:
-    root, files = repo
+def test_fetch_without_remote_reverifies_local_copy(
+    five_blob_repo: tuple[Path, dict[str, bytes]],
+) -> None:
+    root, files = five_blob_repo
     data = next(iter(files.values()))
     code, _, err = run("fetch", digest_of(data), "--root", str(root))
     assert code == 0 and "1 already present" in err
@@ -338,9 +347,9 @@ CORRUPTIONS = {
 
 @pytest.mark.parametrize("how", sorted(CORRUPTIONS))
 def test_corrupt_remote_copy_refused_next_remote_tried(
-    repo: tuple[Path, dict[str, bytes]], tmp_path: Path, how: str
+    five_blob_repo: tuple[Path, dict[str, bytes]], tmp_path: Path, how: str
 ) -> None:
-    root, files = repo
+    root, files = five_blob_repo
     bad, good = tmp_path / "bad", tmp_path / "good"
     set_remotes(root, good={"url": str(good)})
     assert run("push", "--root", str(root))[0] == 0
@@ -379,8 +388,8 @@ def test_corrupt_remote_copy_refused_next_remote_tried(
     assert blob_path(bad, digest).read_bytes() == corrupted  # remotes are never repaired silently
 
 
-def test_read_through_store(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
-    root, files = repo
+def test_read_through_store(five_blob_repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
+    root, files = five_blob_repo
     first, second = tmp_path / "first", tmp_path / "second"
     datas = list(files.values())
     LocalBlobStore(first).put(datas[0])
@@ -409,9 +418,9 @@ def test_read_through_store(repo: tuple[Path, dict[str, bytes]], tmp_path: Path)
 
 
 def test_read_through_repairs_corrupt_cached_copy(
-    repo: tuple[Path, dict[str, bytes]], tmp_path: Path
+    five_blob_repo: tuple[Path, dict[str, bytes]], tmp_path: Path
 ) -> None:
-    root, files = repo
+    root, files = five_blob_repo
     set_remotes(root, origin={"url": str(tmp_path / "remote")})
     assert run("push", "--root", str(root))[0] == 0
     data = next(iter(files.values()))
@@ -420,8 +429,10 @@ def test_read_through_repairs_corrupt_cached_copy(
     assert blob_path(_local(root), data).read_bytes() == data
 
 
-def test_read_through_without_remotes_only_local(repo: tuple[Path, dict[str, bytes]]) -> None:
-    root, files = repo
+def test_read_through_without_remotes_only_local(
+    five_blob_repo: tuple[Path, dict[str, bytes]],
+) -> None:
+    root, files = five_blob_repo
     store = repository_store(root)
     assert store.remotes == ()
     data = next(iter(files.values()))
@@ -431,8 +442,8 @@ def test_read_through_without_remotes_only_local(repo: tuple[Path, dict[str, byt
 
 
 # -- verification against a remote ---------------------------------------------------
-def test_check_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
-    root, files = repo
+def test_check_remote(five_blob_repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> None:
+    root, files = five_blob_repo
     remote = tmp_path / "remote"
     set_remotes(root, origin={"url": str(remote)})
     regs = load_inventory(root).registrations
@@ -476,10 +487,10 @@ def test_check_remote(repo: tuple[Path, dict[str, bytes]], tmp_path: Path) -> No
     assert store_files(_local(root)) == []
 
 
-def test_check_remote_unknown_name(repo: tuple[Path, dict[str, bytes]]) -> None:
+def test_check_remote_unknown_name(five_blob_repo: tuple[Path, dict[str, bytes]]) -> None:
     from evidencestore.errors import ConfigError
 
-    root, _ = repo
+    root, _ = five_blob_repo
     with pytest.raises(ConfigError, match="unknown remote 'origin'"):
         verify_remote(root, load_inventory(root).registrations, "origin")
 
@@ -658,3 +669,29 @@ def test_cli_verify_remote_exit_codes(tmp_path: Path) -> None:
     code, _, err = run("verify", "--remote", "nope", "--root", str(root))
     assert code == 2 and "unknown remote 'nope'" in err
     assert len(blob_files(remote)) == 2 and len(lease_files(remote)) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "package", "extra"),
+    [("gs://bucket/p", "gcsfs", "gcs"), ("az://container/p", "adlfs", "azure")],
+)
+def test_a_cloud_remote_without_its_package_names_its_extra(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str, package: str, extra: str
+) -> None:
+    """fsspec's own ImportError, unpatched: the error names the extra (pyproject has it)."""
+    if importlib.util.find_spec(package) is not None:
+        pytest.skip(f"{package} is installed here")
+    root = str(tmp_path)
+    assert cli(capsys, "init", "--root", root)[0] == 0
+    assert cli(capsys, "remote", "add", "cloud", url, "--root", root)[0] == 0
+    (tmp_path / "f.bin").write_bytes(b"x" * 10)
+    assert cli(capsys, "bundle", "create", "b", str(tmp_path / "f.bin"), "--external",
+                "*", "--root", root)[0] == 0  # fmt: skip
+    code, _, err = cli(capsys, "push", "--remote", "cloud", "--root", root)
+    assert code == 2
+    assert f"pip install 'evidencestore[{extra}]'" in err and package in err, err
+    import tomllib
+
+    pyproject = tomllib.loads((paths.ROOT / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    assert any(dep.startswith(package) for dep in extras[extra])

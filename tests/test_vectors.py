@@ -44,7 +44,7 @@ def test_the_committed_vectors_are_what_the_generator_writes() -> None:
         assert (VECTORS / name).read_bytes() == data, f"{name} is stale: run generate.py"
 
 
-def test_blobs() -> None:
+def test_blob_vectors_hash_to_their_digests() -> None:
     for case in load("blob.json"):
         h = hash_bytes(bytes.fromhex(case["input_hex"]))
         assert (h.digest, h.size) == (case["digest"], case["size"]), case["name"]
@@ -104,7 +104,7 @@ def test_nodes_roots_and_audit_paths() -> None:
     assert sizes == [0, 1, 2, 3, 5, 8]
 
 
-def test_headers() -> None:
+def test_header_vectors_encode_and_digest_as_published() -> None:
     for case in load("header.json"):
         h = case["header"]
         assert canonical(h).decode() == case["canonical"], case["name"]
@@ -113,7 +113,7 @@ def test_headers() -> None:
 
 
 @pytest.mark.parametrize("case", load("proof.json"), ids=lambda c: c["name"])
-def test_proofs(case: dict[str, Any]) -> None:
+def test_proof_vectors_verify_as_published(case: dict[str, Any]) -> None:
     data = json.dumps(case["proof"]).encode()
     proof, exact = decode_exact(data, InclusionProof)
     problems = verify_inclusion(proof, case["trusted"], None if exact else loads_json(data))

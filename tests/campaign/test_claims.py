@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ pytest.importorskip("scipy")
 from evidencestore.campaign.estimator import paired_log_interval, welch_log_interval
 from evidencestore.cli import main
 from evidencestore.runs import load_run
-from evidencestore.testing.video_server import VideoServer, sample_workload, serve_video
+from evidencestore.testing.video_server import VideoServer, sample_workload
 
 TINY = {"size": "64x48", "fps": 8, "warmup": 1, "measured": 3, "seconds": (1,)}
 
@@ -63,12 +62,6 @@ DRIFT_BASE, DRIFT_FAST = _set(0.5, TIGHT), _set(0.15, _turn(TIGHT))
 PLAN_BASE = _set(0.6, (0.93, 1.07, 1.07, 0.93))  # halves b1 b2 / b3 b4 with one geomean
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[VideoServer]:
-    with serve_video() as s:
-        yield s
-
-
 def _protocol(arms: dict[str, int], timing: str = "", workload: str | None = None) -> str:
     lines = ['name = "p"', "", "[timing]", timing, "", "[[condition]]", 'name = "c"',
              'workload = "workload.toml"']  # fmt: skip
@@ -82,8 +75,8 @@ def _protocol(arms: dict[str, int], timing: str = "", workload: str | None = Non
 class Repo:
     """An evidence repository with one campaign ``NAME`` and the reference server."""
 
-    def __init__(self, root: Path, server: VideoServer, capsys: Any) -> None:
-        self.root, self.server, self.capsys = root, server, capsys
+    def __init__(self, root: Path, video_server: VideoServer, capsys: Any) -> None:
+        self.root, self.server, self.capsys = root, video_server, capsys
 
     def init(self, name: str, protocol: str, workload: str) -> None:
         src = self.root.parent / f"{name}-src"
@@ -122,21 +115,25 @@ class Repo:
 
 
 @pytest.fixture
-def repo(tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]) -> Repo:
-    return Repo(tmp_path / "repo", server, capsys)
+def campaign_repo(
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
+) -> Repo:
+    return Repo(tmp_path / "repo", video_server, capsys)
 
 
-def test_slower_and_equal_candidates_are_not_accepted(repo: Repo) -> None:
-    repo.init("speed", _protocol({"base": 3, "slower": 3, "equal": 3}), sample_workload(**TINY))  # type: ignore[arg-type]
+def test_slower_and_equal_candidates_are_not_accepted(campaign_repo: Repo) -> None:
+    campaign_repo.init(
+        "speed", _protocol({"base": 3, "slower": 3, "equal": 3}), sample_workload(**TINY)
+    )  # type: ignore[arg-type]
     # Seeded values alone: slower 0.50 [0.457, 0.547]; equal 1.00 [0.728, 1.371]. Every
     # request of one base run 0.11 s late would be needed to lift slower's high to 1.0, and
     # every request of every base run ~0.1 s late (nothing of the equal arm) to lift equal's
     # low above 1.0; delaying any one run only widens the equal interval.
     for i, (b, slower, equal) in enumerate(zip(BASE, SLOWER, EQUAL, strict=True), start=1):
-        repo.run("speed", "base", f"b{i}", b)
-        repo.run("speed", "slower", f"s{i}", slower)
-        repo.run("speed", "equal", f"e{i}", equal)
-    code, claim, text = repo.claim("speed", "slower")
+        campaign_repo.run("speed", "base", f"b{i}", b)
+        campaign_repo.run("speed", "slower", f"s{i}", slower)
+        campaign_repo.run("speed", "equal", f"e{i}", equal)
+    code, claim, text = campaign_repo.claim("speed", "slower")
     assert code == 1
     assert claim["verdict"] == "NOT_CLEARED" and claim["stands"] is False
     assert claim["min_speedup"] == 1.0 and claim["clears"] is False
@@ -144,10 +141,10 @@ def test_slower_and_equal_candidates_are_not_accepted(repo: Repo) -> None:
     assert "NOT claimed: the interval does not clear the threshold (min_speedup 1)" in text
     assert "does NOT clear min_speedup 1" in text
     assert "runs used: 3 base (9 requests" in text and "3 slower (9 requests" in text
-    code, claim, text = repo.claim("speed", "equal")
+    code, claim, text = campaign_repo.claim("speed", "equal")
     assert code == 1 and claim["verdict"] == "NOT_CLEARED"
     assert claim["speedup"]["low"] <= 1.0 and "min_speedup 1" in text
-    code, out = repo.cli("campaign", "status", "speed", "--json")
+    code, out = campaign_repo.cli("campaign", "status", "speed", "--json")
     status = json.loads(out)
     assert code == 1 and status["verdict"] == "NOT_ACCEPTED"
     cells = {c["arm"]: c for c in status["cells"]}
@@ -163,26 +160,26 @@ def test_slower_and_equal_candidates_are_not_accepted(repo: Repo) -> None:
     assert cells["slower"]["qualified"] is False and cells["equal"]["qualified"] is False
 
 
-def test_non_inferiority_is_declared_and_no_timing_claim_says_so(repo: Repo) -> None:
+def test_non_inferiority_is_declared_and_no_timing_claim_says_so(campaign_repo: Repo) -> None:
     wl = sample_workload(**TINY)  # type: ignore[arg-type]
-    repo.init("noninf", _protocol({"base": 3, "equal": 3}, "min_speedup = 0.5"), wl)
-    repo.init("lossless", _protocol({"base": 3, "equal": 3}, "claim = false"), wl)
+    campaign_repo.init("noninf", _protocol({"base": 3, "equal": 3}, "min_speedup = 0.5"), wl)
+    campaign_repo.init("lossless", _protocol({"base": 3, "equal": 3}, "claim = false"), wl)
     # Seeded values alone: noninf 1.00 [0.913, 1.095]; every request of one equal run 0.11 s
     # late (or of one base run 0.2 s) would be needed to bring the low end to 0.5. Nothing
     # asserted of "lossless" depends on time.
     for i, (b, equal) in enumerate(zip(BASE, NONINF, strict=True), start=1):
-        repo.run("noninf", "base", f"noninf-b{i}", b)
-        repo.run("noninf", "equal", f"noninf-e{i}", equal)
+        campaign_repo.run("noninf", "base", f"noninf-b{i}", b)
+        campaign_repo.run("noninf", "equal", f"noninf-e{i}", equal)
     for i in (1, 2, 3):
-        repo.run("lossless", "base", f"lossless-b{i}", 0.05)
-        repo.run("lossless", "equal", f"lossless-e{i}", 0.05)
-    code, claim, text = repo.claim("noninf", "equal")
+        campaign_repo.run("lossless", "base", f"lossless-b{i}", 0.05)
+        campaign_repo.run("lossless", "equal", f"lossless-e{i}", 0.05)
+    code, claim, text = campaign_repo.claim("noninf", "equal")
     assert code == 0 and claim["verdict"] == "STANDS" and claim["min_speedup"] == 0.5
     assert claim["speedup"]["low"] > 0.5 and "the claim stands (min_speedup 0.5)" in text
-    code, claim, text = repo.claim("lossless", "equal")
+    code, claim, text = campaign_repo.claim("lossless", "equal")
     assert code == 1 and claim["verdict"] == "NO_TIMING_CLAIM" and claim["speedup"] is not None
     assert claim["min_speedup"] is None and "no timing claim: the protocol declares none" in text
-    code, out = repo.cli("campaign", "status", "lossless", "--json")
+    code, out = campaign_repo.cli("campaign", "status", "lossless", "--json")
     status = json.loads(out)
     assert status["verdict"] == "NOT_ACCEPTED"  # no git history here: runs are uncommitted
     assert all("speedup" not in r for r in status["remaining"])
@@ -191,15 +188,15 @@ def test_non_inferiority_is_declared_and_no_timing_claim_says_so(repo: Repo) -> 
     assert cells["equal"]["qualified"] is True  # lossless, and no speedup asked of it
 
 
-def test_one_slow_baseline_run_widens_the_interval(repo: Repo) -> None:
-    repo.init("slowrun", _protocol({"base": 3, "equal": 3}), sample_workload(**TINY))  # type: ignore[arg-type]
+def test_one_slow_baseline_run_widens_the_interval(campaign_repo: Repo) -> None:
+    campaign_repo.init("slowrun", _protocol({"base": 3, "equal": 3}), sample_workload(**TINY))  # type: ignore[arg-type]
     # Seeded values alone: 1.73 [0.178, 16.9], df 2.0; the runs' log spread is 0.92, so it
     # is over 4x the within-run spread while noise keeps that (requests of one run around
     # their mean, log sd) under 0.23, i.e. ~25 % on a 0.5 s request.
     for i, (b, equal) in enumerate(zip(SLOWRUN_BASE, SLOWRUN_EQUAL, strict=True), start=1):
-        repo.run("slowrun", "base", f"b{i}", b)
-        repo.run("slowrun", "equal", f"e{i}", equal)
-    code, claim, _ = repo.claim("slowrun", "equal")
+        campaign_repo.run("slowrun", "base", f"b{i}", b)
+        campaign_repo.run("slowrun", "equal", f"e{i}", equal)
+    code, claim, _ = campaign_repo.claim("slowrun", "equal")
     s = claim["speedup"]
     assert code == 1 and claim["verdict"] == "NOT_CLEARED"
     assert s["low"] <= 1.0 <= s["high"]  # pooled requests said 1.45 [1.08, 1.95]
@@ -207,7 +204,9 @@ def test_one_slow_baseline_run_widens_the_interval(repo: Repo) -> None:
     assert claim["run_spread_baseline"] > 4 * claim["within_spread_baseline"]
     values = {rv["run"]: rv["value"] for rv in claim["runs"]}
     for name, value in values.items():
-        times = [r.e2e_s for r in load_run(repo.root, name).requests if r.phase == "measured"]
+        times = [
+            r.e2e_s for r in load_run(campaign_repo.root, name).requests if r.phase == "measured"
+        ]
         assert value == pytest.approx(math.exp(sum(math.log(t) for t in times) / len(times)))
 
 
@@ -219,19 +218,19 @@ def _job_workload(**extra: Any) -> str:
     return text
 
 
-def test_job_flow_true_ratio_is_claimed_within_its_bound(repo: Repo) -> None:
-    repo.init("jobs", _protocol({"base": 4, "fast": 4}), _job_workload())
+def test_job_flow_true_ratio_is_claimed_within_its_bound(campaign_repo: Repo) -> None:
+    campaign_repo.init("jobs", _protocol({"base": 4, "fast": 4}), _job_workload())
     # Seeded values alone: 1.25 [1.215, 1.286] (4 runs an arm, df 6). Every request of one
     # fast run 0.175 s late, or every baseline time 0.175 s below its record (the bound), would
     # be needed to bring the low end to 1.0 (or one request's bound of ~0.44 s, others' 0.03);
     # an overhead of 1 s on every request of both arms to bring the ratio to 1.1.
     for i, (b, fast) in enumerate(zip(JOB_BASE, JOB_FAST, strict=True), start=1):
-        repo.run("jobs", "base", f"b{i}", b)
-        repo.run("jobs", "fast", f"f{i}", fast)
+        campaign_repo.run("jobs", "base", f"b{i}", b)
+        campaign_repo.run("jobs", "fast", f"f{i}", fast)
     for name in ("b1", "f1"):
-        record = load_run(repo.root, name)
+        record = load_run(campaign_repo.root, name)
         assert all(r.resolution_s is not None and r.polls >= 1 for r in record.requests)
-    code, claim, text = repo.claim("jobs", "fast")
+    code, claim, text = campaign_repo.claim("jobs", "fast")
     s, b = claim["speedup"], claim["bounded"]
     assert 1.1 < s["ratio"] < 1.4, claim  # 1.0 / 0.8 on the server; never 2.0
     assert b["low"] <= s["low"] and b["high"] >= s["high"]
@@ -243,7 +242,7 @@ def test_job_flow_true_ratio_is_claimed_within_its_bound(repo: Repo) -> None:
     resolutions = sorted(
         r.resolution_s or 0.0
         for name in [*(f"b{i}" for i in (1, 2, 3, 4)), *(f"f{i}" for i in (1, 2, 3, 4))]
-        for r in load_run(repo.root, name).requests
+        for r in load_run(campaign_repo.root, name).requests
         if r.phase == "measured"
     )
     assert claim["resolution_s"] == resolutions[-1]
@@ -252,59 +251,61 @@ def test_job_flow_true_ratio_is_claimed_within_its_bound(repo: Repo) -> None:
     assert "within the measurement resolution" in text
 
 
-def test_coarse_polling_leaves_the_claim_unresolved(repo: Repo) -> None:
+def test_coarse_polling_leaves_the_claim_unresolved(campaign_repo: Repo) -> None:
     # Polling every 0.3 s cannot tell 0.05 s from 0.10 s: the claim says so.
     workload = _job_workload(poll_min=0.3, poll_interval=0.3)
-    repo.init("coarse", _protocol({"base": 3, "fast": 3}), workload)
+    campaign_repo.init("coarse", _protocol({"base": 3, "fast": 3}), workload)
     for i in (1, 2, 3):
-        repo.run("coarse", "base", f"b{i}", 0.10)
-        repo.run("coarse", "fast", f"f{i}", 0.05)
-    code, claim, text = repo.claim("coarse", "fast")
+        campaign_repo.run("coarse", "base", f"b{i}", 0.10)
+        campaign_repo.run("coarse", "fast", f"f{i}", 0.05)
+    code, claim, text = campaign_repo.claim("coarse", "fast")
     assert code == 1 and claim["verdict"] == "UNRESOLVED" and claim["stands"] is False
     assert claim["resolution_s"] >= 0.3
     assert any("could change within the measurement resolution" in n for n in claim["notes"])
     assert "NOT claimed: the measurement resolution could change the verdict" in text
 
 
-def test_drift_is_named_and_interleaving_pairs_runs(repo: Repo) -> None:
+def test_drift_is_named_and_interleaving_pairs_runs(campaign_repo: Repo) -> None:
     wl = sample_workload(**TINY)  # type: ignore[arg-type]
-    repo.init("drift", _protocol({"base": 3, "fast": 3}), wl)
-    repo.init("inter", _protocol({"base": 3, "fast": 3}, 'order = "interleaved"'), wl)
+    campaign_repo.init("drift", _protocol({"base": 3, "fast": 3}), wl)
+    campaign_repo.init("inter", _protocol({"base": 3, "fast": 3}, 'order = "interleaved"'), wl)
     # Seeded values alone: 3.33 [3.04, 3.65] unpaired, low 2.81 paired (df 2); every request
     # of one fast run 0.14 s late (0.13 s paired) would be needed to bring the low end to 1.0.
     for i, b in enumerate(DRIFT_BASE, start=1):
-        repo.run("drift", "base", f"d-b{i}", b)
+        campaign_repo.run("drift", "base", f"d-b{i}", b)
     for i, (b, fast) in enumerate(zip(DRIFT_BASE, DRIFT_FAST, strict=True), start=1):
-        repo.run("drift", "fast", f"d-f{i}", fast)
-        repo.run("inter", "base", f"i-b{i}", b)
-        repo.run("inter", "fast", f"i-f{i}", fast)
-    code, claim, text = repo.claim("drift", "fast")
+        campaign_repo.run("drift", "fast", f"d-f{i}", fast)
+        campaign_repo.run("inter", "base", f"i-b{i}", b)
+        campaign_repo.run("inter", "fast", f"i-f{i}", fast)
+    code, claim, text = campaign_repo.claim("drift", "fast")
     assert code == 0 and claim["order"] == "baseline-first"
     assert any("drift" in n and "cannot be told apart" in n for n in claim["notes"])
     assert "note: every base run started before every fast run" in text
-    code, claim, text = repo.claim("inter", "fast")
+    code, claim, text = campaign_repo.claim("inter", "fast")
     assert code == 0 and claim["order"] == "alternating"
     assert claim["estimator"] == "paired-log-t" and claim["df"] == 2.0
     assert claim["pairs"] == [[f"i-b{i}", f"i-f{i}"] for i in (1, 2, 3)]
     assert "pair i-b1 / i-f1" in text
-    repo.run("inter", "fast", "i-f4", DRIFT_FAST[0])  # two candidate runs in a row
-    code, claim, _ = repo.claim("inter", "fast")
+    campaign_repo.run("inter", "fast", "i-f4", DRIFT_FAST[0])  # two candidate runs in a row
+    code, claim, _ = campaign_repo.claim("inter", "fast")
     assert code == 1 and claim["verdict"] == "REFUSED" and claim["order"] == "mixed"
     assert (
         "requires interleaved runs" in claim["reasons"][0] and "i-f4 (fast)" in claim["reasons"][0]
     )
 
 
-def test_plan_sizes_the_campaign_from_baseline_runs(repo: Repo) -> None:
-    repo.init("plan", _protocol({"base": 4, "fast": 3}), sample_workload(**TINY))  # type: ignore[arg-type]
-    code, out = repo.cli("campaign", "plan", "plan")
+def test_plan_sizes_the_campaign_from_baseline_runs(campaign_repo: Repo) -> None:
+    campaign_repo.init("plan", _protocol({"base": 4, "fast": 3}), sample_workload(**TINY))  # type: ignore[arg-type]
+    code, out = campaign_repo.cli("campaign", "plan", "plan")
     assert code == 1 and "at least 2 are needed" in out
     # Seeded values alone: the A/A check (b1 b2 against b3 b4) gives 1.00 [0.65, 1.53], and
     # delaying any one run only widens it; the runs' log spread 0.081 resolves a ratio of 2
     # in 3 runs, as does any spread below 0.19 (noise would have to more than double it).
     for i, b in enumerate(PLAN_BASE, start=1):
-        repo.run("plan", "base", f"b{i}", b)
-    code, out = repo.cli("campaign", "plan", "plan", "--json", "--ratio", "1.05", "--ratio", "2")
+        campaign_repo.run("plan", "base", f"b{i}", b)
+    code, out = campaign_repo.cli(
+        "campaign", "plan", "plan", "--json", "--ratio", "1.05", "--ratio", "2"
+    )
     plan = json.loads(out)
     (cond,) = plan["conditions"]
     # Issue 36: 2 + 2 runs cannot see a 1.3x drift: the A/A check says so, not passing.
@@ -322,14 +323,14 @@ def test_plan_sizes_the_campaign_from_baseline_runs(repo: Repo) -> None:
     assert (
         rows[1.05]["runs_needed"] is None or rows[1.05]["runs_needed"] >= rows[2.0]["runs_needed"]
     )
-    code, out = repo.cli("campaign", "plan", "plan")
+    code, out = campaign_repo.cli("campaign", "plan", "plan")
     assert code == 1 and "A/A check" in out and "runs per arm" in out
     assert "includes 1.0, INCONCLUSIVE (too few runs to see a drift)" in out
-    code, out = repo.cli("campaign", "plan", "plan", "--power", "1.5")
+    code, out = campaign_repo.cli("campaign", "plan", "plan", "--power", "1.5")
     assert code == 2
 
 
-def test_plan_from_a_protocol_file_before_init(repo: Repo, tmp_path: Path) -> None:
+def test_plan_from_a_protocol_file_before_init(campaign_repo: Repo, tmp_path: Path) -> None:
     """``campaign plan NAME --protocol FILE --pilot RUN ...``: no campaign registered; the
     pilot runs (plain runs of the condition's workload) are its baseline, and no row asks
     for fewer runs than ``min_runs``."""
@@ -339,23 +340,23 @@ def test_plan_from_a_protocol_file_before_init(repo: Repo, tmp_path: Path) -> No
     (src / "protocol.toml").write_text(
         _protocol({"base": 3, "fast": 3}, "min_runs = 5").replace('name = "p"', 'name = "d"')
     )
-    (repo.root / "evidence").mkdir(parents=True, exist_ok=True)
+    (campaign_repo.root / "evidence").mkdir(parents=True, exist_ok=True)
     for i, b in enumerate(PLAN_BASE, start=1):
-        repo.server.latency = b
+        campaign_repo.server.latency = b
         try:
             assert main(["-q", "run", str(src / "workload.toml"), "--arm", "base", "--server",
-                         repo.server.url, "--name", f"p{i}", "--root", str(repo.root)]) == 0  # fmt: skip
+                         campaign_repo.server.url, "--name", f"p{i}", "--root", str(campaign_repo.root)]) == 0  # fmt: skip
         finally:
-            repo.server.latency = 0.0
+            campaign_repo.server.latency = 0.0
     pilots = [a for i in range(1, len(PLAN_BASE) + 1) for a in ("--pilot", f"p{i}")]
-    code, out = repo.cli("campaign", "plan", "d", "--protocol", str(src / "protocol.toml"),
+    code, out = campaign_repo.cli("campaign", "plan", "d", "--protocol", str(src / "protocol.toml"),
                          "--ratio", "2", "--json", *pilots)  # fmt: skip
     plan = json.loads(out)
     (cond,) = plan["conditions"]
     assert cond["baseline_runs"] == ["p1", "p2", "p3", "p4"]
     assert cond["min_runs"] == 5 and cond["rows"][0]["runs_needed"] == 5  # 3 would do
-    assert not (repo.root / "evidence" / "d").exists()  # nothing registered
-    code, out = repo.cli("campaign", "plan", "d", "--protocol", str(src / "protocol.toml"),
+    assert not (campaign_repo.root / "evidence" / "d").exists()  # nothing registered
+    code, out = campaign_repo.cli("campaign", "plan", "d", "--protocol", str(src / "protocol.toml"),
                          "--pilot", "nope")  # fmt: skip
     assert code == 2
 

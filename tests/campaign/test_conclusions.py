@@ -5,7 +5,6 @@ real git history, every command through the CLI."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,7 @@ pytest.importorskip("av")
 from helpers.campaigns import OFFLOAD, Campaign, commit, init_git_repo, write_protocol
 
 from evidencestore.cli import main
-from evidencestore.testing.video_server import VideoServer, serve_video
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[VideoServer]:
-    with serve_video() as s:
-        yield s
+from evidencestore.testing.video_server import VideoServer
 
 
 def _protocol(name: str, accept: str, *, first: bool = False) -> str:
@@ -55,14 +48,14 @@ def _protocol(name: str, accept: str, *, first: bool = False) -> str:
 
 
 def _setup(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str], accept: str
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str], accept: str
 ) -> Campaign:
     root = tmp_path / "repo"
     init_git_repo(root)
     src = write_protocol(tmp_path / "p", _protocol("h3", accept))
     assert main(["campaign", "init", "h3", "--protocol", str(src), "--root", str(root)]) == 0
     commit(root, "protocol", ".gitignore", "evidence/h3")
-    c = Campaign(root, server, capsys)
+    c = Campaign(root, video_server, capsys)
     assert c.run("h3", "5s", "baseline", "b1") == 0
     assert c.run("h3", "5s", "baseline", "b2") == 0
     assert c.run("h3", "5s", "rank-local", "r1") == 0
@@ -78,9 +71,9 @@ def _status(c: Campaign) -> tuple[int, dict[str, object], dict[str, dict[str, ob
 
 
 def test_start_up_failure_keeps_its_arm_open_until_withdrawn(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    c = _setup(tmp_path, server, capsys, "every-arm")
+    c = _setup(tmp_path, video_server, capsys, "every-arm")
     code, status, arms = _status(c)
     assert code == 1 and status["verdict"] == "NOT_ACCEPTED"
     assert {k: a["conclusion"] for k, a in arms.items()} == {
@@ -128,9 +121,9 @@ def test_start_up_failure_keeps_its_arm_open_until_withdrawn(
 
 
 def test_any_arm_rule_accepts_with_one_qualified_arm(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    c = _setup(tmp_path, server, capsys, "any-arm")
+    c = _setup(tmp_path, video_server, capsys, "any-arm")
     code, status, arms = _status(c)
     assert code == 0 and status["verdict"] == "ACCEPTED"
     assert status["accept"] == "any-arm"
@@ -140,14 +133,14 @@ def test_any_arm_rule_accepts_with_one_qualified_arm(
 
 
 def test_repeatability_first_excludes_an_early_candidate_run(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "repo"
     init_git_repo(root)
     src = write_protocol(tmp_path / "p", _protocol("h3", "any-arm", first=True))
     assert main(["campaign", "init", "h3", "--protocol", str(src), "--root", str(root)]) == 0
     commit(root, "protocol", ".gitignore", "evidence/h3")
-    c = Campaign(root, server, capsys)
+    c = Campaign(root, video_server, capsys)
     assert c.run("h3", "5s", "baseline", "b1") == 0
     assert c.run("h3", "5s", "rank-local", "early") == 0
     commit(root, "b1 and an early candidate", "evidence")

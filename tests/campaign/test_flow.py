@@ -42,17 +42,11 @@ from helpers.campaigns import (
 from evidencestore.campaign.protocol import load_campaign
 from evidencestore.cli import main
 from evidencestore.runs import load_run, open_run
-from evidencestore.testing.video_server import VideoServer, sample_workload, serve_video
+from evidencestore.testing.video_server import VideoServer, sample_workload
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[VideoServer]:
-    with serve_video() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def seed(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Iterator[Campaign]:
+def seed(tmp_path_factory: pytest.TempPathFactory, video_server: VideoServer) -> Iterator[Campaign]:
     """The seed campaign: baseline twice and candidates at 5 s and 15 s, committed after the
     protocol. Arms: ``rank-local`` (exactly equal), ``lsb-audio`` (one LSB of audio
     differs), ``resident-16`` (its server fails before inference)."""
@@ -65,7 +59,7 @@ def seed(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Itera
             [("baseline", 3), ("rank-local", 3), ("lsb-audio", 1), ("resident-16", 1)],
         ),
     )
-    c = Campaign(root, server, None)
+    c = Campaign(root, video_server, None)
     code = main(["campaign", "init", "h3-lossless", "--protocol", str(src), "--root", str(root)])
     assert code == 0
     commit(root, "protocol", ".gitignore", "evidence/h3-lossless")
@@ -426,12 +420,12 @@ def test_claim_and_status_register_as_bundles(
 
 
 def test_protocol_committed_after_a_run_excludes_it(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "repo"
     init_git_repo(root)
     src = write_protocol(tmp_path / "p", protocol_text("late", [("baseline", 2), ("fast", 1)]))
-    c = Campaign(root, server, capsys)
+    c = Campaign(root, video_server, capsys)
     assert main(["campaign", "init", "late", "--protocol", str(src), "--root", str(root)]) == 0
     assert c.run("late", "5s", "baseline", "early-run") == 0
     commit(root, "a run before its protocol", ".gitignore", "evidence/early-run")
@@ -463,24 +457,24 @@ def test_protocol_committed_after_a_run_excludes_it(
 
 
 def _seeded(offset: int) -> Callable[..., Any]:
-    return lambda server: (
-        lambda f, n, r=server.render: r({**f, "seed": str(int(f["seed"]) + offset)}, n)
+    return lambda video_server: (
+        lambda f, n, r=video_server.render: r({**f, "seed": str(int(f["seed"]) + offset)}, n)
     )
 
 
 @pytest.mark.parametrize("rule", ["inconclusive", "fail"])
 def test_non_repeatable_baseline_follows_declared_rule(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str], rule: str
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str], rule: str
 ) -> None:
     root = tmp_path / "repo"
     init_git_repo(root)
     text = protocol_text("seeded", [("baseline", 2), ("rank-local", 1)], ("5s",), rule)
     src = write_protocol(tmp_path / "p", text)
-    c = Campaign(root, server, capsys)
+    c = Campaign(root, video_server, capsys)
     assert main(["campaign", "init", "seeded", "--protocol", str(src), "--root", str(root)]) == 0
     commit(root, "protocol", ".gitignore", "evidence/seeded")
     assert c.run("seeded", "5s", "baseline", "b1") == 0
-    assert c.run("seeded", "5s", "baseline", "b2", render=_seeded(1)(server)) == 0  # reseeded
+    assert c.run("seeded", "5s", "baseline", "b2", render=_seeded(1)(video_server)) == 0  # reseeded
     assert c.run("seeded", "5s", "rank-local", "r1") == 0
     commit(root, "runs", "evidence")
     code, out, _ = c.cli("campaign", "status", "seeded", "--json")
@@ -499,14 +493,14 @@ def test_non_repeatable_baseline_follows_declared_rule(
 
 
 def test_accepted_needs_both_conditions(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "repo"
     init_git_repo(root)
     src = write_protocol(
         tmp_path / "p", protocol_text("both", [("baseline", 3), ("rank-local", 3)])
     )
-    c = Campaign(root, server, capsys)
+    c = Campaign(root, video_server, capsys)
     assert main(["campaign", "init", "both", "--protocol", str(src), "--root", str(root)]) == 0
     commit(root, "protocol", ".gitignore", "evidence/both")
     for i in (1, 2, 3):
@@ -540,13 +534,13 @@ def test_accepted_needs_both_conditions(
 
 
 def test_claims_refused_for_differing_workload_and_small_n(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "repo"
     init_git_repo(root)
     text = protocol_text("small", [("baseline", 2), ("fast", 1), ("odd", 1)], ("5s",))
     src = write_protocol(tmp_path / "p", text.replace("min_runs = 3", "min_runs = 4"))
-    c = Campaign(root, server, capsys)
+    c = Campaign(root, video_server, capsys)
     assert main(["campaign", "init", "small", "--protocol", str(src), "--root", str(root)]) == 0
     commit(root, "protocol", ".gitignore", "evidence/small")
     for name in ("b1", "b2"):
@@ -558,7 +552,7 @@ def test_claims_refused_for_differing_workload_and_small_n(
     # and so does the library's run_workload (the same rule, campaign.fit); a harness that
     # records by hand can still register one, and claims refuse it.
     code = main(
-        ["-q", "run", str(other), "--arm", "odd", "--server", server.url, "--name", "odd-1",
+        ["-q", "run", str(other), "--arm", "odd", "--server", video_server.url, "--name", "odd-1",
          "--campaign", "small", "--condition", "5s", "--root", str(root)]
     )  # fmt: skip
     assert code == 2
@@ -570,12 +564,12 @@ def test_claims_refused_for_differing_workload_and_small_n(
 
     with pytest.raises(ConfigError, match="but campaign 'small' binds condition '5s' to"):
         run_workload(
-            root, other, arm="odd", server=server.url, name="odd-1",
+            root, other, arm="odd", server=video_server.url, name="odd-1",
             campaign=campaign_rules(root, "small"), condition="5s",
         )  # fmt: skip
     with pytest.raises(ConfigError, match=r"campaign='small': pass the campaign's rules"):
         run_workload(
-            root, other, arm="odd", server=server.url, name="odd-1",
+            root, other, arm="odd", server=video_server.url, name="odd-1",
             campaign="small", condition="5s",  # type: ignore[arg-type]
         )  # fmt: skip
     assert not (root / "evidence" / "odd-1").exists()
@@ -607,7 +601,7 @@ def test_claims_refused_for_differing_workload_and_small_n(
 
 
 def test_claim_cites_configuration_difference(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "repo"
     init_git_repo(root)
@@ -620,20 +614,20 @@ def test_claim_cites_configuration_difference(
     base_cfg.write_text("offload:\n  resident_layers: 0\n  strategy: stream\n")
     cand_cfg = tmp_path / "p/configs/resident.yaml"
     cand_cfg.write_text("offload:\n  resident_layers: 16\n  strategy: resident\n")
-    c = Campaign(root, server, capsys)
+    c = Campaign(root, video_server, capsys)
     assert main(["campaign", "init", "cfg", "--protocol", str(src), "--root", str(root)]) == 0
     commit(root, "protocol", ".gitignore", "evidence/cfg")
 
     def run(arm: str, name: str, config: Path, i: int = 1) -> int:
-        server.latency = (SLOW if arm == "baseline" else FAST)[i - 1]
+        video_server.latency = (SLOW if arm == "baseline" else FAST)[i - 1]
         try:
             return main(
                 ["-q", "run", str(root / "evidence/cfg/workloads/5s.toml"), "--arm", arm,
-                 "--server", server.url, "--name", name, "--campaign", "cfg", "--condition",
+                 "--server", video_server.url, "--name", name, "--campaign", "cfg", "--condition",
                  "5s", "--config", str(config), "--root", str(root)]
             )  # fmt: skip
         finally:
-            server.latency = 0.0
+            video_server.latency = 0.0
 
     for i in (1, 2, 3):
         assert run("baseline", f"b{i}", base_cfg, i) == 0
@@ -707,12 +701,12 @@ def test_claim_cites_configuration_difference(
 
 
 def test_run_committed_with_its_protocol_is_not_proven(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "repo"
     init_git_repo(root)
     src = write_protocol(tmp_path / "p", protocol_text("same", [("baseline", 2), ("x", 1)]))
-    c = Campaign(root, server, capsys)
+    c = Campaign(root, video_server, capsys)
     assert main(["campaign", "init", "same", "--protocol", str(src), "--root", str(root)]) == 0
     assert c.run("same", "5s", "baseline", "together") == 0
     code, out, _ = c.cli("campaign", "verify", "same", "--json")
@@ -726,7 +720,7 @@ def test_run_committed_with_its_protocol_is_not_proven(
 
 
 def _one_condition_campaign(
-    tmp_path: Path, server: VideoServer, capsys: Any, name: str, run_section: str = ""
+    tmp_path: Path, video_server: VideoServer, capsys: Any, name: str, run_section: str = ""
 ) -> Campaign:
     """A committed protocol (condition 5s; baseline 2 runs, rank-local 1); ``run_section``
     lines are added to the workload's ``[run]`` before the protocol is registered."""
@@ -738,18 +732,18 @@ def _one_condition_campaign(
     if run_section:
         wl = src.parent / "workloads" / "5s.toml"
         wl.write_text(wl.read_text().replace("[run]\n", f"[run]\n{run_section}\n", 1))
-    c = Campaign(root, server, capsys)
+    c = Campaign(root, video_server, capsys)
     assert main(["campaign", "init", name, "--protocol", str(src), "--root", str(root)]) == 0
     commit(root, "protocol", ".gitignore", f"evidence/{name}")
     return c
 
 
 def test_unchecked_outputs_are_never_lossless(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``check_media = false`` and both arms one AAC frame short: nothing was checked, so
     losslessness is UNAVAILABLE with the reason and the campaign is not accepted."""
-    c = _one_condition_campaign(tmp_path, server, capsys, "unchecked", "check_media = false")
+    c = _one_condition_campaign(tmp_path, video_server, capsys, "unchecked", "check_media = false")
     for arm, name in (("baseline", "b1"), ("baseline", "b2"), ("rank-local", "r1")):
         assert c.run("unchecked", "5s", arm, name, audio_short_by=1024) == 0  # not checked
         assert all(r.media is None for r in load_run(c.root, name).requests)
@@ -782,12 +776,12 @@ def test_unchecked_outputs_are_never_lossless(
 
 
 def test_equally_truncated_audio_fails_its_runs_and_the_campaign(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The issue's first false PASS: every output 500 samples (10.4 ms) short, both arms
     alike. The MP4 sample table presents 47,500 of 48,000 samples: each run fails (exit 1)
     and the campaign is not accepted."""
-    c = _one_condition_campaign(tmp_path, server, capsys, "short")
+    c = _one_condition_campaign(tmp_path, video_server, capsys, "short")
     for arm, name in (("baseline", "b1"), ("baseline", "b2"), ("rank-local", "r1")):
         assert c.run("short", "5s", arm, name, audio_short_by=500) == 1
         record = load_run(c.root, name)
@@ -812,9 +806,9 @@ def test_equally_truncated_audio_fails_its_runs_and_the_campaign(
 
 
 def test_claims_carry_the_audit_findings_of_their_runs(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    c = _one_condition_campaign(tmp_path, server, capsys, "audited")
+    c = _one_condition_campaign(tmp_path, video_server, capsys, "audited")
     # 1 s: no request of b1 or b2 is 3x faster than their first even when that first pays
     # for a fresh process's first encode (up to 1.3 s under load); r1's are, from the cache.
     assert c.run("audited", "5s", "baseline", "b1", latency=1.0) == 0
@@ -834,7 +828,7 @@ def test_claims_carry_the_audit_findings_of_their_runs(
 
 def test_a_check_that_could_not_run_is_unchecked_not_invalid(
     tmp_path: Path,
-    server: VideoServer,
+    video_server: VideoServer,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -845,7 +839,7 @@ def test_a_check_that_could_not_run_is_unchecked_not_invalid(
     from evidencestore.errors import MediaError
     from evidencestore.media.source import MediaSource
 
-    c = _one_condition_campaign(tmp_path, server, capsys, "errored")
+    c = _one_condition_campaign(tmp_path, video_server, capsys, "errored")
     assert c.run("errored", "5s", "baseline", "b1") == 0
     assert c.run("errored", "5s", "baseline", "b2") == 0
 

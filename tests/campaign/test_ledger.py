@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,30 +43,24 @@ from evidencestore.cli import main
 from evidencestore.digest import hash_bytes
 from evidencestore.runs.recorder import RUN_SIGNATURE
 from evidencestore.runs.runner import run_workload
-from evidencestore.testing.video_server import VideoServer, serve_video
+from evidencestore.testing.video_server import VideoServer
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[VideoServer]:
-    with serve_video() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def honest(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Path:
+def honest(tmp_path_factory: pytest.TempPathFactory, video_server: VideoServer) -> Path:
     """Protocol committed on main, then three baseline runs and three candidate runs."""
     tmp = tmp_path_factory.mktemp("honest")
     root = new_repo(tmp)
     assert init(root, tmp) == 0
     commit(root, "protocol", ".gitignore", "evidence")
     for arm, name in RUNS:
-        assert run(root, server, arm, name) == 0
+        assert run(root, video_server, arm, name) == 0
     commit(root, "runs")
     return root
 
 
 @pytest.fixture
-def repo(honest: Path, tmp_path: Path) -> Path:
+def ledger_copy(honest: Path, tmp_path: Path) -> Path:
     """A copy of the honest campaign (work tree, git history and store) to manipulate."""
     root = tmp_path / "repo"
     shutil.copytree(honest, root, symlinks=True)
@@ -74,86 +68,88 @@ def repo(honest: Path, tmp_path: Path) -> Path:
 
 
 def test_honest_campaign_verifies_and_is_accepted(
-    repo: Path, capsys: pytest.CaptureFixture[str]
+    ledger_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, result = verify(capsys, repo)
+    code, result = verify(capsys, ledger_copy)
     assert code == 0 and result["findings"] == []
     assert sorted(result["runs"]) == NAMES
     assert (
         "ordering rests on this branch's own history (no base revision)" in result["protection"][0]
     )
     assert "runs: not signed" in result["protection"][1]
-    code, result = verify(capsys, repo, "--base", "main")
+    code, result = verify(capsys, ledger_copy, "--base", "main")
     assert code == 0 and result["findings"] == []
-    added = git(repo, "log", "--diff-filter=A", "--format=%H", "--",
+    added = git(ledger_copy, "log", "--diff-filter=A", "--format=%H", "--",
                 f"evidence/{CAMPAIGN}/bundle.json").split()[-1]  # fmt: skip
     # Named by the protocol's commit, not the ref's spelling or its tip (issue 38).
     assert result["protection"][0] == (
         f"ordering: the protocol's commit {added[:12]} is on the protected branch (the base revision), "
         "and every run comes after it there or on top of it"
     )
-    code, out, _ = cli(capsys, repo, "campaign", "status", CAMPAIGN, "--json")
+    code, out, _ = cli(capsys, ledger_copy, "campaign", "status", CAMPAIGN, "--json")
     status = json.loads(out)
     assert code == 0 and status["verdict"] == "ACCEPTED", status["remaining"]
     assert any("ordering rests on" in n for n in status["notes"])
-    c = claim(capsys, repo)
+    c = claim(capsys, ledger_copy)
     assert c["stands"] and (c["n_baseline"], c["n_candidate"]) == (9, 9)
-    code, out, _ = cli(capsys, repo, "campaign", "verify", CAMPAIGN, "--base", "nope")
+    code, out, _ = cli(capsys, ledger_copy, "campaign", "verify", CAMPAIGN, "--base", "nope")
     assert code == 2
 
 
 def test_resealed_run_is_excluded_naming_commits(
-    repo: Path, capsys: pytest.CaptureFixture[str]
+    ledger_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    first = git(repo, "rev-parse", "HEAD").strip()
+    first = git(ledger_copy, "rev-parse", "HEAD").strip()
 
     def faster(run: dict[str, Any]) -> None:
         for r in run["requests"]:
             r["e2e_s"] = r["e2e_s"] * 0.1
 
-    reseal(repo, "c1", faster)
-    code, out, _ = cli(capsys, repo, "verify", "--bundle", "c1")
+    reseal(ledger_copy, "c1", faster)
+    code, out, _ = cli(capsys, ledger_copy, "verify", "--bundle", "c1")
     assert code == 0, out  # the bundle on its own is consistent: only history shows the edit
-    edit = commit(repo, "faster")
-    code, result = verify(capsys, repo)
+    edit = commit(ledger_copy, "faster")
+    code, result = verify(capsys, ledger_copy)
     assert code == 1
     what, message = findings(result)["c1"]
     assert what == "changed-since-commit"
     assert f"first committed in {first[:12]} and changed since in commit(s) {edit[:12]}" in message
     assert "c1" not in result["runs"]
-    c = claim(capsys, repo)
+    c = claim(capsys, ledger_copy)
     assert not c["stands"] and c["n_candidate"] == 6
     assert "5s: arm 'fast' has 2 of 3 required complete runs" in c["reasons"]
     # An edit not yet committed is named too.
-    reseal(repo, "b1", lambda r: r.update(started="2001-01-01T00:00:00.000000Z"))
-    code, result = verify(capsys, repo)
+    reseal(ledger_copy, "b1", lambda r: r.update(started="2001-01-01T00:00:00.000000Z"))
+    code, result = verify(capsys, ledger_copy)
     what, message = findings(result)["b1"]
     assert what == "changed-since-commit" and "differs in the working tree" in message
 
 
-def test_swapped_arms_are_excluded(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    reseal(repo, "b1", lambda r: r.update(arm="fast"))
-    reseal(repo, "c1", lambda r: r.update(arm="baseline"))
-    commit(repo, "swap the arms")
-    code, result = verify(capsys, repo)
+def test_swapped_arms_are_excluded(ledger_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    reseal(ledger_copy, "b1", lambda r: r.update(arm="fast"))
+    reseal(ledger_copy, "c1", lambda r: r.update(arm="baseline"))
+    commit(ledger_copy, "swap the arms")
+    code, result = verify(capsys, ledger_copy)
     assert code == 1
     got = findings(result)
     assert got["b1"][0] == got["c1"][0] == "changed-since-commit"
     assert sorted(result["runs"]) == ["b2", "b3", "c2", "c3"]
-    code, out, _ = cli(capsys, repo, "campaign", "status", CAMPAIGN, "--json")
+    code, out, _ = cli(capsys, ledger_copy, "campaign", "status", CAMPAIGN, "--json")
     assert code == 1 and json.loads(out)["verdict"] == "NOT_ACCEPTED"
 
 
-def test_amended_protocol_is_a_finding(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    first = git(repo, "log", "--format=%H", "--reverse").split()[0]
-    proto = repo / f"evidence/{CAMPAIGN}/protocol.toml"
+def test_amended_protocol_is_a_finding(
+    ledger_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = git(ledger_copy, "log", "--format=%H", "--reverse").split()[0]
+    proto = ledger_copy / f"evidence/{CAMPAIGN}/protocol.toml"
     proto.write_text(proto.read_text().replace("min_runs = 3", "min_runs = 2"))
-    reseal(repo, CAMPAIGN, entry="protocol.toml")
+    reseal(ledger_copy, CAMPAIGN, entry="protocol.toml")
     digest = hash_bytes(proto.read_bytes()).digest
     for name in NAMES:
-        reseal(repo, name, lambda r: r.update(protocol_digest=digest))
-    amend = commit(repo, "lower min_runs")
-    code, result = verify(capsys, repo)
+        reseal(ledger_copy, name, lambda r: r.update(protocol_digest=digest))
+    amend = commit(ledger_copy, "lower min_runs")
+    code, result = verify(capsys, ledger_copy)
     assert code == 1
     got = [(f["code"], f["message"]) for f in result["findings"] if f["run"] == ""]
     assert (
@@ -163,7 +159,7 @@ def test_amended_protocol_is_a_finding(repo: Path, capsys: pytest.CaptureFixture
         "new name",
     ) in got
     assert {f["code"] for f in result["findings"] if f["run"]} == {"changed-since-commit"}
-    code, out, _ = cli(capsys, repo, "campaign", "status", CAMPAIGN, "--json")
+    code, out, _ = cli(capsys, ledger_copy, "campaign", "status", CAMPAIGN, "--json")
     status = json.loads(out)
     assert code == 1 and any("first committed in" in r for r in status["remaining"])
 
@@ -179,11 +175,13 @@ def test_amended_protocol_is_a_finding(repo: Path, capsys: pytest.CaptureFixture
     ids=["same-bytes", "name-edited", "start-faked", "other-arm"],
 )
 def test_duplicate_run_counts_once(
-    repo: Path, capsys: pytest.CaptureFixture[str], edit: Callable[[dict[str, Any]], None] | None
+    ledger_copy: Path,
+    capsys: pytest.CaptureFixture[str],
+    edit: Callable[[dict[str, Any]], None] | None,
 ) -> None:
-    reseal(repo, "c1", edit, new_name="c1-again")
-    commit(repo, "pad the candidate")
-    code, result = verify(capsys, repo)
+    reseal(ledger_copy, "c1", edit, new_name="c1-again")
+    commit(ledger_copy, "pad the candidate")
+    code, result = verify(capsys, ledger_copy)
     assert code == 1
     what, message = findings(result)["c1-again"]
     assert what == "duplicate-run"
@@ -191,12 +189,12 @@ def test_duplicate_run_counts_once(
         message
     )
     assert sorted(result["runs"]) == NAMES
-    c = claim(capsys, repo)
+    c = claim(capsys, ledger_copy)
     assert (c["n_baseline"], c["n_candidate"]) == (9, 9)
 
 
 def test_copied_body_of_a_nondeterministic_request_is_a_duplicate(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A request whose repetitions never gave the same bytes cannot give them to another
     run: a second run holding them (its timings re-written) was copied. A deterministic
@@ -207,15 +205,15 @@ def test_copied_body_of_a_nondeterministic_request_is_a_duplicate(
     assert "seed" not in wl.read_text()
     assert init(root, tmp_path) == 0
     commit(root, "protocol", ".gitignore", "evidence")
-    assert run(root, server, "baseline", "b1") == 0  # the server seeds unseeded requests
-    assert run(root, server, "baseline", "b2") == 0  # itself: the same bodies, two runs
-    original = server.render
-    server.render = lambda f, n: original({**f, "seed": str(n)}, n)  # type: ignore[method-assign]
+    assert run(root, video_server, "baseline", "b1") == 0  # the server seeds unseeded requests
+    assert run(root, video_server, "baseline", "b2") == 0  # itself: the same bodies, two runs
+    original = video_server.render
+    video_server.render = lambda f, n: original({**f, "seed": str(n)}, n)  # type: ignore[method-assign]
     try:
-        assert run(root, server, "fast", "c1") == 0
-        assert run(root, server, "fast", "c0") == 0  # honest: other bodies
+        assert run(root, video_server, "fast", "c1") == 0
+        assert run(root, video_server, "fast", "c0") == 0  # honest: other bodies
     finally:
-        del server.render
+        del video_server.render
 
     def shifted(r: dict[str, Any]) -> None:
         r["name"] = "c2"
@@ -235,11 +233,11 @@ def test_copied_body_of_a_nondeterministic_request_is_a_duplicate(
 
 
 def test_run_started_before_the_protocol_commit_is_excluded(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = new_repo(tmp_path)
     assert init(root, tmp_path) == 0
-    assert run(root, server, "baseline", "early") == 0  # executed before the protocol commit
+    assert run(root, video_server, "baseline", "early") == 0  # executed before the protocol commit
     later = f"@{int(time.time()) + 3600} +0000"
     protocol_commit = commit(root, "protocol", ".gitignore", f"evidence/{CAMPAIGN}", date=later)
     commit(root, "the early run, committed after", date=later)
@@ -262,12 +260,12 @@ def _reorder_editor(tmp: Path) -> str:
 
 
 def test_rebase_is_caught_by_the_base_anchor(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = new_repo(tmp_path)
     commit(root, "start", ".gitignore")
     assert init(root, tmp_path) == 0
-    assert run(root, server, "baseline", "r1") == 0
+    assert run(root, video_server, "baseline", "r1") == 0
     commit(root, "a run before its protocol", "evidence/r1")
     commit(root, "the protocol")
     code, result = verify(capsys, root)
@@ -316,37 +314,37 @@ def test_shallow_clone_is_named(
 
 
 def test_renamed_registration_is_committed_where_it_appears(
-    repo: Path, capsys: pytest.CaptureFixture[str]
+    ledger_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    reseal(repo, "c1", new_name="c1-renamed")
-    shutil.rmtree(repo / "evidence/c1")
-    rename = commit(repo, "rename c1")
-    status = git(repo, "show", "--stat", "-M", "--format=", "HEAD")
+    reseal(ledger_copy, "c1", new_name="c1-renamed")
+    shutil.rmtree(ledger_copy / "evidence/c1")
+    rename = commit(ledger_copy, "rename c1")
+    status = git(ledger_copy, "show", "--stat", "-M", "--format=", "HEAD")
     assert "=>" in status  # git records it as a rename
-    code, result = verify(capsys, repo)
+    code, result = verify(capsys, ledger_copy)
     assert code == 0, result
     assert result["runs"]["c1-renamed"] == rename
 
 
 def test_changed_server_within_an_arm(
-    repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    ledger_copy: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server.model = "another-model"
+    video_server.model = "another-model"
     try:
-        assert run(repo, server, "baseline", "b4") == 0
+        assert run(ledger_copy, video_server, "baseline", "b4") == 0
     finally:
-        server.model = "reference-video"
-    commit(repo, "a fourth baseline run, another server")
-    code, result = verify(capsys, repo)
+        video_server.model = "reference-video"
+    commit(ledger_copy, "a fourth baseline run, another server")
+    code, result = verify(capsys, ledger_copy)
     assert code == 1
     (finding,) = [f for f in result["findings"] if f["code"] == "server-changed"]
     assert finding["run"] == "b4" and finding["arm"] == "baseline"
     assert "model ids [another-model]" in finding["message"]
     assert "model ids [reference-video]" in finding["message"]
-    code, out, _ = cli(capsys, repo, "campaign", "verify", CAMPAIGN)
+    code, out, _ = cli(capsys, ledger_copy, "campaign", "verify", CAMPAIGN)
     assert code == 1 and "  finding   b4: server-changed: arm 'baseline'" in out
     assert "  ok        b4" in out  # counted, but no claim rests on the arm
-    c = claim(capsys, repo)
+    c = claim(capsys, ledger_copy)
     assert not c["stands"] and any("different servers" in r for r in c["reasons"])
 
 
@@ -360,7 +358,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def test_signed_runs(
     tmp_path: Path,
-    server: VideoServer,
+    video_server: VideoServer,
     keys: dict[str, Path],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -370,21 +368,21 @@ def test_signed_runs(
     commit(root, "protocol", ".gitignore", "evidence")
     lab, other = str(keys["lab"]), str(keys["other"])
     for arm, name in RUNS:
-        assert run(root, server, arm, name, "--sign", lab) == 0
+        assert run(root, video_server, arm, name, "--sign", lab) == 0
     # `evstore run` refuses what would not count, before sending anything.
-    sent = server.requests
+    sent = video_server.requests
     capsys.readouterr()
-    assert run(root, server, "fast", "unsigned") == 2
+    assert run(root, video_server, "fast", "unsigned") == 2
     assert "counts only runs signed by one of its keys" in capsys.readouterr().err
-    assert run(root, server, "fast", "other", "--sign", other) == 2
+    assert run(root, video_server, "fast", "other", "--sign", other) == 2
     assert "is not one campaign 'ledger' allows" in capsys.readouterr().err
-    assert server.requests == sent
+    assert video_server.requests == sent
     # What a harness recording through the library can still register:
     from evidencestore.attest import load_private_key
     from evidencestore.campaign import campaign_rules
 
     wl = str(root / f"evidence/{CAMPAIGN}/workloads/5s.toml")
-    common: dict[str, Any] = {"arm": "fast", "server": server.url, "condition": "5s",
+    common: dict[str, Any] = {"arm": "fast", "server": video_server.url, "condition": "5s",
                               "campaign": campaign_rules(root, CAMPAIGN)}  # fmt: skip
     run_workload(root, wl, name="unsigned", **common)
     run_workload(root, wl, name="other", signing_key=load_private_key(other), **common)
@@ -450,17 +448,17 @@ def test_protocol_registered_under_another_name_is_a_finding(
 
 
 def test_run_amended_in_place_is_caught_against_the_base(
-    repo: Path, capsys: pytest.CaptureFixture[str]
+    ledger_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A committer amends the commit that added the runs (an edit no later commit shows):
     the branch's own history cannot tell; the protected branch can."""
-    git(repo, "checkout", "-q", "-b", "amended")
-    reseal(repo, "c1", lambda r: [q.update(e2e_s=q["e2e_s"] * 0.5) for q in r["requests"]])
-    git(repo, "add", "-A", "evidence")
-    git(repo, "commit", "-q", "--amend", "--no-edit")
-    code, result = verify(capsys, repo)
+    git(ledger_copy, "checkout", "-q", "-b", "amended")
+    reseal(ledger_copy, "c1", lambda r: [q.update(e2e_s=q["e2e_s"] * 0.5) for q in r["requests"]])
+    git(ledger_copy, "add", "-A", "evidence")
+    git(ledger_copy, "commit", "-q", "--amend", "--no-edit")
+    code, result = verify(capsys, ledger_copy)
     assert code == 0, result  # unchanged since the first commit this history shows
-    code, result = verify(capsys, repo, "--base", "main")
+    code, result = verify(capsys, ledger_copy, "--base", "main")
     assert code == 1
     got = findings(result)
     assert got["c1"][0] == "changed-since-commit"
@@ -472,14 +470,14 @@ def test_run_amended_in_place_is_caught_against_the_base(
 
 
 def test_configuration_differing_within_an_arm_refuses_the_claim(
-    repo: Path, server: VideoServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ledger_copy: Path, video_server: VideoServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The claim's configuration difference stands for every run, not the first only."""
     cfg = tmp_path / "engine.yaml"
     cfg.write_text("offload:\n  resident_layers: 16\n")
-    assert run(repo, server, "fast", "c4", "--config", str(cfg)) == 0
-    commit(repo, "a fourth candidate run, another configuration")
-    c = claim(capsys, repo)
+    assert run(ledger_copy, video_server, "fast", "c4", "--config", str(cfg)) == 0
+    commit(ledger_copy, "a fourth candidate run, another configuration")
+    c = claim(capsys, ledger_copy)
     assert not c["stands"]
     assert (
         "arm 'fast': run 'c4' has another configuration than 'c1' (configs/engine.yaml): one "
@@ -488,24 +486,24 @@ def test_configuration_differing_within_an_arm_refuses_the_claim(
 
 
 def test_deleted_run_is_a_finding(
-    repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    ledger_copy: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Cherry-picking: a fourth candidate run is made and the first one deleted."""
-    assert run(repo, server, "fast", "c4") == 0
-    commit(repo, "another candidate run")
-    git(repo, "rm", "-rq", "evidence/c1")
-    deletion = commit(repo, "drop the slower one")
-    code, result = verify(capsys, repo)
+    assert run(ledger_copy, video_server, "fast", "c4") == 0
+    commit(ledger_copy, "another candidate run")
+    git(ledger_copy, "rm", "-rq", "evidence/c1")
+    deletion = commit(ledger_copy, "drop the slower one")
+    code, result = verify(capsys, ledger_copy)
     assert code == 1
     (finding,) = result["findings"]
     assert (finding["run"], finding["code"], finding["arm"]) == ("c1", "deleted-run", "fast")
     assert f"deleted in commit {deletion[:12]}" in finding["message"]
-    c = claim(capsys, repo)
+    c = claim(capsys, ledger_copy)
     assert not c["stands"] and any("is never removed" in r for r in c["reasons"])
 
 
 def test_runs_merged_from_parallel_branches_verify(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The honest workflow: the protocol lands on main, runs arrive in pull requests from
     parallel branches, merged; verified against the protected branch."""
@@ -515,7 +513,7 @@ def test_runs_merged_from_parallel_branches_verify(
     for branch, arm, name in (("pr-1", "baseline", "b1"), ("pr-2", "baseline", "b2"),
                               ("pr-3", "fast", "c1")):  # fmt: skip
         git(root, "checkout", "-q", "-b", branch, "main")
-        assert run(root, server, arm, name) == 0
+        assert run(root, video_server, arm, name) == 0
         commit(root, f"run {name}")
     git(root, "checkout", "-q", "main")
     for branch in ("pr-1", "pr-2", "pr-3"):
@@ -526,7 +524,7 @@ def test_runs_merged_from_parallel_branches_verify(
     assert all(commit_id for commit_id in result["runs"].values())
     # A pull request verified against main before it is merged: on top of the base.
     git(root, "checkout", "-q", "-b", "pr-4", "main")
-    assert run(root, server, "fast", "c2") == 0
+    assert run(root, video_server, "fast", "c2") == 0
     commit(root, "run c2")
     code, result = verify(capsys, root, "--base", "main")
     assert code == 0, result

@@ -1,4 +1,4 @@
-"""Issue 36: the ledger's remaining holes, with real runs over HTTP in real git
+"""The ledger's authority (issue 36), with real runs over HTTP in real git
 repositories. A registered status or claim is history, never the verdict (a forged one is
 ``record-mismatch``); of two copies of a run the one first by ancestry counts, whatever
 the committer dates say."""
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,37 +31,31 @@ from helpers.ledger import (
     verify,
 )
 
-from evidencestore.testing.video_server import VideoServer, serve_video
+from evidencestore.testing.video_server import VideoServer
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[VideoServer]:
-    with serve_video() as s:
-        yield s
-
-
-def _campaign(tmp: Path, server: VideoServer, text: str) -> Path:
+def _campaign(tmp: Path, video_server: VideoServer, text: str) -> Path:
     root = new_repo(tmp, text)
     assert init(root, tmp) == 0
     commit(root, "protocol", ".gitignore", "evidence")
     for arm, name in RUNS:
-        assert run(root, server, arm, name) == 0
+        assert run(root, video_server, arm, name) == 0
     commit(root, "runs")
     return root
 
 
 @pytest.fixture(scope="module")
-def honest(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Path:
+def honest(tmp_path_factory: pytest.TempPathFactory, video_server: VideoServer) -> Path:
     """The ledger's honest campaign: accepted."""
-    return _campaign(tmp_path_factory.mktemp("honest"), server, protocol())
+    return _campaign(tmp_path_factory.mktemp("honest"), video_server, protocol())
 
 
 @pytest.fixture(scope="module")
-def rejected(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Path:
+def rejected(tmp_path_factory: pytest.TempPathFactory, video_server: VideoServer) -> Path:
     """The same runs under a protocol asking for a speedup above 50: truth NOT_ACCEPTED
     (the candidate is about 4x faster, its claim does not clear 50)."""
     text = protocol().replace("min_runs = 3\n", "min_runs = 3\nmin_speedup = 50\n")
-    return _campaign(tmp_path_factory.mktemp("rejected"), server, text)
+    return _campaign(tmp_path_factory.mktemp("rejected"), video_server, text)
 
 
 def _copy(src: Path, tmp: Path) -> Path:
@@ -191,7 +184,9 @@ def test_backdated_copy_never_evicts_the_honest_run(
 
 
 @pytest.fixture(scope="module")
-def signed(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> tuple[Path, Path]:
+def signed(
+    tmp_path_factory: pytest.TempPathFactory, video_server: VideoServer
+) -> tuple[Path, Path]:
     """The ledger's campaign with ``[signing]``: every run signed by the lab's key."""
     from evidencestore.cli import main
 
@@ -202,7 +197,7 @@ def signed(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> tup
     assert init(root, tmp) == 0
     commit(root, "protocol", ".gitignore", "evidence")
     for arm, name in RUNS:
-        assert run(root, server, arm, name, "--sign", str(tmp / "lab")) == 0
+        assert run(root, video_server, arm, name, "--sign", str(tmp / "lab")) == 0
     commit(root, "runs")
     return root, tmp / "lab"
 
@@ -340,7 +335,7 @@ def _claim(capsys: pytest.CaptureFixture[str], root: Path) -> dict[str, Any]:
 
 
 def _two_candidates(
-    tmp: Path, server: VideoServer, quality: str = "", accept: str = "every-arm"
+    tmp: Path, video_server: VideoServer, quality: str = "", accept: str = "every-arm"
 ) -> Path:
     """Baseline, a candidate about 4x faster ("fast") and one as slow as the baseline
     ("slow": rejected, its claim does not clear 1.0)."""
@@ -353,28 +348,28 @@ def _two_candidates(
     commit(root, "protocol", ".gitignore", "evidence")
     for arm, name in [*RUNS, ("slow", "s1"), ("slow", "s2"), ("slow", "s3")]:
         if arm != "slow":
-            assert run(root, server, arm, name) == 0
+            assert run(root, video_server, arm, name) == 0
             continue
-        server.latency = 0.12
+        video_server.latency = 0.12
         try:
             assert main(["-q", "run", str(root / f"evidence/{CAMPAIGN}/workloads/5s.toml"),
-                         "--arm", arm, "--server", server.url, "--name", name, "--campaign",
+                         "--arm", arm, "--server", video_server.url, "--name", name, "--campaign",
                          CAMPAIGN, "--condition", "5s", "--root", str(root)]) == 0  # fmt: skip
         finally:
-            server.latency = 0.0
+            video_server.latency = 0.0
     commit(root, "runs")
     return root
 
 
 def test_withdrawal_after_results_is_in_the_verdict(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 36 item 5: withdrawing the rejected arm after its results turns NOT_ACCEPTED
     into ACCEPTED only with the withdrawal in the verdict line, the status, the report and
     the attestation; the withdrawn arm's verdicts stay visible."""
     from evidencestore.attest import statement_for
 
-    root = _two_candidates(tmp_path, server)
+    root = _two_candidates(tmp_path, video_server)
     code, status = _status(capsys, root)
     assert code == 1 and status["verdict"] == "NOT_ACCEPTED" and status["qualifier"] is None
     assert {a["arm"]: a["conclusion"] for a in status["arms"]}["slow"] == "rejected"
@@ -404,13 +399,13 @@ def test_withdrawal_after_results_is_in_the_verdict(
 
 
 def test_protocol_may_refuse_set_asides_after_results(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``[quality] set_aside_after_results = "refuse"``: a withdrawal after results takes
     no effect (``set-aside-after-results``): the rejected arm keeps the campaign from
     being accepted."""
     quality = '[quality]\nset_aside_after_results = "refuse"\n'
-    root = _two_candidates(tmp_path, server, quality)
+    root = _two_candidates(tmp_path, video_server, quality)
     code, _, err = cli(capsys, root, "campaign", "withdraw", CAMPAIGN, "--arm", "slow",
                        "--reason", "not promising", "--record", "wd-slow")  # fmt: skip
     assert code == 0, err
@@ -422,14 +417,14 @@ def test_protocol_may_refuse_set_asides_after_results(
 
 
 def test_any_arm_claims_name_their_family_correction(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 36 item 6: under ``any-arm`` with two candidate arms each claim is one of a
     family of 2, stated at Bonferroni's 97.5 % so the family covers at 95 %: the claim
     names it, and its interval is the Welch interval at 97.5 % over its runs' values."""
     from evidencestore.campaign.estimator import welch_log_interval
 
-    root = _two_candidates(tmp_path, server, accept="any-arm")
+    root = _two_candidates(tmp_path, video_server, accept="any-arm")
     claim = _claim(capsys, root)
     assert (claim["correction"], claim["family_size"]) == ("bonferroni", 2)
     assert claim["confidence"] == 0.95 and claim["interval_confidence"] == pytest.approx(0.975)

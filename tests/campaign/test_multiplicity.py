@@ -1,4 +1,4 @@
-"""Issue 36 item 6: claims made jointly keep the family's error at the stated level.
+"""Claims made jointly keep the family's error at the stated level (issue 36 item 6).
 
 Seeded, vectorised simulations of whole campaigns where no candidate is faster (true
 ratio 1.0 everywhere). ``any-arm``: k candidate arms against one shared baseline (their

@@ -1,4 +1,4 @@
-"""Issue 36 item 7: plans that hold.
+"""Plans that hold (issue 36 item 7).
 
 A plan from a pilot's spread taken at face value falls short about half the time (the
 issue: 13 of 20 plans from 3-run pilots under 0.78 power). ``campaign plan`` plans with

@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import paths
+from helpers.campaigns import git
+from helpers.cli import cli
 from helpers.protocols import SMALLEST, protocol_tree
 
 from evidencestore.campaign.protocol import load_campaign, parse_protocol
@@ -136,3 +139,53 @@ def test_protocol_named_otherwise_is_refused(
     err = capsys.readouterr().err
     assert "name = 'h3-lossless', but the campaign is 'h3'" in err
     assert not (tmp_path / "repo/evidence/h3").exists()
+
+
+def test_a_base_status_is_the_same_on_every_clone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`status --base` names the base by the protocol's commit: the same text with
+    `--base main` here, `--base origin/main` in a clone, and after the base moved on;
+    the protocol's description, conditions and rule head the report, which takes --base."""
+    pytest.importorskip("aiohttp")
+    import shutil
+
+    src = paths.DOCS / "quickstart" / "llm"
+    a = tmp_path / "a"
+    a.mkdir()
+    git(a, "init", "-q", "-b", "main")
+    assert cli(capsys, "-q", "init", "--root", str(a))[0] == 0
+    for f in src.iterdir():
+        shutil.copy(f, a / f.name)
+    assert cli(capsys, "campaign", "init", "kv-fp8", "--protocol", str(a / "protocol.toml"),
+                "--root", str(a))[0] == 0  # fmt: skip
+    git(a, "add", "-A")
+    git(a, "commit", "-qm", "protocol")
+    added = git(a, "rev-parse", "HEAD").strip()
+
+    def status(root: Path, base: str) -> str:
+        code, out, err = cli(capsys, "campaign", "status", "kv-fp8", "--base", base, "--json",
+                              "--root", str(root))  # fmt: skip
+        assert code == 1, err  # no runs yet: NOT_ACCEPTED
+        return out
+
+    here = status(a, "main")
+    assert (
+        f"the protocol's commit {added[:12]} is on the protected branch (the base revision)" in here
+    )
+    b = tmp_path / "b"
+    git(tmp_path, "clone", "-q", str(a), str(b))
+    assert status(b, "origin/main") == here
+    (a / "notes.txt").write_text("the base moves on\n")
+    git(a, "add", "notes.txt")
+    git(a, "commit", "-qm", "unrelated")
+    assert status(a, "main") == here  # the tip moved; what the status rests on did not
+    page = tmp_path / "kv.html"
+    code, _, err = cli(capsys, "report", "kv-fp8", "--base", "main", "-o", str(page),
+                        "--root", str(a))  # fmt: skip
+    assert code == 0, err
+    html = page.read_text()
+    top = html[: html.index('id="conclusions"')]
+    assert "fp8 KV cache: the same tokens as the baseline" in top
+    assert "<b>chat</b>: <code>chat.toml</code>" in top and "no timing claim" in top
+    assert "every-arm" in top and "<b>kv-fp8</b> (candidate): 1 run(s)" in top

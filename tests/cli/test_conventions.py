@@ -1,5 +1,5 @@
-"""Everyday frictions (issue 27): global options, the ``evstore.toml`` template, run
-commands' conventions."""
+"""The CLI's conventions (issue 27): global options before or after the command, the
+``evstore.toml`` template, run commands' output, verify totals that agree."""
 
 import json
 import re

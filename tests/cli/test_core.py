@@ -140,7 +140,9 @@ def test_module_entry_point(tmp_path: Path) -> None:
     assert "1 bundle, 1 entry, 1 hash checked" in proc.stdout
 
 
-def test_init(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_creates_config_store_and_evidence_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / ".gitignore").write_text("build/")
     assert _run(capsys, "init", "--root", str(tmp_path))[0] == 0
     from evidencestore.config import load_config

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import cli
 from helpers.repos import add_bundle
 
 from evidencestore.cli import main
@@ -27,7 +28,7 @@ FILES = {"ext/v.bin": b"v" * 1000, "r.json": b'{"fps": 24}\n'}
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
+def base_next_repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     add_bundle(root, "base", FILES, external=("ext/*",), refs=("PR-1",))
     add_bundle(
@@ -39,11 +40,13 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-def test_show(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "show", "base", "--json", "--root", str(repo))
+def test_show_prints_the_registration_as_json(
+    base_next_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(capsys, "show", "base", "--json", "--root", str(base_next_repo))
     assert code == 0
     doc = json.loads(out)
-    reg = json.loads((repo / "evidence/base/bundle.json").read_text())
+    reg = json.loads((base_next_repo / "evidence/base/bundle.json").read_text())
     assert doc["digest"] == reg["digest"] and doc["metadata"]["references"] == ["PR-1"]
     assert doc["entries"] == [
         {
@@ -62,20 +65,22 @@ def test_show(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
             "media_type": "application/json",
         },
     ]
-    local_store(repo).delete(hash_bytes(b"v" * 1000).digest)
-    code, out, _ = _run(capsys, "show", "base", "--root", str(repo))
+    local_store(base_next_repo).delete(hash_bytes(b"v" * 1000).digest)
+    code, out, _ = _run(capsys, "show", "base", "--root", str(base_next_repo))
     assert code == 0 and f"digest   {reg['digest']}" in out and "ref      PR-1" in out
     assert "store          1000" in out and "ext/v.bin  (not in the local store)" in out
-    code, _, err = _run(capsys, "show", "bsae", "--root", str(repo))
+    code, _, err = _run(capsys, "show", "bsae", "--root", str(base_next_repo))
     assert code == 2 and "did you mean 'base'?" in err
 
 
-def test_status(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_says_what_is_missing_locally_and_on_a_remote(
+    base_next_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     remote = tmp_path / "remote"
-    assert _run(capsys, "remote", "add", "r", str(remote), "--root", str(repo))[0] == 0
-    assert _run(capsys, "push", "base", "--root", str(repo))[0] == 0
-    local_store(repo).delete(hash_bytes(b"v" * 1000).digest)
-    code, out, err = _run(capsys, "status", "--remote", "r", "--root", str(repo))
+    assert _run(capsys, "remote", "add", "r", str(remote), "--root", str(base_next_repo))[0] == 0
+    assert _run(capsys, "push", "base", "--root", str(base_next_repo))[0] == 0
+    local_store(base_next_repo).delete(hash_bytes(b"v" * 1000).digest)
+    code, out, err = _run(capsys, "status", "--remote", "r", "--root", str(base_next_repo))
     assert code == 0
     assert out.splitlines() == [
         "base: 1 store entry, 1 not in the local store (1000 bytes), all on remote 'r'",
@@ -84,14 +89,16 @@ def test_status(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         "  not on r: ext/v.bin",
     ]
     assert "presence by size only" in err
-    code, out, _ = _run(capsys, "status", "next", "--json", "--root", str(repo))
+    code, out, _ = _run(capsys, "status", "next", "--json", "--root", str(base_next_repo))
     assert json.loads(out)["bundles"] == [
         {"name": "next", "store_entries": 1, "missing_locally": [], "missing_locally_bytes": 0}
     ]
 
 
-def test_diff(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "diff", "base", "next", "--root", str(repo))
+def test_diff_lists_added_changed_removed_and_exits_1(
+    base_next_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(capsys, "diff", "base", "next", "--root", str(base_next_repo))
     assert code == 1
     lines = out.splitlines()
     assert lines[0] == f"+ new.txt  (1 bytes, {hash_bytes(b'n').digest}, repo)"
@@ -99,41 +106,46 @@ def test_diff(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[1] == f"~ ext/v.bin  ({old} -> {new})"
     assert lines[2] == "~ metadata.references: ['PR-1'] -> []"
     assert lines[3].startswith("1 added, 0 removed, 1 changed (base blake3:")
-    code, out, _ = _run(capsys, "diff", "next", "base", "--json", "--root", str(repo))
+    code, out, _ = _run(capsys, "diff", "next", "base", "--json", "--root", str(base_next_repo))
     doc = json.loads(out)
     assert [r["path"] for r in doc["removed"]] == ["new.txt"] and doc["added"] == []
     assert code == 1
     code, out, _ = _run(
-        capsys, "diff", "base", str(repo / "evidence/base/bundle.json"), "--root", str(repo)
+        capsys,
+        "diff",
+        "base",
+        str(base_next_repo / "evidence/base/bundle.json"),
+        "--root",
+        str(base_next_repo),
     )
     assert code == 0 and out.startswith("0 added, 0 removed, 0 changed")
 
 
 def test_checkout_writes_verified_files(
-    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    base_next_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dest = tmp_path / "out"
-    code, out, _ = _run(capsys, "checkout", "base", str(dest), "--root", str(repo))
+    code, out, _ = _run(capsys, "checkout", "base", str(dest), "--root", str(base_next_repo))
     assert code == 0 and "2 files, 1012 bytes, verified" in out
     assert (dest / "ext/v.bin").read_bytes() == b"v" * 1000
     assert (dest / "r.json").read_bytes() == FILES["r.json"]
-    code, _, err = _run(capsys, "checkout", "base", str(dest), "--root", str(repo))
+    code, _, err = _run(capsys, "checkout", "base", str(dest), "--root", str(base_next_repo))
     assert code == 2 and "not an empty directory" in err
     # a corrupt file in git never lands in the target
-    target = repo / "evidence/next/r.json"
+    target = base_next_repo / "evidence/next/r.json"
     os.chmod(target, 0o644)
     target.write_bytes(b'{"fps": 25}\n')
     dest2 = tmp_path / "out2"
-    code, _, err = _run(capsys, "checkout", "next", str(dest2), "--root", str(repo))
+    code, _, err = _run(capsys, "checkout", "next", str(dest2), "--root", str(base_next_repo))
     assert code == 2 and "evidence/next/r.json" in err
     assert not (dest2 / "r.json").exists()
     assert not [p for p in dest2.rglob("*") if p.name.startswith(".")]
 
 
-def test_cat_entry_and_short_prefix(repo: Path) -> None:
+def test_cat_entry_and_short_prefix(base_next_repo: Path) -> None:
     def cat(arg: str) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(
-            [sys.executable, "-m", "evidencestore", "cat", arg, "--root", str(repo)],
+            [sys.executable, "-m", "evidencestore", "cat", arg, "--root", str(base_next_repo)],
             capture_output=True,
         )
 
@@ -170,3 +182,20 @@ def test_cat_ambiguous_prefix(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     prefix = hash_bytes(pair[0]).digest[7:13]
     code, _, err = _run(capsys, "cat", prefix, "--root", str(tmp_path))
     assert code == 2 and "ambiguous prefix, 2 digests start with it" in err
+
+
+def test_status_remote_presence_note_is_a_line_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = str(tmp_path / "repo")
+    assert cli(capsys, "init", "--root", root)[0] == 0
+    assert cli(capsys, "remote", "add", "origin", str(tmp_path / "remote"), "--root", root)[0] == 0
+    (tmp_path / "f.bin").write_bytes(b"x" * 100)
+    assert cli(capsys, "bundle", "create", "b", str(tmp_path / "f.bin"), "--external", "*",
+                "--root", root)[0] == 0  # fmt: skip
+    assert cli(capsys, "push", "--root", root)[0] == 0
+    code, out, err = cli(capsys, "verify", "--remote", "origin", "--root", root)
+    assert code == 0 and out.endswith("\nverified\n"), out
+    assert "remote 'origin': 1 of 1 store entry present, with the right size\n" in out
+    code, out, err = cli(capsys, "status", "--remote", "origin", "--root", root)
+    assert code == 0 and out.endswith("\n") and err.startswith("(presence by size only;"), err

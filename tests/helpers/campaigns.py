@@ -2,7 +2,7 @@
 seed campaign's protocol, workloads, git commits, a server render one audio LSB apart,
 and :class:`Campaign` (a repository with its server).
 
-Import it after ``pytest.importorskip("av")`` (it encodes clips with PyAV)."""
+``lsb_render`` needs PyAV and numpy."""
 
 from __future__ import annotations
 
@@ -13,12 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pytest
-
 from evidencestore.cli import main
 from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
 from evidencestore.testing.video_server import VideoServer, sample_workload
+from helpers.cli import cli
 
 SECONDS = {"5s": 1, "15s": 2}
 TINY = {"size": "64x48", "fps": 8, "warmup": 0, "measured": 3}
@@ -59,13 +57,6 @@ def commit(root: Path, message: str, *paths: str) -> str:
     return git(root, "rev-parse", "HEAD").strip()
 
 
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def protocol_text(name: str, arms: list[tuple[str, int]], conditions: tuple[str, ...] = ("5s", "15s"), rule: str = "inconclusive") -> str:  # fmt: skip
     lines = [
         f'name = "{name}"',
@@ -101,6 +92,8 @@ def write_protocol(tmp: Path, text: str) -> Path:
 def lsb_render() -> Callable[[dict[str, str], int], bytes]:
     """The reference server's content with one sample of audio one LSB (2**-15) higher
     before encoding: same video, audio that decodes differently."""
+
+    import numpy as np
 
     def render(fields: dict[str, str], number: int) -> bytes:
         w, h = (int(v) for v in fields["size"].split("x"))

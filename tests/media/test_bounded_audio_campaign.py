@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
@@ -22,7 +22,7 @@ pytest.importorskip("av")
 
 from evidencestore.cli import main
 from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
-from evidencestore.testing.video_server import VideoServer, sample_workload, serve_video
+from evidencestore.testing.video_server import VideoServer, sample_workload
 
 
 def _git(root: Path, *args: str) -> None:
@@ -49,13 +49,7 @@ def mkv_render(short_by: int = 0) -> Callable[[dict[str, str], int], bytes]:
     return render
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[VideoServer]:
-    with serve_video() as s:
-        yield s
-
-
-def _campaign(root: Path, server: VideoServer, policy: str | None, short_by: int) -> dict:  # type: ignore[type-arg]
+def _campaign(root: Path, video_server: VideoServer, policy: str | None, short_by: int) -> dict:  # type: ignore[type-arg]
     root.mkdir(parents=True)
     _git(root, "init", "-q", "-b", "main")
     _git(root, "config", "user.email", "t@example.com")
@@ -76,18 +70,18 @@ def _campaign(root: Path, server: VideoServer, policy: str | None, short_by: int
                  "--root", str(root)]) == 0  # fmt: skip
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "protocol")
-    server.render = mkv_render()  # type: ignore[method-assign]
+    video_server.render = mkv_render()  # type: ignore[method-assign]
     try:
         for arm, name in (("base", "b1"), ("base", "b2"), ("cand", "c1")):
             if arm == "cand":
-                server.render = mkv_render(short_by)  # type: ignore[method-assign]
+                video_server.render = mkv_render(short_by)  # type: ignore[method-assign]
             wl = str(root / "evidence/mkv/workloads/1s.toml")
-            argv = ["-q", "run", wl, "--arm", arm, "--server", server.url, "--name", name,
+            argv = ["-q", "run", wl, "--arm", arm, "--server", video_server.url, "--name", name,
                     "--campaign", "mkv", "--condition", "1s", "--root", str(root)]  # fmt: skip
             # The run is complete: a bounded length is no failure of the output.
             assert main(argv) == 0
     finally:
-        server.__dict__.pop("render", None)
+        video_server.__dict__.pop("render", None)
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "runs")
     return {"root": root}
@@ -103,9 +97,9 @@ def _status(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict, 
 
 
 def test_a_bounded_length_is_never_accepted_by_default(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = _campaign(tmp_path / "repo", server, None, 0)["root"]
+    root = _campaign(tmp_path / "repo", video_server, None, 0)["root"]
     code, status, text = _status(root, capsys)
     assert code != 0 and status["verdict"] != "ACCEPTED"
     cells = {x["arm"]: x for x in status["cells"]}
@@ -125,9 +119,9 @@ def test_a_bounded_length_is_never_accepted_by_default(
 
 @pytest.mark.parametrize("short_by", [0, 500])
 def test_the_protocol_can_accept_bounded_lengths_and_every_verdict_names_the_bound(
-    tmp_path: Path, server: VideoServer, capsys: pytest.CaptureFixture[str], short_by: int
+    tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str], short_by: int
 ) -> None:
-    root = _campaign(tmp_path / "repo", server, "bounded", short_by)["root"]
+    root = _campaign(tmp_path / "repo", video_server, "bounded", short_by)["root"]
     code, status, text = _status(root, capsys)
     cells = {x["arm"]: x for x in status["cells"]}
     said = " ".join(cells["cand"]["reasons"] + status["notes"])

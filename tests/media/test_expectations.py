@@ -338,3 +338,25 @@ def test_raw_adts_aac_priming_is_allowed_but_truncation_is_not(tmp_path: Path) -
     assert checks_by_name(ok.checks)["audio.padding"].observed >= 1024  # priming kept
     short = check(clip(tmp_path, "s.aac", audio=AudioSpec(samples=22000)), expect)
     assert "audio.samples" in failed(short.checks)
+
+
+def test_media_of_an_absent_digest_is_not_found(tmp_path: Path) -> None:
+    """``except NotFoundError`` catches it (as any absent digest), ``MediaError`` too; a
+    present but corrupt blob stays a MediaError only (the negative control)."""
+    pytest.importorskip("av")
+    from evidencestore import BlobNotFoundError, MediaError, NotFoundError, media
+    from evidencestore.config import init_repository, local_store
+
+    init_repository(tmp_path)
+    absent = "blake3:" + "0" * 64
+    with pytest.raises(NotFoundError) as info:
+        media.check(absent, media.Expectations(), root=tmp_path)
+    assert isinstance(info.value, BlobNotFoundError) and isinstance(info.value, MediaError)
+    assert absent in str(info.value) and "cannot get media from the store" in str(info.value)
+    digest = local_store(tmp_path).put(b"not a video at all").digest
+    blob = local_store(tmp_path).path_of(digest)
+    blob.chmod(0o644)
+    blob.write_bytes(b"not a video at all, changed")
+    with pytest.raises(MediaError) as info:
+        media.check(digest, media.Expectations(), root=tmp_path)
+    assert not isinstance(info.value, NotFoundError)

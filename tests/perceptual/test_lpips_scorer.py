@@ -775,11 +775,10 @@ def test_score_accepts_non_contiguous_views(scorer: LpipsScorer) -> None:
 
 
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    monkeypatch.chdir(root)
-    return root
+def repo_as_cwd(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The empty evidence repository as the working directory (no ``--root``)."""
+    monkeypatch.chdir(repo)
+    return repo
 
 
 def _toml(root: Path) -> dict[str, Any]:
@@ -787,30 +786,39 @@ def _toml(root: Path) -> dict[str, Any]:
     return tomllib.loads(path.read_text()) if path.exists() else {}
 
 
-def test_unconfigured_scorer_says_how_to_import(repo: Path) -> None:
+def test_unconfigured_scorer_says_how_to_import(repo_as_cwd: Path) -> None:
     with pytest.raises(ScorerError) as info:
-        load_configured_scorer(repo)
+        load_configured_scorer(repo_as_cwd)
     message = str(info.value)
-    assert "no LPIPS weights are configured" in message and str(repo / "evstore.toml") in message
+    assert (
+        "no LPIPS weights are configured" in message
+        and str(repo_as_cwd / "evstore.toml") in message
+    )
     assert f"evstore lpips import --backbone .../{TORCHVISION_BACKBONE_NAME}" in message
 
 
-def test_cli_show_without_weights_exits_2(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_show_without_weights_exits_2(
+    repo_as_cwd: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["lpips", "show"]) == 2
     assert "evstore lpips import --backbone" in capsys.readouterr().err
 
 
 def test_cli_import_pins_weights(
-    repo: Path, hub: Hub, linear_path: Path, scorer: LpipsScorer, capsys: pytest.CaptureFixture[str]
+    repo_as_cwd: Path,
+    hub: Hub,
+    linear_path: Path,
+    scorer: LpipsScorer,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    (repo / "evstore.toml").write_text(
+    (repo_as_cwd / "evstore.toml").write_text(
         '[store]\npath = "blobs"\n\n[remotes.team]\nurl = "memory://team"\n'
     )
     assert main(["lpips", "import", "--backbone", str(hub.backbone)]) == 0
     out = capsys.readouterr().out
     assert scorer.state_digest in out and "not torchvision's release file name" in out
 
-    config = _toml(repo)
+    config = _toml(repo_as_cwd)
     assert config["remotes"]["team"]["url"] == "memory://team"  # the rest is kept
     section = config["lpips"]
     backbone_hash, linear_hash = hash_file(hub.backbone), hash_file(linear_path)
@@ -823,10 +831,10 @@ def test_cli_import_pins_weights(
     assert section["linear"]["digest"] == linear_hash.digest
     assert section["linear"]["size"] == linear_hash.size
     assert section["state_digest"] == scorer.state_digest
-    store = LocalBlobStore(repo / "blobs")
+    store = LocalBlobStore(repo_as_cwd / "blobs")
     assert store.has(backbone_hash.digest) and store.has(linear_hash.digest)
 
-    loaded = load_configured_scorer(repo)
+    loaded = load_configured_scorer(repo_as_cwd)
     assert loaded.state_digest == scorer.state_digest
     a, b = _frames(12, n=2), _frames(13, n=2)
     assert loaded.score(a, b) == pytest.approx(scorer.score(a, b), rel=1e-4)
@@ -838,7 +846,7 @@ def test_cli_import_pins_weights(
 
 
 def test_cli_show_prints_the_pin_without_torch_and_load_checks_the_weights(
-    repo: Path,
+    repo_as_cwd: Path,
     hub: Hub,
     linear_path: Path,
     scorer: LpipsScorer,
@@ -851,7 +859,7 @@ def test_cli_show_prints_the_pin_without_torch_and_load_checks_the_weights(
     # A process of its own: `lpips show` imports neither torch nor numpy.
     code = (
         "import sys; from evidencestore.cli import main\n"
-        f"code = main(['lpips', 'show', '--root', {str(repo)!r}])\n"
+        f"code = main(['lpips', 'show', '--root', {str(repo_as_cwd)!r}])\n"
         "heavy = ('torch', 'torchvision', 'lpips', 'numpy', 'av')\n"
         "print(code, sorted(m for m in heavy if m in sys.modules))"
     )
@@ -889,7 +897,7 @@ def test_cli_show_prints_the_pin_without_torch_and_load_checks_the_weights(
 
     # A corrupted backbone of the pinned size: show reads no weights, so it still prints
     # the pin; only --load re-verifies the bytes, and refuses them.
-    store = LocalBlobStore(repo / ".evstore")
+    store = LocalBlobStore(repo_as_cwd / ".evstore")
     blob = store.path_of(backbone_hash.digest)
     blob.chmod(0o644)
     with open(blob, "r+b") as fh:
@@ -911,23 +919,23 @@ def test_cli_show_prints_the_pin_without_torch_and_load_checks_the_weights(
 
 
 def test_configured_scorer_reads_through_a_remote(
-    repo: Path, hub: Hub, scorer: LpipsScorer, capsys: pytest.CaptureFixture[str]
+    repo_as_cwd: Path, hub: Hub, scorer: LpipsScorer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from evidencestore.storage import FsspecBlobStore
 
     # Import pins the weights; then they exist only on a remote, not locally.
     assert main(["lpips", "import", "--backbone", str(hub.backbone)]) == 0
     capsys.readouterr()
-    config = (repo / "evstore.toml").read_text()
-    url = f"memory://lpips-remote-{os.getpid()}-{id(repo)}"
+    config = (repo_as_cwd / "evstore.toml").read_text()
+    url = f"memory://lpips-remote-{os.getpid()}-{id(repo_as_cwd)}"
     remote = FsspecBlobStore(url)
-    local = LocalBlobStore(repo / ".evstore")
+    local = LocalBlobStore(repo_as_cwd / ".evstore")
     for digest in list(local.iter_digests()):
         remote.put(local.get(digest))
         local.delete(digest)
-    (repo / "evstore.toml").write_text(config + f'\n[remotes.team]\nurl = "{url}"\n')
+    (repo_as_cwd / "evstore.toml").write_text(config + f'\n[remotes.team]\nurl = "{url}"\n')
     try:
-        loaded = load_configured_scorer(repo)
+        loaded = load_configured_scorer(repo_as_cwd)
         assert loaded.state_digest == scorer.state_digest
         assert local.has(loaded.backbone.digest) and local.has(loaded.linear.digest)  # cached
     finally:
@@ -936,15 +944,15 @@ def test_configured_scorer_reads_through_a_remote(
 
 
 def test_cli_import_state_digest_option(
-    repo: Path, hub: Hub, scorer: LpipsScorer, capsys: pytest.CaptureFixture[str]
+    repo_as_cwd: Path, hub: Hub, scorer: LpipsScorer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wrong = "blake3:" + "1" * 64
     assert main(["lpips", "import", "--backbone", str(hub.backbone), "--state-digest", wrong]) == 2
     assert f"but {wrong} is pinned" in capsys.readouterr().err
-    assert "lpips" not in _toml(repo)
+    assert "lpips" not in _toml(repo_as_cwd)
     args = ["lpips", "import", "--backbone", str(hub.backbone), "--no-pin-state"]
     assert main(args) == 0
-    assert "state_digest" not in _toml(repo)["lpips"]
+    assert "state_digest" not in _toml(repo_as_cwd)["lpips"]
     args = [
         "lpips",
         "import",
@@ -954,24 +962,27 @@ def test_cli_import_state_digest_option(
         scorer.state_digest,
     ]
     assert main(args) == 0
-    assert _toml(repo)["lpips"]["state_digest"] == scorer.state_digest
+    assert _toml(repo_as_cwd)["lpips"]["state_digest"] == scorer.state_digest
 
 
 def test_cli_import_refuses_name_hash_mismatch(
-    repo: Path, hub: Hub, torch_loads: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+    repo_as_cwd: Path,
+    hub: Hub,
+    torch_loads: list[dict[str, Any]],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["lpips", "import", "--backbone", str(hub.official)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("evstore: error: ")
     assert f"SHA-256 is {hub.sha256}" in err and "does not start with 7be5be79" in err
     assert str(hub.official) in err
-    assert not (repo / "evstore.toml").exists()
-    assert not (repo / ".evstore").exists()
+    assert not (repo_as_cwd / "evstore.toml").exists()
+    assert not (repo_as_cwd / ".evstore").exists()
     assert torch_loads == []
 
 
 def test_cli_import_refuses_bad_paths(
-    repo: Path, hub: Hub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    repo_as_cwd: Path, hub: Hub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     plain = tmp_path / "alexnet.pth"
     os.link(hub.backbone, plain)
@@ -982,11 +993,15 @@ def test_cli_import_refuses_bad_paths(
     args = ["lpips", "import", "--backbone", str(hub.backbone), "--linear", str(tmp_path / "x")]
     assert main(args) == 2
     assert "no such linear weights file" in capsys.readouterr().err
-    assert not (repo / "evstore.toml").exists()
+    assert not (repo_as_cwd / "evstore.toml").exists()
 
 
 def test_cli_import_refuses_malformed_linear(
-    repo: Path, hub: Hub, linear_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    repo_as_cwd: Path,
+    hub: Hub,
+    linear_path: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     state = _linear_state(linear_path)
     del state["lin1.model.1.weight"]
@@ -997,7 +1012,7 @@ def test_cli_import_refuses_malformed_linear(
     err = capsys.readouterr().err
     assert "missing lin1.model.1.weight [1, 192, 1, 1]" in err
     assert "refused before unpickling" in err
-    assert not (repo / "evstore.toml").exists()
+    assert not (repo_as_cwd / "evstore.toml").exists()
 
 
 def test_import_evidencestore_needs_no_torch() -> None:
@@ -1055,9 +1070,9 @@ def test_media_comparison_records_lpips(scorer: LpipsScorer, tmp_path: Path) -> 
 
 
 def test_cli_media_compare_lpips(
-    repo: Path, hub: Hub, scorer: LpipsScorer, capsys: pytest.CaptureFixture[str]
+    repo_as_cwd: Path, hub: Hub, scorer: LpipsScorer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ref, cand = _clips(repo)
+    ref, cand = _clips(repo_as_cwd)
     args = ["media", "compare", ref, cand, "--frames", "6", "--lpips", "--json"]
     assert main(args) == 2
     err = capsys.readouterr().err
@@ -1065,7 +1080,7 @@ def test_cli_media_compare_lpips(
 
     assert main(["lpips", "import", "--backbone", str(hub.backbone)]) == 0
     capsys.readouterr()
-    code = main([*args, "--thresholds", str(_thresholds(repo))])
+    code = main([*args, "--thresholds", str(_thresholds(repo_as_cwd))])
     record = msgspec.json.decode(capsys.readouterr().out)
     assert code == 3 and record["verdict"] == "INCONCLUSIVE"
     provenance = record["scorers"]["lpips"]

@@ -49,7 +49,7 @@ runs = 1
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def campaign_records_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("records")
     root = tmp / "repo"
     init_git_repo(root)
@@ -114,20 +114,22 @@ SHOTS = os.environ.get("EVSTORE_REPORT_SHOTS")  # a directory to keep screenshot
     ],
 )
 def test_every_record_kind_renders(
-    repo: Path, tmp_path: Path, target: str, kind: str, verdict: str | None
+    campaign_records_repo: Path, tmp_path: Path, target: str, kind: str, verdict: str | None
 ) -> None:
     out = tmp_path / "page.html"
-    html, _ = _show(repo, target, out)
+    html, _ = _show(campaign_records_repo, target, out)
     bundle, _, path = target.partition(":")
-    reg = json.loads((repo / "evidence" / bundle / "bundle.json").read_text())
+    reg = json.loads((campaign_records_repo / "evidence" / bundle / "bundle.json").read_text())
     entries = {e["path"]: e for e in reg["manifest"]["entries"]}
     if path:
-        record = (repo / "evidence" / bundle / path).read_bytes()
+        record = (campaign_records_repo / "evidence" / bundle / path).read_bytes()
     elif kind == "campaign" and bundle == "h3":
         record = b""
     else:
         json_entries = [p for p in entries if p.endswith(".json")]
-        record = b"".join((repo / "evidence" / bundle / p).read_bytes() for p in json_entries)
+        record = b"".join(
+            (campaign_records_repo / "evidence" / bundle / p).read_bytes() for p in json_entries
+        )
     result = open_page(out, (390, 1280), full=True)
     facts = result.facts
     if kind in ("campaign", "claim"):  # pages with plots
@@ -172,14 +174,14 @@ def test_every_record_kind_renders(
             (Path(SHOTS) / name).write_bytes(png)
 
 
-def test_record_by_digest_renders(repo: Path, tmp_path: Path) -> None:
-    reg = json.loads((repo / "evidence/h3-status-1/bundle.json").read_text())
+def test_record_by_digest_renders(campaign_records_repo: Path, tmp_path: Path) -> None:
+    reg = json.loads((campaign_records_repo / "evidence/h3-status-1/bundle.json").read_text())
     entry = next(e for e in reg["manifest"]["entries"] if e["path"] == "claims/5s-rank-local.json")
-    html, _ = _show(repo, entry["descriptor"]["digest"], tmp_path / "claim.html")
+    html, _ = _show(campaign_records_repo, entry["descriptor"]["digest"], tmp_path / "claim.html")
     assert 'data-report="campaign-record"' in html and "STANDS" in html
     # A record file outside any repository renders too, from the record alone.
     lone = tmp_path / "lone" / "claim.json"
     lone.parent.mkdir()
-    shutil.copyfile(repo / "evidence/h3-status-1/claims/5s-rank-local.json", lone)
+    shutil.copyfile(campaign_records_repo / "evidence/h3-status-1/claims/5s-rank-local.json", lone)
     code, _, err = run("report", str(lone), "-o", str(tmp_path / "lone.html"))
     assert code == 0, err

@@ -221,7 +221,7 @@ def test_report_of_a_campaign_run_against_the_reference_server(tmp_path: Path) -
     status_mod = pytest.importorskip("evidencestore.campaign.status", reason="issue 11 absent")
     protocol_mod = pytest.importorskip("evidencestore.campaign.protocol")
     runner = pytest.importorskip("evidencestore.runs.runner", reason="issue 10 absent")
-    video_server = pytest.importorskip("evidencestore.testing.video_server")
+    video_module = pytest.importorskip("evidencestore.testing.video_server")
     from helpers.remotes import run
     from helpers.repos import init_repo
 
@@ -234,7 +234,7 @@ def test_report_of_a_campaign_run_against_the_reference_server(tmp_path: Path) -
     campaign = protocol_mod.init_campaign(root, "h3", src / "protocol.toml")
     from evidencestore.campaign import campaign_rules
 
-    with video_server.serve_video() as server:
+    with video_module.serve_video() as server:
         for name, arm in (("b-1", "baseline"), ("c-1", "rank-local"), ("b-2", "baseline"),
                           ("c-2", "rank-local")):  # fmt: skip
             # min_runs counts runs: two per arm, so the claim has an interval to draw

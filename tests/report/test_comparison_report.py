@@ -49,7 +49,7 @@ def _click(start: int, data: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def comparison_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = init_repo(tmp_path_factory.mktemp("repo") / "r")
     assert run("init", "--root", str(root))[0] == 0
     audio = AudioSpec(codec="pcm_s16le", samples=SAMPLES)
@@ -75,8 +75,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _record(repo: Path, cand: str = "cand.mkv", **kw: Any) -> ComparisonRecord:
-    media = repo / ".staging" / "media"
+def _record(comparison_repo: Path, cand: str = "cand.mkv", **kw: Any) -> ComparisonRecord:
+    media = comparison_repo / ".staging" / "media"
     return compare(
         MediaSource.from_path(media / "ref.mkv"),
         MediaSource.from_path(media / cand),
@@ -85,26 +85,26 @@ def _record(repo: Path, cand: str = "cand.mkv", **kw: Any) -> ComparisonRecord:
     )
 
 
-def _bundle_record(repo: Path, name: str, record: ComparisonRecord) -> Path:
-    out = repo / ".staging" / name
+def _bundle_record(comparison_repo: Path, name: str, record: ComparisonRecord) -> Path:
+    out = comparison_repo / ".staging" / name
     out.mkdir(parents=True)
     (out / "comparison.json").write_bytes(record_bytes(record))
     create_bundle(
-        repo,
+        comparison_repo,
         name,
         [out / "comparison.json"],
-        store=local_store(repo),
+        store=local_store(comparison_repo),
         created="2026-12-01T00:00:00Z",
     )
     return out / "comparison.json"
 
 
 @pytest.fixture(scope="module")
-def differing(repo: Path) -> tuple[ComparisonRecord, Path]:
-    record = _record(repo)
-    _bundle_record(repo, "cmp-lsb", record)
-    out = repo.parent / "lsb.html"
-    code, stdout, err = run("report", "cmp-lsb", "-o", str(out), "--root", str(repo))
+def differing(comparison_repo: Path) -> tuple[ComparisonRecord, Path]:
+    record = _record(comparison_repo)
+    _bundle_record(comparison_repo, "cmp-lsb", record)
+    out = comparison_repo.parent / "lsb.html"
+    code, stdout, err = run("report", "cmp-lsb", "-o", str(out), "--root", str(comparison_repo))
     assert code == 0, err
     assert "comparison report of blake3:" in stdout
     return record, out
@@ -165,11 +165,11 @@ def test_phone_width_has_no_horizontal_overflow(differing: tuple[ComparisonRecor
 
 
 @needs_chromium
-def test_identical_pair_shows_every_frame_identical(repo: Path) -> None:
-    record = _record(repo, cand="ref.mkv")
+def test_identical_pair_shows_every_frame_identical(comparison_repo: Path) -> None:
+    record = _record(comparison_repo, cand="ref.mkv")
     assert record.verdict == "PASS" and record.metrics is None
-    path = _bundle_record(repo, "cmp-same", record)
-    out = repo.parent / "same.html"
+    path = _bundle_record(comparison_repo, "cmp-same", record)
+    out = comparison_repo.parent / "same.html"
     assert run("report", str(path), "-o", str(out))[0] == 0
     result = open_page(out)
     _assert_clean_page(result, record, out.read_text())
@@ -181,22 +181,22 @@ def test_identical_pair_shows_every_frame_identical(repo: Path) -> None:
     assert "Every decoded sample identical" in facts["text"]
 
 
-def test_threshold_violation_reads_fail_with_the_failed_check(repo: Path) -> None:
-    record = _record(repo, thresholds=Thresholds(video_psnr_min=90.0))
+def test_threshold_violation_reads_fail_with_the_failed_check(comparison_repo: Path) -> None:
+    record = _record(comparison_repo, thresholds=Thresholds(video_psnr_min=90.0))
     assert record.verdict == "FAIL"
-    html = render_comparison_html(record, root=repo)
+    html = render_comparison_html(record, root=comparison_repo)
     assert 'data-verdict="FAIL"' in html and 'class="verdict v-FAIL"' in html
     assert '<tr class="failed"><td><code>threshold.video_psnr_min</code>' in html
     assert "threshold 90 dB" in html  # drawn on the plot
 
 
-def test_media_compare_writes_html(repo: Path) -> None:
-    media = repo / ".staging" / "media"
-    out = repo.parent / "cli.html"
-    rec = repo.parent / "cli.json"
+def test_media_compare_writes_html(comparison_repo: Path) -> None:
+    media = comparison_repo / ".staging" / "media"
+    out = comparison_repo.parent / "cli.html"
+    rec = comparison_repo.parent / "cli.json"
     code, _, err = run(
         "media", "compare", str(media / "ref.mkv"), str(media / "cand.mkv"),
-        "--expect", str(_expect_file(repo)), "--html", str(out), "--record", str(rec),
+        "--expect", str(_expect_file(comparison_repo)), "--html", str(out), "--record", str(rec),
     )  # fmt: skip
     assert code == 3, err
     html = out.read_text()
@@ -208,31 +208,33 @@ def test_media_compare_writes_html(repo: Path) -> None:
     assert html.count("<img ") == 3
 
 
-def _expect_file(repo: Path) -> Path:
-    path = repo.parent / "expect.json"
+def _expect_file(comparison_repo: Path) -> Path:
+    path = comparison_repo.parent / "expect.json"
     path.write_bytes(pretty(EXPECT))
     return path
 
 
-def test_record_outside_repository_names_missing_media(repo: Path, tmp_path: Path) -> None:
-    record = _record(repo)
+def test_record_outside_repository_names_missing_media(
+    comparison_repo: Path, tmp_path: Path
+) -> None:
+    record = _record(comparison_repo)
     path = tmp_path / "c.json"
     path.write_bytes(record_bytes(record))
     rendered = render_report(None, str(path))
     assert rendered.kind == "comparison"
     assert "Thumbnails omitted: media not available" in rendered.html
     # the title shows the names, not this machine's absolute paths (the table keeps them)
-    assert record.reference.name == str(repo / ".staging" / "media" / "ref.mkv")
+    assert record.reference.name == str(comparison_repo / ".staging" / "media" / "ref.mkv")
     assert "<title>ref.mkv vs cand.mkv</title>" in rendered.html
-    inside = render_comparison_html(record, root=repo)
+    inside = render_comparison_html(record, root=comparison_repo)
     assert "<title>.staging/media/ref.mkv vs .staging/media/cand.mkv</title>" in inside
     assert record.reference.source.digest in rendered.html
     assert "<img " not in rendered.html
 
 
-def test_report_target_errors(repo: Path, tmp_path: Path) -> None:
+def test_report_target_errors(comparison_repo: Path, tmp_path: Path) -> None:
     code, _, err = run(
-        "report", "no-such-thing", "-o", str(tmp_path / "x.html"), "--root", str(repo)
+        "report", "no-such-thing", "-o", str(tmp_path / "x.html"), "--root", str(comparison_repo)
     )
     assert code == 2
     assert "no-such-thing: not a record file, a digest in the store, or a registered bundle" in err
@@ -240,9 +242,13 @@ def test_report_target_errors(repo: Path, tmp_path: Path) -> None:
     other.write_text('{"kind": "something-else"}')
     code, _, err = run("report", str(other), "-o", str(tmp_path / "x.html"))
     assert code == 2 and "record kind 'something-else' has no report" in err
-    code, _, err = run("report", "media", "-o", str(tmp_path / "x.html"), "--root", str(repo))
+    code, _, err = run(
+        "report", "media", "-o", str(tmp_path / "x.html"), "--root", str(comparison_repo)
+    )
     assert code == 2 and "bundle 'media' holds no run record" in err
-    code, _, err = run("report", "media:nope", "-o", str(tmp_path / "x.html"), "--root", str(repo))
+    code, _, err = run(
+        "report", "media:nope", "-o", str(tmp_path / "x.html"), "--root", str(comparison_repo)
+    )
     assert code == 2 and "bundle 'media' has no entry 'nope'" in err
     assert not (tmp_path / "x.html").exists()
 
@@ -263,10 +269,10 @@ class _MeanAbs:
         return {"weights": "blake3:" + "ab" * 32, "library": "test 1.0"}
 
 
-def test_perceptual_scores_plotted_with_threshold_and_weights(repo: Path) -> None:
-    record = _record(repo, scorers=[_MeanAbs()])
+def test_perceptual_scores_plotted_with_threshold_and_weights(comparison_repo: Path) -> None:
+    record = _record(comparison_repo, scorers=[_MeanAbs()])
     assert record.metrics is not None and record.metrics.video is not None
-    html = render_comparison_html(record, root=repo)
+    html = render_comparison_html(record, root=comparison_repo)
     # The LPIPS-style plot marks its largest frame, draws its threshold, names its weights.
     worst = max(range(FRAMES), key=lambda i: record.metrics.video.per_frame[i].perceptual["lpips"])  # type: ignore[union-attr]
     assert f'data-max-frame="{worst}"' in html
@@ -274,13 +280,13 @@ def test_perceptual_scores_plotted_with_threshold_and_weights(repo: Path) -> Non
     assert "blake3:" + "ab" * 32 in html and "largest lpips" in html
 
 
-def test_report_of_a_record_digest_in_the_store(repo: Path, tmp_path: Path) -> None:
+def test_report_of_a_record_digest_in_the_store(comparison_repo: Path, tmp_path: Path) -> None:
     from evidencestore.media.store import store_record
 
-    record = _record(repo)
-    desc = store_record(record, local_store(repo))
+    record = _record(comparison_repo)
+    desc = store_record(record, local_store(comparison_repo))
     out = tmp_path / "by-digest.html"
-    code, stdout, err = run("report", desc.digest, "-o", str(out), "--root", str(repo))
+    code, stdout, err = run("report", desc.digest, "-o", str(out), "--root", str(comparison_repo))
     assert code == 0, err
     assert f"comparison report of {desc.digest}" in stdout
     html = out.read_text()

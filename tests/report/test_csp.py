@@ -1,4 +1,4 @@
-"""Issue 36 item 9: report pages run no inline script but their own.
+"""Report pages run no inline script but their own (issue 36 item 9).
 
 The Content-Security-Policy allows the page's one script by its SHA-256 hash
 (``report._templates.SCRIPT_HASH``), never ``'unsafe-inline'``. In headless Chromium a
@@ -28,16 +28,18 @@ INJECTED = "<script>document.body.insertAdjacentText('beforeend', 'INJECTED-RAN'
 _SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 
 
-def _report(repo: Path, tmp_path: Path) -> tuple[bytes, Path]:
-    data = bundle_run(repo, "baseline-5s-1", run_record())
+def _report(initialized_repo: Path, tmp_path: Path) -> tuple[bytes, Path]:
+    data = bundle_run(initialized_repo, "baseline-5s-1", run_record())
     out = tmp_path / "run.html"
-    code, _, err = run("report", "baseline-5s-1", "-o", str(out), "--root", str(repo))
+    code, _, err = run("report", "baseline-5s-1", "-o", str(out), "--root", str(initialized_repo))
     assert code == 0, err
     return data, out
 
 
-def test_policy_allows_only_the_pages_own_script_by_hash(repo: Path, tmp_path: Path) -> None:
-    _, out = _report(repo, tmp_path)
+def test_policy_allows_only_the_pages_own_script_by_hash(
+    initialized_repo: Path, tmp_path: Path
+) -> None:
+    _, out = _report(initialized_repo, tmp_path)
     html = out.read_text()
     policy = re.search(r'Content-Security-Policy" content="([^"]*)"', html)
     assert policy is not None
@@ -51,8 +53,10 @@ def test_policy_allows_only_the_pages_own_script_by_hash(repo: Path, tmp_path: P
 
 
 @needs_chromium
-def test_report_renders_and_an_injected_script_is_blocked(repo: Path, tmp_path: Path) -> None:
-    data, out = _report(repo, tmp_path)
+def test_report_renders_and_an_injected_script_is_blocked(
+    initialized_repo: Path, tmp_path: Path
+) -> None:
+    data, out = _report(initialized_repo, tmp_path)
     html = out.read_text()
     assert_clean_page(open_page(out, widths=(1280,)), "partial", data, html)
     injected = tmp_path / "injected.html"
@@ -66,12 +70,3 @@ def test_report_renders_and_an_injected_script_is_blocked(repo: Path, tmp_path: 
     control = tmp_path / "control.html"
     control.write_text(old)
     assert "INJECTED-RAN" in open_page(control, widths=(1280,)).facts["text"]
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    from helpers.repos import init_repo
-
-    root = init_repo(tmp_path / "repo")
-    assert run("init", "--root", str(root))[0] == 0
-    return root

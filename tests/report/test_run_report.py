@@ -12,19 +12,11 @@ pytest.importorskip("matplotlib")
 
 from helpers.browser import assert_clean_page, needs_chromium, open_page, png_variance
 from helpers.remotes import run
-from helpers.repos import init_repo
 from helpers.run_records import bundle_run, digest_of, run_record
 
 from evidencestore.digest import hash_bytes
 from evidencestore.report.run import render_run_html, request_times
 from evidencestore.runs.transport import Observation
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = init_repo(tmp_path / "repo")
-    assert run("init", "--root", str(root))[0] == 0
-    return root
 
 
 def test_request_times_from_monotonic_timings() -> None:
@@ -35,10 +27,12 @@ def test_request_times_from_monotonic_timings() -> None:
 
 
 @needs_chromium
-def test_run_report_in_browser(repo: Path, tmp_path: Path) -> None:
-    data = bundle_run(repo, "baseline-5s-1", run_record())
+def test_run_report_in_browser(initialized_repo: Path, tmp_path: Path) -> None:
+    data = bundle_run(initialized_repo, "baseline-5s-1", run_record())
     out = tmp_path / "run.html"
-    code, stdout, err = run("report", "baseline-5s-1", "-o", str(out), "--root", str(repo))
+    code, stdout, err = run(
+        "report", "baseline-5s-1", "-o", str(out), "--root", str(initialized_repo)
+    )
     assert code == 0, err
     assert f"run report of {hash_bytes(data).digest}" in stdout
     html = out.read_text()
@@ -57,7 +51,7 @@ def test_run_report_in_browser(repo: Path, tmp_path: Path) -> None:
     assert "min 4.330, median 4.440, p90 4.520, max 4.520, mean 4.424" in text
 
 
-def test_failed_before_inference(repo: Path, tmp_path: Path) -> None:
+def test_failed_before_inference(initialized_repo: Path, tmp_path: Path) -> None:
     record = run_record("failed-before-inference", n=0)
     html = render_run_html(record, record_digest=digest_of("r"))
     assert 'data-verdict="failed-before-inference"' in html
@@ -68,7 +62,7 @@ def test_failed_before_inference(repo: Path, tmp_path: Path) -> None:
 
 
 @needs_chromium
-def test_report_of_a_run_recorded_by_the_library(repo: Path, tmp_path: Path) -> None:
+def test_report_of_a_run_recorded_by_the_library(initialized_repo: Path, tmp_path: Path) -> None:
     recorder = pytest.importorskip(
         "evidencestore.runs.recorder", reason="the run recorder (issue 10) is not installed"
     )
@@ -76,7 +70,9 @@ def test_report_of_a_run_recorded_by_the_library(repo: Path, tmp_path: Path) -> 
     config.write_text("offload: unified\n")
     log = tmp_path / "server.log"
     log.write_text("worker 0 exited normally\n")
-    run_ = recorder.open_run(repo, "harness-1", arm="baseline", workload=b'name = "w"\n')
+    run_ = recorder.open_run(
+        initialized_repo, "harness-1", arm="baseline", workload=b'name = "w"\n'
+    )
     run_.attach_config(config)
     run_.attach_log(log)
     t = 10**12
@@ -102,9 +98,9 @@ def test_report_of_a_run_recorded_by_the_library(repo: Path, tmp_path: Path) -> 
         t = last + 10**6
     _, record = run_.seal()
     out = tmp_path / "harness.html"
-    code, _, err = run("report", "harness-1", "-o", str(out), "--root", str(repo))
+    code, _, err = run("report", "harness-1", "-o", str(out), "--root", str(initialized_repo))
     assert code == 0, err
-    data = (repo / "evidence" / "harness-1" / "run.json").read_bytes()
+    data = (initialized_repo / "evidence" / "harness-1" / "run.json").read_bytes()
     html = out.read_text()
     result = open_page(out)
     assert_clean_page(result, record.outcome, data, html)
@@ -140,24 +136,26 @@ seed = 42
 
 
 @needs_chromium
-def test_report_of_a_run_against_the_reference_server(repo: Path, tmp_path: Path) -> None:
+def test_report_of_a_run_against_the_reference_server(
+    initialized_repo: Path, tmp_path: Path
+) -> None:
     runner = pytest.importorskip("evidencestore.runs.runner", reason="runner (issue 10) absent")
-    video_server = pytest.importorskip(
+    video_module = pytest.importorskip(
         "evidencestore.testing.video_server", reason="reference video server (issue 10) absent"
     )
     workload = tmp_path / "workload.toml"
     workload.write_text(WORKLOAD)
-    with video_server.serve_video(short_audio_on={3}) as server:
+    with video_module.serve_video(short_audio_on={3}) as server:
         _, record = runner.run_workload(
-            repo, workload, arm="baseline", server=server.url, name="ref-run"
+            initialized_repo, workload, arm="baseline", server=server.url, name="ref-run"
         )
     assert record.outcome == "partial"
     [bad] = [r for r in record.requests if r.failure is not None]
     assert bad.failure == "invalid-media"
     out = tmp_path / "ref-run.html"
-    assert run("report", "ref-run", "-o", str(out), "--root", str(repo))[0] == 0
+    assert run("report", "ref-run", "-o", str(out), "--root", str(initialized_repo))[0] == 0
     html = out.read_text()
-    data = (repo / "evidence" / "ref-run" / "run.json").read_bytes()
+    data = (initialized_repo / "evidence" / "ref-run" / "run.json").read_bytes()
     result = open_page(out)
     assert_clean_page(result, "partial", data, html)
     facts = result.facts
@@ -217,10 +215,10 @@ def test_latency_plot_has_one_box_per_request_with_warmup_apart() -> None:
 
 
 @needs_chromium
-def test_run_report_scales_at_phone_width(repo: Path, tmp_path: Path) -> None:
-    data = bundle_run(repo, "two-requests", _two_requests())
+def test_run_report_scales_at_phone_width(initialized_repo: Path, tmp_path: Path) -> None:
+    data = bundle_run(initialized_repo, "two-requests", _two_requests())
     out = tmp_path / "two.html"
-    assert run("report", "two-requests", "-o", str(out), "--root", str(repo))[0] == 0
+    assert run("report", "two-requests", "-o", str(out), "--root", str(initialized_repo))[0] == 0
     result = open_page(out, widths=(390,))
     assert result.errors == [] and result.failed == []
     facts = result.facts

@@ -8,7 +8,6 @@ the way the audits look for, and the findings are kept in the run record, shown 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from evidencestore.config import local_store
 from evidencestore.runs import load_run
 from evidencestore.runs.audits import audit_run
 from evidencestore.runs.workload import load_workload
-from evidencestore.testing.video_server import VideoServer, serve_video
+from evidencestore.testing.video_server import VideoServer
 
 
 def _workload(
@@ -57,22 +56,9 @@ def _workload(
     return path
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    return root
-
-
-@pytest.fixture
-def server() -> Iterator[VideoServer]:
-    with serve_video() as s:
-        yield s
-
-
-def _run(repo: Path, wl: Path, server: VideoServer, name: str) -> int:
+def _run(repo: Path, wl: Path, fresh_video_server: VideoServer, name: str) -> int:
     return main(
-        ["-q", "run", str(wl), "--arm", "a", "--server", server.url, "--name", name,
+        ["-q", "run", str(wl), "--arm", "a", "--server", fresh_video_server.url, "--name", name,
          "--root", str(repo)]
     )  # fmt: skip
 
@@ -86,14 +72,14 @@ def _show(capsys: pytest.CaptureFixture[str], repo: Path, name: str) -> tuple[di
 
 
 def test_seed_ignored_is_a_finding(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wl = _workload(tmp_path, (1, 2, 3))
-    assert _run(repo, wl, server, "honest") == 0
+    assert _run(repo, wl, fresh_video_server, "honest") == 0
     honest = {a.name: a for a in load_run(repo, "honest").audits}
     assert honest["seed-ignored"].examined == 3 and honest["seed-ignored"].findings == ()
-    server.ignore_seed = True
-    assert _run(repo, wl, server, "deaf") == 0  # a finding is not a failed run
+    fresh_video_server.ignore_seed = True
+    assert _run(repo, wl, fresh_video_server, "deaf") == 0  # a finding is not a failed run
     record = load_run(repo, "deaf")
     audit = {a.name: a for a in record.audits}["seed-ignored"]
     assert audit.examined == 3 and len(audit.findings) == 3
@@ -112,19 +98,19 @@ def test_seed_ignored_is_a_finding(
 
 
 def test_output_caching_is_a_finding_with_a_settable_threshold(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # 1 s, so that a request is 3x faster than the first only when served without the
     # latency: the first request in a fresh process also pays for the first encode (measured
     # up to 1.3 s under load, which at 0.4 s latency looked like caching); it would have to
     # cost 2 s more than the others here.
-    server.latency = 1.0
+    fresh_video_server.latency = 1.0
     wl = _workload(tmp_path, (7,), warmup=1, measured=2)
-    assert _run(repo, wl, server, "generated") == 0
+    assert _run(repo, wl, fresh_video_server, "generated") == 0
     audit = {a.name: a for a in load_run(repo, "generated").audits}["output-caching"]
     assert audit.examined == 2 and audit.findings == ()  # each answer took the latency
-    server.cache = True  # from now on: a request seen before is answered at once
-    assert _run(repo, wl, server, "cached") == 0
+    fresh_video_server.cache = True  # from now on: a request seen before is answered at once
+    assert _run(repo, wl, fresh_video_server, "cached") == 0
     record = load_run(repo, "cached")
     audit = {a.name: a for a in record.audits}["output-caching"]
     assert audit.examined == 2
@@ -142,3 +128,32 @@ def test_output_caching_is_a_finding_with_a_settable_threshold(
     assert loaded.run.cache_ratio == 1000
     again = audit_run(loaded, record.requests, local_store(repo))
     assert {a.name: a for a in again}["output-caching"].findings == ()
+
+
+def test_make_run_shows_no_caching_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's run against the reference video server: a repeated request costs what
+    its first did, so the output-caching audit finds nothing; the same run against the
+    server with --cache finds caching (the negative control)."""
+    pytest.importorskip("aiohttp")
+    pytest.importorskip("av")
+    from evidencestore import _demo
+    from evidencestore.config import init_repository
+    from evidencestore.runs import load_run
+    from evidencestore.testing.video_server import serve_video
+
+    init_repository(tmp_path)
+    (tmp_path / "out").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert _demo.run_demo(tmp_path) is True
+    out = capsys.readouterr().out
+    audits = {a.name: a for a in load_run(tmp_path, "baseline-demo-1").audits}
+    assert audits["output-caching"].examined > 0 and audits["output-caching"].findings == ()
+    assert "audit output-caching: 0 finding(s)" in out and "possible output caching" not in out
+    with serve_video(cache=True) as server:
+        code = main(["-q", "run", "out/workload.toml", "--arm", "baseline", "--server",
+                     server.url, "--name", "cached"])  # fmt: skip
+    assert code == 0
+    cached = {a.name: a for a in load_run(tmp_path, "cached").audits}["output-caching"]
+    assert cached.findings and "possible output caching" in cached.findings[0].message

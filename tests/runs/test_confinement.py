@@ -1,4 +1,4 @@
-"""Issue 19: nothing a workload or protocol names is read from outside the repository or
+"""Runs confined (issue 19): nothing a workload or protocol names is read from outside the repository or
 its own directory, no workload value fails a run after it started, a started run is
 always registered, ``campaign init`` registers all or nothing, and gc never deletes the
 body a live run is receiving.
@@ -42,21 +42,16 @@ def _cli(*argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    return root
-
-
-@pytest.fixture
-def server() -> Iterator[HostileServer]:
+def well_behaved_server() -> Iterator[HostileServer]:
     with serve_hostile("well-behaved") as s:
         yield s
 
 
-def _run(repo: Path, wl: Path, server: HostileServer, *extra: str) -> tuple[int, str, str]:
+def _run(
+    repo: Path, wl: Path, well_behaved_server: HostileServer, *extra: str
+) -> tuple[int, str, str]:
     return _cli(
-        "run", str(wl), "--arm", "a", "--server", server.url, "--name", "r",
+        "run", str(wl), "--arm", "a", "--server", well_behaved_server.url, "--name", "r",
         "--root", str(repo), *extra,
     )  # fmt: skip
 
@@ -69,8 +64,8 @@ def _with_input(tmp_path: Path, path: str) -> Path:
     return wl
 
 
-def _nothing_sent_nothing_kept(repo: Path, server: HostileServer) -> None:
-    assert [r for r in server.requests if r[0] == "POST"] == []
+def _nothing_sent_nothing_kept(repo: Path, well_behaved_server: HostileServer) -> None:
+    assert [r for r in well_behaved_server.requests if r[0] == "POST"] == []
     assert not registration_path(repo, "r").exists()
     store = local_store(repo)
     for blob in store.upkeep.iter_blobs():
@@ -95,7 +90,7 @@ def _nothing_sent_nothing_kept(repo: Path, server: HostileServer) -> None:
 def test_workload_inputs_are_confined(
     tmp_path: Path,
     repo: Path,
-    server: HostileServer,
+    well_behaved_server: HostileServer,
     monkeypatch: pytest.MonkeyPatch,
     path: str,
     says: str,
@@ -106,15 +101,15 @@ def test_workload_inputs_are_confined(
     os.mkfifo(tmp_path / "fifo")  # read, it would block for ever
     (tmp_path / "folder").mkdir()
     wl = _with_input(tmp_path, path)
-    code, _, err = _run(repo, wl, server)
+    code, _, err = _run(repo, wl, well_behaved_server)
     assert code == 2, err
     assert f"workload {wl}: request[0].inputs[0].path = {path!r}" in err
     assert says in err and "internal error" not in err
-    _nothing_sent_nothing_kept(repo, server)
+    _nothing_sent_nothing_kept(repo, well_behaved_server)
 
 
 def test_inputs_inside_the_workload_directory_or_the_repository_are_read(
-    tmp_path: Path, repo: Path, server: HostileServer
+    tmp_path: Path, repo: Path, well_behaved_server: HostileServer
 ) -> None:
     (tmp_path / "ref.png").write_bytes(b"\x89PNG beside the workload")
     (repo / "inputs").mkdir()
@@ -122,7 +117,7 @@ def test_inputs_inside_the_workload_directory_or_the_repository_are_read(
     (tmp_path / "in-repo.png").symlink_to(repo / "inputs" / "ref2.png")
     wl = _with_input(tmp_path, "ref.png")
     wl.write_text(wl.read_text() + '[[request.inputs]]\nfield = "second"\npath = "in-repo.png"\n')
-    code, out, err = _run(repo, wl, server)
+    code, out, err = _run(repo, wl, well_behaved_server)
     assert code == 0, out + err
     sent = local_store(repo).get(load_run(repo, "r").requests[0].payload.digest)
     assert b"\x89PNG beside the workload" in sent and b"\x89PNG in the repository" in sent
@@ -138,7 +133,7 @@ def test_the_rule_bounds_sizes_and_refuses_a_file_that_grows(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "proc"])
 def test_workload_file_itself_config_and_log(
-    tmp_path: Path, repo: Path, server: HostileServer, kind: str
+    tmp_path: Path, repo: Path, well_behaved_server: HostileServer, kind: str
 ) -> None:
     wl = hostile_workload(tmp_path, "well-behaved")
     outside = tmp_path / "elsewhere"
@@ -153,13 +148,13 @@ def test_workload_file_itself_config_and_log(
         os.mkfifo(bad)
     else:
         bad = Path("/proc/self/environ")
-    code, _, err = _run(repo, bad, server)
+    code, _, err = _run(repo, bad, well_behaved_server)
     assert code == 2 and f"workload {bad}" in err, err
-    code, _, err = _run(repo, wl, server, "--config", str(bad))
+    code, _, err = _run(repo, wl, well_behaved_server, "--config", str(bad))
     assert code == 2 and f"--config {bad}" in err, err
-    code, _, err = _run(repo, wl, server, "--server-log", str(bad))
+    code, _, err = _run(repo, wl, well_behaved_server, "--server-log", str(bad))
     assert code == 2 and f"--server-log {bad}" in err, err
-    _nothing_sent_nothing_kept(repo, server)
+    _nothing_sent_nothing_kept(repo, well_behaved_server)
 
 
 def test_bundle_create_refuses_proc_files(repo: Path) -> None:
@@ -186,30 +181,34 @@ def test_bundle_create_refuses_proc_files(repo: Path) -> None:
     ],
 )
 def test_every_workload_value_is_checked_before_anything_is_sent(
-    tmp_path: Path, repo: Path, server: HostileServer, edit: tuple[str, str], field: str
+    tmp_path: Path,
+    repo: Path,
+    well_behaved_server: HostileServer,
+    edit: tuple[str, str],
+    field: str,
 ) -> None:
     wl = hostile_workload(tmp_path, "well-behaved")
     text = wl.read_text()
     assert edit[0] in text
     wl.write_text(text.replace(edit[0], edit[1], 1))
-    code, _, err = _run(repo, wl, server)
+    code, _, err = _run(repo, wl, well_behaved_server)
     assert code == 2, err
     assert f"workload {wl}" in err and "internal error" not in err
     assert field in err or f"`$.{field}`" in err, err
-    assert server.requests == []
+    assert well_behaved_server.requests == []
     assert not registration_path(repo, "r").exists()
 
 
 # -- 3, 8: a run that starts is registered -------------------------------------------
 def test_an_internal_error_while_sending_still_registers_the_run(
-    tmp_path: Path, repo: Path, server: HostileServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, repo: Path, well_behaved_server: HostileServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def broken(self: object, *args: object) -> None:
         raise RuntimeError("boom in the exchange")
 
     monkeypatch.setattr(transport, "_post", broken)
     wl = hostile_workload(tmp_path, "well-behaved")
-    code, out, err = _run(repo, wl, server)
+    code, out, err = _run(repo, wl, well_behaved_server)
     assert code == 1, out + err
     record = load_run(repo, "r")
     assert record.outcome == "failed-before-inference" and record.server.ok
@@ -222,7 +221,7 @@ def test_an_internal_error_while_sending_still_registers_the_run(
 
 
 def test_an_internal_error_while_checking_keeps_the_measurements(
-    tmp_path: Path, repo: Path, server: HostileServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, repo: Path, well_behaved_server: HostileServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
 
@@ -235,7 +234,7 @@ def test_an_internal_error_while_checking_keeps_the_measurements(
     monkeypatch.setattr(judge, "check_json", broken)
     wl = hostile_workload(tmp_path, "well-behaved")
     _, record = run_workload(
-        repo, wl, arm="a", server=server.url, name="r", store=local_store(repo)
+        repo, wl, arm="a", server=well_behaved_server.url, name="r", store=local_store(repo)
     )
     assert record.outcome == "partial"
     assert record.reason is not None and "while checking request 1: MemoryError" in record.reason
@@ -383,8 +382,8 @@ def test_gc_during_a_run_loses_nothing(
 
     monkeypatch.setattr(runner_module, "_finish", gc_then_finish)
     wl = hostile_workload(tmp_path, "well-behaved", measured=3)
-    with serve_hostile("well-behaved") as server:
-        _, record = run_workload(git_repo, wl, arm="a", server=server.url, name="r")
+    with serve_hostile("well-behaved") as well_behaved_server:
+        _, record = run_workload(git_repo, wl, arm="a", server=well_behaved_server.url, name="r")
     assert ran and ran[0].temporaries == []
     assert record.outcome == "complete" and len(record.requests) == 3
     body = local_store(git_repo).get(record.requests[0].body.digest)  # type: ignore[union-attr]

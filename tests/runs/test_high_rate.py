@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import cli
 
 from evidencestore.digest import hash_bytes
 from evidencestore.runs.body import SMALL, BodySink, MemoryBudget
@@ -440,3 +441,36 @@ def test_deadlines_time_out_an_exchange_and_let_outside_cancellation_through(
 
     with serve_llm(stall_at=1, stall=2.0) as server:
         asyncio.run(main(server.url, server))
+
+
+def test_run_show_states_the_client_bound_line_either_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("aiohttp")
+    from evidencestore.testing.llm_server import chat_workload, serve_llm
+
+    root = str(tmp_path)
+    assert cli(capsys, "init", "--root", root)[0] == 0
+    text = chat_workload(("one", "two"), max_tokens=4)
+    (tmp_path / "free.toml").write_text(text)
+    # A send-lag limit no client meets: the same run is then client-bound (the control).
+    (tmp_path / "bound.toml").write_text(text.replace("[run]\n", "[run]\nmax_send_lag = 1e-12\n"))
+    with serve_llm() as server:
+        for name in ("free", "bound"):
+            code, _, err = cli(capsys, "-q", "run", str(tmp_path / f"{name}.toml"), "--arm", "a",
+                                "--server", server.url, "--name", name, "--root", root)  # fmt: skip
+            assert code == 0, err
+    from evidencestore.runs import load_run
+
+    code, out, _ = cli(capsys, "run", "show", "free", "--root", root)
+    assert code == 0
+    [line] = [x for x in out.splitlines() if "client-bound" in x]
+    load = load_run(root, "free").load
+    assert load is not None
+    if load.client_bound:  # a saturated CPU (a loaded test machine) makes it so
+        assert line.startswith("client-bound: "), line
+    else:
+        assert line.startswith("not client-bound: client CPU ") and "median send lag " in line
+    code, out, _ = cli(capsys, "run", "show", "bound", "--root", root)
+    [line] = [x for x in out.splitlines() if "client-bound" in x]
+    assert line.startswith("client-bound: median send lag"), line

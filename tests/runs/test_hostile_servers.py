@@ -133,7 +133,9 @@ class _Watch:
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_hostile_mode(tmp_path: Path, mode: str, round_: int) -> None:
+def test_a_hostile_server_leaves_a_registered_valid_bounded_run(
+    tmp_path: Path, mode: str, round_: int
+) -> None:
     repo = tmp_path / "repo"
     (repo / "evidence").mkdir(parents=True)
     wl = hostile_workload(tmp_path, mode, max_output_size=LIMIT)

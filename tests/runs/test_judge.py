@@ -111,7 +111,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
 
 
 @pytest.fixture(scope="module")
-def server(cases: dict[str, Case]) -> Iterator[tuple[str, dict[str, str]]]:
+def case_server(cases: dict[str, Case]) -> Iterator[tuple[str, dict[str, str]]]:
     from aiohttp import web
 
     current: dict[str, str] = {}
@@ -183,11 +183,11 @@ def _import_kept(root: Path, directory: Path, name: str) -> RequestRecord:
 def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
     case: str,
     cases: dict[str, Case],
-    server: tuple[str, dict[str, str]],
+    case_server: tuple[str, dict[str, str]],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    url, current = server
+    url, current = case_server
     current["case"] = case
     c = cases[case]
     root = tmp_path / "repo"

@@ -20,13 +20,6 @@ from evidencestore.runs.workload import expectations_for, load_workload
 from evidencestore.testing.video_server import sample_workload
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    return root
-
-
 def _wl(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "workload.toml"
     path.write_text(text)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +22,6 @@ from evidencestore.testing.video_server import VideoServer, sample_workload, ser
 TINY = {"size": "64x48", "fps": 8}
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "evidence").mkdir(parents=True)
-    return root
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[VideoServer]:
-    with serve_video(log_path=tmp_path / "server.log") as s:
-        yield s
-
-
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     capsys.readouterr()
     code = main(list(argv))
@@ -53,7 +39,7 @@ def _run(
     capsys: pytest.CaptureFixture[str],
     repo: Path,
     wl: Path,
-    server: VideoServer,
+    fresh_video_server: VideoServer,
     name: str,
     *extra: str,
 ) -> tuple[int, str, str]:
@@ -64,7 +50,7 @@ def _run(
         "--arm",
         "baseline",
         "--server",
-        server.url,
+        fresh_video_server.url,
         "--name",
         name,
         "--root",
@@ -86,11 +72,17 @@ def _store_sizes(repo: Path) -> list[int]:
 
 
 def test_complete_run_at_5_and_15_seconds(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wl = _workload(tmp_path, warmup=2, measured=3, seconds=(5, 15))
     code, out, _ = _run(
-        capsys, repo, wl, server, "baseline-5s-1", "--server-log", str(tmp_path / "server.log")
+        capsys,
+        repo,
+        wl,
+        fresh_video_server,
+        "baseline-5s-1",
+        "--server-log",
+        str(tmp_path / "server.log"),
     )
     assert code == 0, out
     assert "complete, 10 requests (4 warmup, 6 measured), 0 failed" in out
@@ -139,11 +131,11 @@ def test_complete_run_at_5_and_15_seconds(
 
 
 def test_rerun_sends_the_same_payloads(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wl = _workload(tmp_path, warmup=0, measured=2, seconds=(1, 2))
-    assert _run(capsys, repo, wl, server, "r1")[0] == 0
-    assert _run(capsys, repo, wl, server, "r2")[0] == 0
+    assert _run(capsys, repo, wl, fresh_video_server, "r1")[0] == 0
+    assert _run(capsys, repo, wl, fresh_video_server, "r2")[0] == 0
     a, b = load_run(repo, "r1"), load_run(repo, "r2")
     assert [r.payload.digest for r in a.requests] == [r.payload.digest for r in b.requests]
     assert a.requests[0].payload.digest != a.requests[1].payload.digest
@@ -157,11 +149,11 @@ def test_rerun_sends_the_same_payloads(
 
 
 def test_truncated_audio_is_invalid_media(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server.short_audio_on = {3}
+    fresh_video_server.short_audio_on = {3}
     wl = _workload(tmp_path, warmup=1, measured=3, seconds=(1,))
-    code, out, _ = _run(capsys, repo, wl, server, "short-audio")
+    code, out, _ = _run(capsys, repo, wl, fresh_video_server, "short-audio")
     assert code == 1 and "partial" in out
     shown = _show(capsys, repo, "short-audio")
     assert shown["outcome"] == "partial"
@@ -191,11 +183,11 @@ def test_truncated_audio_is_invalid_media(
 
 
 def test_short_video_is_invalid_media(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server.short_video_on = True
+    fresh_video_server.short_video_on = True
     wl = _workload(tmp_path, warmup=0, measured=1, seconds=(1,))
-    assert _run(capsys, repo, wl, server, "short-video")[0] == 1
+    assert _run(capsys, repo, wl, fresh_video_server, "short-video")[0] == 1
     record = load_run(repo, "short-video")
     assert record.outcome == "partial"  # inference ran; its only output is invalid
     [r] = record.requests
@@ -207,17 +199,19 @@ def test_short_video_is_invalid_media(
 
 
 def test_server_refusing_at_startup(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server.startup_error = "both unified and legacy offload settings given"
+    fresh_video_server.startup_error = "both unified and legacy offload settings given"
     wl = _workload(tmp_path)
     log = tmp_path / "server.log"
-    code, out, _ = _run(capsys, repo, wl, server, "rank-local", "--server-log", str(log))
+    code, out, _ = _run(
+        capsys, repo, wl, fresh_video_server, "rank-local", "--server-log", str(log)
+    )
     assert code == 1
     assert (
         "failed-before-inference" in out and "both unified and legacy offload settings given" in out
     )
-    assert server.requests == 0  # no inference request was sent
+    assert fresh_video_server.requests == 0  # no inference request was sent
     record = load_run(repo, "rank-local")
     assert record.outcome == "failed-before-inference" and record.requests == ()
     assert record.server.health.status == 503 and not record.server.ok
@@ -247,11 +241,11 @@ def test_connection_refused_is_recorded(
 
 
 def test_connection_dropped_mid_body_leaves_nothing_partial(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server.drop_on = {2}
+    fresh_video_server.drop_on = {2}
     wl = _workload(tmp_path, warmup=0, measured=3, seconds=(1,))
-    assert _run(capsys, repo, wl, server, "dropped")[0] == 1
+    assert _run(capsys, repo, wl, fresh_video_server, "dropped")[0] == 1
     record = load_run(repo, "dropped")
     assert record.outcome == "partial"
     bad = record.requests[1]
@@ -262,25 +256,25 @@ def test_connection_dropped_mid_body_leaves_nothing_partial(
     assert_bundle(repo, "dropped")
 
 
-def test_timeout(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+def test_no_response_within_the_timeout_is_a_timeout_failure(
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server.first_byte_delay = 30.0
+    fresh_video_server.first_byte_delay = 30.0
     # The headers come once the body is rendered: up to 1.3 s under load for the first
     # encode in a fresh process (at a 0.5 s timeout the status was then never seen).
     wl = _workload(tmp_path, warmup=0, measured=1, seconds=(1,), timeout=3.0)
-    assert _run(capsys, repo, wl, server, "slow")[0] == 1
+    assert _run(capsys, repo, wl, fresh_video_server, "slow")[0] == 1
     [r] = load_run(repo, "slow").requests
     assert r.failure == "timeout" and r.status == 200 and r.first_byte_ns is None
     assert r.message == "no complete response within 3.0 s"
 
 
 def test_http_500(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server.fail_on = {2}
+    fresh_video_server.fail_on = {2}
     wl = _workload(tmp_path, warmup=1, measured=2, seconds=(1,))
-    assert _run(capsys, repo, wl, server, "five-hundred")[0] == 1
+    assert _run(capsys, repo, wl, fresh_video_server, "five-hundred")[0] == 1
     record = load_run(repo, "five-hundred")
     assert [r.failure for r in record.requests] == [None, "http-status", None]
     assert record.requests[1].status == 500 and record.requests[1].media is None
@@ -293,12 +287,12 @@ def test_http_500(
 
 
 def test_job_flow(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wl = _workload(
         tmp_path, kind="videos-job", path="/v1/videos", warmup=0, measured=2, seconds=(1,)
     )
-    assert _run(capsys, repo, wl, server, "jobs")[0] == 0
+    assert _run(capsys, repo, wl, fresh_video_server, "jobs")[0] == 0
     record = load_run(repo, "jobs")
     assert all(
         r.job_id and r.polls >= 1 and r.path == f"/v1/videos/{r.job_id}/content"
@@ -308,9 +302,9 @@ def test_job_flow(
 
 
 def test_job_that_never_completes_is_bounded_by_the_timeout(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server.never_complete = True
+    fresh_video_server.never_complete = True
     wl = _workload(
         tmp_path,
         kind="videos-job",
@@ -320,16 +314,16 @@ def test_job_that_never_completes_is_bounded_by_the_timeout(
         seconds=(1,),
         timeout=0.4,
     )
-    assert _run(capsys, repo, wl, server, "stuck")[0] == 1
+    assert _run(capsys, repo, wl, fresh_video_server, "stuck")[0] == 1
     [r] = load_run(repo, "stuck").requests
     assert r.failure == "timeout" and r.job_id == "video_000001" and r.polls >= 1
 
 
 def test_json_endpoint(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wl = _workload(tmp_path, kind="json", path="/v1/generate", warmup=0, measured=1, seconds=(1,))
-    assert _run(capsys, repo, wl, server, "json")[0] == 0
+    assert _run(capsys, repo, wl, fresh_video_server, "json")[0] == 0
     [r] = load_run(repo, "json").requests
     sent = json.loads(local_store(repo).get(r.payload.digest))
     assert sent == {
@@ -342,7 +336,7 @@ def test_json_endpoint(
 
 
 def test_configs_and_diff(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wl = _workload(tmp_path, warmup=0, measured=1, seconds=(1,))
     (tmp_path / "a").mkdir()
@@ -362,7 +356,7 @@ def test_configs_and_diff(
             "--config",
             str(tmp_path / arm / "launch.sh"),
         ]
-        assert _run(capsys, repo, wl, server, f"arm-{arm}", *cfgs)[0] == 0
+        assert _run(capsys, repo, wl, fresh_video_server, f"arm-{arm}", *cfgs)[0] == 0
     code, out, _ = _cli(capsys, "run", "diff", "arm-a", "arm-b", "--json", "--root", str(repo))
     assert code == 1  # different: exit 1, as `evstore diff`
     diffs = [d for d in json.loads(out)["differences"] if d["section"] == "config"]
@@ -392,15 +386,15 @@ def test_configs_and_diff(
 
 
 def test_campaign_fields(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wl = _workload(tmp_path, warmup=0, measured=1, seconds=(1,))
     code, _, err = _run(
-        capsys, repo, wl, server, "c1", "--campaign", "offload", "--condition", "5s"
+        capsys, repo, wl, fresh_video_server, "c1", "--campaign", "offload", "--condition", "5s"
     )
     assert code == 2
     assert "evstore campaign init offload --protocol FILE" in err
-    assert not registration_path(repo, "c1").exists() and server.requests == 0
+    assert not registration_path(repo, "c1").exists() and fresh_video_server.requests == 0
     from evidencestore.campaign.protocol import init_campaign
 
     proto = tmp_path / "protocol.toml"
@@ -418,16 +412,21 @@ def test_campaign_fields(
         ),
         ((), "--campaign needs --condition"),
     ):
-        code, _, err = _run(capsys, repo, wl, server, "c0", "--campaign", "offload", *extra)
+        code, _, err = _run(
+            capsys, repo, wl, fresh_video_server, "c0", "--campaign", "offload", *extra
+        )
         assert code == 2 and message in err, err
     other = _workload(tmp_path, "other.toml", warmup=0, measured=2, seconds=(1,))
     code, _, err = _run(
-        capsys, repo, other, server, "c0", "--campaign", "offload", "--condition", "5s"
+        capsys, repo, other, fresh_video_server, "c0", "--campaign", "offload", "--condition", "5s"
     )
     assert code == 2 and "but campaign 'offload' binds condition '5s' to workload.toml" in err
-    assert server.requests == 0
+    assert fresh_video_server.requests == 0
     assert (
-        _run(capsys, repo, wl, server, "c1", "--campaign", "offload", "--condition", "5s")[0] == 0
+        _run(
+            capsys, repo, wl, fresh_video_server, "c1", "--campaign", "offload", "--condition", "5s"
+        )[0]
+        == 0
     )
     record = load_run(repo, "c1")
     assert (record.campaign, record.condition) == ("offload", "5s")
@@ -435,19 +434,23 @@ def test_campaign_fields(
 
 
 def test_usage_errors(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wl = _workload(tmp_path, warmup=0, measured=1, seconds=(1,))
     code, _, err = _cli(
         capsys, "run", str(wl), "--arm", "a", "--server", "ftp://x", "--root", str(repo)
     )
     assert code == 2 and "--server 'ftp://x': expected an http:// or https:// URL" in err
-    code, _, err = _cli(capsys, "run", str(wl), "--server", server.url, "--root", str(repo))
+    code, _, err = _cli(
+        capsys, "run", str(wl), "--server", fresh_video_server.url, "--root", str(repo)
+    )
     assert code == 2 and "--arm" in err
-    assert _run(capsys, repo, wl, server, "once")[0] == 0
-    code, _, err = _run(capsys, repo, wl, server, "once")
+    assert _run(capsys, repo, wl, fresh_video_server, "once")[0] == 0
+    code, _, err = _run(capsys, repo, wl, fresh_video_server, "once")
     assert code == 2 and "bundle 'once' is already registered" in err
-    code, _, err = _run(capsys, repo, wl, server, "cfg", "--config", str(tmp_path / "nope.yaml"))
+    code, _, err = _run(
+        capsys, repo, wl, fresh_video_server, "cfg", "--config", str(tmp_path / "nope.yaml")
+    )
     assert code == 2 and "nope.yaml: no such file" in err
     code, _, err = _cli(
         capsys,
@@ -456,7 +459,7 @@ def test_usage_errors(
         "--arm",
         "a",
         "--server",
-        server.url,
+        fresh_video_server.url,
         "--root",
         str(repo),
     )
@@ -465,22 +468,24 @@ def test_usage_errors(
     assert code == 2 and "missing" in err
     code, _, err = _cli(capsys, "run", "show", "once", "--bogus", "--root", str(repo))
     assert code == 2 and "unrecognized arguments: --bogus" in err
-    assert server.requests == 1  # only the one good run sent anything
+    assert fresh_video_server.requests == 1  # only the one good run sent anything
 
 
 def test_redirects_are_not_followed(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with serve_video() as elsewhere:
-        server.redirect_to = elsewhere.url
+        fresh_video_server.redirect_to = elsewhere.url
         wl = _workload(tmp_path, warmup=0, measured=1, seconds=(1,))
-        assert _run(capsys, repo, wl, server, "redirected")[0] == 1
+        assert _run(capsys, repo, wl, fresh_video_server, "redirected")[0] == 1
         assert elsewhere.requests == 0  # nothing but the given server is contacted
     [r] = load_run(repo, "redirected").requests
     assert r.failure == "http-status" and r.status == 302
 
 
-def test_concurrency_and_progress(tmp_path: Path, repo: Path, server: VideoServer) -> None:
+def test_concurrency_and_progress(
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer
+) -> None:
     from evidencestore.runs import run_workload
     from evidencestore.runs.models import RequestRecord
 
@@ -494,7 +499,9 @@ def test_concurrency_and_progress(tmp_path: Path, repo: Path, server: VideoServe
     def progress(k: int, n: int, record: RequestRecord) -> None:
         seen.append((k, n, record.phase))
 
-    _, record = run_workload(repo, wl, arm="a", server=server.url, name="conc", progress=progress)
+    _, record = run_workload(
+        repo, wl, arm="a", server=fresh_video_server.url, name="conc", progress=progress
+    )
     assert record.outcome == "complete"
     assert [r.index for r in record.requests] == list(range(6))
     assert [r.phase for r in record.requests] == ["warmup"] * 2 + ["measured"] * 4
@@ -505,13 +512,13 @@ def test_concurrency_and_progress(tmp_path: Path, repo: Path, server: VideoServe
 
 
 def test_workload_without_audio_section_still_checks_audio_length(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = sample_workload(**TINY, warmup=0, measured=2, seconds=(1,))
     wl = tmp_path / "noaudio.toml"
     wl.write_text(text.replace("[audio]\nsample_rate = 48000\nchannels = 2\n", ""))
-    server.short_audio_on = {2}
-    assert _run(capsys, repo, wl, server, "no-audio-section")[0] == 1
+    fresh_video_server.short_audio_on = {2}
+    assert _run(capsys, repo, wl, fresh_video_server, "no-audio-section")[0] == 1
     ok, short = load_run(repo, "no-audio-section").requests
     assert ok.failure is None and ok.media is not None and ok.media.verdict == "PASS"
     assert short.failure == "invalid-media" and short.media is not None
@@ -522,13 +529,13 @@ def test_workload_without_audio_section_still_checks_audio_length(
 
 
 def test_failed_job(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server.fail_on = True
+    fresh_video_server.fail_on = True
     wl = _workload(
         tmp_path, kind="videos-job", path="/v1/videos", warmup=0, measured=1, seconds=(1,)
     )
-    assert _run(capsys, repo, wl, server, "job-failed")[0] == 1
+    assert _run(capsys, repo, wl, fresh_video_server, "job-failed")[0] == 1
     [r] = load_run(repo, "job-failed").requests
     assert (
         r.failure == "http-status"
@@ -538,7 +545,7 @@ def test_failed_job(
 
 
 def test_interrupted_run_leaves_no_temporaries(
-    tmp_path: Path, repo: Path, server: VideoServer
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer
 ) -> None:
     from evidencestore.runs import run_workload
     from evidencestore.runs.models import RequestRecord
@@ -550,17 +557,19 @@ def test_interrupted_run_leaves_no_temporaries(
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_workload(repo, wl, arm="a", server=server.url, name="interrupted", progress=interrupt)
+        run_workload(
+            repo, wl, arm="a", server=fresh_video_server.url, name="interrupted", progress=interrupt
+        )
     assert list((local_store(repo).root / INCOMING_DIR).iterdir()) == []
     assert not registration_path(repo, "interrupted").exists()
 
 
 def test_connection_closed_before_the_response(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server.reset_on = {1}
+    fresh_video_server.reset_on = {1}
     wl = _workload(tmp_path, warmup=1, measured=1, seconds=(1,))
-    assert _run(capsys, repo, wl, server, "reset")[0] == 1
+    assert _run(capsys, repo, wl, fresh_video_server, "reset")[0] == 1
     record = load_run(repo, "reset")
     first, second = record.requests
     assert first.failure == "connect" and first.status is None and first.headers_ns is None
@@ -571,7 +580,7 @@ def test_connection_closed_before_the_response(
 def test_progress_on_a_terminal(
     tmp_path: Path,
     repo: Path,
-    server: VideoServer,
+    fresh_video_server: VideoServer,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -579,21 +588,23 @@ def test_progress_on_a_terminal(
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     wl = _workload(tmp_path, warmup=1, measured=1, seconds=(1,))
-    code, _, err = _run(capsys, repo, wl, server, "tty")
+    code, _, err = _run(capsys, repo, wl, fresh_video_server, "tty")
     assert code == 0
     assert "\rrequest 1 of 2 (warmup), last " in err and "\rrequest 2 of 2 (measured), last " in err
 
 
 def test_campaign_bundle_without_protocol(
-    tmp_path: Path, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, repo: Path, fresh_video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from evidencestore.bundle import create_bundle
 
     (tmp_path / "notes.md").write_text("no protocol here\n")
     create_bundle(repo, "camp", [tmp_path / "notes.md"], store=local_store(repo))
     wl = _workload(tmp_path, warmup=0, measured=1, seconds=(1,))
-    code, _, err = _run(capsys, repo, wl, server, "c2", "--campaign", "camp", "--condition", "5s")
+    code, _, err = _run(
+        capsys, repo, wl, fresh_video_server, "c2", "--campaign", "camp", "--condition", "5s"
+    )
     assert code == 2
     assert "bundle 'camp' has no protocol.toml entry" in err
     assert "run `evstore campaign init camp --protocol FILE` first" in err
-    assert server.requests == 0
+    assert fresh_video_server.requests == 0

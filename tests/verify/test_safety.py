@@ -55,7 +55,7 @@ def _codes_in(report: dict[str, object]) -> set[str]:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
+def two_bundle_repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     root.mkdir()
     add_bundle(root, "alpha", {"log.txt": b"hello\n", "sub/x.txt": b"x\n"})
@@ -63,92 +63,98 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-def test_entry_symlink_loop_is_a_finding(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    target = repo / "evidence/alpha/log.txt"
+def test_entry_symlink_loop_is_a_finding(
+    two_bundle_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = two_bundle_repo / "evidence/alpha/log.txt"
     target.unlink()
     target.symlink_to("log.txt")
-    report = _verify(repo)
+    report = _verify(two_bundle_repo)
     assert _errors(report) == [("symlink-loop", "alpha", "log.txt")]
     alpha = next(b for b in report.bundles if b.name == "alpha")
     assert "symlink loop" in alpha.findings[0].message and alpha.checked == 1
-    code, js = _cli_json(repo, capsys)
+    code, js = _cli_json(two_bundle_repo, capsys)
     assert code == 1 and js["ok"] is False and _codes_in(js) == {"symlink-loop"}
 
 
 def test_subdirectory_symlink_loop_is_a_finding(
-    repo: Path, capsys: pytest.CaptureFixture[str]
+    two_bundle_repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sub = repo / "evidence/alpha/sub"
+    sub = two_bundle_repo / "evidence/alpha/sub"
     shutil.rmtree(sub)
     sub.symlink_to("sub", target_is_directory=True)
-    assert _errors(_verify(repo)) == [("symlink-loop", "alpha", "sub/x.txt")]
-    code, js = _cli_json(repo, capsys)
+    assert _errors(_verify(two_bundle_repo)) == [("symlink-loop", "alpha", "sub/x.txt")]
+    code, js = _cli_json(two_bundle_repo, capsys)
     assert code == 1 and _codes_in(js) == {"symlink-loop"}
 
 
 def test_bundle_directory_symlink_loop_is_a_finding(
-    repo: Path, capsys: pytest.CaptureFixture[str]
+    two_bundle_repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shutil.rmtree(repo / "evidence/beta")
-    (repo / "evidence/beta").symlink_to("beta", target_is_directory=True)
-    assert _errors(_verify(repo)) == [("symlink-loop", "beta", "evidence/beta")]
-    code, js = _cli_json(repo, capsys)
+    shutil.rmtree(two_bundle_repo / "evidence/beta")
+    (two_bundle_repo / "evidence/beta").symlink_to("beta", target_is_directory=True)
+    assert _errors(_verify(two_bundle_repo)) == [("symlink-loop", "beta", "evidence/beta")]
+    code, js = _cli_json(two_bundle_repo, capsys)
     assert code == 1 and _codes_in(js) == {"symlink-loop"}
 
 
 def test_unnamed_symlink_loop_and_escaping_directory_in_a_bundle(
-    repo: Path, tmp_path_factory: pytest.TempPathFactory
+    two_bundle_repo: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    (repo / "evidence/beta/loop").symlink_to("loop")
-    (repo / "evidence/beta/self").symlink_to(".", target_is_directory=True)
+    (two_bundle_repo / "evidence/beta/loop").symlink_to("loop")
+    (two_bundle_repo / "evidence/beta/self").symlink_to(".", target_is_directory=True)
     elsewhere = tmp_path_factory.mktemp("elsewhere")
-    (repo / "evidence/beta/etc").symlink_to(elsewhere, target_is_directory=True)
-    assert _errors(_verify(repo)) == [
+    (two_bundle_repo / "evidence/beta/etc").symlink_to(elsewhere, target_is_directory=True)
+    assert _errors(_verify(two_bundle_repo)) == [
         ("symlink-escape", "beta", "etc"),
         ("symlink-loop", "beta", "loop"),
         ("symlink-loop", "beta", "self"),
     ]
 
 
-def test_directory_symlink_inside_the_repository_verifies(repo: Path) -> None:
-    sub = repo / "evidence/alpha/sub"
-    kept = repo / "kept-sub"
+def test_directory_symlink_inside_the_repository_verifies(two_bundle_repo: Path) -> None:
+    sub = two_bundle_repo / "evidence/alpha/sub"
+    kept = two_bundle_repo / "kept-sub"
     shutil.move(str(sub), kept)
     sub.symlink_to(kept, target_is_directory=True)
-    report = _verify(repo)
+    report = _verify(two_bundle_repo)
     assert report.ok, _errors(report)  # no misleading 'unregistered-file' for 'sub'
     assert report.totals.checked == 3
     (kept / "extra.txt").write_bytes(b"sneaked")
-    assert _errors(_verify(repo)) == [("unregistered-file", "alpha", "sub/extra.txt")]
+    assert _errors(_verify(two_bundle_repo)) == [("unregistered-file", "alpha", "sub/extra.txt")]
 
 
 def test_registration_symlinked_outside_is_refused(
-    repo: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+    two_bundle_repo: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    reg = repo / "evidence/beta/bundle.json"
+    reg = two_bundle_repo / "evidence/beta/bundle.json"
     outside = tmp_path_factory.mktemp("outside") / "bundle.json"
     shutil.move(str(reg), outside)
     reg.symlink_to(outside)
-    report = _verify(repo)
+    report = _verify(two_bundle_repo)
     assert _errors(report) == [("registration-symlink-escape", "beta", "evidence/beta/bundle.json")]
     assert "outside the repository" in report.findings[0].message
-    code, js = _cli_json(repo, capsys)
+    code, js = _cli_json(two_bundle_repo, capsys)
     assert code == 1 and _codes_in(js) == {"registration-symlink-escape"}
 
 
-def test_registration_symlink_inside_the_repository_is_read(repo: Path) -> None:
-    reg = repo / "evidence/beta/bundle.json"
-    kept = repo / "kept.json"
+def test_registration_symlink_inside_the_repository_is_read(two_bundle_repo: Path) -> None:
+    reg = two_bundle_repo / "evidence/beta/bundle.json"
+    kept = two_bundle_repo / "kept.json"
     shutil.move(str(reg), kept)
     reg.symlink_to(kept)
-    assert _verify(repo).ok
+    assert _verify(two_bundle_repo).ok
 
 
-def test_registration_symlink_loop_is_a_finding(repo: Path) -> None:
-    reg = repo / "evidence/beta/bundle.json"
+def test_registration_symlink_loop_is_a_finding(two_bundle_repo: Path) -> None:
+    reg = two_bundle_repo / "evidence/beta/bundle.json"
     reg.unlink()
     reg.symlink_to("bundle.json")
-    assert _errors(_verify(repo)) == [("symlink-loop", "beta", "evidence/beta/bundle.json")]
+    assert _errors(_verify(two_bundle_repo)) == [
+        ("symlink-loop", "beta", "evidence/beta/bundle.json")
+    ]
 
 
 def _register_raw(root: Path, name: str, files: dict[str, bytes]) -> None:
@@ -187,36 +193,38 @@ NFD = unicodedata.normalize("NFD", "caf\u00e9.txt")
     ],
 )
 def test_misleading_and_colliding_names_are_reported(
-    repo: Path,
+    two_bundle_repo: Path,
     files: dict[str, bytes],
     expected: list[tuple[str, str]],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    _register_raw(repo, "foreign", files)
-    report = _verify(repo)
+    _register_raw(two_bundle_repo, "foreign", files)
+    report = _verify(two_bundle_repo)
     assert [(c, p) for c, b, p in _errors(report) if b == "foreign"] == expected
     assert [b for c, b, p in _errors(report)] == ["foreign"] * len(expected)
-    code, js = _cli_json(repo, capsys)
+    code, js = _cli_json(two_bundle_repo, capsys)
     assert code == 1 and _codes_in(js) == {c for c, _ in expected}
 
 
-def test_bundle_directories_differing_only_in_case(repo: Path) -> None:
-    _register_raw(repo, "Beta", {"b.txt": b"B"})
-    assert _errors(_verify(repo)) == [("name-collision", "beta", "evidence/beta")]
+def test_bundle_directories_differing_only_in_case(two_bundle_repo: Path) -> None:
+    _register_raw(two_bundle_repo, "Beta", {"b.txt": b"B"})
+    assert _errors(_verify(two_bundle_repo)) == [("name-collision", "beta", "evidence/beta")]
 
 
 def test_every_problem_listed_in_one_run(
-    repo: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+    two_bundle_repo: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    (repo / "evidence/alpha/log.txt").unlink()
-    (repo / "evidence/alpha/log.txt").symlink_to("log.txt")
-    reg = repo / "evidence/beta/bundle.json"
+    (two_bundle_repo / "evidence/alpha/log.txt").unlink()
+    (two_bundle_repo / "evidence/alpha/log.txt").symlink_to("log.txt")
+    reg = two_bundle_repo / "evidence/beta/bundle.json"
     outside = tmp_path_factory.mktemp("o") / "bundle.json"
     shutil.move(str(reg), outside)
     reg.symlink_to(outside)
-    _register_raw(repo, "foreign", {"a\u202eb": b"1"})
-    os.makedirs(repo / "evidence/.alpha.tmp-00ff00ff/x")
-    code, js = _cli_json(repo, capsys)
+    _register_raw(two_bundle_repo, "foreign", {"a\u202eb": b"1"})
+    os.makedirs(two_bundle_repo / "evidence/.alpha.tmp-00ff00ff/x")
+    code, js = _cli_json(two_bundle_repo, capsys)
     assert code == 1
     assert _codes_in(js) == {
         "symlink-loop",
@@ -236,11 +244,15 @@ def test_every_problem_listed_in_one_run(
 
 
 def test_names_that_are_not_utf8_are_reported_not_crashed_on(
-    repo: Path, capsys: pytest.CaptureFixture[str]
+    two_bundle_repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    os.close(os.open(os.fsencode(repo / "evidence/alpha") + b"/\xff.txt", os.O_CREAT | os.O_WRONLY))
-    os.mkdir(os.fsencode(repo / "evidence") + b"/b\xfe")
-    code, js = _cli_json(repo, capsys)
+    os.close(
+        os.open(
+            os.fsencode(two_bundle_repo / "evidence/alpha") + b"/\xff.txt", os.O_CREAT | os.O_WRONLY
+        )
+    )
+    os.mkdir(os.fsencode(two_bundle_repo / "evidence") + b"/b\xfe")
+    code, js = _cli_json(two_bundle_repo, capsys)
     assert code == 1
     alpha = next(b for b in js["bundles"] if b["name"] == "alpha")  # type: ignore[union-attr]
     assert [(f["code"], f["path"]) for f in alpha["findings"]] == [
@@ -263,7 +275,9 @@ _NAMES = st.lists(st.text(_NAME_CHARS, min_size=0, max_size=8) | st.text(max_siz
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(names=_NAMES)
-def test_fuzzed_entry_names_give_findings_never_exceptions(repo: Path, names: list[str]) -> None:
+def test_fuzzed_entry_names_give_findings_never_exceptions(
+    two_bundle_repo: Path, names: list[str]
+) -> None:
     """Whatever the entry names, verification reports; creation refuses what verify flags."""
     desc = Descriptor(digest=hash_bytes(b"").digest, size=0)
     entries = [Entry(path=n, descriptor=desc, location="repo") for n in sorted(set(names))]
@@ -280,7 +294,9 @@ def test_fuzzed_entry_names_give_findings_never_exceptions(repo: Path, names: li
         metadata=Metadata(created="2026-01-01T00:00:00Z", producer="fuzz"),
         entries=tuple(entries),
     )
-    report = verify_registration(repo, seal(manifest), store=local_store(repo))
+    report = verify_registration(
+        two_bundle_repo, seal(manifest), store=local_store(two_bundle_repo)
+    )
     flagged = {
         f.code
         for f in report.findings
@@ -321,7 +337,7 @@ def test_all_plain_takes_the_common_case() -> None:
         assert path_problem(bad) is not None or bad in (".a", "a."), bad  # fine names
 
 
-def test_plain_but_unsorted_or_repeated_paths_are_still_reported(repo: Path) -> None:
+def test_plain_but_unsorted_or_repeated_paths_are_still_reported(two_bundle_repo: Path) -> None:
     desc = Descriptor(digest=hash_bytes(b"").digest, size=0)
     for paths, code in ((["b", "a"], "unsorted-entries"), (["a", "a"], "duplicate-path")):
         manifest = BundleManifest(
@@ -329,22 +345,26 @@ def test_plain_but_unsorted_or_repeated_paths_are_still_reported(repo: Path) -> 
             metadata=Metadata(created="2026-01-01T00:00:00Z", producer="t"),
             entries=tuple(Entry(path=p, descriptor=desc, location="repo") for p in paths),
         )
-        report = verify_registration(repo, seal(manifest), store=local_store(repo))
+        report = verify_registration(
+            two_bundle_repo, seal(manifest), store=local_store(two_bundle_repo)
+        )
         assert [(f.code, f.path) for f in report.findings if f.code == code] == [(code, paths[1])]
 
 
-def test_a_bundle_directory_that_is_a_symlink_is_resolved(repo: Path, tmp_path: Path) -> None:
+def test_a_bundle_directory_that_is_a_symlink_is_resolved(
+    two_bundle_repo: Path, tmp_path: Path
+) -> None:
     # The listing saw it as a symlink, so it is resolved: inside, it verifies; outside,
     # its files are not checked.
-    inside = repo / "kept-alpha"
-    shutil.move(str(repo / "evidence/alpha"), inside)
-    (repo / "evidence/alpha").symlink_to(inside, target_is_directory=True)
-    assert _verify(repo).ok
+    inside = two_bundle_repo / "kept-alpha"
+    shutil.move(str(two_bundle_repo / "evidence/alpha"), inside)
+    (two_bundle_repo / "evidence/alpha").symlink_to(inside, target_is_directory=True)
+    assert _verify(two_bundle_repo).ok
     outside = tmp_path / "elsewhere-alpha"
     shutil.move(str(inside), outside)
-    (repo / "evidence/alpha").unlink()
-    (repo / "evidence/alpha").symlink_to(outside, target_is_directory=True)
-    report = _verify(repo)
+    (two_bundle_repo / "evidence/alpha").unlink()
+    (two_bundle_repo / "evidence/alpha").symlink_to(outside, target_is_directory=True)
+    report = _verify(two_bundle_repo)
     [alpha] = [b for b in report.bundles if b.name == "alpha"]
     assert [(f.code, f.path) for f in alpha.findings] == [("symlink-escape", None)]
     assert f"resolves to {outside}, outside the repository" in alpha.findings[0].message

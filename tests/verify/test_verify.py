@@ -29,7 +29,7 @@ def _verify(root: Path, **kw: object) -> VerifyReport:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
+def external_blob_repo(tmp_path: Path) -> Path:
     add_bundle(
         tmp_path,
         "alpha",
@@ -40,8 +40,8 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_clean_repository_verifies(repo: Path) -> None:
-    report = _verify(repo)
+def test_clean_repository_verifies(external_blob_repo: Path) -> None:
+    report = _verify(external_blob_repo)
     assert report.ok, _codes(report)
     assert report.totals.bundles == 2
     assert report.totals.entries == 4
@@ -57,19 +57,19 @@ def _flip_bit(path: Path, offset: int = 0) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_every_tampering_is_listed(repo: Path) -> None:
-    store = local_store(repo)
-    alpha = json.loads(registration_path(repo, "alpha").read_text())
+def test_every_tampering_is_listed(external_blob_repo: Path) -> None:
+    store = local_store(external_blob_repo)
+    alpha = json.loads(registration_path(external_blob_repo, "alpha").read_text())
     raw = next(e for e in alpha["manifest"]["entries"] if e["path"] == "raw.bin")
-    _flip_bit(repo / "evidence/alpha/res/a.csv")  # same size, one bit
+    _flip_bit(external_blob_repo / "evidence/alpha/res/a.csv")  # same size, one bit
     _flip_bit(store.path_of(raw["descriptor"]["digest"]), 100)  # stored blob, one bit
-    (repo / "evidence/alpha/res/b.csv").unlink()  # deleted entry file
-    (repo / "evidence/alpha/notes.txt").write_text("sneaked in")  # unregistered
-    beta = registration_path(repo, "beta")
+    (external_blob_repo / "evidence/alpha/res/b.csv").unlink()  # deleted entry file
+    (external_blob_repo / "evidence/alpha/notes.txt").write_text("sneaked in")  # unregistered
+    beta = registration_path(external_blob_repo, "beta")
     doc = json.loads(beta.read_text())
     doc["manifest"]["metadata"]["producer"] = "someone else"  # edited manifest field
     beta.write_text(json.dumps(doc))
-    report = _verify(repo)
+    report = _verify(external_blob_repo)
     assert not report.ok
     assert _codes(report) == sorted(
         [
@@ -86,96 +86,98 @@ def test_every_tampering_is_listed(repo: Path) -> None:
     assert raw["descriptor"]["digest"] in msgs["blob-corrupt"]
     assert report.totals.errors == 5
     with pytest.raises(VerificationError, match="failed with 5 error"):
-        check_repository(repo, store=store)
+        check_repository(external_blob_repo, store=store)
 
 
-def test_edited_entry_digest_breaks_root(repo: Path) -> None:
-    path = registration_path(repo, "beta")
+def test_edited_entry_digest_breaks_root(external_blob_repo: Path) -> None:
+    path = registration_path(external_blob_repo, "beta")
     doc = json.loads(path.read_text())
     doc["manifest"]["entries"][0]["descriptor"]["size"] = 7
     path.write_text(json.dumps(doc))
-    codes = _codes(_verify(repo))
+    codes = _codes(_verify(external_blob_repo))
     assert ("root-mismatch", "beta", "bundle.json") in codes
     assert ("digest-mismatch", "beta", "bundle.json") in codes
     assert ("size-mismatch", "beta", "log.txt") in codes
 
 
-def test_unavailable_store_entries(repo: Path) -> None:
-    store = local_store(repo)
+def test_unavailable_store_entries(external_blob_repo: Path) -> None:
+    store = local_store(external_blob_repo)
     for d in list(store.iter_digests()):
         store.delete(d)
-    report = _verify(repo)
+    report = _verify(external_blob_repo)
     assert report.ok
     assert report.totals.unavailable == 1
     warn = [f for b in report.bundles for f in b.findings if f.code == "unavailable"]
     assert warn[0].severity == "warning" and warn[0].path == "raw.bin"
-    strict = _verify(repo, require_available=True)
+    strict = _verify(external_blob_repo, require_available=True)
     assert not strict.ok and _codes(strict) == [("unavailable", "alpha", "raw.bin")]
 
 
-def test_symlink_escaping_repository(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_symlink_escaping_repository(
+    external_blob_repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     outside = tmp_path_factory.mktemp("outside") / "log.txt"
     outside.write_bytes(b"hello\n")
-    target = repo / "evidence/beta/log.txt"
+    target = external_blob_repo / "evidence/beta/log.txt"
     target.unlink()
     target.symlink_to(outside)
-    assert _codes(_verify(repo)) == [("symlink-escape", "beta", "log.txt")]
+    assert _codes(_verify(external_blob_repo)) == [("symlink-escape", "beta", "log.txt")]
 
 
-def test_symlink_inside_repository_is_followed(repo: Path) -> None:
-    target = repo / "evidence/beta/log.txt"
-    (repo / "kept.txt").write_bytes(target.read_bytes())
+def test_symlink_inside_repository_is_followed(external_blob_repo: Path) -> None:
+    target = external_blob_repo / "evidence/beta/log.txt"
+    (external_blob_repo / "kept.txt").write_bytes(target.read_bytes())
     target.unlink()
-    target.symlink_to(repo / "kept.txt")
-    assert _verify(repo).ok
+    target.symlink_to(external_blob_repo / "kept.txt")
+    assert _verify(external_blob_repo).ok
 
 
-def test_selected_bundles(repo: Path) -> None:
-    _flip_bit(repo / "evidence/beta/log.txt")
-    only_alpha = _verify(repo, bundles=["alpha"])
+def test_selected_bundles(external_blob_repo: Path) -> None:
+    _flip_bit(external_blob_repo / "evidence/beta/log.txt")
+    only_alpha = _verify(external_blob_repo, bundles=["alpha"])
     assert only_alpha.ok and [b.name for b in only_alpha.bundles] == ["alpha"]
-    missing = _verify(repo, bundles=["alpha", "nope"])
+    missing = _verify(external_blob_repo, bundles=["alpha", "nope"])
     assert _codes(missing) == [("unknown-bundle", "nope", None)]
 
 
-def test_base_revision_immutability(repo: Path) -> None:
-    init_repo(repo)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    assert _verify(repo, base="HEAD").ok
-    add_bundle(repo, "gamma", {"new.txt": b"new"})
-    assert _verify(repo, base="HEAD").ok  # adding is allowed
+def test_base_revision_immutability(external_blob_repo: Path) -> None:
+    init_repo(external_blob_repo)
+    git(external_blob_repo, "add", "-A")
+    git(external_blob_repo, "commit", "-qm", "base")
+    assert _verify(external_blob_repo, base="HEAD").ok
+    add_bundle(external_blob_repo, "gamma", {"new.txt": b"new"})
+    assert _verify(external_blob_repo, base="HEAD").ok  # adding is allowed
     # changing a registered bundle in place, consistently re-sealed, is caught
     from evidencestore.bundle import make_manifest, seal
     from evidencestore.inventory import load_registration
 
-    old = load_registration(registration_path(repo, "beta"))
+    old = load_registration(registration_path(external_blob_repo, "beta"))
     resealed = seal(
         make_manifest("beta", old.manifest.entries, created="2027-01-01T00:00:00Z", producer="x")
     )
-    registration_path(repo, "beta").write_bytes(pretty(resealed))
-    report = _verify(repo, base="HEAD")
+    registration_path(external_blob_repo, "beta").write_bytes(pretty(resealed))
+    report = _verify(external_blob_repo, base="HEAD")
     assert _codes(report) == [("bundle-changed", "beta", "bundle.json")]
     assert old.digest in report.findings[0].message
     # removing one is caught
     import shutil
 
-    shutil.rmtree(repo / "evidence/alpha")
-    codes = _codes(_verify(repo, base="HEAD"))
+    shutil.rmtree(external_blob_repo / "evidence/alpha")
+    codes = _codes(_verify(external_blob_repo, base="HEAD"))
     assert ("bundle-removed", "alpha", "bundle.json") in codes
 
 
 def test_base_registrations_are_read_in_one_git_batch(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    external_blob_repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """--base runs the same few git commands for 2 bundles as for 30 (a listing and one
     cat-file --batch), all through gitrefs, and reads every registration's bytes."""
     import evidencestore.gitrefs as gitrefs
     from evidencestore.verify import base_registrations
 
-    init_repo(repo)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
+    init_repo(external_blob_repo)
+    git(external_blob_repo, "add", "-A")
+    git(external_blob_repo, "commit", "-qm", "base")
     calls: list[tuple[str, ...]] = []
     real = gitrefs._run
 
@@ -184,19 +186,21 @@ def test_base_registrations_are_read_in_one_git_batch(
         return real(root, args, stdin)
 
     monkeypatch.setattr(gitrefs, "_run", counting)
-    assert _verify(repo, base="HEAD").ok
+    assert _verify(external_blob_repo, base="HEAD").ok
     few = list(calls)
     assert [c for c in few if c[0] == "cat-file"] == [("cat-file", "--batch")]
     for i in range(28):
-        add_bundle(repo, f"more{i:02d}", {"f.txt": bytes([i])})
-    (repo / "evidence/copy").mkdir()  # the same registration blob under a second name
-    (repo / "evidence/copy/bundle.json").write_bytes(registration_path(repo, "more00").read_bytes())
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "more")
+        add_bundle(external_blob_repo, f"more{i:02d}", {"f.txt": bytes([i])})
+    (external_blob_repo / "evidence/copy").mkdir()  # the same registration blob under a second name
+    (external_blob_repo / "evidence/copy/bundle.json").write_bytes(
+        registration_path(external_blob_repo, "more00").read_bytes()
+    )
+    git(external_blob_repo, "add", "-A")
+    git(external_blob_repo, "commit", "-qm", "more")
     calls.clear()
-    regs = base_registrations(repo, "HEAD")
+    regs = base_registrations(external_blob_repo, "HEAD")
     assert sorted(regs) == sorted(["alpha", "beta", "copy", *(f"more{i:02d}" for i in range(28))])
-    assert regs["beta"] == registration_path(repo, "beta").read_bytes()
+    assert regs["beta"] == registration_path(external_blob_repo, "beta").read_bytes()
     assert regs["copy"] == regs["more00"]
     assert len(calls) == len([c for c in few if c[0] != "show"]) <= 4
     assert not any(c[0] == "show" for c in calls)
@@ -223,23 +227,23 @@ def test_base_of_a_repository_in_a_subdirectory_of_the_work_tree(tmp_path: Path)
     assert ("bundle-removed", "inner", "bundle.json") in codes
 
 
-def test_base_revision_unknown(repo: Path) -> None:
+def test_base_revision_unknown(external_blob_repo: Path) -> None:
     from evidencestore.errors import ConfigError
 
-    init_repo(repo)
+    init_repo(external_blob_repo)
     with pytest.raises(ConfigError, match="git rev-parse"):
-        _verify(repo, base="no-such-rev")
+        _verify(external_blob_repo, base="no-such-rev")
 
 
 def test_bundle_directory_symlinked_outside(
-    repo: Path, tmp_path_factory: pytest.TempPathFactory
+    external_blob_repo: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     import shutil
 
     outside = tmp_path_factory.mktemp("elsewhere") / "beta"
-    shutil.move(str(repo / "evidence/beta"), outside)
-    (repo / "evidence/beta").symlink_to(outside)
-    report = _verify(repo)
+    shutil.move(str(external_blob_repo / "evidence/beta"), outside)
+    (external_blob_repo / "evidence/beta").symlink_to(outside)
+    report = _verify(external_blob_repo)
     assert _codes(report) == [("symlink-escape", "beta", None)]
     beta = next(b for b in report.bundles if b.name == "beta")
     assert beta.checked == 0 and "outside the repository" in beta.findings[0].message

@@ -42,7 +42,7 @@ from .models import (
     Metadata,
     Registration,
 )
-from .paths import fold_name, name_collisions, path_problem, within
+from .paths import fold_name, name_collisions, path_problem, readlink, within
 from .staging import remove_stale_staging, staging_dir, stale_staging_dirs
 from .storage import BlobStore
 
@@ -233,9 +233,9 @@ class _Scanner:
             st = os.stat(full)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                self.skip(full, f"a symlink loop ({full} -> {_readlink(full)})")
+                self.skip(full, f"a symlink loop ({full} -> {readlink(full)})")
             elif isinstance(exc, FileNotFoundError):
-                self.skip(full, f"a dangling symlink to {_readlink(full)}")
+                self.skip(full, f"a dangling symlink to {readlink(full)}")
             else:
                 self.skip(full, f"a symlink that cannot be followed: {exc.strerror}")
             return
@@ -256,13 +256,6 @@ class _Scanner:
             self.out.files.append(SourceFile(full, rel, Path(real)))
         else:
             self.skip(full, f"a symlink to {_kind(st.st_mode)}, not a regular file")
-
-
-def _readlink(path: Path) -> str:
-    try:
-        return os.readlink(path)
-    except OSError:
-        return "?"
 
 
 def scan_sources(
@@ -297,11 +290,11 @@ def scan_sources(
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise BundleError(
-                        f"{arg}: a symlink loop ({arg} -> {_readlink(src)}), nothing to bundle"
+                        f"{arg}: a symlink loop ({arg} -> {readlink(src)}), nothing to bundle"
                     ) from None
                 if isinstance(exc, FileNotFoundError):
                     raise BundleError(
-                        f"{arg}: a symlink to {_readlink(src)}, which does not exist"
+                        f"{arg}: a symlink to {readlink(src)}, which does not exist"
                     ) from None
                 raise BundleError(f"{arg}: cannot follow symlink: {exc.strerror}") from exc
             target = Path(os.path.realpath(src))

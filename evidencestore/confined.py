@@ -19,7 +19,9 @@ final symlink, and the checks are made on that descriptor (a swap between check 
 is refused, not followed). ``bundle create``'s scan uses :func:`kind_of` and
 :func:`pseudo_file` from here too, and ``paths.within`` for "inside". Errors are
 :class:`~evidencestore.errors.ConfigError` naming what was being read (``where``) and
-what was expected.
+what was expected; a ``where`` that names a caller's parameter as a placeholder
+(``{configs} FILE``) lists it in ``parameters``, as every library message does
+(:class:`~evidencestore.errors.EvidenceStoreError`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -79,12 +81,21 @@ def kind_of(mode: int) -> str:
 class ConfinedFile:
     """A file that passed the rule, open for reading: ``real`` path, ``size``, ``fh``."""
 
-    def __init__(self, real: str, size: int, fh: BinaryIO, limit: int, where: str) -> None:
+    def __init__(
+        self,
+        real: str,
+        size: int,
+        fh: BinaryIO,
+        limit: int,
+        where: str,
+        parameters: Iterable[str] = (),
+    ) -> None:
         self.real = real
         self.size = size
         self.fh = fh
         self._limit = limit
         self._where = where
+        self._parameters = tuple(parameters)
         self._read = 0
 
     def chunks(self, size: int = 1 << 20) -> Iterator[bytes]:
@@ -93,7 +104,8 @@ class ConfinedFile:
             self._read += len(chunk)
             if self._read > self._limit:
                 raise ConfigError(
-                    f"{self._where}: {self.real} grew past {self._limit} bytes while read"
+                    f"{self._where}: {self.real} grew past {self._limit} bytes while read",
+                    parameters=self._parameters,
                 )
             yield chunk
 
@@ -102,12 +114,15 @@ def _named(path: Path, where: str) -> str:
     return "" if str(path) in where else f" ({path})"
 
 
-def _real(path: Path, roots: Sequence[str | os.PathLike[str]], where: str) -> str:
+def _real(
+    path: Path, roots: Sequence[str | os.PathLike[str]], where: str, parameters: Iterable[str]
+) -> str:
     real = os.path.realpath(path)
     pseudo = pseudo_file(real)
     if pseudo is not None:
         raise ConfigError(
-            f"{where}: {path} is {real}, a {pseudo} file: expected a regular file in the repository"
+            f"{where}: {path} is {real}, a {pseudo} file: expected a regular file in the repository",
+            parameters=parameters,
         )
     allowed = [os.path.realpath(r) for r in roots]
     if not any(within(real, r) for r in allowed):
@@ -115,7 +130,8 @@ def _real(path: Path, roots: Sequence[str | os.PathLike[str]], where: str) -> st
         via = f" (a symlink to {real})" if os.path.abspath(path) != real else ""
         raise ConfigError(
             f"{where}: {path}{via} is outside {shown}: files are read only from inside "
-            "the repository or the workload's (protocol's) directory"
+            "the repository or the workload's (protocol's) directory",
+            parameters=parameters,
         )
     return real
 
@@ -127,22 +143,31 @@ def open_file(
     *,
     limit: int,
     where: str,
+    parameters: Iterable[str] = (),
 ) -> Iterator[ConfinedFile]:
     """Open ``path`` under the rule (see the module): inside one of ``roots`` once every
     symlink is resolved, a regular file, at most ``limit`` bytes."""
     p = Path(path)
-    real = _real(p, roots, where)
+    real = _real(p, roots, where, parameters)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(real, flags)
     except OSError as exc:
-        raise ConfigError(f"{where}: cannot read: {exc.strerror}{_named(p, where)}") from exc
+        raise ConfigError(
+            f"{where}: cannot read: {exc.strerror}{_named(p, where)}", parameters=parameters
+        ) from exc
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{where}: {p} is {kind_of(st.st_mode)}: expected a regular file")
+            raise ConfigError(
+                f"{where}: {p} is {kind_of(st.st_mode)}: expected a regular file",
+                parameters=parameters,
+            )
         if st.st_size > limit:
-            raise ConfigError(f"{where}: {p} is {st.st_size} bytes, more than the {limit} allowed")
+            raise ConfigError(
+                f"{where}: {p} is {st.st_size} bytes, more than the {limit} allowed",
+                parameters=parameters,
+            )
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         fh = os.fdopen(fd, "rb")
@@ -150,7 +175,7 @@ def open_file(
         os.close(fd)
         raise
     with fh:
-        yield ConfinedFile(real, st.st_size, fh, limit, where)
+        yield ConfinedFile(real, st.st_size, fh, limit, where, parameters)
 
 
 def read_file(
@@ -159,14 +184,16 @@ def read_file(
     *,
     limit: int = MAX_CONTROL_FILE,
     where: str,
+    parameters: Iterable[str] = (),
 ) -> bytes:
     """Read a whole file under the rule; :class:`ConfigError` naming ``where`` otherwise."""
-    with open_file(path, roots, limit=limit, where=where) as f:
+    with open_file(path, roots, limit=limit, where=where, parameters=parameters) as f:
         try:
             return b"".join(f.chunks())
         except OSError as exc:
             raise ConfigError(
-                f"{where}: cannot read: {exc.strerror}{_named(Path(path), where)}"
+                f"{where}: cannot read: {exc.strerror}{_named(Path(path), where)}",
+                parameters=parameters,
             ) from exc
 
 
@@ -176,7 +203,8 @@ def check_file(
     *,
     limit: int,
     where: str,
+    parameters: Iterable[str] = (),
 ) -> str:
     """Check ``path`` under the rule without reading it; return its real path."""
-    with open_file(path, roots, limit=limit, where=where) as f:
+    with open_file(path, roots, limit=limit, where=where, parameters=parameters) as f:
         return f.real

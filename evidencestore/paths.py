@@ -32,6 +32,7 @@ __all__ = [
     "fold_name",
     "name_collisions",
     "path_problem",
+    "readlink",
     "resolve",
     "shown",
     "within",
@@ -235,6 +236,14 @@ def name_collisions(paths: Iterable[str], *, reserved: Iterable[str] = ()) -> li
             see(parent)
             parent = parent.rpartition("/")[0]
     return sorted(found.values(), key=lambda c: (c.first, c.second))
+
+
+def readlink(path: str | os.PathLike[str]) -> str:
+    """A symlink's text, or ``?`` when it cannot be read (for a message)."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
 
 
 def resolve(path: str | os.PathLike[str]) -> str | None:

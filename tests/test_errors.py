@@ -60,34 +60,102 @@ def test_every_error_type_lives_in_errors_py() -> None:
     assert InterleavingError is errors.InterleavingError
 
 
-_FLAG = re.compile(r"(?:^|[\s(])--[a-z][\w-]*")
+_FLAG = re.compile(r"--[a-z][\w-]*")
 
 
-def test_library_error_messages_name_no_cli_flag() -> None:
-    """Outside ``cli/`` (and ``runs/``, whose wording moves with its transport), no
-    string an error or warning is built from names a flag, except inside a whole
-    command to run (``evstore push --remote X``, ``git fetch --unshallow``)."""
-    found = []
-    for path in PACKAGE.rglob("*.py"):
-        rel = path.relative_to(PACKAGE).as_posix()
-        if rel.startswith(("cli/", "runs/", "testing/")) or rel == "_demo.py":
+def _cli_flags() -> set[str]:
+    """Every flag ``evstore`` defines: the flag strings written in ``cli/``."""
+    return {
+        node.value
+        for path in (PACKAGE / "cli").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and _FLAG.fullmatch(node.value)
+    }
+
+
+def _strings(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every string of a module but its docstrings and git's arguments, an f-string as
+    one text (``{}`` for what it formats)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            skip.add(id(body[0].value))  # a docstring
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("git"):
+            skip.update(id(a) for a in node.args)  # git's own flags
+        if isinstance(node, ast.JoinedStr):
+            skip.update(id(v) for v in node.values)
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.Call):
-                continue
-            called = ast.unparse(node.func).split(".")[-1]
-            if not (called.endswith(("Error", "Exception")) or called in ("append", "err")):
-                continue
-            for sub in ast.walk(node):
-                text = sub.value if isinstance(sub, ast.Constant) else None
-                if (
-                    isinstance(text, str)
-                    and _FLAG.search(text)
-                    and "evstore " not in text
-                    and "git " not in text
-                ):
-                    found.append(f"{rel}:{node.lineno}: {text!r}")
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+            out.append((node.lineno, text))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.append((node.lineno, node.value))
+    return out
+
+
+def _speaks_in_flags(text: str, flags: set[str]) -> list[str]:
+    """The ``evstore`` flags ``text`` names outside a command to type: one after
+    ``evstore `` or ``git ``, or in backticks, is words for people; so is a flag given
+    with its library spelling beside it (``--follow-symlinks (follow_symlinks=True)``)."""
+    found = []
+    for m in _FLAG.finditer(text):
+        before, after = text[: m.start()], text[m.end() :]
+        if (
+            m.group() not in flags
+            or (m.start() and before[-1] not in " ('\"\n")
+            or "evstore " in before
+            or "git " in before
+            or before.count("`") % 2
+            or after.startswith(f" ({m.group()[2:].replace('-', '_')}=")
+        ):
+            continue
+        found.append(m.group())
+    return found
+
+
+def test_library_messages_name_no_cli_flag() -> None:
+    """Outside ``cli/`` no string of the package (an error, a warning, a ``where``, a
+    reason kept in a record) names one of ``evstore``'s flags: it names the library
+    parameter, as a placeholder the CLI words as its flag. Harnesses' own flags
+    (AIPerf's ``--num-profile-runs``) and the reference servers' (``testing/``) are
+    theirs."""
+    flags = _cli_flags()
+    assert {"--server", "--server-log", "--launch", "--config", "--name"} <= flags
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel.startswith(("cli/", "testing/")) or rel == "_demo.py":
+            continue
+        for line, text in _strings(ast.parse(path.read_text())):
+            found += [f"{rel}:{line}: {flag} in {text!r}" for flag in _speaks_in_flags(text, flags)]
     assert found == []
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("--server {}: expected an http:// URL", ["--server"]),
+        ("while keeping --server-log {}", ["--server-log"]),
+        ("{}; choose another --name", ["--name"]),
+        ("a run needs an arm name (--arm)", ["--arm"]),
+        ("--launch: an empty command", ["--launch"]),
+        ("choose another {name}", []),
+        ("upload it with `evstore push --remote {}`", []),
+        ("register it with `--sign KEY`", []),
+        ("(git fetch --unshallow) and verify again", []),
+        ("pass --follow-symlinks (follow_symlinks=True) to copy", []),
+        ("AIPerf's --num-profile-runs", []),
+    ],
+)
+def test_the_flag_scan_finds_a_flag_put_back(text: str, named: list[str]) -> None:
+    """The scan above is not vacuous: each string the runs wing said in flags is found."""
+    assert _speaks_in_flags(text, _cli_flags()) == named
 
 
 def test_a_failed_git_command_is_a_git_error(tmp_path: Path) -> None:
@@ -144,6 +212,53 @@ def test_campaign_fit_names_parameters_and_the_cli_its_flags(tmp_path: Path) -> 
     with pytest.raises(CampaignFitError, match=r"^campaign nothing: no campaign bundle"):
         campaign_rules(root, "nothing")
     assert flag_of("configs") == "--config" and flag_of("signing_key") == "--sign"
+
+
+def test_run_errors_name_parameters_and_the_cli_its_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run_workload`` and ``--launch`` name ``server``, ``server_logs``, ``configs``
+    and ``command``; ``evstore run`` says ``--server``, ``--server-log``, ``--config``
+    and ``--launch`` for the same errors."""
+    from evidencestore.runs.launch import parse_command
+    from evidencestore.runs.runner import check_server_url, run_workload
+    from evidencestore.testing.video_server import sample_workload
+
+    with pytest.raises(ConfigError) as bad_url:
+        check_server_url("ftp://x")
+    assert str(bad_url.value) == "server 'ftp://x': expected an http:// or https:// URL with a host"
+    assert bad_url.value.diagnostics(flag_of).startswith("--server 'ftp://x': expected")
+    with pytest.raises(ConfigError) as empty:
+        parse_command("  ")
+    assert (str(empty.value), empty.value.diagnostics(flag_of)) == (
+        "command: an empty command",
+        "--launch: an empty command",
+    )
+
+    root = tmp_path / "repo"
+    assert main(["init", "--root", str(root)]) == 0
+    workload = root / "workload.toml"
+    workload.write_text(sample_workload())
+    log_dir = root / "logs"
+    log_dir.mkdir()
+    missing = root / "missing.yaml"
+    given = {"arm": "a", "server": "http://127.0.0.1:9", "name": "r"}
+    cases = [
+        ({"server_logs": [log_dir]}, f"server_logs {log_dir}: {log_dir} is a directory",
+         ["--server-log", str(log_dir)], f"--server-log {log_dir}: {log_dir} is a directory"),
+        ({"configs": [missing]}, f"configs {missing}: no such file",
+         ["--config", str(missing)], f"--config {missing}: no such file"),
+    ]  # fmt: skip
+    for kwargs, library, argv, cli in cases:
+        with pytest.raises(ConfigError) as caught:
+            run_workload(root, workload, **given, **kwargs)  # type: ignore[arg-type]
+        assert str(caught.value).startswith(library)
+        capsys.readouterr()
+        code = main(["run", str(workload), "--arm", "a", "--server", given["server"],
+                     "--name", "r", *argv, "--root", str(root)])  # fmt: skip
+        assert code == 2
+        assert f"evstore: error: {cli}" in capsys.readouterr().err
+    assert not (root / "evidence" / "r").exists()
 
 
 def test_set_aside_reason_is_worded_per_caller(

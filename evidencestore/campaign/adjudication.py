@@ -611,26 +611,6 @@ def adjudicate(
 ) -> Adjudication | None:
     """A candidate arm's verdict for one condition; None when it has no output to judge.
     A retrospective protocol's verdict says so first (``RETROSPECTIVE``)."""
-    adj = _adjudicate(root, store, campaign, condition, arm, repeat, baseline_runs,
-                      candidate_runs, judge=judge)  # fmt: skip
-    if adj is not None and campaign.protocol.retrospective:
-        adj = msgspec.structs.replace(adj, reasons=(RETROSPECTIVE, *adj.reasons))
-    return adj
-
-
-def _adjudicate(
-    root: str | os.PathLike[str],
-    store: BlobStore,
-    campaign: Campaign,
-    condition: str,
-    arm: str,
-    repeat: Repeatability,
-    baseline_runs: Sequence[Member],
-    candidate_runs: Sequence[Member],
-    *,
-    judge: Judge | None = None,
-) -> Adjudication | None:
-    """A candidate arm's verdict for one condition; None when it has no output to judge."""
     reference = next(m for m in baseline_runs if m.complete and m.digest == repeat.runs[0])
     # A run the harness found INVALID supports no lossless verdict, whatever its outputs.
     judged = [
@@ -644,25 +624,41 @@ def _adjudicate(
         for m in judged
         for c in compare_runs(root, store, campaign, reference, m, wl, judge=judge)
     ]
+    verdict, reasons = _verdict(campaign, condition, repeat, reference, judged, comparisons)
+    if campaign.protocol.retrospective:
+        reasons.insert(0, RETROSPECTIVE)
+    return Adjudication(
+        protocol_digest=campaign.digest,
+        condition=condition,
+        arm=arm,
+        verdict=verdict,
+        reasons=tuple(reasons),
+        baseline_runs=repeat.runs,
+        candidate_runs=tuple(m.digest for m in judged),
+        baseline_repeatable=repeat.exact,
+        comparisons=tuple(comparisons),
+        baseline_run_names=repeat.run_names,
+        candidate_run_names=tuple(m.name for m in judged),
+    )
+
+
+def _verdict(
+    campaign: Campaign,
+    condition: str,
+    repeat: Repeatability,
+    reference: Member,
+    judged: Sequence[Member],
+    comparisons: Sequence[OutputComparison],
+) -> tuple[Verdict, list[str]]:
+    """The verdict of ``judged`` against baseline run ``reference`` and its reasons, the
+    headline first."""
     empty = None
     if not comparisons:
         empty = nothing_compared([reference, *judged])
     elif repeat.unavailable is not None:
         empty = f"the baseline's repeatability is UNAVAILABLE: {repeat.unavailable}"
     if empty is not None:
-        return Adjudication(
-            protocol_digest=campaign.digest,
-            condition=condition,
-            arm=arm,
-            verdict="UNAVAILABLE",
-            reasons=(empty,),
-            baseline_runs=repeat.runs,
-            candidate_runs=tuple(m.digest for m in judged),
-            baseline_repeatable=repeat.exact,
-            comparisons=tuple(comparisons),
-            baseline_run_names=repeat.run_names,
-            candidate_run_names=tuple(m.name for m in judged),
-        )
+        return "UNAVAILABLE", [empty]
     rule = campaign.protocol.quality.non_repeatable_baseline
     effective = _effective(campaign, repeat, judged, comparisons)
     verdict = worst([v for v, _ in effective])
@@ -699,16 +695,4 @@ def _adjudicate(
             + next((f"; first: {r}" for r in unchecked if _BOUNDED in r), ""),
             *dict.fromkeys(unchecked),
         ]
-    return Adjudication(
-        protocol_digest=campaign.digest,
-        condition=condition,
-        arm=arm,
-        verdict=verdict,
-        reasons=tuple(reasons),
-        baseline_runs=repeat.runs,
-        candidate_runs=tuple(m.digest for m in judged),
-        baseline_repeatable=repeat.exact,
-        comparisons=tuple(comparisons),
-        baseline_run_names=repeat.run_names,
-        candidate_run_names=tuple(m.name for m in judged),
-    )
+    return verdict, reasons

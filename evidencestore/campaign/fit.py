@@ -118,7 +118,7 @@ class RunRules:
             f"campaign {self.name!r}: these results started at {started}, before its "
             f"protocol ({committed}): they were not recorded under a frozen protocol and "
             "cannot count. Register a protocol that declares retrospective = true (every "
-            "verdict then says so), or import without --campaign"
+            "verdict then says so), or import without {campaign}"
         )
 
 

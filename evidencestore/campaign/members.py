@@ -33,6 +33,7 @@ from ..inventory import load_inventory, read_entry, registration_path
 from ..models import Registration
 from ..runs.models import RunRecord
 from ..runs.recorder import RUN_ENTRY, load_run
+from .fit import utc_epoch
 from .history import HistoryCheck, deleted_registrations, is_strict_ancestor, verify_history
 from .identity import duplicates, run_keys, server_changes
 from .models import Exclusion, RunVoid, Withdrawal
@@ -259,7 +260,7 @@ def _history_exclusion(
         return "before-protocol", history.before[name]
     when = history.protocol_time
     if when is not None and name in history.frozen:
-        start = _epoch(record.started)
+        start = utc_epoch(record.started)
         if start is None:
             return (
                 "started-unreadable",
@@ -276,16 +277,6 @@ def _history_exclusion(
                 "under a frozen protocol, whenever it was committed",
             )
     return None
-
-
-def _epoch(utc: str) -> float | None:
-    from datetime import datetime
-
-    try:
-        when = datetime.fromisoformat(utc.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when.timestamp() if when.tzinfo is not None else None
 
 
 def _signature_exclusion(

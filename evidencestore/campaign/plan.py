@@ -263,7 +263,10 @@ def pilot_runs(
             cond.workload_digest
             or hash_bytes(
                 read_file(
-                    source.parent / cond.workload, [source.parent], where=f"--protocol {source}"
+                    source.parent / cond.workload,
+                    [source.parent],
+                    where=f"{{protocol}} {source}",
+                    parameters=("protocol",),
                 )
             ).digest
         )

@@ -200,9 +200,11 @@ def found_repository(args: argparse.Namespace) -> Repository:
 # A library parameter whose flag is not ``--`` + its name with dashes.
 _FLAGS = {
     "base_rev": "--base",
+    "command": "--launch",
     "configs": "--config",
     "pilots": "--pilot",
     "revs": "--rev",
+    "server_logs": "--server-log",
     "signing_key": "--sign",
 }
 

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError
-from ._common import EXIT_FAILED, EXIT_OK, ROOT, Commands, arg, repo_root
+from ._common import EXIT_FAILED, EXIT_OK, ROOT, Commands, arg, flag_of, repo_root
 
 NAME = arg("--name", required=True, metavar="BUNDLE", help="the run bundle's name")
 ARM = arg("--arm", default="imported", metavar="A", help="the arm (default: imported)")
@@ -114,7 +114,7 @@ def _run(harness: str, args: argparse.Namespace, importer: Any) -> int:
             signing_key=key,
         )
     except ResultsPredateProtocol as exc:
-        print(f"evstore: import {harness}: {exc}", file=sys.stderr)
+        print(f"evstore: import {harness}: {exc.worded(flag_of)}", file=sys.stderr)
         return EXIT_FAILED
     for result in results if isinstance(results, list) else [results]:
         _report(harness, result)

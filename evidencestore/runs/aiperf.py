@@ -187,13 +187,18 @@ def _completion(responses: Any) -> Completion | None:
     )
 
 
+def _json_file(source: HarnessDir, rel: str) -> Any:
+    """The JSON document ``rel`` of the artifact directory."""
+    try:
+        return loads_json(source.read(rel, "an AIPerf artifact directory"))
+    except ValueError as exc:
+        raise ConfigError(f"{source.directory / rel}: not JSON: {exc}") from None
+
+
 def _summary(source: HarnessDir, rel: str) -> dict[str, Any]:
     if not source.has(rel):
         return {}
-    try:
-        loaded = loads_json(source.read(rel, "an AIPerf artifact directory"))
-    except ValueError as exc:
-        raise ConfigError(f"{source.directory / rel}: not JSON: {exc}") from None
+    loaded = _json_file(source, rel)
     if not isinstance(loaded, dict):
         raise ConfigError(f"{source.directory / rel}: expected a JSON object")
     return loaded
@@ -368,10 +373,7 @@ def _dataset(source: HarnessDir, inputs: str) -> dict[tuple[str, int], Any]:
     by (session, turn); empty when the directory has none or it is not that shape."""
     if not source.has(inputs):
         return {}
-    try:
-        loaded = loads_json(source.read(inputs, "an AIPerf artifact directory"))
-    except ValueError as exc:
-        raise ConfigError(f"{source.directory / inputs}: not JSON: {exc}") from None
+    loaded = _json_file(source, inputs)
     out: dict[tuple[str, int], Any] = {}
     data = loaded.get("data") if isinstance(loaded, dict) else None
     for entry in data if isinstance(data, list) else []:

@@ -44,4 +44,5 @@ class CampaignRules(Protocol):
 
     def results_problem(self, root: str | os.PathLike[str], started: str) -> str | None:
         """Why imported results that started at ``started`` (UTC) cannot count: the
-        protocol is younger than them and not ``retrospective``; None when they can."""
+        protocol is younger than them and not ``retrospective``; None when they can. The
+        text may name the importer's ``campaign`` parameter as ``{campaign}``."""

@@ -138,7 +138,8 @@ def already_imported(
             return ImportResult(name, reg.digest, True, annotations.get("outcome", ""))
         raise BundleError(
             f"bundle {name!r} is already registered at {mine} with other content; "
-            "choose another --name"
+            "choose another {name}",
+            parameters=("name",),
         )
     evidence = repo.root / EVIDENCE_DIR
     for reg_path in sorted(evidence.glob(f"*/{REGISTRATION_NAME}")):
@@ -240,13 +241,17 @@ def open_import(
     for given in configs:
         path = Path(given)
         if not path.is_file():
-            raise ConfigError(f"--config {path}: no such file")
+            raise ConfigError(f"{{configs}} {path}: no such file", parameters=("configs",))
         try:
             config_descs.append((path.name, store.put_file(path, "text/plain")))
         except OSError as exc:
-            raise ConfigError(f"--config {path}: cannot read: {exc.strerror}") from exc
+            raise ConfigError(
+                f"{{configs}} {path}: cannot read: {exc.strerror}", parameters=("configs",)
+            ) from exc
     if len({n for n, _ in config_descs}) != len(config_descs):
-        raise ConfigError("--config: two configuration files share a name")
+        raise ConfigError(
+            "{configs}: two configuration files share a name", parameters=("configs",)
+        )
     if campaign is not None:
         campaign.check_run(
             arm=arm,
@@ -258,7 +263,7 @@ def open_import(
         )
         problem = campaign.results_problem(repo.root, started) if started is not None else None
         if problem is not None:
-            raise ResultsPredateProtocol(problem)
+            raise ResultsPredateProtocol(problem, parameters=("campaign",))
     recorder = RunRecorder(
         repo,
         name,

@@ -51,9 +51,12 @@ def parse_command(command: str) -> tuple[str, ...]:
     try:
         argv = tuple(shlex.split(command))
     except ValueError as exc:
-        raise ConfigError(f"--launch {command!r}: cannot be split into arguments: {exc}") from None
+        raise ConfigError(
+            f"{{command}} {command!r}: cannot be split into arguments: {exc}",
+            parameters=("command",),
+        ) from None
     if not argv:
-        raise ConfigError("--launch: an empty command")
+        raise ConfigError("{command}: an empty command", parameters=("command",))
     return argv
 
 
@@ -237,8 +240,9 @@ def launch_and_run(
     argv = tuple(command) if command else section.command
     if not argv:
         raise WorkloadError(
-            f'workload {wl_path}: no server to launch: give --launch "CMD ..." or '
-            "[server] command = [...]"
+            f'workload {wl_path}: no server to launch: give {{command}} "CMD ..." or '
+            "[server] command = [...]",
+            parameters=("command",),
         )
     cwd = (wl_path.absolute().parent / section.cwd) if section.cwd else Path.cwd()
     if not cwd.is_dir():

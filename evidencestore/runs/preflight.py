@@ -51,9 +51,15 @@ def check_server_url(url: str) -> str:
     """Return ``url`` without a trailing slash if it is an http(s) URL with a host."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"--server {url!r}: expected an http:// or https:// URL with a host")
+        raise ConfigError(
+            f"{{server}} {url!r}: expected an http:// or https:// URL with a host",
+            parameters=("server",),
+        )
     if parts.query or parts.fragment:
-        raise ConfigError(f"--server {url!r}: give the base URL only (no query or fragment)")
+        raise ConfigError(
+            f"{{server}} {url!r}: give the base URL only (no query or fragment)",
+            parameters=("server",),
+        )
     return url.rstrip("/")
 
 
@@ -76,18 +82,22 @@ def preflight(
     base = check_server_url(server)
     store = store if store is not None else repo.local_store()
     loaded = load_workload(workload_path, roots=(repo.root,), store=store)
-    for kind, path in [
-        *(("config", c) for c in configs),
-        *(("server-log", g) for g in server_logs),
+    for parameter, path in [
+        *(("configs", c) for c in configs),
+        *(("server_logs", g) for g in server_logs),
     ]:
         if not os.path.lexists(path):
-            raise ConfigError(f"--{kind} {path}: no such file")
-    for path, limit, flag in [
-        *((g, MAX_LOG_FILE, "--server-log") for g in server_logs),
-        *((c, MAX_CONTROL_FILE, "--config") for c in configs),
+            raise ConfigError(f"{{{parameter}}} {path}: no such file", parameters=(parameter,))
+    for path, limit, parameter in [
+        *((g, MAX_LOG_FILE, "server_logs") for g in server_logs),
+        *((c, MAX_CONTROL_FILE, "configs") for c in configs),
     ]:
         check_file(
-            path, (repo.root, Path(path).absolute().parent), limit=limit, where=f"{flag} {path}"
+            path,
+            (repo.root, Path(path).absolute().parent),
+            limit=limit,
+            where=f"{{{parameter}}} {path}",
+            parameters=(parameter,),
         )
     if campaign is not None:
         protocol_digest = _fits(
@@ -131,7 +141,9 @@ def _fits(
         try:
             digests.append(hash_file(config).digest)
         except OSError as exc:
-            raise ConfigError(f"--config {config}: cannot read: {exc.strerror}") from exc
+            raise ConfigError(
+                f"{{configs}} {config}: cannot read: {exc.strerror}", parameters=("configs",)
+            ) from exc
     rules.check_run(
         arm=arm,
         condition=condition,

@@ -163,10 +163,10 @@ class RunRecorder:
         try:
             self.name = check_name_free(self.repo, name)
         except BundleNameTaken as exc:
-            raise BundleNameTaken(f"{exc}; choose another --name") from None
+            raise BundleNameTaken(f"{exc}; choose another {{name}}", parameters=("name",)) from None
         self.requested_name = name
         if not arm:
-            raise ConfigError("a run needs an arm name (--arm)")
+            raise ConfigError("a run needs an arm name ({arm})", parameters=("arm",))
         self.store = store if store is not None else self.repo.local_store()
         # gc keeps every blob this run stores or relies on until it is sealed, --grace 0
         # too (storage.leases.ActiveLease); taken before the first put

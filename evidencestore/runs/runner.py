@@ -200,7 +200,7 @@ def run_prepared(
             try:
                 recorder.attach_log(log)
             except Exception as exc:
-                recorder.fail(_internal(f"while keeping --server-log {log}", exc))
+                recorder.fail(_internal(f"while keeping server log {log}", exc))
         if before_seal is not None:  # a launched server: stopped, its log and metrics kept
             try:
                 before_seal(recorder)

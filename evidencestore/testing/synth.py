@@ -9,7 +9,7 @@ frame, change samples or shift packet timestamps (to build broken files on purpo
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -88,16 +88,8 @@ def write_clip(
 
     out = os.fspath(path)
     with av.open(out, "w", format=format, options=container_options or {}) as container:
-        vstream: Any = None
-        astream: Any = None
-        if video is not None:
-            vstream = container.add_stream(video.codec, rate=video.rate, options=video.options)
-            vstream.width = video.width
-            vstream.height = video.height
-            vstream.pix_fmt = video.pix_fmt
-        if audio is not None:
-            astream = container.add_stream(audio.codec, rate=audio.rate, options=audio.options)
-            astream.layout = audio.layout
+        vstream = _video_stream(container, video) if video is not None else None
+        astream = _audio_stream(container, audio) if audio is not None else None
 
         def mux(packets: Any) -> None:
             for packet in packets:
@@ -108,37 +100,72 @@ def write_clip(
                 container.mux(packet)
 
         if vstream is not None and video is not None:
-            for i in range(video.frames):
-                planes = video_planes(i, video.width, video.height)
-                if video_hook is not None:
-                    planes = video_hook(i, planes)
-                vframe = av.VideoFrame.from_ndarray(planes, format="yuv420p")
-                if video.pix_fmt != "yuv420p":
-                    vframe = vframe.reformat(format=video.pix_fmt)
-                vframe.pts = i
-                vframe.time_base = 1 / Fraction(video.rate)
-                mux(vstream.encode(vframe))
-            mux(vstream.encode(None))
+            mux(_video_packets(vstream, video, video_hook))
         if astream is not None and audio is not None:
-            ctx = astream.codec_context
-            channels = ctx.layout.nb_channels
-            fmt = ctx.format.name
-            frame_size = ctx.frame_size or audio.frame_size
-            done = 0
-            while done < audio.samples:
-                n = min(frame_size, audio.samples - done)
-                data = audio_samples(done, n, channels, audio.rate, audio.frequency)
-                if audio_hook is not None:
-                    data = audio_hook(done, data)
-                arr: np.ndarray = _to_format(data, fmt)
-                aframe = av.AudioFrame.from_ndarray(arr, format=fmt, layout=audio.layout)
-                aframe.sample_rate = audio.rate
-                aframe.pts = done
-                aframe.time_base = Fraction(1, audio.rate)
-                mux(astream.encode(aframe))
-                done += n
-            mux(astream.encode(None))
+            mux(_audio_packets(astream, audio, audio.frequency, audio_hook))
     return out
+
+
+def _video_stream(container: Any, video: VideoSpec) -> Any:
+    stream = container.add_stream(video.codec, rate=video.rate, options=video.options)
+    stream.width = video.width
+    stream.height = video.height
+    stream.pix_fmt = video.pix_fmt
+    return stream
+
+
+def _audio_stream(container: Any, audio: AudioSpec) -> Any:
+    stream = container.add_stream(audio.codec, rate=audio.rate, options=audio.options)
+    stream.layout = audio.layout
+    return stream
+
+
+def _video_packets(
+    stream: Any, video: VideoSpec, hook: Callable[[int, np.ndarray], np.ndarray] | None
+) -> Iterator[Any]:
+    """Encode the test pattern's frames (``hook`` may alter each first), then flush."""
+    import av
+
+    for i in range(video.frames):
+        planes = video_planes(i, video.width, video.height)
+        if hook is not None:
+            planes = hook(i, planes)
+        vframe = av.VideoFrame.from_ndarray(planes, format="yuv420p")
+        if video.pix_fmt != "yuv420p":
+            vframe = vframe.reformat(format=video.pix_fmt)
+        vframe.pts = i
+        vframe.time_base = 1 / Fraction(video.rate)
+        yield from stream.encode(vframe)
+    yield from stream.encode(None)
+
+
+def _audio_packets(
+    stream: Any,
+    audio: AudioSpec,
+    frequency: float,
+    hook: Callable[[int, np.ndarray], np.ndarray] | None,
+) -> Iterator[Any]:
+    """Encode a ``frequency`` tone's frames (``hook`` may alter each first), then flush."""
+    import av
+
+    ctx = stream.codec_context
+    channels = ctx.layout.nb_channels
+    fmt = ctx.format.name
+    frame_size = ctx.frame_size or audio.frame_size
+    done = 0
+    while done < audio.samples:
+        n = min(frame_size, audio.samples - done)
+        data = audio_samples(done, n, channels, audio.rate, frequency)
+        if hook is not None:
+            data = hook(done, data)
+        arr: np.ndarray = _to_format(data, fmt)
+        aframe = av.AudioFrame.from_ndarray(arr, format=fmt, layout=audio.layout)
+        aframe.sample_rate = audio.rate
+        aframe.pts = done
+        aframe.time_base = Fraction(1, audio.rate)
+        yield from stream.encode(aframe)
+        done += n
+    yield from stream.encode(None)
 
 
 def _to_format(data: np.ndarray, fmt: str) -> np.ndarray:
@@ -178,47 +205,12 @@ def write_interleaved(
     out = os.fspath(path)
     packets: list[Any] = []
     with av.open(out, "w", format=format, options=container_options or {}) as container:
-        vstream: Any = None
-        if video is not None:
-            vstream = container.add_stream(video.codec, rate=video.rate, options=video.options)
-            vstream.width = video.width
-            vstream.height = video.height
-            vstream.pix_fmt = video.pix_fmt
-        astreams: list[Any] = []
-        for spec in audio:
-            stream: Any = container.add_stream(spec.codec, rate=spec.rate, options=spec.options)
-            stream.layout = spec.layout
-            astreams.append(stream)
+        vstream = _video_stream(container, video) if video is not None else None
+        astreams = [_audio_stream(container, spec) for spec in audio]
         if vstream is not None and video is not None:
-            for i in range(video.frames):
-                vframe = av.VideoFrame.from_ndarray(
-                    video_planes(i, video.width, video.height), format="yuv420p"
-                )
-                if video.pix_fmt != "yuv420p":
-                    vframe = vframe.reformat(format=video.pix_fmt)
-                vframe.pts = i
-                vframe.time_base = 1 / Fraction(video.rate)
-                packets += vstream.encode(vframe)
-            packets += vstream.encode(None)
+            packets += _video_packets(vstream, video, None)
         for track, (stream, spec) in enumerate(zip(astreams, audio, strict=True)):
-            ctx = stream.codec_context
-            fmt = ctx.format.name
-            frame_size = ctx.frame_size or spec.frame_size
-            done = 0
-            while done < spec.samples:
-                n = min(frame_size, spec.samples - done)
-                data = audio_samples(
-                    done, n, ctx.layout.nb_channels, spec.rate, spec.frequency * (track + 1)
-                )
-                aframe = av.AudioFrame.from_ndarray(
-                    _to_format(data, fmt), format=fmt, layout=spec.layout
-                )
-                aframe.sample_rate = spec.rate
-                aframe.pts = done
-                aframe.time_base = Fraction(1, spec.rate)
-                packets += stream.encode(aframe)
-                done += n
-            packets += stream.encode(None)
+            packets += _audio_packets(stream, spec, spec.frequency * (track + 1), None)
 
         def when(packet: Any) -> Fraction:
             stamp = packet.dts if packet.dts is not None else packet.pts

@@ -9,7 +9,7 @@ import os
 import stat
 from collections.abc import Collection, Sequence
 
-from ..paths import resolve, within
+from ..paths import readlink, resolve, within
 
 __all__ = [
     "dir_state",
@@ -145,14 +145,6 @@ def walk_order(item: tuple[str, str, str]) -> list[str]:
     # a depth-first walk with each directory's names sorted visits paths in the order
     # of their lists of segments
     return item[0].split("/")
-
-
-def readlink(path: str) -> str:
-    """A symlink's text, or ``?`` when it cannot be read."""
-    try:
-        return os.readlink(path)
-    except OSError:
-        return "?"
 
 
 def real_bundle_dir(

@@ -63,6 +63,7 @@ def test_results_older_than_the_protocol_are_refused_at_import(
     err = capsys.readouterr().err
     assert "these results started at" in err and "before its protocol (committed at" in err
     assert "retrospective = true" in err
+    assert err.rstrip().endswith("or import without --campaign")  # the CLI words its flag
     assert not (root / "evidence" / "baseline-1").exists()
 
 

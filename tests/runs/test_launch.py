@@ -19,6 +19,7 @@ pytest.importorskip("aiohttp")
 from evidencestore.campaign.members import campaign_runs
 from evidencestore.campaign.protocol import load_campaign
 from evidencestore.cli import main
+from evidencestore.cli._common import flag_of
 from evidencestore.config import local_store
 from evidencestore.runs import load_run
 from evidencestore.testing.llm_server import chat_workload
@@ -227,13 +228,15 @@ def test_one_preflight_for_run_launch_and_the_library(
     }  # fmt: skip
     for what, (given, expected) in cases.items():
         kw: dict[str, object] = {"arm": "a", "server": url, **given}
-        texts = []
+        texts, library = [], []  # the CLI's words, and the library's (its parameters)
         with pytest.raises(EvidenceStoreError) as info:
             run_workload(root, wl, **kw)  # type: ignore[arg-type]
-        texts.append(str(info.value))
+        texts.append(info.value.worded(flag_of))
+        library.append(str(info.value))
         with pytest.raises(EvidenceStoreError) as info:
             launch_and_run(root, wl, command=argv, **kw)  # type: ignore[arg-type]
-        texts.append(str(info.value))
+        texts.append(info.value.worded(flag_of))
+        library.append(str(info.value))
         flags = ["--arm", "a", "--server", str(kw["server"]), "--name", str(kw["name"])]
         for config in kw.get("configs", []):  # type: ignore[attr-defined]
             flags += ["--config", config]
@@ -244,5 +247,6 @@ def test_one_preflight_for_run_launch_and_the_library(
             texts.append(err.strip().removeprefix("evstore: error: "))
         assert expected in texts[0], (what, texts)
         assert len(set(texts)) == 1, (what, texts)  # one text, whoever asked
+        assert len(set(library)) == 1 and expected in library[0], (what, library)
         assert not marker.exists(), what  # refused before the server was started
     assert sorted(p.name for p in (root / "evidence").iterdir()) == ["taken"]

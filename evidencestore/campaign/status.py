@@ -442,6 +442,7 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
         )
         b_done, b_failed = _split_runs(c, base, b_runs)
         b_open = _runs_open(c, base, b_done, b_failed)
+        notes += _void_notes(campaign.name, c, base, b_failed)
         b_rejected: list[str] = []
         if repeat is None:
             b_open.append(f"{c}: baseline repeatability not yet qualified")
@@ -466,6 +467,8 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
             a_runs = shown.of(c, arm.name)  # a withdrawn arm's verdicts stay visible
             done, failed = _split_runs(c, arm, a_runs)
             opened = _runs_open(c, arm, done, failed)
+            if withdrawn is None:
+                notes += _void_notes(campaign.name, c, arm, failed)
             rejected: list[str] = []
             verdict: Verdict | None = None
             if repeat is not None:
@@ -572,6 +575,7 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
         withdrawn=tuple(members.withdrawn),
         set_aside_after_results=tuple(members.after_results),
         qualifier=after_results_qualifier(members.after_results),
+        never_started=tuple(members.never_started),
     )
     return CampaignEvaluation(status, reps, adjs, claims)
 
@@ -751,6 +755,18 @@ def _runs_open(condition: str, arm: ArmSpec, done: list[Member], failed: list[Me
         f"{condition}: {role} {arm.name} run {m.name} failed ({m.record.outcome})" for m in failed
     ]
     return out
+
+
+def _void_notes(campaign: str, condition: str, arm: ArmSpec, failed: list[Member]) -> list[str]:
+    """For each failed run the status counts, the way to set it aside when it failed for
+    another reason than its arm (a void record: ``setaside.py``)."""
+    return [
+        f"{condition}: failed run {m.name} ({m.record.outcome}) counts against arm "
+        f"{arm.name}; if it failed for a reason that is not the arm's, set it aside with "
+        f"`evstore campaign void {campaign} --run {m.name} --reason TEXT --record BUNDLE` "
+        "(effective once committed)"
+        for m in failed
+    ]
 
 
 def _cell(

@@ -198,6 +198,7 @@ def _verify(args: argparse.Namespace) -> int:
                 "protection": result.protection,
                 "voided": result.voided,
                 "withdrawn": result.withdrawn,
+                "never_started": result.never_started,
             }
         )
     else:
@@ -209,6 +210,8 @@ def _verify(args: argparse.Namespace) -> int:
             print(f"  voided    {v.run}: {v.message}")
         for v in result.withdrawn:
             print(f"  withdrawn {v.run}: {v.message}")
+        for v in result.never_started:
+            print(f"  never-started {v.run}: {v.message}")
         for f in result.findings:
             word = (
                 "pending"
@@ -507,7 +510,7 @@ def _status(args: argparse.Namespace) -> int:
         )
     for note in status.notes:
         print(f"  note: {note}", file=out)
-    for v in (*status.voided, *status.withdrawn):
+    for v in (*status.voided, *status.withdrawn, *status.never_started):
         print(f"  {v.code}: {v.run}: {v.message}", file=out)
     for m in status.missing:
         print(f"  missing {m.digest}: {m.needed_by}", file=out)

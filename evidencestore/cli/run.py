@@ -266,7 +266,23 @@ def _ran(registration: Any, record: RunRecord, name: str, tty: bool) -> int:
             f"({how}), log logs/server.log"
         )
     print(f"registered evidence/{record.name}/ ({registration.digest})")
+    if record.campaign is not None and record.outcome != "complete":
+        print(_campaign_note(record))
     return EXIT_OK if record.outcome == "complete" else EXIT_FAILED
+
+
+def _campaign_note(record: RunRecord) -> str:
+    """What a run that is not complete means to its campaign, and what to do about it."""
+    from ..runs.recorder import never_started
+
+    where = f"campaign {record.campaign}: run {record.name}"
+    if never_started(record):
+        return f"{where} never started (no server was reached); it counts against no arm"
+    return (
+        f"{where} counts as a failed run of arm {record.arm}; if it failed for a reason "
+        f"that is not the arm's, set it aside with `evstore campaign void {record.campaign} "
+        f"--run {record.name} --reason TEXT --record BUNDLE` (effective once committed)"
+    )
 
 
 def _fmt(value: Any) -> str:

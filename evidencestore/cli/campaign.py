@@ -16,7 +16,17 @@ import json
 import sys
 from typing import Any
 
-from ._common import EXIT_FAILED, EXIT_OK, NAME, ROOT, Commands, arg, json_flag, repo_root
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    NAME,
+    ROOT,
+    Commands,
+    arg,
+    json_flag,
+    progress_line,
+    repo_root,
+)
 
 
 def register(commands: Commands) -> None:
@@ -465,7 +475,8 @@ def _status(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
-    ev = evaluate(root, campaign, base_rev=args.base, memo=not args.no_memo)
+    with progress_line(args) as line:
+        ev = evaluate(root, campaign, base_rev=args.base, memo=not args.no_memo, observer=line)
     status = ev.status
     if args.register:
         register_records(

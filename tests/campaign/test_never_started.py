@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,29 +21,11 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("av")
 
+from helpers.campaigns import CAMPAIGN, accepted_campaign, commit
+
 from evidencestore.cli import main
 from evidencestore.runs.recorder import load_run, never_started
-from evidencestore.testing.video_server import VideoServer, sample_workload, serve_video
-
-CAMPAIGN = "ops"
-PROTOCOL = (
-    f'name = "{CAMPAIGN}"\n[timing]\nmin_runs = 2\n'
-    '[[condition]]\nname = "5s"\nworkload = "workloads/5s.toml"\n'
-    '[[arm]]\nname = "baseline"\nbaseline = true\nruns = 2\n'
-    '[[arm]]\nname = "fast"\nruns = 2\n'
-)
-SLOW, FAST = 0.12, 0.03  # the server's added latency for baseline and candidate runs
-
-
-def _git(root: Path, *args: str) -> None:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}  # fmt: skip
-    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
-
-
-def _commit(root: Path, message: str) -> None:
-    _git(root, "add", "-A", "--", "evidence", ".gitignore")
-    _git(root, "commit", "-qm", message)
+from evidencestore.testing.video_server import VideoServer, serve_video
 
 
 def _cli(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> tuple[int, str]:
@@ -79,32 +60,8 @@ def server() -> Iterator[VideoServer]:
 
 
 @pytest.fixture(scope="module")
-def accepted(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Iterator[Path]:
-    """An accepted campaign: protocol committed, then two baseline and two candidate runs
-    (the candidate about 4x faster, every output exactly equal)."""
-    tmp = tmp_path_factory.mktemp("accepted")
-    root = tmp / "repo"
-    (root / "evidence").mkdir(parents=True)
-    (root / ".gitignore").write_text(".evstore/\n")
-    _git(root, "init", "-q", "-b", "main")
-    src = tmp / "src"
-    (src / "workloads").mkdir(parents=True)
-    (src / "workloads/5s.toml").write_text(
-        sample_workload(seconds=(1,), size="64x48", fps=8, warmup=0, measured=2)
-    )
-    (src / "protocol.toml").write_text(PROTOCOL)
-    assert main(["campaign", "init", CAMPAIGN, "--protocol", str(src / "protocol.toml"),
-                 "--root", str(root)]) == 0  # fmt: skip
-    _commit(root, "protocol")
-    workload = str(root / f"evidence/{CAMPAIGN}/workloads/5s.toml")
-    for arm, name in (("baseline", "b1"), ("baseline", "b2"), ("fast", "c1"), ("fast", "c2")):
-        server.latency = SLOW if arm == "baseline" else FAST
-        assert main(["-q", "run", workload, "--arm", arm, "--server", server.url, "--name",
-                     name, "--campaign", CAMPAIGN, "--condition", "5s", "--root",
-                     str(root)]) == 0  # fmt: skip
-    server.latency = 0.0
-    _commit(root, "runs")
-    yield root
+def accepted(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Path:
+    return accepted_campaign(tmp_path_factory.mktemp("accepted"), server)
 
 
 @pytest.fixture
@@ -139,7 +96,7 @@ def test_runs_that_reached_no_server_never_started_and_count_against_no_arm(
         assert record.outcome == "never-started" and never_started(record)
         assert record.server.health.unreached == why and record.server.health.status is None
         assert record.requests == () and record.server.health.error  # the client's words
-    _commit(repo, "two mistyped --server runs")
+    commit(repo, "two mistyped --server runs")
     code, status = _status(capsys, repo)
     assert code == 0 and status["verdict"] == "ACCEPTED", status["remaining"]
     shown = {e["run"]: e for e in status["never_started"]}
@@ -212,7 +169,7 @@ def test_a_server_that_accepted_the_connection_and_failed_counts(
     void = f"`evstore campaign void {CAMPAIGN} --run bad --reason TEXT --record BUNDLE`"
     assert f"campaign {CAMPAIGN}: run bad counts as a failed run of arm fast" in out
     assert void in out
-    _commit(repo, "a failed run")
+    commit(repo, "a failed run")
     code, status = _status(capsys, repo)
     assert code == 1 and status["verdict"] == "NOT_ACCEPTED" and status["never_started"] == []
     fast = next(c for c in status["cells"] if c["arm"] == "fast")
@@ -228,7 +185,7 @@ def test_a_server_that_accepted_the_connection_and_failed_counts(
     code, _ = _cli(capsys, repo, "campaign", "void", CAMPAIGN, "--run", "bad", "--reason",
                    "the server was misconfigured", "--record", "void-bad")  # fmt: skip
     assert code == 0
-    _commit(repo, "void")
+    commit(repo, "void")
     code, status = _status(capsys, repo)
     assert code == 0 and status["verdict"] == "ACCEPTED", status["remaining"]
 

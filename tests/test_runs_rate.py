@@ -13,7 +13,6 @@ import pytest
 
 from evidencestore.digest import hash_bytes
 from evidencestore.runs.body import SMALL, BodySink, MemoryBudget
-from evidencestore.runs.models import RequestRecord
 from evidencestore.storage import LocalBlobStore
 
 
@@ -380,17 +379,6 @@ def test_terminal_progress_is_redrawn_at_most_ten_times_a_second() -> None:
     assert drawn[-1] == "run r: 1000/1000 requests, 1000 sent, 10 failed, 1001.0/s"
     done = [int(d.split()[2].split("/")[0]) for d in drawn]
     assert done == sorted(done) and done[:4] == [1, 2, 3, 4]
-
-
-def _record() -> RequestRecord:
-    from evidencestore.models import Descriptor
-    from evidencestore.runs.judge import Slot, request_record
-    from evidencestore.runs.transport import Observation
-
-    desc = hash_bytes(b"p")
-    payload = Descriptor(digest=desc.digest, size=desc.size, media_type="application/json")
-    obs = Observation(sent_ns=0, end_ns=2_000_000, status=200, media_type="application/json")
-    return request_record(obs, Slot(0, "measured"), payload=payload, body=None)
 
 
 def test_deadlines_time_out_an_exchange_and_let_outside_cancellation_through(

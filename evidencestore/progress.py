@@ -12,9 +12,9 @@ tick, and cleared when the operation ends, so nothing of it reaches standard out
 a log. No thread draws it (a live thread would stop the work that forks workers from
 forking). (Transfers draw byte-level lines of their own: ``storage/transfer.py``.)
 
-Ticks may come from several threads (a run's event loop, worker threads): the line
-keeps the latest tick under a lock and draws whole lines only, so no interleaving tears
-a line or shows a count going backwards.
+Ticks may come from several threads: the line draws under a lock, whole lines only, so
+no interleaving tears a line. (Every operation here ticks from one thread, its own or
+its event loop's, so the counts drawn only grow.)
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import IO
 
-__all__ = ["Line", "Observer", "Tick", "line_for"]
+import msgspec
+
+__all__ = ["Line", "Observer", "Tick"]
 
 
-@dataclass(frozen=True)
-class Tick:
+class Tick(msgspec.Struct, frozen=True):  # not a dataclass: `verify` never loads inspect
     """Where a long operation stands: ``done`` of ``total`` ``unit`` (``total`` None when
     not known), ``failed`` of those done, ``started`` (sent, begun) when it differs from
     ``done``, and ``what`` (the item last done, or the phase)."""
@@ -109,10 +109,3 @@ class Line:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def line_for(stream: IO[str], quiet: bool) -> Line | None:
-    """A :class:`Line` on ``stream`` when it is a terminal and not ``quiet``; else None
-    (the operation then reports to nobody)."""
-    line = Line(None if quiet else stream)
-    return line if line.enabled else None

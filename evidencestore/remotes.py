@@ -312,6 +312,13 @@ def push(
     bar = Progress(f"push {target.name}", len(missing), sum(s for _, s in missing), progress)
 
     def one(item: tuple[str, int]) -> int:
+        try:
+            return push_one(item)
+        except BaseException:
+            bar.fail(item[0])
+            raise
+
+    def push_one(item: tuple[str, int]) -> int:
         digest, size = item
         upload(cache, target.source, digest, size, lambda n: bar.sent(digest, n))
         if repair and digest in damaged:
@@ -409,7 +416,7 @@ def _download_all(
         state = "absent" if cache.size(digest) is None else "wrong size or corrupt"
         return [f"local store ({cache.location}): {state}"]
 
-    results = download_all(sources, cache, missing, jobs, looked_before, bar.advance)
+    results = download_all(sources, cache, missing, jobs, looked_before, bar.advance, bar.fail)
     bar.close()
     for _, got, error in results:
         if error is not None:

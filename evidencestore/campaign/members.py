@@ -14,7 +14,10 @@ a candidate run counts only when committed after enough complete baseline runs o
 condition to establish repeatability. Committed void and withdrawal records
 (``setaside.py``) set a run or an arm's runs aside: they are listed as voided or
 withdrawn, neither counted nor excluded; an uncommitted one, or a void naming another
-digest than the run's, takes no effect and is a finding. Findings about the campaign as a whole (a changed
+digest than the run's, takes no effect and is a finding. A run that never started (``never-started``: its server check reached no server, so
+nothing was sent: an operator's error such as a mistyped ``--server``,
+``runs.recorder.never_started``) is listed as such, neither counted nor excluded: it
+says nothing about its arm. Findings about the campaign as a whole (a changed
 protocol, a shallow clone, a protocol not on the base, an arm that mixes servers) are
 ``findings``: they exclude no run, and no verdict is accepted while one stands.
 """
@@ -32,7 +35,7 @@ from ..errors import EvidenceStoreError
 from ..inventory import load_inventory, read_entry, registration_path
 from ..models import Registration
 from ..runs.models import RunRecord
-from ..runs.recorder import RUN_ENTRY, load_run
+from ..runs.recorder import RUN_ENTRY, load_run, never_started
 from .fit import utc_epoch
 from .history import HistoryCheck, deleted_registrations, is_strict_ancestor, verify_history
 from .identity import duplicates, run_keys, server_changes
@@ -69,6 +72,7 @@ class Members:
     signed: bool = False
     signed_run_json_only: list[str] = field(default_factory=list)  # earlier signatures
     voided: list[Exclusion] = field(default_factory=list)
+    never_started: list[Exclusion] = field(default_factory=list)  # reached no server
     withdrawn: list[Exclusion] = field(default_factory=list)
     withdrawn_arms: dict[str, str] = field(default_factory=dict)  # arm -> why
     set_aside: list[SetAside] = field(default_factory=list)  # effective records
@@ -175,6 +179,14 @@ def campaign_runs(
         why = None
         if out.history is not None and name in out.history.changed:
             why = ("changed-since-commit", out.history.changed[name])  # named first: an edit
+        if why is None and never_started(record):
+            out.never_started.append(
+                Exclusion(
+                    run=name, code="never-started", message=f"run {name!r}: {record.reason}",
+                    condition=record.condition, arm=record.arm,
+                )
+            )  # fmt: skip
+            continue
         if why is None:
             why = _exclusion(campaign, conditions, name, record)
         if why is None and out.history is not None:

@@ -449,7 +449,9 @@ class StatusRecord(
     """``evstore campaign status``: the matrix, the overall verdict, what remains.
     ``qualifier`` is part of the verdict line: set-asides committed after the results
     they remove (``with 4 arms withdrawn after their results``), each in
-    ``set_aside_after_results``; a withdrawn arm's cells keep their verdicts."""
+    ``set_aside_after_results``; a withdrawn arm's cells keep their verdicts.
+    ``never_started``: runs that reached no server (nothing was sent), which count
+    against no arm."""
 
     campaign: str
     protocol_digest: DigestStr
@@ -466,6 +468,7 @@ class StatusRecord(
     records: tuple[RecordCheck, ...] = ()
     set_aside_after_results: tuple[Exclusion, ...] = ()
     qualifier: str | None = None
+    never_started: tuple[Exclusion, ...] = ()
 
 
 class RecordCheck(Model, frozen=True, kw_only=True, omit_defaults=False):

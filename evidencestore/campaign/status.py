@@ -45,6 +45,7 @@ import msgspec
 
 from ..config import Repository, as_repository
 from ..errors import EvidenceStoreError
+from ..progress import Observer, Tick
 from ..storage import BlobStore
 from .members import Member, Members, campaign_runs, protection
 from .memo import Memo, memo_key
@@ -141,10 +142,13 @@ def evaluate(
     *,
     base_rev: str | None = None,
     memo: bool = True,
+    observer: Observer | None = None,
 ) -> CampaignEvaluation:
     """Compute repeatability, verdicts, claims and the status of ``campaign`` (its
     history anchored at the protected branch ``base_rev`` when given), reusing the
-    computations kept for the same inputs unless ``memo`` is False (see module doc)."""
+    computations kept for the same inputs unless ``memo`` is False (see module doc).
+    ``observer`` (``evidencestore.progress``) hears of each item computed: a condition's
+    repeatability, a cell's adjudication, the claims."""
     repo = as_repository(root)  # resolved once: everything below is handed this object
     members = campaign_runs(repo, campaign, base=base_rev)
     local, kept_memo = _memo(repo)
@@ -165,7 +169,7 @@ def evaluate(
         from .adjudication import Judge
 
         judge = Judge(repo, store, memo_)
-        computed = _compute(repo, campaign, members, store, judge)
+        computed = _compute(repo, campaign, members, store, judge, observer)
         ev = _conclude_all(campaign, members, computed)
         ev.decoded, ev.complete = judge.decoded, computed.storable
         if memo_ is not None and computed.storable:
@@ -183,7 +187,7 @@ def evaluate(
         r.manifest.metadata.annotations.get("evaluation") not in (key, None)
         for r in members.records.values()
     ):  # records registered without --base are held against the evaluation without it
-        plain = evaluate(root, campaign, memo=memo)
+        plain = evaluate(root, campaign, memo=memo, observer=observer)
         against.setdefault(plain.key, plain)
     ev.status = _with_records(ev.status, record_checks(repo.root, members, against))
     return ev
@@ -364,15 +368,29 @@ class _Computed:
 
 
 def _compute(
-    root: Repository, campaign: Campaign, members: Members, store: BlobStore, judge: Judge
+    root: Repository,
+    campaign: Campaign,
+    members: Members,
+    store: BlobStore,
+    judge: Judge,
+    observer: Observer | None = None,
 ) -> _Computed:
     """Judge every pair and compute every candidate cell's claim (see module doc)."""
     from .claims import make_claim
 
     members = members.including_withdrawn()  # a withdrawn arm's verdicts stay visible
     collect = _claims_meanwhile(store, campaign, members)
+    n = len(campaign.protocol.condition)
+    total = n * (1 + len(campaign.candidates)) + 1  # each judged item, then the claims
+    items = [0]
+
+    def tell(what: str) -> None:
+        items[0] += 1
+        if observer is not None:
+            observer(Tick(f"campaign {campaign.name}", items[0], total, "items", what=what))
+
     try:
-        judged = _judge_all(root, campaign, members, store, judge)
+        judged = _judge_all(root, campaign, members, store, judge, tell)
     finally:
         claims = collect()
     for cond in campaign.protocol.condition:
@@ -380,6 +398,7 @@ def _compute(
             cell = (cond.name, arm.name)
             if cell not in claims:  # no child, or it failed: computed here, the same record
                 claims[cell] = make_claim(store, campaign, members, *cell)
+    tell("claims")
     return _Computed(judged, claims, dict(judge.missing))
 
 
@@ -442,6 +461,7 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
         )
         b_done, b_failed = _split_runs(c, base, b_runs)
         b_open = _runs_open(c, base, b_done, b_failed)
+        notes += _void_notes(campaign.name, c, base, b_failed)
         b_rejected: list[str] = []
         if repeat is None:
             b_open.append(f"{c}: baseline repeatability not yet qualified")
@@ -466,6 +486,8 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
             a_runs = shown.of(c, arm.name)  # a withdrawn arm's verdicts stay visible
             done, failed = _split_runs(c, arm, a_runs)
             opened = _runs_open(c, arm, done, failed)
+            if withdrawn is None:
+                notes += _void_notes(campaign.name, c, arm, failed)
             rejected: list[str] = []
             verdict: Verdict | None = None
             if repeat is not None:
@@ -572,6 +594,7 @@ def _conclude_all(campaign: Campaign, members: Members, computed: _Computed) -> 
         withdrawn=tuple(members.withdrawn),
         set_aside_after_results=tuple(members.after_results),
         qualifier=after_results_qualifier(members.after_results),
+        never_started=tuple(members.never_started),
     )
     return CampaignEvaluation(status, reps, adjs, claims)
 
@@ -618,10 +641,16 @@ class _Judged:
 
 
 def _judge_all(
-    root: Repository, campaign: Campaign, members: Members, store: BlobStore, judge: Judge
+    root: Repository,
+    campaign: Campaign,
+    members: Members,
+    store: BlobStore,
+    judge: Judge,
+    tell: Callable[[str], None],
 ) -> _Judged:
     """Repeatability and adjudications of every cell, in the order ``_evaluate``
-    concludes them (what is missing is found in that order too)."""
+    concludes them (what is missing is found in that order too); ``tell`` hears of each
+    one done (a condition without repeatability counts its cells as done with it)."""
     from .adjudication import adjudicate, repeatability
 
     out = _Judged()
@@ -632,7 +661,10 @@ def _judge_all(
         repeat = repeatability(root, store, campaign, c, b_runs, judge=judge)
         out.repeat[c] = repeat
         out.repeat_lacks[c] = repeat is not None and _lacks(repeat.comparisons, judge)
+        tell(f"{c}: repeatability")
         if repeat is None:
+            for arm in campaign.candidates:
+                tell(f"{c}: {arm.name}: no repeatability to adjudicate against")
             continue
         for arm in campaign.candidates:
             a_runs = members.of(c, arm.name)
@@ -641,6 +673,7 @@ def _judge_all(
             )
             out.adjs[(c, arm.name)] = adj
             out.adj_lacks[(c, arm.name)] = adj is not None and _lacks(adj.comparisons, judge)
+            tell(f"{c}: {arm.name}")
     return out
 
 
@@ -751,6 +784,18 @@ def _runs_open(condition: str, arm: ArmSpec, done: list[Member], failed: list[Me
         f"{condition}: {role} {arm.name} run {m.name} failed ({m.record.outcome})" for m in failed
     ]
     return out
+
+
+def _void_notes(campaign: str, condition: str, arm: ArmSpec, failed: list[Member]) -> list[str]:
+    """For each failed run the status counts, the way to set it aside when it failed for
+    another reason than its arm (a void record: ``setaside.py``)."""
+    return [
+        f"{condition}: failed run {m.name} ({m.record.outcome}) counts against arm "
+        f"{arm.name}; if it failed for a reason that is not the arm's, set it aside with "
+        f"`evstore campaign void {campaign} --run {m.name} --reason TEXT --record BUNDLE` "
+        "(effective once committed)"
+        for m in failed
+    ]
 
 
 def _cell(

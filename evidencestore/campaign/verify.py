@@ -39,6 +39,7 @@ class CampaignVerification:
     protection: list[str] = field(default_factory=list)
     voided: list[Exclusion] = field(default_factory=list)
     withdrawn: list[Exclusion] = field(default_factory=list)
+    never_started: list[Exclusion] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -66,6 +67,7 @@ def verify_campaign(
     out.findings += members.excluded
     out.voided += members.voided
     out.withdrawn += members.withdrawn
+    out.never_started += members.never_started
     if history.problem:
         out.findings.append(Exclusion(run="", code="history", message=history.problem))
     out.findings += members.findings

@@ -15,6 +15,7 @@ from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ..config import Repository
+    from ..progress import Line
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -218,6 +219,15 @@ def flag_of(parameter: str) -> str:
 def verbosity(args: argparse.Namespace) -> int:
     """The global ``-q`` (-1) / ``-v`` (+1) level; 0 by default."""
     return int(getattr(args, "verbosity", 0) or 0)
+
+
+def progress_line(args: argparse.Namespace) -> Line:
+    """The progress line of a long command: drawn on standard error when it is a terminal
+    and ``-q`` was not given, silent otherwise (``evidencestore/progress.py``). Use it as
+    a context manager, so the line is cleared before the command's own output."""
+    from ..progress import Line
+
+    return Line(None if verbosity(args) < 0 else sys.stderr)
 
 
 def missing_extra_hint(exc: BaseException) -> str | None:

@@ -16,7 +16,17 @@ import json
 import sys
 from typing import Any
 
-from ._common import EXIT_FAILED, EXIT_OK, NAME, ROOT, Commands, arg, json_flag, repo_root
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    NAME,
+    ROOT,
+    Commands,
+    arg,
+    json_flag,
+    progress_line,
+    repo_root,
+)
 
 
 def register(commands: Commands) -> None:
@@ -198,6 +208,7 @@ def _verify(args: argparse.Namespace) -> int:
                 "protection": result.protection,
                 "voided": result.voided,
                 "withdrawn": result.withdrawn,
+                "never_started": result.never_started,
             }
         )
     else:
@@ -209,6 +220,8 @@ def _verify(args: argparse.Namespace) -> int:
             print(f"  voided    {v.run}: {v.message}")
         for v in result.withdrawn:
             print(f"  withdrawn {v.run}: {v.message}")
+        for v in result.never_started:
+            print(f"  never-started {v.run}: {v.message}")
         for f in result.findings:
             word = (
                 "pending"
@@ -462,7 +475,8 @@ def _status(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
-    ev = evaluate(root, campaign, base_rev=args.base, memo=not args.no_memo)
+    with progress_line(args) as line:
+        ev = evaluate(root, campaign, base_rev=args.base, memo=not args.no_memo, observer=line)
     status = ev.status
     if args.register:
         register_records(
@@ -507,7 +521,7 @@ def _status(args: argparse.Namespace) -> int:
         )
     for note in status.notes:
         print(f"  note: {note}", file=out)
-    for v in (*status.voided, *status.withdrawn):
+    for v in (*status.voided, *status.withdrawn, *status.never_started):
         print(f"  {v.code}: {v.run}: {v.message}", file=out)
     for m in status.missing:
         print(f"  missing {m.digest}: {m.needed_by}", file=out)

@@ -19,6 +19,7 @@ from ._common import (
     arg,
     flag_of,
     json_flag,
+    progress_line,
     repeatable,
     repo_root,
     verbosity,
@@ -344,15 +345,18 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     # the view. Otherwise verify loads them itself (in its workers, for many bundles)
     # and the view reads only those of bundles with findings.
     inventory = load_inventory(root) if args.bundle or args.base or args.remote else None
-    report = verify_repository(
-        root,
-        bundles=args.bundle or None,
-        store=local_store(root),
-        require_available=args.require_available or mode == "error",
-        base=args.base,
-        remote_checker=checker,
-        inventory=inventory,
-    )
+    # No line while the remote check prints its own (standard output never mixes in).
+    with progress_line(args) as line:
+        report = verify_repository(
+            root,
+            bundles=args.bundle or None,
+            store=local_store(root),
+            require_available=args.require_available or mode == "error",
+            base=args.base,
+            remote_checker=checker,
+            inventory=inventory,
+            observer=line if checker is None else None,
+        )
     report = _rederive_imports(root, report, args.bundle or None)
     unknown = [f for f in report.findings if f.code == "unknown-bundle"]
     if unknown:

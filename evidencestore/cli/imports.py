@@ -14,7 +14,16 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError
-from ._common import EXIT_FAILED, EXIT_OK, ROOT, Commands, arg, flag_of, repo_root
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    ROOT,
+    Commands,
+    arg,
+    flag_of,
+    progress_line,
+    repo_root,
+)
 
 NAME = arg("--name", required=True, metavar="BUNDLE", help="the run bundle's name")
 ARM = arg("--arm", default="imported", metavar="A", help="the arm (default: imported)")
@@ -103,16 +112,18 @@ def _run(harness: str, args: argparse.Namespace, importer: Any) -> int:
     root = repo_root(args)
     rules, key = _prepare(root, args)
     try:
-        results = importer(
-            root,
-            args.directory,
-            args.name,
-            arm=args.arm,
-            campaign=rules,
-            condition=args.condition,
-            configs=args.config,
-            signing_key=key,
-        )
+        with progress_line(args) as line:
+            results = importer(
+                root,
+                args.directory,
+                args.name,
+                arm=args.arm,
+                campaign=rules,
+                condition=args.condition,
+                configs=args.config,
+                signing_key=key,
+                observer=line,
+            )
     except ResultsPredateProtocol as exc:
         print(f"evstore: import {harness}: {exc.worded(flag_of)}", file=sys.stderr)
         return EXIT_FAILED

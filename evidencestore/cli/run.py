@@ -29,12 +29,13 @@ from ._common import (
     add_arguments,
     arg,
     json_flag,
+    progress_line,
     repeatable,
     repo_root,
 )
 
 if TYPE_CHECKING:
-    from ..runs.models import RequestRecord, RunRecord
+    from ..runs.models import RunRecord
 
 
 class _Parser(argparse.ArgumentParser):
@@ -172,23 +173,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     return func(ns)
 
 
-def _progress(stream: Any) -> Any:
-    shown = [0]  # when the line was last written (monotonic ns)
-
-    def show(k: int, n: int, record: RequestRecord) -> None:
-        # At thousands of requests a second a terminal write per request would cost the
-        # client more than the request: the line is redrawn at most 10 times a second.
-        now = time.monotonic_ns()
-        if k != 1 and k != n and now - shown[0] < 100_000_000:
-            return
-        shown[0] = now
-        last = f"{record.e2e_s:.3f} s" if record.e2e_s is not None else (record.failure or "-")
-        stream.write(f"\rrequest {k} of {n} ({record.phase}), last {last}   ")
-        stream.flush()
-
-    return show
-
-
 def _run(args: argparse.Namespace) -> int:
     from ..runs.runner import run_workload
 
@@ -208,7 +192,6 @@ def _run(args: argparse.Namespace) -> int:
         if problem:
             raise problem
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    tty = sys.stderr.isatty() and args.verbosity >= 0
     given: dict[str, Any] = {
         "arm": args.arm,
         "server": args.server,
@@ -223,11 +206,14 @@ def _run(args: argparse.Namespace) -> int:
         from ..runs.launch import launch_and_run, parse_command
 
         command = parse_command(args.launch) if args.launch else None
-        registration, record = launch_and_run(root, args.workload, command=command, **given)
-        return _ran(registration, record, name, tty=False)
-    progress = _progress(sys.stderr) if tty else None
-    registration, record = run_workload(root, args.workload, progress=progress, **given)
-    return _ran(registration, record, name, tty)
+        with progress_line(args) as line:
+            registration, record = launch_and_run(
+                root, args.workload, command=command, observer=line, **given
+            )
+        return _ran(registration, record, name)
+    with progress_line(args) as line:
+        registration, record = run_workload(root, args.workload, observer=line, **given)
+    return _ran(registration, record, name)
 
 
 def _declares_server(root: Any, workload: str) -> bool:
@@ -238,9 +224,7 @@ def _declares_server(root: Any, workload: str) -> bool:
     return loaded.workload.server is not None and loaded.workload.server.command is not None
 
 
-def _ran(registration: Any, record: RunRecord, name: str, tty: bool) -> int:
-    if tty:
-        sys.stderr.write("\n")
+def _ran(registration: Any, record: RunRecord, name: str) -> int:
     if record.name != name:
         from ..runs.recorder import renamed
 
@@ -266,7 +250,23 @@ def _ran(registration: Any, record: RunRecord, name: str, tty: bool) -> int:
             f"({how}), log logs/server.log"
         )
     print(f"registered evidence/{record.name}/ ({registration.digest})")
+    if record.campaign is not None and record.outcome != "complete":
+        print(_campaign_note(record))
     return EXIT_OK if record.outcome == "complete" else EXIT_FAILED
+
+
+def _campaign_note(record: RunRecord) -> str:
+    """What a run that is not complete means to its campaign, and what to do about it."""
+    from ..runs.recorder import never_started
+
+    where = f"campaign {record.campaign}: run {record.name}"
+    if never_started(record):
+        return f"{where} never started (no server was reached); it counts against no arm"
+    return (
+        f"{where} counts as a failed run of arm {record.arm}; if it failed for a reason "
+        f"that is not the arm's, set it aside with `evstore campaign void {record.campaign} "
+        f"--run {record.name} --reason TEXT --record BUNDLE` (effective once committed)"
+    )
 
 
 def _fmt(value: Any) -> str:

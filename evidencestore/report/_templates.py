@@ -165,7 +165,7 @@ _MACROS = """
 {% macro tag(v) -%}
 {%- set cls = {"PASS": "ok", "FAIL": "bad", "INCONCLUSIVE": "warn", "UNAVAILABLE": "none",
 "ok": "ok", "FAILED": "bad", "complete": "ok", "partial": "warn",
-"failed-before-inference": "bad", "invalid": "bad", "open": "none", "done": "ok", "repeatable-exact": "ok",
+"failed-before-inference": "bad", "invalid": "bad", "never-started": "none", "open": "none", "done": "ok", "repeatable-exact": "ok",
 "not-repeatable": "warn", "exact": "ok", "not-exact": "warn", "unavailable": "warn", "ACCEPTED": "ok",
 "NOT_ACCEPTED": "warn", "qualified": "ok", "rejected": "bad", "withdrawn": "none",
 "STANDS": "ok", "NOT_CLEARED": "bad", "UNRESOLVED": "warn", "REFUSED": "none"}.get(v, "none") -%}

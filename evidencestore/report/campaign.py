@@ -377,7 +377,7 @@ def render_campaign_status_html(
             "excluded": [f"{e.get('run')}: {e.get('message')}" for e in data.get("excluded", ())],
             "set_aside": [
                 (str(e.get("code")), f"{e.get('run')}: {e.get('message')}")
-                for key in ("voided", "withdrawn")
+                for key in ("voided", "withdrawn", "never_started")
                 for e in data.get(key, ())
             ],
             "missing": [(m.get("digest"), m.get("needed_by")) for m in data.get("missing", ())],

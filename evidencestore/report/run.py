@@ -28,6 +28,7 @@ OUTCOME_STYLE = {
     "partial": "INCONCLUSIVE",
     "failed-before-inference": "FAIL",
     "invalid": "FAIL",
+    "never-started": "UNAVAILABLE",
 }
 OUTCOME_MEANING = {
     "complete": "Every request was sent and every output is valid against its request.",
@@ -37,6 +38,8 @@ OUTCOME_MEANING = {
     "evidence and contributes no number.",
     "invalid": "The harness found the run INVALID (a rule it checks was not met); it is "
     "kept as evidence and supports no claim and no lossless verdict.",
+    "never-started": "No server was reached (the connection was refused or the host name "
+    "did not resolve): nothing was sent, and the run counts against no arm.",
 }
 _NS_SENT = ("sent_ns", "send_start_ns", "start_ns", "sent")
 _NS_HEADERS = ("headers_ns", "response_headers_ns", "headers")
@@ -208,7 +211,7 @@ def _banner(run: Mapping[str, Any], outcome: str) -> str:
     if run.get("reason"):
         meaning = f"{meaning} Reason: {run['reason']}"
     server = run.get("server")
-    refused = outcome == "failed-before-inference"
+    refused = outcome in ("failed-before-inference", "never-started")
     if isinstance(server, Mapping) and server.get("message"):
         refused = refused or not server.get("ok", True)
         if refused:
@@ -218,7 +221,7 @@ def _banner(run: Mapping[str, Any], outcome: str) -> str:
 
 def _no_failure_note(run: Mapping[str, Any], outcome: str, requests: int) -> str:
     """What the failures section says when no request failed."""
-    if outcome == "failed-before-inference" or requests == 0:
+    if outcome in ("failed-before-inference", "never-started") or requests == 0:
         server = run.get("server")
         said = server.get("message") if isinstance(server, Mapping) else None
         why = said or run.get("reason") or "the run ended before any request"

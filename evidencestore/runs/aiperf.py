@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from .._canonical import canonical, loads_json, pretty
 from ..digest import hash_bytes
 from ..errors import ConfigError
+from ..progress import Observer
 from .endpoints import endpoint_for
 from .fit import CampaignRules
 from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_import
@@ -246,6 +247,7 @@ def _import_one(
     condition: str | None,
     configs: Sequence[str | os.PathLike[str]] = (),
     signing_key: Ed25519PrivateKey | None = None,
+    observer: Observer | None = None,
 ) -> ImportResult:
     """Import ``source`` as one run: one AIPerf execution whose profile passes are the
     folders ``passes`` (``[""]`` for a single profile run)."""
@@ -278,6 +280,7 @@ def _import_one(
         execution=execution,
         configs=configs,
         signing_key=signing_key,
+        observer=observer,
         started=_utc(min(r[0] for r in rows)),
     )
     if isinstance(opened, ImportResult):
@@ -590,11 +593,13 @@ def import_aiperf(
     condition: str | None = None,
     configs: Sequence[str | os.PathLike[str]] = (),
     signing_key: Ed25519PrivateKey | None = None,
+    observer: Observer | None = None,
 ) -> list[ImportResult]:
     """Seal an AIPerf artifact directory as run bundle ``name`` in the repository
     ``root`` names (:func:`~evidencestore.config.as_repository`): one execution, one run
     (its ``--num-profile-runs`` passes included); see the module. ``configs``: the arm's
-    configuration files; ``signing_key`` signs the record as ``run --sign`` does."""
+    configuration files; ``signing_key`` signs the record as ``run --sign`` does;
+    ``observer`` (``evidencestore.progress``) hears of each file read."""
     from ..config import as_repository
 
     repo = as_repository(root)
@@ -629,6 +634,7 @@ def import_aiperf(
             done = _import_one(
                 repo, source, run_name, parts, arm=arm, campaign=campaign,
                 condition=condition, configs=configs, signing_key=signing_key,
+                observer=observer,
             )  # fmt: skip
         out.append(done)
     return out

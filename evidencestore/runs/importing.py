@@ -34,6 +34,7 @@ from ..digest import hash_bytes
 from ..errors import BundleError, ConfigError, ManifestError
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
 from ..models import Descriptor
+from ..progress import Observer, Tick
 from .fit import CampaignRules
 from .recorder import RunRecorder
 
@@ -203,6 +204,7 @@ def open_import(
     signing_key: Ed25519PrivateKey | None = None,
     started: str | None = None,
     part: str | None = None,
+    observer: Observer | None = None,
 ) -> tuple[RunRecorder, str] | ImportResult:
     """Store every file of ``source`` and open a run recorder whose workload is the
     harness file ``workload`` (or ``workload_bytes`` when the harness keeps none), every
@@ -218,16 +220,20 @@ def open_import(
     ``started`` (UTC): when the results were made, refused with
     :class:`ResultsPredateProtocol` for a campaign whose protocol is younger and not
     retrospective. The harness files go to ``repo``'s store and the run is registered in
-    ``repo``: one repository, resolved once by the importer's entry point."""
+    ``repo``: one repository, resolved once by the importer's entry point. ``observer``
+    (``evidencestore.progress``) hears of each file read and stored."""
     store = repo.local_store()
     descriptors: dict[str, Descriptor] = {}
-    for rel, real in source.files.items():
+    label = f"import {source.harness} {name}"
+    for k, (rel, real) in enumerate(source.files.items(), 1):
         try:
             descriptors[rel] = store.put_file(real, _media_type(rel))
         except OSError as exc:
             raise ConfigError(
                 f"import {source.harness} {source.directory / rel}: cannot read: {exc.strerror}"
             ) from exc
+        if observer is not None:
+            observer(Tick(label, k, len(source.files), "files", what=rel))
     digest = source_digest(descriptors, part)
     done = already_imported(repo, name, digest, execution)
     if done is not None:

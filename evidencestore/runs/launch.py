@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, WorkloadError
 from ..models import Registration
+from ..progress import Observer
 from .fit import CampaignRules
 from .models import Exchange, LaunchedServer, RunRecord, ServerIdentity, ServerSection
 from .recorder import RunRecorder
@@ -212,6 +213,7 @@ def launch_and_run(
     configs: Sequence[str | os.PathLike[str]] = (),
     server_logs: Sequence[str | os.PathLike[str]] = (),
     signing_key: Ed25519PrivateKey | None = None,
+    observer: Observer | None = None,
 ) -> tuple[Registration, RunRecord]:
     """Start the server (``command``, else the workload's ``[server] command``), run
     the workload against ``server`` once it is ready, stop it, and register the run with
@@ -281,6 +283,6 @@ def launch_and_run(
             recorder.launched = _launched(proc, recorder, section.env, ready_s, None, exchanges)
 
         try:
-            return run_prepared(prepared, before_seal=before_seal)
+            return run_prepared(prepared, before_seal=before_seal, observer=observer)
         finally:
             proc.stop()  # whatever happened, the server does not outlive the run

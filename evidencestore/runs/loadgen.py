@@ -40,6 +40,7 @@ import msgspec
 from .._canonical import canonical, loads_json, pretty
 from ..digest import hash_bytes
 from ..errors import ConfigError
+from ..progress import Observer
 from .fit import CampaignRules
 from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_import
 from .judge import Expected, Slot, judge
@@ -369,10 +370,12 @@ def import_loadgen(
     condition: str | None = None,
     configs: Sequence[str | os.PathLike[str]] = (),
     signing_key: Ed25519PrivateKey | None = None,
+    observer: Observer | None = None,
 ) -> ImportResult:
     """Seal a LoadGen log directory as run bundle ``name`` in the repository ``root``
     names (:func:`~evidencestore.config.as_repository`; see the module);
-    ``configs``: the arm's configuration files; ``signing_key`` signs the record."""
+    ``configs``: the arm's configuration files; ``signing_key`` signs the record;
+    ``observer`` (``evidencestore.progress``) hears of each file read."""
     from ..config import as_repository
 
     repo = as_repository(root)
@@ -381,7 +384,7 @@ def import_loadgen(
     with import_lock(repo):
         return _import(
             repo, source, name, result, values, entries, arm, campaign, condition,
-            configs, signing_key,
+            configs, signing_key, observer,
         )  # fmt: skip
 
 
@@ -397,6 +400,7 @@ def _import(
     condition: str | None,
     configs: Sequence[str | os.PathLike[str]],
     signing_key: Ed25519PrivateKey | None,
+    observer: Observer | None = None,
 ) -> ImportResult:
     version = values.get("loadgen_version")
     execution = execution_digest(source)
@@ -413,6 +417,7 @@ def _import(
         configs=configs,
         signing_key=signing_key,
         started=started if isinstance(started := values.get("test_datetime"), str) else None,
+        observer=observer,
     )
     if isinstance(opened, ImportResult):
         return opened

@@ -47,6 +47,7 @@ __all__ = [
     "RunSection",
     "ServerIdentity",
     "ServerSection",
+    "Unreached",
     "VideoSection",
     "Workload",
 ]
@@ -74,7 +75,10 @@ FAILURE_CLASSES: tuple[str, ...] = (
     "stream-error",
     "incomplete",
 )
-Outcome = Literal["complete", "partial", "failed-before-inference", "invalid"]
+Outcome = Literal["complete", "partial", "failed-before-inference", "invalid", "never-started"]
+#: Why no server was reached at all (nothing was sent): the connection was refused, the
+#: host name did not resolve, or no route led to the host.
+Unreached = Literal["refused", "unresolved", "unreachable"]
 EndpointKind = Literal["videos-sync", "videos-job", "json", "chat", "completions"]
 
 Count = Annotated[int, Meta(ge=0)]
@@ -313,13 +317,17 @@ class Workload(Model, frozen=True, kw_only=True):
 
 # -- run record -------------------------------------------------------------------
 class Exchange(Model, frozen=True, kw_only=True, omit_defaults=False):
-    """One HTTP exchange of the server check (``/health``, ``/v1/models``), body kept."""
+    """One HTTP exchange of the server check (``/health``, ``/v1/models``), body kept.
+    ``unreached`` says why no server was reached at all (``refused``, ``unresolved``,
+    ``unreachable``): no connection was made, nothing was sent; ``error`` holds the
+    client's own words."""
 
     path: str
     status: int | None
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     body: Descriptor | None = None
     error: str | None = None
+    unreached: Unreached | None = None
 
 
 class ServerIdentity(Model, frozen=True, kw_only=True, omit_defaults=False):

@@ -64,6 +64,7 @@ __all__ = [
     "RunRecorder",
     "client_environment",
     "load_run",
+    "never_started",
     "open_run",
     "outcome_of",
     "phase_counts",
@@ -136,6 +137,40 @@ def outcome_of(server_ok: bool, requests: Sequence[RequestRecord]) -> tuple[Outc
             f"{first.failure}: {first.message})",
         )
     return "partial", f"{len(failed)} of {len(requests)} requests failed"
+
+
+_UNREACHED = {
+    "refused": "the connection was refused",
+    "unresolved": "the host name did not resolve",
+    "unreachable": "no route to the host",
+}
+
+
+def _unreached(server: ServerIdentity) -> tuple[Outcome, str] | None:
+    """``never-started`` when the server check reached no server at all (nothing was
+    sent: an operator's error, such as a mistyped ``--server``, not the engine's)."""
+    why = server.health.unreached
+    if server.ok or why is None or server.health.status is not None or server.models:
+        return None
+    return (
+        "never-started",
+        f"no server was reached at {server.url} ({_UNREACHED[why]}): nothing was sent; "
+        "the run never started and counts against no arm",
+    )
+
+
+def never_started(record: RunRecord) -> bool:
+    """Whether ``record`` is a run that never started, as its own evidence shows: outcome
+    ``never-started``, a server check that reached no server, no request, no launched
+    server. A record that says ``never-started`` but shows otherwise is not one (a
+    campaign counts it as the failed run it is)."""
+    return (
+        record.outcome == "never-started"
+        and not record.requests
+        and record.launched is None
+        and record.harness is None
+        and _unreached(record.server) is not None
+    )
 
 
 class RunRecorder:
@@ -380,6 +415,15 @@ class RunRecorder:
         )
         requests = tuple(sorted(self.requests, key=lambda r: r.index))
         outcome, reason = self.outcome or outcome_of(server.ok, requests)
+        if (
+            self.outcome is None
+            and self.error is None
+            and self.launched is None  # a server it started that went away: the engine's
+            and self.harness is None
+            and not requests
+            and (unreached := _unreached(server)) is not None
+        ):
+            outcome, reason = unreached
         if self.error is not None:
             answered = any(r.status is not None and 200 <= r.status < 300 for r in requests)
             outcome = "partial" if answered else "failed-before-inference"

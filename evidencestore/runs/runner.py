@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..models import Descriptor, Registration
+from ..progress import Observer, Tick
 from ..storage import LocalBlobStore
 from . import polling
 from .arrivals import arrival_offsets
@@ -92,6 +93,30 @@ class _Pending:
         return request_record(self.observation, self.slot, payload=payload, body=body)
 
 
+class _Counts:
+    """The run's counts for an observer: requests sent, done and failed of the total."""
+
+    def __init__(self, name: str, observer: Observer | None) -> None:
+        self.label = f"run {name}"
+        self.observer = observer
+        self.total = self.sent = self.done = self.failed = 0
+
+    def tell(self, what: str = "") -> None:
+        if self.observer is not None:
+            self.observer(
+                Tick(self.label, self.done, self.total, "requests", self.failed, self.sent, what)
+            )
+
+    def sending(self) -> None:
+        self.sent += 1
+        self.tell()
+
+    def finished(self, observation: Observation) -> None:
+        self.done += 1
+        self.failed += observation.failure is not None
+        self.tell(observation.failure or "")
+
+
 def _internal(when: str, exc: BaseException) -> str:
     where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     at = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
@@ -114,6 +139,7 @@ def run_workload(
     progress: Progress | None = None,
     signing_key: Ed25519PrivateKey | None = None,
     before_seal: Callable[[RunRecorder], None] | None = None,
+    observer: Observer | None = None,
 ) -> tuple[Registration, RunRecord]:
     """Run a workload against ``server`` and register the run as bundle ``name``.
 
@@ -126,6 +152,9 @@ def run_workload(
     fit ``campaign`` (``evidencestore.campaign.campaign_rules(root, NAME)``: its condition,
     arm, workload digest and declared configuration files) is refused before too. With ``signing_key`` the run
     record is signed (``run.dsse.json``, see :func:`evidencestore.dsse.sign_run`).
+    ``progress`` hears of each finished request with its record as it stands;
+    ``observer`` (``evidencestore.progress``) of the counts as they move: requests sent,
+    done and failed of the total, from the server check on.
     """
     from ..config import as_repository
 
@@ -143,7 +172,7 @@ def run_workload(
         store=store,
         signing_key=signing_key,
     )
-    return run_prepared(prepared, progress=progress, before_seal=before_seal)
+    return run_prepared(prepared, progress=progress, before_seal=before_seal, observer=observer)
 
 
 def run_prepared(
@@ -151,6 +180,7 @@ def run_prepared(
     *,
     progress: Progress | None = None,
     before_seal: Callable[[RunRecorder], None] | None = None,
+    observer: Observer | None = None,
 ) -> tuple[Registration, RunRecord]:
     """Run a workload that passed its pre-flight (``preflight.preflight``) and register
     it; see :func:`run_workload`. ``before_seal`` runs last (a launched server: stopped,
@@ -173,7 +203,16 @@ def run_prepared(
             try:
                 asyncio.run(
                     _drive(
-                        recorder, loaded, endpoint, payloads, stored, base, progress, results, clock
+                        recorder,
+                        loaded,
+                        endpoint,
+                        payloads,
+                        stored,
+                        base,
+                        progress,
+                        results,
+                        clock,
+                        _Counts(recorder.name, observer),
                     )
                 )
             except Exception as exc:  # the run started: it is registered whatever happened
@@ -372,6 +411,7 @@ async def _drive(
     progress: Progress | None,
     results: dict[int, _Pending],
     clock: dict[str, float],
+    counts: _Counts,
 ) -> None:
     """Check the server, then send every warmup and measured request; each request's
     observation lands in ``results`` (by schedule index) as soon as it ends, so what
@@ -388,6 +428,8 @@ async def _drive(
         for rep in range(reps):
             for i in range(len(wl.request)):
                 slots.append(Slot(len(slots), phase, i, rep))
+    counts.total = len(slots)
+    counts.tell("checking the server")
     # No TLS context is built for a plain-http server.
     connector = aiohttp.TCPConnector(
         limit=wl.run.concurrency, force_close=False, ssl=not base.startswith("http://")
@@ -404,6 +446,7 @@ async def _drive(
         server = await _check_server(session, recorder, base, loaded)
         recorder.set_server(server)
         if not server.ok:
+            counts.tell(server.health.unreached or "the server check failed")
             return
         deadlines = Deadlines(wl.run.timeout)  # every request's time limit, one timer
         conn = Connection(
@@ -422,21 +465,25 @@ async def _drive(
             async def worker(queue: list[Slot]) -> None:
                 while queue:
                     slot = queue.pop()
+                    counts.sending()
                     # Closed loop: a request is due the moment a worker is free for it.
                     due = time.monotonic_ns()
                     observation, sink = await exchange(
                         conn, endpoint, payloads[slot.request], wl.endpoint.path, utc_precise(), due
                     )
                     pending = results[slot.index] = _Pending(slot, observation, sink)
+                    counts.finished(observation)
                     if progress is not None:
                         progress(slot.index + 1, len(slots), pending.preview(stored[slot.request]))
 
             async def one(slot: Slot, due: int, cap: asyncio.Semaphore) -> None:
                 async with cap:
+                    counts.sending()
                     observation, sink = await exchange(
                         conn, endpoint, payloads[slot.request], wl.endpoint.path, utc_precise(), due
                     )
                 pending = results[slot.index] = _Pending(slot, observation, sink)
+                counts.finished(observation)
                 if progress is not None:
                     progress(slot.index + 1, len(slots), pending.preview(stored[slot.request]))
 

@@ -37,7 +37,7 @@ import msgspec
 from ..errors import BadAnswer, BodyTooLarge
 from ..models import Descriptor
 from .body import BodySink
-from .models import Exchange, Failure
+from .models import Exchange, Failure, Unreached
 from .polling import PollSchedule, clock_resolution
 from .untrusted import (
     media_type_of,
@@ -64,6 +64,7 @@ __all__ = [
     "exchange",
     "get_control",
     "read_capped",
+    "unreached",
     "utc_precise",
 ]
 
@@ -198,7 +199,33 @@ async def get_control(
     except TimeoutError:
         return Exchange(path=path, status=None, error=f"no answer within {timeout} s")
     except (aiohttp.ClientError, OSError, ValueError) as exc:
-        return Exchange(path=path, status=None, error=text_of(f"{type(exc).__name__}: {exc}", 2000))
+        error = text_of(f"{type(exc).__name__}: {exc}", 2000)
+        return Exchange(path=path, status=None, error=error, unreached=unreached(exc))
+
+
+def unreached(exc: BaseException) -> Unreached | None:
+    """Why ``exc`` means that no server was reached at all, before any byte was sent
+    (the host name did not resolve, the connection was refused, no route led to the
+    host); None for anything else: a TLS failure, a broken or timed-out connection or
+    any answer means something listened there."""
+    import errno
+    import socket
+
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
+        return None
+    cause = exc.os_error if isinstance(exc, aiohttp.ClientConnectorError) else exc
+    if isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(cause, socket.gaierror):
+        return "unresolved"
+    if not isinstance(exc, aiohttp.ClientConnectorError):
+        return None  # refused only counts while connecting, never on a live connection
+    code = getattr(cause, "errno", None)
+    if isinstance(cause, ConnectionRefusedError) or code == errno.ECONNREFUSED:
+        return "refused"
+    if code in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        return "unreachable"
+    return None
 
 
 # -- time limits ----------------------------------------------------------------------

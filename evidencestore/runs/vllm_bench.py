@@ -38,6 +38,7 @@ import msgspec
 
 from .._canonical import canonical, loads_json
 from ..errors import ConfigError
+from ..progress import Observer
 from .fit import CampaignRules
 from .importing import HarnessDir, ImportResult, import_lock, open_import
 from .judge import Expected, Slot, judge
@@ -261,6 +262,7 @@ def import_vllm_bench(
     condition: str | None = None,
     configs: Sequence[str | os.PathLike[str]] = (),
     signing_key: Ed25519PrivateKey | None = None,
+    observer: Observer | None = None,
 ) -> list[ImportResult]:
     """Seal a ``vllm bench serve`` result file as run bundle ``name`` (``NAME-<k>`` for
     each of several ``--append-result`` objects); see the module."""
@@ -284,7 +286,7 @@ def import_vllm_bench(
         with import_lock(repo):
             done = _import_one(
                 repo, source, run_name, obj, n, where, line, len(checked), arm, campaign,
-                condition, configs, signing_key,
+                condition, configs, signing_key, observer,
             )  # fmt: skip
         out.append(done)
     return out
@@ -304,6 +306,7 @@ def _import_one(
     condition: str | None,
     configs: Sequence[str | os.PathLike[str]],
     signing_key: Ed25519PrivateKey | None,
+    observer: Observer | None = None,
 ) -> ImportResult:
     rel = next(iter(source.files))
     started = _utc(obj["date"])
@@ -322,6 +325,7 @@ def _import_one(
         signing_key=signing_key,
         started=started,
         part=part,
+        observer=observer,
     )
     if isinstance(opened, ImportResult):
         return opened

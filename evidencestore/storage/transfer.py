@@ -168,7 +168,8 @@ def _inflight_bytes() -> int:
 
 
 class Progress:
-    """A progress line when ``stream`` is a terminal; silent otherwise (or without one).
+    """A progress line when ``stream`` is a terminal; silent otherwise (or without one):
+    blobs done of the total, bytes, blobs failed so far, and the rate.
 
     On a terminal a ticker thread redraws it five times a second with the bytes of
     streamed downloads still in flight, so a single large blob moves the line too.
@@ -180,6 +181,8 @@ class Progress:
         self.total_bytes = total_bytes
         self.done = 0
         self.done_bytes = 0
+        self.failed = 0
+        self._start = time.monotonic()
         self._stream = stream if stream is not None else sys.stderr
         self._enabled = stream is not None and bool(getattr(stream, "isatty", lambda: False)())
         self._lock = threading.Lock()
@@ -204,9 +207,12 @@ class Progress:
             self._last = time.monotonic()
             partial = sum(self._partial.values())
             shown = min(self.done_bytes + partial + _inflight_bytes(), self.total_bytes)
+            failed = f", {self.failed} failed" if self.failed else ""
+            seconds = self._last - self._start
+            rate = f", {shown / (1 << 20) / seconds:.1f} MiB/s" if seconds > 0 and shown else ""
             self._stream.write(
-                f"\r{self.label}: {self.done}/{self.total} blobs, "
-                f"{shown / (1 << 20):.1f}/{self.total_bytes / (1 << 20):.1f} MiB"
+                f"\r{self.label}: {self.done}/{self.total} blobs{failed}, "
+                f"{shown / (1 << 20):.1f}/{self.total_bytes / (1 << 20):.1f} MiB{rate}\x1b[K"
             )
             self._stream.flush()
 
@@ -226,6 +232,14 @@ class Progress:
             due = now - self._last >= 0.1 or self.done == self.total
         if due:
             self.render()
+
+    def fail(self, key: str | None = None) -> None:
+        """Count one blob that failed (dropping what ``key`` had in flight)."""
+        with self._lock:
+            if key is not None:
+                self._partial.pop(key, None)
+            self.failed += 1
+        self.render()
 
     def close(self) -> None:
         """Stop the ticker and clear the progress line."""
@@ -440,9 +454,11 @@ def download_all(
     jobs: int,
     looked_before: Callable[[str], list[str]],
     done: Callable[[int], None] = lambda _n: None,
+    failed_one: Callable[[], None] = lambda: None,
 ) -> list[tuple[tuple[str, int | None], int | None, EvidenceStoreError | None]]:
     """:func:`download` every item, like ``parallel(items, ..., jobs)`` (same results,
-    in order); ``done`` hears each fetched blob's size.
+    in order); ``done`` hears each fetched blob's size, ``failed_one`` of each blob no
+    source gave.
 
     Blobs of known size up to :data:`STREAM_THRESHOLD` whose first source reads in
     batches are read on that store's event loop, ``jobs`` at a time, each checked
@@ -475,6 +491,13 @@ def download_all(
         failed = {d: e for d, e in answers.items() if e is not None}
 
     def one(item: tuple[str, int | None]) -> int:
+        try:
+            return fetch_one(item)
+        except BaseException:
+            failed_one()
+            raise
+
+    def fetch_one(item: tuple[str, int | None]) -> int:
         digest, size = item
         if digest in sizes:
             exc = failed[digest]

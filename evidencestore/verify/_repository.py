@@ -17,6 +17,7 @@ from ..errors import VerificationError
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, BundleDirs, Inventory
 from ..models import BundleReport, Finding, Registration, Totals, VerifyReport
 from ..paths import shown
+from ..progress import Observer, Tick
 from ..staging import staging_name, stale_staging_dirs
 from ..storage import BlobStore
 from ._base import base_findings
@@ -83,13 +84,17 @@ def verify_repository(
     base: str | None = None,
     remote_checker: RemoteChecker | None = None,
     inventory: Inventory | None = None,
+    observer: Observer | None = None,
 ) -> VerifyReport:
     """Verify the evidence repository at ``root`` and return every finding.
 
     ``store`` is where ``store`` entries are re-hashed (default: the repository's own
     local store); ``bundles`` restricts the per-bundle checks (unknown names are errors);
     ``remote_checker`` adds findings about ``store`` entries on a remote;
-    ``inventory`` is ``load_inventory(root)`` when the caller has already loaded it.
+    ``inventory`` is ``load_inventory(root)`` when the caller has already loaded it;
+    ``observer`` (``evidencestore.progress``) hears of the bundles to check, then of
+    those checked and failed (their entries are hashed together, in workers, so the
+    count moves at the end).
     """
     # What exists now (modules, the caller's objects) is left out of the cyclic
     # collections that verifying many registrations triggers, and forked workers do
@@ -98,9 +103,13 @@ def verify_repository(
     if freeze:
         gc.freeze()
     try:
-        return _verify_repository(
-            root, bundles, store, require_available, base, remote_checker, inventory
+        report = _verify_repository(
+            root, bundles, store, require_available, base, remote_checker, inventory, observer
         )
+        if observer is not None:
+            n, failed = len(report.bundles), sum(not b.ok for b in report.bundles)
+            observer(Tick("verify", n, n, "bundles", failed))
+        return report
     finally:
         if freeze:
             gc.unfreeze()
@@ -114,6 +123,7 @@ def _verify_repository(
     base: str | None,
     remote_checker: RemoteChecker | None,
     inventory: Inventory | None,
+    observer: Observer | None = None,
 ) -> VerifyReport:
     repository = as_repository(root)
     repo = repository.root
@@ -121,6 +131,9 @@ def _verify_repository(
         store = repository.local_store()
     if inventory is None:
         dirs = BundleDirs(repo)
+        if observer is not None:
+            total = len(dirs.dirs) if bundles is None else len(set(bundles))
+            observer(Tick("verify", 0, total, "bundles", what="hashing every entry"))
         plain = frozenset(d.name for d in dirs.dirs if not d.is_symlink())
         ctx = Context(repo, store, require_available, plain)
         shares = (
@@ -143,6 +156,9 @@ def _verify_repository(
         finally:
             if early is not None:
                 early.pending.cancel()  # waited for (a no-op once used), whatever happened
+    if observer is not None:
+        total = len(inventory.registrations) if bundles is None else len(set(bundles))
+        observer(Tick("verify", 0, total, "bundles", what="hashing every entry"))
     ctx = Context(repo, store, require_available)
     return _verify_inventory(repo, ctx, inventory, bundles, base, remote_checker)
 

@@ -14,7 +14,6 @@ from helpers.cli import cli
 
 from evidencestore.digest import hash_bytes
 from evidencestore.runs.body import SMALL, BodySink, MemoryBudget
-from evidencestore.runs.models import RequestRecord
 from evidencestore.storage import LocalBlobStore
 
 
@@ -358,37 +357,29 @@ def test_run_past_its_memory_budget_records_the_same_bytes(
     assert len(created) == 1 and not created[0].exists()  # one spool, removed after
 
 
-def test_terminal_progress_is_redrawn_at_most_ten_times_a_second(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_terminal_progress_is_redrawn_at_most_ten_times_a_second() -> None:
+    """A run of 1000 requests in one second (1 ms each, by the clock given): the line is
+    drawn for the first few ticks (the burst), then ten times a second, and always at
+    the last; each line carries the counts of its tick."""
     import io
 
-    from evidencestore.cli import run as cli_run
+    from evidencestore.progress import Line, Tick
 
-    clock = iter(range(10**9, 10**12, 10**6))  # 1 ms per request
-    monkeypatch.setattr(cli_run.time, "monotonic_ns", lambda: next(clock))
-    record = _record()
-    out = io.StringIO()
-    show = cli_run._progress(out)
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    clock = iter(k / 1000 for k in range(10**6))  # 1 ms per tick
+    out = Terminal()
+    line = Line(out, clock=lambda: next(clock))
     for k in range(1, 1001):
-        show(k, 1000, record)
-    lines = out.getvalue().split("\r")[1:]
-    # the first, then one per 100 ms of the 1000 ms, and always the last
-    assert lines[0].startswith("request 1 of 1000 (measured)")
-    assert lines[-1].startswith("request 1000 of 1000 (measured), last ")
-    assert len(lines) == 11
-    assert [int(line.split()[1]) for line in lines] == [1, *range(101, 1000, 100), 1000]
-
-
-def _record() -> RequestRecord:
-    from evidencestore.models import Descriptor
-    from evidencestore.runs.judge import Slot, request_record
-    from evidencestore.runs.transport import Observation
-
-    desc = hash_bytes(b"p")
-    payload = Descriptor(digest=desc.digest, size=desc.size, media_type="application/json")
-    obs = Observation(sent_ns=0, end_ns=2_000_000, status=200, media_type="application/json")
-    return request_record(obs, Slot(0, "measured"), payload=payload, body=None)
+        line(Tick("run r", k, 1000, "requests", failed=k // 100, started=k))
+    drawn = [part.split("\x1b[K")[0] for part in out.getvalue().split("\r")[1:]]
+    assert line.drawn == len(drawn) == 4 + 10  # the burst, ten a second, the last
+    assert drawn[0] == "run r: 1/1000 requests, 1 sent"  # no rate at the first tick
+    assert drawn[-1] == "run r: 1000/1000 requests, 1000 sent, 10 failed, 1001.0/s"
+    done = [int(d.split()[2].split("/")[0]) for d in drawn]
+    assert done == sorted(done) and done[:4] == [1, 2, 3, 4]
 
 
 def test_deadlines_time_out_an_exchange_and_let_outside_cancellation_through(

@@ -235,9 +235,10 @@ def test_connection_refused_is_recorded(
     code, out, _ = _cli(
         capsys, "run", str(wl), "--arm", "a", "--server", url, "--name", "down", "--root", str(repo)
     )
-    assert code == 1 and "failed-before-inference" in out
+    assert code == 1 and "never-started" in out  # issue 38: an operator's error
     record = load_run(repo, "down")
     assert record.server.health.status is None and record.server.health.error
+    assert record.outcome == "never-started" and record.server.health.unreached == "refused"
 
 
 def test_connection_dropped_mid_body_leaves_nothing_partial(
@@ -590,7 +591,9 @@ def test_progress_on_a_terminal(
     wl = _workload(tmp_path, warmup=1, measured=1, seconds=(1,))
     code, _, err = _run(capsys, repo, wl, fresh_video_server, "tty")
     assert code == 0
-    assert "\rrequest 1 of 2 (warmup), last " in err and "\rrequest 2 of 2 (measured), last " in err
+    assert "\rrun tty: 0/2 requests, 0 sent (checking the server)\x1b[K" in err
+    assert "\rrun tty: 0/2 requests, 1 sent\x1b[K" in err  # before the first one is done
+    assert "\rrun tty: 2/2 requests, 2 sent, " in err and err.endswith("\r\x1b[K")
 
 
 def test_campaign_bundle_without_protocol(

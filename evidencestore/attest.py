@@ -12,7 +12,7 @@ pre-authentication encoding ``PAE(payloadType, payload)`` (DSSE v1), never the b
 payload, so a payload cannot be replayed under another type.
 
 Everything is offline: keys are PEM files (PKCS#8 private, SubjectPublicKeyInfo public),
-signing and verifying use ``cryptography``'s ed25519. Verification re-reads every subject
+envelopes are signed and verified by securesystemslib (``dsse.py``) with ed25519. Verification re-reads every subject
 (from the working tree, else the repository store with its remotes, verified) and
 recomputes both digests; it lists every problem, it does not stop at the first.
 """

@@ -30,7 +30,7 @@ import msgspec
 
 from ._canonical import decode
 from .config import Repository, as_repository
-from .digest import digest_from_hex, hash_bytes, is_digest, new_hasher
+from .digest import digest_from_hex, is_digest, new_hasher
 from .dsse import (
     PAYLOAD_TYPE,
     PREDICATE_RUN,
@@ -54,17 +54,22 @@ from .dsse import (
 from .errors import AttestationError, EvidenceStoreError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
 from .models import Entry, entry_path_problem
+from .testresult import PREDICATE_TEST_RESULT
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
         Ed25519PublicKey,
     )
 
+    from .testresult import Verdict
+
 __all__ = [
     "PAYLOAD_TYPE",
+    "PREDICATES",
     "PREDICATE_BUNDLE",
     "PREDICATE_RECORD",
     "PREDICATE_RUN",
+    "PREDICATE_TEST_RESULT",
     "STATEMENT_TYPE",
     "AttestationError",
     "AttestationResult",
@@ -211,14 +216,42 @@ def _verdict_line(data: bytes) -> str | None:
     return f"{status.verdict} {status.qualifier}" if status.qualifier else status.verdict
 
 
-def statement_for(root: str | os.PathLike[str], target: str) -> Statement:
+#: The predicates ``attest`` can state: ``evidencestore`` (a bundle, run or record
+#: statement, the default) and ``test-result`` (a verdict, :mod:`evidencestore.testresult`).
+PREDICATES: tuple[str, ...] = ("evidencestore", "test-result")
+
+
+def statement_for(
+    root: str | os.PathLike[str], target: str, *, predicate: str = "evidencestore"
+) -> Statement:
     """The statement about ``target``: a registered bundle's name, a digest in the store
-    (a claim, status or any record), or a file inside the repository."""
+    (a claim, status or any record), or a file inside the repository. With
+    ``predicate="test-result"``, the in-toto test-result statement of the verdict about
+    it: a bundle's verification, a run's validity, a media comparison or check, a
+    campaign status (:mod:`evidencestore.testresult`)."""
+    if predicate not in PREDICATES:
+        raise AttestationError(f"predicate {predicate!r}: expected one of {', '.join(PREDICATES)}")
     repo = as_repository(root)
-    base = repo.root
-    if registration_path(base, target).is_file():
-        subjects, about = _bundle_subjects(repo, target)
-        return Statement(subject=tuple(subjects), predicate_type=PREDICATE_BUNDLE, predicate=about)
+    if predicate == "test-result":
+        return _test_result(repo, target)[0]
+    if registration_path(repo.root, target).is_file():
+        subjects, bundle = _bundle_subjects(repo, target)
+        return Statement(subject=tuple(subjects), predicate_type=PREDICATE_BUNDLE, predicate=bundle)
+    subject, data = _record_subject(repo, target)
+    kind = _record_kind(data)
+    about: dict[str, Any] = {"size": len(data)}
+    if kind:
+        about["kind"] = kind
+    if kind is not None and kind.endswith(
+        "campaign-status"
+    ):  # the verdict line, set-asides after results included
+        about["verdict"] = _verdict_line(data)
+    return Statement(subject=(subject,), predicate_type=PREDICATE_RECORD, predicate=about)
+
+
+def _record_subject(repo: Repository, target: str) -> tuple[Subject, bytes]:
+    """A record by digest (from the store) or a file inside the repository: its subject
+    (both digests) and its bytes."""
     if is_digest(target):
         from .remotes import repository_store
 
@@ -230,48 +263,110 @@ def statement_for(root: str | os.PathLike[str], target: str) -> Statement:
             "blake3": target.removeprefix("blake3:"),
             "sha256": hashlib.sha256(data).hexdigest(),
         }
-        subject = Subject(name=target, digest=digests)
-        kind = _record_kind(data)
-    else:
-        path = Path(target)
-        full = path if path.is_absolute() else Path.cwd() / path
-        if not full.is_file():
-            raise AttestationError(
-                f"{target}: not a registered bundle, a digest in the store, or a file"
-            )
-        try:
-            rel = full.resolve().relative_to(base.resolve()).as_posix()
-        except ValueError:
-            raise AttestationError(
-                f"{target}: outside the repository {base}; attest a file inside it, or store it "
-                "and attest its digest"
-            ) from None
-        try:
-            data = full.read_bytes()
-        except OSError as exc:
-            raise AttestationError(f"{target}: cannot read: {exc.strerror}") from exc
-        subject = Subject(
-            name=rel,
-            digest={
-                "blake3": hash_bytes(data).digest.removeprefix("blake3:"),
-                "sha256": hashlib.sha256(data).hexdigest(),
-            },
+        return Subject(name=target, digest=digests), data
+    path = Path(target)
+    full = path if path.is_absolute() else Path.cwd() / path
+    if not full.is_file():
+        raise AttestationError(
+            f"{target}: not a registered bundle, a digest in the store, or a file"
         )
-        kind = _record_kind(data)
-    predicate: dict[str, Any] = {"size": len(data)}
-    if kind:
-        predicate["kind"] = kind
-    if kind is not None and kind.endswith(
-        "campaign-status"
-    ):  # the verdict line, set-asides after results included
-        predicate["verdict"] = _verdict_line(data)
-    return Statement(subject=(subject,), predicate_type=PREDICATE_RECORD, predicate=predicate)
+    try:
+        rel = full.resolve().relative_to(repo.root.resolve()).as_posix()
+    except ValueError:
+        raise AttestationError(
+            f"{target}: outside the repository {repo.root}; attest a file inside it, or store "
+            "it and attest its digest"
+        ) from None
+    try:
+        data = full.read_bytes()
+    except OSError as exc:
+        raise AttestationError(f"{target}: cannot read: {exc.strerror}") from exc
+    return Subject(name=rel, digest=_digests(io.BytesIO(data))), data
 
 
-def attest(root: str | os.PathLike[str], target: str, key: str | os.PathLike[str]) -> Envelope:
+def _test_result(repo: Repository, target: str) -> tuple[Statement, Verdict]:
+    """The test-result statement about ``target`` and the verdict it states: a bundle's
+    registration (and the record whose verdict it states, ``run.json`` or
+    ``status.json``) as subjects, or the record itself."""
+    from .testresult import bundle_verdict, record_verdict
+
+    if registration_path(repo.root, target).is_file():
+        verdict, record = bundle_verdict(repo, target)
+        base = f"{EVIDENCE_DIR}/{target}"
+        subjects = []
+        for rel in [REGISTRATION_NAME, *([record] if record else [])]:
+            try:
+                digests = _file_digests(repo.root / base / rel)
+            except OSError as exc:
+                raise AttestationError(f"{base}/{rel}: cannot read: {exc.strerror}") from exc
+            subjects.append(Subject(name=f"{base}/{rel}", digest=digests))
+    else:
+        subject, data = _record_subject(repo, target)
+        found = record_verdict(repo, data)
+        if found is None:
+            raise AttestationError(
+                f"{target}: states no verdict ({_record_kind(data) or 'not a record'}): a "
+                "test-result statement is about a bundle (its verification, or a run's "
+                "validity), a run record, a media comparison or check report, or a campaign "
+                "status"
+            )
+        verdict, subjects = found, [subject]
+    statement = Statement(
+        subject=tuple(subjects),
+        predicate_type=PREDICATE_TEST_RESULT,
+        predicate=verdict.predicate(),
+    )
+    return statement, verdict
+
+
+def _test_result_problems(repo: Repository, statement: Statement, expected: str) -> list[str]:
+    """How a test-result statement differs from the verdict the evidence about
+    ``expected`` gives now (recomputed), field by field."""
+    try:
+        now, verdict = _test_result(repo, expected)
+    except EvidenceStoreError as exc:
+        return [f"the verdict about {expected} cannot be recomputed: {exc}"]
+    problems: list[str] = []
+    said, want = statement.predicate, now.predicate
+    if said.get("result") != want["result"]:
+        problems.append(
+            f"result {said.get('result')!r}: the evidence gives {want['result']!r} "
+            f"({verdict.about} verdict {verdict.verdict})"
+        )
+    for key in ("passedTests", "warnedTests", "failedTests", "configuration"):
+        a, b = said.get(key, []), want.get(key, [])
+        if a == b:
+            continue
+        extra = [x for x in a if x not in b] if isinstance(a, list) else [a]
+        missing = [x for x in b if not isinstance(a, list) or x not in a]
+        problems.append(
+            f"{key} differ from what the evidence gives: stated but not given "
+            f"{_short(extra)}, given but not stated {_short(missing)}"
+            + (" (order differs)" if not extra and not missing else "")
+        )
+    if stray := sorted(set(said) - set(want)):
+        problems.append(f"predicate fields {', '.join(stray)} are not in the recomputed verdict")
+    names, want_names = [x.name for x in statement.subject], [x.name for x in now.subject]
+    if sorted(names) != sorted(want_names):
+        problems.append(f"subjects {names}, the verdict is about {want_names}")
+    return problems
+
+
+def _short(items: list[Any], most: int = 5) -> str:
+    shown = ", ".join(repr(x) for x in items[:most])
+    return f"[{shown}{f', … {len(items) - most} more' if len(items) > most else ''}]"
+
+
+def attest(
+    root: str | os.PathLike[str],
+    target: str,
+    key: str | os.PathLike[str],
+    *,
+    predicate: str = "evidencestore",
+) -> Envelope:
     """Make and sign the statement about ``target`` (see :func:`statement_for`)."""
     private = load_private_key(key)
-    return sign_statement(statement_for(root, target), private)
+    return sign_statement(statement_for(root, target, predicate=predicate), private)
 
 
 # -- verification ---------------------------------------------------------------------
@@ -351,15 +446,18 @@ def _expected_problems(repo: Repository, statement: Statement, expected: str) ->
         elif ptype == PREDICATE_RUN:
             if prefix + "run.json" not in names:
                 problems.append(f"the statement does not name {prefix}run.json")
+        elif ptype == PREDICATE_TEST_RESULT:
+            if prefix + REGISTRATION_NAME not in names:
+                problems.append(f"the statement does not name {prefix}{REGISTRATION_NAME}")
         else:
             problems.append(
-                f"predicate type {ptype!r} is not a bundle or run attestation, which bundle "
-                f"{expected!r} needs"
+                f"predicate type {ptype!r} is not a bundle, run or test-result attestation, "
+                f"which bundle {expected!r} needs"
             )
         return [*problems, *(f"subject {n!r} is not part of bundle {expected!r}" for n in stray)]
     if is_digest(expected):
         problems = []
-        if ptype != PREDICATE_RECORD:
+        if ptype not in (PREDICATE_RECORD, PREDICATE_TEST_RESULT):
             problems.append(
                 f"predicate type {ptype!r}, expected {PREDICATE_RECORD!r} for a record digest"
             )
@@ -371,7 +469,7 @@ def _expected_problems(repo: Repository, statement: Statement, expected: str) ->
         return problems
     rel = _repository_file(repo, expected)
     problems = []
-    if ptype != PREDICATE_RECORD:
+    if ptype not in (PREDICATE_RECORD, PREDICATE_TEST_RESULT):
         problems.append(f"predicate type {ptype!r}, expected {PREDICATE_RECORD!r} for a file")
     if rel not in names:
         problems.append(f"no subject is the file {rel!r} (subjects: {', '.join(names) or 'none'})")
@@ -442,6 +540,8 @@ def verify_attestation(
         problems.append(f"{source}: the statement has no subject")
     if expected is not None:
         problems += [f"{source}: {p}" for p in _expected_problems(repo, statement, expected)]
+        if statement.predicate_type == PREDICATE_TEST_RESULT:
+            problems += [f"{source}: {p}" for p in _test_result_problems(repo, statement, expected)]
     verified: list[str] = []
     for subject in statement.subject:
         found = list(_subject_problems(repo, subject))

@@ -279,7 +279,7 @@ def test_expected_subject_and_predicate_type(
     desc = local_store(repo).put(b'{"kind": "campaign-claim"}')
     _attest(repo, desc.digest, private, tmp_path / "r.json")
     code, out, _ = _verify(repo, tmp_path / "r.json", public, "run1")
-    assert code == 1 and "is not a bundle or run attestation" in out
+    assert code == 1 and "is not a bundle, run or test-result attestation" in out
     assert _verify(repo, tmp_path / "r.json", public, desc.digest)[0] == 0
     # The expected subject is required, and must name something.
     code, _, err = run(

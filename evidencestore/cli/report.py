@@ -42,6 +42,14 @@ def register(commands: Commands) -> None:
             arg("path", nargs="?", metavar="ENVELOPE|KEYFILE", help=argparse.SUPPRESS),
             arg("--key", metavar="KEY", help="private key to sign with, public key to verify"),
             arg("-o", "--output", metavar="OUT", help="envelope file (default: stdout)"),
+            arg(
+                "--predicate",
+                choices=("evidencestore", "test-result"),
+                default="evidencestore",
+                help="what to state: the bundle, run or record (default), or the verdict "
+                "about it as an in-toto test-result (verify result, run validity, media "
+                "comparison, campaign verdict)",
+            ),
             arg("--json", action="store_true", help="verify: print the result as JSON"),
             arg(
                 "--subject",
@@ -50,7 +58,7 @@ def register(commands: Commands) -> None:
             ),
             ROOT,
         ],
-        usage="evstore attest TARGET --key KEY [-o OUT]\n"
+        usage="evstore attest TARGET --key KEY [--predicate test-result] [-o OUT]\n"
         "       evstore attest verify ENVELOPE --key PUB --subject TARGET [--json]\n"
         "       evstore attest keygen KEYFILE",
         description="TARGET: a bundle name, a record digest in the store, or a file in the "
@@ -111,7 +119,7 @@ def _attest(args: argparse.Namespace) -> int:
         return _usage(f"unexpected argument {args.path!r}")
     from .._canonical import pretty
 
-    envelope = attest.attest(repo_root(args), args.target, args.key)
+    envelope = attest.attest(repo_root(args), args.target, args.key, predicate=args.predicate)
     data = pretty(envelope)
     if args.output:
         _write(args.output, data, "envelope")
@@ -142,10 +150,11 @@ def _verify(args: argparse.Namespace) -> int:
             (f"blake3:{s.digest['blake3']}" for s in st.subject if s.name.endswith("run.json")),
             args.subject,
         )
+        result_of = f" ({st.predicate['result']})" if "result" in st.predicate else ""
         print(
             f"verified: {args.path} is about {args.subject} ({about}), signed by key "
             f"{result.keyid} ({args.key}); {len(result.verified)} subject(s) match the "
-            f"repository; predicate {st.predicate_type}"
+            f"repository; predicate {st.predicate_type}{result_of}"
         )
     else:
         print(f"REFUSED: {args.path}: {len(result.problems)} problem(s)")

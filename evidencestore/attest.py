@@ -19,16 +19,17 @@ recomputes both digests; it lists every problem, it does not stop at the first.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
-from ._canonical import decode
+from ._canonical import canonical, decode
 from .config import Repository, as_repository
 from .digest import digest_from_hex, is_digest, new_hasher
 from .dsse import (
@@ -71,16 +72,20 @@ __all__ = [
     "PREDICATE_RUN",
     "PREDICATE_TEST_RESULT",
     "STATEMENT_TYPE",
+    "AttestationBundleResult",
     "AttestationError",
     "AttestationResult",
+    "BundleLine",
     "Envelope",
     "RunSignature",
     "Signature",
     "Statement",
     "Subject",
+    "append_to_bundle",
     "attest",
     "check_attestation",
     "generate_key",
+    "is_bundle_path",
     "key_id",
     "load_private_key",
     "load_public_key",
@@ -89,6 +94,7 @@ __all__ = [
     "sign_statement",
     "statement_for",
     "verify_attestation",
+    "verify_attestation_bundle",
     "verify_run_signature",
 ]
 
@@ -593,3 +599,118 @@ def check_attestation(
             f"{source}: attestation refused: " + "; ".join(result.problems), result.problems
         )
     return result
+
+
+# -- bundles of attestations (JSON lines) -------------------------------------------------
+class BundleLine(msgspec.Struct, frozen=True, kw_only=True):
+    """One line of an attestation bundle (1-based) and its result."""
+
+    line: int
+    result: AttestationResult
+
+
+class AttestationBundleResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of checking an attestation bundle (``*.intoto.jsonl``, one DSSE
+    envelope a line): every line's result, and the problems of the bundle as a whole
+    (no line, a line that is not an envelope, an expected subject no line is about)."""
+
+    ok: bool
+    source: str
+    lines: tuple[BundleLine, ...]
+    problems: tuple[str, ...]
+
+
+def append_to_bundle(path: str | os.PathLike[str], envelope: Envelope) -> int:
+    """Append ``envelope`` as one line (canonical JSON) to the attestation bundle at
+    ``path`` (created when absent); return its line number. The line goes in one
+    ``O_APPEND`` write, so attestations appended at the same time by other processes
+    are never interleaved with it on a local file system."""
+    source = os.fspath(path)
+    line = canonical(envelope) + b"\n"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        raise AttestationError(f"{source}: cannot open the bundle: {exc.strerror}") from exc
+    try:
+        with os.fdopen(fd, "r+b") as fh:
+            existing = fh.read()
+            if existing and not existing.endswith(b"\n"):
+                raise AttestationError(
+                    f"{source}: its last line is not terminated by a newline: not a JSON-lines "
+                    "attestation bundle, nothing appended"
+                )
+            fh.write(line)
+    except OSError as exc:
+        raise AttestationError(f"{source}: cannot append: {exc.strerror}") from exc
+    return existing.count(b"\n") + 1
+
+
+def _about(repo: Repository, data: bytes, expected: Sequence[str]) -> str:
+    """Which of ``expected`` the envelope in ``data`` is about (read before its signature
+    is checked, only to choose; the check follows): the first without a problem, else
+    the first."""
+    try:
+        payload = base64.b64decode(decode_envelope(data, "line").payload, validate=True)
+        statement = decode(payload, Statement)
+    except (AttestationError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
+        return expected[0]
+    for target in expected:
+        try:
+            if not _expected_problems(repo, statement, target):
+                return target
+        except EvidenceStoreError:
+            continue
+    return expected[0]
+
+
+def verify_attestation_bundle(
+    root: str | os.PathLike[str],
+    data: bytes,
+    public_key: Ed25519PublicKey,
+    *,
+    source: str = "bundle",
+    expected: Sequence[str] = (),
+) -> AttestationBundleResult:
+    """Check every line of an attestation bundle (JSON lines, one DSSE envelope each) as
+    :func:`verify_attestation` checks one envelope, each problem named by its line; with
+    ``expected`` (bundle names, record digests or files), each line must be about one of
+    them and each of them must be attested by a verified line."""
+    repo = as_repository(root)
+    for target in expected:
+        if not (registration_path(repo.root, target).is_file() or is_digest(target)):
+            _repository_file(repo, target)  # raises for anything else
+    problems: list[str] = []
+    lines: list[BundleLine] = []
+    text = data.split(b"\n")
+    if text and text[-1] == b"":
+        text.pop()
+    if not text:
+        problems.append(f"{source}: no attestation (an empty bundle)")
+    for number, raw in enumerate(text, 1):
+        where = f"{source} line {number}"
+        if not raw.strip():
+            problems.append(f"{where}: empty line")
+            continue
+        if raw.lstrip().startswith(b"{") and b'"dsseEnvelope"' in raw:
+            problems.append(
+                f"{where}: a Sigstore bundle (GitHub's attestations): verify it with "
+                "`gh attestation verify`; this checks DSSE envelopes signed with a local key"
+            )
+            continue
+        about = _about(repo, raw, expected) if expected else None
+        result = verify_attestation(repo, raw, public_key, source=where, expected=about)
+        lines.append(BundleLine(line=number, result=result))
+    covered = {x.result.expected for x in lines if x.result.ok}
+    for target in expected:
+        if target not in covered:
+            problems.append(f"{source}: no verified line is about {target}")
+    ok = not problems and all(x.result.ok for x in lines)
+    return AttestationBundleResult(
+        ok=ok, source=source, lines=tuple(lines), problems=tuple(problems)
+    )
+
+
+def is_bundle_path(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names an attestation bundle (``*.jsonl``: JSON lines) rather than
+    one envelope."""
+    return os.fspath(path).endswith(".jsonl")

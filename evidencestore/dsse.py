@@ -274,6 +274,8 @@ def _run_subject(bundle: str, data: bytes) -> Subject:
 def _entry_subjects(
     bundle: str, entries: Iterable[Entry], sha256: Callable[[Entry], str] | None = None
 ) -> tuple[Subject, ...]:
+    """One subject per entry, sorted by path: its BLAKE3 (the store address) and, given
+    ``sha256`` (signing), its SHA-256; verifying compares BLAKE3 alone."""
     return tuple(
         Subject(
             name=f"{EVIDENCE_DIR}/{bundle}/{e.path}",
@@ -298,7 +300,13 @@ def sign_run(
     of its bundle (``entries``: raw arrays, outputs, configurations; all but the signature
     itself) as an in-toto statement of type :data:`PREDICATE_RUN`, one subject each, in a
     DSSE envelope; ``sha256`` gives an entry's SHA-256 (hex), which in-toto verifiers
-    (``evstore attest verify``) check beside BLAKE3."""
+    (``evstore attest verify``, GitHub's ``gh attestation verify``) check beside BLAKE3:
+    every subject carries both, so entries need it."""
+    entries = tuple(entries)
+    if entries and sha256 is None:
+        raise AttestationError(
+            f"run {bundle!r}: signing {len(entries)} entries needs their SHA-256 (sha256=)"
+        )
     statement = Statement(
         subject=(_run_subject(bundle, data), *_entry_subjects(bundle, entries, sha256)),
         predicate_type=PREDICATE_RUN,

@@ -47,6 +47,12 @@ def register(commands: Commands) -> None:
             arg("--key", metavar="KEY", help="private key to sign with, public key to verify"),
             arg("-o", "--output", metavar="OUT", help="envelope file (default: stdout)"),
             arg(
+                "--statement",
+                action="store_true",
+                help="write the in-toto statement unsigned (no --key): its subjects and "
+                "predicate for another signer, e.g. GitHub's actions/attest",
+            ),
+            arg(
                 "--bundle",
                 metavar="OUT.intoto.jsonl",
                 help="append the envelope as one line to this attestation bundle (JSON lines)",
@@ -71,6 +77,7 @@ def register(commands: Commands) -> None:
         ],
         usage="evstore attest TARGET --key KEY [--predicate test-result] "
         "[-o OUT | --bundle OUT.intoto.jsonl]\n"
+        "       evstore attest TARGET --statement [--predicate test-result] [-o OUT]\n"
         "       evstore attest verify ENVELOPE|BUNDLE.jsonl --key PUB --subject TARGET... "
         "[--json]\n"
         "       evstore attest keygen KEYFILE",
@@ -115,6 +122,8 @@ def _attest(args: argparse.Namespace) -> int:
         private, public = attest.generate_key(args.path)
         print(f"private key {private} (keep it secret), public key {public}")
         return EXIT_OK
+    if args.statement and args.target not in ("verify", "keygen"):
+        return _statement(args)
     if args.key is None:
         return _usage("--key KEY is required")
     if args.target == "verify":
@@ -145,6 +154,22 @@ def _attest(args: argparse.Namespace) -> int:
     if args.output:
         _write(args.output, data, "envelope")
         print(f"attestation of {args.target} written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(data.decode())
+    return EXIT_OK
+
+
+def _statement(args: argparse.Namespace) -> int:
+    """The unsigned statement, for a signer outside evstore."""
+    from .. import attest
+    from .._canonical import pretty
+
+    if args.key or args.bundle or args.subject or args.path:
+        return _usage("--statement writes the unsigned statement: no --key, --bundle, --subject")
+    data = pretty(attest.statement_for(repo_root(args), args.target, predicate=args.predicate))
+    if args.output:
+        _write(args.output, data, "statement")
+        print(f"statement about {args.target} written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(data.decode())
     return EXIT_OK

@@ -15,6 +15,13 @@ Everything is offline: keys are PEM files (PKCS#8 private, SubjectPublicKeyInfo 
 envelopes are signed and verified by securesystemslib (``dsse.py``) with ed25519. Verification re-reads every subject
 (from the working tree, else the repository store with its remotes, verified) and
 recomputes both digests; it lists every problem, it does not stop at the first.
+
+A test-result statement (``--predicate test-result``, :mod:`evidencestore.testresult`)
+states a verdict; verifying it recomputes the verdict from its evidence and refuses any
+difference. An attestation bundle (``*.intoto.jsonl``) holds one envelope a line; each
+is appended in one ``O_APPEND`` write of the whole line, so envelopes appended at the
+same time by several processes never interleave and none is lost, and verification
+names every problem by its line.
 """
 
 from __future__ import annotations

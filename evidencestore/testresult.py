@@ -9,13 +9,14 @@ the checks, requests, audits or cells the verdict read). Four verdicts are state
 - a bundle's verification (``verify``, as ``evstore verify`` judges it: ``FAIL`` on an
   error, ``UNAVAILABLE`` when a store entry could not be checked, else ``PASS``); one
   test per entry, and one per finding that names no entry;
-- a run's validity (``run``: ``PASS`` for a ``complete`` run, else ``FAIL``); one test
-  for the outcome, one per request (``measured/3``), one per audit;
+- a run's validity (``run``, a run record or a bundle holding one as ``run.json``:
+  ``PASS`` for a ``complete`` run, else ``FAIL``); one test for the outcome, one per
+  request (``measured/3``), one per audit (warned when it examined nothing);
 - a media comparison or check report (``comparison``, ``media-check``: the record's
   verdict); one test per check of each input, compatibility, equality and threshold check;
-- a campaign verdict (``campaign``: a status record's ``ACCEPTED``, ``NOT_ACCEPTED`` or
-  ``UNAVAILABLE``); one test per cell (``5s/fast``): qualified passed, rejected failed,
-  withdrawn or open warned.
+- a campaign verdict (``campaign``, a status record or a bundle holding one as
+  ``status.json``: ``ACCEPTED``, ``NOT_ACCEPTED`` or ``UNAVAILABLE``); one test per cell
+  (``5s/fast``): qualified passed, rejected failed, withdrawn or open warned.
 
 Verdicts map onto results as ``RESULTS`` says; nothing else is guessed. Every verdict
 is recomputed from the evidence it is about (the record's bytes, the bundle as it is),

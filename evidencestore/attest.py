@@ -12,25 +12,33 @@ pre-authentication encoding ``PAE(payloadType, payload)`` (DSSE v1), never the b
 payload, so a payload cannot be replayed under another type.
 
 Everything is offline: keys are PEM files (PKCS#8 private, SubjectPublicKeyInfo public),
-signing and verifying use ``cryptography``'s ed25519. Verification re-reads every subject
+envelopes are signed and verified by securesystemslib (``dsse.py``) with ed25519. Verification re-reads every subject
 (from the working tree, else the repository store with its remotes, verified) and
 recomputes both digests; it lists every problem, it does not stop at the first.
+
+A test-result statement (``--predicate test-result``, :mod:`evidencestore.testresult`)
+states a verdict; verifying it recomputes the verdict from its evidence and refuses any
+difference. An attestation bundle (``*.intoto.jsonl``) holds one envelope a line; each
+is appended in one ``O_APPEND`` write of the whole line, so envelopes appended at the
+same time by several processes never interleave and none is lost, and verification
+names every problem by its line.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
-from ._canonical import decode
+from ._canonical import canonical, decode
 from .config import Repository, as_repository
-from .digest import digest_from_hex, hash_bytes, is_digest, new_hasher
+from .digest import digest_from_hex, is_digest, new_hasher
 from .dsse import (
     PAYLOAD_TYPE,
     PREDICATE_RUN,
@@ -54,28 +62,37 @@ from .dsse import (
 from .errors import AttestationError, EvidenceStoreError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
 from .models import Entry, entry_path_problem
+from .testresult import PREDICATE_TEST_RESULT
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
         Ed25519PublicKey,
     )
 
+    from .testresult import Verdict
+
 __all__ = [
     "PAYLOAD_TYPE",
+    "PREDICATES",
     "PREDICATE_BUNDLE",
     "PREDICATE_RECORD",
     "PREDICATE_RUN",
+    "PREDICATE_TEST_RESULT",
     "STATEMENT_TYPE",
+    "AttestationBundleResult",
     "AttestationError",
     "AttestationResult",
+    "BundleLine",
     "Envelope",
     "RunSignature",
     "Signature",
     "Statement",
     "Subject",
+    "append_to_bundle",
     "attest",
     "check_attestation",
     "generate_key",
+    "is_bundle_path",
     "key_id",
     "load_private_key",
     "load_public_key",
@@ -84,6 +101,7 @@ __all__ = [
     "sign_statement",
     "statement_for",
     "verify_attestation",
+    "verify_attestation_bundle",
     "verify_run_signature",
 ]
 
@@ -211,14 +229,42 @@ def _verdict_line(data: bytes) -> str | None:
     return f"{status.verdict} {status.qualifier}" if status.qualifier else status.verdict
 
 
-def statement_for(root: str | os.PathLike[str], target: str) -> Statement:
+#: The predicates ``attest`` can state: ``evidencestore`` (a bundle, run or record
+#: statement, the default) and ``test-result`` (a verdict, :mod:`evidencestore.testresult`).
+PREDICATES: tuple[str, ...] = ("evidencestore", "test-result")
+
+
+def statement_for(
+    root: str | os.PathLike[str], target: str, *, predicate: str = "evidencestore"
+) -> Statement:
     """The statement about ``target``: a registered bundle's name, a digest in the store
-    (a claim, status or any record), or a file inside the repository."""
+    (a claim, status or any record), or a file inside the repository. With
+    ``predicate="test-result"``, the in-toto test-result statement of the verdict about
+    it: a bundle's verification, a run's validity, a media comparison or check, a
+    campaign status (:mod:`evidencestore.testresult`)."""
+    if predicate not in PREDICATES:
+        raise AttestationError(f"predicate {predicate!r}: expected one of {', '.join(PREDICATES)}")
     repo = as_repository(root)
-    base = repo.root
-    if registration_path(base, target).is_file():
-        subjects, about = _bundle_subjects(repo, target)
-        return Statement(subject=tuple(subjects), predicate_type=PREDICATE_BUNDLE, predicate=about)
+    if predicate == "test-result":
+        return _test_result(repo, target)[0]
+    if registration_path(repo.root, target).is_file():
+        subjects, bundle = _bundle_subjects(repo, target)
+        return Statement(subject=tuple(subjects), predicate_type=PREDICATE_BUNDLE, predicate=bundle)
+    subject, data = _record_subject(repo, target)
+    kind = _record_kind(data)
+    about: dict[str, Any] = {"size": len(data)}
+    if kind:
+        about["kind"] = kind
+    if kind is not None and kind.endswith(
+        "campaign-status"
+    ):  # the verdict line, set-asides after results included
+        about["verdict"] = _verdict_line(data)
+    return Statement(subject=(subject,), predicate_type=PREDICATE_RECORD, predicate=about)
+
+
+def _record_subject(repo: Repository, target: str) -> tuple[Subject, bytes]:
+    """A record by digest (from the store) or a file inside the repository: its subject
+    (both digests) and its bytes."""
     if is_digest(target):
         from .remotes import repository_store
 
@@ -230,48 +276,110 @@ def statement_for(root: str | os.PathLike[str], target: str) -> Statement:
             "blake3": target.removeprefix("blake3:"),
             "sha256": hashlib.sha256(data).hexdigest(),
         }
-        subject = Subject(name=target, digest=digests)
-        kind = _record_kind(data)
-    else:
-        path = Path(target)
-        full = path if path.is_absolute() else Path.cwd() / path
-        if not full.is_file():
-            raise AttestationError(
-                f"{target}: not a registered bundle, a digest in the store, or a file"
-            )
-        try:
-            rel = full.resolve().relative_to(base.resolve()).as_posix()
-        except ValueError:
-            raise AttestationError(
-                f"{target}: outside the repository {base}; attest a file inside it, or store it "
-                "and attest its digest"
-            ) from None
-        try:
-            data = full.read_bytes()
-        except OSError as exc:
-            raise AttestationError(f"{target}: cannot read: {exc.strerror}") from exc
-        subject = Subject(
-            name=rel,
-            digest={
-                "blake3": hash_bytes(data).digest.removeprefix("blake3:"),
-                "sha256": hashlib.sha256(data).hexdigest(),
-            },
+        return Subject(name=target, digest=digests), data
+    path = Path(target)
+    full = path if path.is_absolute() else Path.cwd() / path
+    if not full.is_file():
+        raise AttestationError(
+            f"{target}: not a registered bundle, a digest in the store, or a file"
         )
-        kind = _record_kind(data)
-    predicate: dict[str, Any] = {"size": len(data)}
-    if kind:
-        predicate["kind"] = kind
-    if kind is not None and kind.endswith(
-        "campaign-status"
-    ):  # the verdict line, set-asides after results included
-        predicate["verdict"] = _verdict_line(data)
-    return Statement(subject=(subject,), predicate_type=PREDICATE_RECORD, predicate=predicate)
+    try:
+        rel = full.resolve().relative_to(repo.root.resolve()).as_posix()
+    except ValueError:
+        raise AttestationError(
+            f"{target}: outside the repository {repo.root}; attest a file inside it, or store "
+            "it and attest its digest"
+        ) from None
+    try:
+        data = full.read_bytes()
+    except OSError as exc:
+        raise AttestationError(f"{target}: cannot read: {exc.strerror}") from exc
+    return Subject(name=rel, digest=_digests(io.BytesIO(data))), data
 
 
-def attest(root: str | os.PathLike[str], target: str, key: str | os.PathLike[str]) -> Envelope:
+def _test_result(repo: Repository, target: str) -> tuple[Statement, Verdict]:
+    """The test-result statement about ``target`` and the verdict it states: a bundle's
+    registration (and the record whose verdict it states, ``run.json`` or
+    ``status.json``) as subjects, or the record itself."""
+    from .testresult import bundle_verdict, record_verdict
+
+    if registration_path(repo.root, target).is_file():
+        verdict, record = bundle_verdict(repo, target)
+        base = f"{EVIDENCE_DIR}/{target}"
+        subjects = []
+        for rel in [REGISTRATION_NAME, *([record] if record else [])]:
+            try:
+                digests = _file_digests(repo.root / base / rel)
+            except OSError as exc:
+                raise AttestationError(f"{base}/{rel}: cannot read: {exc.strerror}") from exc
+            subjects.append(Subject(name=f"{base}/{rel}", digest=digests))
+    else:
+        subject, data = _record_subject(repo, target)
+        found = record_verdict(repo, data)
+        if found is None:
+            raise AttestationError(
+                f"{target}: states no verdict ({_record_kind(data) or 'not a record'}): a "
+                "test-result statement is about a bundle (its verification, or a run's "
+                "validity), a run record, a media comparison or check report, or a campaign "
+                "status"
+            )
+        verdict, subjects = found, [subject]
+    statement = Statement(
+        subject=tuple(subjects),
+        predicate_type=PREDICATE_TEST_RESULT,
+        predicate=verdict.predicate(),
+    )
+    return statement, verdict
+
+
+def _test_result_problems(repo: Repository, statement: Statement, expected: str) -> list[str]:
+    """How a test-result statement differs from the verdict the evidence about
+    ``expected`` gives now (recomputed), field by field."""
+    try:
+        now, verdict = _test_result(repo, expected)
+    except EvidenceStoreError as exc:
+        return [f"the verdict about {expected} cannot be recomputed: {exc}"]
+    problems: list[str] = []
+    said, want = statement.predicate, now.predicate
+    if said.get("result") != want["result"]:
+        problems.append(
+            f"result {said.get('result')!r}: the evidence gives {want['result']!r} "
+            f"({verdict.about} verdict {verdict.verdict})"
+        )
+    for key in ("passedTests", "warnedTests", "failedTests", "configuration"):
+        a, b = said.get(key, []), want.get(key, [])
+        if a == b:
+            continue
+        extra = [x for x in a if x not in b] if isinstance(a, list) else [a]
+        missing = [x for x in b if not isinstance(a, list) or x not in a]
+        problems.append(
+            f"{key} differ from what the evidence gives: stated but not given "
+            f"{_short(extra)}, given but not stated {_short(missing)}"
+            + (" (order differs)" if not extra and not missing else "")
+        )
+    if stray := sorted(set(said) - set(want)):
+        problems.append(f"predicate fields {', '.join(stray)} are not in the recomputed verdict")
+    names, want_names = [x.name for x in statement.subject], [x.name for x in now.subject]
+    if sorted(names) != sorted(want_names):
+        problems.append(f"subjects {names}, the verdict is about {want_names}")
+    return problems
+
+
+def _short(items: list[Any], most: int = 5) -> str:
+    shown = ", ".join(repr(x) for x in items[:most])
+    return f"[{shown}{f', … {len(items) - most} more' if len(items) > most else ''}]"
+
+
+def attest(
+    root: str | os.PathLike[str],
+    target: str,
+    key: str | os.PathLike[str],
+    *,
+    predicate: str = "evidencestore",
+) -> Envelope:
     """Make and sign the statement about ``target`` (see :func:`statement_for`)."""
     private = load_private_key(key)
-    return sign_statement(statement_for(root, target), private)
+    return sign_statement(statement_for(root, target, predicate=predicate), private)
 
 
 # -- verification ---------------------------------------------------------------------
@@ -351,15 +459,18 @@ def _expected_problems(repo: Repository, statement: Statement, expected: str) ->
         elif ptype == PREDICATE_RUN:
             if prefix + "run.json" not in names:
                 problems.append(f"the statement does not name {prefix}run.json")
+        elif ptype == PREDICATE_TEST_RESULT:
+            if prefix + REGISTRATION_NAME not in names:
+                problems.append(f"the statement does not name {prefix}{REGISTRATION_NAME}")
         else:
             problems.append(
-                f"predicate type {ptype!r} is not a bundle or run attestation, which bundle "
-                f"{expected!r} needs"
+                f"predicate type {ptype!r} is not a bundle, run or test-result attestation, "
+                f"which bundle {expected!r} needs"
             )
         return [*problems, *(f"subject {n!r} is not part of bundle {expected!r}" for n in stray)]
     if is_digest(expected):
         problems = []
-        if ptype != PREDICATE_RECORD:
+        if ptype not in (PREDICATE_RECORD, PREDICATE_TEST_RESULT):
             problems.append(
                 f"predicate type {ptype!r}, expected {PREDICATE_RECORD!r} for a record digest"
             )
@@ -371,7 +482,7 @@ def _expected_problems(repo: Repository, statement: Statement, expected: str) ->
         return problems
     rel = _repository_file(repo, expected)
     problems = []
-    if ptype != PREDICATE_RECORD:
+    if ptype not in (PREDICATE_RECORD, PREDICATE_TEST_RESULT):
         problems.append(f"predicate type {ptype!r}, expected {PREDICATE_RECORD!r} for a file")
     if rel not in names:
         problems.append(f"no subject is the file {rel!r} (subjects: {', '.join(names) or 'none'})")
@@ -442,6 +553,8 @@ def verify_attestation(
         problems.append(f"{source}: the statement has no subject")
     if expected is not None:
         problems += [f"{source}: {p}" for p in _expected_problems(repo, statement, expected)]
+        if statement.predicate_type == PREDICATE_TEST_RESULT:
+            problems += [f"{source}: {p}" for p in _test_result_problems(repo, statement, expected)]
     verified: list[str] = []
     for subject in statement.subject:
         found = list(_subject_problems(repo, subject))
@@ -493,3 +606,118 @@ def check_attestation(
             f"{source}: attestation refused: " + "; ".join(result.problems), result.problems
         )
     return result
+
+
+# -- bundles of attestations (JSON lines) -------------------------------------------------
+class BundleLine(msgspec.Struct, frozen=True, kw_only=True):
+    """One line of an attestation bundle (1-based) and its result."""
+
+    line: int
+    result: AttestationResult
+
+
+class AttestationBundleResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of checking an attestation bundle (``*.intoto.jsonl``, one DSSE
+    envelope a line): every line's result, and the problems of the bundle as a whole
+    (no line, a line that is not an envelope, an expected subject no line is about)."""
+
+    ok: bool
+    source: str
+    lines: tuple[BundleLine, ...]
+    problems: tuple[str, ...]
+
+
+def append_to_bundle(path: str | os.PathLike[str], envelope: Envelope) -> int:
+    """Append ``envelope`` as one line (canonical JSON) to the attestation bundle at
+    ``path`` (created when absent); return its line number. The line goes in one
+    ``O_APPEND`` write, so attestations appended at the same time by other processes
+    are never interleaved with it on a local file system."""
+    source = os.fspath(path)
+    line = canonical(envelope) + b"\n"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        raise AttestationError(f"{source}: cannot open the bundle: {exc.strerror}") from exc
+    try:
+        with os.fdopen(fd, "r+b") as fh:
+            existing = fh.read()
+            if existing and not existing.endswith(b"\n"):
+                raise AttestationError(
+                    f"{source}: its last line is not terminated by a newline: not a JSON-lines "
+                    "attestation bundle, nothing appended"
+                )
+            fh.write(line)
+    except OSError as exc:
+        raise AttestationError(f"{source}: cannot append: {exc.strerror}") from exc
+    return existing.count(b"\n") + 1
+
+
+def _about(repo: Repository, data: bytes, expected: Sequence[str]) -> str:
+    """Which of ``expected`` the envelope in ``data`` is about (read before its signature
+    is checked, only to choose; the check follows): the first without a problem, else
+    the first."""
+    try:
+        payload = base64.b64decode(decode_envelope(data, "line").payload, validate=True)
+        statement = decode(payload, Statement)
+    except (AttestationError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
+        return expected[0]
+    for target in expected:
+        try:
+            if not _expected_problems(repo, statement, target):
+                return target
+        except EvidenceStoreError:
+            continue
+    return expected[0]
+
+
+def verify_attestation_bundle(
+    root: str | os.PathLike[str],
+    data: bytes,
+    public_key: Ed25519PublicKey,
+    *,
+    source: str = "bundle",
+    expected: Sequence[str] = (),
+) -> AttestationBundleResult:
+    """Check every line of an attestation bundle (JSON lines, one DSSE envelope each) as
+    :func:`verify_attestation` checks one envelope, each problem named by its line; with
+    ``expected`` (bundle names, record digests or files), each line must be about one of
+    them and each of them must be attested by a verified line."""
+    repo = as_repository(root)
+    for target in expected:
+        if not (registration_path(repo.root, target).is_file() or is_digest(target)):
+            _repository_file(repo, target)  # raises for anything else
+    problems: list[str] = []
+    lines: list[BundleLine] = []
+    text = data.split(b"\n")
+    if text and text[-1] == b"":
+        text.pop()
+    if not text:
+        problems.append(f"{source}: no attestation (an empty bundle)")
+    for number, raw in enumerate(text, 1):
+        where = f"{source} line {number}"
+        if not raw.strip():
+            problems.append(f"{where}: empty line")
+            continue
+        if raw.lstrip().startswith(b"{") and b'"dsseEnvelope"' in raw:
+            problems.append(
+                f"{where}: a Sigstore bundle (GitHub's attestations): verify it with "
+                "`gh attestation verify`; this checks DSSE envelopes signed with a local key"
+            )
+            continue
+        about = _about(repo, raw, expected) if expected else None
+        result = verify_attestation(repo, raw, public_key, source=where, expected=about)
+        lines.append(BundleLine(line=number, result=result))
+    covered = {x.result.expected for x in lines if x.result.ok}
+    for target in expected:
+        if target not in covered:
+            problems.append(f"{source}: no verified line is about {target}")
+    ok = not problems and all(x.result.ok for x in lines)
+    return AttestationBundleResult(
+        ok=ok, source=source, lines=tuple(lines), problems=tuple(problems)
+    )
+
+
+def is_bundle_path(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names an attestation bundle (``*.jsonl``: JSON lines) rather than
+    one envelope."""
+    return os.fspath(path).endswith(".jsonl")

@@ -3,10 +3,14 @@
 The primitives ``attest.py`` builds attestations from, kept apart so that runs (which
 sign their record when sealed) and campaigns (which check those signatures against the
 keys a protocol pins) use them without importing attestations of bundles and records.
-The signature covers the DSSE pre-authentication encoding ``PAE(payloadType, payload)``
-(DSSE v1), never the bare payload. Keys are PEM files (PKCS#8 private,
-SubjectPublicKeyInfo public); ``cryptography`` is imported inside the functions that
-need it.
+Signing and verifying are securesystemslib's (``securesystemslib.dsse.Envelope``: the
+pre-authentication encoding ``PAE(payloadType, payload)`` of DSSE v1, never the bare
+payload; ``CryptoSigner`` and ``SSlibKey`` for ed25519). What is ours: key files (PEM,
+PKCS#8 private, SubjectPublicKeyInfo public), the key id (SHA-256 of the raw 32-byte
+public key, as every envelope and protocol since the first has it, handed to
+securesystemslib as the key's id), the statement and envelope models (the file format,
+decoded strictly), and the subjects of run and set-aside statements. ``cryptography``
+and ``securesystemslib`` are imported inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -93,9 +97,17 @@ class Envelope(Model, frozen=True, kw_only=True, omit_defaults=False):
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE v1 pre-authentication encoding."""
-    kind = payload_type.encode()
-    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
+    """DSSE v1 pre-authentication encoding (securesystemslib's)."""
+    from securesystemslib.dsse import Envelope as SSlibEnvelope
+
+    return SSlibEnvelope(payload, payload_type, {}).pae()
+
+
+def _sslib_key(key: Ed25519PublicKey) -> Any:
+    """``key`` as a securesystemslib key under our key id."""
+    from securesystemslib.signer import SSlibKey
+
+    return SSlibKey.from_crypto(key, keyid=key_id(key))
 
 
 # -- keys ---------------------------------------------------------------------------
@@ -185,18 +197,16 @@ def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
 
 def sign_statement(statement: Statement, key: Ed25519PrivateKey) -> Envelope:
     """Sign ``statement`` (canonical JSON) into a DSSE envelope."""
-    payload = canonical(statement)
-    sig = key.sign(pae(PAYLOAD_TYPE, payload))
-    return Envelope(
-        payload=base64.b64encode(payload).decode("ascii"),
-        payload_type=PAYLOAD_TYPE,
-        signatures=(
-            Signature(keyid=key_id(key.public_key()), sig=base64.b64encode(sig).decode("ascii")),
-        ),
-    )
+    from securesystemslib.dsse import Envelope as SSlibEnvelope
+    from securesystemslib.signer import CryptoSigner
+
+    envelope = SSlibEnvelope(canonical(statement), PAYLOAD_TYPE, {})
+    envelope.sign(CryptoSigner(key, _sslib_key(key.public_key())))
+    return msgspec.convert(envelope.to_dict(), Envelope)
 
 
 def decode_envelope(data: bytes, source: str) -> Envelope:
+    """The envelope in ``data`` (``source`` names it in the error), decoded strictly."""
     try:
         return decode(data, Envelope)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -205,22 +215,28 @@ def decode_envelope(data: bytes, source: str) -> Envelope:
 
 def signed_payload(env: Envelope, public_key: Ed25519PublicKey) -> tuple[bytes | None, str | None]:
     """The payload when one of the envelope's signatures verifies with ``public_key``
-    (over PAE), else ``None``; and a problem when the payload is not base64."""
-    from cryptography.exceptions import InvalidSignature
+    (securesystemslib, over PAE), else ``None``; and a problem when the payload is not
+    base64. A signature without a key id (DSSE makes it optional) is tried with the key."""
+    from securesystemslib.dsse import Envelope as SSlibEnvelope
+    from securesystemslib.exceptions import UnverifiedSignatureError
+    from securesystemslib.signer import Signature as SSlibSignature
 
     try:
         payload = base64.b64decode(env.payload, validate=True)
     except ValueError:
         return None, "payload is not valid base64"
-    kid = key_id(public_key)
+    key = _sslib_key(public_key)
     for s in env.signatures:
-        if s.keyid and s.keyid != kid:
+        if s.keyid and s.keyid != key.keyid:
             continue
         try:
-            public_key.verify(
-                base64.b64decode(s.sig, validate=True), pae(env.payload_type, payload)
-            )
-        except (InvalidSignature, ValueError):
+            sig = base64.b64decode(s.sig, validate=True).hex()
+        except ValueError:
+            continue
+        one = SSlibEnvelope(payload, env.payload_type, {key.keyid: SSlibSignature(key.keyid, sig)})
+        try:
+            one.verify([key], 1)
+        except UnverifiedSignatureError:
             continue
         return payload, None
     return None, None
@@ -258,6 +274,8 @@ def _run_subject(bundle: str, data: bytes) -> Subject:
 def _entry_subjects(
     bundle: str, entries: Iterable[Entry], sha256: Callable[[Entry], str] | None = None
 ) -> tuple[Subject, ...]:
+    """One subject per entry, sorted by path: its BLAKE3 (the store address) and, given
+    ``sha256`` (signing), its SHA-256; verifying compares BLAKE3 alone."""
     return tuple(
         Subject(
             name=f"{EVIDENCE_DIR}/{bundle}/{e.path}",
@@ -282,7 +300,13 @@ def sign_run(
     of its bundle (``entries``: raw arrays, outputs, configurations; all but the signature
     itself) as an in-toto statement of type :data:`PREDICATE_RUN`, one subject each, in a
     DSSE envelope; ``sha256`` gives an entry's SHA-256 (hex), which in-toto verifiers
-    (``evstore attest verify``) check beside BLAKE3."""
+    (``evstore attest verify``, GitHub's ``gh attestation verify``) check beside BLAKE3:
+    every subject carries both, so entries need it."""
+    entries = tuple(entries)
+    if entries and sha256 is None:
+        raise AttestationError(
+            f"run {bundle!r}: signing {len(entries)} entries needs their SHA-256 (sha256=)"
+        )
     statement = Statement(
         subject=(_run_subject(bundle, data), *_entry_subjects(bundle, entries, sha256)),
         predicate_type=PREDICATE_RUN,

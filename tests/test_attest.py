@@ -288,7 +288,7 @@ def test_expected_subject_and_predicate_type(
     desc = local_store(bundle_repo).put(b'{"kind": "campaign-claim"}')
     _attest(bundle_repo, desc.digest, private, tmp_path / "r.json")
     code, out, _ = _verify(bundle_repo, tmp_path / "r.json", public, "run1")
-    assert code == 1 and "is not a bundle or run attestation" in out
+    assert code == 1 and "is not a bundle, run or test-result attestation" in out
     assert _verify(bundle_repo, tmp_path / "r.json", public, desc.digest)[0] == 0
     # The expected subject is required, and must name something.
     code, _, err = run(

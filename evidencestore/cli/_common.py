@@ -262,5 +262,6 @@ _EXTRAS = {
     "jinja2": "report",
     "matplotlib": "report",
     "cryptography": "attest",
+    "securesystemslib": "attest",
     "scipy": "campaign",
 }

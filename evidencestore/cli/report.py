@@ -11,8 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ROOT, Commands, arg, repo_root
+
+if TYPE_CHECKING:
+    from ..config import Repository
 
 
 def register(commands: Commands) -> None:
@@ -42,22 +46,46 @@ def register(commands: Commands) -> None:
             arg("path", nargs="?", metavar="ENVELOPE|KEYFILE", help=argparse.SUPPRESS),
             arg("--key", metavar="KEY", help="private key to sign with, public key to verify"),
             arg("-o", "--output", metavar="OUT", help="envelope file (default: stdout)"),
+            arg(
+                "--statement",
+                action="store_true",
+                help="write the in-toto statement unsigned (no --key): its subjects and "
+                "predicate for another signer, e.g. GitHub's actions/attest",
+            ),
+            arg(
+                "--bundle",
+                metavar="OUT.intoto.jsonl",
+                help="append the envelope as one line to this attestation bundle (JSON lines)",
+            ),
+            arg(
+                "--predicate",
+                choices=("evidencestore", "test-result"),
+                default="evidencestore",
+                help="what to state: the bundle, run or record (default), or the verdict "
+                "about it as an in-toto test-result (verify result, run validity, media "
+                "comparison, campaign verdict)",
+            ),
             arg("--json", action="store_true", help="verify: print the result as JSON"),
             arg(
                 "--subject",
                 metavar="TARGET",
-                help="verify: the bundle name or record digest the envelope must be about",
+                action="append",
+                help="verify: the bundle name or record digest the envelope must be about; "
+                "repeated for a bundle (*.jsonl), whose every line must be about one of them",
             ),
             ROOT,
         ],
-        usage="evstore attest TARGET --key KEY [-o OUT]\n"
-        "       evstore attest verify ENVELOPE --key PUB --subject TARGET [--json]\n"
+        usage="evstore attest TARGET --key KEY [--predicate test-result] "
+        "[-o OUT | --bundle OUT.intoto.jsonl]\n"
+        "       evstore attest TARGET --statement [--predicate test-result] [-o OUT]\n"
+        "       evstore attest verify ENVELOPE|BUNDLE.jsonl --key PUB --subject TARGET... "
+        "[--json]\n"
         "       evstore attest keygen KEYFILE",
         description="TARGET: a bundle name, a record digest in the store, or a file in the "
         "repository. `verify` checks the signature, that the statement is about --subject "
-        "(its subjects and predicate type) and re-hashes every subject "
-        "(exit 0 verified, 1 refused). `keygen` writes KEYFILE (private, 0600) and "
-        "KEYFILE.pub.",
+        "(its subjects and predicate type), re-hashes every subject and, for a test-result, "
+        "recomputes the verdict (exit 0 verified, 1 refused); a *.jsonl bundle is checked "
+        "line by line. `keygen` writes KEYFILE (private, 0600) and KEYFILE.pub.",
     )
 
 
@@ -94,6 +122,8 @@ def _attest(args: argparse.Namespace) -> int:
         private, public = attest.generate_key(args.path)
         print(f"private key {private} (keep it secret), public key {public}")
         return EXIT_OK
+    if args.statement and args.target not in ("verify", "keygen"):
+        return _statement(args)
     if args.key is None:
         return _usage("--key KEY is required")
     if args.target == "verify":
@@ -109,13 +139,37 @@ def _attest(args: argparse.Namespace) -> int:
         return _usage("--subject is for `attest verify`")
     if args.path:
         return _usage(f"unexpected argument {args.path!r}")
+    if args.output and args.bundle:
+        return _usage("give -o OUT or --bundle OUT.intoto.jsonl, not both")
     from .._canonical import pretty
 
-    envelope = attest.attest(repo_root(args), args.target, args.key)
+    envelope = attest.attest(repo_root(args), args.target, args.key, predicate=args.predicate)
+    if args.bundle:
+        line = attest.append_to_bundle(args.bundle, envelope)
+        print(
+            f"attestation of {args.target} appended to {args.bundle} (line {line})", file=sys.stderr
+        )
+        return EXIT_OK
     data = pretty(envelope)
     if args.output:
         _write(args.output, data, "envelope")
         print(f"attestation of {args.target} written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(data.decode())
+    return EXIT_OK
+
+
+def _statement(args: argparse.Namespace) -> int:
+    """The unsigned statement, for a signer outside evstore."""
+    from .. import attest
+    from .._canonical import pretty
+
+    if args.key or args.bundle or args.subject or args.path:
+        return _usage("--statement writes the unsigned statement: no --key, --bundle, --subject")
+    data = pretty(attest.statement_for(repo_root(args), args.target, predicate=args.predicate))
+    if args.output:
+        _write(args.output, data, "statement")
+        print(f"statement about {args.target} written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(data.decode())
     return EXIT_OK
@@ -130,8 +184,13 @@ def _verify(args: argparse.Namespace) -> int:
         data = Path(args.path).read_bytes()
     except OSError as exc:
         raise attest.AttestationError(f"{args.path}: cannot read envelope: {exc.strerror}") from exc
+    if attest.is_bundle_path(args.path):
+        return _verify_bundle(args, root, data)
+    if len(args.subject) > 1:
+        return _usage("one --subject for an envelope (several are for a *.jsonl bundle)")
+    [subject] = args.subject
     result = attest.verify_attestation(
-        root, data, attest.load_public_key(args.key), source=args.path, expected=args.subject
+        root, data, attest.load_public_key(args.key), source=args.path, expected=subject
     )
     if args.json:
         sys.stdout.write(pretty(result).decode())
@@ -140,15 +199,46 @@ def _verify(args: argparse.Namespace) -> int:
         assert st is not None and result.keyid is not None
         about = st.predicate.get("bundle_digest") or next(
             (f"blake3:{s.digest['blake3']}" for s in st.subject if s.name.endswith("run.json")),
-            args.subject,
+            subject,
         )
+        result_of = f" ({st.predicate['result']})" if "result" in st.predicate else ""
         print(
-            f"verified: {args.path} is about {args.subject} ({about}), signed by key "
+            f"verified: {args.path} is about {subject} ({about}), signed by key "
             f"{result.keyid} ({args.key}); {len(result.verified)} subject(s) match the "
-            f"repository; predicate {st.predicate_type}"
+            f"repository; predicate {st.predicate_type}{result_of}"
         )
     else:
         print(f"REFUSED: {args.path}: {len(result.problems)} problem(s)")
         for problem in result.problems:
+            print(f"  {problem}")
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _verify_bundle(args: argparse.Namespace, root: Repository, data: bytes) -> int:
+    from .. import attest
+    from .._canonical import pretty
+
+    result = attest.verify_attestation_bundle(
+        root, data, attest.load_public_key(args.key), source=args.path, expected=args.subject
+    )
+    if args.json:
+        sys.stdout.write(pretty(result).decode())
+    elif result.ok:
+        print(
+            f"verified: {args.path}: {len(result.lines)} attestation(s), every line signed by "
+            f"key {result.lines[0].result.keyid} ({args.key})"
+        )
+        for line in result.lines:
+            st = line.result.statement
+            assert st is not None
+            of = f" ({st.predicate['result']})" if "result" in st.predicate else ""
+            print(
+                f"  line {line.line}: about {line.result.expected}, "
+                f"{len(line.result.verified)} subject(s) match; predicate {st.predicate_type}{of}"
+            )
+    else:
+        problems = [*result.problems, *(p for x in result.lines for p in x.result.problems)]
+        print(f"REFUSED: {args.path}: {len(problems)} problem(s)")
+        for problem in problems:
             print(f"  {problem}")
     return EXIT_OK if result.ok else EXIT_FAILED

@@ -26,6 +26,7 @@ adjudication records behind them), a media check report and a comparison record.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -255,6 +256,9 @@ def attestations(root: Path, work: Path, out: Path) -> None:
     record = next(e for e in status["manifest"]["entries"] if e["path"].endswith("status.json"))
     cli("attest", str(root / "evidence/status-fox" / record["path"]), "--key", str(key),
         "-o", str(out / "status-record.json"), "--root", str(root))  # fmt: skip
+    if importlib.util.find_spec("evidencestore.testresult"):  # verdicts as in-toto test-results
+        cli("attest", "status-fox", "--key", str(key), "--predicate", "test-result",
+            "-o", str(out / "status-verdict.json"), "--root", str(root))  # fmt: skip
 
 
 def build(out: Path, *, with_store: bool = False) -> int:

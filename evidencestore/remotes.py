@@ -77,6 +77,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("evidencestore")
+OCI_SCHEMES = ("oci://", "oci+http://", "oci+https://")
 T = TypeVar("T")
 _LOCAL = "local store"
 
@@ -145,6 +146,18 @@ def remote_store(config: RemoteConfig, base: str | os.PathLike[str] = ".") -> Bl
     path = _local_path(url, Path(base))
     if path is not None:
         return LocalBlobStore(path, read_only=config.read_only)
+    if url.startswith(OCI_SCHEMES):
+        from .storage import OciBlobStore  # only now: requests
+
+        return OciBlobStore(
+            url,
+            read_only=config.read_only,
+            options=config.options,
+            attempts=config.attempts,
+            backoff=config.backoff,
+            max_backoff=config.max_backoff,
+            timeout=config.timeout,
+        )
     from .storage import FsspecBlobStore, RetryPolicy  # only now: fsspec and asyncio
 
     retry = RetryPolicy(

@@ -1,0 +1,102 @@
+"""A real OCI distribution registry for tests: Debian's ``docker-registry``
+(distribution 2.8) serving a storage directory under the test's tmp_path over plain HTTP
+on 127.0.0.1, started and stopped by the fixture (the Debian service is never used)."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BINARY = "/usr/bin/docker-registry"
+
+
+@dataclass(frozen=True)
+class Registry:
+    """A running registry: its ``host:port`` and its storage directory on disk."""
+
+    host: str
+    storage: Path
+
+    def url(self, repo: str = "evidence/store") -> str:
+        """The remote URL of repository ``repo`` on this registry."""
+        return f"oci+http://{self.host}/{repo}"
+
+    def blob_file(self, sha256: str) -> Path:
+        """Where the registry keeps blob ``sha256:<hex>`` on disk."""
+        hexd = sha256.removeprefix("sha256:")
+        return self.storage / "docker/registry/v2/blobs/sha256" / hexd[:2] / hexd / "data"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _binary() -> str:
+    found = shutil.which("docker-registry") or (BINARY if Path(BINARY).exists() else None)
+    if found is None:
+        pytest.skip(
+            "docker-registry (distribution 2.8) is not installed: "
+            "apt-get install docker-registry (CI installs it in .ci/run)"
+        )
+    return found
+
+
+@contextlib.contextmanager
+def running_registry(base: Path) -> Iterator[Registry]:
+    """Start ``docker-registry serve`` on a free port with filesystem storage (deletes
+    enabled) under ``base``; stop it on exit."""
+    binary = _binary()
+    storage = base / "registry-storage"
+    storage.mkdir(parents=True)
+    port = _free_port()
+    config = base / "registry.yml"
+    config.write_text(
+        "version: 0.1\n"
+        "log:\n  level: warn\n"
+        "storage:\n"
+        f"  filesystem:\n    rootdirectory: {storage}\n"
+        "  delete:\n    enabled: true\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    log = (base / "registry.log").open("wb")
+    proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "docker-registry did not start: "
+                        + (base / "registry.log").read_text(errors="replace")[-2000:]
+                    ) from None
+                time.sleep(0.05)
+        yield Registry(f"127.0.0.1:{port}", storage)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def oci_registry(tmp_path: Path) -> Iterator[Registry]:
+    """A fresh registry for one test."""
+    with running_registry(tmp_path) as registry:
+        yield registry

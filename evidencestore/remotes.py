@@ -29,7 +29,7 @@ from .errors import (
 )
 from .inventory import load_inventory
 from .models import Finding, Registration
-from .storage import BlobStore, LocalBlobStore, ReadThroughStore
+from .storage import BlobStore, LocalBlobStore, ReadThroughStore, SupportsArtifacts
 from .storage.leases import (
     LEASE_DIR,
     LEASE_RENEWAL,
@@ -68,6 +68,7 @@ __all__ = [
     "pull",
     "push",
     "read_lease",
+    "registry_remote",
     "remote_store",
     "remove_lease",
     "repository_store",
@@ -192,6 +193,23 @@ def configured_remotes(
 def open_remote(root: str | os.PathLike[str] | None, name: str) -> Remote:
     """Return the remote called ``name``; an unknown name is a :class:`RemoteConfigError`."""
     return configured_remotes(root, name)[0]
+
+
+def registry_remote(root: str | os.PathLike[str] | None, name: str | None = None) -> Remote:
+    """Return the OCI registry remote called ``name`` (default: the first ``oci://`` one)."""
+    remotes = configured_remotes(root, name)
+    found = [r for r in remotes if r.config.url.startswith(OCI_SCHEMES)]
+    if not found:
+        if name is not None:
+            raise RemoteConfigError(
+                f"remote {name!r} ({remotes[0].config.url}) is not an OCI registry "
+                "(oci://HOST/REPO or oci+http://HOST/REPO)"
+            )
+        raise RemoteConfigError(
+            "no OCI registry remote configured: add one with "
+            "`evstore remote add NAME oci://HOST/REPO`"
+        )
+    return found[0]
 
 
 def repository_store(
@@ -346,6 +364,16 @@ def push(
             write_lease(target.store, wanted)  # a long push: gc judges leases by age
             leased_at = time.monotonic()
     bar.close()
+    if isinstance(target.store, SupportsArtifacts) and not summary.failures:
+        from . import oci
+
+        names = (
+            list(dict.fromkeys(bundles)) if bundles else sorted(load_inventory(base).registrations)
+        )
+        try:
+            summary.manifests = len(oci.push_bundles(base, target.store, target.name, names))
+        except (StorageError, IntegrityError) as exc:
+            summary.failures.append(target.source.labelled(exc))
     if wanted and time.monotonic() - leased_at > LEASE_RENEWAL / 10:
         # The grace period then counts from the end of the push.
         write_lease(target.store, wanted)

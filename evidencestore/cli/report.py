@@ -48,9 +48,17 @@ def register(commands: Commands) -> None:
                 metavar="TARGET",
                 help="verify: the bundle name or record digest the envelope must be about",
             ),
+            arg(
+                "--oci",
+                nargs="?",
+                const="",
+                metavar="REMOTE",
+                help="also attach the envelope to the bundle's manifest on an OCI registry "
+                "remote, as a referrer (default: the first oci:// remote)",
+            ),
             ROOT,
         ],
-        usage="evstore attest TARGET --key KEY [-o OUT]\n"
+        usage="evstore attest TARGET --key KEY [-o OUT] [--oci [REMOTE]]\n"
         "       evstore attest verify ENVELOPE --key PUB --subject TARGET [--json]\n"
         "       evstore attest keygen KEYFILE",
         description="TARGET: a bundle name, a record digest in the store, or a file in the "
@@ -118,7 +126,25 @@ def _attest(args: argparse.Namespace) -> int:
         print(f"attestation of {args.target} written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(data.decode())
+    if args.oci is not None:
+        _attach(args, data)
     return EXIT_OK
+
+
+def _attach(args: argparse.Namespace, envelope: bytes) -> None:
+    from .. import oci
+    from ..remotes import registry_remote
+
+    root = repo_root(args)
+    remote = registry_remote(root, args.oci or None)
+    names = oci.bundles_about(root, envelope)
+    for name, digest in zip(
+        names, oci.attach(root, remote.store, remote.name, envelope, names), strict=True
+    ):
+        print(
+            f"attestation attached to bundle {name!r} on remote {remote.name!r} as {digest}",
+            file=sys.stderr,
+        )
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -51,11 +51,11 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..digest import digest_from_hex, digest_hex, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
-from ._base import BlobStore, Upkeep
+from ._base import BlobStore, OciDescriptor, Upkeep
 
 if TYPE_CHECKING:
     import requests
@@ -87,14 +87,6 @@ _SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 _MAX_MANIFEST = 4 << 20  # the size distribution itself accepts
 _ACCEPT = f"{MANIFEST_MEDIA_TYPE}, {INDEX_MEDIA_TYPE}"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-
-
-class OciDescriptor(NamedTuple):
-    """An OCI descriptor: media type, ``sha256:`` digest and size."""
-
-    media_type: str
-    digest: str
-    size: int
 
 
 def blob_tag(digest: str) -> str:
@@ -341,6 +333,7 @@ class OciBlobStore(BlobStore):
             timeout=timeout,
         )
         self._empty_pushed = False
+        self._empty_lock = threading.Lock()
         super().__init__(read_only=read_only)
 
     @property
@@ -393,13 +386,20 @@ class OciBlobStore(BlobStore):
         data = canonical_json(manifest)
         sha = "sha256:" + hashlib.sha256(data).hexdigest()
         media_type = str(manifest["mediaType"])
-        response = self._client.request(
-            "PUT",
-            self._client.url(f"manifests/{tag or sha}"),
-            ok=(201,),
-            data=data,
-            headers={"Content-Type": media_type},
-        )
+        url = self._client.url(f"manifests/{tag or sha}")
+        for attempt in range(4):
+            response = self._client.request(
+                "PUT", url, ok=(201, 400), data=data, headers={"Content-Type": media_type}
+            )
+            if response.status_code == 201:
+                break
+            problem = _errors_of(response)
+            response.close()
+            # Distribution 2.8 rewrites a blob's link file in place when the same blob
+            # is uploaded twice at once; a manifest checked meanwhile finds it unreadable.
+            if "BLOB_UNKNOWN" not in problem or attempt == 3:
+                raise StorageError(f"PUT {url}: HTTP 400{problem}")
+            time.sleep(0.05 * 2**attempt)
         with response:
             indexed = "OCI-Subject" in response.headers
             stored = response.headers.get("Docker-Content-Digest", sha)
@@ -456,9 +456,10 @@ class OciBlobStore(BlobStore):
         return _CheckedStream(response, sha256, size, where)
 
     def _ensure_empty(self) -> None:
-        if not self._empty_pushed:
-            self.push_oci_blob(_EMPTY, _EMPTY_SHA256, len(_EMPTY))
-            self._empty_pushed = True
+        with self._empty_lock:  # one upload of it per store, not one per thread
+            if not self._empty_pushed:
+                self.push_oci_blob(_EMPTY, _EMPTY_SHA256, len(_EMPTY))
+                self._empty_pushed = True
 
     def put_artifact(
         self,
@@ -572,7 +573,8 @@ class OciBlobStore(BlobStore):
         if layer is None:
             raise BlobNotFoundError(f"{digest} is not in {self.location_of(digest)}")
         sha, size = layer
-        stream = self.open_oci_blob(sha, size, f"{self.location_of(digest)} ({sha})")
+        where = f"{self._url}: {digest} (blob {sha}, tag {blob_tag(digest)})"
+        stream = self.open_oci_blob(sha, size, where)
         return stream  # type: ignore[return-value]  # read/close/context: enough here
 
     def _blob_manifest(self, digest: str, sha256: str, size: int) -> dict[str, Any]:

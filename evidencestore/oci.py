@@ -1,0 +1,290 @@
+"""Bundles as OCI artifacts, and attestations as their referrers, on a registry remote.
+
+A bundle pushed to an OCI remote (``oci://HOST/REPO``) becomes an image manifest with
+``artifactType`` :data:`BUNDLE_ARTIFACT_TYPE`, config the empty descriptor (OCI 1.1
+guidance for artifacts), and one layer per file: ``bundle.json`` (the registration)
+first, then every entry in path order, each annotated with its path
+(``org.opencontainers.image.title``), its BLAKE3 digest and where evstore keeps it
+(``repo`` or ``store``). The manifest is tagged ``bundle-<hex of the bundle digest>``
+and is a pure function of the registration and its files (canonical JSON, no time in
+it), so two clones pushing the same bundle write the same bytes under the same tag:
+last-writer-wins loses nothing. Every layer's sha256 is computed here from the local
+copy while its BLAKE3 is checked, so a manifest never names bytes that do not match
+the registration.
+
+``attach`` stores a signed attestation (a DSSE envelope) as an artifact whose
+``subject`` is that bundle manifest: the registry's referrers API lists it, and on a
+registry without one (distribution 2.8) it is added to the referrers fallback tag
+``sha256-<hex>`` as OCI 1.1 describes (``oras discover`` reads either).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from blake3 import blake3
+
+from .config import as_repository
+from .digest import digest_from_hex, digest_hex
+from .errors import ConfigError, IntegrityError, RemoteConfigError, StorageError
+from .inventory import load_inventory, registration_path
+from .models import Registration
+from .storage import BlobStore, LocalBlobStore, OciDescriptor, SupportsArtifacts
+
+__all__ = [
+    "ATTESTATION_ARTIFACT_TYPE",
+    "BUNDLE_ARTIFACT_TYPE",
+    "REGISTRATION_MEDIA_TYPE",
+    "attach",
+    "bundle_tag",
+    "bundles_about",
+    "push_bundles",
+    "referrers",
+]
+
+BUNDLE_ARTIFACT_TYPE = "application/vnd.evidencestore.bundle.v1+json"
+REGISTRATION_MEDIA_TYPE = "application/vnd.evidencestore.registration.v1+json"
+ATTESTATION_ARTIFACT_TYPE = "application/vnd.dsse.envelope.v1+json"
+TITLE = "org.opencontainers.image.title"
+BLAKE3 = "org.evidencestore.blake3"
+LOCATION = "org.evidencestore.location"
+BUNDLE_NAME = "org.evidencestore.bundle.name"
+BUNDLE_DIGEST = "org.evidencestore.bundle.digest"
+PREDICATE_TYPE = "in-toto.io/predicate-type"
+
+
+def bundle_tag(registration: Registration) -> str:
+    """The tag of a bundle's manifest: ``bundle-<hex of its digest>``."""
+    return f"bundle-{digest_hex(registration.digest)}"
+
+
+def _registry(store: BlobStore, remote: str) -> SupportsArtifacts:
+    """The store as a registry, or a RemoteConfigError."""
+    if not isinstance(store, SupportsArtifacts):
+        raise RemoteConfigError(
+            f"remote {remote!r} ({store.location}) is not an OCI registry: artifacts and "
+            "referrers need an oci:// remote"
+        )
+    return store
+
+
+def _hashes(path: Path, digest: str, size: int, where: str) -> str:
+    """Read a file once: check its size and BLAKE3, return its ``sha256:`` digest."""
+    b3, sha = blake3(), hashlib.sha256()
+    count = 0
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(8 << 20):
+                b3.update(chunk)
+                sha.update(chunk)
+                count += len(chunk)
+    except OSError as exc:
+        raise StorageError(f"{where}: cannot read {path}: {exc.strerror or exc}") from exc
+    observed = digest_from_hex(b3.hexdigest())
+    if count != size or observed != digest:
+        raise IntegrityError(
+            f"{where}: {path} is {count} bytes hashing to {observed}, expected {size} bytes "
+            f"hashing to {digest}; not pushed",
+            digest=digest,
+            expected_size=size,
+            observed_digest=observed,
+            observed_size=count,
+        )
+    return "sha256:" + sha.hexdigest()
+
+
+def _layers(
+    root: Path, cache: LocalBlobStore, name: str, registration: Registration
+) -> list[tuple[dict[str, Any], Path]]:
+    """Each file of a bundle as a layer descriptor, with where its bytes are here."""
+    reg_path = registration_path(root, name)
+    data = reg_path.read_bytes()
+    reg_digest = digest_from_hex(blake3(data).hexdigest())
+    out = [
+        (
+            {
+                "mediaType": REGISTRATION_MEDIA_TYPE,
+                "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+                "annotations": {TITLE: "bundle.json", BLAKE3: reg_digest, LOCATION: "repo"},
+            },
+            reg_path,
+        )
+    ]
+    for entry in sorted(registration.manifest.entries, key=lambda e: e.path):
+        d = entry.descriptor
+        if entry.location == "repo":
+            path = reg_path.parent / entry.path
+        else:
+            path = cache.path_of(d.digest)
+        where = f"bundle {name!r} entry {entry.path!r}"
+        sha = _hashes(path, d.digest, d.size, where)
+        out.append(
+            (
+                {
+                    "mediaType": d.media_type,
+                    "digest": sha,
+                    "size": d.size,
+                    "annotations": {TITLE: entry.path, BLAKE3: d.digest, LOCATION: entry.location},
+                },
+                path,
+            )
+        )
+    return out
+
+
+def push_bundles(
+    root: str | os.PathLike[str], store: BlobStore, remote: str, bundles: Iterable[str]
+) -> list[str]:
+    """Push each bundle's manifest (and the blobs of its files in git, which the store's
+    push does not send) to the registry ``store``; return the tags written."""
+    registry = _registry(store, remote)
+    repo = as_repository(root)
+    inventory = load_inventory(repo)
+    cache = repo.local_store()
+    tags = []
+    for name in bundles:
+        registration = inventory.registrations[name]
+        layers = _layers(repo.root, cache, name, registration)
+        for layer, path in layers:
+            if not registry.has_oci_blob(layer["digest"]):
+                with open(path, "rb") as fh:
+                    registry.push_oci_blob(fh, layer["digest"], layer["size"])
+        tag = bundle_tag(registration)
+        registry.put_artifact(
+            BUNDLE_ARTIFACT_TYPE,
+            [layer for layer, _ in layers],
+            annotations={
+                TITLE: name,
+                BUNDLE_NAME: name,
+                BUNDLE_DIGEST: registration.digest,
+            },
+            tag=tag,
+        )
+        tags.append(tag)
+    return tags
+
+
+def _bundle_manifest(
+    registry: SupportsArtifacts, remote: str, name: str, registration: Registration
+) -> OciDescriptor:
+    """The descriptor of a bundle's manifest on the registry, checked to be about it."""
+    tag = bundle_tag(registration)
+    got = registry.get_manifest(tag)
+    if got is None:
+        raise StorageError(
+            f"bundle {name!r} is not on remote {remote!r} ({registry.location}:{tag}); "
+            f"push it first: `evstore push {name} --remote {remote}`"
+        )
+    descriptor, manifest = got
+    named = (manifest.get("annotations") or {}).get(BUNDLE_DIGEST)
+    if manifest.get("artifactType") != BUNDLE_ARTIFACT_TYPE or named != registration.digest:
+        raise IntegrityError(
+            f"{registry.location}:{tag}: the manifest there is not bundle {name!r} "
+            f"({registration.digest}; it names {named!r}); replace it with "
+            f"`evstore push {name} --remote {remote}`"
+        )
+    return descriptor
+
+
+def bundles_about(root: str | os.PathLike[str], envelope: bytes) -> list[str]:
+    """The registered bundles an attestation is about: a bundle whose ``bundle.json``
+    is a subject, else every bundle with an entry whose BLAKE3 digest is a subject's."""
+    subjects = _subjects(envelope)
+    inventory = load_inventory(as_repository(root))
+    named = [
+        n
+        for n in sorted(inventory.registrations)
+        if any(s.get("name") == f"evidence/{n}/bundle.json" for s in subjects)
+    ]
+    if named:
+        return named
+    wanted = {
+        digest_from_hex(str(s["digest"]["blake3"]))
+        for s in subjects
+        if isinstance(s.get("digest"), dict) and "blake3" in s["digest"]
+    }
+    return [
+        n
+        for n, reg in sorted(inventory.registrations.items())
+        if any(e.descriptor.digest in wanted for e in reg.manifest.entries)
+    ]
+
+
+def _statement(envelope: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(envelope)["payload"]
+        statement = json.loads(base64.b64decode(payload))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"not a DSSE envelope with an in-toto statement: {exc}") from exc
+    if not isinstance(statement, dict):
+        raise ConfigError("the envelope's payload is not an in-toto statement")
+    return statement
+
+
+def _subjects(envelope: bytes) -> list[dict[str, Any]]:
+    subjects = _statement(envelope).get("subject") or []
+    return [s for s in subjects if isinstance(s, dict)]
+
+
+def attach(
+    root: str | os.PathLike[str],
+    store: BlobStore,
+    remote: str,
+    envelope: bytes,
+    bundles: Sequence[str],
+) -> list[str]:
+    """Store ``envelope`` on the registry as a referrer of each bundle's manifest (the
+    OCI 1.1 ``subject``; the fallback tag index where the registry has no referrers
+    API). Returns the referrers' ``sha256:`` digests, one per bundle."""
+    registry = _registry(store, remote)
+    if not bundles:
+        raise ConfigError("the attestation is about no registered bundle: nothing to attach to")
+    inventory = load_inventory(as_repository(root))
+    predicate_type = str(_statement(envelope).get("predicateType", ""))
+    sha = "sha256:" + hashlib.sha256(envelope).hexdigest()
+    registry.push_oci_blob(envelope, sha, len(envelope))
+    layer = {
+        "mediaType": ATTESTATION_ARTIFACT_TYPE,
+        "digest": sha,
+        "size": len(envelope),
+        "annotations": {PREDICATE_TYPE: predicate_type},
+    }
+    out = []
+    for name in bundles:
+        subject = _bundle_manifest(registry, remote, name, inventory.registrations[name])
+        annotations = {PREDICATE_TYPE: predicate_type, BUNDLE_NAME: name}
+        descriptor, indexed = registry.put_artifact(
+            ATTESTATION_ARTIFACT_TYPE, [layer], annotations=annotations, subject=subject
+        )
+        if not indexed:
+            registry.add_referrer(
+                subject.digest,
+                {
+                    "mediaType": descriptor.media_type,
+                    "digest": descriptor.digest,
+                    "size": descriptor.size,
+                    "artifactType": ATTESTATION_ARTIFACT_TYPE,
+                    "annotations": annotations,
+                },
+            )
+        out.append(descriptor.digest)
+    return out
+
+
+def referrers(
+    root: str | os.PathLike[str], store: BlobStore, remote: str, name: str
+) -> list[dict[str, Any]]:
+    """The referrers of bundle ``name``'s manifest on the registry (their descriptors)."""
+    registry = _registry(store, remote)
+    inventory = load_inventory(as_repository(root))
+    if name not in inventory.registrations:
+        raise ConfigError(f"no registered bundle named {name!r}")
+    subject = _bundle_manifest(registry, remote, name, inventory.registrations[name])
+    return list(registry.referrers(subject.digest))

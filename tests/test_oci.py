@@ -1,0 +1,261 @@
+"""OCI registries as remotes, end to end against a real distribution 2.8 registry
+(Debian's ``docker-registry``) on 127.0.0.1, started and stopped here: push, pull into
+a fresh clone, ``verify --remote --deep``, corrupt blobs refused, ``push --repair``,
+bundles as artifact manifests, and attestations as referrers read back by the ``oras``
+client (outside evstore)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.oci_registry import Registry, oci_registry  # noqa: F401 - the fixture
+from helpers.remotes import blobs, digest_of, make_repo, run
+from helpers.repos import git, init_repo
+
+from evidencestore.inventory import load_inventory
+from evidencestore.oci import (
+    ATTESTATION_ARTIFACT_TYPE,
+    BUNDLE_ARTIFACT_TYPE,
+    bundle_tag,
+)
+
+pytest.importorskip("requests")
+
+REPO = "evidence/campaigns"
+
+
+@pytest.fixture
+def pushed(tmp_path: Path, oci_registry: Registry) -> tuple[Path, dict[str, bytes]]:  # noqa: F811
+    root = init_repo(tmp_path / "repo")
+    files = blobs(5, size=3000)
+    make_repo(root, files)
+    code, out, err = run("remote", "add", "reg", oci_registry.url(REPO), "--root", str(root))
+    assert code == 0, err
+    assert "oci+http://" in out
+    code, out, err = run("push", "--root", str(root))
+    assert code == 0, err
+    assert "5 of 5 blobs transferred" in out and "1 bundle manifest(s) written" in out
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "evidence")
+    return root, files
+
+
+def _sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _oras(registry: Registry) -> Any:
+    oras_provider = pytest.importorskip("oras.provider")
+    return oras_provider.Registry(hostname=registry.host, insecure=True)
+
+
+def test_push_pull_fresh_clone_and_deep_verify(
+    pushed: tuple[Path, dict[str, bytes]],
+    oci_registry: Registry,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    root, files = pushed
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(root), str(clone))
+    code, out, err = run("pull", "--root", str(clone))
+    assert code == 0, err
+    assert "5 of 5 blobs transferred" in out
+    for rel, data in files.items():
+        code, out, err = run("fetch", digest_of(data), "--root", str(clone))
+        assert code == 0, err
+        assert (clone / ".evstore").exists()
+    code, out, err = run("verify", "--remote", "reg", "--deep", "--root", str(clone))
+    assert code == 0, out + err
+    # a second push finds everything present and writes the same manifest again
+    code, out, err = run("push", "--root", str(root))
+    assert code == 0, err
+    assert "0 of 5 blobs transferred" in out and "5 already present" in out
+
+
+def test_bundle_is_an_artifact_manifest_readable_by_oras(
+    pushed: tuple[Path, dict[str, bytes]],
+    oci_registry: Registry,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    root, files = pushed
+    registration = load_inventory(root).registrations["run1"]
+    oras = _oras(oci_registry)
+    manifest = oras.get_manifest(f"{oci_registry.host}/{REPO}:{bundle_tag(registration)}")
+    assert manifest["artifactType"] == BUNDLE_ARTIFACT_TYPE
+    assert manifest["config"]["mediaType"] == "application/vnd.oci.empty.v1+json"
+    assert manifest["annotations"]["org.evidencestore.bundle.digest"] == registration.digest
+    layers = {
+        layer["annotations"]["org.opencontainers.image.title"]: layer
+        for layer in manifest["layers"]
+    }
+    assert set(layers) == {"bundle.json", "results.json", *files}
+    bundle_json = (root / "evidence/run1/bundle.json").read_bytes()
+    assert layers["bundle.json"]["digest"] == _sha(bundle_json)
+    for rel, data in files.items():
+        assert layers[rel]["digest"] == _sha(data)
+        assert layers[rel]["size"] == len(data)
+        assert layers[rel]["annotations"]["org.evidencestore.blake3"] == digest_of(data)
+        assert layers[rel]["annotations"]["org.evidencestore.location"] == "store"
+    # oras pulls every file of the bundle by its sha256, outside evstore
+    out = tmp_path / "oras-out"
+    out.mkdir()
+    got = oras.pull(
+        target=f"{oci_registry.host}/{REPO}:{bundle_tag(registration)}", outdir=str(out)
+    )
+    pulled = {Path(p).relative_to(out).as_posix(): Path(p).read_bytes() for p in got}
+    assert pulled["bundle.json"] == bundle_json
+    for rel, data in files.items():
+        assert pulled[rel] == data
+
+
+def test_blob_corrupted_in_registry_is_refused_everywhere(
+    pushed: tuple[Path, dict[str, bytes]],
+    oci_registry: Registry,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    root, files = pushed
+    rel, data = next(iter(files.items()))
+    digest = digest_of(data)
+    blob_file = oci_registry.blob_file(_sha(data))
+    blob_file.write_bytes(bytes([data[0] ^ 1]) + data[1:])  # same size, one bit
+    code, out, err = run("verify", "--remote", "reg", "--deep", "--root", str(root))
+    assert code == 1
+    assert "remote-corrupt" in out and digest in out and rel in out
+    # negative control: without --deep the size check cannot see it
+    code, out, err = run("verify", "--remote", "reg", "--root", str(root))
+    assert code == 0, out + err
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(root), str(clone))
+    code, out, err = run("pull", "--root", str(clone))
+    assert code != 0
+    assert digest in err and _sha(data) in err and "refused" in err
+    assert not (clone / ".evstore").exists() or run("fetch", digest, "--root", str(clone))[0] != 0
+
+
+def test_push_repair_replaces_a_blob_swapped_under_its_tag(
+    pushed: tuple[Path, dict[str, bytes]],
+    oci_registry: Registry,  # noqa: F811
+) -> None:
+    from evidencestore.storage import OciBlobStore
+
+    root, files = pushed
+    (rel, data), (_, other) = list(files.items())[:2]
+    digest = digest_of(data)
+    store = OciBlobStore(oci_registry.url(REPO))
+    tag = f"blake3-{digest.removeprefix('blake3:')}"
+    got = store.get_manifest(tag)
+    assert got is not None
+    swapped = json.loads(json.dumps(got[1]))
+    swapped["layers"][0]["digest"] = _sha(other)  # another blob of the same size
+    store.put_manifest(swapped, tag)
+    code, out, err = run("verify", "--remote", "reg", "--deep", "--root", str(root))
+    assert code == 1 and "remote-corrupt" in out and digest in out
+    assert "push --repair --remote reg" in out
+    code, out, err = run("push", "--root", str(root))  # a plain push trusts the size
+    assert code == 0 and "0 of 5 blobs transferred" in out
+    code, out, err = run("push", "--repair", "--root", str(root))
+    assert code == 0, err
+    assert "1 of 5 blobs transferred (1 replacing a corrupt copy)" in out
+    code, out, err = run("verify", "--remote", "reg", "--deep", "--root", str(root))
+    assert code == 0, out + err
+    assert store.get(digest) == data
+
+
+def test_push_repair_reports_a_blob_the_registry_keeps_corrupt(
+    pushed: tuple[Path, dict[str, bytes]],
+    oci_registry: Registry,  # noqa: F811
+) -> None:
+    """Distribution keeps the first copy of a sha256 blob: corrupted in its storage, a
+    re-upload does not replace it, and repair says so instead of claiming success."""
+    root, files = pushed
+    data = next(iter(files.values()))
+    oci_registry.blob_file(_sha(data)).write_bytes(b"\0" * len(data))
+    code, out, err = run("push", "--repair", "--root", str(root))
+    assert code != 0
+    assert digest_of(data) in err and "still corrupt after re-upload" in err
+
+
+def _keys(tmp_path: Path) -> tuple[Path, Path]:
+    private = tmp_path / "keys" / "signer"
+    private.parent.mkdir()
+    code, _, err = run("attest", "keygen", str(private))
+    assert code == 0, err
+    return private, Path(f"{private}.pub")
+
+
+def test_attestation_attached_as_referrer_listed_by_oras(
+    pushed: tuple[Path, dict[str, bytes]],
+    oci_registry: Registry,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    root, _ = pushed
+    private, public = _keys(tmp_path)
+    envelope = tmp_path / "run1.att.json"
+    code, out, err = run(
+        "attest", "run1", "--key", str(private), "-o", str(envelope), "--oci", "reg",
+        "--root", str(root),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "attached to bundle 'run1'" in err
+    registration = load_inventory(root).registrations["run1"]
+    oras = _oras(oci_registry)
+    container = f"{oci_registry.host}/{REPO}"
+    bundle = oras.get_manifest(f"{container}:{bundle_tag(registration)}")
+    subject = _sha(json.dumps(bundle, sort_keys=True, separators=(",", ":")).encode())
+    # distribution 2.8 has no referrers API: the OCI 1.1 fallback tag lists the referrer
+    api = oras.do_request(f"http://{container.split('/', 1)[0]}/v2/{REPO}/referrers/{subject}")
+    assert api.status_code == 404
+    index = oras.get_manifest(
+        f"{container}:{subject.replace(':', '-')}",
+        allowed_media_type=["application/vnd.oci.image.index.v1+json"],
+    )
+    (referrer,) = index["manifests"]
+    assert referrer["artifactType"] == ATTESTATION_ARTIFACT_TYPE
+    manifest = oras.get_manifest(f"{container}@{referrer['digest']}")
+    assert manifest["subject"]["digest"] == subject
+    assert manifest["artifactType"] == ATTESTATION_ARTIFACT_TYPE
+    (layer,) = manifest["layers"]
+    stored = oras.get_blob(container, layer["digest"]).content
+    assert stored == envelope.read_bytes()
+    statement = json.loads(base64.b64decode(json.loads(stored)["payload"]))
+    assert layer["annotations"]["in-toto.io/predicate-type"] == statement["predicateType"]
+    # attaching again is idempotent: the same envelope, no second index entry
+    code, _, err = run(
+        "attest", "run1", "--key", str(private), "-o", str(envelope), "--oci", "reg",
+        "--root", str(root),
+    )  # fmt: skip
+    assert code == 0, err
+    index = oras.get_manifest(
+        f"{container}:{subject.replace(':', '-')}",
+        allowed_media_type=["application/vnd.oci.image.index.v1+json"],
+    )
+    assert len(index["manifests"]) == 1
+    # and it verifies from what the registry holds
+    verified = tmp_path / "from-registry.json"
+    verified.write_bytes(stored)
+    code, out, err = run(
+        "attest", "verify", str(verified), "--key", str(public), "--subject", "run1",
+        "--root", str(root),
+    )  # fmt: skip
+    assert code == 0, out + err
+
+
+def test_attest_oci_needs_the_bundle_on_the_registry(
+    tmp_path: Path,
+    oci_registry: Registry,  # noqa: F811
+) -> None:
+    root = init_repo(tmp_path / "repo")
+    make_repo(root, blobs(1))
+    assert run("remote", "add", "reg", oci_registry.url(REPO), "--root", str(root))[0] == 0
+    private, _ = _keys(tmp_path)
+    code, out, err = run(
+        "attest", "run1", "--key", str(private), "-o", str(tmp_path / "e.json"), "--oci", "reg",
+        "--root", str(root),
+    )  # fmt: skip
+    assert code == 2
+    assert "bundle 'run1' is not on remote 'reg'" in err and "evstore push run1 --remote reg" in err

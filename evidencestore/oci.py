@@ -119,10 +119,7 @@ def _layers(
     ]
     for entry in sorted(registration.manifest.entries, key=lambda e: e.path):
         d = entry.descriptor
-        if entry.location == "repo":
-            path = reg_path.parent / entry.path
-        else:
-            path = cache.path_of(d.digest)
+        path = reg_path.parent / entry.path if entry.location == "repo" else cache.path_of(d.digest)
         where = f"bundle {name!r} entry {entry.path!r}"
         sha = _hashes(path, d.digest, d.size, where)
         out.append(

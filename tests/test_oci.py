@@ -65,7 +65,7 @@ def test_push_pull_fresh_clone_and_deep_verify(
     code, out, err = run("pull", "--root", str(clone))
     assert code == 0, err
     assert "5 of 5 blobs transferred" in out
-    for rel, data in files.items():
+    for _rel, data in files.items():
         code, out, err = run("fetch", digest_of(data), "--root", str(clone))
         assert code == 0, err
         assert (clone / ".evstore").exists()
@@ -144,7 +144,7 @@ def test_push_repair_replaces_a_blob_swapped_under_its_tag(
     from evidencestore.storage import OciBlobStore
 
     root, files = pushed
-    (rel, data), (_, other) = list(files.items())[:2]
+    (_rel, data), (_, other) = list(files.items())[:2]
     digest = digest_of(data)
     store = OciBlobStore(oci_registry.url(REPO))
     tag = f"blake3-{digest.removeprefix('blake3:')}"
@@ -175,7 +175,7 @@ def test_push_repair_reports_a_blob_the_registry_keeps_corrupt(
     root, files = pushed
     data = next(iter(files.values()))
     oci_registry.blob_file(_sha(data)).write_bytes(b"\0" * len(data))
-    code, out, err = run("push", "--repair", "--root", str(root))
+    code, _out, err = run("push", "--repair", "--root", str(root))
     assert code != 0
     assert digest_of(data) in err and "still corrupt after re-upload" in err
 
@@ -253,7 +253,7 @@ def test_attest_oci_needs_the_bundle_on_the_registry(
     make_repo(root, blobs(1))
     assert run("remote", "add", "reg", oci_registry.url(REPO), "--root", str(root))[0] == 0
     private, _ = _keys(tmp_path)
-    code, out, err = run(
+    code, _out, err = run(
         "attest", "run1", "--key", str(private), "-o", str(tmp_path / "e.json"), "--oci", "reg",
         "--root", str(root),
     )  # fmt: skip

@@ -246,6 +246,7 @@ _EXTRAS = {
     "gcsfs": "gcs",
     "adlfs": "azure",
     "aiohttp": "http",
+    "requests": "http",
     "yaml": "run",
     "jinja2": "report",
     "matplotlib": "report",

@@ -178,10 +178,11 @@ class _CheckedStream:
 class _Client:
     """The distribution API over HTTP: retries, and basic or bearer-token auth.
 
-    Credentials are read from the environment, never from ``evstore.toml``: the
-    variable named by option ``password_env`` (default ``EVSTORE_OCI_PASSWORD``) with
-    option ``username`` (or ``EVSTORE_OCI_USERNAME``), or a ready bearer token in the
-    variable named by ``token_env`` (default ``EVSTORE_OCI_TOKEN``). A ``Bearer``
+    Credentials are read from the environment, never from ``evstore.toml`` (whose
+    options only name the variables): a user name and password from the variables
+    named by options ``username_env`` and ``password_env`` (default
+    ``EVSTORE_OCI_USERNAME``, ``EVSTORE_OCI_PASSWORD``), or a ready bearer token from
+    the one named by ``token_env`` (default ``EVSTORE_OCI_TOKEN``). A ``Bearer``
     challenge is answered by the registry's token service, with the basic credentials
     when there are any (the flow docker and oras use).
     """
@@ -207,7 +208,7 @@ class _Client:
         self._backoff = backoff
         self._max_backoff = max_backoff
         self._timeout = timeout
-        user = options.get("username") or os.environ.get("EVSTORE_OCI_USERNAME")
+        user = os.environ.get(str(options.get("username_env", "EVSTORE_OCI_USERNAME")))
         password = os.environ.get(str(options.get("password_env", "EVSTORE_OCI_PASSWORD")))
         self._basic = (str(user), password) if user and password else None
         token = os.environ.get(str(options.get("token_env", "EVSTORE_OCI_TOKEN")))
@@ -287,8 +288,8 @@ class _Client:
             if got.status_code != 200:
                 raise StorageError(
                     f"{self.base}: the token service {realm} answered HTTP {got.status_code}; "
-                    "set EVSTORE_OCI_USERNAME and EVSTORE_OCI_PASSWORD (or the remote's "
-                    "username and password_env options)"
+                    "set EVSTORE_OCI_USERNAME and EVSTORE_OCI_PASSWORD (or the variables "
+                    "the remote's username_env and password_env options name)"
                 )
             body = got.json()
             token = body.get("token") or body.get("access_token")

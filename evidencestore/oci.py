@@ -177,7 +177,7 @@ def _bundle_manifest(
     if got is None:
         raise StorageError(
             f"bundle {name!r} is not on remote {remote!r} ({registry.location}:{tag}); "
-            f"push it first: `evstore push {name} --remote {remote}`"
+            f"push it first: `evstore push --remote {remote} {name}`"
         )
     descriptor, manifest = got
     named = (manifest.get("annotations") or {}).get(BUNDLE_DIGEST)
@@ -185,7 +185,7 @@ def _bundle_manifest(
         raise IntegrityError(
             f"{registry.location}:{tag}: the manifest there is not bundle {name!r} "
             f"({registration.digest}; it names {named!r}); replace it with "
-            f"`evstore push {name} --remote {remote}`"
+            f"`evstore push --remote {remote} {name}`"
         )
     return descriptor
 

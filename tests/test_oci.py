@@ -258,4 +258,4 @@ def test_attest_oci_needs_the_bundle_on_the_registry(
         "--root", str(root),
     )  # fmt: skip
     assert code == 2
-    assert "bundle 'run1' is not on remote 'reg'" in err and "evstore push run1 --remote reg" in err
+    assert "bundle 'run1' is not on remote 'reg'" in err and "evstore push --remote reg run1" in err

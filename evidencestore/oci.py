@@ -30,6 +30,7 @@ from typing import Any
 
 from blake3 import blake3
 
+from . import _steps
 from .config import as_repository
 from .digest import digest_from_hex, digest_hex
 from .errors import ConfigError, IntegrityError, RemoteConfigError, StorageError
@@ -154,6 +155,7 @@ def push_bundles(
                 with open(path, "rb") as fh:
                     registry.push_oci_blob(fh, layer["digest"], layer["size"])
         tag = bundle_tag(registration)
+        _steps.reached("oci:bundle-manifest")
         registry.put_artifact(
             BUNDLE_ARTIFACT_TYPE,
             [layer for layer, _ in layers],

@@ -259,3 +259,86 @@ def test_attest_oci_needs_the_bundle_on_the_registry(
     )  # fmt: skip
     assert code == 2
     assert "bundle 'run1' is not on remote 'reg'" in err and "evstore push --remote reg run1" in err
+
+
+def test_two_clones_pushing_at_once_lose_nothing(
+    tmp_path: Path,
+    oci_registry: Registry,  # noqa: F811
+) -> None:
+    """Clone A decides what the registry lacks and pauses; clone B pushes another bundle
+    sharing a blob (tags, blobs, its manifest); A goes on and rewrites the shared tag.
+    The shared tag's manifest is byte-identical whoever wrote it, and every bundle of both
+    clones verifies deep against the registry."""
+    from evidencestore.remotes import push
+    from evidencestore.storage import OciBlobStore
+    from evidencestore.testing.interleave import Interleaving
+
+    shared = blobs(1, size=2000, seed="shared")
+    a_root, b_root = init_repo(tmp_path / "a"), init_repo(tmp_path / "b")
+    make_repo(a_root, {**shared, **blobs(2, size=2000, seed="a")}, name="run-a")
+    make_repo(b_root, {**shared, **blobs(2, size=2000, seed="b")}, name="run-b")
+    for root in (a_root, b_root):
+        assert run("remote", "add", "reg", oci_registry.url(REPO), "--root", str(root))[0] == 0
+    store = OciBlobStore(oci_registry.url(REPO))
+    tag = f"blake3-{digest_of(next(iter(shared.values()))).removeprefix('blake3:')}"
+    with Interleaving() as il:
+        il.start("a", lambda: push(a_root, jobs=1), pause_at="push:checked")
+        assert il.wait_paused("a") is not None
+        il.start("b", lambda: push(b_root, jobs=1))
+        il.join("b")
+        written_by_b = store.get_manifest(tag)
+        il.resume("a")
+        il.join("a")
+    assert written_by_b is not None
+    after = store.get_manifest(tag)
+    assert after is not None and after[0] == written_by_b[0]  # the same bytes again
+    for root in (a_root, b_root):
+        code, out, err = run("verify", "--remote", "reg", "--deep", "--root", str(root))
+        assert code == 0, out + err
+    registrations = {
+        **load_inventory(a_root).registrations,
+        **load_inventory(b_root).registrations,
+    }
+    for registration in registrations.values():
+        assert store.get_manifest(bundle_tag(registration)) is not None
+
+
+def test_racing_attachers_on_the_fallback_index_and_attaching_again(
+    pushed: tuple[Path, dict[str, bytes]],
+    oci_registry: Registry,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The documented limit of the referrers tag fallback: attacher A reads the index,
+    B attaches, A writes its index without B's entry. The attestation manifest of B is
+    still on the registry (by digest) and attaching it again lists both."""
+    from evidencestore import oci
+    from evidencestore.remotes import open_remote
+    from evidencestore.testing.interleave import Interleaving
+
+    root, files = pushed
+    private, _ = _keys(tmp_path)
+    envelopes = []
+    for target in ("run1", digest_of(next(iter(files.values())))):
+        out = tmp_path / f"{len(envelopes)}.json"
+        assert (
+            run("attest", target, "--key", str(private), "-o", str(out), "--root", str(root))[0]
+            == 0
+        )
+        envelopes.append(out.read_bytes())
+    remote = open_remote(root, "reg")
+
+    def attach(envelope: bytes) -> list[str]:
+        return oci.attach(root, remote.store, "reg", envelope, ["run1"])
+
+    with Interleaving() as il:
+        il.start("a", lambda: attach(envelopes[0]), pause_at="oci:referrers-read")
+        assert il.wait_paused("a") is not None
+        il.start("b", lambda: attach(envelopes[1]))
+        il.join("b")
+        il.resume("a")
+        (a_digest,) = il.join("a")
+    listed = {r["digest"] for r in oci.referrers(root, remote.store, "reg", "run1")}
+    assert a_digest in listed and len(listed) == 1  # B's entry was dropped by A's write
+    (b_digest,) = attach(envelopes[1])  # attaching again puts it back
+    listed = {r["digest"] for r in oci.referrers(root, remote.store, "reg", "run1")}
+    assert listed == {a_digest, b_digest}

@@ -53,6 +53,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from .. import _steps
 from ..digest import digest_from_hex, digest_hex, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
 from ._base import BlobStore, OciDescriptor, Upkeep
@@ -520,6 +521,7 @@ class OciBlobStore(BlobStore):
             manifests = list(got[1].get("manifests") or []) if got else []
             if any(m.get("digest") == referrer["digest"] for m in manifests):
                 return
+            _steps.reached("oci:referrers-read")
             manifests.append(referrer)
             manifests.sort(key=lambda m: str(m.get("digest")))
             self.put_manifest(

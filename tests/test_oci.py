@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.oci_registry import Registry, oci_registry  # noqa: F401 - the fixture
+from helpers.oci_registry import Registry, oci_registry, token_auth_proxy  # noqa: F401
 from helpers.remotes import blobs, digest_of, make_repo, run
 from helpers.repos import git, init_repo
 
@@ -342,3 +342,41 @@ def test_racing_attachers_on_the_fallback_index_and_attaching_again(
     (b_digest,) = attach(envelopes[1])  # attaching again puts it back
     listed = {r["digest"] for r in oci.referrers(root, remote.store, "reg", "run1")}
     assert listed == {a_digest, b_digest}
+
+
+def test_registry_behind_token_auth_with_credentials_from_the_environment(
+    tmp_path: Path,
+    oci_registry: Registry,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import requests
+
+    with token_auth_proxy(oci_registry.host, "ci-bot", "s3cret") as front:
+        # the front really refuses anonymous requests
+        assert requests.get(f"http://{front}/v2/", timeout=5).status_code == 401
+        root = init_repo(tmp_path / "repo")
+        files = blobs(2)
+        make_repo(root, files)
+        url = f"oci+http://{front}/{REPO}"
+        code, _, err = run(
+            "remote", "add", "reg", url, "--option", "password_env=REG_PW", "--root", str(root)
+        )
+        assert code == 0, err
+        assert "s3cret" not in (root / "evstore.toml").read_text()
+        monkeypatch.setenv("EVSTORE_OCI_USERNAME", "ci-bot")
+        monkeypatch.setenv("REG_PW", "wrong")
+        code, _, err = run("push", "--root", str(root))
+        assert code != 0
+        assert "token service" in err and "HTTP 401" in err
+        monkeypatch.setenv("REG_PW", "s3cret")
+        code, out, err = run("push", "--root", str(root))
+        assert code == 0, err
+        assert "2 of 2 blobs transferred" in out
+        code, out, err = run("verify", "--remote", "reg", "--deep", "--root", str(root))
+        assert code == 0, out + err
+    # and the registry behind it holds the blobs, found by their tags
+    from evidencestore.storage import OciBlobStore
+
+    direct = OciBlobStore(oci_registry.url(REPO))
+    for data in files.values():
+        assert direct.get(digest_of(data)) == data

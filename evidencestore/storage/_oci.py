@@ -239,8 +239,9 @@ class _Client:
         for attempt in range(self._attempts):
             sent = dict(headers or {})
             auth = None
-            if self._token:
-                sent["Authorization"] = f"Bearer {self._token}"
+            token = self._token
+            if token:
+                sent["Authorization"] = f"Bearer {token}"
             elif self._basic:
                 auth = self._basic
             if data is not None and not isinstance(data, bytes):
@@ -258,7 +259,7 @@ class _Client:
             except requests.RequestException as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
-                if response.status_code == 401 and self._authenticate(response):
+                if response.status_code == 401 and self._authenticate(response, token):
                     response.close()
                     continue
                 if response.status_code in ok:
@@ -272,8 +273,9 @@ class _Client:
                 delay *= 2
         raise StorageError(f"{method} {url}: {last} (after {self._attempts} attempts)")
 
-    def _authenticate(self, response: requests.Response) -> bool:
-        """Answer a 401's challenge; return whether to try again."""
+    def _authenticate(self, response: requests.Response, used: str | None) -> bool:
+        """Answer a 401's challenge to a request sent with token ``used``; return
+        whether to try again (another thread may have fetched a new token meanwhile)."""
         challenge = response.headers.get("WWW-Authenticate", "")
         scheme, _, params = challenge.partition(" ")
         if scheme.lower() == "basic":
@@ -285,6 +287,8 @@ class _Client:
         if not realm:
             return False
         with self._lock:
+            if self._token != used:
+                return True
             got = self._session.get(realm, params=fields, auth=self._basic, timeout=self._timeout)
             if got.status_code != 200:
                 raise StorageError(
@@ -292,9 +296,14 @@ class _Client:
                     "set EVSTORE_OCI_USERNAME and EVSTORE_OCI_PASSWORD (or the variables "
                     "the remote's username_env and password_env options name)"
                 )
-            body = got.json()
-            token = body.get("token") or body.get("access_token")
-            if not token or token == self._token:
+            try:
+                body = got.json()
+                token = body.get("token") or body.get("access_token")
+            except (ValueError, AttributeError) as exc:
+                raise StorageError(
+                    f"{self.base}: the token service {realm} sent no token: {exc}"
+                ) from exc
+            if not token or token == used:
                 return False
             self._token = str(token)
         return True

@@ -100,3 +100,78 @@ def oci_registry(tmp_path: Path) -> Iterator[Registry]:
     """A fresh registry for one test."""
     with running_registry(tmp_path) as registry:
         yield registry
+
+
+TOKEN = "evstore-test-token"
+
+
+@contextlib.contextmanager
+def token_auth_proxy(upstream: str, user: str, password: str) -> Iterator[str]:
+    """A front for the registry at ``upstream`` that demands what public registries do:
+    every ``/v2/`` request needs ``Bearer`` :data:`TOKEN` (else 401 with a ``Bearer``
+    challenge naming the token service), and the token service at ``/token`` hands the
+    token out only for basic credentials ``user``:``password``. Yields ``host:port``."""
+    import base64
+    import http.client
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _handle(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            if self.path.startswith("/token"):
+                if self.headers.get("Authorization") != basic:
+                    self._answer(401, b"{}", {"Content-Type": "application/json"})
+                else:
+                    token = json.dumps({"token": TOKEN}).encode()
+                    self._answer(200, token, {"Content-Type": "application/json"})
+                return
+            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                host = self.headers["Host"]
+                challenge = (
+                    f'Bearer realm="http://{host}/token",service="test",scope="repository:*"'
+                )
+                self._answer(401, b"{}", {"WWW-Authenticate": challenge})
+                return
+            conn = http.client.HTTPConnection(upstream, timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "authorization"}
+            conn.request(self.command, self.path, body=body, headers=headers)
+            response = conn.getresponse()
+            data = response.read()
+            keep = {
+                k: v
+                for k, v in response.getheaders()
+                if k.lower() not in ("content-length", "transfer-encoding", "connection")
+            }
+            conn.close()
+            self._answer(response.status, data, keep)
+
+        do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_PATCH = _handle
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -101,13 +101,19 @@ def _hashes(path: Path, digest: str, size: int, where: str) -> str:
 
 
 def _layers(
-    root: Path, cache: LocalBlobStore, name: str, registration: Registration
-) -> list[tuple[dict[str, Any], Path]]:
-    """Each file of a bundle as a layer descriptor, with where its bytes are here."""
+    root: Path,
+    cache: LocalBlobStore,
+    registry: SupportsArtifacts,
+    name: str,
+    registration: Registration,
+) -> list[tuple[dict[str, Any], Path | None]]:
+    """Each file of a bundle as a layer descriptor, with where its bytes are here (None
+    for a store entry this clone lacks: its sha256 is then the one the registry's
+    ``blake3-`` tag names for it, checked to name its digest and size)."""
     reg_path = registration_path(root, name)
     data = reg_path.read_bytes()
     reg_digest = digest_from_hex(blake3(data).hexdigest())
-    out = [
+    out: list[tuple[dict[str, Any], Path | None]] = [
         (
             {
                 "mediaType": REGISTRATION_MEDIA_TYPE,
@@ -120,9 +126,22 @@ def _layers(
     ]
     for entry in sorted(registration.manifest.entries, key=lambda e: e.path):
         d = entry.descriptor
-        path = reg_path.parent / entry.path if entry.location == "repo" else cache.path_of(d.digest)
         where = f"bundle {name!r} entry {entry.path!r}"
-        sha = _hashes(path, d.digest, d.size, where)
+        path: Path | None = (
+            reg_path.parent / entry.path if entry.location == "repo" else cache.path_of(d.digest)
+        )
+        if entry.location == "store" and not cache.has(d.digest):
+            path = None
+            found = registry.blob_layer(d.digest)
+            if found is None or found[1] != d.size:
+                raise StorageError(
+                    f"{where}: {d.digest} is neither in the local store nor on the registry "
+                    f"({registry.location}) at {d.size} bytes: pull or push it first"
+                )
+            sha = found[0]
+        else:
+            assert path is not None
+            sha = _hashes(path, d.digest, d.size, where)
         out.append(
             (
                 {
@@ -137,11 +156,60 @@ def _layers(
     return out
 
 
+def _shape(layers: Any) -> list[tuple[Any, ...]]:
+    """What a bundle manifest's layers say apart from their sha256: title, BLAKE3,
+    size, location, media type."""
+    if not isinstance(layers, list):
+        return []
+    out = []
+    for layer in layers:
+        notes = layer.get("annotations") if isinstance(layer, dict) else None
+        if not isinstance(notes, dict):
+            return []
+        out.append(
+            (
+                notes.get(TITLE),
+                notes.get(BLAKE3),
+                layer.get("size"),
+                notes.get(LOCATION),
+                layer.get("mediaType"),
+            )
+        )
+    return out
+
+
+def _expected_shape(root: Path, name: str, registration: Registration) -> list[tuple[Any, ...]]:
+    data = registration_path(root, name).read_bytes()
+    out: list[tuple[Any, ...]] = [
+        (
+            "bundle.json",
+            digest_from_hex(blake3(data).hexdigest()),
+            len(data),
+            "repo",
+            REGISTRATION_MEDIA_TYPE,
+        )
+    ]
+    for entry in sorted(registration.manifest.entries, key=lambda e: e.path):
+        d = entry.descriptor
+        out.append((entry.path, d.digest, d.size, entry.location, d.media_type))
+    return out
+
+
 def push_bundles(
-    root: str | os.PathLike[str], store: BlobStore, remote: str, bundles: Iterable[str]
+    root: str | os.PathLike[str],
+    store: BlobStore,
+    remote: str,
+    bundles: Iterable[str],
+    *,
+    rewrite: bool = False,
 ) -> list[str]:
     """Push each bundle's manifest (and the blobs of its files in git, which the store's
-    push does not send) to the registry ``store``; return the tags written."""
+    push does not send) to the registry ``store``; return the tags written.
+
+    A bundle whose tag already holds a manifest naming its digest and its files (path,
+    BLAKE3, size, location, media type) is left as it is unless ``rewrite`` (a repair):
+    then every layer's sha256 is computed again and the manifest written again.
+    """
     registry = _registry(store, remote)
     repo = as_repository(root)
     inventory = load_inventory(repo)
@@ -149,12 +217,20 @@ def push_bundles(
     tags = []
     for name in bundles:
         registration = inventory.registrations[name]
-        layers = _layers(repo.root, cache, name, registration)
+        tag = bundle_tag(registration)
+        if not rewrite:
+            got = registry.get_manifest(tag)
+            if (
+                got is not None
+                and _is_bundle(got[1], registration)
+                and _shape(got[1].get("layers")) == _expected_shape(repo.root, name, registration)
+            ):
+                continue
+        layers = _layers(repo.root, cache, registry, name, registration)
         for layer, path in layers:
-            if not registry.has_oci_blob(layer["digest"]):
+            if path is not None and not registry.has_oci_blob(layer["digest"]):
                 with open(path, "rb") as fh:
                     registry.push_oci_blob(fh, layer["digest"], layer["size"])
-        tag = bundle_tag(registration)
         _steps.reached("oci:bundle-manifest")
         registry.put_artifact(
             BUNDLE_ARTIFACT_TYPE,
@@ -170,6 +246,11 @@ def push_bundles(
     return tags
 
 
+def _is_bundle(manifest: dict[str, Any], registration: Registration) -> bool:
+    named = (manifest.get("annotations") or {}).get(BUNDLE_DIGEST)
+    return manifest.get("artifactType") == BUNDLE_ARTIFACT_TYPE and named == registration.digest
+
+
 def _bundle_manifest(
     registry: SupportsArtifacts, remote: str, name: str, registration: Registration
 ) -> OciDescriptor:
@@ -183,7 +264,7 @@ def _bundle_manifest(
         )
     descriptor, manifest = got
     named = (manifest.get("annotations") or {}).get(BUNDLE_DIGEST)
-    if manifest.get("artifactType") != BUNDLE_ARTIFACT_TYPE or named != registration.digest:
+    if not _is_bundle(manifest, registration):
         raise IntegrityError(
             f"{registry.location}:{tag}: the manifest there is not bundle {name!r} "
             f"({registration.digest}; it names {named!r}); replace it with "

@@ -371,7 +371,8 @@ def push(
             list(dict.fromkeys(bundles)) if bundles else sorted(load_inventory(base).registrations)
         )
         try:
-            summary.manifests = len(oci.push_bundles(base, target.store, target.name, names))
+            written = oci.push_bundles(base, target.store, target.name, names, rewrite=repair)
+            summary.manifests = len(written)
         except (StorageError, IntegrityError) as exc:
             summary.failures.append(target.source.labelled(exc))
     if wanted and time.monotonic() - leased_at > LEASE_RENEWAL / 10:

@@ -75,6 +75,45 @@ def test_push_pull_fresh_clone_and_deep_verify(
     code, out, err = run("push", "--root", str(root))
     assert code == 0, err
     assert "0 of 5 blobs transferred" in out and "5 already present" in out
+    assert "manifest" not in out  # the bundle's manifest is there and says the same
+
+
+def test_a_clone_that_never_pulled_pushes_its_new_bundle(
+    pushed: tuple[Path, dict[str, bytes]],
+    oci_registry: Registry,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A new bundle sharing a blob the clone does not hold: the layer's sha256 comes
+    from the registry's tag for it; the old bundle's manifest is left as it is, and a
+    manifest tampered with under its tag is written again by a plain push."""
+    from evidencestore.storage import OciBlobStore
+
+    root, files = pushed
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(root), str(clone))
+    make_repo(clone, {"ext/new.bin": b"new evidence" * 100}, name="run2")
+    store = OciBlobStore(oci_registry.url(REPO))
+    run1 = load_inventory(root).registrations["run1"]
+    before = store.get_manifest(bundle_tag(run1))
+    code, out, err = run("push", "--root", str(clone))
+    assert code == 0, err
+    assert "1 bundle manifest(s) written" in out  # run2 only
+    assert store.get_manifest(bundle_tag(run1)) == before
+    run2 = load_inventory(clone).registrations["run2"]
+    assert store.get_manifest(bundle_tag(run2)) is not None
+    # run1's blobs are not in this clone: rewriting its manifest takes their sha256
+    # from the registry's tags
+    local = clone / ".evstore"
+    assert not [d for d in files.values() if list(local.rglob(digest_of(d)[7:]))]
+    # a manifest under run1's tag that says something else is replaced by a plain push
+    assert before is not None
+    tampered = json.loads(json.dumps(before[1]))
+    tampered["layers"] = tampered["layers"][:-1]
+    store.put_manifest(tampered, bundle_tag(run1))
+    code, out, err = run("push", "--root", str(clone))
+    assert code == 0, err
+    assert "1 bundle manifest(s) written" in out
+    assert store.get_manifest(bundle_tag(run1)) == before
 
 
 def test_bundle_is_an_artifact_manifest_readable_by_oras(

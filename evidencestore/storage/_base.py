@@ -196,6 +196,9 @@ class SupportsArtifacts(Protocol):
     def get_manifest(self, reference: str) -> tuple[OciDescriptor, dict[str, Any]] | None:
         """A manifest by tag or digest with its descriptor, or None when absent."""
 
+    def blob_layer(self, digest: str) -> tuple[str, int] | None:
+        """The sha256 and size of the blob stored for BLAKE3 ``digest`` (None: absent)."""
+
     def put_artifact(
         self,
         artifact_type: str,

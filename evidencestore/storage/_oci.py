@@ -545,6 +545,11 @@ class OciBlobStore(BlobStore):
                 f"after {tries} writes (another writer keeps replacing it); try again"
             )
 
+    def blob_layer(self, digest: str) -> tuple[str, int] | None:
+        """The sha256 and size the ``blake3-`` tag names for ``digest`` (its manifest
+        checked to name that digest), or None when absent. Nothing is hashed."""
+        return self._layer(parse_digest(digest))
+
     # -- the BlobStore primitives ----------------------------------------------------
     def _layer(self, digest: str) -> tuple[str, int] | None:
         """The sha256 and size the ``blake3-`` tag names for ``digest``, checked."""

@@ -43,6 +43,7 @@ __all__ = [
     "BUNDLE_ARTIFACT_TYPE",
     "REGISTRATION_MEDIA_TYPE",
     "attach",
+    "bundle_problems",
     "bundle_tag",
     "bundles_about",
     "push_bundles",
@@ -244,6 +245,59 @@ def push_bundles(
         )
         tags.append(tag)
     return tags
+
+
+def bundle_problems(
+    root: str | os.PathLike[str],
+    store: BlobStore,
+    remote: str,
+    name: str,
+    registration: Registration,
+    *,
+    deep: bool = False,
+) -> list[str]:
+    """What is wrong with bundle ``name``'s manifest on the registry (nothing: an empty
+    list): absent, or not naming the bundle's digest and files (path, BLAKE3, size,
+    location, media type). ``deep`` also checks each layer's sha256: a store entry's
+    against the blob its ``blake3-`` tag names, a file in git against the file here."""
+    registry = _registry(store, remote)
+    repo = as_repository(root)
+    tag = bundle_tag(registration)
+    where = f"{registry.location}:{tag}"
+    fix = f"; write it again with `evstore push --remote {remote} {name}`"
+    got = registry.get_manifest(tag)
+    if got is None:
+        return [f"bundle {name!r} has no manifest on remote {remote!r} ({where}){fix}"]
+    manifest = got[1]
+    if not _is_bundle(manifest, registration) or _shape(manifest.get("layers")) != _expected_shape(
+        repo.root, name, registration
+    ):
+        return [
+            f"the manifest at {where} does not describe bundle {name!r} "
+            f"({registration.digest}): its digest or files differ{fix}"
+        ]
+    if not deep:
+        return []
+    problems = []
+    reg_dir = registration_path(repo.root, name).parent
+    for layer in manifest["layers"]:
+        notes = layer["annotations"]
+        title, digest, size = notes[TITLE], notes[BLAKE3], layer["size"]
+        if notes[LOCATION] == "store":
+            found = registry.blob_layer(digest)
+            actual = found[0] if found is not None and found[1] == size else None
+        else:
+            try:
+                actual = _hashes(reg_dir / title, digest, size, f"bundle {name!r} file {title!r}")
+            except (StorageError, IntegrityError) as exc:
+                problems.append(str(exc))
+                continue
+        if actual != layer["digest"]:
+            problems.append(
+                f"the manifest at {where} names {layer['digest']} for {title!r} ({digest}), "
+                f"but that file is {actual or 'not on the registry'}{fix}"
+            )
+    return problems
 
 
 def _is_bundle(manifest: dict[str, Any], registration: Registration) -> bool:

@@ -513,6 +513,9 @@ def verify_remote(
     """Check that every ``store`` entry of ``registrations`` is on ``remote`` with the
     right size (one batched query, no download); ``deep`` also downloads and hashes.
 
+    On an OCI registry each bundle's manifest is checked too (``remote-bundle-manifest``:
+    present and naming the bundle's digest and files; ``deep``: every layer's sha256).
+
     Returns bundle name -> error findings (an empty list for a bundle that checks
     out). An unknown remote is a :class:`RemoteConfigError`; an unreachable one a
     :class:`StorageError`.
@@ -586,4 +589,24 @@ def verify_remote(
     out: dict[str, list[Finding]] = {name: [] for name in registrations}
     for (bundle, _path, _digest), finding in sorted(problems.items()):
         out[bundle].append(finding)
+    if isinstance(target.store, SupportsArtifacts):
+        from . import oci
+
+        for name, registration in registrations.items():
+            try:
+                found = oci.bundle_problems(
+                    root, target.store, remote, name, registration, deep=deep
+                )
+            except StorageError as exc:
+                raise StorageError(f"{source.label}: {exc}") from exc
+            out[name].extend(
+                Finding(
+                    severity="error",
+                    code="remote-bundle-manifest",
+                    bundle=name,
+                    digest=registration.digest,
+                    message=message,
+                )
+                for message in found
+            )
     return out

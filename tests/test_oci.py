@@ -419,3 +419,40 @@ def test_registry_behind_token_auth_with_credentials_from_the_environment(
     direct = OciBlobStore(oci_registry.url(REPO))
     for data in files.values():
         assert direct.get(digest_of(data)) == data
+
+
+def test_verify_checks_the_bundle_manifest_and_repair_rewrites_it(
+    pushed: tuple[Path, dict[str, bytes]],
+    oci_registry: Registry,  # noqa: F811
+) -> None:
+    from evidencestore.storage import OciBlobStore
+
+    root, files = pushed
+    store = OciBlobStore(oci_registry.url(REPO))
+    tag = bundle_tag(load_inventory(root).registrations["run1"])
+    good = store.get_manifest(tag)
+    assert good is not None
+    # a layer naming another blob's sha256: same paths, digests and sizes otherwise
+    (rel, _), (_, other) = list(files.items())[:2]
+    bad = json.loads(json.dumps(good[1]))
+    for layer in bad["layers"]:
+        if layer["annotations"]["org.opencontainers.image.title"] == rel:
+            layer["digest"] = _sha(other)
+    store.put_manifest(bad, tag)
+    code, out, err = run("verify", "--remote", "reg", "--root", str(root))
+    assert code == 0, out + err  # the manifest's shape is right: only --deep can tell
+    code, out, err = run("verify", "--remote", "reg", "--deep", "--root", str(root))
+    assert code == 1
+    assert "remote-bundle-manifest" in out and repr(rel) in out and _sha(other) in out
+    code, out, err = run("push", "--repair", "--root", str(root))
+    assert code == 0, err
+    assert "1 bundle manifest(s) written" in out
+    assert store.get_manifest(tag) == good
+    code, out, err = run("verify", "--remote", "reg", "--deep", "--root", str(root))
+    assert code == 0, out + err
+    # a manifest missing a file is seen without --deep
+    short = json.loads(json.dumps(good[1]))
+    short["layers"] = short["layers"][:-1]
+    store.put_manifest(short, tag)
+    code, out, err = run("verify", "--remote", "reg", "--root", str(root))
+    assert code == 1 and "does not describe bundle 'run1'" in out

@@ -367,11 +367,16 @@ class OciBlobStore(BlobStore):
             self._client.url(f"manifests/{reference}"),
             ok=(200, 404),
             headers={"Accept": _ACCEPT},
+            stream=True,
         )
         with response:
             if response.status_code == 404:
                 return None
-            data = response.content[: _MAX_MANIFEST + 1]
+            data = b""
+            for chunk in response.iter_content(1 << 16):
+                data += chunk
+                if len(data) > _MAX_MANIFEST:  # a hostile registry cannot exhaust memory
+                    break
         where = f"{self._url}@{reference}"
         if len(data) > _MAX_MANIFEST:
             raise IntegrityError(f"{where}: manifest larger than {_MAX_MANIFEST} bytes; refused")

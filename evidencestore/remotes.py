@@ -158,6 +158,8 @@ def remote_store(config: RemoteConfig, base: str | os.PathLike[str] = ".") -> Bl
             backoff=config.backoff,
             max_backoff=config.max_backoff,
             timeout=config.timeout,
+            min_rate=config.min_rate,
+            deadline_floor=config.deadline_floor,
         )
     from .storage import FsspecBlobStore, RetryPolicy  # only now: fsspec and asyncio
 

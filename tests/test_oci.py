@@ -17,6 +17,7 @@ from helpers.oci_registry import Registry, oci_registry, token_auth_proxy  # noq
 from helpers.remotes import blobs, digest_of, make_repo, run
 from helpers.repos import git, init_repo
 
+from evidencestore.errors import TransferDeadlineError
 from evidencestore.inventory import load_inventory
 from evidencestore.oci import (
     ATTESTATION_ARTIFACT_TYPE,
@@ -456,3 +457,29 @@ def test_verify_checks_the_bundle_manifest_and_repair_rewrites_it(
     store.put_manifest(short, tag)
     code, out, err = run("verify", "--remote", "reg", "--root", str(root))
     assert code == 1 and "does not describe bundle 'run1'" in out
+
+
+def test_a_trickling_registry_meets_the_download_deadline(
+    tmp_path: Path,
+    oci_registry: Registry,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """min_rate and deadline_floor bound a download from a registry as from any remote:
+    a body trickled far below min_rate is cut, nothing partial is kept."""
+    from evidencestore.storage import OciBlobStore
+
+    data = b"x" * 3000
+    digest = OciBlobStore(oci_registry.url(REPO)).put(data).digest
+    monkeypatch.setenv("EVSTORE_OCI_USERNAME", "u")
+    monkeypatch.setenv("EVSTORE_OCI_PASSWORD", "p")
+    with token_auth_proxy(oci_registry.host, "u", "p", trickle=0.05) as front:
+        slow = OciBlobStore(
+            f"oci+http://{front}/{REPO}", attempts=1, min_rate=1e9, deadline_floor=0.0
+        )
+        with pytest.raises(TransferDeadlineError, match="not complete within its deadline"):
+            slow.get(digest)
+        # negative control: the same trickle within a generous deadline is delivered
+        patient = OciBlobStore(
+            f"oci+http://{front}/{REPO}", attempts=1, min_rate=1e9, deadline_floor=60.0
+        )
+        assert patient.get(digest) == data

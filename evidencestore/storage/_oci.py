@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .. import _steps
 from ..digest import digest_from_hex, digest_hex, parse_digest
-from ..errors import BlobNotFoundError, IntegrityError, StorageError
+from ..errors import BlobNotFoundError, IntegrityError, StorageError, TransferDeadlineError
 from ._base import BlobStore, OciDescriptor, Upkeep
 
 if TYPE_CHECKING:
@@ -124,9 +124,17 @@ def canonical_json(value: Any) -> bytes:
 class _CheckedStream:
     """A registry blob's body that checks its size and sha256 once fully read."""
 
-    def __init__(self, response: requests.Response, sha256: str, size: int, where: str) -> None:
+    def __init__(
+        self,
+        response: requests.Response,
+        sha256: str,
+        size: int,
+        where: str,
+        budget: float | None = None,
+    ) -> None:
         self._response = response
-        self._iter = response.iter_content(1 << 20)
+        self._budget = budget
+        self._deadline = None if budget is None else time.monotonic() + budget
         self._buffer = b""
         self._hash = hashlib.sha256()
         self._count = 0
@@ -137,11 +145,23 @@ class _CheckedStream:
 
     def read(self, n: int = -1) -> bytes:
         while (n < 0 or len(self._buffer) < n) and not self._eof:
-            chunk = next(self._iter, None)
-            if chunk is None:
+            try:
+                # read1: whatever has arrived, so a trickle meets the deadline check
+                chunk = self._response.raw.read1(1 << 20)
+            except Exception as exc:  # urllib3's errors: a broken or stalled connection
+                self._eof = True
+                raise StorageError(f"{self._where}: {type(exc).__name__}: {exc}") from exc
+            if not chunk:
                 self._eof = True
                 self._check()
                 break
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                self._eof = True
+                raise TransferDeadlineError(
+                    f"{self._where}: not complete within its deadline of {self._budget:.1f} s "
+                    f"({self._count} of {self._size} bytes); the partial copy was discarded "
+                    "(min_rate and deadline_floor of the remote in evstore.toml set the deadline)"
+                )
             self._hash.update(chunk)
             self._count += len(chunk)
             self._buffer += chunk
@@ -236,7 +256,8 @@ class _Client:
         ok = tuple(ok)
         delay = self._backoff
         last = ""
-        for attempt in range(self._attempts):
+        attempt, answered = 0, 0
+        while attempt < self._attempts:
             sent = dict(headers or {})
             auth = None
             token = self._token
@@ -259,16 +280,28 @@ class _Client:
             except requests.RequestException as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
-                if response.status_code == 401 and self._authenticate(response, token):
+                if (
+                    response.status_code == 401
+                    and answered < 2
+                    and self._authenticate(response, token)
+                ):
+                    answered += 1  # a challenge answered is not a failed attempt
                     response.close()
                     continue
                 if response.status_code in ok:
                     return response
                 last = f"HTTP {response.status_code}{_errors_of(response)}"
+                if response.status_code in (401, 403):
+                    last += (
+                        "; credentials come from EVSTORE_OCI_USERNAME and EVSTORE_OCI_PASSWORD "
+                        "(or EVSTORE_OCI_TOKEN), or the variables the remote's username_env, "
+                        "password_env and token_env options name"
+                    )
                 response.close()
                 if response.status_code not in _RETRY_STATUS:
                     raise StorageError(f"{method} {url}: {last}")
-            if attempt + 1 < self._attempts:
+            attempt += 1
+            if attempt < self._attempts:
                 time.sleep(min(delay, self._max_backoff))
                 delay *= 2
         raise StorageError(f"{method} {url}: {last} (after {self._attempts} attempts)")
@@ -319,7 +352,11 @@ def _errors_of(response: requests.Response) -> str:
 
 
 class OciBlobStore(BlobStore):
-    """Blobs (and artifacts) in one repository of an OCI distribution registry."""
+    """Blobs (and artifacts) in one repository of an OCI distribution registry.
+
+    Requests are tried ``attempts`` times (backoff from ``backoff`` to ``max_backoff``
+    seconds), each connection and read bounded by ``timeout``; with ``min_rate`` a blob
+    download must complete within ``deadline_floor + size / min_rate`` seconds."""
 
     def __init__(
         self,
@@ -331,8 +368,12 @@ class OciBlobStore(BlobStore):
         backoff: float = 0.25,
         max_backoff: float = 8.0,
         timeout: float = 60.0,
+        min_rate: float | None = None,
+        deadline_floor: float = 60.0,
     ) -> None:
         base, repo = parse_oci_url(url)
+        self._min_rate = min_rate
+        self._deadline_floor = deadline_floor
         self._url = url.rstrip("/")
         self._client = _Client(
             base,
@@ -469,7 +510,8 @@ class OciBlobStore(BlobStore):
         if response.status_code == 404:
             response.close()
             raise BlobNotFoundError(f"{where}: blob {sha256} is not in the registry")
-        return _CheckedStream(response, sha256, size, where)
+        budget = None if self._min_rate is None else self._deadline_floor + size / self._min_rate
+        return _CheckedStream(response, sha256, size, where, budget)
 
     def _ensure_empty(self) -> None:
         with self._empty_lock:  # one upload of it per store, not one per thread

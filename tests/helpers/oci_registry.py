@@ -106,11 +106,14 @@ TOKEN = "evstore-test-token"
 
 
 @contextlib.contextmanager
-def token_auth_proxy(upstream: str, user: str, password: str) -> Iterator[str]:
+def token_auth_proxy(
+    upstream: str, user: str, password: str, *, trickle: float = 0.0
+) -> Iterator[str]:
     """A front for the registry at ``upstream`` that demands what public registries do:
     every ``/v2/`` request needs ``Bearer`` :data:`TOKEN` (else 401 with a ``Bearer``
     challenge naming the token service), and the token service at ``/token`` hands the
-    token out only for basic credentials ``user``:``password``. Yields ``host:port``."""
+    token out only for basic credentials ``user``:``password``. With ``trickle``, a blob's
+    body is sent 100 bytes at a time, ``trickle`` seconds apart. Yields ``host:port``."""
     import base64
     import http.client
     import json
@@ -131,7 +134,14 @@ def token_auth_proxy(upstream: str, user: str, password: str) -> Iterator[str]:
                 self.send_header(key, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            if self.command != "HEAD":
+            if self.command == "HEAD":
+                return
+            if trickle and "/blobs/sha256:" in self.path and status == 200:
+                for i in range(0, len(body), 100):
+                    self.wfile.write(body[i : i + 100])
+                    self.wfile.flush()
+                    time.sleep(trickle)
+            else:
                 self.wfile.write(body)
 
         def _handle(self) -> None:

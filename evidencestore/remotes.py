@@ -70,6 +70,7 @@ __all__ = [
     "read_lease",
     "registry_remote",
     "remote_store",
+    "remote_url_problem",
     "remove_lease",
     "repository_store",
     "store_entries",
@@ -195,6 +196,20 @@ def configured_remotes(
 def open_remote(root: str | os.PathLike[str] | None, name: str) -> Remote:
     """Return the remote called ``name``; an unknown name is a :class:`RemoteConfigError`."""
     return configured_remotes(root, name)[0]
+
+
+def remote_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a remote's URL, or None: an OCI registry URL needs a host
+    and a valid repository name (other URLs are checked when first used)."""
+    if not url.startswith(OCI_SCHEMES):
+        return None
+    from .storage import parse_oci_url
+
+    try:
+        parse_oci_url(url)
+    except StorageError as exc:
+        return str(exc).removeprefix(f"{url}: ")
+    return None
 
 
 def registry_remote(root: str | os.PathLike[str] | None, name: str | None = None) -> Remote:
@@ -534,7 +549,7 @@ def verify_remote(
     try:
         stored = sizes_of(target.store, refs)
     except StorageError as exc:
-        raise StorageError(f"{source.label}: {exc}") from exc
+        raise StorageError(source.labelled(exc)) from exc
     problems: dict[tuple[str, str, str], Finding] = {}
     to_hash: list[tuple[str, int]] = []
     for digest, users in refs.items():
@@ -600,7 +615,7 @@ def verify_remote(
                     root, target.store, remote, name, registration, deep=deep
                 )
             except StorageError as exc:
-                raise StorageError(f"{source.label}: {exc}") from exc
+                raise StorageError(source.labelled(exc)) from exc
             out[name].extend(
                 Finding(
                     severity="error",

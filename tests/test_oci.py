@@ -483,3 +483,17 @@ def test_a_trickling_registry_meets_the_download_deadline(
             f"oci+http://{front}/{REPO}", attempts=1, min_rate=1e9, deadline_floor=60.0
         )
         assert patient.get(digest) == data
+
+
+def test_remote_add_refuses_an_oci_url_without_a_valid_repository(tmp_path: Path) -> None:
+    root = init_repo(tmp_path / "repo")
+    code, _, err = run(
+        "remote", "add", "r", "oci+http://127.0.0.1:5000/Bad_Repo", "--root", str(root)
+    )
+    assert code == 2
+    assert "'Bad_Repo' is not a valid OCI repository name" in err
+    code, _, err = run("remote", "add", "r", "oci://ghcr.io", "--root", str(root))
+    assert code == 2 and "needs a host and a repository" in err
+    # negative control: a valid one is added
+    code, _, err = run("remote", "add", "r", "oci://ghcr.io/my-org/evidence", "--root", str(root))
+    assert code == 0, err

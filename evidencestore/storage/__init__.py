@@ -31,7 +31,7 @@ from ._readthrough import ReadThroughStore
 
 if TYPE_CHECKING:
     from ._fsspec import FsspecBlobStore, FsspecUpkeep, RetryPolicy
-    from ._oci import OciBlobStore, OciUpkeep
+    from ._oci import OciBlobStore, OciUpkeep, parse_oci_url
 
 
 def __getattr__(name: str) -> Any:
@@ -41,7 +41,7 @@ def __getattr__(name: str) -> Any:
         from . import _fsspec
 
         return getattr(_fsspec, name)
-    if name in ("OciBlobStore", "OciUpkeep"):
+    if name in ("OciBlobStore", "OciUpkeep", "parse_oci_url"):
         from . import _oci  # requests, only for registries
 
         return getattr(_oci, name)
@@ -74,6 +74,7 @@ __all__ = [
     "VerifyingReader",
     "blob_key",
     "open_store",
+    "parse_oci_url",
 ]
 
 

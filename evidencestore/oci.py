@@ -8,9 +8,13 @@ first, then every entry in path order, each annotated with its path
 (``repo`` or ``store``). The manifest is tagged ``bundle-<hex of the bundle digest>``
 and is a pure function of the registration and its files (canonical JSON, no time in
 it), so two clones pushing the same bundle write the same bytes under the same tag:
-last-writer-wins loses nothing. Every layer's sha256 is computed here from the local
-copy while its BLAKE3 is checked, so a manifest never names bytes that do not match
-the registration.
+last-writer-wins loses nothing; different bundles have different tags, and every blob
+a manifest names is uploaded before it. Every layer's sha256 is computed here from the
+local copy while its BLAKE3 is checked; for a store entry this clone lacks it is the one
+the blob's ``blake3-`` tag names (checked to name its digest and size), and ``verify
+--remote --deep`` checks each layer against it (:func:`bundle_problems`). A manifest
+already under the tag that names the bundle's digest and files is kept unless a repair
+asks for it to be written again.
 
 ``attach`` stores a signed attestation (a DSSE envelope) as an artifact whose
 ``subject`` is that bundle manifest: the registry's referrers API lists it, and on a
@@ -382,6 +386,10 @@ def attach(
         raise ConfigError("the attestation is about no registered bundle: nothing to attach to")
     inventory = load_inventory(as_repository(root))
     predicate_type = str(_statement(envelope).get("predicateType", ""))
+    subjects = [
+        (name, _bundle_manifest(registry, remote, name, inventory.registrations[name]))
+        for name in bundles
+    ]  # every bundle is there before anything is stored
     sha = "sha256:" + hashlib.sha256(envelope).hexdigest()
     registry.push_oci_blob(envelope, sha, len(envelope))
     layer = {
@@ -391,8 +399,7 @@ def attach(
         "annotations": {PREDICATE_TYPE: predicate_type},
     }
     out = []
-    for name in bundles:
-        subject = _bundle_manifest(registry, remote, name, inventory.registrations[name])
+    for name, subject in subjects:
         annotations = {PREDICATE_TYPE: predicate_type, BUNDLE_NAME: name}
         descriptor, indexed = registry.put_artifact(
             ATTESTATION_ARTIFACT_TYPE, [layer], annotations=annotations, subject=subject

@@ -29,7 +29,7 @@ from .errors import (
 )
 from .inventory import load_inventory
 from .models import Finding, Registration
-from .storage import BlobStore, LocalBlobStore, ReadThroughStore
+from .storage import BlobStore, LocalBlobStore, ReadThroughStore, SupportsArtifacts
 from .storage.leases import (
     LEASE_DIR,
     LEASE_RENEWAL,
@@ -68,7 +68,9 @@ __all__ = [
     "pull",
     "push",
     "read_lease",
+    "registry_remote",
     "remote_store",
+    "remote_url_problem",
     "remove_lease",
     "repository_store",
     "store_entries",
@@ -77,6 +79,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("evidencestore")
+OCI_SCHEMES = ("oci://", "oci+http://", "oci+https://")
 T = TypeVar("T")
 _LOCAL = "local store"
 
@@ -145,6 +148,20 @@ def remote_store(config: RemoteConfig, base: str | os.PathLike[str] = ".") -> Bl
     path = _local_path(url, Path(base))
     if path is not None:
         return LocalBlobStore(path, read_only=config.read_only)
+    if url.startswith(OCI_SCHEMES):
+        from .storage import OciBlobStore  # only now: requests
+
+        return OciBlobStore(
+            url,
+            read_only=config.read_only,
+            options=config.options,
+            attempts=config.attempts,
+            backoff=config.backoff,
+            max_backoff=config.max_backoff,
+            timeout=config.timeout,
+            min_rate=config.min_rate,
+            deadline_floor=config.deadline_floor,
+        )
     from .storage import FsspecBlobStore, RetryPolicy  # only now: fsspec and asyncio
 
     retry = RetryPolicy(
@@ -179,6 +196,37 @@ def configured_remotes(
 def open_remote(root: str | os.PathLike[str] | None, name: str) -> Remote:
     """Return the remote called ``name``; an unknown name is a :class:`RemoteConfigError`."""
     return configured_remotes(root, name)[0]
+
+
+def remote_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a remote's URL, or None: an OCI registry URL needs a host
+    and a valid repository name (other URLs are checked when first used)."""
+    if not url.startswith(OCI_SCHEMES):
+        return None
+    from .storage import parse_oci_url
+
+    try:
+        parse_oci_url(url)
+    except StorageError as exc:
+        return str(exc).removeprefix(f"{url}: ")
+    return None
+
+
+def registry_remote(root: str | os.PathLike[str] | None, name: str | None = None) -> Remote:
+    """Return the OCI registry remote called ``name`` (default: the first ``oci://`` one)."""
+    remotes = configured_remotes(root, name)
+    found = [r for r in remotes if r.config.url.startswith(OCI_SCHEMES)]
+    if not found:
+        if name is not None:
+            raise RemoteConfigError(
+                f"remote {name!r} ({remotes[0].config.url}) is not an OCI registry "
+                "(oci://HOST/REPO or oci+http://HOST/REPO)"
+            )
+        raise RemoteConfigError(
+            "no OCI registry remote configured: add one with "
+            "`evstore remote add NAME oci://HOST/REPO`"
+        )
+    return found[0]
 
 
 def repository_store(
@@ -340,6 +388,17 @@ def push(
             write_lease(target.store, wanted)  # a long push: gc judges leases by age
             leased_at = time.monotonic()
     bar.close()
+    if isinstance(target.store, SupportsArtifacts) and not summary.failures:
+        from . import oci
+
+        names = (
+            list(dict.fromkeys(bundles)) if bundles else sorted(load_inventory(base).registrations)
+        )
+        try:
+            written = oci.push_bundles(base, target.store, target.name, names, rewrite=repair)
+            summary.manifests = len(written)
+        except (StorageError, IntegrityError) as exc:
+            summary.failures.append(target.source.labelled(exc))
     if wanted and time.monotonic() - leased_at > LEASE_RENEWAL / 10:
         # The grace period then counts from the end of the push.
         write_lease(target.store, wanted)
@@ -478,6 +537,9 @@ def verify_remote(
     """Check that every ``store`` entry of ``registrations`` is on ``remote`` with the
     right size (one batched query, no download); ``deep`` also downloads and hashes.
 
+    On an OCI registry each bundle's manifest is checked too (``remote-bundle-manifest``:
+    present and naming the bundle's digest and files; ``deep``: every layer's sha256).
+
     Returns bundle name -> error findings (an empty list for a bundle that checks
     out). An unknown remote is a :class:`RemoteConfigError`; an unreachable one a
     :class:`StorageError`.
@@ -494,7 +556,7 @@ def verify_remote(
     try:
         stored = sizes_of(target.store, refs)
     except StorageError as exc:
-        raise StorageError(f"{source.label}: {exc}") from exc
+        raise StorageError(source.labelled(exc)) from exc
     problems: dict[tuple[str, str, str], Finding] = {}
     to_hash: list[tuple[str, int]] = []
     for digest, users in refs.items():
@@ -551,4 +613,24 @@ def verify_remote(
     out: dict[str, list[Finding]] = {name: [] for name in registrations}
     for (bundle, _path, _digest), finding in sorted(problems.items()):
         out[bundle].append(finding)
+    if isinstance(target.store, SupportsArtifacts):
+        from . import oci
+
+        for name, registration in registrations.items():
+            try:
+                found = oci.bundle_problems(
+                    root, target.store, remote, name, registration, deep=deep
+                )
+            except StorageError as exc:
+                raise StorageError(source.labelled(exc)) from exc
+            out[name].extend(
+                Finding(
+                    severity="error",
+                    code="remote-bundle-manifest",
+                    bundle=name,
+                    digest=registration.digest,
+                    message=message,
+                )
+                for message in found
+            )
     return out

@@ -258,6 +258,7 @@ _EXTRAS = {
     "gcsfs": "gcs",
     "adlfs": "azure",
     "aiohttp": "http",
+    "requests": "http",
     "yaml": "run",
     "jinja2": "report",
     "matplotlib": "report",

@@ -56,7 +56,13 @@ def _cmd_remote_add(args: argparse.Namespace) -> int:
     root = repo_root(args)
     # The file the remote is written to: the refusal of a secret names it.
     target = LOCAL_CONFIG_NAMES[-1] if args.local else CONFIG_NAME
-    problem = remote_name_problem(args.name) or url_problem(args.url, target=target)
+    from ..remotes import remote_url_problem
+
+    problem = (
+        remote_name_problem(args.name)
+        or url_problem(args.url, target=target)
+        or remote_url_problem(args.url)
+    )
     if problem:
         raise RemoteConfigError(f"remote {args.name!r}: {problem}")
     merged = root.config

@@ -73,10 +73,18 @@ def register(commands: Commands) -> None:
                 help="verify: the bundle name or record digest the envelope must be about; "
                 "repeated for a bundle (*.jsonl), whose every line must be about one of them",
             ),
+            arg(
+                "--oci",
+                nargs="?",
+                const="",
+                metavar="REMOTE",
+                help="also attach the envelope to the bundle's manifest on an OCI registry "
+                "remote, as a referrer (default: the first oci:// remote)",
+            ),
             ROOT,
         ],
         usage="evstore attest TARGET --key KEY [--predicate test-result] "
-        "[-o OUT | --bundle OUT.intoto.jsonl]\n"
+        "[-o OUT | --bundle OUT.intoto.jsonl] [--oci [REMOTE]]\n"
         "       evstore attest TARGET --statement [--predicate test-result] [-o OUT]\n"
         "       evstore attest verify ENVELOPE|BUNDLE.jsonl --key PUB --subject TARGET... "
         "[--json]\n"
@@ -144,18 +152,22 @@ def _attest(args: argparse.Namespace) -> int:
     from .._canonical import pretty
 
     envelope = attest.attest(repo_root(args), args.target, args.key, predicate=args.predicate)
+    data = pretty(envelope)
     if args.bundle:
         line = attest.append_to_bundle(args.bundle, envelope)
         print(
             f"attestation of {args.target} appended to {args.bundle} (line {line})", file=sys.stderr
         )
+        if args.oci is not None:
+            _attach(args, data)
         return EXIT_OK
-    data = pretty(envelope)
     if args.output:
         _write(args.output, data, "envelope")
         print(f"attestation of {args.target} written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(data.decode())
+    if args.oci is not None:
+        _attach(args, data)
     return EXIT_OK
 
 
@@ -173,6 +185,22 @@ def _statement(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(data.decode())
     return EXIT_OK
+
+
+def _attach(args: argparse.Namespace, envelope: bytes) -> None:
+    from .. import oci
+    from ..remotes import registry_remote
+
+    root = repo_root(args)
+    remote = registry_remote(root, args.oci or None)
+    names = oci.bundles_about(root, envelope)
+    for name, digest in zip(
+        names, oci.attach(root, remote.store, remote.name, envelope, names), strict=True
+    ):
+        print(
+            f"attestation attached to bundle {name!r} on remote {remote.name!r} as {digest}",
+            file=sys.stderr,
+        )
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, NamedTuple, Protocol, cast, runtime_checkable
+from typing import Any, BinaryIO, NamedTuple, Protocol, cast, runtime_checkable
 
 from blake3 import blake3
 
@@ -23,6 +23,8 @@ __all__ = [
     "QUARANTINE_DIR",
     "BlobInfo",
     "BlobStore",
+    "OciDescriptor",
+    "SupportsArtifacts",
     "SupportsBatchRead",
     "SupportsIncoming",
     "SupportsKeepAlive",
@@ -166,6 +168,54 @@ class SupportsLocalPaths(Protocol):
 
     def path_of(self, digest: str) -> Path:
         """Where a blob lives (or would live)."""
+
+
+class OciDescriptor(NamedTuple):
+    """An OCI descriptor: media type, ``sha256:`` digest and size."""
+
+    media_type: str
+    digest: str
+    size: int
+
+
+@runtime_checkable
+class SupportsArtifacts(Protocol):
+    """A store that is an OCI registry (``OciBlobStore``): besides blobs by BLAKE3, it
+    keeps blobs by sha256 and manifests (artifacts with layers, referrers of a subject).
+    Manifests read here are checked against the digest they were fetched by."""
+
+    @property
+    def location(self) -> str: ...
+
+    def has_oci_blob(self, sha256: str) -> bool:
+        """Whether the registry holds blob ``sha256:<hex>``."""
+
+    def push_oci_blob(self, data: bytes | BinaryIO, sha256: str, size: int) -> None:
+        """Upload a blob under its sha256 (the registry checks it)."""
+
+    def get_manifest(self, reference: str) -> tuple[OciDescriptor, dict[str, Any]] | None:
+        """A manifest by tag or digest with its descriptor, or None when absent."""
+
+    def blob_layer(self, digest: str) -> tuple[str, int] | None:
+        """The sha256 and size of the blob stored for BLAKE3 ``digest`` (None: absent)."""
+
+    def put_artifact(
+        self,
+        artifact_type: str,
+        layers: Sequence[Mapping[str, Any]],
+        *,
+        annotations: Mapping[str, str] | None = None,
+        subject: OciDescriptor | None = None,
+        tag: str | None = None,
+    ) -> tuple[OciDescriptor, bool]:
+        """Store an artifact manifest; return it and whether the registry indexed
+        its subject."""
+
+    def referrers(self, subject: str) -> list[dict[str, Any]]:
+        """The descriptors of the manifests referring to ``subject``."""
+
+    def add_referrer(self, subject: str, referrer: dict[str, Any], *, tries: int = 5) -> None:
+        """List ``referrer`` in the fallback index of ``subject``."""
 
 
 # -- what gc's safety argument rests on (see evidencestore.gc) ------------------------

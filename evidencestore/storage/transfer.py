@@ -136,6 +136,7 @@ class TransferSummary:
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
     repaired: int = 0  # of ``transferred``: copies on the remote replaced (push)
+    manifests: int = 0  # bundle manifests written (push to an OCI registry)
 
     def line(self) -> str:
         """One line for logs and non-terminal output."""
@@ -143,10 +144,11 @@ class TransferSummary:
         rate = f", {mib / self.seconds:.1f} MiB/s" if self.seconds > 0 and self.bytes else ""
         failed = f"; {len(self.failures)} FAILED" if self.failures else ""
         repaired = f" ({self.repaired} replacing a corrupt copy)" if self.repaired else ""
+        manifests = f"; {self.manifests} bundle manifest(s) written" if self.manifests else ""
         return (
             f"{self.action} {self.target}: {self.transferred} of {self.blobs} blobs transferred"
             f"{repaired} ({mib:.1f} MiB in {self.seconds:.2f} s{rate}), {self.present} already "
-            f"present{failed}"
+            f"present{manifests}{failed}"
         )
 
 

@@ -55,7 +55,6 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -64,6 +63,7 @@ from ..config import as_repository
 from ..digest import hash_bytes
 from ..errors import EvidenceStoreError
 from ..inventory import EVIDENCE_DIR
+from ..media.records import Expectations
 from ..models import Descriptor
 from ..runs.models import RequestRecord, Workload
 from ..runs.workload import expectations_for, load_workload
@@ -76,15 +76,13 @@ from .models import Adjudication, ArrayComparison, OutputComparison, Repeatabili
 from .protocol import Campaign
 from .tokens import compare_completions, load_completion
 
-if TYPE_CHECKING:
-    from ..media.records import Expectations
-
 #: What every verdict, text and report of a retrospective campaign says.
 RETROSPECTIVE = "retrospective: protocol registered after these results"
 
 __all__ = [
     "RETROSPECTIVE",
     "Judge",
+    "PairInputs",
     "adjudicate",
     "compare_runs",
     "nothing_compared",
@@ -203,6 +201,20 @@ def _array_verdict(c: ArrayComparison) -> Verdict:
     return "INCONCLUSIVE" if c.differing is not None else "UNAVAILABLE"
 
 
+class PairInputs(msgspec.Struct, frozen=True, kw_only=True):
+    """What judging one pair of unequal-or-equal media outputs reads (an ``output-pair``
+    task, ``tasks.py``): both outputs and raw arrays by descriptor, the request's
+    expectations, the protocol's audio-length policy, and the names reasons use."""
+
+    label: str
+    names: tuple[str, str]
+    reference: Descriptor
+    candidate: Descriptor
+    arrays: dict[str, tuple[Descriptor | None, Descriptor | None]] = {}
+    expectations: Expectations | None = None
+    audio_length: str = "exact"
+
+
 class Judge:
     """Judges output pairs for one evaluation, reading through ``store``.
 
@@ -213,19 +225,30 @@ class Judge:
     cannot be had (not in the local store nor on a configured remote) makes its pair
     UNAVAILABLE and is listed in ``missing`` (digest -> what needed it), never memoised:
     fetching it changes the answer.
+
+    With ``plan``, a pair the memo lacks is not judged: ``plan(key, inputs)`` is told what
+    judging it would read, and the pair stays UNAVAILABLE (``tasks.py`` lists the work
+    this way). ``computed`` counts the tasks computed here: pairs judged, outputs analysed.
     """
 
     def __init__(
-        self, root: str | os.PathLike[str], store: BlobStore, memo: Memo | None = None
+        self,
+        root: str | os.PathLike[str],
+        store: BlobStore,
+        memo: Memo | None = None,
+        *,
+        plan: Callable[[str, PairInputs], None] | None = None,
     ) -> None:
         self.root = as_repository(root).root
         self.store = store
         self.memo = memo
+        self.plan = plan
+        self.judged = 0
         self.missing: dict[str, str] = {}
         #: (reference, candidate) digests of pairs judged without one of their inputs
         #: (an output or a raw array): UNAVAILABLE here, not a verdict on the outputs.
         self.lacking: set[tuple[str | None, str | None]] = set()
-        self.outputs = DecodedOutputs(store)
+        self.outputs = DecodedOutputs(store, memo=memo)
         self._done: dict[str, OutputComparison] = {}
         self._workloads: dict[Path, tuple[Workload, dict[int, Expectations | None]]] = {}
 
@@ -237,6 +260,11 @@ class Judge:
         if path not in self._workloads:
             self._workloads[path] = (load_workload(path).workload, {})
         return self._workloads[path]
+
+    @property
+    def computed(self) -> int:
+        """Tasks computed here: pairs judged and outputs analysed (``tasks.py``)."""
+        return self.judged + self.outputs.analysed
 
     @property
     def decoded(self) -> int:
@@ -315,8 +343,16 @@ class Judge:
         if done is None and self.memo is not None:
             done = self.memo.get(mkey, OutputComparison)
         if done is None:
-            done, lasting = self._judge(ref_name, cand_name, key, a, b, a.body, b.body,
-                                        expectations, audio_length)  # fmt: skip
+            inputs_ = PairInputs(
+                label=key, names=(ref_name, cand_name), reference=a.body, candidate=b.body,
+                arrays={n: (a.arrays.get(n), b.arrays.get(n)) for n in names},
+                expectations=expectations, audio_length=audio_length,
+            )  # fmt: skip
+            if self.plan is not None:
+                self.plan(mkey, inputs_)
+                done, lasting = self._planned(inputs_), False
+            else:
+                done, lasting = self.judge(inputs_)
             if lasting:
                 self._done[mkey] = done
                 if self.memo is not None:
@@ -367,27 +403,28 @@ class Judge:
             logprob_max_abs_diff=tv.logprob_max_abs_diff,
         )
 
-    def _judge(
-        self,
-        ref_name: str,
-        cand_name: str,
-        key: str,
-        a: _Output,
-        b: _Output,
-        body_a: Descriptor,
-        body_b: Descriptor,
-        expectations: Expectations | None,
-        audio_length: str = "exact",
-    ) -> tuple[OutputComparison, bool]:
-        """The comparison, and whether it may be kept (False when an input was missing)."""
+    @staticmethod
+    def _planned(p: PairInputs) -> OutputComparison:
+        return OutputComparison(
+            key="", verdict="UNAVAILABLE", reference=p.reference.digest,
+            candidate=p.candidate.digest, reasons=(f"{p.label}: not judged yet (planned)",),
+        )  # fmt: skip
+
+    def judge(self, p: PairInputs) -> tuple[OutputComparison, bool]:
+        """The comparison of one pair, and whether it may be kept (False when an input
+        was missing); what the memo keeps under the pair's key."""
         from ..media.comparison import compare_reports
         from ..media.store import store_record
 
+        self.judged += 1
+        ref_name, cand_name = p.names
+        key, expectations, audio_length = p.label, p.expectations, p.audio_length
+        body_a, body_b = p.reference, p.candidate
         ref_digest, cand_digest = body_a.digest, body_b.digest
         arrays: list[ArrayComparison] = []
         lasting = True
-        for name in sorted(set(a.arrays) | set(b.arrays)):
-            da, db = a.arrays.get(name), b.arrays.get(name)
+        for name in sorted(p.arrays):
+            da, db = p.arrays[name]
             xa = xb = None
             if da is None or db is None:
                 why = f"kept by {ref_name if db is None else cand_name} only"

@@ -169,10 +169,17 @@ class ArmSpec(Model, frozen=True, kw_only=True):
 
 
 class SigningRule(Model, frozen=True, kw_only=True):
-    """Runs count only when signed (``evstore run --sign KEY``) by one of these ed25519
-    public keys: PEM files beside ``protocol.toml``, registered with it."""
+    """``keys``: runs count only when signed (``evstore run --sign KEY``) by one of these
+    ed25519 public keys; ``workers``: a result computed elsewhere (``evstore campaign
+    work --sign KEY``) counts without a recheck when one of these signed it. PEM files
+    beside ``protocol.toml``, registered with it; at least one of the two lists."""
 
-    keys: Annotated[tuple[RelPath, ...], Meta(min_length=1)]
+    keys: tuple[RelPath, ...] = ()
+    workers: tuple[RelPath, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (self.keys or self.workers):
+            raise ValueError("[signing] needs keys = [...] or workers = [...]")
 
 
 #: Provenance a protocol can require of every run (``require = [...]``): the launched

@@ -1,0 +1,105 @@
+"""A campaign's tasks on the cores of this machine: ``jobs`` worker processes.
+
+Tasks are grouped into chunks that share decoding (``chunks``): a pair and the analyses
+of its outputs, every pair with the same reference output together, so one process
+decodes each output once and keeps its frames for the metrics of its pairs, as a single
+process would. Chunks go to the processes largest first. Each process computes its
+chunks with ``tasks.compute`` and keeps every record in the repository's local memo:
+blobs are written create-only and atomically, each index entry is replaced whole and
+names one key, and two processes computing the same key write the same bytes, so no
+interleaving of processes loses or changes a record. A task's record does not depend
+on which process computed it or in which order, so the records are byte-identical to
+those of ``jobs = 1``. Processes are started with ``spawn`` (never ``fork``: the parent
+may hold threads of a remote's client).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ..campaign.tasks import Task, compute
+
+if TYPE_CHECKING:
+    from ..config import Repository
+    from ..storage import BlobStore
+
+__all__ = ["LocalProcesses", "available_cpus", "chunks", "run_tasks"]
+
+
+def available_cpus() -> int:
+    """The cores this process may run on (its affinity mask or cgroup's quota where
+    Python can tell; at least 1)."""
+    count = getattr(os, "process_cpu_count", None)
+    if count is not None:
+        return int(count() or 1)
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def chunks(tasks: Sequence[Task]) -> list[list[Task]]:
+    """``tasks`` grouped so that work sharing a decoding stays together (module doc),
+    each chunk in the tasks' order, chunks by cost, largest first (ties by first key)."""
+    group_of: dict[str, str] = {}  # task key -> group (a pair's reference digest)
+    for t in tasks:
+        if t.pair is not None:
+            group = t.pair.reference.digest
+            group_of[t.key] = group
+            for k in t.needs:
+                group_of.setdefault(k, group)
+    groups: dict[str, list[Task]] = {}
+    for t in tasks:
+        groups.setdefault(group_of.get(t.key, t.key), []).append(t)
+    out = list(groups.values())
+    out.sort(key=lambda c: (-sum(t.cost for t in c), c[0].key))
+    return [sorted(c, key=lambda t: t.kind != "output-check") for c in out]
+
+
+def _work(root: str, encoded: bytes) -> dict[str, str]:
+    """In a worker process: compute one chunk (tasks as JSON)."""
+    tasks = msgspec.json.decode(encoded, type=list[Task])
+    return compute(root, tasks)
+
+
+def run_tasks(
+    root: str | os.PathLike[str] | Repository,
+    tasks: Sequence[Task],
+    *,
+    jobs: int = 1,
+    store: BlobStore | None = None,
+) -> dict[str, str]:
+    """Compute ``tasks`` in ``jobs`` processes (this one when 1), each record kept in the
+    local memo; returns key -> why for each task that could not be computed."""
+    from ..config import as_repository
+
+    repo = as_repository(root)
+    if not tasks:
+        return {}
+    parts = chunks(tasks)
+    if jobs <= 1 or len(parts) == 1:
+        return compute(repo, [t for c in parts for t in c], store=store)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    failed: dict[str, str] = {}
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=ctx) as pool:
+        futures = [pool.submit(_work, str(repo.root), msgspec.json.encode(c)) for c in parts]
+        for f in futures:
+            failed.update(f.result())
+    return failed
+
+
+class LocalProcesses:
+    """An executor (``campaign.tasks.Executor``) of ``jobs`` processes on this machine."""
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.jobs = available_cpus() if jobs is None else jobs
+
+    def __call__(self, root: Repository, tasks: Sequence[Task]) -> dict[str, str]:
+        return run_tasks(root, tasks, jobs=self.jobs)

@@ -12,6 +12,12 @@ target figures of issue 28 (first / decode-once at most 1.5x; the second status 
 ``decoded``: at most the distinct outputs on the first, none on the second).
 
 ``python -m benches.bench_campaign [--runs N] [--repeats R] [--size WxH] [--seconds A,B]``
+
+``--scale`` (issue 39): the campaign as tasks, every request distinct (``--requests``):
+the single-process decode-and-metrics time (``tasks.compute`` of every task in one
+process, timed inside it), the first status with ``--jobs 1`` and ``--jobs 2`` and the
+second status as CLI processes, and the first status through a local Ray cluster of 2
+CPUs (timed once the cluster is up; its start is shown apart).
 """
 
 from __future__ import annotations
@@ -78,9 +84,14 @@ def _lsb_render(server: Any) -> Any:
 
 
 def build(
-    work: Path, runs: int, size: str = "160x120", seconds: tuple[float, float] = (1.0, 2.0)
+    work: Path,
+    runs: int,
+    size: str = "160x120",
+    seconds: tuple[float, float] = (1.0, 2.0),
+    requests: int = 0,
 ) -> Path:
-    """The campaign repository, every run recorded and committed."""
+    """The campaign repository, every run recorded and committed; ``requests``: that many
+    distinct requests (seeds) measured once each, instead of one request measured 3 times."""
     from evidencestore.cli import main
     from evidencestore.testing.video_server import sample_workload, serve_video
 
@@ -92,9 +103,14 @@ def build(
     (proto / "workloads").mkdir(parents=True)
     lines = ['name = "bench"', "[timing]", "min_runs = 3"]
     for cond, length in zip(CONDITIONS, seconds, strict=True):
-        (proto / "workloads" / f"{cond}.toml").write_text(
-            sample_workload(seconds=(length,), size=size, fps=24, warmup=0, measured=3)
-        )
+        text = sample_workload(seconds=(length,), size=size, fps=24, warmup=0, measured=3)
+        if requests:
+            text = sample_workload(seconds=(length,), size=size, fps=24, warmup=0, measured=1)
+            one = text[text.index("[[request]]") :]
+            text += "".join(
+                "\n" + one.replace("seed = 42", f"seed = {42 + i}") for i in range(1, requests)
+            )
+        (proto / "workloads" / f"{cond}.toml").write_text(text)
         lines += ["[[condition]]", f'name = "{cond}"', f'workload = "workloads/{cond}.toml"']
     for arm in ("baseline", "exact", "lsb"):
         lines += ["[[arm]]", f'name = "{arm}"', f"runs = {runs}"]
@@ -189,13 +205,122 @@ def measure(root: Path, repeats: int) -> tuple[str, dict[str, float]]:
     return distinct.stdout.strip(), t
 
 
+_SINGLE = """
+import sys, time
+from evidencestore.campaign.protocol import load_campaign
+from evidencestore.campaign.tasks import compute, plan
+root = sys.argv[1]
+tasks = plan(root, load_campaign(root, "bench"), every=True).tasks
+t0 = time.perf_counter()
+failed = compute(root, tasks)
+assert not failed, failed
+print(len(tasks), sum(t.kind == "output-check" for t in tasks), time.perf_counter() - t0)
+"""
+
+_RAY = """
+import shutil, sys, time
+from pathlib import Path
+import ray
+from evidencestore.campaign.protocol import load_campaign
+from evidencestore.campaign.status import evaluate
+from evidencestore.scale.ray import RayExecutor
+root = Path(sys.argv[1])
+t0 = time.perf_counter()
+ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+         log_to_driver=False, configure_logging=False)
+started = time.perf_counter() - t0
+times = []
+for _ in range(int(sys.argv[2])):
+    shutil.rmtree(root / ".evstore" / "memo", ignore_errors=True)
+    t0 = time.perf_counter()
+    ev = evaluate(root, load_campaign(root, "bench"), executor=RayExecutor())
+    times.append(time.perf_counter() - t0)
+    assert ev.decoded == 0 and ev.computed > 0
+ray.shutdown()
+print(started, sorted(times)[len(times) // 2])
+"""
+
+
+def scale(args: argparse.Namespace) -> int:
+    """Issue 39's campaign: 2 conditions x 3 arms x ``--runs`` runs x ``--requests``
+    distinct requests; first status with ``--jobs 2`` against half the single-process
+    decode-and-metrics time, the second status, and Ray with 2 local workers."""
+    import statistics
+    import time
+
+    lengths = tuple(float(x) for x in args.seconds.split(","))
+    runs = (args.runs or [5])[0]
+    with tempfile.TemporaryDirectory(prefix="evstore-bench-scale-") as tmp:
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            root = build(Path(tmp), runs, args.size, (lengths[0], lengths[1]), args.requests)
+        built = time.perf_counter() - t0
+        memo = root / ".evstore" / "memo"
+        status = [*EVSTORE, "-q", "campaign", "status", "bench", "--json", "--root", str(root)]
+
+        def timed(cmd: list[str], fresh: bool) -> float:
+            if fresh:
+                shutil.rmtree(memo, ignore_errors=True)
+            t = time.perf_counter()
+            subprocess.run(cmd, check=False, capture_output=True)
+            return time.perf_counter() - t
+
+        single, jobs2, jobs1, second = [], [], [], []
+        counts = ""
+        for _ in range(args.repeats):
+            shutil.rmtree(memo, ignore_errors=True)
+            out = subprocess.run([sys.executable, "-c", _SINGLE, str(root)], check=True,
+                                 capture_output=True, text=True).stdout.split()  # fmt: skip
+            counts = f"{out[0]} ({out[1]} output checks)"
+            single.append(float(out[2]))
+            jobs2.append(timed([*status, "--jobs", "2"], fresh=True))
+            second.append(timed([*status, "--jobs", "2"], fresh=False))
+            jobs1.append(timed([*status, "--jobs", "1"], fresh=True))
+        ray_start = ray_t = float("nan")
+        if args.ray:
+            out = subprocess.run([sys.executable, "-c", _RAY, str(root), str(args.repeats)],
+                                 check=True, capture_output=True, text=True).stdout.split()  # fmt: skip
+            ray_start, ray_t = float(out[0]), float(out[1])
+    med = statistics.median
+    s, j2, j1, sec = med(single), med(jobs2), med(jobs1), med(second)
+    rows = [
+        ["tasks", counts],
+        ["build (runs recorded)", f"{built:.1f} s"],
+        ["single-process decode-and-metrics (in process)", f"{s:.2f} s"],
+        ["first status --jobs 1 (CLI process)", f"{j1:.2f} s"],
+        ["first status --jobs 2 (CLI process)", f"{j2:.2f} s"],
+        ["first --jobs 2 / (single / 2) (target <= 1.3x)", f"{j2 / (s / 2):.2f}x"],
+        ["second status (target < 0.5 s)", f"{sec:.3f} s"],
+        ["Ray, 2 local workers: first status (cluster up)", f"{ray_t:.2f} s"],
+        ["Ray / --jobs 2 (target <= 1.5x)", f"{ray_t / j2:.2f}x"],
+        ["Ray cluster start (not in the figure above)", f"{ray_start:.1f} s"],
+    ]
+    title = (
+        f"campaign tasks at scale: 2 conditions of {args.seconds} s at {args.size} x 3 arms x "
+        f"{runs} runs x {args.requests} requests, LPIPS off, medians of {args.repeats}, "
+        f"{os.cpu_count()} CPUs seen"
+    )
+    print(table(title, ["case", "figure"], rows))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench_campaign")
     parser.add_argument("--runs", type=int, action="append")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--size", default="160x120", help="output size (160x120)")
     parser.add_argument("--seconds", default="1,2", help="the two conditions' lengths (1,2)")
+    parser.add_argument(
+        "--scale", action="store_true",
+        help="issue 39's figures: --jobs 2, second status, Ray (use --size 640x360 "
+        "--seconds 5,15 --runs 5 --requests 10)",
+    )  # fmt: skip
+    parser.add_argument("--requests", type=int, default=10, help="with --scale (10)")
+    parser.add_argument("--no-ray", dest="ray", action="store_false", help="with --scale")
     args = parser.parse_args(argv)
+    if args.scale:
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        return scale(args)
     # Bytecode caching on, as an installed package has it: PYTHONDONTWRITEBYTECODE would
     # compile every module on every timed run, the status's many more than decode-once's.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

@@ -389,8 +389,10 @@ def work(
     """Compute the campaign's tasks (those named by ``keys``, else every one, within
     ``shard``), reading outputs through the configured remotes, verified; keep each
     result in the local memo and publish it (signed with ``signer``) to remote ``push``
-    (default: the first writable one). Idempotent: a result the push remote holds
-    already, from this signer, is neither computed nor written again."""
+    (default: the first writable one). Every result is computed here from the outputs
+    (a pair's analyses with it), never read from the local memo, which may hold results
+    taken from a remote. Idempotent: a result the push remote holds already, from this
+    signer, is neither computed nor written again."""
     from ..config import as_repository
     from ..remotes import repository_store
     from .memo import open_memo
@@ -424,23 +426,14 @@ def work(
         mine = {k for k, items in have.items() if any(f.signer == kid for f in items)}
         summary.present = len(mine)
     memo = open_memo(repo.local_store())
-    todo = [t for t in chosen if t.key not in mine and not memo.has(t.key)]
-    by_key = {t.key: t for t in every}
-    # An analysis a chosen pair reads is computed first (or taken from the local memo),
-    # never taken from another worker's result.
-    todo_keys = {t.key for t in todo}
-    deps = {
-        k: by_key[k]
-        for t in todo
-        for k in t.needs
-        if k in by_key and k not in todo_keys and not memo.has(k)
-    }
-    run = [*deps.values(), *todo]
+    # Computed here from the outputs, whatever the local memo holds (it may hold a
+    # result taken from a remote): what this worker publishes, and signs, it computed.
+    todo = [t for t in chosen if t.key not in mine]
     if executor is not None:
-        summary.failed = executor(repo, run)
+        summary.failed = executor(repo, todo, fresh=True)
     else:
-        summary.failed = compute(repo, run, store=repository_store(repo))
-    summary.computed = len(todo_keys - set(summary.failed))
+        summary.failed = compute(repo, todo, store=repository_store(repo), fresh=True)
+    summary.computed = len(todo) - len(summary.failed)
     if target is None:
         return summary
     for task in chosen:

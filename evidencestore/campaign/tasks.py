@@ -81,10 +81,13 @@ class Task(msgspec.Struct, frozen=True, kw_only=True):
 
 class Executor(Protocol):
     """Runs tasks somewhere (``evidencestore.scale``: processes here, a Ray cluster),
-    each record kept in the local memo of ``root`` by the time it returns; returns key
+    each record kept in the local memo of ``root`` by the time it returns (``fresh``:
+    computed from the outputs alone, reading no kept record: ``compute``); returns key
     -> why for each task that could not be computed."""
 
-    def __call__(self, root: Repository, tasks: Sequence[Task]) -> dict[str, str]: ...
+    def __call__(
+        self, root: Repository, tasks: Sequence[Task], *, fresh: bool = False
+    ) -> dict[str, str]: ...
 
 
 @dataclass
@@ -194,11 +197,14 @@ def compute(
     *,
     store: BlobStore | None = None,
     memo: Memo | None = None,
+    fresh: bool = False,
 ) -> dict[str, str]:
     """Compute ``tasks`` in order in this process, each record kept in the local memo
     under its key; outputs are read through ``store`` (default: the local store, then
-    the configured remotes, verified). Returns key -> why, for every task that could
-    not be computed (an input neither here nor on a remote): the others are kept."""
+    the configured remotes, verified). ``fresh``: read no kept record, not even an
+    output's analysis (a worker signs only what it computed; a record taken from a
+    remote may sit in the memo). Returns key -> why, for every task that could not be
+    computed (an input neither here nor on a remote): the others are kept."""
     from .adjudication import Judge
 
     repo = as_repository(root)
@@ -207,12 +213,14 @@ def compute(
 
         store = repository_store(repo)
     memo = memo if memo is not None else open_memo(repo.local_store())
-    judge = Judge(repo, store, memo)
+    judge = Judge(repo, store, None if fresh else memo)
     failed: dict[str, str] = {}
     for task in tasks:
         try:
             if task.output is not None:
-                judge.outputs.report(task.output)  # kept in the memo under task.key
+                _, report = judge.outputs.report(task.output)  # the memo's when not fresh
+                if fresh:
+                    memo.put(task.key, report)
             elif task.pair is not None:
                 record, lasting = judge.judge(task.pair)
                 if not lasting:

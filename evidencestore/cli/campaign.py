@@ -155,7 +155,8 @@ def register(commands: Commands) -> None:
                 "--jobs",
                 type=int,
                 metavar="N",
-                help="compute pending tasks in N processes (default: the cores available)",
+                help="compute pending tasks in N processes (default: the cores available, for work "
+                "large enough to pay for starting them)",
             ),
             arg(
                 "--recheck",
@@ -527,6 +528,7 @@ def _status(args: argparse.Namespace) -> int:
     from ..scale.local import LocalProcesses, available_cpus
 
     jobs = available_cpus() if args.jobs is None else args.jobs
+    executor = LocalProcesses(args.jobs) if jobs > 1 else None  # None: the cores, if worth it
     if jobs < 1 or args.recheck < 0:
         from ..errors import ConfigError
 
@@ -537,7 +539,7 @@ def _status(args: argparse.Namespace) -> int:
         )
     ev = evaluate(
         root, campaign, base_rev=args.base, memo=not args.no_memo,
-        executor=LocalProcesses(jobs) if jobs > 1 else None, recheck=args.recheck,
+        executor=executor, recheck=args.recheck,
     )  # fmt: skip
     status = ev.status
     if args.register:

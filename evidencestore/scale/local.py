@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..config import Repository
     from ..storage import BlobStore
 
-__all__ = ["LocalProcesses", "available_cpus", "chunks", "run_tasks"]
+__all__ = ["SMALL", "LocalProcesses", "available_cpus", "chunks", "run_tasks"]
 
 
 def available_cpus() -> int:
@@ -60,10 +60,10 @@ def chunks(tasks: Sequence[Task]) -> list[list[Task]]:
     return [sorted(c, key=lambda t: t.kind != "output-check") for c in out]
 
 
-def _work(root: str, encoded: bytes) -> dict[str, str]:
+def _work(root: str, encoded: bytes, fresh: bool) -> dict[str, str]:
     """In a worker process: compute one chunk (tasks as JSON)."""
     tasks = msgspec.json.decode(encoded, type=list[Task])
-    return compute(root, tasks)
+    return compute(root, tasks, fresh=fresh)
 
 
 def run_tasks(
@@ -72,34 +72,47 @@ def run_tasks(
     *,
     jobs: int = 1,
     store: BlobStore | None = None,
+    fresh: bool = False,
+    min_cost: int = 0,
 ) -> dict[str, str]:
-    """Compute ``tasks`` in ``jobs`` processes (this one when 1), each record kept in the
-    local memo; returns key -> why for each task that could not be computed."""
+    """Compute ``tasks`` in ``jobs`` processes (this one when 1, or when they decode
+    fewer than ``min_cost`` bytes in all: starting a process costs more), each record
+    kept in the local memo; returns key -> why for each task that could not be
+    computed (``fresh``: see ``tasks.compute``)."""
     from ..config import as_repository
 
     repo = as_repository(root)
     if not tasks:
         return {}
     parts = chunks(tasks)
-    if jobs <= 1 or len(parts) == 1:
-        return compute(repo, [t for c in parts for t in c], store=store)
+    if jobs <= 1 or len(parts) == 1 or sum(t.cost for t in tasks) < min_cost:
+        return compute(repo, [t for c in parts for t in c], store=store, fresh=fresh)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     failed: dict[str, str] = {}
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=ctx) as pool:
-        futures = [pool.submit(_work, str(repo.root), msgspec.json.encode(c)) for c in parts]
+        futures = [pool.submit(_work, str(repo.root), msgspec.json.encode(c), fresh) for c in parts]
         for f in futures:
             failed.update(f.result())
     return failed
 
 
+#: Below this many encoded bytes to decode, the tasks run in this process when the number
+#: of processes was not asked for: starting one (importing PyAV) costs about a second.
+SMALL = 8 << 20
+
+
 class LocalProcesses:
-    """An executor (``campaign.tasks.Executor``) of ``jobs`` processes on this machine."""
+    """An executor (``campaign.tasks.Executor``) of ``jobs`` processes on this machine
+    (default: the cores available, and only for work of at least ``SMALL`` bytes)."""
 
     def __init__(self, jobs: int | None = None) -> None:
         self.jobs = available_cpus() if jobs is None else jobs
+        self.min_cost = SMALL if jobs is None else 0
 
-    def __call__(self, root: Repository, tasks: Sequence[Task]) -> dict[str, str]:
-        return run_tasks(root, tasks, jobs=self.jobs)
+    def __call__(
+        self, root: Repository, tasks: Sequence[Task], *, fresh: bool = False
+    ) -> dict[str, str]:
+        return run_tasks(root, tasks, jobs=self.jobs, fresh=fresh, min_cost=self.min_cost)

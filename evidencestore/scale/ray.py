@@ -54,7 +54,11 @@ class RayExecutor:
         self.address = address
         self.init = init
 
-    def __call__(self, root: Repository, tasks: Sequence[Task]) -> dict[str, str]:
+    def __call__(
+        self, root: Repository, tasks: Sequence[Task], *, fresh: bool = False
+    ) -> dict[str, str]:
+        """Run ``tasks`` on the cluster (always ``fresh``: workers compute into scratch
+        memos of their own)."""
         try:
             import ray
         except ImportError as exc:

@@ -246,3 +246,32 @@ def test_unknown_task_is_named(author: Path, tmp_path: Path) -> None:
     assert code == 2
     assert f"campaign {NAME!r}: no task blake3:{'0' * 64}" in err
     assert f"evstore campaign tasks {NAME}" in err
+
+
+def test_a_worker_signs_only_what_it_computed(author: Path, tmp_path: Path) -> None:
+    """A record in the worker's own memo (taken from a remote, or altered) is never
+    published under its signature: work computes every result from the outputs."""
+    from evidencestore.campaign.memo import open_memo
+    from evidencestore.campaign.models import OutputComparison
+    from evidencestore.campaign.tasks import task_types
+    from evidencestore.config import as_repository
+
+    remote = tmp_path / "remote"
+    shutil.copytree(author.parent / "remote", remote, ignore=shutil.ignore_patterns("results"))
+    w = _clone(author, tmp_path / "w", remote)
+    tasks = plan(w, load_campaign(w, NAME)).tasks
+    target = next(t for t in tasks if t.kind == "output-pair" and t.cost > 0)
+    lie = OutputComparison(key="", verdict="PASS", reference=target.inputs["reference"],
+                           candidate=target.inputs["candidate"], reasons=("planted",))  # fmt: skip
+    memo = open_memo(as_repository(w).local_store())
+    memo.put(target.key, lie)
+    key = str(author.parent / "p" / "keys" / "worker")
+    code, _, err = run("campaign", "work", NAME, "--sign", key, "--root", str(w))
+    assert code == 0, err
+    workers = load_campaign(w, NAME).worker_keys(w)
+    found, _ = find(LocalBlobStore(remote), {target.key: task_types(target.kind)}, workers)
+    (hit,) = found[target.key]
+    assert hit.signer is not None and b"planted" not in hit.data
+    assert b'"verdict":"FAIL"' in hit.data or b'"verdict":"INCONCLUSIVE"' in hit.data
+    # and the memo now holds what was computed, not what was planted
+    assert memo.stored(target.key) == hit.data

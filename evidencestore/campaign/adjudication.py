@@ -55,6 +55,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -72,7 +73,14 @@ from .arrays import ARRAY_SUFFIXES, compare_array_files
 from .decoded import DecodedOutputs
 from .members import Member
 from .memo import Memo, memo_key
-from .models import Adjudication, ArrayComparison, OutputComparison, Repeatability, Verdict
+from .models import (
+    Adjudication,
+    ArrayComparison,
+    LpipsScore,
+    OutputComparison,
+    Repeatability,
+    Verdict,
+)
 from .protocol import Campaign
 from .tokens import compare_completions, load_completion
 
@@ -226,9 +234,10 @@ class Judge:
     UNAVAILABLE and is listed in ``missing`` (digest -> what needed it), never memoised:
     fetching it changes the answer.
 
-    With ``plan``, a pair the memo lacks is not judged: ``plan(key, inputs)`` is told what
-    judging it would read, and the pair stays UNAVAILABLE (``tasks.py`` lists the work
-    this way). ``computed`` counts the tasks computed here: pairs judged, outputs analysed.
+    With ``plan``, a pair the memo lacks is not judged: ``plan(key, kind, inputs)`` is
+    told what judging it (``output-pair``) or scoring it with LPIPS (``output-lpips``)
+    would read, and the pair stays UNAVAILABLE (``tasks.py`` lists the work this way);
+    ``plan_all`` tells it of kept ones too. ``computed`` counts the tasks computed here: pairs judged, outputs analysed.
     """
 
     def __init__(
@@ -237,13 +246,17 @@ class Judge:
         store: BlobStore,
         memo: Memo | None = None,
         *,
-        plan: Callable[[str, PairInputs], None] | None = None,
+        plan: Callable[[str, str, PairInputs], None] | None = None,
+        plan_all: bool = False,
     ) -> None:
         self.root = as_repository(root).root
         self.store = store
         self.memo = memo
         self.plan = plan
+        self.plan_all = plan_all
         self.judged = 0
+        self._lpips: dict[str, LpipsScore] = {}
+        self._scorer: Any = None
         self.missing: dict[str, str] = {}
         #: (reference, candidate) digests of pairs judged without one of their inputs
         #: (an output or a raw array): UNAVAILABLE here, not a verdict on the outputs.
@@ -288,9 +301,11 @@ class Judge:
         expect: Callable[[int], Expectations | None],
         needs_check: Callable[[int], bool] = lambda _index: True,
         audio_length: str = "exact",
+        lpips: bool = False,
     ) -> OutputComparison:
         """One request's outputs in two runs, judged (see the module doc); with
-        ``audio_length="bounded"`` a bounded length is accepted and named in the reasons."""
+        ``audio_length="bounded"`` a bounded length is accepted and named in the reasons;
+        with ``lpips``, an INCONCLUSIVE pair of unequal video is scored with LPIPS too."""
         ref_digest = a.body.digest if a and a.body else None
         cand_digest = b.body.digest if b and b.body else None
         if a is None or b is None:
@@ -342,14 +357,15 @@ class Judge:
         done = self._done.get(mkey)
         if done is None and self.memo is not None:
             done = self.memo.get(mkey, OutputComparison)
+        inputs_ = PairInputs(
+            label=key, names=(ref_name, cand_name), reference=a.body, candidate=b.body,
+            arrays={n: (a.arrays.get(n), b.arrays.get(n)) for n in names},
+            expectations=expectations, audio_length=audio_length,
+        )  # fmt: skip
+        if self.plan is not None and (done is None or self.plan_all):
+            self.plan(mkey, "output-pair", inputs_)
         if done is None:
-            inputs_ = PairInputs(
-                label=key, names=(ref_name, cand_name), reference=a.body, candidate=b.body,
-                arrays={n: (a.arrays.get(n), b.arrays.get(n)) for n in names},
-                expectations=expectations, audio_length=audio_length,
-            )  # fmt: skip
             if self.plan is not None:
-                self.plan(mkey, inputs_)
                 done, lasting = self._planned(inputs_), False
             else:
                 done, lasting = self.judge(inputs_)
@@ -361,6 +377,8 @@ class Judge:
                 self.lacking.add((done.reference, done.candidate))
         else:
             self._done[mkey] = done
+        if lpips and done.verdict == "INCONCLUSIVE" and done.video_min_psnr is not None:
+            done = self._with_lpips(done, inputs_)
         bounds = tuple(
             f"{name}: {key}: {o.bound}"
             for name, o in ((ref_name, a), (cand_name, b))
@@ -401,6 +419,87 @@ class Judge:
             reasons=tv.reasons,
             token_position=tv.position,
             logprob_max_abs_diff=tv.logprob_max_abs_diff,
+        )
+
+    def lpips_key(self, p: PairInputs) -> str | None:
+        """The memo key of the LPIPS score of pair ``p`` with the weights pinned in
+        ``evstore.toml`` ``[lpips]``; None when none are pinned."""
+        pinned = as_repository(self.root).config.lpips
+        if pinned is None or pinned.backbone is None or pinned.linear is None:
+            return None
+        return memo_key(
+            "output-lpips",
+            {
+                "reference": p.reference.digest,
+                "candidate": p.candidate.digest,
+                "expectations": None
+                if p.expectations is None
+                else hash_bytes(canonical(p.expectations)).digest,
+                "scorer": [pinned.backbone.digest, pinned.linear.digest, pinned.state_digest],
+            },
+        )
+
+    def _with_lpips(self, done: OutputComparison, p: PairInputs) -> OutputComparison:
+        """An INCONCLUSIVE pair of unequal video with its LPIPS score: FAIL above the
+        threshold; UNAVAILABLE while it cannot be scored (no weights pinned, an input
+        missing), never left INCONCLUSIVE unscored."""
+        lkey = self.lpips_key(p)
+        if lkey is None:
+            self.lacking.add((done.reference, done.candidate))
+            return msgspec.structs.replace(done, verdict="UNAVAILABLE", reasons=(
+                f"{p.label}: the protocol asks for LPIPS ([quality] lpips = true), but no "
+                "weights are pinned in evstore.toml [lpips] (`evstore lpips import`)",
+                *done.reasons))  # fmt: skip
+        score = self._lpips.get(lkey)
+        if score is None and self.memo is not None:
+            score = self.memo.get(lkey, LpipsScore)
+        if self.plan is not None and (score is None or self.plan_all):
+            self.plan(lkey, "output-lpips", p)
+        if score is None and self.plan is None:
+            try:
+                score = self.score_lpips(p)
+            except EvidenceStoreError as exc:
+                self.lacking.add((done.reference, done.candidate))
+                return msgspec.structs.replace(done, verdict="UNAVAILABLE", reasons=(
+                    f"{p.label}: cannot be scored with LPIPS: {exc}", *done.reasons))  # fmt: skip
+            self._lpips[lkey] = score
+            if self.memo is not None:
+                self.memo.put(lkey, score)
+        if score is None:  # planned
+            return msgspec.structs.replace(done, verdict="UNAVAILABLE")
+        verdict: Verdict = "FAIL" if score.verdict == "FAIL" else "INCONCLUSIVE"
+        extra = tuple(r for r in score.reasons if "lpips" in r and r not in done.reasons)
+        return msgspec.structs.replace(
+            done, verdict=verdict, lpips_max=score.lpips_max, reasons=(*done.reasons, *extra)
+        )
+
+    def score_lpips(self, p: PairInputs) -> LpipsScore:
+        """Pair ``p`` compared again with the pinned LPIPS scorer (what the memo keeps
+        under ``lpips_key``); raises when the scorer or an output cannot be had."""
+        from ..media.comparison import compare_reports
+
+        self.judged += 1
+        if self._scorer is None:
+            try:
+                from ..perceptual import load_configured_scorer
+            except ImportError as exc:
+                raise EvidenceStoreError(
+                    "LPIPS is not available in this installation (evidencestore[lpips])"
+                ) from exc
+            self._scorer = load_configured_scorer(self.root)
+        ref_src, ref = self.outputs.report(p.reference)
+        cand_src, cand = self.outputs.report(p.candidate)
+        record = compare_reports(
+            ref_src, cand_src, ref, cand, p.expectations, scorers=[self._scorer],
+            frames=self.outputs.frames,
+            audio_length="bounded" if p.audio_length == "bounded" else "exact",
+        )  # fmt: skip
+        video = record.metrics.video if record.metrics else None
+        summary = video.perceptual.get("lpips") if video else None
+        return LpipsScore(
+            verdict=record.verdict,
+            reasons=tuple(record.reasons),
+            lpips_max=summary.max if summary else None,
         )
 
     @staticmethod
@@ -535,8 +634,9 @@ def compare_runs(
         # whose request asks for media (a JSON endpoint's output has nothing to check).
         return workload is None or expect(index) is not None
 
+    lpips = campaign.protocol.quality.lpips
     return [
-        judge.pair(key, reference.name, candidate.name, x, y, expect, needs_check, policy)
+        judge.pair(key, reference.name, candidate.name, x, y, expect, needs_check, policy, lpips)
         for key, x, y in _pairs(a, b)
     ]
 

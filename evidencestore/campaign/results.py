@@ -219,6 +219,13 @@ class Collected:
     findings: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
+    def add(self, other: Collected) -> None:
+        """Count ``other`` (another round) in too."""
+        for name in ("signed", "rechecked", "accepted_unsigned", "unused", "refused", "computed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.findings += other.findings
+        self.skipped += other.skipped
+
     def notes(self) -> list[str]:
         """The protection lines a status shows for its remote results."""
         out = []
@@ -326,7 +333,7 @@ def _recompute(
     """``task`` computed here from the outputs alone (a scratch memo: no result from
     elsewhere is read), its stored bytes; None when an input cannot be had."""
     needs = [by_key[k] for k in task.needs if k in by_key]
-    if task.kind == "output-pair":  # its analyses computed here too, never taken
+    if task.kind in ("output-pair", "output-lpips"):  # analyses computed here too
         needs = [
             Task(key=k, kind="output-check", inputs={}, cost=0, output=d)
             for k, d in _outputs_of(task)
@@ -394,50 +401,89 @@ def work(
     taken from a remote. Idempotent: a result the push remote holds already, from this
     signer, is neither computed nor written again."""
     from ..config import as_repository
-    from ..remotes import repository_store
     from .memo import open_memo
     from .tasks import plan
     from .tasks import shard as select
 
     repo = as_repository(root)
-    every = plan(repo, campaign, members=members, every=True).tasks
-    chosen = every
-    wanted = list(dict.fromkeys(keys))
-    if wanted:
-        known = {t.key: t for t in every}
-        unknown = [k for k in wanted if k not in known]
-        if unknown:
-            raise ConfigError(
-                f"campaign {campaign.name!r}: no task {unknown[0]} (list them with "
-                f"`evstore campaign tasks {campaign.name}`)"
-            )
-        chosen = [known[k] for k in wanted]
-    if shard is not None:
-        chosen = select(chosen, *shard)
     target = _push_store(repo, push)
-    summary = WorkSummary(tasks=len(chosen), remote=target.name if target else None)
-    mine: set[str] = set()
-    if target is not None:
+    summary = WorkSummary(remote=target.name if target else None)
+    memo = open_memo(repo.local_store())
+    wanted = list(dict.fromkeys(keys))
+    listed: dict[str, Task] = {}
+    kid = pins = None
+    if signer is not None:
         from ..dsse import key_id
 
-        kid = key_id(signer.public_key()) if signer is not None else None
-        pins = {kid: signer.public_key()} if signer is not None and kid else {}
-        have, _ = find(target.store, {t.key: task_types(t.kind) for t in chosen}, pins)
+        kid = key_id(signer.public_key())
+        pins = {kid: signer.public_key()}
+    with tempfile.TemporaryDirectory(prefix="evstore-work-") as tmp:
+        # What planning knows of pairs (to list their LPIPS tasks): those computed here
+        # and those on the push remote. It decides only what to compute, never a result.
+        known = Memo(MemoryBlobStore(), tmp)
+        for _ in range(2):  # LPIPS tasks are listed once their pairs are known
+            every = [
+                t
+                for t in plan(repo, campaign, members=members, memo=known, every=True).tasks
+                if t.key not in listed
+            ]
+            listed |= {t.key: t for t in every}
+            chosen = [t for t in every if not wanted or t.key in wanted]
+            if shard is not None:
+                chosen = select(chosen, *shard)
+            pairs = {t.key: task_types(t.kind) for t in every if t.kind == "output-pair"}
+            _work_round(repo, chosen, target, memo, signer, kid, pins, executor, summary)
+            ours = {t.key for t in chosen}
+            for key in pairs:
+                data = memo.stored(key) if key in ours else None
+                if data is not None:
+                    known.put_bytes(key, data)
+            if target is not None:
+                found, _ = find(target.store, pairs, {})
+                for key, items in found.items():
+                    if not known.has(key):
+                        known.put_bytes(key, items[0].data)
+    unknown = [k for k in wanted if k not in listed]
+    if unknown:
+        raise ConfigError(
+            f"campaign {campaign.name!r}: no task {unknown[0]} (list them with "
+            f"`evstore campaign tasks {campaign.name}`)"
+        )
+    return summary
+
+
+def _work_round(
+    repo: Repository,
+    chosen: list[Task],
+    target: Remote | None,
+    memo: Memo,
+    signer: Ed25519PrivateKey | None,
+    kid: str | None,
+    pins: dict[str, Ed25519PublicKey] | None,
+    executor: Executor | None,
+    summary: WorkSummary,
+) -> None:
+    from ..remotes import repository_store
+
+    summary.tasks += len(chosen)
+    mine: set[str] = set()
+    if target is not None:
+        have, _ = find(target.store, {t.key: task_types(t.kind) for t in chosen}, pins or {})
         mine = {k for k, items in have.items() if any(f.signer == kid for f in items)}
-        summary.present = len(mine)
-    memo = open_memo(repo.local_store())
+        summary.present += len(mine)
     # Computed here from the outputs, whatever the local memo holds (it may hold a
     # result taken from a remote): what this worker publishes, and signs, it computed.
     todo = [t for t in chosen if t.key not in mine]
     if executor is not None:
-        summary.failed = executor(repo, todo, fresh=True)
+        failed = executor(repo, todo, fresh=True)
     else:
-        summary.failed = compute(repo, todo, store=repository_store(repo), fresh=True)
-    summary.computed = len(todo) - len(summary.failed)
+        failed = compute(repo, todo, store=repository_store(repo), fresh=True)
+    summary.failed.update(failed)
+    summary.computed += len(todo) - len(failed)
     if target is None:
-        return summary
-    for task in chosen:
-        if task.key in mine or task.key in summary.failed:
+        return
+    for task in todo:
+        if task.key in failed:
             continue
         data = memo.stored(task.key)
         if data is None or kept_record(data, task.key, task_types(task.kind)) is None:
@@ -445,7 +491,6 @@ def work(
             continue
         publish(target.store, task.key, data, signer)
         summary.published += 1
-    return summary
 
 
 def prepare(
@@ -463,9 +508,21 @@ def prepare(
     status computes them as it judges)."""
     from .tasks import plan
 
-    tasks = plan(repo, campaign, members=members, memo=memo).tasks
-    got, pending = collect(repo, campaign, tasks, memo, store, recheck=recheck)
-    if executor is not None and pending:
-        failed = executor(repo, pending)
-        got.computed += len(pending) - len(failed)
+    got = Collected()
+    seen: set[str] = set()
+    for _ in range(2):  # LPIPS tasks are listed once their pairs are known
+        tasks = [
+            t for t in plan(repo, campaign, members=members, memo=memo).tasks if t.key not in seen
+        ]
+        if not tasks:
+            break
+        seen |= {t.key for t in tasks}
+        if got.findings:  # refused in the first round: refused in the second too
+            pending = tasks
+        else:
+            round_, pending = collect(repo, campaign, tasks, memo, store, recheck=recheck)
+            got.add(round_)
+        if executor is not None and pending:
+            failed = executor(repo, pending)
+            got.computed += len(pending) - len(failed)
     return got

@@ -11,6 +11,10 @@ tool version (``memo.py``): that key is the task's id.
   metrics for an unequal pair, raw arrays compared; key the Judge's memo key of the
   pair, record an ``OutputComparison``. It reads the analyses of both outputs (computed
   on the way when absent) and decodes frames again only for an unequal pair's metrics.
+- ``output-lpips``: with ``[quality] lpips = true``, a pair judged INCONCLUSIVE with
+  unequal video scored with the LPIPS weights pinned in ``evstore.toml`` (key: both
+  outputs, the expectations and the weights' digests; record an ``LpipsScore``). It is
+  listed once its pair's record is known (a second round of ``plan`` after the pairs).
 
 ``plan`` walks the campaign in the order a status judges it (repeatability, then every
 candidate arm, per condition) with a :class:`~.adjudication.Judge` that plans instead of
@@ -62,7 +66,11 @@ __all__ = [
     "task_types",
 ]
 
-Kind = Literal["output-check", "output-pair"]
+Kind = Literal["output-check", "output-pair", "output-lpips"]
+
+
+#: How many times decoding an LPIPS task's cost is estimated at (AlexNet on every frame).
+LPIPS_COST = 8
 
 
 class Task(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,9 +109,9 @@ class TaskPlan:
 def task_types(kind: str) -> type:
     """The record type a task of ``kind`` computes."""
     from ..media.records import MediaReport
-    from .models import OutputComparison
+    from .models import LpipsScore, OutputComparison
 
-    return MediaReport if kind == "output-check" else OutputComparison
+    return {"output-check": MediaReport, "output-lpips": LpipsScore}.get(kind, OutputComparison)
 
 
 def plan(
@@ -128,9 +136,10 @@ def plan(
     out = TaskPlan(campaign.name)
     checks: dict[str, Task] = {}
     pairs: dict[str, Task] = {}
+    scores: dict[str, Task] = {}
 
-    def add(key: str, p: PairInputs) -> None:
-        if key in pairs:
+    def add(key: str, kind: str, p: PairInputs) -> None:
+        if key in pairs or key in scores:
             return
         same = p.reference.digest == p.candidate.digest
         needs: list[str] = []
@@ -151,13 +160,19 @@ def plan(
             inputs[f"arrays/{name}/reference"] = da.digest if da else None
             inputs[f"arrays/{name}/candidate"] = db.digest if db else None
         cost = 0 if same else p.reference.size + p.candidate.size
+        if kind == "output-lpips":
+            scores[key] = Task(
+                key=key, kind="output-lpips", inputs=inputs, cost=LPIPS_COST * cost,
+                needs=tuple(needs), pair=p,
+            )  # fmt: skip
+            return
         pairs[key] = Task(
             key=key, kind="output-pair", inputs=inputs, cost=cost, needs=tuple(needs), pair=p
         )
 
     from .adjudication import Judge
 
-    judge = Judge(repo, local, None if every else memo, plan=add)
+    judge = Judge(repo, local, memo, plan=add, plan_all=every)
     everyone = members.including_withdrawn()
     base = campaign.baseline
     for cond in campaign.protocol.condition:
@@ -170,7 +185,7 @@ def plan(
             adjudicate(
                 repo, local, campaign, cond.name, arm.name, repeat, b_runs, a_runs, judge=judge
             )
-    out.tasks = [*checks.values(), *pairs.values()]
+    out.tasks = [*checks.values(), *pairs.values(), *scores.values()]
     return out
 
 
@@ -221,6 +236,8 @@ def compute(
                 _, report = judge.outputs.report(task.output)  # the memo's when not fresh
                 if fresh:
                     memo.put(task.key, report)
+            elif task.kind == "output-lpips" and task.pair is not None:
+                memo.put(task.key, judge.score_lpips(task.pair))
             elif task.pair is not None:
                 record, lasting = judge.judge(task.pair)
                 if not lasting:

@@ -15,7 +15,7 @@ target figures of issue 28 (first / decode-once at most 1.5x; the second status 
 
 ``--scale`` (issue 39): the campaign as tasks, every request distinct (``--requests``):
 the single-process decode-and-metrics time (``tasks.compute`` of every task in one
-process, timed inside it), the first status with ``--jobs 1`` and ``--jobs 2`` and the
+process on one thread, torch's included, timed inside it), the first status with ``--jobs 1`` and ``--jobs 2`` and the
 second status as CLI processes, and the first status through a local Ray cluster of 2
 CPUs (timed once the cluster is up; its start is shown apart).
 """
@@ -45,7 +45,21 @@ def _git(root: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(root), *args], env=env, check=True, capture_output=True)
 
 
-def _lsb_render(server: Any) -> Any:
+def _backbone(where: Path) -> Path:
+    """A generated AlexNet backbone (random weights: the time is what is measured)."""
+    import hashlib
+
+    import torch
+    import torchvision
+
+    torch.manual_seed(20240517)
+    tmp = where / "generated.pth"
+    torch.save(torchvision.models.alexnet(weights=None).state_dict(), tmp)
+    sha = hashlib.sha256(tmp.read_bytes()).hexdigest()
+    return tmp.rename(where / f"alexnet-owt-{sha[:8]}.pth")
+
+
+def _lsb_render(server: Any, video: bool = False) -> Any:
     import numpy as np
 
     from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
@@ -66,14 +80,23 @@ def _lsb_render(server: Any) -> Any:
                 data[0, 100] += 2.0**-15
             return data
 
+        shift = int(fields["seed"]) % 97
+
+        def tint(index: int, planes: Any) -> Any:  # the server's content, one block brighter
+            out = ((planes.astype(np.uint16) + shift) % 256).astype(np.uint8)
+            if index == 0:
+                out[8:16, 8:16] = np.clip(out[8:16, 8:16].astype(int) + 6, 0, 255)
+            return out
+
         write_clip(
             path,
             video=VideoSpec(width=w, height=h, rate=fps, frames=round(seconds * fps),
                             options={"preset": "ultrafast", "threads": "1"}),
+            video_hook=tint if video else None,
             audio=AudioSpec(rate=48000, layout="stereo", samples=round(seconds * 48000),
                             frequency=220.0 + 10 * (int(fields["seed"]) % 50)),
             format="mp4",
-            audio_hook=bump,
+            audio_hook=None if video else bump,  # lpips: the video differs, not the audio
         )  # fmt: skip
         cache[key] = path.read_bytes()
         shutil.rmtree(path.parent)
@@ -89,9 +112,12 @@ def build(
     size: str = "160x120",
     seconds: tuple[float, float] = (1.0, 2.0),
     requests: int = 0,
+    lpips: bool = False,
 ) -> Path:
     """The campaign repository, every run recorded and committed; ``requests``: that many
-    distinct requests (seeds) measured once each, instead of one request measured 3 times."""
+    distinct requests (seeds) measured once each, instead of one request measured 3 times;
+    ``lpips``: the protocol asks for LPIPS, the ``lsb`` arm's video differs slightly too
+    (INCONCLUSIVE pairs of unequal video), and generated weights are pinned."""
     from evidencestore.cli import main
     from evidencestore.testing.video_server import sample_workload, serve_video
 
@@ -102,6 +128,7 @@ def build(
     proto = work / "proto"
     (proto / "workloads").mkdir(parents=True)
     lines = ['name = "bench"', "[timing]", "min_runs = 3"]
+    lines += ["[quality]", "lpips = true"] if lpips else []
     for cond, length in zip(CONDITIONS, seconds, strict=True):
         text = sample_workload(seconds=(length,), size=size, fps=24, warmup=0, measured=3)
         if requests:
@@ -121,7 +148,7 @@ def build(
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "protocol")
     with serve_video() as server:
-        lsb = _lsb_render(server)
+        lsb = _lsb_render(server, video=lpips)
         for cond in CONDITIONS:
             for i in range(runs):
                 for arm in ("baseline", "exact", "lsb"):
@@ -135,6 +162,9 @@ def build(
                     finally:
                         server.__dict__.pop("render", None)
                     assert code == 0
+    if lpips:
+        assert main(["-q", "lpips", "import", "--backbone", str(_backbone(work)),
+                     "--root", str(root)]) == 0  # fmt: skip
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "runs")
     return root
@@ -210,11 +240,16 @@ import sys, time
 from evidencestore.campaign.protocol import load_campaign
 from evidencestore.campaign.tasks import compute, plan
 root = sys.argv[1]
-tasks = plan(root, load_campaign(root, "bench"), every=True).tasks
+campaign = load_campaign(root, "bench")
+tasks = plan(root, campaign, every=True).tasks
 t0 = time.perf_counter()
 failed = compute(root, tasks)
+more = [t for t in plan(root, campaign, every=True).tasks if t.kind == "output-lpips"]
+failed.update(compute(root, more))  # LPIPS tasks: listed once their pairs are known
+took = time.perf_counter() - t0
 assert not failed, failed
-print(len(tasks), sum(t.kind == "output-check" for t in tasks), time.perf_counter() - t0)
+tasks += more
+print(len(tasks), sum(t.kind == "output-check" for t in tasks), len(more), took)
 """
 
 _RAY = """
@@ -253,7 +288,9 @@ def scale(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="evstore-bench-scale-") as tmp:
         t0 = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):
-            root = build(Path(tmp), runs, args.size, (lengths[0], lengths[1]), args.requests)
+            root = build(
+                Path(tmp), runs, args.size, (lengths[0], lengths[1]), args.requests, args.lpips
+            )
         built = time.perf_counter() - t0
         memo = root / ".evstore" / "memo"
         status = [*EVSTORE, "-q", "campaign", "status", "bench", "--json", "--root", str(root)]
@@ -269,10 +306,12 @@ def scale(args: argparse.Namespace) -> int:
         counts = ""
         for _ in range(args.repeats):
             shutil.rmtree(memo, ignore_errors=True)
+            # one core's work: torch (LPIPS) on one thread too
             out = subprocess.run([sys.executable, "-c", _SINGLE, str(root)], check=True,
-                                 capture_output=True, text=True).stdout.split()  # fmt: skip
-            counts = f"{out[0]} ({out[1]} output checks)"
-            single.append(float(out[2]))
+                                 capture_output=True, text=True,
+                                 env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout.split()  # fmt: skip
+            counts = f"{out[0]} ({out[1]} output checks, {out[2]} LPIPS)"
+            single.append(float(out[3]))
             jobs2.append(timed([*status, "--jobs", "2"], fresh=True))
             second.append(timed([*status, "--jobs", "2"], fresh=False))
             jobs1.append(timed([*status, "--jobs", "1"], fresh=True))
@@ -297,7 +336,8 @@ def scale(args: argparse.Namespace) -> int:
     ]
     title = (
         f"campaign tasks at scale: 2 conditions of {args.seconds} s at {args.size} x 3 arms x "
-        f"{runs} runs x {args.requests} requests, LPIPS off, medians of {args.repeats}, "
+        f"{runs} runs x {args.requests} requests, LPIPS {'on' if args.lpips else 'off'}, "
+        f"medians of {args.repeats}, "
         f"{os.cpu_count()} CPUs seen"
     )
     print(table(title, ["case", "figure"], rows))
@@ -317,6 +357,11 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     parser.add_argument("--requests", type=int, default=10, help="with --scale (10)")
     parser.add_argument("--no-ray", dest="ray", action="store_false", help="with --scale")
+    parser.add_argument(
+        "--lpips", action="store_true",
+        help="with --scale: the protocol asks for LPIPS and the lsb arm's video differs "
+        "slightly (generated AlexNet weights)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.scale:
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

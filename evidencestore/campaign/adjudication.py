@@ -98,6 +98,9 @@ __all__ = [
     "worst",
 ]
 
+#: LPIPS scorers loaded in this process, by the digests of their weights.
+_SCORERS: dict[tuple[str, str, str | None], Any] = {}
+
 _BOUNDED = "length bounded, not verified"  # in every reason naming a bound (LengthBound)
 _ORDER: dict[str, int] = {"PASS": 0, "INCONCLUSIVE": 1, "UNAVAILABLE": 2, "FAIL": 3}
 
@@ -480,13 +483,23 @@ class Judge:
 
         self.judged += 1
         if self._scorer is None:
-            try:
-                from ..perceptual import load_configured_scorer
-            except ImportError as exc:
-                raise EvidenceStoreError(
-                    "LPIPS is not available in this installation (evidencestore[lpips])"
-                ) from exc
-            self._scorer = load_configured_scorer(self.root)
+            pinned = as_repository(self.root).config.lpips
+            weights = (
+                None
+                if pinned is None or pinned.backbone is None or pinned.linear is None
+                else (pinned.backbone.digest, pinned.linear.digest, pinned.state_digest)
+            )
+            self._scorer = _SCORERS.get(weights) if weights else None
+            if self._scorer is None:
+                try:
+                    from ..perceptual import load_configured_scorer
+                except ImportError as exc:
+                    raise EvidenceStoreError(
+                        "LPIPS is not available in this installation (evidencestore[lpips])"
+                    ) from exc
+                self._scorer = load_configured_scorer(self.root)
+                if weights:  # loaded once per process: the same weights, by digest
+                    _SCORERS[weights] = self._scorer
         ref_src, ref = self.outputs.report(p.reference)
         cand_src, cand = self.outputs.report(p.candidate)
         record = compare_reports(

@@ -9,8 +9,9 @@ blobs are written create-only and atomically, each index entry is replaced whole
 names one key, and two processes computing the same key write the same bytes, so no
 interleaving of processes loses or changes a record. A task's record does not depend
 on which process computed it or in which order, so the records are byte-identical to
-those of ``jobs = 1``. Processes are started with ``spawn`` (never ``fork``: the parent
-may hold threads of a remote's client).
+those of ``jobs = 1``. Processes are forked from a single-threaded parent (they start
+with its imports), else started with ``spawn`` (a fork with live threads, such as a
+remote client's, can deadlock).
 """
 
 from __future__ import annotations
@@ -60,8 +61,20 @@ def chunks(tasks: Sequence[Task]) -> list[list[Task]]:
     return [sorted(c, key=lambda t: t.kind != "output-check") for c in out]
 
 
+def _one_thread() -> None:
+    """In a worker process: one compute thread (the processes are the parallelism;
+    torch, for LPIPS, would otherwise start one thread per core in each)."""
+    import sys
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 def _work(root: str, encoded: bytes, fresh: bool) -> dict[str, str]:
     """In a worker process: compute one chunk (tasks as JSON)."""
+    _one_thread()
     tasks = msgspec.json.decode(encoded, type=list[Task])
     return compute(root, tasks, fresh=fresh)
 
@@ -90,8 +103,10 @@ def run_tasks(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from .._fork import can_fork
+
     failed: dict[str, str] = {}
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork" if can_fork() else "spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=ctx) as pool:
         futures = [pool.submit(_work, str(repo.root), msgspec.json.encode(c), fresh) for c in parts]
         for f in futures:

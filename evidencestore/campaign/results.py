@@ -25,7 +25,9 @@ the protocol pins (``[signing] workers``) counts. Unsigned ones (or signed by an
 key) count only when the status re-computes a random sample of them (``recheck``) from
 the outputs and every one agrees byte for byte; a mismatch, or two different results
 under one key, refuses every remote result of the campaign, and the status says so as a
-finding. With ``recheck = 0`` an unsigned result is not used. Whatever counted is copied
+finding. With ``recheck = 0``, or when a sampled task cannot be computed here (an
+output missing), unsigned results are not used. ``recheck`` samples per planning round
+(LPIPS tasks are a second round). Whatever counted is copied
 into the local memo; the status then reads it as it reads its own records, and says
 which protection the remote results rest on.
 """
@@ -216,12 +218,14 @@ class Collected:
     unused: int = 0
     refused: int = 0
     computed: int = 0
+    uncheckable: int = 0
     findings: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
     def add(self, other: Collected) -> None:
         """Count ``other`` (another round) in too."""
-        for name in ("signed", "rechecked", "accepted_unsigned", "unused", "refused", "computed"):
+        for name in ("signed", "rechecked", "accepted_unsigned", "unused", "refused",
+                     "computed", "uncheckable"):  # fmt: skip
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.findings += other.findings
         self.skipped += other.skipped
@@ -240,10 +244,13 @@ class Collected:
                 f"after {self.rechecked} chosen at random were computed again here and agreed"
             )
         if self.unused:
-            out.append(
-                f"{self.unused} unsigned remote result(s) not used (no recheck and no "
-                "pinned worker signature): computed here"
+            why = (
+                f"{self.uncheckable} of those chosen to be rechecked could not be computed "
+                "here (an input missing)"
+                if self.uncheckable
+                else "no recheck and no pinned worker signature"
             )
+            out.append(f"{self.unused} unsigned remote result(s) not used ({why}): computed here")
         out += [f"finding: {f}" for f in self.findings]
         return out
 
@@ -290,6 +297,7 @@ def collect(
     signed = {k: items[0] for k, items in found.items() if any(f.signer for f in items)}
     unsigned = {k: items[0] for k, items in found.items() if k not in signed}
     rechecked: dict[str, bytes] = {}
+    unchecked = 0  # sampled, but an input could not be had: no recheck happened
     if unsigned and recheck > 0 and not conflicts:
         pick = (rng or random.SystemRandom()).sample(sorted(unsigned), min(recheck, len(unsigned)))
         by_key = {t.key: t for t in tasks}
@@ -297,7 +305,8 @@ def collect(
             mine = _recompute(repo, by_key[key], by_key, store)
             got.computed += 1
             if mine is None:
-                continue  # an input missing here: the task decides nothing either way
+                unchecked += 1  # an input missing here: nothing was rechecked
+                continue
             rechecked[key] = mine
             if mine != unsigned[key].data:
                 got.findings.append(
@@ -316,14 +325,18 @@ def collect(
         memo.put_bytes(key, f.data)
         adopted.add(key)
     got.signed = len(signed)
-    if recheck > 0:
+    if recheck > 0 and unchecked == 0:
         for key, f in unsigned.items():
             memo.put_bytes(key, rechecked.get(key, f.data))
             adopted.add(key)
         got.rechecked = len(rechecked)
         got.accepted_unsigned = len(unsigned)
-    else:
-        got.unused = len(unsigned)
+    else:  # no recheck asked for, or one that could not run: unsigned ones not used
+        for key, data in rechecked.items():
+            memo.put_bytes(key, data)
+            adopted.add(key)
+        got.unused = len(unsigned) - len(rechecked)
+        got.uncheckable = unchecked
     return got, [t for t in tasks if t.key not in adopted]
 
 

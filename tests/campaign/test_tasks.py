@@ -275,3 +275,48 @@ def test_a_worker_signs_only_what_it_computed(author: Path, tmp_path: Path) -> N
     assert b'"verdict":"FAIL"' in hit.data or b'"verdict":"INCONCLUSIVE"' in hit.data
     # and the memo now holds what was computed, not what was planted
     assert memo.stored(target.key) == hit.data
+
+
+def test_status_flags_are_checked_and_the_text_says_what_it_rests_on(
+    author: Path, tmp_path: Path
+) -> None:
+    remote = tmp_path / "remote"
+    shutil.copytree(author.parent / "remote", remote, ignore=shutil.ignore_patterns("results"))
+    c = _clone(author, tmp_path / "c", remote)
+    for flag, value, said in (("--jobs", "0", "--jobs 0: expected at least 1"),
+                              ("--recheck", "-1", "--recheck -1: expected 0 or more")):  # fmt: skip
+        code, _, err = run("campaign", "status", NAME, flag, value, "--root", str(c))
+        assert code == 2 and said in err
+    key = str(author.parent / "p" / "keys" / "worker")
+    assert run("campaign", "work", NAME, "--sign", key, "--jobs", "2", "--root", str(c))[0] == 0
+    fresh = _clone(author, tmp_path / "fresh", remote)
+    code, out, _ = run("campaign", "status", NAME, "--jobs", "2", "--recheck", "0",
+                       "--root", str(fresh))  # fmt: skip
+    assert code == 1 and "verdict NOT_ACCEPTED" in out  # lsb is not lossless
+    n = _count(author)
+    assert f"note: protection: {n} remote result(s) signed by a worker key" in out
+    ev = evaluate(fresh, load_campaign(fresh, NAME))
+    assert ev.reused and ev.computed == 0
+
+
+def test_unsigned_results_that_cannot_be_rechecked_are_not_used(
+    author: Path, tmp_path: Path
+) -> None:
+    """Negative control for the recheck: results on a remote that lacks the outputs
+    cannot be rechecked, so they are not used and the status is UNAVAILABLE."""
+    from evidencestore.storage import blob_key
+
+    remote = tmp_path / "remote"
+    shutil.copytree(author.parent / "remote", remote, ignore=shutil.ignore_patterns("results"))
+    w = _clone(author, tmp_path / "w", remote)
+    assert run("campaign", "work", NAME, "--root", str(w))[0] == 0  # unsigned
+    for name in ("b1", "b2", "f1", "f2", "l1"):
+        for r in json.loads((author / f"evidence/{name}/run.json").read_text())["requests"]:
+            (remote / blob_key(r["body"]["digest"])).unlink(missing_ok=True)
+    c = _clone(author, tmp_path / "c", remote)
+    # every one chosen (a byte-identical pair needs no output: a smaller sample could
+    # pick only those)
+    ev = evaluate(c, load_campaign(c, NAME), recheck=_count(author))
+    assert ev.status.verdict == "UNAVAILABLE"
+    assert any("could not be computed here (an input missing)" in n for n in ev.status.notes)
+    assert not any("counted after" in n for n in ev.status.notes)

@@ -24,6 +24,7 @@ from evidencestore.storage import (
     SupportsLeases,
     SupportsLocalPaths,
     SupportsQuarantine,
+    SupportsResults,
     Upkeep,
     leases,
 )
@@ -60,7 +61,9 @@ UPKEEP_NAMES = {
     "purge",
     "quarantine",
     "quarantined_mtime",
+    "iter_results",
     "read_lease",
+    "read_result",
     "remove_lease",
     "remove_temporary",
     "restore",
@@ -68,8 +71,10 @@ UPKEEP_NAMES = {
     "supports_batch_read",
     "supports_leases",
     "supports_quarantine",
+    "supports_results",
     "upload_file",
     "write_lease",
+    "write_result",
     "write_verified",
 }
 
@@ -79,6 +84,7 @@ CAPABILITIES = (
     SupportsKeepAlive,
     SupportsLeases,
     SupportsQuarantine,
+    SupportsResults,
 )
 
 
@@ -125,9 +131,15 @@ def test_each_backend_upkeep_claims_its_capabilities(tmp_path: Path) -> None:
         for name, store in stores.items()
     }
     assert claimed == {
-        "local": {"SupportsIncoming", "SupportsKeepAlive", "SupportsLeases", "SupportsQuarantine"},
-        "memory": {"SupportsLeases", "SupportsQuarantine"},
-        "fsspec": {"SupportsBatchRead", "SupportsLeases", "SupportsQuarantine"},
+        "local": {
+            "SupportsIncoming",
+            "SupportsKeepAlive",
+            "SupportsLeases",
+            "SupportsQuarantine",
+            "SupportsResults",
+        },
+        "memory": {"SupportsLeases", "SupportsQuarantine", "SupportsResults"},
+        "fsspec": {"SupportsBatchRead", "SupportsLeases", "SupportsQuarantine", "SupportsResults"},
         "read-through": set(),
     }
     assert type(stores["local"].upkeep) is LocalUpkeep

@@ -12,6 +12,12 @@ target figures of issue 28 (first / decode-once at most 1.5x; the second status 
 ``decoded``: at most the distinct outputs on the first, none on the second).
 
 ``python -m benches.bench_campaign [--runs N] [--repeats R] [--size WxH] [--seconds A,B]``
+
+``--scale`` (issue 39): the campaign as tasks, every request distinct (``--requests``):
+the single-process decode-and-metrics time (``tasks.compute`` of every task in one
+process on one thread, torch's included, timed inside it), the first status with ``--jobs 1`` and ``--jobs 2`` and the
+second status as CLI processes, and the first status through a local Ray cluster of 2
+CPUs (timed once the cluster is up; its start is shown apart).
 """
 
 from __future__ import annotations
@@ -39,7 +45,21 @@ def _git(root: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(root), *args], env=env, check=True, capture_output=True)
 
 
-def _lsb_render(server: Any) -> Any:
+def _backbone(where: Path) -> Path:
+    """A generated AlexNet backbone (random weights: the time is what is measured)."""
+    import hashlib
+
+    import torch
+    import torchvision
+
+    torch.manual_seed(20240517)
+    tmp = where / "generated.pth"
+    torch.save(torchvision.models.alexnet(weights=None).state_dict(), tmp)
+    sha = hashlib.sha256(tmp.read_bytes()).hexdigest()
+    return tmp.rename(where / f"alexnet-owt-{sha[:8]}.pth")
+
+
+def _lsb_render(server: Any, video: bool = False) -> Any:
     import numpy as np
 
     from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
@@ -60,14 +80,23 @@ def _lsb_render(server: Any) -> Any:
                 data[0, 100] += 2.0**-15
             return data
 
+        shift = int(fields["seed"]) % 97
+
+        def tint(index: int, planes: Any) -> Any:  # the server's content, one block brighter
+            out = ((planes.astype(np.uint16) + shift) % 256).astype(np.uint8)
+            if index == 0:
+                out[8:16, 8:16] = np.clip(out[8:16, 8:16].astype(int) + 6, 0, 255)
+            return out
+
         write_clip(
             path,
             video=VideoSpec(width=w, height=h, rate=fps, frames=round(seconds * fps),
                             options={"preset": "ultrafast", "threads": "1"}),
+            video_hook=tint if video else None,
             audio=AudioSpec(rate=48000, layout="stereo", samples=round(seconds * 48000),
                             frequency=220.0 + 10 * (int(fields["seed"]) % 50)),
             format="mp4",
-            audio_hook=bump,
+            audio_hook=None if video else bump,  # lpips: the video differs, not the audio
         )  # fmt: skip
         cache[key] = path.read_bytes()
         shutil.rmtree(path.parent)
@@ -78,9 +107,17 @@ def _lsb_render(server: Any) -> Any:
 
 
 def build(
-    work: Path, runs: int, size: str = "160x120", seconds: tuple[float, float] = (1.0, 2.0)
+    work: Path,
+    runs: int,
+    size: str = "160x120",
+    seconds: tuple[float, float] = (1.0, 2.0),
+    requests: int = 0,
+    lpips: bool = False,
 ) -> Path:
-    """The campaign repository, every run recorded and committed."""
+    """The campaign repository, every run recorded and committed; ``requests``: that many
+    distinct requests (seeds) measured once each, instead of one request measured 3 times;
+    ``lpips``: the protocol asks for LPIPS, the ``lsb`` arm's video differs slightly too
+    (INCONCLUSIVE pairs of unequal video), and generated weights are pinned."""
     from evidencestore.cli import main
     from evidencestore.testing.video_server import sample_workload, serve_video
 
@@ -91,10 +128,16 @@ def build(
     proto = work / "proto"
     (proto / "workloads").mkdir(parents=True)
     lines = ['name = "bench"', "[timing]", "min_runs = 3"]
+    lines += ["[quality]", "lpips = true"] if lpips else []
     for cond, length in zip(CONDITIONS, seconds, strict=True):
-        (proto / "workloads" / f"{cond}.toml").write_text(
-            sample_workload(seconds=(length,), size=size, fps=24, warmup=0, measured=3)
-        )
+        text = sample_workload(seconds=(length,), size=size, fps=24, warmup=0, measured=3)
+        if requests:
+            text = sample_workload(seconds=(length,), size=size, fps=24, warmup=0, measured=1)
+            one = text[text.index("[[request]]") :]
+            text += "".join(
+                "\n" + one.replace("seed = 42", f"seed = {42 + i}") for i in range(1, requests)
+            )
+        (proto / "workloads" / f"{cond}.toml").write_text(text)
         lines += ["[[condition]]", f'name = "{cond}"', f'workload = "workloads/{cond}.toml"']
     for arm in ("baseline", "exact", "lsb"):
         lines += ["[[arm]]", f'name = "{arm}"', f"runs = {runs}"]
@@ -105,7 +148,7 @@ def build(
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "protocol")
     with serve_video() as server:
-        lsb = _lsb_render(server)
+        lsb = _lsb_render(server, video=lpips)
         for cond in CONDITIONS:
             for i in range(runs):
                 for arm in ("baseline", "exact", "lsb"):
@@ -119,6 +162,9 @@ def build(
                     finally:
                         server.__dict__.pop("render", None)
                     assert code == 0
+    if lpips:
+        assert main(["-q", "lpips", "import", "--backbone", str(_backbone(work)),
+                     "--root", str(root)]) == 0  # fmt: skip
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "runs")
     return root
@@ -189,13 +235,137 @@ def measure(root: Path, repeats: int) -> tuple[str, dict[str, float]]:
     return distinct.stdout.strip(), t
 
 
+_SINGLE = """
+import sys, time
+from evidencestore.campaign.protocol import load_campaign
+from evidencestore.campaign.tasks import compute, plan
+root = sys.argv[1]
+campaign = load_campaign(root, "bench")
+tasks = plan(root, campaign, every=True).tasks
+t0 = time.perf_counter()
+failed = compute(root, tasks)
+more = [t for t in plan(root, campaign, every=True).tasks if t.kind == "output-lpips"]
+failed.update(compute(root, more))  # LPIPS tasks: listed once their pairs are known
+took = time.perf_counter() - t0
+assert not failed, failed
+tasks += more
+print(len(tasks), sum(t.kind == "output-check" for t in tasks), len(more), took)
+"""
+
+_RAY = """
+import shutil, sys, time
+from pathlib import Path
+import ray
+from evidencestore.campaign.protocol import load_campaign
+from evidencestore.campaign.status import evaluate
+from evidencestore.scale.ray import RayExecutor
+root = Path(sys.argv[1])
+t0 = time.perf_counter()
+ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+         log_to_driver=False, configure_logging=False)
+started = time.perf_counter() - t0
+times = []
+for _ in range(int(sys.argv[2])):
+    shutil.rmtree(root / ".evstore" / "memo", ignore_errors=True)
+    t0 = time.perf_counter()
+    ev = evaluate(root, load_campaign(root, "bench"), executor=RayExecutor())
+    times.append(time.perf_counter() - t0)
+    assert ev.decoded == 0 and ev.computed > 0
+ray.shutdown()
+print(started, sorted(times)[len(times) // 2])
+"""
+
+
+def scale(args: argparse.Namespace) -> int:
+    """Issue 39's campaign: 2 conditions x 3 arms x ``--runs`` runs x ``--requests``
+    distinct requests; first status with ``--jobs 2`` against half the single-process
+    decode-and-metrics time, the second status, and Ray with 2 local workers."""
+    import statistics
+    import time
+
+    lengths = tuple(float(x) for x in args.seconds.split(","))
+    runs = (args.runs or [5])[0]
+    with tempfile.TemporaryDirectory(prefix="evstore-bench-scale-") as tmp:
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            root = build(
+                Path(tmp), runs, args.size, (lengths[0], lengths[1]), args.requests, args.lpips
+            )
+        built = time.perf_counter() - t0
+        memo = root / ".evstore" / "memo"
+        status = [*EVSTORE, "-q", "campaign", "status", "bench", "--json", "--root", str(root)]
+
+        def timed(cmd: list[str], fresh: bool) -> float:
+            if fresh:
+                shutil.rmtree(memo, ignore_errors=True)
+            t = time.perf_counter()
+            subprocess.run(cmd, check=False, capture_output=True)
+            return time.perf_counter() - t
+
+        single, jobs2, jobs1, second = [], [], [], []
+        counts = ""
+        for _ in range(args.repeats):
+            shutil.rmtree(memo, ignore_errors=True)
+            # one core's work: torch (LPIPS) on one thread too
+            out = subprocess.run([sys.executable, "-c", _SINGLE, str(root)], check=True,
+                                 capture_output=True, text=True,
+                                 env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout.split()  # fmt: skip
+            counts = f"{out[0]} ({out[1]} output checks, {out[2]} LPIPS)"
+            single.append(float(out[3]))
+            jobs2.append(timed([*status, "--jobs", "2"], fresh=True))
+            second.append(timed([*status, "--jobs", "2"], fresh=False))
+            jobs1.append(timed([*status, "--jobs", "1"], fresh=True))
+        ray_start = ray_t = float("nan")
+        if args.ray:
+            out = subprocess.run([sys.executable, "-c", _RAY, str(root), str(args.repeats)],
+                                 check=True, capture_output=True, text=True).stdout.split()  # fmt: skip
+            ray_start, ray_t = float(out[0]), float(out[1])
+    med = statistics.median
+    s, j2, j1, sec = med(single), med(jobs2), med(jobs1), med(second)
+    rows = [
+        ["tasks", counts],
+        ["build (runs recorded)", f"{built:.1f} s"],
+        ["single-process decode-and-metrics (in process)", f"{s:.2f} s"],
+        ["first status --jobs 1 (CLI process)", f"{j1:.2f} s"],
+        ["first status --jobs 2 (CLI process)", f"{j2:.2f} s"],
+        ["first --jobs 2 / (single / 2) (target <= 1.3x)", f"{j2 / (s / 2):.2f}x"],
+        ["second status (target < 0.5 s)", f"{sec:.3f} s"],
+        ["Ray, 2 local workers: first status (cluster up)", f"{ray_t:.2f} s"],
+        ["Ray / --jobs 2 (target <= 1.5x)", f"{ray_t / j2:.2f}x"],
+        ["Ray cluster start (not in the figure above)", f"{ray_start:.1f} s"],
+    ]
+    title = (
+        f"campaign tasks at scale: 2 conditions of {args.seconds} s at {args.size} x 3 arms x "
+        f"{runs} runs x {args.requests} requests, LPIPS {'on' if args.lpips else 'off'}, "
+        f"medians of {args.repeats}, "
+        f"{os.cpu_count()} CPUs seen"
+    )
+    print(table(title, ["case", "figure"], rows))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench_campaign")
     parser.add_argument("--runs", type=int, action="append")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--size", default="160x120", help="output size (160x120)")
     parser.add_argument("--seconds", default="1,2", help="the two conditions' lengths (1,2)")
+    parser.add_argument(
+        "--scale", action="store_true",
+        help="issue 39's figures: --jobs 2, second status, Ray (use --size 640x360 "
+        "--seconds 5,15 --runs 5 --requests 10)",
+    )  # fmt: skip
+    parser.add_argument("--requests", type=int, default=10, help="with --scale (10)")
+    parser.add_argument("--no-ray", dest="ray", action="store_false", help="with --scale")
+    parser.add_argument(
+        "--lpips", action="store_true",
+        help="with --scale: the protocol asks for LPIPS and the lsb arm's video differs "
+        "slightly (generated AlexNet weights)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.scale:
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        return scale(args)
     # Bytecode caching on, as an installed package has it: PYTHONDONTWRITEBYTECODE would
     # compile every module on every timed run, the status's many more than decode-once's.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

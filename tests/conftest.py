@@ -123,7 +123,12 @@ def _same_without_memo(root: Any, name: str, base: str | None) -> None:
             ev = evaluate(root, load_campaign(root, name), base_rev=base, memo=memo)
         except EvidenceStoreError as exc:
             return f"{type(exc).__name__}: {exc}".encode()
-        return msgspec.json.encode([ev.status, ev.repeatability, ev.adjudications, ev.claims])
+        # where remote results came from is said in notes beside the core's
+        # (campaign/results.py): not a function of the commit, so left out here
+        status = ev.status
+        if ev.core is not None:
+            status = msgspec.structs.replace(status, notes=ev.core.notes)
+        return msgspec.json.encode([status, ev.repeatability, ev.adjudications, ev.claims])
 
     fresh = outcome(False)
     assert outcome(True) == fresh, f"campaign {name!r} at {root}: --no-memo differs"

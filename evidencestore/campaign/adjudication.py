@@ -55,7 +55,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import msgspec
 
@@ -64,6 +64,7 @@ from ..config import as_repository
 from ..digest import hash_bytes
 from ..errors import EvidenceStoreError
 from ..inventory import EVIDENCE_DIR
+from ..media.records import Expectations
 from ..models import Descriptor
 from ..runs.models import RequestRecord, Workload
 from ..runs.workload import expectations_for, load_workload
@@ -72,12 +73,16 @@ from .arrays import ARRAY_SUFFIXES, compare_array_files
 from .decoded import DecodedOutputs
 from .members import Member
 from .memo import Memo, memo_key
-from .models import Adjudication, ArrayComparison, OutputComparison, Repeatability, Verdict
+from .models import (
+    Adjudication,
+    ArrayComparison,
+    LpipsScore,
+    OutputComparison,
+    Repeatability,
+    Verdict,
+)
 from .protocol import Campaign
 from .tokens import compare_completions, load_completion
-
-if TYPE_CHECKING:
-    from ..media.records import Expectations
 
 #: What every verdict, text and report of a retrospective campaign says.
 RETROSPECTIVE = "retrospective: protocol registered after these results"
@@ -85,12 +90,16 @@ RETROSPECTIVE = "retrospective: protocol registered after these results"
 __all__ = [
     "RETROSPECTIVE",
     "Judge",
+    "PairInputs",
     "adjudicate",
     "compare_runs",
     "nothing_compared",
     "repeatability",
     "worst",
 ]
+
+#: LPIPS scorers loaded in this process, by the digests of their weights.
+_SCORERS: dict[tuple[str, str, str | None], Any] = {}
 
 _BOUNDED = "length bounded, not verified"  # in every reason naming a bound (LengthBound)
 _ORDER: dict[str, int] = {"PASS": 0, "INCONCLUSIVE": 1, "UNAVAILABLE": 2, "FAIL": 3}
@@ -203,6 +212,20 @@ def _array_verdict(c: ArrayComparison) -> Verdict:
     return "INCONCLUSIVE" if c.differing is not None else "UNAVAILABLE"
 
 
+class PairInputs(msgspec.Struct, frozen=True, kw_only=True):
+    """What judging one pair of unequal-or-equal media outputs reads (an ``output-pair``
+    task, ``tasks.py``): both outputs and raw arrays by descriptor, the request's
+    expectations, the protocol's audio-length policy, and the names reasons use."""
+
+    label: str
+    names: tuple[str, str]
+    reference: Descriptor
+    candidate: Descriptor
+    arrays: dict[str, tuple[Descriptor | None, Descriptor | None]] = {}
+    expectations: Expectations | None = None
+    audio_length: str = "exact"
+
+
 class Judge:
     """Judges output pairs for one evaluation, reading through ``store``.
 
@@ -213,19 +236,35 @@ class Judge:
     cannot be had (not in the local store nor on a configured remote) makes its pair
     UNAVAILABLE and is listed in ``missing`` (digest -> what needed it), never memoised:
     fetching it changes the answer.
+
+    With ``plan``, a pair the memo lacks is not judged: ``plan(key, kind, inputs)`` is
+    told what judging it (``output-pair``) or scoring it with LPIPS (``output-lpips``)
+    would read, and the pair stays UNAVAILABLE (``tasks.py`` lists the work this way);
+    ``plan_all`` tells it of kept ones too. ``computed`` counts the tasks computed here: pairs judged, outputs analysed.
     """
 
     def __init__(
-        self, root: str | os.PathLike[str], store: BlobStore, memo: Memo | None = None
+        self,
+        root: str | os.PathLike[str],
+        store: BlobStore,
+        memo: Memo | None = None,
+        *,
+        plan: Callable[[str, str, PairInputs], None] | None = None,
+        plan_all: bool = False,
     ) -> None:
         self.root = as_repository(root).root
         self.store = store
         self.memo = memo
+        self.plan = plan
+        self.plan_all = plan_all
+        self.judged = 0
+        self._lpips: dict[str, LpipsScore] = {}
+        self._scorer: Any = None
         self.missing: dict[str, str] = {}
         #: (reference, candidate) digests of pairs judged without one of their inputs
         #: (an output or a raw array): UNAVAILABLE here, not a verdict on the outputs.
         self.lacking: set[tuple[str | None, str | None]] = set()
-        self.outputs = DecodedOutputs(store)
+        self.outputs = DecodedOutputs(store, memo=memo)
         self._done: dict[str, OutputComparison] = {}
         self._workloads: dict[Path, tuple[Workload, dict[int, Expectations | None]]] = {}
 
@@ -237,6 +276,11 @@ class Judge:
         if path not in self._workloads:
             self._workloads[path] = (load_workload(path).workload, {})
         return self._workloads[path]
+
+    @property
+    def computed(self) -> int:
+        """Tasks computed here: pairs judged and outputs analysed (``tasks.py``)."""
+        return self.judged + self.outputs.analysed
 
     @property
     def decoded(self) -> int:
@@ -260,9 +304,11 @@ class Judge:
         expect: Callable[[int], Expectations | None],
         needs_check: Callable[[int], bool] = lambda _index: True,
         audio_length: str = "exact",
+        lpips: bool = False,
     ) -> OutputComparison:
         """One request's outputs in two runs, judged (see the module doc); with
-        ``audio_length="bounded"`` a bounded length is accepted and named in the reasons."""
+        ``audio_length="bounded"`` a bounded length is accepted and named in the reasons;
+        with ``lpips``, an INCONCLUSIVE pair of unequal video is scored with LPIPS too."""
         ref_digest = a.body.digest if a and a.body else None
         cand_digest = b.body.digest if b and b.body else None
         if a is None or b is None:
@@ -314,9 +360,18 @@ class Judge:
         done = self._done.get(mkey)
         if done is None and self.memo is not None:
             done = self.memo.get(mkey, OutputComparison)
+        inputs_ = PairInputs(
+            label=key, names=(ref_name, cand_name), reference=a.body, candidate=b.body,
+            arrays={n: (a.arrays.get(n), b.arrays.get(n)) for n in names},
+            expectations=expectations, audio_length=audio_length,
+        )  # fmt: skip
+        if self.plan is not None and (done is None or self.plan_all):
+            self.plan(mkey, "output-pair", inputs_)
         if done is None:
-            done, lasting = self._judge(ref_name, cand_name, key, a, b, a.body, b.body,
-                                        expectations, audio_length)  # fmt: skip
+            if self.plan is not None:
+                done, lasting = self._planned(inputs_), False
+            else:
+                done, lasting = self.judge(inputs_)
             if lasting:
                 self._done[mkey] = done
                 if self.memo is not None:
@@ -325,6 +380,8 @@ class Judge:
                 self.lacking.add((done.reference, done.candidate))
         else:
             self._done[mkey] = done
+        if lpips and done.verdict == "INCONCLUSIVE" and done.video_min_psnr is not None:
+            done = self._with_lpips(done, inputs_)
         bounds = tuple(
             f"{name}: {key}: {o.bound}"
             for name, o in ((ref_name, a), (cand_name, b))
@@ -367,27 +424,119 @@ class Judge:
             logprob_max_abs_diff=tv.logprob_max_abs_diff,
         )
 
-    def _judge(
-        self,
-        ref_name: str,
-        cand_name: str,
-        key: str,
-        a: _Output,
-        b: _Output,
-        body_a: Descriptor,
-        body_b: Descriptor,
-        expectations: Expectations | None,
-        audio_length: str = "exact",
-    ) -> tuple[OutputComparison, bool]:
-        """The comparison, and whether it may be kept (False when an input was missing)."""
+    def lpips_key(self, p: PairInputs) -> str | None:
+        """The memo key of the LPIPS score of pair ``p`` with the weights pinned in
+        ``evstore.toml`` ``[lpips]``; None when none are pinned."""
+        pinned = as_repository(self.root).config.lpips
+        if pinned is None or pinned.backbone is None or pinned.linear is None:
+            return None
+        return memo_key(
+            "output-lpips",
+            {
+                "reference": p.reference.digest,
+                "candidate": p.candidate.digest,
+                "expectations": None
+                if p.expectations is None
+                else hash_bytes(canonical(p.expectations)).digest,
+                "scorer": [pinned.backbone.digest, pinned.linear.digest, pinned.state_digest],
+            },
+        )
+
+    def _with_lpips(self, done: OutputComparison, p: PairInputs) -> OutputComparison:
+        """An INCONCLUSIVE pair of unequal video with its LPIPS score: FAIL above the
+        threshold; UNAVAILABLE while it cannot be scored (no weights pinned, an input
+        missing), never left INCONCLUSIVE unscored."""
+        lkey = self.lpips_key(p)
+        if lkey is None:
+            self.lacking.add((done.reference, done.candidate))
+            return msgspec.structs.replace(done, verdict="UNAVAILABLE", reasons=(
+                f"{p.label}: the protocol asks for LPIPS ([quality] lpips = true), but no "
+                "weights are pinned in evstore.toml [lpips] (`evstore lpips import`)",
+                *done.reasons))  # fmt: skip
+        score = self._lpips.get(lkey)
+        if score is None and self.memo is not None:
+            score = self.memo.get(lkey, LpipsScore)
+        if self.plan is not None and (score is None or self.plan_all):
+            self.plan(lkey, "output-lpips", p)
+        if score is None and self.plan is None:
+            try:
+                score = self.score_lpips(p)
+            except EvidenceStoreError as exc:
+                self.lacking.add((done.reference, done.candidate))
+                return msgspec.structs.replace(done, verdict="UNAVAILABLE", reasons=(
+                    f"{p.label}: cannot be scored with LPIPS: {exc}", *done.reasons))  # fmt: skip
+            self._lpips[lkey] = score
+            if self.memo is not None:
+                self.memo.put(lkey, score)
+        if score is None:  # planned
+            return msgspec.structs.replace(done, verdict="UNAVAILABLE")
+        verdict: Verdict = "FAIL" if score.verdict == "FAIL" else "INCONCLUSIVE"
+        extra = tuple(r for r in score.reasons if "lpips" in r and r not in done.reasons)
+        return msgspec.structs.replace(
+            done, verdict=verdict, lpips_max=score.lpips_max, reasons=(*done.reasons, *extra)
+        )
+
+    def score_lpips(self, p: PairInputs) -> LpipsScore:
+        """Pair ``p`` compared again with the pinned LPIPS scorer (what the memo keeps
+        under ``lpips_key``); raises when the scorer or an output cannot be had."""
+        from ..media.comparison import compare_reports
+
+        self.judged += 1
+        if self._scorer is None:
+            pinned = as_repository(self.root).config.lpips
+            weights = (
+                None
+                if pinned is None or pinned.backbone is None or pinned.linear is None
+                else (pinned.backbone.digest, pinned.linear.digest, pinned.state_digest)
+            )
+            self._scorer = _SCORERS.get(weights) if weights else None
+            if self._scorer is None:
+                try:
+                    from ..perceptual import load_configured_scorer
+                except ImportError as exc:
+                    raise EvidenceStoreError(
+                        "LPIPS is not available in this installation (evidencestore[lpips])"
+                    ) from exc
+                self._scorer = load_configured_scorer(self.root)
+                if weights:  # loaded once per process: the same weights, by digest
+                    _SCORERS[weights] = self._scorer
+        ref_src, ref = self.outputs.report(p.reference)
+        cand_src, cand = self.outputs.report(p.candidate)
+        record = compare_reports(
+            ref_src, cand_src, ref, cand, p.expectations, scorers=[self._scorer],
+            frames=self.outputs.frames,
+            audio_length="bounded" if p.audio_length == "bounded" else "exact",
+        )  # fmt: skip
+        video = record.metrics.video if record.metrics else None
+        summary = video.perceptual.get("lpips") if video else None
+        return LpipsScore(
+            verdict=record.verdict,
+            reasons=tuple(record.reasons),
+            lpips_max=summary.max if summary else None,
+        )
+
+    @staticmethod
+    def _planned(p: PairInputs) -> OutputComparison:
+        return OutputComparison(
+            key="", verdict="UNAVAILABLE", reference=p.reference.digest,
+            candidate=p.candidate.digest, reasons=(f"{p.label}: not judged yet (planned)",),
+        )  # fmt: skip
+
+    def judge(self, p: PairInputs) -> tuple[OutputComparison, bool]:
+        """The comparison of one pair, and whether it may be kept (False when an input
+        was missing); what the memo keeps under the pair's key."""
         from ..media.comparison import compare_reports
         from ..media.store import store_record
 
+        self.judged += 1
+        ref_name, cand_name = p.names
+        key, expectations, audio_length = p.label, p.expectations, p.audio_length
+        body_a, body_b = p.reference, p.candidate
         ref_digest, cand_digest = body_a.digest, body_b.digest
         arrays: list[ArrayComparison] = []
         lasting = True
-        for name in sorted(set(a.arrays) | set(b.arrays)):
-            da, db = a.arrays.get(name), b.arrays.get(name)
+        for name in sorted(p.arrays):
+            da, db = p.arrays[name]
             xa = xb = None
             if da is None or db is None:
                 why = f"kept by {ref_name if db is None else cand_name} only"
@@ -498,8 +647,9 @@ def compare_runs(
         # whose request asks for media (a JSON endpoint's output has nothing to check).
         return workload is None or expect(index) is not None
 
+    lpips = campaign.protocol.quality.lpips
     return [
-        judge.pair(key, reference.name, candidate.name, x, y, expect, needs_check, policy)
+        judge.pair(key, reference.name, candidate.name, x, y, expect, needs_check, policy, lpips)
         for key, x, y in _pairs(a, b)
     ]
 

@@ -11,6 +11,11 @@ An output whose frames do not fit the budget is decoded again for its metrics: m
 stays bounded, and ``decodes`` counts every decoding pass either way. A caller releases
 the frames of an output it will not measure again (the Judge: a candidate's, once its pair
 is measured; the reference's serve every candidate of its request).
+
+With a memo, an output's analysis is kept by the digest of its bytes and the tool version
+(``analysis_key``: the key of an ``output-check`` task, ``tasks.py``), so an analysis made
+by another process or machine is read instead of decoding again; its frames are then
+decoded only for the metrics of an unequal pair.
 """
 
 from __future__ import annotations
@@ -20,15 +25,21 @@ from typing import TYPE_CHECKING, Any
 
 from ..models import Descriptor
 from ..storage import BlobStore
+from .memo import Memo, memo_key
 
 if TYPE_CHECKING:
     from ..media.records import MediaReport
     from ..media.source import MediaSource
 
-__all__ = ["DecodedOutputs"]
+__all__ = ["DecodedOutputs", "analysis_key"]
 
 SOURCE_BUDGET = 256 << 20  # bytes of encoded output kept in memory between pairs
 FRAME_BUDGET = 1 << 30  # bytes of decoded frames kept in memory between pairs
+
+
+def analysis_key(digest: str) -> str:
+    """The memo key of the analysis of the output with ``digest``."""
+    return memo_key("output-analysis", {"output": digest})
 
 
 def _frame_bytes(frame: Any) -> int:
@@ -44,13 +55,17 @@ class DecodedOutputs:
         *,
         source_budget: int | None = None,
         frame_budget: int | None = None,
+        memo: Memo | None = None,
     ) -> None:
         self.store = store
+        self.memo = memo
         self.source_budget = SOURCE_BUDGET if source_budget is None else source_budget
         self.frame_budget = FRAME_BUDGET if frame_budget is None else frame_budget
         #: Decoding passes over outputs: one per analysis, plus one per stream decoded
         #: again for metrics because its frames were not kept.
         self.decodes = 0
+        #: Outputs analysed here (``output-check`` tasks computed), not read from the memo.
+        self.analysed = 0
         self._sources: dict[str, MediaSource] = {}
         self._reports: dict[str, MediaReport] = {}
         # digest -> (bytes held, stream index -> frames); oldest first
@@ -77,9 +92,14 @@ class DecodedOutputs:
         """The output and its analysis, decoded once; its frames are kept for
         :meth:`frames` while they fit the budget."""
         from ..media.decode import analyse
+        from ..media.records import MediaReport
 
         source = self.source(desc)
         report = self._reports.get(desc.digest)
+        if report is None and self.memo is not None:
+            report = self.memo.get(analysis_key(desc.digest), MediaReport)
+            if report is not None:  # analysed elsewhere: frames decoded again if needed
+                self._reports[desc.digest] = report
         if report is None:
             kept: dict[int, list[Any]] = {}
             held = 0
@@ -100,7 +120,10 @@ class DecodedOutputs:
 
             report = analyse(source, on_frame=keep)
             self.decodes += 1
+            self.analysed += 1
             self._reports[desc.digest] = report
+            if self.memo is not None:
+                self.memo.put(analysis_key(desc.digest), report)
             if whole:
                 self._frames[desc.digest] = (held, kept)
                 self._held += held

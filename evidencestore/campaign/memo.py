@@ -28,7 +28,18 @@ from ..digest import digest_hex, hash_bytes
 from ..errors import EvidenceStoreError
 from ..storage import BlobStore
 
-__all__ = ["MEMO_FORMAT", "Memo", "memo_key", "tool_version"]
+__all__ = [
+    "MEMO_DIR",
+    "MEMO_FORMAT",
+    "Memo",
+    "kept_bytes",
+    "kept_record",
+    "memo_key",
+    "open_memo",
+    "tool_version",
+]
+
+MEMO_DIR = "memo"  # beside the local store's blobs
 
 T = TypeVar("T")
 
@@ -79,6 +90,21 @@ def _installed_version(dist: str) -> str:
     return found[0].name[len(dist) + 1 : -len(".dist-info")]
 
 
+def kept_bytes(key: str, record: Any) -> bytes:
+    """The stored form of ``record`` computed under ``key``: canonical ``{key, record}``."""
+    return canonical(_Kept(key=key, record=record))
+
+
+def kept_record(data: bytes, key: str, type_: type[T]) -> T | None:
+    """The record in stored bytes ``data`` when they decode as ``type_`` and were stored
+    under ``key`` (its binding to its inputs); None otherwise."""
+    try:
+        kept = decode(data, _Kept[type_])  # type: ignore[valid-type]
+    except (ValueError, msgspec.DecodeError):
+        return None
+    return kept.record if kept.key == key else None
+
+
 def memo_key(kind: str, inputs: Any) -> str:
     """The key of a computation: digest of its kind, inputs and the tool version."""
     data = canonical({"kind": kind, "inputs": inputs, "tool": tool_version()})
@@ -113,10 +139,26 @@ class Memo:
         self.hits += 1
         return kept.record
 
+    def stored(self, key: str) -> bytes | None:
+        """The stored bytes indexed under ``key`` (verified by digest), or None."""
+        try:
+            digest, size = self._path(key).read_text("ascii").split()
+            return self.store.get(digest, int(size))
+        except (OSError, ValueError, EvidenceStoreError):
+            return None
+
+    def has(self, key: str) -> bool:
+        """Whether an index entry names ``key`` (its record is not read)."""
+        return self._path(key).is_file()
+
     def put(self, key: str, record: Any) -> str:
         """Store ``record`` and index it under ``key``; return its digest. A store that
         cannot be written leaves the memo empty (the record is recomputed next time)."""
-        data = canonical(_Kept(key=key, record=record))
+        return self.put_bytes(key, kept_bytes(key, record))
+
+    def put_bytes(self, key: str, data: bytes) -> str:
+        """Store ``data`` (``kept_bytes``' form, already checked by the caller) and index
+        it under ``key``; return its digest."""
         try:
             desc = self.store.put(data, _MEDIA_TYPE)
             path = self._path(key)
@@ -125,3 +167,8 @@ class Memo:
         except (OSError, EvidenceStoreError):
             return hash_bytes(data).digest
         return desc.digest
+
+
+def open_memo(local: BlobStore) -> Memo:
+    """The memo of a repository's local store (``<store>/memo``)."""
+    return Memo(local, Path(local.location) / MEMO_DIR)

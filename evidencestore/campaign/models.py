@@ -30,6 +30,7 @@ __all__ = [
     "ConditionSpec",
     "Evaluation",
     "Exclusion",
+    "LpipsScore",
     "MissingInput",
     "OutputComparison",
     "Protocol",
@@ -102,7 +103,10 @@ class QualityRule(Model, frozen=True, kw_only=True):
     an output whose length is bounded, not verified (raw ADTS, MPEG-TS, AAC in Matroska:
     ``docs/media.md``) makes its pair UNAVAILABLE, so no lossless verdict PASSes and no
     campaign is ACCEPTED on it. ``bounded`` accepts such lengths, and every verdict that
-    rests on one names its bound in samples and milliseconds."""
+    rests on one names its bound in samples and milliseconds. ``lpips = true``: every
+    pair that is INCONCLUSIVE with unequal video is also scored with the LPIPS weights
+    pinned in ``evstore.toml`` ``[lpips]`` (``docs/lpips.md``); a frame above the
+    threshold (0.01) makes it FAIL."""
 
     __post_init__ = canonical_defaults  # type: ignore[misc]  # defaults omitted by value
 
@@ -111,6 +115,7 @@ class QualityRule(Model, frozen=True, kw_only=True):
     repeatability_first: bool = False
     set_aside_after_results: Literal["allow", "refuse"] = "allow"
     audio_length: Literal["exact", "bounded"] = "exact"
+    lpips: bool = False
 
 
 class ConditionSpec(Model, frozen=True, kw_only=True):
@@ -169,10 +174,17 @@ class ArmSpec(Model, frozen=True, kw_only=True):
 
 
 class SigningRule(Model, frozen=True, kw_only=True):
-    """Runs count only when signed (``evstore run --sign KEY``) by one of these ed25519
-    public keys: PEM files beside ``protocol.toml``, registered with it."""
+    """``keys``: runs count only when signed (``evstore run --sign KEY``) by one of these
+    ed25519 public keys; ``workers``: a result computed elsewhere (``evstore campaign
+    work --sign KEY``) counts without a recheck when one of these signed it. PEM files
+    beside ``protocol.toml``, registered with it; at least one of the two lists."""
 
-    keys: Annotated[tuple[RelPath, ...], Meta(min_length=1)]
+    keys: tuple[RelPath, ...] = ()
+    workers: tuple[RelPath, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (self.keys or self.workers):
+            raise ValueError("[signing] needs keys = [...] or workers = [...]")
 
 
 #: Provenance a protocol can require of every run (``require = [...]``): the launched
@@ -246,6 +258,17 @@ class OutputComparison(Model, frozen=True, kw_only=True, omit_defaults=False):
     unchecked: bool = False
     token_position: int | None = None
     logprob_max_abs_diff: float | None = None
+    lpips_max: float | None = None
+
+
+class LpipsScore(Model, frozen=True, kw_only=True, omit_defaults=False):
+    """An unequal pair scored with LPIPS (an ``output-lpips`` task, ``tasks.py``): the
+    comparison's verdict with the scorer's threshold, its reasons, the largest per-frame
+    score (None: nothing could be scored)."""
+
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    lpips_max: float | None = None
 
 
 class Repeatability(

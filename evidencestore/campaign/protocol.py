@@ -97,14 +97,24 @@ class Campaign:
     def signing_keys(self, root: str | os.PathLike[str]) -> dict[str, Ed25519PublicKey]:
         """The public keys allowed to sign runs, by key id (empty when the protocol does
         not ask for signatures), read, verified, from the protocol's bundle."""
-        if self.protocol.signing is None:
+        return self._keys(root, self.protocol.signing.keys if self.protocol.signing else ())
+
+    def worker_keys(self, root: str | os.PathLike[str]) -> dict[str, Ed25519PublicKey]:
+        """The public keys whose signature makes a result computed elsewhere count
+        (``[signing] workers``), by key id; empty when the protocol pins none."""
+        return self._keys(root, self.protocol.signing.workers if self.protocol.signing else ())
+
+    def _keys(
+        self, root: str | os.PathLike[str], paths: tuple[str, ...]
+    ) -> dict[str, Ed25519PublicKey]:
+        if not paths:
             return {}
         from ..dsse import key_id, load_public_key
 
         where = registration_path(root, self.name).parent
         entries = {e.path: e for e in self.registration.manifest.entries}
         keys = {}
-        for rel in self.protocol.signing.keys:
+        for rel in paths:
             read_entry(where, self.name, entries[rel], "a signing key", "")
             key = load_public_key(where / rel)
             keys[key_id(key)] = key
@@ -198,7 +208,8 @@ def _referenced(protocol: Protocol) -> list[str]:
     paths = [c.workload for c in protocol.condition]
     paths += [c.workload_path for c in protocol.condition if c.point]
     paths += [p for a in protocol.arm for p in a.configs]
-    paths += list(protocol.signing.keys) if protocol.signing else []
+    if protocol.signing:
+        paths += [*protocol.signing.keys, *protocol.signing.workers]
     return list(dict.fromkeys(paths))
 
 
@@ -273,7 +284,7 @@ def init_campaign(
     if protocol.signing is not None:
         from ..dsse import load_public_key
 
-        for rel in protocol.signing.keys:
+        for rel in (*protocol.signing.keys, *protocol.signing.workers):
             where = f"protocol {src}: signing key {rel}"
             if rel not in contents:
                 if not os.path.lexists(base / rel):

@@ -48,7 +48,7 @@ from ..errors import EvidenceStoreError
 from ..progress import Observer, Tick
 from ..storage import BlobStore
 from .members import Member, Members, campaign_runs, protection
-from .memo import Memo, memo_key
+from .memo import Memo, memo_key, open_memo
 from .models import (
     Adjudication,
     ArmConclusion,
@@ -70,10 +70,9 @@ from .protocol import Campaign
 
 if TYPE_CHECKING:  # imported where an evaluation is computed: a memo hit needs neither
     from .adjudication import Judge
+    from .tasks import Executor
 
 __all__ = ["CampaignEvaluation", "evaluate", "evaluation_inputs"]
-
-MEMO_DIR = "memo"
 
 
 @dataclass
@@ -88,6 +87,7 @@ class CampaignEvaluation:
     adjudications: dict[str, Adjudication] = field(default_factory=dict)
     claims: dict[str, Claim] = field(default_factory=dict)
     decoded: int = 0
+    computed: int = 0  # tasks computed for it here (``tasks.py``), in any process
     reused: bool = False
     key: str = ""
     core: StatusRecord | None = None  # the status before registered records were checked
@@ -117,7 +117,7 @@ def evaluation_inputs(campaign: Campaign, members: Members) -> dict[str, object]
 
 def _memo(root: Repository) -> tuple[BlobStore, Memo]:
     local = root.local_store()
-    return local, Memo(local, Path(local.location) / MEMO_DIR)
+    return local, open_memo(local)
 
 
 def _seed_from_git(root: Repository, campaign: Campaign, local: BlobStore) -> None:
@@ -142,11 +142,17 @@ def evaluate(
     *,
     base_rev: str | None = None,
     memo: bool = True,
+    executor: Executor | None = None,
+    recheck: int | None = None,
     observer: Observer | None = None,
 ) -> CampaignEvaluation:
     """Compute repeatability, verdicts, claims and the status of ``campaign`` (its
     history anchored at the protected branch ``base_rev`` when given), reusing the
     computations kept for the same inputs unless ``memo`` is False (see module doc).
+    Results found on the configured remotes count under ``results.py``'s rules
+    (``recheck``: how many unsigned ones to compute again, default
+    ``results.DEFAULT_RECHECK``); pending tasks run with ``executor`` when given
+    (``evidencestore.scale``: processes, Ray), else here as they are judged.
     ``observer`` (``evidencestore.progress``) hears of each item computed: a condition's
     repeatability, a cell's adjudication, the claims."""
     repo = as_repository(root)  # resolved once: everything below is handed this object
@@ -161,6 +167,7 @@ def evaluate(
         computed = _Computed(_judged_from(campaign, members, kept), _claims_from(kept), {})
         ev = _conclude_all(campaign, members, computed)
         ev.reused = True
+        extra = kept_memo.get(memo_key("remote-results", {"evaluation": key}), list[str]) or []
     else:
         from ..remotes import repository_store  # only now: a memo hit needs no remote
 
@@ -168,18 +175,24 @@ def evaluate(
         store = repository_store(repo)
         from .adjudication import Judge
 
+        protection, done = _remote_results(repo, campaign, members, memo_, store, executor, recheck)
         judge = Judge(repo, store, memo_)
         computed = _compute(repo, campaign, members, store, judge, observer)
         ev = _conclude_all(campaign, members, computed)
         ev.decoded, ev.complete = judge.decoded, computed.storable
+        ev.computed = judge.computed + done
         if memo_ is not None and computed.storable:
             memo_.put(
                 key,
                 Evaluation(repeatability=ev.repeatability, adjudications=ev.adjudications,
                            claims=ev.claims),
             )  # fmt: skip
+            if protection:
+                memo_.put(memo_key("remote-results", {"evaluation": key}), protection)
+        extra = protection
     ev.key = key
-    ev.core = ev.status
+    ev.core = ev.status  # what a registered status is held against: the same on any clone
+    ev.status = _with_notes(ev.status, extra)  # where this one's remote results came from
     if not members.records:
         return ev
     against = {key: ev}
@@ -187,10 +200,37 @@ def evaluate(
         r.manifest.metadata.annotations.get("evaluation") not in (key, None)
         for r in members.records.values()
     ):  # records registered without --base are held against the evaluation without it
-        plain = evaluate(root, campaign, memo=memo, observer=observer)
+        plain = evaluate(root, campaign, memo=memo, executor=executor, recheck=recheck)
         against.setdefault(plain.key, plain)
     ev.status = _with_records(ev.status, record_checks(repo.root, members, against))
     return ev
+
+
+def _remote_results(
+    repo: Repository,
+    campaign: Campaign,
+    members: Members,
+    memo: Memo | None,
+    store: BlobStore,
+    executor: Executor | None,
+    recheck: int | None,
+) -> tuple[list[str], int]:
+    """Results others computed, taken under ``results.py``'s rules, and pending tasks
+    run with ``executor``: the lines saying what they rest on, and how many tasks were
+    computed for it."""
+    if memo is None or (executor is None and not repo.config.remotes):
+        return [], 0
+    from .results import DEFAULT_RECHECK, prepare
+
+    got = prepare(repo, campaign, members, memo, store, executor=executor,
+                  recheck=DEFAULT_RECHECK if recheck is None else recheck)  # fmt: skip
+    return got.notes(), got.computed
+
+
+def _with_notes(status: StatusRecord, notes: list[str]) -> StatusRecord:
+    if not notes:
+        return status
+    return msgspec.structs.replace(status, notes=(*status.notes, *notes))
 
 
 def claim_key(evaluation_key: str, condition: str, arm: str) -> str:

@@ -1,12 +1,14 @@
-"""`evstore` subcommands: campaign (``init``, ``verify``, ``claim``, ``plan``, ``status``).
+"""`evstore` subcommands: campaign (``init``, ``verify``, ``claim``, ``plan``, ``status``,
+``tasks``, ``work``).
 
 Exit codes: ``init`` 0 registered; ``verify`` 0 when every run of the campaign was
 recorded under the frozen protocol, 1 with findings; ``claim`` 0 only when the claim
 stands (its interval clears ``min_speedup`` within the measurement resolution), 1
 otherwise; ``plan`` 0 when every condition's plan could be computed and its A/A check
 includes 1.0 with runs enough to see a 1.3x drift, 1 otherwise; ``status`` 0 when ``ACCEPTED``, 1 when ``NOT_ACCEPTED`` or ``UNAVAILABLE``
-(inputs missing: ``evstore pull``); ``void`` / ``withdraw`` 0 registered; 2 for usage
-errors.
+(inputs missing: ``evstore pull``); ``void`` / ``withdraw`` 0 registered; ``tasks`` 0;
+``work`` 0 when every chosen task was computed (and published), 1 when one could not be
+(an input missing); 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -159,9 +161,70 @@ def register(commands: Commands) -> None:
                 help="also write the status as a self-contained HTML report "
                 "(evidencestore[report])",
             ),
+            arg(
+                "--jobs",
+                type=int,
+                metavar="N",
+                help="compute pending tasks in N processes (default: the cores available, for work "
+                "large enough to pay for starting them)",
+            ),
+            arg(
+                "--recheck",
+                type=int,
+                default=3,
+                metavar="K",
+                help="compute K unsigned remote results again, chosen at random, before any "
+                "counts (0: unsigned remote results are not used; default 3)",
+            ),
             ROOT,
         ],
         help="conditions x arms, the verdict, and what remains",
+    )
+    shard = arg(
+        "--shard",
+        metavar="I/N",
+        help="only the tasks of shard I of N (0 <= I < N), chosen by key: stable as "
+        "other tasks complete",
+    )
+    csub.add(
+        "tasks",
+        _tasks,
+        [NAME, json_flag("the task list"), shard, ROOT],
+        help="every computation a status needs and does not have, by key",
+    )
+    csub.add(
+        "work",
+        _work,
+        [
+            NAME,
+            arg(
+                "--task",
+                action="append",
+                metavar="KEY",
+                help="compute this task (repeatable; default: every task of the campaign)",
+            ),
+            shard,
+            arg(
+                "--push",
+                metavar="REMOTE",
+                help="publish results to this remote (default: the first writable one)",
+            ),
+            arg(
+                "--sign",
+                metavar="KEY",
+                help="sign each result with this private key (counted without a recheck "
+                "when the protocol pins its public key in [signing] workers)",
+            ),
+            arg(
+                "--jobs",
+                type=int,
+                default=1,
+                metavar="N",
+                help="compute in N processes (default 1)",
+            ),
+            ROOT,
+        ],
+        help="compute tasks and publish each result by key to a remote",
     )
 
 
@@ -475,8 +538,23 @@ def _status(args: argparse.Namespace) -> int:
 
     root = repo_root(args)
     campaign = load_campaign(root, args.name)
+    from ..scale.local import LocalProcesses, available_cpus
+
+    jobs = available_cpus() if args.jobs is None else args.jobs
+    executor = LocalProcesses(args.jobs) if jobs > 1 else None  # None: the cores, if worth it
+    if jobs < 1 or args.recheck < 0:
+        from ..errors import ConfigError
+
+        raise ConfigError(
+            f"--jobs {args.jobs}: expected at least 1"
+            if jobs < 1
+            else f"--recheck {args.recheck}: expected 0 or more"
+        )
     with progress_line(args) as line:
-        ev = evaluate(root, campaign, base_rev=args.base, memo=not args.no_memo, observer=line)
+        ev = evaluate(
+            root, campaign, base_rev=args.base, memo=not args.no_memo,
+            executor=executor, recheck=args.recheck, observer=line,
+        )  # fmt: skip
     status = ev.status
     if args.register:
         register_records(
@@ -532,6 +610,61 @@ def _status(args: argparse.Namespace) -> int:
     for item in status.remaining:
         print(f"  - {item}", file=out)
     return EXIT_OK if status.verdict == "ACCEPTED" else EXIT_FAILED
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    from ..campaign.protocol import load_campaign
+    from ..campaign.tasks import parse_shard, plan, shard
+
+    root = repo_root(args)
+    tasks = plan(root, load_campaign(root, args.name)).tasks
+    if args.shard is not None:
+        tasks = shard(tasks, *parse_shard(args.shard))
+    if args.json:
+        _print_json(
+            [
+                {"key": t.key, "kind": t.kind, "inputs": t.inputs, "cost": t.cost,
+                 "needs": list(t.needs)}
+                for t in tasks
+            ]
+        )  # fmt: skip
+        return EXIT_OK
+    for t in tasks:
+        inputs = " ".join(f"{k}={v}" for k, v in t.inputs.items() if v is not None)
+        print(f"{t.key} {t.kind:<12} cost {t.cost:>10} {inputs}")
+    total = sum(t.cost for t in tasks)
+    print(f"{len(tasks)} task(s), {total} byte(s) to decode (estimated)")
+    return EXIT_OK
+
+
+def _work(args: argparse.Namespace) -> int:
+    from ..campaign.protocol import load_campaign
+    from ..campaign.results import work
+    from ..campaign.tasks import parse_shard
+    from ..scale.local import LocalProcesses
+
+    root = repo_root(args)
+    if args.jobs < 1:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"--jobs {args.jobs}: expected at least 1")
+    done = work(
+        root,
+        load_campaign(root, args.name),
+        keys=args.task or (),
+        shard=parse_shard(args.shard) if args.shard is not None else None,
+        push=args.push,
+        signer=_signing_key(args.sign),
+        executor=LocalProcesses(args.jobs) if args.jobs > 1 else None,
+    )
+    where = f"remote {done.remote!r}" if done.remote else "no remote (local memo only)"
+    print(
+        f"{done.tasks} task(s): {done.computed} computed, {done.published} published to "
+        f"{where}, {done.present} already there, {len(done.failed)} failed"
+    )
+    for key, why in sorted(done.failed.items()):
+        print(f"  failed {key}: {why}", file=sys.stderr)
+    return EXIT_FAILED if done.failed else EXIT_OK
 
 
 def _write_html(out: str, root: Any, campaign: Any, ev: Any) -> None:

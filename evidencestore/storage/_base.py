@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_MEDIA_TYPE",
     "LEASE_DIR",
     "QUARANTINE_DIR",
+    "RESULT_DIR",
     "BlobInfo",
     "BlobStore",
     "OciDescriptor",
@@ -31,6 +32,7 @@ __all__ = [
     "SupportsLeases",
     "SupportsLocalPaths",
     "SupportsQuarantine",
+    "SupportsResults",
     "Upkeep",
     "VerifyingReader",
     "blob_key",
@@ -39,6 +41,7 @@ __all__ = [
 DEFAULT_MEDIA_TYPE = "application/octet-stream"
 LEASE_DIR = "leases"
 QUARANTINE_DIR = "quarantine"
+RESULT_DIR = "results"
 
 
 class BlobInfo(NamedTuple):
@@ -251,6 +254,29 @@ class SupportsLeases(Protocol):
 
     def remove_lease(self, key: str) -> None:
         """Remove a lease (absent ones are ignored)."""
+
+
+@runtime_checkable
+class SupportsResults(Protocol):
+    """A store's upkeep that holds computed results by key: small objects under
+    ``<root>/results/`` whose names are a function of their bytes (the caller's
+    ``<key hex>/<entry hex>.json``: ``campaign/results.py``), so any write of a name
+    writes the same bytes. ``supports_results`` is False where they cannot be listed."""
+
+    @property
+    def supports_results(self) -> bool:
+        """Whether results can be listed and read here."""
+
+    def write_result(self, name: str, data: bytes) -> str:
+        """Write ``<root>/results/<name>`` atomically (readers see all of it or nothing);
+        return its key."""
+
+    def iter_results(self, prefix: str = "") -> Iterator[str]:
+        """Yield the name (relative to ``<root>/results/``) of every result whose name
+        starts with ``prefix``."""
+
+    def read_result(self, name: str) -> bytes:
+        """Return a result's bytes (FileNotFoundError when it is gone)."""
 
 
 @runtime_checkable

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO, TypeVar, cast
 
 from ..digest import digest_from_hex, digest_hex, parse_digest
 from ..errors import BlobNotFoundError, EvidenceStoreError, StorageError, TransferDeadlineError
-from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, Upkeep, blob_key
+from ._base import LEASE_DIR, QUARANTINE_DIR, RESULT_DIR, BlobInfo, BlobStore, Upkeep, blob_key
 
 __all__ = [
     "DEFAULT_DEADLINE_FLOOR",
@@ -880,6 +880,45 @@ class FsspecUpkeep(Upkeep):
     @property
     def supports_leases(self) -> bool:
         return not self._store.read_only and not self._store._http
+
+    @property
+    def supports_results(self) -> bool:
+        return not self._store._http and self._store.supports_listing
+
+    def write_result(self, name: str, data: bytes) -> str:
+        """Write ``<root>/results/<name>`` (a whole object: PUT, or a renamed
+        temporary where a PUT is not atomic); returns its key."""
+        self._store._check_writable()
+        key = f"{self._store._path}/{RESULT_DIR}/{name}"
+        try:
+            if self._store.atomic_put:
+                self._store._call("PUT result", lambda: self._store.fs.pipe_file(key, data))
+            else:
+                self._store._via_temporary(
+                    f"result {name}", key, lambda tmp: self._store.fs.pipe_file(tmp, data)
+                )
+        except FileNotFoundError as exc:
+            raise StorageError(
+                f"{self._store.url}: cannot write result {name}: bucket or prefix not found "
+                f"({_describe(exc)})"
+            ) from exc
+        return key
+
+    def iter_results(self, prefix: str = "") -> Iterator[str]:
+        """Yield the name of every object under ``<root>/results/`` starting with ``prefix``."""
+        if not self.supports_results:
+            return
+        base = f"{self._store._path}/{RESULT_DIR}/"
+        found = self._store._find(base + prefix.partition("/")[0] if "/" in prefix else base)
+        for key in sorted(found):
+            name = str(key).split(f"/{RESULT_DIR}/", 1)[-1]
+            if name.startswith(prefix):
+                yield name
+
+    def read_result(self, name: str) -> bytes:
+        """Return a result's bytes."""
+        key = f"{self._store._path}/{RESULT_DIR}/{name}"
+        return self._store._call("GET result", lambda: self._store.fs.cat_file(key))  # type: ignore[no-any-return]
 
     @property
     def supports_quarantine(self) -> bool:

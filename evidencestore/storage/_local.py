@@ -25,7 +25,7 @@ from .._atomic import fsync_dir, fsync_paths, sync_filesystem
 from ..digest import copy_hashing, digest_from_hex, digest_hex, parse_digest
 from ..errors import BlobNotFoundError, IntegrityError, StorageError
 from ..integrity import check_content
-from ._base import LEASE_DIR, QUARANTINE_DIR, BlobInfo, BlobStore, Upkeep, blob_key
+from ._base import LEASE_DIR, QUARANTINE_DIR, RESULT_DIR, BlobInfo, BlobStore, Upkeep, blob_key
 
 __all__ = ["LINK_MODES", "LinkMode", "LocalBlobStore", "LocalUpkeep"]
 
@@ -453,6 +453,35 @@ class LocalUpkeep(Upkeep):
     def remove_lease(self, key: str) -> None:
         self._store._check_writable()
         self._store._unlink(Path(key), "cannot remove lease")
+
+    @property
+    def supports_results(self) -> bool:
+        return True
+
+    def write_result(self, name: str, data: bytes) -> str:
+        self._store._check_writable()
+        from .._atomic import write_replace
+
+        final = self._store.root / RESULT_DIR / name
+        try:
+            write_replace(final, data)  # same name, same bytes: replacing loses nothing
+        except OSError as exc:
+            raise StorageError(f"{final}: cannot write the result: {exc.strerror}") from exc
+        return str(final)
+
+    def iter_results(self, prefix: str = "") -> Iterator[str]:
+        folder = self._store.root / RESULT_DIR
+        head, _, _ = prefix.partition("/")
+        for key in _names(folder, "cannot list results"):
+            if key.startswith(".") or not key.startswith(head) or not (folder / key).is_dir():
+                continue
+            for name in _names(folder / key, "cannot list results"):
+                if not name.startswith(".") and f"{key}/{name}".startswith(prefix):
+                    yield f"{key}/{name}"
+
+    def read_result(self, name: str) -> bytes:
+        with open(self._store.root / RESULT_DIR / name, "rb") as fh:
+            return fh.read(1 << 26)
 
     @property
     def supports_quarantine(self) -> bool:

@@ -66,6 +66,7 @@ class MemoryUpkeep(Upkeep):
     def __init__(self, store: MemoryBlobStore) -> None:
         super().__init__(store)
         self._leases: dict[str, bytes] = {}
+        self._results: dict[str, bytes] = {}
         self._quarantined: dict[str, tuple[str, bytes]] = {}
 
     @property
@@ -90,6 +91,24 @@ class MemoryUpkeep(Upkeep):
     def remove_lease(self, key: str) -> None:
         self._store._check_writable()
         self._leases.pop(key, None)
+
+    @property
+    def supports_results(self) -> bool:
+        return True
+
+    def write_result(self, name: str, data: bytes) -> str:
+        self._store._check_writable()
+        self._results[name] = bytes(data)
+        return name
+
+    def iter_results(self, prefix: str = "") -> Iterator[str]:
+        yield from (n for n in sorted(self._results) if n.startswith(prefix))
+
+    def read_result(self, name: str) -> bytes:
+        try:
+            return self._results[name]
+        except KeyError:
+            raise FileNotFoundError(name) from None
 
     @property
     def supports_quarantine(self) -> bool:

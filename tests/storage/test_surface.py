@@ -25,6 +25,7 @@ from evidencestore.storage import (
     SupportsLeases,
     SupportsLocalPaths,
     SupportsQuarantine,
+    SupportsResults,
     Upkeep,
     leases,
 )
@@ -61,7 +62,9 @@ UPKEEP_NAMES = {
     "purge",
     "quarantine",
     "quarantined_mtime",
+    "iter_results",
     "read_lease",
+    "read_result",
     "remove_lease",
     "remove_temporary",
     "restore",
@@ -69,8 +72,10 @@ UPKEEP_NAMES = {
     "supports_batch_read",
     "supports_leases",
     "supports_quarantine",
+    "supports_results",
     "upload_file",
     "write_lease",
+    "write_result",
     "write_verified",
 }
 
@@ -80,6 +85,7 @@ CAPABILITIES = (
     SupportsKeepAlive,
     SupportsLeases,
     SupportsQuarantine,
+    SupportsResults,
 )
 
 
@@ -126,9 +132,15 @@ def test_each_backend_upkeep_claims_its_capabilities(tmp_path: Path) -> None:
         for name, store in stores.items()
     }
     assert claimed == {
-        "local": {"SupportsIncoming", "SupportsKeepAlive", "SupportsLeases", "SupportsQuarantine"},
-        "memory": {"SupportsLeases", "SupportsQuarantine"},
-        "fsspec": {"SupportsBatchRead", "SupportsLeases", "SupportsQuarantine"},
+        "local": {
+            "SupportsIncoming",
+            "SupportsKeepAlive",
+            "SupportsLeases",
+            "SupportsQuarantine",
+            "SupportsResults",
+        },
+        "memory": {"SupportsLeases", "SupportsQuarantine", "SupportsResults"},
+        "fsspec": {"SupportsBatchRead", "SupportsLeases", "SupportsQuarantine", "SupportsResults"},
         "read-through": set(),
     }
     assert type(stores["local"].upkeep) is LocalUpkeep

@@ -1,0 +1,76 @@
+"""The Kubernetes Indexed Job and the Slurm array of docs/scale/ do the campaign's work:
+their shard argument, read out of the files, run as separate processes (one per index)
+computes every task once, and a status on a fresh clone then computes nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("av")
+pytest.importorskip("cryptography")
+
+from helpers.scale_campaign import NAME, build_author, clone, count, records
+
+from evidencestore.campaign.protocol import load_campaign
+from evidencestore.campaign.status import evaluate
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "scale"
+
+
+@pytest.fixture(scope="module")
+def author(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_author(tmp_path_factory)
+
+
+def _shards(path: Path, variable: str) -> int:
+    """N of the file's ``evstore campaign work ... --shard $VARIABLE/N`` (one such line)."""
+    text = path.read_text()
+    found = re.findall(r"evstore campaign work \S+ --shard \$" + variable + r"/(\d+)", text)
+    assert len(found) == 1, f"{path}: no single `evstore campaign work NAME --shard ${variable}/N`"
+    return int(found[0])
+
+
+@pytest.mark.parametrize(
+    ("file", "variable", "count_key"),
+    [
+        ("indexed-job.yaml", "JOB_COMPLETION_INDEX", r"completions: (\d+)"),
+        ("slurm-array.sh", "SLURM_ARRAY_TASK_ID", r"--array=0-(\d+)"),
+    ],
+)
+def test_each_index_runs_one_shard_and_together_they_do_all(
+    author: Path, tmp_path: Path, file: str, variable: str, count_key: str
+) -> None:
+    path = DOCS / file
+    n = _shards(path, variable)
+    declared = int(re.findall(count_key, path.read_text())[0])
+    indices = range(declared) if "completions" in count_key else range(declared + 1)
+    assert list(indices) == list(range(n)), f"{file}: {len(indices)} indices for N = {n}"
+    remote = tmp_path / "remote"
+    shutil.copytree(author.parent / "remote", remote, ignore=shutil.ignore_patterns("results"))
+    key = str(author.parent / "p" / "keys" / "worker")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for i in indices:  # one process per index, each on a clone of its own
+        w = clone(author, tmp_path / f"w{i}", remote)
+        shard = f"${variable}/{n}".replace(f"${variable}", str(i))
+        done = subprocess.run(
+            [sys.executable, "-m", "evidencestore", "campaign", "work", NAME, "--shard", shard,
+             "--sign", key, "--root", str(w)],
+            capture_output=True, text=True, env=env, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    entries = list((remote / "results").rglob("*.json"))
+    assert len(entries) == count(author)  # every task once, by one shard
+    fresh = clone(author, tmp_path / "fresh", remote)
+    ev = evaluate(fresh, load_campaign(fresh, NAME), recheck=0)
+    assert (ev.computed, ev.decoded) == (0, 0)
+    alone = tmp_path / "alone-remote"
+    shutil.copytree(author.parent / "remote", alone, ignore=shutil.ignore_patterns("results"))
+    own = clone(author, tmp_path / "own", alone)
+    assert records(ev) == records(evaluate(own, load_campaign(own, NAME)))

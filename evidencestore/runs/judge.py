@@ -139,7 +139,7 @@ def judge(
 
 #: A completion whose text is longer than this is encoded into the store piece by
 #: piece (the bytes of one encoding of it), never whole in memory beside its text.
-COMPLETION_PIECE = 4 << 20
+COMPLETION_PIECE = 1 << 20
 _COMPLETION_HEAD = b'{"kind":"evidencestore/completion","text":"'
 
 

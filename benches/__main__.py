@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, one after another, each printing its table.
 
-``python -m benches [--quick] [core|verify|media|remotes|runs|rate|llm|report|lpips ...]``.
+``python -m benches [--quick] [core|verify|media|remotes|runs|rate|llm|llm_memory|report|lpips ...]``.
 Needs Debian's b3sum and ffmpeg, and the AWS CLI for the remotes benchmark. The AIPerf
 comparison (``python -m benches.bench_aiperf``) runs only when asked (``aiperf``), with
 AIPerf installed in an environment of its own.
@@ -11,7 +11,18 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("core", "verify", "media", "remotes", "runs", "rate", "llm", "report", "lpips")
+SUITES = (
+    "core",
+    "verify",
+    "media",
+    "remotes",
+    "runs",
+    "rate",
+    "llm",
+    "llm_memory",
+    "report",
+    "lpips",
+)
 ON_REQUEST = ("aiperf",)
 
 
@@ -21,7 +32,9 @@ def main(argv: list[str]) -> int:
     for name in chosen:
         print(f"\n## {name}\n", flush=True)
         module = importlib.import_module(f"benches.bench_{name}")
-        module.main(quick if name in ("core", "verify", "media", "rate", "llm") else [])
+        module.main(
+            quick if name in ("core", "verify", "media", "rate", "llm", "llm_memory") else []
+        )
     return 0
 
 

@@ -6,8 +6,11 @@ check`` (every frame and sample decoded, hashed, checked; a CLI process includin
 interpreter start-up) against ``ffmpeg -threads 0 -i clip.mp4 -map 0:v:0 -map 0:a:0 -f
 null -`` (Debian's ffmpeg): the same video and audio streams, decoded with the same
 threads setting as evstore (``thread_count`` 0, automatic; frame and slice threads).
-The ratio is ffmpeg's time over evstore's (issue 14: at least 0.9x). Peak RSS of checking
-the long clip is compared with the 5 s clip, each measured in a fresh process.
+The ratio is ffmpeg's time over evstore's. Targets (issue 39's decision): the 60 s clip
+as a CLI process at least 0.9x; the 5 s clip as a library call (``check()`` in this
+process, no interpreter or PyAV start-up) at least 0.9x, and as a CLI process at least
+0.8x. Peak RSS of checking the long clip is compared with the 5 s clip, each measured
+in a fresh process.
 
 evstore runs with bytecode caching on (under a temporary ``PYTHONPYCACHEPREFIX``), as an
 installed package does, so a ``PYTHONDONTWRITEBYTECODE`` environment does not make every
@@ -189,14 +192,15 @@ def main(argv: list[str] | None = None) -> str:
             ours, theirs = medians[f"evstore {key}"], medians[f"ffmpeg {key}"]
             ratio = theirs / ours
             gated = key == "5" or long_seconds == 60
+            bar = 0.8 if key == "5" else 0.9  # the 5 s bar of the CLI (issue 39)
             rows.append(
                 [
                     what,
                     f"{ours:.3f} s",
                     f"{theirs:.3f} s",
                     f"{ratio:.2f}x",
-                    ">= 0.9x" if gated else "(informative; 60 s without --quick)",
-                    ("ok" if ratio >= 0.9 else "MISSED") if gated else "",
+                    f">= {bar}x" if gated else "(informative; 60 s without --quick)",
+                    ("ok" if ratio >= bar else "MISSED") if gated else "",
                 ]
             )
             if against:
@@ -212,14 +216,15 @@ def main(argv: list[str] | None = None) -> str:
                     ]
                 )
         lib = _in_process(short, work / "e5.toml", ffmpeg, repeats)
+        lib_ratio = lib["ffmpeg"] / lib["evstore"]
         rows.append(
             [
                 "same 5 s check as a library call (no interpreter or CLI start-up)",
                 f"{lib['evstore']:.3f} s",
                 f"{lib['ffmpeg']:.3f} s",
-                f"{lib['ffmpeg'] / lib['evstore']:.2f}x",
-                "(informative)",
-                "",
+                f"{lib_ratio:.2f}x",
+                ">= 0.9x",
+                "ok" if lib_ratio >= 0.9 else "MISSED",
             ]
         )
         startup = _timed({"evstore --version": [*EVSTORE, "--version"]}, repeats)

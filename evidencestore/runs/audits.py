@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from ..digest import new_hasher
 from ..errors import EvidenceStoreError
 from ..storage import BlobStore
 from .models import Audit, AuditFinding, RequestRecord, RequestSpec, Workload
@@ -35,6 +36,19 @@ __all__ = ["audit_run", "content_identity"]
 _NO_SEED = object()
 
 
+class _Channel(msgspec.Struct, forbid_unknown_fields=False):
+    name: str
+    text: msgspec.Raw
+
+
+class _Identity(msgspec.Struct, forbid_unknown_fields=False):
+    """What identifies a stored completion's content, its texts as their JSON bytes."""
+
+    text: msgspec.Raw
+    token_ids: msgspec.Raw = msgspec.Raw(b"null")
+    channels: tuple[_Channel, ...] = ()
+
+
 def content_identity(record: RequestRecord, store: BlobStore) -> tuple[Any, ...] | None:
     """What identifies an output's content: an LLM output's decoded completion, a media
     output's decoded streams' roots (from the stored media check) or, without either,
@@ -42,20 +56,24 @@ def content_identity(record: RequestRecord, store: BlobStore) -> tuple[Any, ...]
     if record.body is None or record.failure is not None:
         return None
     if record.completion is not None:
-        from ..runs.streams import COMPLETION_MEDIA_TYPE, Completion
+        from ..runs.streams import COMPLETION_MEDIA_TYPE
 
         try:
             c = msgspec.json.decode(
-                store.get(record.completion.digest, record.completion.size), type=Completion
+                store.get(record.completion.digest, record.completion.size), type=_Identity
             )
         except (EvidenceStoreError, msgspec.DecodeError, msgspec.ValidationError):
             return ("bytes", record.body.digest)
-        return (
-            COMPLETION_MEDIA_TYPE,
-            c.token_ids,
-            c.text,
-            tuple((ch.name, ch.text) for ch in c.channels),
-        )
+        # The fields as encoded (one encoder writes every completion, so equal values
+        # are equal bytes), hashed: a huge text is neither decoded nor kept.
+        hasher = new_hasher()
+        parts: list[msgspec.Raw | bytes] = [c.token_ids, c.text]
+        for ch in c.channels:
+            parts += [ch.name.encode(), ch.text]
+        for raw in parts:
+            hasher.update(len(memoryview(raw)).to_bytes(8, "little"))
+            hasher.update(raw)
+        return (COMPLETION_MEDIA_TYPE, hasher.hexdigest())
     if record.media is not None and record.media.verdict in ("PASS", "INCONCLUSIVE"):
         from ..media.records import CheckReport
 

@@ -26,10 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import BadAnswer, EvidenceStoreError
+from ..digest import hash_bytes
+from ..errors import BadAnswer, EvidenceStoreError, IntegrityError
 from ..models import Descriptor
+from .body import BodySink
 from .models import Failure, MediaOutcome, Phase, RequestRecord, RequestSpec
-from .streams import COMPLETION_MEDIA_TYPE, StreamOutcome, event_times, stream_metrics
+from .streams import (
+    COMPLETION_MEDIA_TYPE,
+    Completion,
+    StreamOutcome,
+    event_times,
+    stream_metrics,
+)
 from .tokenizer import TokenCounter
 from .transport import Observation, utc_precise
 from .untrusted import is_json, parse_json
@@ -40,6 +48,7 @@ if TYPE_CHECKING:
     from .endpoints import Endpoint
 
 __all__ = [
+    "COMPLETION_PIECE",
     "READ_BACK_MAX",
     "Expected",
     "Slot",
@@ -47,6 +56,7 @@ __all__ = [
     "check_output",
     "judge",
     "request_record",
+    "store_completion",
 ]
 
 #: The largest output read back whole: a stream examined, a JSON output checked.
@@ -102,15 +112,17 @@ def judge(
                     f"{READ_BACK_MAX}",
                 )
             else:
-                if data is None:
-                    data = store.get(body.digest, body.size)
-                stream = endpoint.read_back(data, obs, expected.request, expected.stream)
+                stream = endpoint.read_back(
+                    _read_back(store, body) if data is None else data,
+                    obs,
+                    expected.request,
+                    expected.stream,
+                )
+                data = None  # the raw output is not held while its completion is stored
                 if stream is not None and stream.output_tokens_from is None and expected.tokenizer:
                     stream = _counted(stream, expected.tokenizer)
                 if stream is not None:
-                    completion = store.put(
-                        msgspec.json.encode(stream.completion), COMPLETION_MEDIA_TYPE
-                    )
+                    completion = store_completion(store, stream.completion)
         else:
             bad = check_json(store, body)
             if bad is not None:
@@ -123,6 +135,50 @@ def judge(
     return request_record(
         obs, slot, payload=payload, body=body, media=media, stream=stream, completion=completion
     )
+
+
+#: A completion whose text is longer than this is encoded into the store piece by
+#: piece (the bytes of one encoding of it), never whole in memory beside its text.
+COMPLETION_PIECE = 1 << 20
+_COMPLETION_HEAD = b'{"kind":"evidencestore/completion","text":"'
+
+
+def store_completion(store: LocalBlobStore, completion: Completion) -> Descriptor:
+    """Store a completion's JSON encoding. A long text is encoded
+    :data:`COMPLETION_PIECE` characters at a time into a body sink (JSON escapes each
+    character on its own, so the bytes are those of ``msgspec.json.encode``)."""
+    text = completion.text
+    if len(text) <= COMPLETION_PIECE:
+        return store.put(msgspec.json.encode(completion), COMPLETION_MEDIA_TYPE)
+    rest = msgspec.json.encode(msgspec.structs.replace(completion, text=""))
+    if not rest.startswith(_COMPLETION_HEAD):  # the field order is the model's
+        raise AssertionError(f"a completion encodes as {rest[:80]!r}")
+    sink = BodySink(store)
+    try:
+        sink.write(_COMPLETION_HEAD)
+        for at in range(0, len(text), COMPLETION_PIECE):
+            sink.write(msgspec.json.encode(text[at : at + COMPLETION_PIECE])[1:-1])
+        sink.write(rest[len(_COMPLETION_HEAD) :])
+        sink.finish()
+    except BaseException:
+        sink.discard()
+        raise
+    return sink.publish(COMPLETION_MEDIA_TYPE)
+
+
+def _read_back(store: LocalBlobStore, body: Descriptor) -> bytearray:
+    """A stored output's bytes, verified, read into one buffer of its size (no chunks
+    joined: a huge stream is held once)."""
+    path = store.path_of(body.digest)
+    data = bytearray(body.size)
+    with open(path, "rb", buffering=0) as fh:
+        got = fh.readinto(data)
+        while got < body.size and (n := fh.readinto(memoryview(data)[got:])):
+            got += n
+        more = fh.read(1)
+    if got != body.size or more or hash_bytes(data).digest != body.digest:
+        raise IntegrityError(f"{path}: the stored output is not {body.digest} ({body.size} bytes)")
+    return data
 
 
 def _counted(stream: StreamOutcome, tokenizer: TokenCounter) -> StreamOutcome:

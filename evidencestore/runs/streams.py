@@ -128,31 +128,46 @@ class SseEvent:
     end: int
 
 
-def sse_events(data: bytes) -> list[SseEvent]:
+def sse_events(data: bytes | bytearray) -> list[SseEvent]:
     """The events of an SSE stream (a trailing event without its blank line is dropped,
     as a client would drop it)."""
-    out: list[SseEvent] = []
+    return [SseEvent(name, bytes(value), end) for name, value, end in _sse_views(data)]
+
+
+def _sse_views(data: bytes | bytearray) -> list[tuple[str, memoryview | bytes, int]]:
+    """:func:`sse_events` without copies: each event's data is a view of ``data``
+    (joined only when it spans several ``data:`` lines), so an event as large as the
+    stream is never held twice."""
+    view = memoryview(data)
+    out: list[tuple[str, memoryview | bytes, int]] = []
     name = ""
-    lines: list[bytes] = []
+    lines: list[memoryview] = []
     for m in _LINE.finditer(data):
-        line = m.group(1)
-        if not line:
+        start, end = m.span(1)
+        if start == end:
             if lines:
-                out.append(SseEvent(name or "message", b"\n".join(lines), m.end()))
+                value = lines[0] if len(lines) == 1 else b"\n".join(lines)
+                out.append((name or "message", value, m.end()))
                 if len(out) > _MAX_EVENTS:
                     break
             name, lines = "", []
             continue
-        if line.startswith(b":"):
+        if data[start] == _COLON:
             continue
-        field, _, value = line.partition(b":")
-        if value.startswith(b" "):
-            value = value[1:]
-        if field == b"data":
-            lines.append(value)
-        elif field == b"event":
-            name = value.decode("utf-8", "replace")
+        colon = data.find(b":", start, end)
+        field_end = end if colon < 0 else colon
+        at = end if colon < 0 else colon + 1
+        if at < end and data[at] == _SPACE:
+            at += 1
+        if field_end - start == 4 and data.startswith(b"data", start):
+            lines.append(view[at:end])
+        elif field_end - start == 5 and data.startswith(b"event", start):
+            name = bytes(view[at:end]).decode("utf-8", "replace")
     return out
+
+
+_COLON, _SPACE = ord(":"), ord(" ")
+_DONE = re.compile(rb"[ \t\n\r\x0b\x0c]*\[DONE\][ \t\n\r\x0b\x0c]*\Z")  # bytes.strip()'s
 
 
 class _S(msgspec.Struct, forbid_unknown_fields=False):
@@ -269,7 +284,7 @@ def _pieces(choice: _Choice, chat: bool, stream: bool) -> dict[ChannelName, str]
 
 
 def examine(
-    data: bytes,
+    data: bytes | bytearray,
     chunk_ns: Sequence[int],
     chunk_end: Sequence[int],
     request: RequestSpec,
@@ -296,24 +311,25 @@ def examine(
     failure: Failure | None = None
     message: str | None = None
     done = False
+    events: list[tuple[str, memoryview | bytes, int]]
     if stream:
-        events = sse_events(data)
+        events = _sse_views(data)
     else:
-        events = [SseEvent("message", data, len(data))] if data.strip() else []
-    for n, ev in enumerate(events):
-        when = _arrival(chunk_ns, chunk_end, ev.end) if chunk_ns else 0
-        if ev.name == "error":
+        events = [("message", memoryview(data), len(data))] if data and not data.isspace() else []
+    for n, (ev_name, ev_data, ev_end) in enumerate(events):
+        when = _arrival(chunk_ns, chunk_end, ev_end) if chunk_ns else 0
+        if ev_name == "error":
             failure = "stream-error"
-            message = f"event {n}: the server sent an error event: {ev.data[:300]!r}"
+            message = f"event {n}: the server sent an error event: {bytes(ev_data[:300])!r}"
             break
-        if stream and ev.data.strip() == b"[DONE]":
+        if stream and _DONE.match(ev_data):
             done = True
             event_ns.append(when)
             event_tokens.append(0)
             continuous.append(None)
             break
         try:
-            chunk = msgspec.json.decode(ev.data, type=_Chunk)
+            chunk = msgspec.json.decode(ev_data, type=_Chunk)
         except RecursionError:
             failure, message = "invalid-response", f"event {n}: nested too deeply"
             break

@@ -23,7 +23,8 @@ The package, one job a module:
   directories, then a judgement per bundle), with ``_checks`` (what the registration
   alone decides) and ``_walk`` (the directory walk and where directories resolve);
 - ``_shares``: many bundles split bundle by bundle across forked workers that each run
-  the pipeline (given no inventory, each also decodes its own registrations); a failed
+  the pipeline (given no inventory, each also decodes its own registrations, a
+  batch of directories at a time, so memory stays flat in the number of bundles); a failed
   worker's share is redone here, so the report never depends on forking;
 - ``_base``: the registrations at a base revision, read in one git batch;
 - ``render``: the report for people and CI (text, GitHub annotations, step summary).

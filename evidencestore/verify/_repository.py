@@ -22,7 +22,7 @@ from ..staging import staging_name, stale_staging_dirs
 from ..storage import BlobStore
 from ._base import base_findings
 from ._pipeline import Context, Early, start_early
-from ._shares import dir_shares, verify_bundles, verify_dir_shares
+from ._shares import BATCH_DIRS, dir_shares, verify_bundles, verify_dir_shares
 
 __all__ = [
     "RemoteChecker",
@@ -136,11 +136,10 @@ def _verify_repository(
             observer(Tick("verify", 0, total, "bundles", what="hashing every entry"))
         plain = frozenset(d.name for d in dirs.dirs if not d.is_symlink())
         ctx = Context(repo, store, require_available, plain)
-        shares = (
-            dir_shares(ctx, dirs)
-            if bundles is None and base is None and remote_checker is None
-            else []
-        )
+        whole = bundles is None and base is None and remote_checker is None
+        shares = dir_shares(ctx, dirs) if whole else []
+        if not shares and whole and len(dirs.dirs) > BATCH_DIRS:
+            shares = [dirs.dirs]  # not forked: still loaded a batch at a time, here
         if shares:  # many bundles: each worker also loads its own registrations
             found, parts = verify_dir_shares(ctx, dirs, shares)
             found[:0] = dirs.findings

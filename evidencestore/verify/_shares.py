@@ -23,6 +23,7 @@ from ..models import BundleReport, Finding, Registration
 from ._pipeline import Context, Early, pipeline
 
 __all__ = [
+    "BATCH_DIRS",
     "LARGE_BUNDLE",
     "SPLIT_MIN_BUNDLES",
     "dir_shares",
@@ -45,6 +46,12 @@ SPLIT_MIN_BUNDLES = 64
 # A worker's share with a bundle of this many entries hashes on forked workers of its
 # own (one large bundle among many small ones would otherwise be hashed on one core).
 LARGE_BUNDLE = 2000
+
+# A worker loads, verifies and drops its registrations this many bundle directories at
+# a time: its memory stays that of one batch (plus the small reports) however many
+# bundles the repository holds, and the time per entry stays flat (no heap of every
+# registration for the cyclic collector to walk again and again).
+BATCH_DIRS = 1000
 
 
 def forked(
@@ -153,11 +160,7 @@ def verify_dir_shares(
     import msgspec
 
     def run(share: list[os.DirEntry[str]]) -> bytes:
-        part = dirs.load(share)
-        regs = part.registrations
-        large = any(len(r.manifest.entries) >= LARGE_BUNDLE for r in regs.values())
-        reports = pipeline(ctx, regs, threads=None if large else 1)
-        return msgspec.msgpack.encode((part.findings, reports))
+        return msgspec.msgpack.encode(_batched(ctx, dirs, share, threads=1))
 
     decoder = msgspec.msgpack.Decoder(tuple[list[Finding], list[BundleReport]])
 
@@ -167,12 +170,29 @@ def verify_dir_shares(
         return decoder.decode(data)
 
     def redo(share: list[os.DirEntry[str]]) -> tuple[list[Finding], list[BundleReport]]:
-        part = dirs.load(share)
-        return part.findings, pipeline(ctx, part.registrations)
+        return _batched(ctx, dirs, share, threads=None)
 
     found: list[Finding] = []
     reports: list[BundleReport] = []
     for got in forked(run, parts, decode, redo):
         found.extend(got[0])
         reports.extend(got[1])
+    return found, reports
+
+
+def _batched(
+    ctx: Context, dirs: BundleDirs, share: list[os.DirEntry[str]], threads: int | None
+) -> tuple[list[Finding], list[BundleReport]]:
+    """The findings and reports of ``share``, loaded and verified :data:`BATCH_DIRS`
+    directories at a time (each batch's registrations dropped once judged); a batch
+    holding a large bundle hashes on forked workers of its own (``threads`` None)."""
+    found: list[Finding] = []
+    reports: list[BundleReport] = []
+    for at in range(0, len(share), BATCH_DIRS):
+        part = dirs.load(share[at : at + BATCH_DIRS])
+        regs = part.registrations
+        large = any(len(r.manifest.entries) >= LARGE_BUNDLE for r in regs.values())
+        found.extend(part.findings)
+        reports.extend(pipeline(ctx, regs, threads=None if large else threads))
+        del part, regs
     return found, reports

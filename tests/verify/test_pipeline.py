@@ -372,3 +372,43 @@ def test_the_plan_is_frozen_and_says_what_is_hashed(tmp_path: Path) -> None:
     assert [entry.path for entry, _ in elsewhere.jobs] == ["a.txt"]
     assert elsewhere.unavailable == 1
     assert [(f.code, f.severity) for f in elsewhere.findings] == [("unavailable", "error")]
+
+
+def test_many_bundles_are_loaded_verified_and_dropped_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However many bundles, a verifier holds one batch of registrations at a time
+    (memory flat in the repository's size), and the report is exactly the one of the
+    whole inventory loaded at once."""
+    import evidencestore.verify._repository as repository_module
+    from evidencestore.inventory import BundleDirs, load_inventory
+
+    root = _split_repo(tmp_path)
+    (root / "evidence/b10/bundle.json").write_text("{not json")  # invalid-registration
+    (root / "evidence/stray.txt").write_text("s")  # stray-file
+    monkeypatch.setenv("EVSTORE_NO_FORK", "1")  # the batches of one process, here
+    whole = verify_repository(root, inventory=load_inventory(root))
+    loaded: list[int] = []
+    verified: list[int] = []
+    real_load, real_pipeline = BundleDirs.load, shares_module.pipeline
+
+    def load(self: BundleDirs, dirs: Any = None) -> Any:
+        loaded.append(len(self.dirs if dirs is None else dirs))
+        return real_load(self, dirs)
+
+    def pipeline(ctx: Context, regs: Any, **kw: Any) -> Any:
+        verified.append(len(regs))
+        return real_pipeline(ctx, regs, **kw)
+
+    monkeypatch.setattr(BundleDirs, "load", load)
+    monkeypatch.setattr(shares_module, "pipeline", pipeline)
+    monkeypatch.setattr(shares_module, "BATCH_DIRS", 7)
+    monkeypatch.setattr(repository_module, "BATCH_DIRS", 7)
+    batched = verify_repository(root)
+    assert loaded == [7] * 11 + [4]  # 81 directories (stray.txt among them), 7 at a time
+    # b10 does not decode, stray.txt is no bundle: neither is verified
+    assert verified == [7, 6, *[7] * 9, 3]
+    assert batched == whole
+    assert not batched.ok
+    assert {f.code for f in batched.findings} >= {"invalid-registration", "stray-file"}
+    assert [r.name for r in batched.bundles] == [f"b{b:02d}" for b in range(80) if b != 10]

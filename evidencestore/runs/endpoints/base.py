@@ -39,7 +39,7 @@ class Endpoint(ABC):
         """The exact bytes of request ``index`` (a pure function of the workload)."""
 
     def read_back(
-        self, data: bytes, observation: Observation, request: RequestSpec, stream: bool
+        self, data: bytes | bytearray, observation: Observation, request: RequestSpec, stream: bool
     ) -> StreamOutcome | None:
         """What a delivered output says once read back (LLM endpoints: the events timed,
         the completion, a stream failure); None for an output that is not a stream."""

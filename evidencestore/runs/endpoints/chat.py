@@ -67,7 +67,7 @@ class ChatEndpoint(Endpoint):
         return json_payload(body)
 
     def read_back(
-        self, data: bytes, observation: Observation, request: RequestSpec, stream: bool
+        self, data: bytes | bytearray, observation: Observation, request: RequestSpec, stream: bool
     ) -> StreamOutcome | None:
         return examine(
             data,

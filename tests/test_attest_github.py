@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("securesystemslib")
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from helpers.paths import DATA, ROOT
 from helpers.remotes import run
 from helpers.repos import add_bundle, init_repo
 
@@ -27,8 +28,8 @@ from evidencestore.dsse import sign_run, sign_set_aside
 from evidencestore.inventory import load_registration, registration_path
 from evidencestore.remotes import local_store
 
-TOP = Path(__file__).resolve().parent.parent
-RECORDS = Path(__file__).parent / "data" / "legacy_records"
+TOP = ROOT
+RECORDS = DATA / "legacy_records"
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from pathlib import Path
 
 import pytest
 
@@ -15,6 +14,7 @@ pytest.importorskip("securesystemslib")
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from helpers.paths import DATA
 
 from evidencestore._canonical import canonical, decode
 from evidencestore.attest import verify_attestation
@@ -31,7 +31,7 @@ from evidencestore.dsse import (
     verify_run_signature,
 )
 
-LEGACY = Path(__file__).parent / "data" / "legacy_corpus"
+LEGACY = DATA / "legacy_corpus"
 LEGACY_KEYID = "e55489dd5d464648cd65e7fece1e5a65da935d58cad8c4d8771c481ae60397ca"
 
 

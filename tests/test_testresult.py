@@ -18,6 +18,7 @@ pytest.importorskip("securesystemslib")
 pytest.importorskip("in_toto_attestation")
 
 import google.protobuf.json_format as pb_json
+from helpers.paths import DATA
 from helpers.remotes import run
 from in_toto_attestation.predicates.test_result.v0 import test_result_pb2
 from in_toto_attestation.v1 import statement_pb2
@@ -30,7 +31,7 @@ from evidencestore.dsse import Statement, load_private_key, sign_statement
 from evidencestore.media.records import Verdict
 from evidencestore.testresult import PREDICATE_TEST_RESULT, RESULTS
 
-LEGACY = Path(__file__).parent / "data" / "legacy_corpus" / "repo"
+LEGACY = DATA / "legacy_corpus" / "repo"
 EV = "evidence"
 
 

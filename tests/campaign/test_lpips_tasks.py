@@ -18,8 +18,8 @@ pytest.importorskip("av")
 pytest.importorskip("torch")
 pytest.importorskip("lpips")
 
+from helpers.campaigns import commit, git, init_git_repo, protocol_text, write_protocol
 from helpers.remotes import run, set_remotes
-from test_campaign_flow import _git_repo, commit, git, protocol_text, write_protocol
 
 from evidencestore.campaign.protocol import load_campaign
 from evidencestore.campaign.status import evaluate
@@ -84,7 +84,7 @@ def _backbone(where: Path) -> Path:
 def author(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("lp")
     root = tmp / "author"
-    _git_repo(root)
+    init_git_repo(root)
     text = protocol_text(NAME, [("baseline", 2), ("near", 1)], ("5s",))
     text = text.replace("min_runs = 3", "min_runs = 2").replace(
         "[quality]\n", "[quality]\nlpips = true\n"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from test_campaign_flow import _git_repo, commit, git, lsb_render, protocol_text, write_protocol
 
 from evidencestore.campaign.protocol import load_campaign
 from evidencestore.campaign.status import CampaignEvaluation
@@ -16,6 +15,7 @@ from evidencestore.campaign.tasks import plan
 from evidencestore.cli import main
 from evidencestore.dsse import generate_key
 from evidencestore.testing.video_server import sample_workload, serve_video
+from helpers.campaigns import commit, git, init_git_repo, lsb_render, protocol_text, write_protocol
 
 from .remotes import run, set_remotes
 
@@ -46,7 +46,7 @@ def build_author(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (``remote/`` beside it), its worker key at ``p/keys/worker``."""
     tmp = tmp_path_factory.mktemp("scale")
     root = tmp / "author"
-    _git_repo(root)
+    init_git_repo(root)
     src = _protocol(tmp / "p")
     assert main(["campaign", "init", NAME, "--protocol", str(src), "--root", str(root)]) == 0
     commit(root, "protocol", ".gitignore", f"evidence/{NAME}")

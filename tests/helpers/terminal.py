@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
+
+from helpers.paths import ROOT
 
 ENV = {
     **os.environ,
-    "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), *sys.path]),
+    "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
     "TERM": "xterm",
 }
 

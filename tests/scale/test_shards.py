@@ -16,12 +16,13 @@ import pytest
 pytest.importorskip("av")
 pytest.importorskip("cryptography")
 
+from helpers.paths import DOCS
 from helpers.scale_campaign import NAME, build_author, clone, count, records
 
 from evidencestore.campaign.protocol import load_campaign
 from evidencestore.campaign.status import evaluate
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "scale"
+SCALE_DOCS = DOCS / "scale"
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def _shards(path: Path, variable: str) -> int:
 def test_each_index_runs_one_shard_and_together_they_do_all(
     author: Path, tmp_path: Path, file: str, variable: str, count_key: str
 ) -> None:
-    path = DOCS / file
+    path = SCALE_DOCS / file
     n = _shards(path, variable)
     declared = int(re.findall(count_key, path.read_text())[0])
     indices = range(declared) if "completions" in count_key else range(declared + 1)

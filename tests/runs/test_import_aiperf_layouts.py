@@ -180,11 +180,15 @@ def test_impossible_values_refuse_the_import(
 
 RACE = """
 import sys
+import time
 from pathlib import Path
 from evidencestore.cli import main
 go = Path(sys.argv[3])
+give_up = time.monotonic() + 60
 while not go.exists():
-    pass
+    if time.monotonic() > give_up:
+        raise SystemExit("go file never appeared: " + str(go))
+    time.sleep(0.001)
 raise SystemExit(main(["import", "aiperf", sys.argv[1], "--name", sys.argv[2],
                        "--root", sys.argv[4]]))
 """

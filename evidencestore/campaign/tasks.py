@@ -197,7 +197,9 @@ def parse_shard(text: str) -> tuple[int, int]:
     except ValueError:
         i = n = -1
     if not sep or n < 1 or not 0 <= i < n:
-        raise ConfigError(f"--shard {text!r}: expected I/N with 0 <= I < N (e.g. 0/4)")
+        raise ConfigError(
+            f"{{shard}} {text!r}: expected I/N with 0 <= I < N (e.g. 0/4)", parameters=("shard",)
+        )
     return i, n
 
 

@@ -102,7 +102,9 @@ def _read(store: BlobStore, digest: str, size: int) -> bytearray:
     view = memoryview(data)
     with store.open(digest, size) as reader:
         got = 0
-        while n := reader.readinto(view[got : got + _PIECE] if got < size else bytearray(1)):
+        while n := reader.readinto(
+            view[got : got + _PIECE] if got < size else memoryview(bytearray(1))
+        ):
             got += n  # past ``size``, the reader raises; at its end, it checks the digest
     return data
 

@@ -132,20 +132,51 @@ class Completion(Model, frozen=True, kw_only=True, omit_defaults=False):
         return "content", position - sum(c for n, c in self.segments if n != "content")
 
 
+class _Escaped:
+    """A long JSON string with escapes as the stream holds it (``raw``, quotes
+    included), and the offsets in it (quotes left out) where it is cut into pieces that
+    decode on their own: never inside an escape, between the two escapes of a surrogate
+    pair, or inside a UTF-8 sequence."""
+
+    __slots__ = ("cuts", "raw")
+
+    def __init__(self, raw: msgspec.Raw, cuts: Sequence[int]) -> None:
+        self.raw, self.cuts = raw, tuple(cuts)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def pieces(self) -> Iterator[str]:
+        """The string decoded, one piece at a time."""
+        inner = memoryview(self.raw)[1:-1]
+        for a, b in itertools.pairwise((0, *self.cuts, len(inner))):
+            piece = bytearray(b'"')
+            piece += inner[a:b]
+            piece += b'"'
+            yield msgspec.json.decode(piece, type=str)
+
+
 class Text:
     """One channel's text as it arrived: its decoded pieces (``str``, not joined) and,
-    for a long JSON string written without escapes, that string as the stream holds it
-    (``msgspec.Raw``, quotes included: a view, checked to be valid UTF-8 without control
-    characters, so exactly the bytes of its JSON encoding). ``str(text)`` decodes it."""
+    for a long JSON string, that string as the stream holds it (a view, quotes
+    included): written without escapes, a ``msgspec.Raw`` checked to be valid UTF-8
+    without control characters, so exactly the bytes of its JSON encoding; with
+    escapes, checked to decode, and decoded again a piece at a time when it is encoded.
+    ``str(text)`` decodes it all."""
 
     __slots__ = ("parts",)
 
-    def __init__(self, parts: Sequence[str | msgspec.Raw] = ()) -> None:
-        self.parts: tuple[str | msgspec.Raw, ...] = tuple(parts)
+    def __init__(self, parts: Sequence[str | msgspec.Raw | _Escaped] = ()) -> None:
+        self.parts: tuple[str | msgspec.Raw | _Escaped, ...] = tuple(parts)
 
     def __str__(self) -> str:
         return "".join(
-            p if isinstance(p, str) else str(memoryview(p)[1:-1], "utf-8") for p in self.parts
+            p
+            if isinstance(p, str)
+            else msgspec.json.decode(p.raw, type=str)
+            if isinstance(p, _Escaped)
+            else str(memoryview(p)[1:-1], "utf-8")
+            for p in self.parts
         )
 
     def __bool__(self) -> bool:
@@ -163,16 +194,17 @@ class Text:
     def encoded(self, piece: int = _PIECE) -> Iterator[bytes | memoryview]:
         """The JSON encoding of the text, quotes left out, piece by piece: a decoded
         piece encoded ``piece`` characters at a time (JSON escapes each character on its
-        own, so the pieces are the bytes of ``msgspec.json.encode(str(text))``), a kept
-        string as views of ``piece`` bytes."""
+        own, so the pieces are the bytes of ``msgspec.json.encode(str(text))``), a
+        string without escapes as views of ``piece`` bytes."""
         for part in self.parts:
-            if isinstance(part, str):
-                for at in range(0, len(part), piece):
-                    yield msgspec.json.encode(part[at : at + piece])[1:-1]
-            else:
+            if isinstance(part, msgspec.Raw):
                 view = memoryview(part)[1:-1]
                 for at in range(0, len(view), piece):
                     yield view[at : at + piece]
+                continue
+            for decoded in part.pieces() if isinstance(part, _Escaped) else (part,):
+                for at in range(0, len(decoded), piece):
+                    yield msgspec.json.encode(decoded[at : at + piece])[1:-1]
 
 
 @dataclass(frozen=True)
@@ -306,32 +338,62 @@ class _NotPlain(Exception):
     """A text the long-event decoding does not take as it is: the plain decoding decides."""
 
 
-_Piece = str | msgspec.Raw
+_Piece = str | msgspec.Raw | _Escaped
 #: A choice's texts: content, reasoning_content, reasoning (its holder's) and text.
 _Texts = tuple[_Piece | None, _Piece | None, _Piece | None, _Piece | None]
 
 
 def _text(raw: msgspec.Raw) -> _Piece | None:
-    """A text field of a long event: None, the string decoded, or, long and without
-    escapes, the string kept as it is once its bytes are checked to be UTF-8 (the decoder
-    that skipped it checked the rest: quotes, no control character). :class:`_NotPlain`
-    for anything that is not a string or null."""
+    """A text field of a long event: None, the string decoded or, long, the string kept
+    as it is (:class:`Text`) once it is checked: without escapes, that its bytes are
+    UTF-8 (the decoder that skipped it checked the rest: quotes, no control character);
+    with escapes, that it decodes piece by piece. :class:`_NotPlain` for anything that
+    is not a string or null."""
     view = memoryview(raw)
-    if len(view) > LONG and view[0] == _QUOTE and _BACKSLASH.search(view) is None:
-        decoder = codecs.getincrementaldecoder("utf-8")()
+    if len(view) > LONG and view[0] == _QUOTE:
         inner = view[1:-1]
         try:
-            for at in range(0, len(inner), _PIECE):
-                decoder.decode(inner[at : at + _PIECE])
-            decoder.decode(b"", True)
-        except UnicodeDecodeError as exc:
+            if _BACKSLASH.search(view) is None:
+                decoder = codecs.getincrementaldecoder("utf-8")()
+                for at in range(0, len(inner), _PIECE):
+                    decoder.decode(inner[at : at + _PIECE])
+                decoder.decode(b"", True)
+                return raw
+            cuts = _cuts(inner)
+            if cuts is not None:
+                escaped = _Escaped(raw, cuts)
+                for _ in escaped.pieces():
+                    pass
+                return escaped
+        except (UnicodeDecodeError, msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise _NotPlain from exc
-        return raw
     try:
         value: str | None = msgspec.json.decode(view, type=str | None)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise _NotPlain from exc
     return value
+
+
+#: Where a JSON string may be cut: after six bytes without a backslash (no escape, the
+#: longest being ``\uXXXX``, runs over the cut), before a byte that starts a character.
+_CUT = re.compile(rb"[^\\]{6}(?![\x80-\xbf])")
+
+
+def _cuts(inner: memoryview) -> list[int] | None:
+    """Offsets about :data:`_PIECE` bytes apart where the JSON string ``inner`` (its
+    quotes left out) can be cut (:data:`_CUT`); None where no place within
+    :data:`LONG` bytes of one will do (a string of escapes: decoded whole)."""
+    cuts: list[int] = []
+    at = _PIECE
+    while at < len(inner):
+        m = _CUT.search(inner, at - 6)
+        if m is None or m.end() - at > LONG:
+            return None
+        if m.end() >= len(inner):
+            break
+        cuts.append(m.end())
+        at = m.end() + _PIECE
+    return cuts
 
 
 def _raw_texts(choice: _RawChoice, chat: bool, stream: bool) -> _Texts:

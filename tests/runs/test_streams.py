@@ -4,6 +4,7 @@ decoding of every event gives."""
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 from pathlib import Path
 
@@ -51,7 +52,8 @@ def _both(
 
 
 def _kept(outcome: StreamOutcome, channel: streams.ChannelName = "content") -> bool:
-    return any(isinstance(p, msgspec.Raw) for p in outcome.texts[channel].parts)
+    """Whether a text is kept as the stream's bytes (not decoded while it is read)."""
+    return any(not isinstance(p, str) for p in outcome.texts[channel].parts)
 
 
 @pytest.mark.parametrize("text", [ASCII, UNICODE], ids=["ascii", "utf-8"])
@@ -70,8 +72,31 @@ def test_a_long_text_without_escapes_is_kept_and_reads_as_decoded(
     assert a == b and store.get(a.digest) == msgspec.json.encode(plain.completion)
 
 
-def test_a_long_text_with_escapes_is_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
-    text = ASCII[:LONG] + 'a "quote" \\ and a\nnewline \u00e9' + ASCII[LONG:]
+@pytest.mark.parametrize("ascii", [True, False], ids=["ascii", "utf-8"])
+@pytest.mark.parametrize("piece", [1 << 20, 1000, 7])
+def test_a_long_text_with_escapes_is_kept_and_stored_as_decoded(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, piece: int, ascii: bool
+) -> None:
+    """Escapes of every kind (surrogate pairs, ``\\u00e9`` for UTF-8 text, ``\\/``), the
+    string cut into pieces that decode on their own (``piece``: where the cuts fall),
+    and stored as the encoding of the decoded text."""
+    text = ASCII[:LONG] + 'a "quote" \\ and a\nnew/line \u00e9\U0001f600 ' * 50 + UNICODE
+    event = json.dumps({"choices": [{"delta": {"content": text}}]}, ensure_ascii=ascii)
+    event = event.replace("/", "\\/")
+    monkeypatch.setattr(streams, "_PIECE", piece)
+    kept, plain = _both(monkeypatch, _sse(event.encode(), FINISH))
+    assert _kept(kept) and kept == plain and kept.completion.text == text
+    monkeypatch.setattr(judge_module, "COMPLETION_PIECE", 1000)
+    store = local_store(tmp_path)
+    desc = judge_module.store_completion(store, kept)
+    assert store.get(desc.digest) == msgspec.json.encode(plain.completion)
+
+
+def test_a_string_of_escapes_with_nowhere_to_cut_is_decoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = '"\\\n' * LONG
+    monkeypatch.setattr(streams, "_PIECE", 1000)
     kept, plain = _both(monkeypatch, _sse(_delta(content=text), FINISH))
     assert not _kept(kept) and kept == plain and kept.completion.text == text
 
@@ -127,26 +152,34 @@ def test_the_texts_are_encoded_piece_by_piece_as_one_encoding() -> None:
     raw = msgspec.json.decode(
         msgspec.json.encode({"t": "caf\u00e9 ok"}), type=dict[str, msgspec.Raw]
     )
-    text = Text(['a "b" \\ \u00e9\n', raw["t"], "\U0001f600"])
-    assert str(text) == 'a "b" \\ \u00e9\ncaf\u00e9 ok\U0001f600' and text
+    escaped = streams._Escaped(msgspec.Raw(rb'"\u00e9t\u00e9 \ud83d\ude00 x\ny"'), [6, 14])
+    text = Text(['a "b" \\ \u00e9\n', raw["t"], escaped, "\U0001f600"])
+    assert str(text) == 'a "b" \\ \u00e9\ncaf\u00e9 ok\u00e9t\u00e9 \U0001f600 x\ny\U0001f600'
+    assert text
     assert not Text() and not Text(["", msgspec.Raw(b'""')])
     whole = msgspec.json.encode(str(text))[1:-1]
     for piece in (1, 2, 3, 1 << 20):
         assert b"".join(bytes(p) for p in text.encoded(piece)) == whole
 
 
-def test_a_huge_event_is_recorded_and_identified_within_1_3x_its_size(tmp_path: Path) -> None:
+@pytest.mark.parametrize("line", [b"lorem ipsum dolor sit amet ", b"lorem ipsum dolor\\n"])
+def test_a_huge_event_is_recorded_and_identified_within_1_3x_its_size(
+    tmp_path: Path, line: bytes
+) -> None:
     """The library's recorder (the runner's judge): a 20 MB event read back from the
     store is held once (tracemalloc: Python's allocations, deterministic), its text not
-    decoded, its completion written a piece at a time; the audit reads the completion
-    once. Before: the stream and the decoded text together, 2x."""
+    decoded whole (with escapes: a piece at a time), its completion written a piece at
+    a time; the audit reads the completion once. Before: the stream and the decoded
+    text together, 2x (3x with escapes)."""
     size = 20_000_000
     body = tmp_path / "body.sse"
     with body.open("wb") as fh:
         fh.write(b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"')
-        piece = (b"lorem ipsum dolor sit amet " * ((1 << 20) // 27 + 1))[: 1 << 20]
+        piece = (line * ((1 << 20) // len(line) + 1))[: 1 << 20]
+        escapes = 0
         for at in range(0, size, len(piece)):
             fh.write(piece[: size - at])
+            escapes += piece[: size - at].count(b"\\")
         fh.write(b'"}}]}\n\n' + _sse(FINISH))
     (tmp_path / "repo" / "evidence").mkdir(parents=True)
     run = open_run(
@@ -171,5 +204,8 @@ def test_a_huge_event_is_recorded_and_identified_within_1_3x_its_size(tmp_path: 
     assert (audited - before) / size < 1.3
     stored = run.store.get(rec.completion.digest)
     completion = msgspec.json.decode(stored, type=streams.Completion)
-    assert len(completion.text) == size and completion.text.startswith("lorem ipsum dolor")
+    assert completion.text.startswith("lorem ipsum dolor")
+    if b"\\" in line:  # decoded, pieces joined at the right places
+        assert "\\" not in completion.text and "dolor\nlorem" in completion.text
+    assert len(completion.text) == size - escapes
     assert msgspec.json.encode(completion) == stored

@@ -150,18 +150,13 @@ def store_completion(store: LocalBlobStore, completion: Completion | StreamOutco
     :data:`COMPLETION_PIECE` characters at a time (:meth:`Text.encoded`) into a body
     sink, between the pieces of the encoding of the rest: the bytes are those of
     ``msgspec.json.encode(completion)``."""
+    # Its texts in field order (the content, then each channel's), all replaced below.
+    head = completion.head if isinstance(completion, StreamOutcome) else completion
     if isinstance(completion, StreamOutcome):
-        head, texts = completion.head, completion.texts
+        texts = completion.texts
+        order = [texts.get("content", Text()), *(texts.get(c.name, Text()) for c in head.channels)]
     else:
-        head = msgspec.structs.replace(
-            completion,
-            text="",
-            channels=tuple(msgspec.structs.replace(c, text="") for c in completion.channels),
-        )
-        texts = {"content": Text([completion.text])}
-        texts.update({c.name: Text([c.text]) for c in completion.channels})
-    # The texts in field order: the content, then each channel's.
-    order = [texts.get("content", Text()), *(texts.get(c.name, Text()) for c in head.channels)]
+        order = [Text([completion.text]), *(Text([c.text]) for c in completion.channels)]
     if sum(len(p) for t in order for p in t.parts) <= COMPLETION_PIECE:
         whole = msgspec.structs.replace(
             head,

@@ -33,11 +33,14 @@ counts 1 in ``event_tokens`` (a marker: the per-event split is unknown) and the 
 metrics use the total.
 
 Memory: an event is decoded from a view of the stream, never copied; in an event longer
-than :data:`LONG` a text longer than ``LONG`` written without escapes (valid UTF-8: then
-its bytes are exactly its JSON encoding) is kept as those bytes, a :class:`Text` part,
-not decoded; deltas are not joined. So a 100 MB event is held once, as the stream, until
-its completion is stored (``judge.store_completion``); :attr:`StreamOutcome.completion`
-decodes the texts only when asked for.
+than :data:`LONG` a text longer than ``LONG`` is kept as the stream's bytes (a
+:class:`Text` part), not decoded: written without escapes, once checked to be UTF-8
+(then its bytes are exactly its JSON encoding); with escapes, once checked to decode a
+piece at a time, and decoded again piece by piece as it is stored. Deltas are not
+joined. So a 100 MB event is held once, as the stream, until its completion is stored
+(``judge.store_completion``); :attr:`StreamOutcome.completion` decodes the texts only
+when asked for. Anything such an event holds that the plain decoding would refuse goes
+to the plain decoding, so values and error messages are those of the plain decoding.
 """
 
 from __future__ import annotations
@@ -401,7 +404,8 @@ def _raw_texts(choice: _RawChoice, chat: bool, stream: bool) -> _Texts:
     text = _text(choice.text)
     for other in (choice.message, choice.delta):
         if other is not None and other is not holder:  # checked as the plain decoding does
-            _text(other.content), _text(other.reasoning_content), _text(other.reasoning)
+            for raw in (other.content, other.reasoning_content, other.reasoning):
+                _text(raw)
     if holder is None:
         return None, None, None, text
     return _text(holder.content), _text(holder.reasoning_content), _text(holder.reasoning), text

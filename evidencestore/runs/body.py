@@ -131,7 +131,7 @@ class Spool:
         self._fh: BinaryIO | None = None
         self._lock = -1
 
-    def append(self, chunk: bytes) -> int:
+    def append(self, chunk: bytes | memoryview) -> int:
         """Append ``chunk``; return its offset."""
         if self._fh is None:
             self.tmp, self._fh, self._lock = _locked_temporary(self.store)
@@ -177,7 +177,7 @@ class BodySink:
         self._lock = -1
         self._budget = budget
         self._held = 0  # bytes reserved in the budget: those kept in memory
-        self._memory: list[bytes] | None = None
+        self._memory: list[bytes | memoryview] | None = None
         self._spool = spool
         self._segments: list[tuple[int, int]] | None = None  # in the spool
         if budget is not None and budget.left > 0:
@@ -196,8 +196,10 @@ class BodySink:
             self._budget.give(self._held)
         self._held = 0
 
-    def write(self, chunk: bytes) -> None:
-        """Hash and write one chunk; :class:`BodyTooLarge` (nothing written) past the limit."""
+    def write(self, chunk: bytes | memoryview) -> None:
+        """Hash and write one chunk (a view must not change until the body is published:
+        a small one is kept as it is); :class:`BodyTooLarge` (nothing written) past the
+        limit."""
         if self.limit is not None and self.size + len(chunk) > self.limit:
             raise BodyTooLarge(self.limit)
         self._hasher.update(chunk)

@@ -20,6 +20,7 @@ applies, in this order and only to a delivered output (no failure yet):
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from .streams import (
     COMPLETION_MEDIA_TYPE,
     Completion,
     StreamOutcome,
+    Text,
     event_times,
     stream_metrics,
 )
@@ -122,7 +124,7 @@ def judge(
                 if stream is not None and stream.output_tokens_from is None and expected.tokenizer:
                     stream = _counted(stream, expected.tokenizer)
                 if stream is not None:
-                    completion = store_completion(store, stream.completion)
+                    completion = store_completion(store, stream)
         else:
             bad = check_json(store, body)
             if bad is not None:
@@ -137,28 +139,58 @@ def judge(
     )
 
 
-#: A completion whose text is longer than this is encoded into the store piece by
-#: piece (the bytes of one encoding of it), never whole in memory beside its text.
+#: A completion whose texts are longer than this is encoded into the store piece by
+#: piece (the bytes of one encoding of it), never whole in memory beside its texts.
 COMPLETION_PIECE = 1 << 20
-_COMPLETION_HEAD = b'{"kind":"evidencestore/completion","text":"'
 
 
-def store_completion(store: LocalBlobStore, completion: Completion) -> Descriptor:
-    """Store a completion's JSON encoding. A long text is encoded
-    :data:`COMPLETION_PIECE` characters at a time into a body sink (JSON escapes each
-    character on its own, so the bytes are those of ``msgspec.json.encode``)."""
-    text = completion.text
-    if len(text) <= COMPLETION_PIECE:
-        return store.put(msgspec.json.encode(completion), COMPLETION_MEDIA_TYPE)
-    rest = msgspec.json.encode(msgspec.structs.replace(completion, text=""))
-    if not rest.startswith(_COMPLETION_HEAD):  # the field order is the model's
-        raise AssertionError(f"a completion encodes as {rest[:80]!r}")
+def store_completion(store: LocalBlobStore, completion: Completion | StreamOutcome) -> Descriptor:
+    """Store a completion's JSON encoding (a stream's: its texts as they were read,
+    ``StreamOutcome.texts``, not decoded). Long texts are encoded
+    :data:`COMPLETION_PIECE` characters at a time (:meth:`Text.encoded`) into a body
+    sink, between the pieces of the encoding of the rest: the bytes are those of
+    ``msgspec.json.encode(completion)``."""
+    # Its texts in field order (the content, then each channel's), all replaced below.
+    head = completion.head if isinstance(completion, StreamOutcome) else completion
+    if isinstance(completion, StreamOutcome):
+        texts = completion.texts
+        order = [texts.get("content", Text()), *(texts.get(c.name, Text()) for c in head.channels)]
+    else:
+        order = [Text([completion.text]), *(Text([c.text]) for c in completion.channels)]
+    if sum(len(p) for t in order for p in t.parts) <= COMPLETION_PIECE:
+        whole = msgspec.structs.replace(
+            head,
+            text=str(order[0]),
+            channels=tuple(
+                msgspec.structs.replace(c, text=str(t))
+                for c, t in zip(head.channels, order[1:], strict=True)
+            ),
+        )
+        return store.put(msgspec.json.encode(whole), COMPLETION_MEDIA_TYPE)
+    # Each text's place in the encoding, marked by a string no server can have sent.
+    marks = [f"\x00{secrets.token_hex(16)}:{i}\x00" for i in range(len(order))]
+    marked = msgspec.json.encode(
+        msgspec.structs.replace(
+            head,
+            text=marks[0],
+            channels=tuple(
+                msgspec.structs.replace(c, text=m)
+                for c, m in zip(head.channels, marks[1:], strict=True)
+            ),
+        )
+    )
     sink = BodySink(store)
     try:
-        sink.write(_COMPLETION_HEAD)
-        for at in range(0, len(text), COMPLETION_PIECE):
-            sink.write(msgspec.json.encode(text[at : at + COMPLETION_PIECE])[1:-1])
-        sink.write(rest[len(_COMPLETION_HEAD) :])
+        rest = marked
+        for mark, text in zip(marks, order, strict=True):
+            before, found, rest = rest.partition(msgspec.json.encode(mark))
+            if not found:  # pragma: no cover - the encoder's own field order
+                raise AssertionError(f"a completion encodes as {marked[:80]!r}")
+            sink.write(before + b'"')
+            for piece in text.encoded(COMPLETION_PIECE):
+                sink.write(piece)
+            sink.write(b'"')
+        sink.write(rest)
         sink.finish()
     except BaseException:
         sink.discard()
@@ -184,13 +216,15 @@ def _read_back(store: LocalBlobStore, body: Descriptor) -> bytearray:
 def _counted(stream: StreamOutcome, tokenizer: TokenCounter) -> StreamOutcome:
     """A stream whose server gave no token count, counted by the pinned tokenizer
     (every channel's text)."""
-    c = stream.completion
-    n = tokenizer.count(c.text) + sum(tokenizer.count(ch.text) for ch in c.channels)
+    texts = stream.texts
+    n = tokenizer.count(str(texts.get("content", ""))) + sum(
+        tokenizer.count(str(texts.get(c.name, ""))) for c in stream.head.channels
+    )
     return replace(
         stream,
         output_tokens=n,
         output_tokens_from="tokenizer",
-        completion=msgspec.structs.replace(c, output_tokens=n),
+        head=msgspec.structs.replace(stream.head, output_tokens=n),
     )
 
 
@@ -332,7 +366,7 @@ def request_record(
         send_lag_s=(o.sent_ns - o.intended_ns) / 1e9 if o.intended_ns is not None else None,
         events=event_times(stream, o.sent_ns) if stream is not None else None,
         completion=completion,
-        finish_reason=stream.completion.finish_reason if stream is not None else None,
+        finish_reason=stream.head.finish_reason if stream is not None else None,
         ttft_s=metrics.ttft_s if metrics else None,
         ttft_visible_s=metrics.ttft_visible_s if metrics else None,
         itl_s=metrics.itl_s if metrics else None,

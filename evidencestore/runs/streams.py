@@ -31,15 +31,26 @@ text (``tokenizer.py``, applied by the judge). ``output_tokens`` is that count, 
 ``usage``, ``tokenizer``); with none of them it is None, never the number of events. Where only the total is known, each content event
 counts 1 in ``event_tokens`` (a marker: the per-event split is unknown) and the per-token
 metrics use the total.
+
+Memory: an event is decoded from a view of the stream, never copied; in an event longer
+than :data:`LONG` a text longer than ``LONG`` is kept as the stream's bytes (a
+:class:`Text` part), not decoded: written without escapes, once checked to be UTF-8
+(then its bytes are exactly its JSON encoding); with escapes, once checked to decode a
+piece at a time, and decoded again piece by piece as it is stored. Deltas are not
+joined. So a 100 MB event is held once, as the stream, until its completion is stored
+(``judge.store_completion``); :attr:`StreamOutcome.completion` decodes the texts only
+when asked for. Anything such an event holds that the plain decoding would refuse goes
+to the plain decoding, so values and error messages are those of the plain decoding.
 """
 
 from __future__ import annotations
 
 import bisect
+import codecs
 import itertools
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
@@ -49,11 +60,13 @@ from .models import EventTimes, Failure, RequestSpec
 
 __all__ = [
     "COMPLETION_MEDIA_TYPE",
+    "LONG",
     "Channel",
     "Completion",
     "SseEvent",
     "StreamMetrics",
     "StreamOutcome",
+    "Text",
     "event_gaps",
     "event_times",
     "examine",
@@ -67,6 +80,10 @@ COMPLETION_MEDIA_TYPE = "application/vnd.evidencestore.completion+json"
 _LINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n)")
 _MAX_EVENTS = 4_000_000
 _TOKEN_ID = re.compile(r"token_id:[0-9]{1,12}")
+#: An event longer than this has its long texts kept as their bytes (see module doc).
+LONG = 1 << 16
+_BACKSLASH = re.compile(rb"\\")
+_PIECE = 1 << 20
 
 #: Where a request's output token count came from (``"events"``: records made before
 #: per-token accounting, which counted content events when the server gave no usage).
@@ -118,6 +135,81 @@ class Completion(Model, frozen=True, kw_only=True, omit_defaults=False):
         return "content", position - sum(c for n, c in self.segments if n != "content")
 
 
+class _Escaped:
+    """A long JSON string with escapes as the stream holds it (``raw``, quotes
+    included), and the offsets in it (quotes left out) where it is cut into pieces that
+    decode on their own: never inside an escape, between the two escapes of a surrogate
+    pair, or inside a UTF-8 sequence."""
+
+    __slots__ = ("cuts", "raw")
+
+    def __init__(self, raw: msgspec.Raw, cuts: Sequence[int]) -> None:
+        self.raw, self.cuts = raw, tuple(cuts)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def pieces(self) -> Iterator[str]:
+        """The string decoded, one piece at a time."""
+        inner = memoryview(self.raw)[1:-1]
+        for a, b in itertools.pairwise((0, *self.cuts, len(inner))):
+            piece = bytearray(b'"')
+            piece += inner[a:b]
+            piece += b'"'
+            yield msgspec.json.decode(piece, type=str)
+
+
+class Text:
+    """One channel's text as it arrived: its decoded pieces (``str``, not joined) and,
+    for a long JSON string, that string as the stream holds it (a view, quotes
+    included): written without escapes, a ``msgspec.Raw`` checked to be valid UTF-8
+    without control characters, so exactly the bytes of its JSON encoding; with
+    escapes, checked to decode, and decoded again a piece at a time when it is encoded.
+    ``str(text)`` decodes it all."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: Sequence[str | msgspec.Raw | _Escaped] = ()) -> None:
+        self.parts: tuple[str | msgspec.Raw | _Escaped, ...] = tuple(parts)
+
+    def __str__(self) -> str:
+        return "".join(
+            p
+            if isinstance(p, str)
+            else msgspec.json.decode(p.raw, type=str)
+            if isinstance(p, _Escaped)
+            else str(memoryview(p)[1:-1], "utf-8")
+            for p in self.parts
+        )
+
+    def __bool__(self) -> bool:
+        return any(len(p) > (0 if isinstance(p, str) else 2) for p in self.parts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Text) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __repr__(self) -> str:
+        return f"Text({self.parts!r})"
+
+    def encoded(self, piece: int = _PIECE) -> Iterator[bytes | memoryview]:
+        """The JSON encoding of the text, quotes left out, piece by piece: a decoded
+        piece encoded ``piece`` characters at a time (JSON escapes each character on its
+        own, so the pieces are the bytes of ``msgspec.json.encode(str(text))``), a
+        string without escapes as views of ``piece`` bytes."""
+        for part in self.parts:
+            if isinstance(part, msgspec.Raw):
+                view = memoryview(part)[1:-1]
+                for at in range(0, len(view), piece):
+                    yield view[at : at + piece]
+                continue
+            for decoded in part.pieces() if isinstance(part, _Escaped) else (part,):
+                for at in range(0, len(decoded), piece):
+                    yield msgspec.json.encode(decoded[at : at + piece])[1:-1]
+
+
 @dataclass(frozen=True)
 class SseEvent:
     """One dispatched server-sent event: its name, data, and the byte offset just past
@@ -166,7 +258,7 @@ def _sse_views(data: bytes | bytearray) -> list[tuple[str, memoryview | bytes, i
     return out
 
 
-_COLON, _SPACE = ord(":"), ord(" ")
+_COLON, _SPACE, _QUOTE = ord(":"), ord(" "), ord('"')
 _DONE = re.compile(rb"[ \t\n\r\x0b\x0c]*\[DONE\][ \t\n\r\x0b\x0c]*\Z")  # bytes.strip()'s
 
 
@@ -217,6 +309,135 @@ class _Chunk(_S):
     error: Any = None
 
 
+# The same shapes with their texts left as JSON (views of the event), for a long event.
+_NULL = msgspec.Raw(b"null")
+
+
+class _RawDelta(_S):
+    content: msgspec.Raw = _NULL
+    role: str | None = None
+    reasoning_content: msgspec.Raw = _NULL
+    reasoning: msgspec.Raw = _NULL
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _RawChoice(_S):
+    index: int = 0
+    delta: _RawDelta | None = None
+    message: _RawDelta | None = None
+    text: msgspec.Raw = _NULL
+    finish_reason: str | None = None
+    logprobs: Any = None
+    token_ids: list[int] | None = None
+
+
+class _RawChunk(_S):
+    choices: list[_RawChoice] = msgspec.field(default_factory=list)
+    usage: _Usage | None = None
+    error: Any = None
+
+
+class _NotPlain(Exception):
+    """A text the long-event decoding does not take as it is: the plain decoding decides."""
+
+
+_Piece = str | msgspec.Raw | _Escaped
+#: A choice's texts: content, reasoning_content, reasoning (its holder's) and text.
+_Texts = tuple[_Piece | None, _Piece | None, _Piece | None, _Piece | None]
+
+
+def _text(raw: msgspec.Raw) -> _Piece | None:
+    """A text field of a long event: None, the string decoded or, long, the string kept
+    as it is (:class:`Text`) once it is checked: without escapes, that its bytes are
+    UTF-8 (the decoder that skipped it checked the rest: quotes, no control character);
+    with escapes, that it decodes piece by piece. :class:`_NotPlain` for anything that
+    is not a string or null."""
+    view = memoryview(raw)
+    if len(view) > LONG and view[0] == _QUOTE:
+        inner = view[1:-1]
+        try:
+            if _BACKSLASH.search(view) is None:
+                decoder = codecs.getincrementaldecoder("utf-8")()
+                for at in range(0, len(inner), _PIECE):
+                    decoder.decode(inner[at : at + _PIECE])
+                decoder.decode(b"", True)
+                return raw
+            cuts = _cuts(inner)
+            if cuts is not None:
+                escaped = _Escaped(raw, cuts)
+                for _ in escaped.pieces():
+                    pass
+                return escaped
+        except (UnicodeDecodeError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _NotPlain from exc
+    try:
+        value: str | None = msgspec.json.decode(view, type=str | None)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise _NotPlain from exc
+    return value
+
+
+#: Where a JSON string may be cut: after six bytes without a backslash (no escape, the
+#: longest being ``\uXXXX``, runs over the cut), before a byte that starts a character.
+_CUT = re.compile(rb"[^\\]{6}(?![\x80-\xbf])")
+
+
+def _cuts(inner: memoryview) -> list[int] | None:
+    """Offsets about :data:`_PIECE` bytes apart where the JSON string ``inner`` (its
+    quotes left out) can be cut (:data:`_CUT`); None where no place within
+    :data:`LONG` bytes of one will do (a string of escapes: decoded whole)."""
+    cuts: list[int] = []
+    at = _PIECE
+    while at < len(inner):
+        m = _CUT.search(inner, at - 6)
+        if m is None or m.end() - at > LONG:
+            return None
+        if m.end() >= len(inner):
+            break
+        cuts.append(m.end())
+        at = m.end() + _PIECE
+    return cuts
+
+
+def _raw_texts(choice: _RawChoice, chat: bool, stream: bool) -> _Texts:
+    holder = (choice.delta if stream else choice.message) if chat else None
+    text = _text(choice.text)
+    for other in (choice.message, choice.delta):
+        if other is not None and other is not holder:  # checked as the plain decoding does
+            for raw in (other.content, other.reasoning_content, other.reasoning):
+                _text(raw)
+    if holder is None:
+        return None, None, None, text
+    return _text(holder.content), _text(holder.reasoning_content), _text(holder.reasoning), text
+
+
+def _plain_texts(choice: _Choice, chat: bool, stream: bool) -> _Texts:
+    holder = (choice.delta if stream else choice.message) if chat else None
+    if holder is None:
+        return None, None, None, choice.text
+    return holder.content, holder.reasoning_content, holder.reasoning, choice.text
+
+
+def _decode(
+    data: memoryview | bytes, chat: bool, stream: bool
+) -> tuple[_Chunk | _RawChunk, _Texts]:
+    """One event decoded, with its first choice's texts: an event longer than
+    :data:`LONG` with its long texts kept as their bytes (module doc), when every text
+    in it is a string or null; otherwise, and for anything the long decoding refuses,
+    exactly as the plain decoding gives it (its value or its error)."""
+    if len(data) > LONG:
+        try:
+            raw = msgspec.json.decode(data, type=_RawChunk)
+            texts = [_raw_texts(c, chat, stream) for c in raw.choices]
+        except (msgspec.DecodeError, msgspec.ValidationError, _NotPlain, RecursionError):
+            pass  # the plain decoding below says what is wrong, in its own words
+        else:
+            return raw, texts[0] if texts else (None, None, None, None)
+    chunk = msgspec.json.decode(data, type=_Chunk)
+    first = chunk.choices[0] if chunk.choices else None
+    return chunk, _plain_texts(first, chat, stream) if first else (None, None, None, None)
+
+
 def _logprobs(value: Any) -> tuple[list[str], list[float]]:
     """Tokens and logprobs from chat (``content: [{token, logprob}]``) or completions
     (``tokens``, ``token_logprobs``) shapes."""
@@ -236,18 +457,34 @@ def _logprobs(value: Any) -> tuple[list[str], list[float]]:
 class StreamOutcome:
     """What a streamed (or plain JSON) LLM output says once read back: its failure, if
     any, each event's arrival (monotonic ns) and token count, the decoded completion
-    (stored: ``completion``), the output tokens with their source (see the module doc),
-    whether it was streamed, and the arrival of its first visible (``content``) token."""
+    (stored: :attr:`completion`) as ``head`` (the completion with every text empty) and
+    ``texts`` (each channel's :class:`Text`, undecoded: it may hold views of the stream),
+    the output tokens with their source (see the module doc), whether it was streamed,
+    and the arrival of its first visible (``content``) token."""
 
     failure: Failure | None
     message: str | None
     event_ns: tuple[int, ...]
     event_tokens: tuple[int, ...]
-    completion: Completion
+    head: Completion
     output_tokens: int | None
     output_tokens_from: TokenSource | None
     streamed: bool = True
     visible_ns: int | None = None
+    texts: Mapping[ChannelName, Text] = field(default_factory=dict)
+
+    @property
+    def completion(self) -> Completion:
+        """The completion with its texts decoded (anew at each access: a huge text is
+        held only by whoever asked for it)."""
+        head, texts = self.head, self.texts
+        return msgspec.structs.replace(
+            head,
+            text=str(texts.get("content", "")),
+            channels=tuple(
+                msgspec.structs.replace(c, text=str(texts.get(c.name, ""))) for c in head.channels
+            ),
+        )
 
 
 def _arrival(times: Sequence[int], ends: Sequence[int], end: int) -> int:
@@ -257,29 +494,32 @@ def _arrival(times: Sequence[int], ends: Sequence[int], end: int) -> int:
     return times[min(i, len(times) - 1)]
 
 
-def _pieces(choice: _Choice, chat: bool, stream: bool) -> dict[ChannelName, str]:
-    """The text each channel got from one choice of one event."""
+def _pieces(
+    choice: _Choice | _RawChoice, texts: _Texts, chat: bool, stream: bool
+) -> dict[ChannelName, _Piece]:
+    """The text each channel got from one choice of one event (``texts``: its own)."""
+    content, reasoning_content, reasoning, text = texts
     if not chat:
-        return {"content": choice.text} if choice.text else {}
+        return {"content": text} if text else {}
     holder = choice.delta if stream else choice.message
     if holder is None:
         return {}
-    out: dict[ChannelName, str] = {}
-    reasoning = holder.reasoning_content or holder.reasoning
-    if reasoning:
-        out["reasoning"] = reasoning
-    if holder.content:
-        out["content"] = holder.content
+    out: dict[ChannelName, _Piece] = {}
+    reasoned = reasoning_content or reasoning
+    if reasoned:
+        out["reasoning"] = reasoned
+    if content:
+        out["content"] = content
     if holder.tool_calls:
-        text = "".join(
+        calls = "".join(
             f"[{c.index}]{c.function.name or ''}{c.function.arguments or ''}"
             if c.function.name
             else (c.function.arguments or "")
             for c in holder.tool_calls
             if c.function is not None
         )
-        if text:
-            out["tool_calls"] = text
+        if calls:
+            out["tool_calls"] = calls
     return out
 
 
@@ -294,7 +534,7 @@ def examine(
 ) -> StreamOutcome:
     """Decode a stored LLM output (see module doc); chunk ``i`` of the stream arrived at
     ``chunk_ns[i]`` with ``chunk_end[i]`` bytes received so far."""
-    texts: dict[ChannelName, list[str]] = {c: [] for c in CHANNELS}
+    texts: dict[ChannelName, list[_Piece]] = {c: [] for c in CHANNELS}
     counts: dict[ChannelName, int] = dict.fromkeys(CHANNELS, 0)
     segments: list[tuple[ChannelName, int]] = []
     ids: list[int] = []
@@ -329,7 +569,7 @@ def examine(
             continuous.append(None)
             break
         try:
-            chunk = msgspec.json.decode(ev_data, type=_Chunk)
+            chunk, first_texts = _decode(ev_data, chat, stream)
         except RecursionError:
             failure, message = "invalid-response", f"event {n}: nested too deeply"
             break
@@ -344,9 +584,9 @@ def examine(
         if chunk.usage is not None and chunk.usage.completion_tokens is not None:
             usage = cumulative = chunk.usage.completion_tokens
         k = 0
-        got: dict[ChannelName, str] = {}
+        got: dict[ChannelName, _Piece] = {}
         for choice in chunk.choices[:1]:
-            got = _pieces(choice, chat, stream)
+            got = _pieces(choice, first_texts, chat, stream)
             if choice.token_ids is not None:
                 have_ids = True
                 ids.extend(choice.token_ids)
@@ -414,15 +654,15 @@ def examine(
         elif request.max_tokens is not None and output is not None and output > request.max_tokens:
             failure = "invalid-response"
             message = f"{output} output tokens, more than max_tokens = {request.max_tokens}"
-    completion = Completion(
-        text="".join(texts["content"]),
+    head = Completion(
+        text="",
         token_ids=tuple(ids) if have_ids else None,
         tokens=tuple(toks) if have_lps else None,
         logprobs=tuple(lps) if have_lps else None,
         finish_reason=finish,
         output_tokens=output,
         channels=tuple(
-            Channel(name=c, text="".join(texts[c]), tokens=counts[c] if per_event else None)
+            Channel(name=c, text="", tokens=counts[c] if per_event else None)
             for c in CHANNELS
             if c != "content" and texts[c]
         ),
@@ -433,11 +673,12 @@ def examine(
         message=message,
         event_ns=tuple(event_ns),
         event_tokens=tuple(event_tokens),
-        completion=completion,
+        head=head,
         output_tokens=output,
         output_tokens_from=source,
         streamed=stream,
         visible_ns=visible_ns,
+        texts={c: Text(parts) for c, parts in texts.items() if parts},
     )
 
 

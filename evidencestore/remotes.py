@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, TypedDict, TypeVar, Unpack
 
 from . import _steps
 from ._atomic import replacing
@@ -58,6 +58,7 @@ __all__ = [
     "Lease",
     "ReadThroughStore",
     "Remote",
+    "TransferOptions",
     "TransferSummary",
     "configured_remotes",
     "export_blob",
@@ -305,14 +306,23 @@ def _finish(summary: TransferSummary, started: float) -> TransferSummary:
     return summary
 
 
+class TransferOptions(TypedDict, total=False):
+    """The options :func:`push`, :func:`pull` and :func:`fetch` take, as keywords:
+    ``remote`` (a configured remote's name; default: push's first writable one, the
+    remotes in order for pull and fetch), ``jobs`` (parallel transfers, default
+    ``DEFAULT_JOBS``) and ``progress`` (a stream the progress line is drawn on)."""
+
+    remote: str | None
+    jobs: int
+    progress: IO[str] | None
+
+
 def push(
     root: str | os.PathLike[str] | None = None,
     bundles: Iterable[str] | None = None,
     *,
-    remote: str | None = None,
-    jobs: int = DEFAULT_JOBS,
-    progress: IO[str] | None = None,
     repair: bool = False,
+    **options: Unpack[TransferOptions],
 ) -> TransferSummary:
     """Upload every ``store`` entry of ``bundles`` (default: all) that ``remote``
     (default: the first writable one) lacks or holds at the wrong size.
@@ -325,10 +335,11 @@ def push(
     elsewhere); every replaced copy is read back and hashed again (``repaired`` counts
     them). Raises :class:`TransferError` listing every blob that failed.
     """
+    jobs = options.get("jobs", DEFAULT_JOBS)
     base = as_repository(root)
     started = time.monotonic()
     wanted = store_entries(base, bundles)
-    target = _push_target(base, remote)
+    target = _push_target(base, options.get("remote"))
     summary = TransferSummary("push", f"remote {target.name!r}", blobs=len(wanted))
     stored: Mapping[str, int | None] = {}
     if wanted:
@@ -357,7 +368,9 @@ def push(
         missing.sort()
     summary.present = len(wanted) - len(missing)
     cache = base.local_store()
-    bar = Progress(f"push {target.name}", len(missing), sum(s for _, s in missing), progress)
+    bar = Progress(
+        f"push {target.name}", len(missing), sum(s for _, s in missing), options.get("progress")
+    )
 
     def one(item: tuple[str, int]) -> int:
         try:
@@ -430,33 +443,28 @@ def _sources(base: Repository, remote: str | None) -> list[Source]:
 def pull(
     root: str | os.PathLike[str] | None = None,
     bundles: Iterable[str] | None = None,
-    *,
-    remote: str | None = None,
-    jobs: int = DEFAULT_JOBS,
-    progress: IO[str] | None = None,
+    **options: Unpack[TransferOptions],
 ) -> TransferSummary:
     """Fetch every ``store`` entry of ``bundles`` (default: all) missing from the local
     store, from ``remote`` or the remotes in order, verified before caching."""
     base = as_repository(root)
     started = time.monotonic()
     wanted = store_entries(base, bundles)
-    sources = _sources(base, remote)
-    cache = base.local_store()
-    items = sorted(wanted.items())
-    return _download_all("pull", remote, started, sources, cache, items, jobs, progress)
+    sources = _sources(base, options.get("remote"))
+    return _download_all("pull", started, sources, base, sorted(wanted.items()), options)
 
 
 def _download_all(
     action: str,
-    remote: str | None,
     started: float,
     sources: list[Source],
-    cache: LocalBlobStore,
+    base: Repository,
     items: Sequence[tuple[str, int | None]],
-    jobs: int,
-    progress: IO[str] | None,
+    options: TransferOptions,
 ) -> TransferSummary:
     """Fetch every item the local store lacks (or holds corrupt) from ``sources``."""
+    remote, jobs = options.get("remote"), options.get("jobs", DEFAULT_JOBS)
+    cache = base.local_store()
     missing = _unverified(cache, items, jobs)
     summary = TransferSummary(
         action,
@@ -469,7 +477,9 @@ def _download_all(
             f"{len(missing)} blob(s) are not in the local store ({cache.location}) and no "
             "remote is configured: add one with `evstore remote add NAME URL`"
         )
-    bar = Progress(summary.action, len(missing), sum(s or 0 for _, s in missing), progress)
+    bar = Progress(
+        summary.action, len(missing), sum(s or 0 for _, s in missing), options.get("progress")
+    )
 
     def looked_before(digest: str) -> list[str]:
         state = "absent" if cache.size(digest) is None else "wrong size or corrupt"
@@ -489,10 +499,7 @@ def _download_all(
 def fetch(
     root: str | os.PathLike[str] | None,
     digests: Iterable[str],
-    *,
-    remote: str | None = None,
-    jobs: int = DEFAULT_JOBS,
-    progress: IO[str] | None = None,
+    **options: Unpack[TransferOptions],
 ) -> TransferSummary:
     """Make sure each digest is in the local store, verified: a local copy is re-hashed,
     a missing or corrupt one is fetched from ``remote`` or the remotes in order.
@@ -503,11 +510,11 @@ def fetch(
     base = as_repository(root)
     started = time.monotonic()
     wanted = list(dict.fromkeys(parse_digest(d) for d in digests))
-    sources = _sources(base, remote)  # an unknown remote name is an error, cached or not
+    # An unknown remote name is an error, cached or not.
+    sources = _sources(base, options.get("remote"))
     known = _known_sizes(base) if (base.root / "evidence").is_dir() else {}
-    cache = base.local_store()
     items = [(d, known.get(d)) for d in wanted]
-    return _download_all("fetch", remote, started, sources, cache, items, jobs, progress)
+    return _download_all("fetch", started, sources, base, items, options)
 
 
 def export_blob(

@@ -153,26 +153,11 @@ def remote_store(config: RemoteConfig, base: str | os.PathLike[str] = ".") -> Bl
         from .storage import OciBlobStore  # only now: requests
 
         return OciBlobStore(
-            url,
-            read_only=config.read_only,
-            options=config.options,
-            attempts=config.attempts,
-            backoff=config.backoff,
-            max_backoff=config.max_backoff,
-            timeout=config.timeout,
-            min_rate=config.min_rate,
-            deadline_floor=config.deadline_floor,
+            url, read_only=config.read_only, options=config.options, **config.retry()
         )
     from .storage import FsspecBlobStore, RetryPolicy  # only now: fsspec and asyncio
 
-    retry = RetryPolicy(
-        attempts=config.attempts,
-        backoff=config.backoff,
-        max_backoff=config.max_backoff,
-        timeout=config.timeout,
-        min_rate=config.min_rate,
-        deadline_floor=config.deadline_floor,
-    )
+    retry = RetryPolicy(**config.retry())
     return FsspecBlobStore(
         url, read_only=config.read_only, storage_options=dict(config.options), retry=retry
     )
@@ -565,35 +550,25 @@ def verify_remote(
     except StorageError as exc:
         raise StorageError(source.labelled(exc)) from exc
     problems: dict[tuple[str, str, str], Finding] = {}
+
+    def problem(bundle: str, path: str, digest: str, code: str, message: str) -> None:
+        problems[(bundle, path, digest)] = Finding(
+            severity="error", code=code, bundle=bundle, path=path, digest=digest, message=message
+        )
+
     to_hash: list[tuple[str, int]] = []
     for digest, users in refs.items():
         for bundle, path, size in users:
             have = stored.get(digest)
             where = target.store.location_of(digest)
             if have is None:
-                problems[(bundle, path, digest)] = Finding(
-                    severity="error",
-                    code="remote-missing",
-                    bundle=bundle,
-                    path=path,
-                    digest=digest,
-                    message=(
+                problem(bundle, path, digest, "remote-missing",
                         f"{digest} ({size} bytes) is not on remote {remote!r}; looked at {where}"
-                        f"; upload it with `evstore push --remote {remote}`"
-                    ),
-                )
+                        f"; upload it with `evstore push --remote {remote}`")  # fmt: skip
             elif have != size:
-                problems[(bundle, path, digest)] = Finding(
-                    severity="error",
-                    code="remote-size-mismatch",
-                    bundle=bundle,
-                    path=path,
-                    digest=digest,
-                    message=(
+                problem(bundle, path, digest, "remote-size-mismatch",
                         f"{digest} on remote {remote!r} is {have} bytes, expected {size} ({where})"
-                        f"; replace it with `evstore push --repair --remote {remote}`"
-                    ),
-                )
+                        f"; replace it with `evstore push --repair --remote {remote}`")  # fmt: skip
         first_size = users[0][2]
         if deep and stored.get(digest) == first_size:
             to_hash.append((digest, first_size))
@@ -609,14 +584,7 @@ def verify_remote(
             else ""
         )
         for bundle, path, _size in refs[digest]:
-            problems[(bundle, path, digest)] = Finding(
-                severity="error",
-                code=code,
-                bundle=bundle,
-                path=path,
-                digest=digest,
-                message=error.diagnostics() + hint,
-            )
+            problem(bundle, path, digest, code, error.diagnostics() + hint)
     out: dict[str, list[Finding]] = {name: [] for name in registrations}
     for (bundle, _path, _digest), finding in sorted(problems.items()):
         out[bundle].append(finding)

@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 
 import msgspec
 
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RUN_ENTRY",
     "RUN_SIGNATURE",
+    "RecordOptions",
     "RunRecorder",
     "client_environment",
     "load_run",
@@ -173,6 +174,19 @@ def never_started(record: RunRecord) -> bool:
     )
 
 
+class RecordOptions(TypedDict, total=False):
+    """What a run's record says besides its name, arm and workload, as keywords
+    (:class:`RunRecorder`, :func:`open_run`): ``store`` (default: the repository's local
+    store), ``campaign`` (its name), ``protocol_digest``, ``condition`` and
+    ``signing_key`` (signs the record, ``run.dsse.json``)."""
+
+    store: LocalBlobStore | None
+    campaign: str | None
+    protocol_digest: str | None
+    condition: str | None
+    signing_key: Ed25519PrivateKey | None
+
+
 class RunRecorder:
     """A run being recorded in ``repo`` (resolved by the entry point: :func:`open_run`,
     ``run_workload``, an importer); :meth:`seal` registers it as bundle ``name``."""
@@ -185,11 +199,7 @@ class RunRecorder:
         arm: str,
         workload: Descriptor,
         workload_bytes: bytes | None = None,
-        store: LocalBlobStore | None = None,
-        campaign: str | None = None,
-        protocol_digest: str | None = None,
-        condition: str | None = None,
-        signing_key: Ed25519PrivateKey | None = None,
+        **options: Unpack[RecordOptions],
     ) -> None:
         from ..config import as_repository
 
@@ -202,15 +212,16 @@ class RunRecorder:
         self.requested_name = name
         if not arm:
             raise ConfigError("a run needs an arm name ({arm})", parameters=("arm",))
+        store = options.get("store")
         self.store = store if store is not None else self.repo.local_store()
         # gc keeps every blob this run stores or relies on until it is sealed, --grace 0
         # too (storage.leases.ActiveLease); taken before the first put
         self.lease = ActiveLease(self.store)
         self.arm = arm
-        self.campaign = campaign
-        self.protocol_digest = protocol_digest
-        self.condition = condition
-        self.signing_key = signing_key
+        self.campaign = options.get("campaign")
+        self.protocol_digest = options.get("protocol_digest")
+        self.condition = options.get("condition")
+        self.signing_key = options.get("signing_key")
         self.audits: tuple[Audit, ...] = ()  # the runner's audits of the outputs
         self.load: ClientLoad | None = None  # the runner's own load while it sent
         self.goodput: Goodput | None = None  # under the workload's SLO, when it has one
@@ -557,11 +568,7 @@ def open_run(
     *,
     arm: str,
     workload: bytes,
-    store: LocalBlobStore | None = None,
-    campaign: str | None = None,
-    protocol_digest: str | None = None,
-    condition: str | None = None,
-    signing_key: Ed25519PrivateKey | None = None,
+    **options: Unpack[RecordOptions],
 ) -> RunRecorder:
     """Open a run of ``workload`` (the workload file's bytes) by ``arm``, to be registered
     as bundle ``name`` in the repository ``root`` names (:func:`~evidencestore.config.as_repository`:
@@ -575,16 +582,7 @@ def open_run(
 
     desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")
     return RunRecorder(
-        as_repository(root),
-        name,
-        arm=arm,
-        workload=desc,
-        workload_bytes=workload,
-        store=store,
-        campaign=campaign,
-        protocol_digest=protocol_digest,
-        condition=condition,
-        signing_key=signing_key,
+        as_repository(root), name, arm=arm, workload=desc, workload_bytes=workload, **options
     )
 
 

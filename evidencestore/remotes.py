@@ -16,6 +16,7 @@ from typing import IO, TypedDict, TypeVar, Unpack
 
 from . import _steps
 from ._atomic import replacing
+from ._keywords import check_keywords
 from .config import RemoteConfig, Repository, as_repository, local_store
 from .digest import parse_digest
 from .errors import (
@@ -320,6 +321,7 @@ def push(
     elsewhere); every replaced copy is read back and hashed again (``repaired`` counts
     them). Raises :class:`TransferError` listing every blob that failed.
     """
+    check_keywords("push", options, TransferOptions)
     jobs = options.get("jobs", DEFAULT_JOBS)
     base = as_repository(root)
     started = time.monotonic()
@@ -432,6 +434,7 @@ def pull(
 ) -> TransferSummary:
     """Fetch every ``store`` entry of ``bundles`` (default: all) missing from the local
     store, from ``remote`` or the remotes in order, verified before caching."""
+    check_keywords("pull", options, TransferOptions)
     base = as_repository(root)
     started = time.monotonic()
     wanted = store_entries(base, bundles)
@@ -492,6 +495,7 @@ def fetch(
     Sizes are taken from the registrations that mention a digest, when any does.
     Raises :class:`InvalidDigestError` for a malformed digest before any transfer.
     """
+    check_keywords("fetch", options, TransferOptions)
     base = as_repository(root)
     started = time.monotonic()
     wanted = list(dict.fromkeys(parse_digest(d) for d in digests))

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from .._canonical import canonical, loads_json, pretty
+from .._keywords import check_keywords
 from ..digest import hash_bytes
 from ..errors import ConfigError
 from .endpoints import endpoint_for
@@ -576,6 +577,7 @@ def import_aiperf(
     :class:`~.importing.ImportOptions`."""
     from ..config import as_repository
 
+    check_keywords("import_aiperf", options, ImportOptions)
     repo = as_repository(root)
     base = Path(directory)
     if not base.is_dir():

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from .._canonical import canonical, loads_json
+from .._keywords import check_keywords
 from ..bundle import check_bundle_name
 from ..confined import check_file, read_file
 from ..digest import hash_bytes
@@ -272,6 +273,7 @@ def open_import(
     retrospective. The harness files go to ``repo``'s store and the run is registered in
     ``repo``: one repository, resolved once by the importer's entry point. ``observer``
     (``evidencestore.progress``) hears of each file read and stored."""
+    check_keywords("open_import", options, ImportOptions)
     arm = options.get("arm", "imported")
     campaign = options.get("campaign")
     condition = options.get("condition")

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
+from .._keywords import check_keywords
 from ..errors import ConfigError, WorkloadError
 from ..models import Registration
 from ..progress import Observer
@@ -215,8 +216,10 @@ def launch_and_run(
     the server's provenance (see the module). A server that exits or never gets ready is
     a registered ``failed-before-inference`` run with its log."""
     from ..config import as_repository
-    from .preflight import preflight
+    from .preflight import RunOptions, preflight
     from .runner import run_prepared
+
+    check_keywords("launch_and_run", options, RunOptions)
 
     # Everything the run needs is checked, and the run opened, before the server starts.
     prepared = preflight(

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 import msgspec
 
 from .._canonical import canonical, loads_json, pretty
+from .._keywords import check_keywords
 from ..digest import hash_bytes
 from ..errors import ConfigError
 from .importing import (
@@ -367,6 +368,7 @@ def import_loadgen(
     :class:`~.importing.ImportOptions`."""
     from ..config import as_repository
 
+    check_keywords("import_loadgen", options, ImportOptions)
     repo = as_repository(root)
     source = harness_dir(directory, "loadgen")
     result, values, entries = loadgen_result(source)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
 from urllib.parse import urlsplit
 
+from .._keywords import check_keywords
 from ..confined import MAX_CONTROL_FILE, MAX_LOG_FILE, check_file
 from ..errors import ConfigError
 from .fit import CampaignRules
@@ -90,6 +91,7 @@ def preflight(
     **options: Unpack[RunOptions],
 ) -> Prepared:
     """Check everything a run is given and open it (see the module)."""
+    check_keywords("preflight", options, RunOptions)
     configs = options.get("configs", ())
     server_logs = options.get("server_logs", ())
     campaign = options.get("campaign")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 import msgspec
 
 from .._canonical import decode, pretty
+from .._keywords import check_keywords
 from .._version import __version__
 from ..bundle import RepoFile, check_name_free, free_name, register_bundle
 from ..digest import hash_bytes
@@ -203,6 +204,7 @@ class RunRecorder:
     ) -> None:
         from ..config import as_repository
 
+        check_keywords("RunRecorder.__init__", options, RecordOptions)
         self.repo = as_repository(repo)  # the entry points hand theirs over as it is
         self.root = self.repo.root
         try:
@@ -578,6 +580,7 @@ def open_run(
     ``condition`` are recorded as given: a harness is not checked against the protocol
     (``run_workload`` is), and ``campaign status`` excludes a run that does not fit. With
     ``signing_key`` the record is signed (``run.dsse.json``)."""
+    check_keywords("open_run", options, RecordOptions)
     from ..config import as_repository
 
     desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")

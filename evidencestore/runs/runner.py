@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
+from .._keywords import check_keywords
 from ..models import Descriptor, Registration
 from ..progress import Observer, Tick
 from . import polling
@@ -147,6 +148,7 @@ def run_workload(
     ``observer`` (``evidencestore.progress``) of the counts as they move: requests sent,
     done and failed of the total, from the server check on.
     """
+    check_keywords("run_workload", options, RunOptions)
     from ..config import as_repository
 
     prepared = preflight(

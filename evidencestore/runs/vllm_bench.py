@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 import msgspec
 
 from .._canonical import canonical
+from .._keywords import check_keywords
 from ..errors import ConfigError
 from .importing import (
     HarnessDir,
@@ -249,6 +250,7 @@ def import_vllm_bench(
     from ..confined import check_file, read_file
     from .importing import MAX_PARSED_FILE
 
+    check_keywords("import_vllm_bench", options, ImportOptions)
     repo = as_repository(root)
     path = Path(file)
     if not path.is_file():

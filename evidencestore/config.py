@@ -14,7 +14,7 @@ import functools
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypedDict, cast
 
 import msgspec
 from msgspec import Meta
@@ -107,6 +107,18 @@ NonNegativeFloat = Annotated[float, Meta(ge=0)]
 PositiveFloat = Annotated[float, Meta(gt=0)]
 
 
+class RetrySettings(TypedDict):
+    """A remote's retries and deadlines (:class:`RemoteConfig`), as keywords: what
+    ``storage.RetryPolicy`` and ``storage.OciBlobStore`` take."""
+
+    attempts: int
+    backoff: float
+    max_backoff: float
+    timeout: float
+    min_rate: float
+    deadline_floor: float
+
+
 class RemoteConfig(Model, frozen=True):
     """A named remote: an fsspec URL and its storage options (never credentials).
 
@@ -131,6 +143,10 @@ class RemoteConfig(Model, frozen=True):
     min_rate: PositiveFloat = 65536.0
     deadline_floor: NonNegativeFloat = 60.0
     max_unregistered_size: Annotated[int, Meta(ge=0)] = 256 << 20
+
+    def retry(self) -> RetrySettings:
+        """This remote's retry and deadline settings."""
+        return cast(RetrySettings, {k: getattr(self, k) for k in RetrySettings.__annotations__})
 
 
 class LpipsConfig(Model, frozen=True):

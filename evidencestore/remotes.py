@@ -12,10 +12,11 @@ import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, TypedDict, TypeVar, Unpack
 
 from . import _steps
 from ._atomic import replacing
+from ._keywords import check_keywords
 from .config import RemoteConfig, Repository, as_repository, local_store
 from .digest import parse_digest
 from .errors import (
@@ -58,6 +59,7 @@ __all__ = [
     "Lease",
     "ReadThroughStore",
     "Remote",
+    "TransferOptions",
     "TransferSummary",
     "configured_remotes",
     "export_blob",
@@ -152,26 +154,11 @@ def remote_store(config: RemoteConfig, base: str | os.PathLike[str] = ".") -> Bl
         from .storage import OciBlobStore  # only now: requests
 
         return OciBlobStore(
-            url,
-            read_only=config.read_only,
-            options=config.options,
-            attempts=config.attempts,
-            backoff=config.backoff,
-            max_backoff=config.max_backoff,
-            timeout=config.timeout,
-            min_rate=config.min_rate,
-            deadline_floor=config.deadline_floor,
+            url, read_only=config.read_only, options=config.options, **config.retry()
         )
     from .storage import FsspecBlobStore, RetryPolicy  # only now: fsspec and asyncio
 
-    retry = RetryPolicy(
-        attempts=config.attempts,
-        backoff=config.backoff,
-        max_backoff=config.max_backoff,
-        timeout=config.timeout,
-        min_rate=config.min_rate,
-        deadline_floor=config.deadline_floor,
-    )
+    retry = RetryPolicy(**config.retry())
     return FsspecBlobStore(
         url, read_only=config.read_only, storage_options=dict(config.options), retry=retry
     )
@@ -305,14 +292,23 @@ def _finish(summary: TransferSummary, started: float) -> TransferSummary:
     return summary
 
 
+class TransferOptions(TypedDict, total=False):
+    """The options :func:`push`, :func:`pull` and :func:`fetch` take, as keywords:
+    ``remote`` (a configured remote's name; default: push's first writable one, the
+    remotes in order for pull and fetch), ``jobs`` (parallel transfers, default
+    ``DEFAULT_JOBS``) and ``progress`` (a stream the progress line is drawn on)."""
+
+    remote: str | None
+    jobs: int
+    progress: IO[str] | None
+
+
 def push(
     root: str | os.PathLike[str] | None = None,
     bundles: Iterable[str] | None = None,
     *,
-    remote: str | None = None,
-    jobs: int = DEFAULT_JOBS,
-    progress: IO[str] | None = None,
     repair: bool = False,
+    **options: Unpack[TransferOptions],
 ) -> TransferSummary:
     """Upload every ``store`` entry of ``bundles`` (default: all) that ``remote``
     (default: the first writable one) lacks or holds at the wrong size.
@@ -325,10 +321,12 @@ def push(
     elsewhere); every replaced copy is read back and hashed again (``repaired`` counts
     them). Raises :class:`TransferError` listing every blob that failed.
     """
+    check_keywords("push", options, TransferOptions)
+    jobs = options.get("jobs", DEFAULT_JOBS)
     base = as_repository(root)
     started = time.monotonic()
     wanted = store_entries(base, bundles)
-    target = _push_target(base, remote)
+    target = _push_target(base, options.get("remote"))
     summary = TransferSummary("push", f"remote {target.name!r}", blobs=len(wanted))
     stored: Mapping[str, int | None] = {}
     if wanted:
@@ -357,7 +355,9 @@ def push(
         missing.sort()
     summary.present = len(wanted) - len(missing)
     cache = base.local_store()
-    bar = Progress(f"push {target.name}", len(missing), sum(s for _, s in missing), progress)
+    bar = Progress(
+        f"push {target.name}", len(missing), sum(s for _, s in missing), options.get("progress")
+    )
 
     def one(item: tuple[str, int]) -> int:
         try:
@@ -430,33 +430,29 @@ def _sources(base: Repository, remote: str | None) -> list[Source]:
 def pull(
     root: str | os.PathLike[str] | None = None,
     bundles: Iterable[str] | None = None,
-    *,
-    remote: str | None = None,
-    jobs: int = DEFAULT_JOBS,
-    progress: IO[str] | None = None,
+    **options: Unpack[TransferOptions],
 ) -> TransferSummary:
     """Fetch every ``store`` entry of ``bundles`` (default: all) missing from the local
     store, from ``remote`` or the remotes in order, verified before caching."""
+    check_keywords("pull", options, TransferOptions)
     base = as_repository(root)
     started = time.monotonic()
     wanted = store_entries(base, bundles)
-    sources = _sources(base, remote)
-    cache = base.local_store()
-    items = sorted(wanted.items())
-    return _download_all("pull", remote, started, sources, cache, items, jobs, progress)
+    sources = _sources(base, options.get("remote"))
+    return _download_all("pull", started, sources, base, sorted(wanted.items()), options)
 
 
 def _download_all(
     action: str,
-    remote: str | None,
     started: float,
     sources: list[Source],
-    cache: LocalBlobStore,
+    base: Repository,
     items: Sequence[tuple[str, int | None]],
-    jobs: int,
-    progress: IO[str] | None,
+    options: TransferOptions,
 ) -> TransferSummary:
     """Fetch every item the local store lacks (or holds corrupt) from ``sources``."""
+    remote, jobs = options.get("remote"), options.get("jobs", DEFAULT_JOBS)
+    cache = base.local_store()
     missing = _unverified(cache, items, jobs)
     summary = TransferSummary(
         action,
@@ -469,7 +465,9 @@ def _download_all(
             f"{len(missing)} blob(s) are not in the local store ({cache.location}) and no "
             "remote is configured: add one with `evstore remote add NAME URL`"
         )
-    bar = Progress(summary.action, len(missing), sum(s or 0 for _, s in missing), progress)
+    bar = Progress(
+        summary.action, len(missing), sum(s or 0 for _, s in missing), options.get("progress")
+    )
 
     def looked_before(digest: str) -> list[str]:
         state = "absent" if cache.size(digest) is None else "wrong size or corrupt"
@@ -489,10 +487,7 @@ def _download_all(
 def fetch(
     root: str | os.PathLike[str] | None,
     digests: Iterable[str],
-    *,
-    remote: str | None = None,
-    jobs: int = DEFAULT_JOBS,
-    progress: IO[str] | None = None,
+    **options: Unpack[TransferOptions],
 ) -> TransferSummary:
     """Make sure each digest is in the local store, verified: a local copy is re-hashed,
     a missing or corrupt one is fetched from ``remote`` or the remotes in order.
@@ -500,14 +495,15 @@ def fetch(
     Sizes are taken from the registrations that mention a digest, when any does.
     Raises :class:`InvalidDigestError` for a malformed digest before any transfer.
     """
+    check_keywords("fetch", options, TransferOptions)
     base = as_repository(root)
     started = time.monotonic()
     wanted = list(dict.fromkeys(parse_digest(d) for d in digests))
-    sources = _sources(base, remote)  # an unknown remote name is an error, cached or not
+    # An unknown remote name is an error, cached or not.
+    sources = _sources(base, options.get("remote"))
     known = _known_sizes(base) if (base.root / "evidence").is_dir() else {}
-    cache = base.local_store()
     items = [(d, known.get(d)) for d in wanted]
-    return _download_all("fetch", remote, started, sources, cache, items, jobs, progress)
+    return _download_all("fetch", started, sources, base, items, options)
 
 
 def export_blob(
@@ -558,35 +554,25 @@ def verify_remote(
     except StorageError as exc:
         raise StorageError(source.labelled(exc)) from exc
     problems: dict[tuple[str, str, str], Finding] = {}
+
+    def problem(bundle: str, path: str, digest: str, code: str, message: str) -> None:
+        problems[(bundle, path, digest)] = Finding(
+            severity="error", code=code, bundle=bundle, path=path, digest=digest, message=message
+        )
+
     to_hash: list[tuple[str, int]] = []
     for digest, users in refs.items():
         for bundle, path, size in users:
             have = stored.get(digest)
             where = target.store.location_of(digest)
             if have is None:
-                problems[(bundle, path, digest)] = Finding(
-                    severity="error",
-                    code="remote-missing",
-                    bundle=bundle,
-                    path=path,
-                    digest=digest,
-                    message=(
+                problem(bundle, path, digest, "remote-missing",
                         f"{digest} ({size} bytes) is not on remote {remote!r}; looked at {where}"
-                        f"; upload it with `evstore push --remote {remote}`"
-                    ),
-                )
+                        f"; upload it with `evstore push --remote {remote}`")  # fmt: skip
             elif have != size:
-                problems[(bundle, path, digest)] = Finding(
-                    severity="error",
-                    code="remote-size-mismatch",
-                    bundle=bundle,
-                    path=path,
-                    digest=digest,
-                    message=(
+                problem(bundle, path, digest, "remote-size-mismatch",
                         f"{digest} on remote {remote!r} is {have} bytes, expected {size} ({where})"
-                        f"; replace it with `evstore push --repair --remote {remote}`"
-                    ),
-                )
+                        f"; replace it with `evstore push --repair --remote {remote}`")  # fmt: skip
         first_size = users[0][2]
         if deep and stored.get(digest) == first_size:
             to_hash.append((digest, first_size))
@@ -602,14 +588,7 @@ def verify_remote(
             else ""
         )
         for bundle, path, _size in refs[digest]:
-            problems[(bundle, path, digest)] = Finding(
-                severity="error",
-                code=code,
-                bundle=bundle,
-                path=path,
-                digest=digest,
-                message=error.diagnostics() + hint,
-            )
+            problem(bundle, path, digest, code, error.diagnostics() + hint)
     out: dict[str, list[Finding]] = {name: [] for name in registrations}
     for (bundle, _path, _digest), finding in sorted(problems.items()):
         out[bundle].append(finding)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ._common import (
     EXIT_FAILED,
@@ -29,6 +30,11 @@ from ._common import (
     progress_line,
     repo_root,
 )
+
+if TYPE_CHECKING:
+    from ..campaign.protocol import Campaign
+    from ..config import Repository
+    from ..models import Model
 
 
 def register(commands: Commands) -> None:
@@ -279,12 +285,14 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"campaign {result.campaign}: protocol {result.protocol_digest} ({commit})")
         for run, at in sorted(result.runs.items()):
             print(f"  ok        {run}" + (f" (added in {at[:12]})" if at else ""))
-        for v in result.voided:
-            print(f"  voided    {v.run}: {v.message}")
-        for v in result.withdrawn:
-            print(f"  withdrawn {v.run}: {v.message}")
-        for v in result.never_started:
-            print(f"  never-started {v.run}: {v.message}")
+        set_aside = [
+            ("voided   ", result.voided),
+            ("withdrawn", result.withdrawn),
+            ("never-started", result.never_started),
+        ]
+        for word, items in set_aside:
+            for v in items:
+                print(f"  {word} {v.run}: {v.message}")
         for f in result.findings:
             word = (
                 "pending"
@@ -333,11 +341,31 @@ def _set_aside(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _register(
+    root: Repository,
+    name: str,
+    campaign: Campaign,
+    records: Mapping[str, Model],
+    evaluation: str | None,
+) -> None:
+    """Register the command's records as bundle ``name`` (``--register``)."""
+    from ..campaign.records import register_records
+
+    register_records(
+        root,
+        name,
+        records,
+        campaign=campaign.name,
+        protocol_digest=campaign.digest,
+        evaluation=evaluation,
+    )
+
+
 def _claim(args: argparse.Namespace) -> int:
     from ..campaign.claims import make_claim
     from ..campaign.members import campaign_runs
     from ..campaign.protocol import load_campaign
-    from ..campaign.records import claim_records, register_records
+    from ..campaign.records import claim_records
     from ..remotes import repository_store
 
     root = repo_root(args)
@@ -349,14 +377,8 @@ def _claim(args: argparse.Namespace) -> int:
         from ..campaign.status import claim_key, evaluation_inputs
 
         key = memo_key("campaign-evaluation", evaluation_inputs(campaign, members))
-        register_records(
-            root,
-            args.register,
-            claim_records(claim),
-            campaign=campaign.name,
-            protocol_digest=campaign.digest,
-            evaluation=claim_key(key, args.condition, args.arm),
-        )
+        evaluation = claim_key(key, args.condition, args.arm)
+        _register(root, args.register, campaign, claim_records(claim), evaluation)
     if args.json:
         _print_json(claim)
     else:
@@ -533,7 +555,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from ..campaign.protocol import load_campaign
-    from ..campaign.records import evaluation_records, register_records
+    from ..campaign.records import evaluation_records
     from ..campaign.status import evaluate
 
     root = repo_root(args)
@@ -557,14 +579,8 @@ def _status(args: argparse.Namespace) -> int:
         )  # fmt: skip
     status = ev.status
     if args.register:
-        register_records(
-            root,
-            args.register,
-            evaluation_records(ev),
-            campaign=campaign.name,
-            protocol_digest=campaign.digest,
-            evaluation=ev.key if status.verdict != "UNAVAILABLE" else None,
-        )
+        evaluation = ev.key if status.verdict != "UNAVAILABLE" else None
+        _register(root, args.register, campaign, evaluation_records(ev), evaluation)
     if args.html:
         _write_html(args.html, root, campaign, ev)
     if args.json:

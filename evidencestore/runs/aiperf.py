@@ -36,17 +36,23 @@ import math
 import os
 import re
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .._canonical import canonical, loads_json, pretty
+from .._keywords import check_keywords
 from ..digest import hash_bytes
 from ..errors import ConfigError
-from ..progress import Observer
 from .endpoints import endpoint_for
-from .fit import CampaignRules
-from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_import
+from .importing import (
+    HarnessDir,
+    ImportOptions,
+    ImportResult,
+    harness_dir,
+    import_lock,
+    json_objects,
+    open_import,
+)
 from .judge import Expected, Slot, judge
 from .models import Failure, Harness, Phase, RequestRecord, RequestSpec
 from .recorder import RunRecorder
@@ -54,8 +60,6 @@ from .streams import Completion
 from .transport import Observation
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     from ..config import Repository
 
 __all__ = ["METRICS", "import_aiperf"]
@@ -87,19 +91,8 @@ METRICS = {
 
 def _records(source: HarnessDir, rel: str) -> list[dict[str, Any]]:
     """The JSON objects of a JSONL export, each checked to be an object."""
-    where = source.directory / rel
-    out = []
-    for number, line in enumerate(source.read(rel, "an AIPerf artifact directory").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = loads_json(line)
-        except ValueError as exc:
-            raise ConfigError(f"{where}: line {number}: not JSON: {exc}") from None
-        if not isinstance(obj, dict):
-            raise ConfigError(f"{where}: line {number}: expected a JSON object")
-        out.append(obj)
-    return out
+    lines = source.read(rel, "an AIPerf artifact directory").splitlines()
+    return [obj for _, obj in json_objects(lines, source.directory / rel)]
 
 
 def _field(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -241,13 +234,7 @@ def _import_one(
     source: HarnessDir,
     name: str,
     passes: list[str],
-    *,
-    arm: str,
-    campaign: CampaignRules | None,
-    condition: str | None,
-    configs: Sequence[str | os.PathLike[str]] = (),
-    signing_key: Ed25519PrivateKey | None = None,
-    observer: Observer | None = None,
+    options: ImportOptions,
 ) -> ImportResult:
     """Import ``source`` as one run: one AIPerf execution whose profile passes are the
     folders ``passes`` (``[""]`` for a single profile run)."""
@@ -272,16 +259,11 @@ def _import_one(
         repo,
         name,
         source,
-        arm=arm,
         workload=inputs if source.has(inputs) else None,
         workload_bytes=canonical(summary.get("input_config") or {}),
-        campaign=campaign,
-        condition=condition,
         execution=execution,
-        configs=configs,
-        signing_key=signing_key,
-        observer=observer,
         started=_utc(min(r[0] for r in rows)),
+        **options,
     )
     if isinstance(opened, ImportResult):
         return opened
@@ -587,21 +569,15 @@ def import_aiperf(
     root: str | os.PathLike[str],
     directory: str | os.PathLike[str],
     name: str,
-    *,
-    arm: str = "imported",
-    campaign: CampaignRules | None = None,
-    condition: str | None = None,
-    configs: Sequence[str | os.PathLike[str]] = (),
-    signing_key: Ed25519PrivateKey | None = None,
-    observer: Observer | None = None,
+    **options: Unpack[ImportOptions],
 ) -> list[ImportResult]:
     """Seal an AIPerf artifact directory as run bundle ``name`` in the repository
     ``root`` names (:func:`~evidencestore.config.as_repository`): one execution, one run
-    (its ``--num-profile-runs`` passes included); see the module. ``configs``: the arm's
-    configuration files; ``signing_key`` signs the record as ``run --sign`` does;
-    ``observer`` (``evidencestore.progress``) hears of each file read."""
+    (its ``--num-profile-runs`` passes included); see the module. ``options``:
+    :class:`~.importing.ImportOptions`."""
     from ..config import as_repository
 
+    check_keywords("import_aiperf", options, ImportOptions)
     repo = as_repository(root)
     base = Path(directory)
     if not base.is_dir():
@@ -631,10 +607,5 @@ def import_aiperf(
     for run_name, path, parts in layouts:
         source = harness_dir(path, "aiperf")
         with import_lock(repo):
-            done = _import_one(
-                repo, source, run_name, parts, arm=arm, campaign=campaign,
-                condition=condition, configs=configs, signing_key=signing_key,
-                observer=observer,
-            )  # fmt: skip
-        out.append(done)
+            out.append(_import_one(repo, source, run_name, parts, options))
     return out

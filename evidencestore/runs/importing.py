@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from .._canonical import canonical
+from .._canonical import canonical, loads_json
+from .._keywords import check_keywords
 from ..bundle import check_bundle_name
 from ..confined import check_file, read_file
 from ..digest import hash_bytes
@@ -36,7 +37,10 @@ from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, regi
 from ..models import Descriptor
 from ..progress import Observer, Tick
 from .fit import CampaignRules
+from .judge import Expected, Slot, judge
+from .models import RequestRecord
 from .recorder import RunRecorder
+from .transport import Observation
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -46,11 +50,14 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_HARNESS_FILE",
     "HarnessDir",
+    "ImportOptions",
     "ImportResult",
     "ResultsPredateProtocol",
     "already_imported",
     "harness_dir",
     "import_lock",
+    "json_objects",
+    "judge_kept",
     "open_import",
 ]
 
@@ -58,6 +65,21 @@ __all__ = [
 MAX_HARNESS_FILE = 64 << 30
 #: The largest file parsed into memory (a record export, a detail log).
 MAX_PARSED_FILE = 1 << 30
+
+
+class ImportOptions(TypedDict, total=False):
+    """The options every importer takes, as keywords (see :func:`open_import`, which
+    applies them): ``arm`` (default ``"imported"``), ``campaign`` (its rules,
+    ``evidencestore.campaign.fit.campaign_rules``), ``condition``, ``configs`` (the
+    arm's configuration files), ``signing_key`` (signs the record as ``run --sign``
+    does) and ``observer`` (``evidencestore.progress``: hears of each file read)."""
+
+    arm: str
+    campaign: CampaignRules | None
+    condition: str | None
+    configs: Sequence[str | os.PathLike[str]]
+    signing_key: Ed25519PrivateKey | None
+    observer: Observer | None
 
 
 @dataclass(frozen=True)
@@ -105,6 +127,40 @@ def harness_dir(directory: str | os.PathLike[str], harness: str) -> HarnessDir:
     if not files:
         raise ConfigError(f"import {harness} {base}: the directory holds no files")
     return HarnessDir(base, files, harness)
+
+
+def json_objects(
+    lines: Iterable[bytes | str], where: object, what: str = "JSON"
+) -> list[tuple[int, dict[str, Any]]]:
+    """Every line of a JSON-lines file that is not blank, as a JSON object with its line
+    number; a line that is not ``what`` (JSON), or not an object, is a
+    :class:`ConfigError` naming ``where`` and the line."""
+    out = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = loads_json(line)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: line {number}: not {what}: {exc}") from None
+        if not isinstance(obj, dict):
+            raise ConfigError(f"{where}: line {number}: expected a JSON object")
+        out.append((number, obj))
+    return out
+
+
+def judge_kept(
+    recorder: RunRecorder,
+    observation: Observation,
+    body: Descriptor | None,
+    slot: Slot,
+    payload: Descriptor,
+) -> RequestRecord:
+    """The judge's record of an output the harness kept whole (its text or decoded data,
+    not a stream or media: nothing to read back, nothing expected of it)."""
+    return judge(
+        None, observation, body, Expected(), store=recorder.store, slot=slot, payload=payload
+    )
 
 
 class ResultsPredateProtocol(ConfigError):
@@ -194,17 +250,12 @@ def open_import(
     name: str,
     source: HarnessDir,
     *,
-    arm: str,
     workload: str | None,
-    campaign: CampaignRules | None = None,
-    condition: str | None = None,
     workload_bytes: bytes | None = None,
     execution: str | None = None,
-    configs: Sequence[str | os.PathLike[str]] = (),
-    signing_key: Ed25519PrivateKey | None = None,
     started: str | None = None,
     part: str | None = None,
-    observer: Observer | None = None,
+    **options: Unpack[ImportOptions],
 ) -> tuple[RunRecorder, str] | ImportResult:
     """Store every file of ``source`` and open a run recorder whose workload is the
     harness file ``workload`` (or ``workload_bytes`` when the harness keeps none), every
@@ -222,6 +273,11 @@ def open_import(
     retrospective. The harness files go to ``repo``'s store and the run is registered in
     ``repo``: one repository, resolved once by the importer's entry point. ``observer``
     (``evidencestore.progress``) hears of each file read and stored."""
+    check_keywords("open_import", options, ImportOptions)
+    arm = options.get("arm", "imported")
+    campaign = options.get("campaign")
+    condition = options.get("condition")
+    observer = options.get("observer")
     store = repo.local_store()
     descriptors: dict[str, Descriptor] = {}
     label = f"import {source.harness} {name}"
@@ -244,7 +300,7 @@ def open_import(
         data = workload_bytes or b""
         wl = store.put(data, "application/json")
     config_descs: list[tuple[str, Descriptor]] = []
-    for given in configs:
+    for given in options.get("configs", ()):
         path = Path(given)
         if not path.is_file():
             raise ConfigError(f"{{configs}} {path}: no such file", parameters=("configs",))
@@ -279,7 +335,7 @@ def open_import(
         campaign=campaign.name if campaign is not None else None,
         protocol_digest=campaign.digest if campaign is not None else None,
         condition=condition,
-        signing_key=signing_key,
+        signing_key=options.get("signing_key"),
     )
     for rel, desc in descriptors.items():
         recorder.add_entry(f"harness/{rel}", desc, "harness")

@@ -26,17 +26,17 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
+from .._keywords import check_keywords
 from ..errors import ConfigError, WorkloadError
 from ..models import Registration
 from ..progress import Observer
-from .fit import CampaignRules
 from .models import Exchange, LaunchedServer, RunRecord, ServerIdentity, ServerSection
 from .recorder import RunRecorder
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from .preflight import RunOptions
 
 __all__ = ["MAX_SERVER_LOG", "launch_and_run", "parse_command"]
 
@@ -208,33 +208,22 @@ def launch_and_run(
     arm: str,
     server: str,
     name: str,
-    campaign: CampaignRules | None = None,
-    condition: str | None = None,
-    configs: Sequence[str | os.PathLike[str]] = (),
-    server_logs: Sequence[str | os.PathLike[str]] = (),
-    signing_key: Ed25519PrivateKey | None = None,
     observer: Observer | None = None,
+    **options: Unpack[RunOptions],
 ) -> tuple[Registration, RunRecord]:
     """Start the server (``command``, else the workload's ``[server] command``), run
     the workload against ``server`` once it is ready, stop it, and register the run with
     the server's provenance (see the module). A server that exits or never gets ready is
     a registered ``failed-before-inference`` run with its log."""
     from ..config import as_repository
-    from .preflight import preflight
+    from .preflight import RunOptions, preflight
     from .runner import run_prepared
+
+    check_keywords("launch_and_run", options, RunOptions)
 
     # Everything the run needs is checked, and the run opened, before the server starts.
     prepared = preflight(
-        as_repository(root),
-        workload_path,
-        arm=arm,
-        server=server,
-        name=name,
-        configs=configs,
-        server_logs=server_logs,
-        campaign=campaign,
-        condition=condition,
-        signing_key=signing_key,
+        as_repository(root), workload_path, arm=arm, server=server, name=name, **options
     )
     loaded, recorder, base = prepared.loaded, prepared.recorder, prepared.base
     wl_path = Path(workload_path)

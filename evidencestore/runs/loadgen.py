@@ -32,26 +32,30 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import msgspec
 
 from .._canonical import canonical, loads_json, pretty
+from .._keywords import check_keywords
 from ..digest import hash_bytes
 from ..errors import ConfigError
-from ..progress import Observer
-from .fit import CampaignRules
-from .importing import HarnessDir, ImportResult, harness_dir, import_lock, open_import
-from .judge import Expected, Slot, judge
+from .importing import (
+    HarnessDir,
+    ImportOptions,
+    ImportResult,
+    harness_dir,
+    import_lock,
+    judge_kept,
+    open_import,
+)
+from .judge import Slot
 from .models import FieldValue, Harness, HarnessRule, LoadGenResult
 from .recorder import RunRecorder
 from .streams import COMPLETION_MEDIA_TYPE, Completion
 from .transport import Observation
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     from ..config import Repository
 
 __all__ = ["import_loadgen", "parse_detail", "parse_summary"]
@@ -345,16 +349,9 @@ def _add_entries(recorder: RunRecorder, entries: list[AccuracyEntry], started: s
         observation = Observation(
             sent_ns=0, end_ns=0, start_utc=started, method="LoadGen", path="QuerySample"
         )
-        # The output is LoadGen's decoded data, not a stream or media: nothing to read back.
-        record = judge(
-            None,
-            observation,
-            body,
-            Expected(),
-            store=store,
-            slot=Slot(index, "measured", entry.qsl_idx, repetition),
-            payload=payload,
-        )
+        # The output is LoadGen's decoded data.
+        slot = Slot(index, "measured", entry.qsl_idx, repetition)
+        record = judge_kept(recorder, observation, body, slot, payload)
         recorder.add(
             msgspec.structs.replace(record, completion=completion, output_tokens=entry.token_count)
         )
@@ -364,28 +361,19 @@ def import_loadgen(
     root: str | os.PathLike[str],
     directory: str | os.PathLike[str],
     name: str,
-    *,
-    arm: str = "imported",
-    campaign: CampaignRules | None = None,
-    condition: str | None = None,
-    configs: Sequence[str | os.PathLike[str]] = (),
-    signing_key: Ed25519PrivateKey | None = None,
-    observer: Observer | None = None,
+    **options: Unpack[ImportOptions],
 ) -> ImportResult:
     """Seal a LoadGen log directory as run bundle ``name`` in the repository ``root``
-    names (:func:`~evidencestore.config.as_repository`; see the module);
-    ``configs``: the arm's configuration files; ``signing_key`` signs the record;
-    ``observer`` (``evidencestore.progress``) hears of each file read."""
+    names (:func:`~evidencestore.config.as_repository`; see the module); ``options``:
+    :class:`~.importing.ImportOptions`."""
     from ..config import as_repository
 
+    check_keywords("import_loadgen", options, ImportOptions)
     repo = as_repository(root)
     source = harness_dir(directory, "loadgen")
     result, values, entries = loadgen_result(source)
     with import_lock(repo):
-        return _import(
-            repo, source, name, result, values, entries, arm, campaign, condition,
-            configs, signing_key, observer,
-        )  # fmt: skip
+        return _import(repo, source, name, result, values, entries, options)
 
 
 def _import(
@@ -395,12 +383,7 @@ def _import(
     result: LoadGenResult,
     values: dict[str, Any],
     entries: list[AccuracyEntry] | None,
-    arm: str,
-    campaign: CampaignRules | None,
-    condition: str | None,
-    configs: Sequence[str | os.PathLike[str]],
-    signing_key: Ed25519PrivateKey | None,
-    observer: Observer | None = None,
+    options: ImportOptions,
 ) -> ImportResult:
     version = values.get("loadgen_version")
     execution = execution_digest(source)
@@ -408,16 +391,11 @@ def _import(
         repo,
         name,
         source,
-        arm=arm,
         workload=None,
         workload_bytes=canonical(result.settings),
-        campaign=campaign,
-        condition=condition,
         execution=execution,
-        configs=configs,
-        signing_key=signing_key,
         started=started if isinstance(started := values.get("test_datetime"), str) else None,
-        observer=observer,
+        **options,
     )
     if isinstance(opened, ImportResult):
         return opened

@@ -17,9 +17,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 from urllib.parse import urlsplit
 
+from .._keywords import check_keywords
 from ..confined import MAX_CONTROL_FILE, MAX_LOG_FILE, check_file
 from ..errors import ConfigError
 from .fit import CampaignRules
@@ -32,7 +33,24 @@ if TYPE_CHECKING:
     from ..config import Repository
     from ..storage import LocalBlobStore
 
-__all__ = ["Prepared", "check_server_url", "preflight"]
+__all__ = ["Prepared", "RunOptions", "check_server_url", "preflight"]
+
+
+class RunOptions(TypedDict, total=False):
+    """What a run may be given besides its workload, arm, server and name, as keywords
+    (every entry point passes them to :func:`preflight`, which checks them): ``configs``
+    (the arm's configuration files), ``server_logs``, ``campaign`` (its rules,
+    ``evidencestore.campaign.campaign_rules(root, NAME)``), ``protocol_digest``,
+    ``condition``, ``store`` (default: the repository's local store) and ``signing_key``
+    (signs the record, ``run.dsse.json``)."""
+
+    configs: Sequence[str | os.PathLike[str]]
+    server_logs: Sequence[str | os.PathLike[str]]
+    campaign: CampaignRules | None
+    protocol_digest: str | None
+    condition: str | None
+    store: LocalBlobStore | None
+    signing_key: Ed25519PrivateKey | None
 
 
 @dataclass(frozen=True)
@@ -70,16 +88,17 @@ def preflight(
     arm: str,
     server: str,
     name: str,
-    configs: Sequence[str | os.PathLike[str]] = (),
-    server_logs: Sequence[str | os.PathLike[str]] = (),
-    campaign: CampaignRules | None = None,
-    protocol_digest: str | None = None,
-    condition: str | None = None,
-    store: LocalBlobStore | None = None,
-    signing_key: Ed25519PrivateKey | None = None,
+    **options: Unpack[RunOptions],
 ) -> Prepared:
     """Check everything a run is given and open it (see the module)."""
+    check_keywords("preflight", options, RunOptions)
+    configs = options.get("configs", ())
+    server_logs = options.get("server_logs", ())
+    campaign = options.get("campaign")
+    protocol_digest = options.get("protocol_digest")
+    condition = options.get("condition")
     base = check_server_url(server)
+    store = options.get("store")
     store = store if store is not None else repo.local_store()
     loaded = load_workload(workload_path, roots=(repo.root,), store=store)
     for parameter, path in [
@@ -113,7 +132,7 @@ def preflight(
         campaign=campaign.name if campaign is not None else None,
         protocol_digest=protocol_digest,
         condition=condition,
-        signing_key=signing_key,
+        signing_key=options.get("signing_key"),
     )
     return Prepared(base, loaded, tuple(configs), tuple(server_logs), recorder)
 

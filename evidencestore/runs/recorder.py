@@ -18,11 +18,12 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 
 import msgspec
 
 from .._canonical import decode, pretty
+from .._keywords import check_keywords
 from .._version import __version__
 from ..bundle import RepoFile, check_name_free, free_name, register_bundle
 from ..digest import hash_bytes
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RUN_ENTRY",
     "RUN_SIGNATURE",
+    "RecordOptions",
     "RunRecorder",
     "client_environment",
     "load_run",
@@ -173,6 +175,19 @@ def never_started(record: RunRecord) -> bool:
     )
 
 
+class RecordOptions(TypedDict, total=False):
+    """What a run's record says besides its name, arm and workload, as keywords
+    (:class:`RunRecorder`, :func:`open_run`): ``store`` (default: the repository's local
+    store), ``campaign`` (its name), ``protocol_digest``, ``condition`` and
+    ``signing_key`` (signs the record, ``run.dsse.json``)."""
+
+    store: LocalBlobStore | None
+    campaign: str | None
+    protocol_digest: str | None
+    condition: str | None
+    signing_key: Ed25519PrivateKey | None
+
+
 class RunRecorder:
     """A run being recorded in ``repo`` (resolved by the entry point: :func:`open_run`,
     ``run_workload``, an importer); :meth:`seal` registers it as bundle ``name``."""
@@ -185,14 +200,11 @@ class RunRecorder:
         arm: str,
         workload: Descriptor,
         workload_bytes: bytes | None = None,
-        store: LocalBlobStore | None = None,
-        campaign: str | None = None,
-        protocol_digest: str | None = None,
-        condition: str | None = None,
-        signing_key: Ed25519PrivateKey | None = None,
+        **options: Unpack[RecordOptions],
     ) -> None:
         from ..config import as_repository
 
+        check_keywords("RunRecorder.__init__", options, RecordOptions)
         self.repo = as_repository(repo)  # the entry points hand theirs over as it is
         self.root = self.repo.root
         try:
@@ -202,15 +214,16 @@ class RunRecorder:
         self.requested_name = name
         if not arm:
             raise ConfigError("a run needs an arm name ({arm})", parameters=("arm",))
+        store = options.get("store")
         self.store = store if store is not None else self.repo.local_store()
         # gc keeps every blob this run stores or relies on until it is sealed, --grace 0
         # too (storage.leases.ActiveLease); taken before the first put
         self.lease = ActiveLease(self.store)
         self.arm = arm
-        self.campaign = campaign
-        self.protocol_digest = protocol_digest
-        self.condition = condition
-        self.signing_key = signing_key
+        self.campaign = options.get("campaign")
+        self.protocol_digest = options.get("protocol_digest")
+        self.condition = options.get("condition")
+        self.signing_key = options.get("signing_key")
         self.audits: tuple[Audit, ...] = ()  # the runner's audits of the outputs
         self.load: ClientLoad | None = None  # the runner's own load while it sent
         self.goodput: Goodput | None = None  # under the workload's SLO, when it has one
@@ -557,11 +570,7 @@ def open_run(
     *,
     arm: str,
     workload: bytes,
-    store: LocalBlobStore | None = None,
-    campaign: str | None = None,
-    protocol_digest: str | None = None,
-    condition: str | None = None,
-    signing_key: Ed25519PrivateKey | None = None,
+    **options: Unpack[RecordOptions],
 ) -> RunRecorder:
     """Open a run of ``workload`` (the workload file's bytes) by ``arm``, to be registered
     as bundle ``name`` in the repository ``root`` names (:func:`~evidencestore.config.as_repository`:
@@ -571,20 +580,12 @@ def open_run(
     ``condition`` are recorded as given: a harness is not checked against the protocol
     (``run_workload`` is), and ``campaign status`` excludes a run that does not fit. With
     ``signing_key`` the record is signed (``run.dsse.json``)."""
+    check_keywords("open_run", options, RecordOptions)
     from ..config import as_repository
 
     desc = Descriptor(**hash_bytes(workload)._asdict(), media_type="application/toml")
     return RunRecorder(
-        as_repository(root),
-        name,
-        arm=arm,
-        workload=desc,
-        workload_bytes=workload,
-        store=store,
-        campaign=campaign,
-        protocol_digest=protocol_digest,
-        condition=condition,
-        signing_key=signing_key,
+        as_repository(root), name, arm=arm, workload=desc, workload_bytes=workload, **options
     )
 
 

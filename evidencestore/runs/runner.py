@@ -38,21 +38,20 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
+from .._keywords import check_keywords
 from ..models import Descriptor, Registration
 from ..progress import Observer, Tick
-from ..storage import LocalBlobStore
 from . import polling
 from .arrivals import arrival_offsets
 from .audits import audit_run
 from .body import BodySink
 from .endpoints import Endpoint, endpoint_for
-from .fit import CampaignRules
 from .goodput import goodput
 from .judge import Expected, Slot, judge, request_record
 from .models import ClientLoad, Phase, RequestRecord, RunRecord, ServerIdentity
-from .preflight import Prepared, check_server_url, preflight
+from .preflight import Prepared, RunOptions, check_server_url, preflight
 from .recorder import RunRecorder
 from .transport import (
     READ_BUFFER,
@@ -69,7 +68,6 @@ from .workload import LoadedWorkload, expectations_for
 
 if TYPE_CHECKING:
     import aiohttp
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 __all__ = ["Progress", "check_server_url", "run_prepared", "run_workload"]
 
@@ -130,16 +128,10 @@ def run_workload(
     arm: str,
     server: str,
     name: str,
-    configs: Sequence[str | os.PathLike[str]] = (),
-    server_logs: Sequence[str | os.PathLike[str]] = (),
-    campaign: CampaignRules | None = None,
-    protocol_digest: str | None = None,
-    condition: str | None = None,
-    store: LocalBlobStore | None = None,
     progress: Progress | None = None,
-    signing_key: Ed25519PrivateKey | None = None,
     before_seal: Callable[[RunRecorder], None] | None = None,
     observer: Observer | None = None,
+    **options: Unpack[RunOptions],
 ) -> tuple[Registration, RunRecord]:
     """Run a workload against ``server`` and register the run as bundle ``name``.
 
@@ -156,21 +148,11 @@ def run_workload(
     ``observer`` (``evidencestore.progress``) of the counts as they move: requests sent,
     done and failed of the total, from the server check on.
     """
+    check_keywords("run_workload", options, RunOptions)
     from ..config import as_repository
 
     prepared = preflight(
-        as_repository(root),
-        workload_path,
-        arm=arm,
-        server=server,
-        name=name,
-        configs=configs,
-        server_logs=server_logs,
-        campaign=campaign,
-        protocol_digest=protocol_digest,
-        condition=condition,
-        store=store,
-        signing_key=signing_key,
+        as_repository(root), workload_path, arm=arm, server=server, name=name, **options
     )
     return run_prepared(prepared, progress=progress, before_seal=before_seal, observer=observer)
 
@@ -462,30 +444,29 @@ async def _drive(
             queue = [s for s in slots if s.phase == phase]
             queue.reverse()
 
-            async def worker(queue: list[Slot]) -> None:
-                while queue:
-                    slot = queue.pop()
-                    counts.sending()
-                    # Closed loop: a request is due the moment a worker is free for it.
-                    due = time.monotonic_ns()
-                    observation, sink = await exchange(
-                        conn, endpoint, payloads[slot.request], wl.endpoint.path, utc_precise(), due
-                    )
-                    pending = results[slot.index] = _Pending(slot, observation, sink)
-                    counts.finished(observation)
-                    if progress is not None:
-                        progress(slot.index + 1, len(slots), pending.preview(stored[slot.request]))
+            async def send(slot: Slot, due: int | None) -> tuple[Observation, BodySink | None]:
+                counts.sending()
+                # Closed loop (no due time): a request is due the moment a worker is free for it.
+                at = time.monotonic_ns() if due is None else due
+                return await exchange(
+                    conn, endpoint, payloads[slot.request], wl.endpoint.path, utc_precise(), at
+                )
 
-            async def one(slot: Slot, due: int, cap: asyncio.Semaphore) -> None:
-                async with cap:
-                    counts.sending()
-                    observation, sink = await exchange(
-                        conn, endpoint, payloads[slot.request], wl.endpoint.path, utc_precise(), due
-                    )
+            def finished(slot: Slot, observation: Observation, sink: BodySink | None) -> None:
                 pending = results[slot.index] = _Pending(slot, observation, sink)
                 counts.finished(observation)
                 if progress is not None:
                     progress(slot.index + 1, len(slots), pending.preview(stored[slot.request]))
+
+            async def worker(queue: list[Slot]) -> None:
+                while queue:
+                    slot = queue.pop()
+                    finished(slot, *await send(slot, None))
+
+            async def one(slot: Slot, due: int, cap: asyncio.Semaphore) -> None:
+                async with cap:
+                    observation, sink = await send(slot, due)
+                finished(slot, observation, sink)
 
             async def open_loop(queue: list[Slot]) -> None:
                 # Due times fixed before the first send (arrivals.py); each request is

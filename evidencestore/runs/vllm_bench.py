@@ -30,26 +30,30 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import msgspec
 
-from .._canonical import canonical, loads_json
+from .._canonical import canonical
+from .._keywords import check_keywords
 from ..errors import ConfigError
-from ..progress import Observer
-from .fit import CampaignRules
-from .importing import HarnessDir, ImportResult, import_lock, open_import
-from .judge import Expected, Slot, judge
+from .importing import (
+    HarnessDir,
+    ImportOptions,
+    ImportResult,
+    import_lock,
+    json_objects,
+    judge_kept,
+    open_import,
+)
+from .judge import Slot
 from .models import Failure, Harness
 from .recorder import RunRecorder
 from .streams import COMPLETION_MEDIA_TYPE, Completion
 from .transport import Observation
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     from ..config import Repository
 
 __all__ = ["DETAILED", "METRICS", "import_vllm_bench", "split_results"]
@@ -82,19 +86,8 @@ METRICS = {
 def split_results(data: bytes, where: str) -> list[tuple[int, dict[str, Any]]]:
     """The JSON objects of a result file (several with ``--append-result``, one per
     line), with the line each starts on; a line that is not a JSON object is refused."""
-    out = []
-    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = loads_json(line)
-        except ValueError as exc:
-            raise ConfigError(
-                f"{where}: line {number}: not a vllm bench serve result object: {exc}"
-            ) from None
-        if not isinstance(obj, dict):
-            raise ConfigError(f"{where}: line {number}: expected a JSON object")
-        out.append((number, obj))
+    lines = data.decode("utf-8", "replace").splitlines()
+    out = json_objects(lines, where, "a vllm bench serve result object")
     if not out:
         raise ConfigError(f"{where}: holds no result object")
     return out
@@ -224,16 +217,9 @@ def _add(
             sent_ns=sent, end_ns=end, start_utc=started, method="POST", path=path, status=200,
             first_byte_ns=sent + round(ttft * 1e9), last_byte_ns=end,
         )  # fmt: skip
-    # vLLM keeps the text, not the stream: nothing to read back.
-    record = judge(
-        None,
-        observation,
-        body,
-        Expected(),
-        store=store,
-        slot=Slot(len(recorder.requests), "measured", i, 0),
-        payload=payload,
-    )
+    # vLLM keeps the text, not the stream.
+    slot = Slot(len(recorder.requests), "measured", i, 0)
+    record = judge_kept(recorder, observation, body, slot, payload)
     recorder.add(
         msgspec.structs.replace(
             record,
@@ -256,13 +242,7 @@ def import_vllm_bench(
     root: str | os.PathLike[str],
     file: str | os.PathLike[str],
     name: str,
-    *,
-    arm: str = "imported",
-    campaign: CampaignRules | None = None,
-    condition: str | None = None,
-    configs: Sequence[str | os.PathLike[str]] = (),
-    signing_key: Ed25519PrivateKey | None = None,
-    observer: Observer | None = None,
+    **options: Unpack[ImportOptions],
 ) -> list[ImportResult]:
     """Seal a ``vllm bench serve`` result file as run bundle ``name`` (``NAME-<k>`` for
     each of several ``--append-result`` objects); see the module."""
@@ -270,6 +250,7 @@ def import_vllm_bench(
     from ..confined import check_file, read_file
     from .importing import MAX_PARSED_FILE
 
+    check_keywords("import_vllm_bench", options, ImportOptions)
     repo = as_repository(root)
     path = Path(file)
     if not path.is_file():
@@ -284,11 +265,9 @@ def import_vllm_bench(
         run_name = name if len(checked) == 1 else f"{name}-{k}"
         where = f"{path}: line {line}"
         with import_lock(repo):
-            done = _import_one(
-                repo, source, run_name, obj, n, where, line, len(checked), arm, campaign,
-                condition, configs, signing_key, observer,
-            )  # fmt: skip
-        out.append(done)
+            out.append(
+                _import_one(repo, source, run_name, obj, n, where, line, len(checked), options)
+            )
     return out
 
 
@@ -301,12 +280,7 @@ def _import_one(
     where: str,
     line: int,
     parts: int,
-    arm: str,
-    campaign: CampaignRules | None,
-    condition: str | None,
-    configs: Sequence[str | os.PathLike[str]],
-    signing_key: Ed25519PrivateKey | None,
-    observer: Observer | None = None,
+    options: ImportOptions,
 ) -> ImportResult:
     rel = next(iter(source.files))
     started = _utc(obj["date"])
@@ -315,17 +289,12 @@ def _import_one(
         repo,
         name,
         source,
-        arm=arm,
         workload=None,
         workload_bytes=canonical(_settings(obj)),
-        campaign=campaign,
-        condition=condition,
         execution=None,
-        configs=configs,
-        signing_key=signing_key,
         started=started,
         part=part,
-        observer=observer,
+        **options,
     )
     if isinstance(opened, ImportResult):
         return opened

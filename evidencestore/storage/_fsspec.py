@@ -825,23 +825,28 @@ class FsspecUpkeep(Upkeep):
                     _mtime({"LastModified": upload.get("Initiated")}),
                 )
 
-    def write_lease(self, name: str, data: bytes) -> str:
-        """Write a push's lease ``<root>/leases/<name>``; returns its key."""
+    def _write_whole(self, folder: str, name: str, data: bytes, kind: str, what: str) -> str:
+        """Write ``<root>/<folder>/<name>`` whole (a PUT, or a renamed temporary where a
+        PUT is not atomic); returns its key. ``what`` names it in the error."""
         self._store._check_writable()
-        key = f"{self._store._path}/{LEASE_DIR}/{name}"
+        key = f"{self._store._path}/{folder}/{name}"
         try:
             if self._store.atomic_put:
-                self._store._call("PUT lease", lambda: self._store.fs.pipe_file(key, data))
+                self._store._call(f"PUT {kind}", lambda: self._store.fs.pipe_file(key, data))
             else:
                 self._store._via_temporary(
-                    f"lease {name}", key, lambda tmp: self._store.fs.pipe_file(tmp, data)
+                    f"{kind} {name}", key, lambda tmp: self._store.fs.pipe_file(tmp, data)
                 )
         except FileNotFoundError as exc:
             raise StorageError(
-                f"{self._store.url}: cannot write the push's lease {name}: bucket or prefix not found "
+                f"{self._store.url}: cannot write {what}: bucket or prefix not found "
                 f"({_describe(exc)})"
             ) from exc
         return key
+
+    def write_lease(self, name: str, data: bytes) -> str:
+        """Write a push's lease ``<root>/leases/<name>``; returns its key."""
+        return self._write_whole(LEASE_DIR, name, data, "lease", f"the push's lease {name}")
 
     def iter_leases(self) -> Iterator[tuple[str, float | None]]:
         """Yield ``(key, mtime)`` of every object under ``<root>/leases/``."""
@@ -888,21 +893,7 @@ class FsspecUpkeep(Upkeep):
     def write_result(self, name: str, data: bytes) -> str:
         """Write ``<root>/results/<name>`` (a whole object: PUT, or a renamed
         temporary where a PUT is not atomic); returns its key."""
-        self._store._check_writable()
-        key = f"{self._store._path}/{RESULT_DIR}/{name}"
-        try:
-            if self._store.atomic_put:
-                self._store._call("PUT result", lambda: self._store.fs.pipe_file(key, data))
-            else:
-                self._store._via_temporary(
-                    f"result {name}", key, lambda tmp: self._store.fs.pipe_file(tmp, data)
-                )
-        except FileNotFoundError as exc:
-            raise StorageError(
-                f"{self._store.url}: cannot write result {name}: bucket or prefix not found "
-                f"({_describe(exc)})"
-            ) from exc
-        return key
+        return self._write_whole(RESULT_DIR, name, data, "result", f"result {name}")
 
     def iter_results(self, prefix: str = "") -> Iterator[str]:
         """Yield the name of every object under ``<root>/results/`` starting with ``prefix``."""

@@ -134,13 +134,19 @@ def _raw(
     return _on(route, act)
 
 
+_E500 = "500 Internal Server Error"
+
+
 def _big(
-    status: str, total: int | None, ctype: str, *, declare: bool, route: Callable[[_Request], bool]
+    route: Callable[[_Request], bool], ctype: str, total: int | None = None, status: str = "200 OK"
 ) -> Handler:
+    """A body of the server's ``size`` bytes, else ``total`` (None: endless); its length
+    is declared only where ``total`` is given."""
+
     async def act(server: HostileServer, req: _Request, w: Writer) -> bool:
         size = server.size if server.size is not None else total
         headers: list[tuple[str, str | bytes]] = [("Content-Type", ctype)]
-        if declare and size is not None:
+        if total is not None and size is not None:
             headers.append(("Content-Length", str(size)))
         headers.append(("Connection", "close"))
         w.write(_head(status, headers))
@@ -206,46 +212,16 @@ MODES: dict[str, tuple[str, Handler]] = {
     "job-created-not-json": ("videos-job", _json_at(_CREATE, b"<html>hello</html>")),
     "job-status-missing": ("videos-job", _json_at(_POLL, b'{"id":"job1"}')),
     "job-status-failed": ("videos-job", _json_at(_POLL, b'{"id":"job1","status":"failed"}')),
-    "job-created-huge": (
-        "videos-job",
-        _big("200 OK", None, "application/json", declare=False, route=_CREATE),
-    ),
-    "job-created-huge-declared": (
-        "videos-job",
-        _big("200 OK", 1 << 30, "application/json", declare=True, route=_CREATE),
-    ),
-    "job-poll-huge": (
-        "videos-job",
-        _big("200 OK", None, "application/json", declare=False, route=_POLL),
-    ),
-    "health-huge": (
-        "videos-sync",
-        _big("200 OK", None, "application/json", declare=False, route=_path("/health")),
-    ),
-    "models-huge": (
-        "videos-sync",
-        _big("200 OK", None, "application/json", declare=False, route=_path("/v1/models")),
-    ),
-    "output-endless": (
-        "videos-sync",
-        _big("200 OK", None, "video/mp4", declare=False, route=_output_route),
-    ),
-    "output-huge-declared": (
-        "videos-sync",
-        _big("200 OK", 3 << 30, "video/mp4", declare=True, route=_output_route),
-    ),
-    "error-500-huge": (
-        "videos-sync",
-        _big("500 Internal Server Error", 3 << 30, "text/plain", declare=True, route=_output_route),
-    ),
-    "error-500-endless": (
-        "videos-sync",
-        _big("500 Internal Server Error", None, "text/plain", declare=False, route=_output_route),
-    ),
-    "job-content-endless": (
-        "videos-job",
-        _big("200 OK", None, "video/mp4", declare=False, route=_path("/v1/videos/job1/content")),
-    ),
+    "job-created-huge": ("videos-job", _big(_CREATE, "application/json")),
+    "job-created-huge-declared": ("videos-job", _big(_CREATE, "application/json", 1 << 30)),
+    "job-poll-huge": ("videos-job", _big(_POLL, "application/json")),
+    "health-huge": ("videos-sync", _big(_path("/health"), "application/json")),
+    "models-huge": ("videos-sync", _big(_path("/v1/models"), "application/json")),
+    "output-endless": ("videos-sync", _big(_output_route, "video/mp4")),
+    "output-huge-declared": ("videos-sync", _big(_output_route, "video/mp4", 3 << 30)),
+    "error-500-huge": ("videos-sync", _big(_output_route, "text/plain", 3 << 30, _E500)),
+    "error-500-endless": ("videos-sync", _big(_output_route, "text/plain", status=_E500)),
+    "job-content-endless": ("videos-job", _big(_path("/v1/videos/job1/content"), "video/mp4")),
     "json-cut": (
         "json",
         _raw(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Knob",
+    "ReferenceServer",
     "StoreServer",
     "add_knob_arguments",
     "applies",
@@ -177,6 +178,55 @@ def serve_app(app: web.Application, port: int = 0, *, name: str) -> Iterator[int
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join(timeout=10)
+
+
+class ReferenceServer:
+    """What the reference servers share: the model they serve, the port they are bound
+    to and their URL, ``/health`` and ``/v1/models`` as an OpenAI-style server answers
+    them, and their aiohttp application (the routes of their own in :meth:`_routes`)."""
+
+    model: str
+    port: int
+    #: The largest request body the application reads (aiohttp's default).
+    client_max_size = 1024**2
+
+    @property
+    def url(self) -> str:
+        """The base URL (``http://127.0.0.1:<port>``, no trailing slash)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def app(self) -> web.Application:
+        """The aiohttp application."""
+        from aiohttp import web
+
+        app = web.Application(client_max_size=self.client_max_size)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/v1/models", self._models)
+        self._routes(app.router)
+        return app
+
+    def _routes(self, router: web.UrlDispatcher) -> None:
+        """Add the server's own routes."""
+
+    @contextlib.contextmanager
+    def running(self, port: int = 0, *, name: str) -> Iterator[None]:
+        """Serve :meth:`app` on 127.0.0.1:``port`` (0: a free one) in a thread named
+        ``name`` (:func:`serve_app`), ``port`` set to the port bound, until the block ends."""
+        with serve_app(self.app(), port, name=name) as bound:
+            self.port = bound
+            yield
+
+    async def _health(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.json_response({"status": "ok"})
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+        )
 
 
 Knob = set[int] | bool

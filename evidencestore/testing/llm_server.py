@@ -53,7 +53,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .http import Knob, add_knob_arguments, applies, serve_app, set_knobs
+from .http import Knob, ReferenceServer, add_knob_arguments, applies, set_knobs
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -65,7 +65,7 @@ __all__ = ["LlmServer", "chat_workload", "serve_llm"]
 _EPOCH = 1_700_000_000
 
 
-class LlmServer:
+class LlmServer(ReferenceServer):
     """A running reference LLM server: its URL, knobs and what it wrote when."""
 
     def __init__(self, *, model: str = "reference-llm", vocab: int = 32000) -> None:
@@ -105,11 +105,6 @@ class LlmServer:
         self._rng = random.Random(0)
         self._cache: dict[str, list[int]] = {}
         self._asked: dict[str, int] = {}
-
-    @property
-    def url(self) -> str:
-        """The base URL (``http://127.0.0.1:<port>``)."""
-        return f"http://127.0.0.1:{self.port}"
 
     def token(self, prompt: str, seed: int, position: int, salt: str = "") -> int:
         """Token ``position`` of a request (deterministic unless ``salt`` differs)."""
@@ -340,18 +335,6 @@ class LlmServer:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, False)
 
-    async def _health(self, request: web.Request) -> web.StreamResponse:
-        from aiohttp import web
-
-        return web.json_response({"status": "ok"})
-
-    async def _models(self, request: web.Request) -> web.StreamResponse:
-        from aiohttp import web
-
-        return web.json_response(
-            {"object": "list", "data": [{"id": self.model, "object": "model"}]}
-        )
-
     async def _metrics(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
@@ -386,19 +369,12 @@ class LlmServer:
             }
         )
 
-    def app(self) -> web.Application:
-        """The aiohttp application."""
-        from aiohttp import web
-
-        app = web.Application()
-        app.router.add_get("/health", self._health)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/v1/completions", self._completions)
-        app.router.add_get("/_reference/log", self._log)
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/version", self._version)
-        return app
+    def _routes(self, router: web.UrlDispatcher) -> None:
+        router.add_post("/v1/chat/completions", self._chat)
+        router.add_post("/v1/completions", self._completions)
+        router.add_get("/_reference/log", self._log)
+        router.add_get("/metrics", self._metrics)
+        router.add_get("/version", self._version)
 
 
 @contextlib.contextmanager
@@ -406,8 +382,7 @@ def serve_llm(**knobs: Any) -> Iterator[LlmServer]:
     """Run an :class:`LlmServer` in a background thread; yield it (``url`` is set)."""
     server = LlmServer(model=knobs.pop("model", "reference-llm"), vocab=knobs.pop("vocab", 32000))
     set_knobs(server, knobs, "LLM server")
-    with serve_app(server.app(), server.port, name="evstore-llm-server") as port:
-        server.port = port
+    with server.running(server.port, name="evstore-llm-server"):
         yield server
 
 

@@ -44,7 +44,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .http import Knob, add_knob_arguments, applies, serve_app, set_knobs
+from .http import Knob, ReferenceServer, add_knob_arguments, applies, set_knobs
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -52,8 +52,10 @@ if TYPE_CHECKING:
 __all__ = ["VideoServer", "sample_workload", "serve_video"]
 
 
-class VideoServer:
+class VideoServer(ReferenceServer):
     """A running reference server: its URL, fault knobs and what it saw."""
+
+    client_max_size = 64 << 20
 
     def __init__(
         self, *, model: str = "reference-video", log_path: str | os.PathLike[str] | None = None
@@ -85,11 +87,6 @@ class VideoServer:
         self._cache: dict[tuple[Any, ...], tuple[bytes, float]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tmp = tempfile.mkdtemp(prefix="evstore-video-server-")
-
-    @property
-    def url(self) -> str:
-        """The base URL, without a trailing slash."""
-        return f"http://127.0.0.1:{self.port}"
 
     def log(self, line: str) -> None:
         """Append a line to the server log."""
@@ -298,34 +295,20 @@ class VideoServer:
         if self.startup_error:
             self.log(f"startup failed: {self.startup_error}")
             return web.Response(status=503, text=f"server failed to start: {self.startup_error}")
-        return web.json_response({"status": "ok"})
-
-    async def _models(self, request: web.Request) -> web.StreamResponse:
-        from aiohttp import web
-
-        return web.json_response(
-            {"object": "list", "data": [{"id": self.model, "object": "model"}]}
-        )
+        return await super()._health(request)
 
     async def _arrivals(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
         return web.json_response({"arrivals_ns": self.arrivals_ns})
 
-    def app(self) -> web.Application:
-        """The aiohttp application."""
-        from aiohttp import web
-
-        app = web.Application(client_max_size=64 << 20)
-        app.router.add_get("/health", self._health)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_post("/v1/videos/sync", self._generate)
-        app.router.add_post("/v1/generate", self._generate)
-        app.router.add_post("/v1/videos", self._create_job)
-        app.router.add_get("/v1/videos/{id}", self._job)
-        app.router.add_get("/v1/videos/{id}/content", self._content)
-        app.router.add_get("/_reference/arrivals", self._arrivals)
-        return app
+    def _routes(self, router: web.UrlDispatcher) -> None:
+        router.add_post("/v1/videos/sync", self._generate)
+        router.add_post("/v1/generate", self._generate)
+        router.add_post("/v1/videos", self._create_job)
+        router.add_get("/v1/videos/{id}", self._job)
+        router.add_get("/v1/videos/{id}/content", self._content)
+        router.add_get("/_reference/arrivals", self._arrivals)
 
 
 @contextlib.contextmanager
@@ -337,8 +320,7 @@ def serve_video(**knobs: Any) -> Iterator[VideoServer]:
     server = VideoServer(model=model, log_path=log_path)
     set_knobs(server, knobs, "video server")
     try:
-        with serve_app(server.app(), port, name="evstore-video-server") as port:
-            server.port = port
+        with server.running(port, name="evstore-video-server"):
             server.log(f"listening on {server.url}, model {server.model}")
             yield server
     finally:

@@ -22,7 +22,7 @@ from ..staging import staging_name, stale_staging_dirs
 from ..storage import BlobStore
 from ._base import base_findings
 from ._pipeline import Context, Early, start_early
-from ._shares import BATCH_DIRS, dir_shares, verify_bundles, verify_dir_shares
+from ._shares import BATCH_DIRS, dir_shares, settle, verify_bundles, verify_dir_shares
 
 __all__ = [
     "RemoteChecker",
@@ -135,6 +135,7 @@ def _verify_repository(
             total = len(dirs.dirs) if bundles is None else len(set(bundles))
             observer(Tick("verify", 0, total, "bundles", what="hashing every entry"))
         plain = frozenset(d.name for d in dirs.dirs if not d.is_symlink())
+        settle()  # the listing lives to the end: out of the collector's way
         ctx = Context(repo, store, require_available, plain)
         whole = bundles is None and base is None and remote_checker is None
         shares = dir_shares(ctx, dirs) if whole else []

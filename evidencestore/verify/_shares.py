@@ -12,6 +12,7 @@ dies, is cut short or sends what does not decode has its share verified again he
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,7 @@ __all__ = [
     "dir_shares",
     "forked",
     "may_split",
+    "settle",
     "shares",
     "verify_bundles",
     "verify_dir_shares",
@@ -52,6 +54,18 @@ LARGE_BUNDLE = 2000
 # bundles the repository holds, and the time per entry stays flat (no heap of every
 # registration for the cyclic collector to walk again and again).
 BATCH_DIRS = 1000
+
+
+def settle() -> None:
+    """Move what lives on (the listing, the reports so far) out of the cyclic
+    collector's way, when verification froze what existed before it (see
+    ``verify_repository``): a full collection then walks one batch's objects, not lists
+    that grow with the repository (each full collection visited every report and
+    directory entry again: 0.72 us an entry at 100,000 bundles, 0.18 at 1,000).
+    Frozen objects are still freed when nothing refers to them; only a cycle among
+    them waits for the unfreeze at the end."""
+    if gc.get_freeze_count():
+        gc.freeze()
 
 
 def forked(
@@ -195,4 +209,5 @@ def _batched(
         found.extend(part.findings)
         reports.extend(pipeline(ctx, regs, threads=None if large else threads))
         del part, regs
+        settle()
     return found, reports

@@ -15,7 +15,9 @@ start included) stays under 100 ms. Scaling (``scale``): repositories of 1,000 a
 by ``make_bundles``), each verified as a library call in a fresh child process: the time
 per entry at N within 1.2x of the 1,000-bundle figure, and peak memory (the child's
 ``VmHWM``, its forked workers' ``ru_maxrss`` and the sampled sum of the process tree's PSS) under
-1 GiB. ``b3sum --check`` of the same files at both sizes is the control: the time per
+1 GiB; the CPU time per entry (user and system, the child's and its workers') is shown
+beside it, being less disturbed by other work on a shared machine than the wall time.
+``b3sum --check`` of the same files at both sizes is the control: the time per
 file that the file system and page cache alone give.
 
 Run: ``python -m benches.bench_verify [--quick] [--only T3,T4,empty,lib,scale,T4scale]
@@ -190,15 +192,20 @@ _CHILD = """
 import resource, sys, time
 from evidencestore.verify import verify_repository
 verify_repository(sys.argv[2])
+def cpu():
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+c0 = cpu()
 t0 = time.perf_counter()
 report = verify_repository(sys.argv[1])
 elapsed = time.perf_counter() - t0
+used = cpu() - c0
 assert report.ok, "the generated repository does not verify"
 # VmHWM, not ru_maxrss: after exec, the latter starts from the forking parent's peak
 with open("/proc/self/status") as fh:
     hwm = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
 print(elapsed, report.totals.entries, hwm,
-      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, used)
 """
 
 
@@ -215,10 +222,11 @@ def _tree_pss_kib(pid: int) -> int:
     return total + sum(_tree_pss_kib(k) for k in kids)
 
 
-def _verify_child(root: Path, empty: Path) -> tuple[float, int, int, int, int]:
+def _verify_child(root: Path, empty: Path) -> tuple[float, int, int, int, int, float]:
     """Verify ``root`` as a library call in a fresh process: seconds, entries, the
-    child's and its workers' peak RSS (KiB), and the peak sum of the tree's PSS (KiB),
-    sampled every 20 ms."""
+    child's and its workers' peak RSS (KiB), the peak sum of the tree's PSS (KiB),
+    sampled every 20 ms, and the CPU seconds (user and system) of the child and its
+    workers."""
     proc = subprocess.Popen(
         [sys.executable, "-c", _CHILD, str(root), str(empty)],
         stdout=subprocess.PIPE,
@@ -238,8 +246,8 @@ def _verify_child(root: Path, empty: Path) -> tuple[float, int, int, int, int]:
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"verifying {root} failed (exit {proc.returncode})")
-    elapsed, entries, self_kib, children_kib = out.split()
-    return float(elapsed), int(entries), int(self_kib), int(children_kib), peak[0]
+    elapsed, entries, self_kib, children_kib, used = out.split()
+    return float(elapsed), int(entries), int(self_kib), int(children_kib), peak[0], float(used)
 
 
 def _scale_checkfile(root: Path, out: Path) -> Path:
@@ -272,7 +280,7 @@ def _scale(work: Path, big: int, repeats: int) -> None:
         print(f"generated {n:,} bundles in {time.perf_counter() - t0:.1f} s", flush=True)
         roots[n] = work / f"X{n}"
     checks = {n: _scale_checkfile(roots[n], work / f"X{n}.b3") for n in roots}
-    runs: dict[int, list[tuple[float, int, int, int, int]]] = {1000: [], big: []}
+    runs: dict[int, list[tuple[float, int, int, int, int, float]]] = {1000: [], big: []}
     b3: dict[int, list[float]] = {1000: [], big: []}
     _verify_child(roots[1000], empty)  # page cache and bytecode warm
     for _ in range(repeats):
@@ -289,6 +297,9 @@ def _scale(work: Path, big: int, repeats: int) -> None:
     def per_entry(n: int) -> float:
         return sorted(r[0] / r[1] for r in runs[n])[len(runs[n]) // 2]
 
+    def cpu_per_entry(n: int) -> float:
+        return sorted(r[5] / r[1] for r in runs[n])[len(runs[n]) // 2]
+
     def b3_per_file(n: int) -> float:
         return sorted(b3[n])[len(b3[n]) // 2] / (n * 10)
 
@@ -299,12 +310,14 @@ def _scale(work: Path, big: int, repeats: int) -> None:
         workers = max(r[3] for r in runs[n]) / 1024
         pss = max(r[4] for r in runs[n]) / 1024
         ratio = per_entry(n) / base
+        cpu_ratio = cpu_per_entry(n) / cpu_per_entry(1000)
         rows.append(
             [
                 f"{n:,}",
                 f"{runs[n][0][1]:,}",
                 f"{per_entry(n) * 1e6:.1f}",
                 f"{ratio:.2f}x",
+                f"{cpu_per_entry(n) * 1e6:.1f} ({cpu_ratio:.2f}x)",
                 f"{rss:.0f} / {workers:.0f}",
                 f"{pss:.0f}",
                 f"{b3_per_file(n) * 1e6:.1f} ({b3_per_file(n) / b3_per_file(1000):.2f}x)",
@@ -320,6 +333,7 @@ def _scale(work: Path, big: int, repeats: int) -> None:
                 "entries",
                 "us / entry",
                 "vs 1,000",
+                "CPU us / entry (vs 1,000)",
                 "peak RSS MiB (process / worker)",
                 "peak tree PSS MiB",
                 "b3sum --check us / file (vs 1,000)",

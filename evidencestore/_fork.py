@@ -18,7 +18,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["Child", "can_fork", "cpu_count", "fork_map"]
+__all__ = ["WAIT_TICK", "Child", "can_fork", "cpu_count", "fork_map"]
 
 _CPUS: int | None = None
 
@@ -74,11 +74,17 @@ class Child:
         return _unprefixed(data) if status == 0 else None
 
 
-def fork_map(func: Callable[[T], bytes], shares: Sequence[T]) -> list[bytes | None]:
+def fork_map(
+    func: Callable[[T], bytes],
+    shares: Sequence[T],
+    waiting: Callable[[], None] | None = None,
+) -> list[bytes | None]:
     """Run ``func`` on each share, all at once: every share but the last in a child of
     its own, the last here meanwhile (this process would only wait otherwise, and one
     fork fewer is one copy of its memory fewer). Return each share's bytes, or None for
-    a share that failed (the caller redoes it)."""
+    a share that failed (the caller redoes it). ``waiting``: called every
+    :data:`WAIT_TICK` seconds while this process waits for its children (a progress
+    line that reads what they have done)."""
     if not shares:
         return []
     children = [Child(functools.partial(func, share)) for share in shares[:-1]]
@@ -86,7 +92,25 @@ def fork_map(func: Callable[[T], bytes], shares: Sequence[T]) -> list[bytes | No
         here: bytes | None = func(shares[-1])
     except Exception:
         here = None  # as a child that failed: the caller redoes it
+    if waiting is not None:
+        _wait(children, waiting)
     return [*(child.result() for child in children), here]
+
+
+#: How often ``fork_map``'s ``waiting`` is called while children work (seconds).
+WAIT_TICK = 0.1
+
+
+def _wait(children: Sequence[Child], waiting: Callable[[], None]) -> None:
+    """Call ``waiting`` until every child has started answering (or died: its pipe then
+    reads as closed)."""
+    import select
+
+    pending = [child._r for child in children]
+    while pending:
+        ready, _, _ = select.select(pending, [], [], WAIT_TICK)
+        pending = [fd for fd in pending if fd not in ready]
+        waiting()
 
 
 def _len_prefixed(data: bytes) -> bytes:

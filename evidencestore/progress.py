@@ -32,7 +32,8 @@ __all__ = ["Line", "Observer", "Tick"]
 class Tick(msgspec.Struct, frozen=True):  # not a dataclass: `verify` never loads inspect
     """Where a long operation stands: ``done`` of ``total`` ``unit`` (``total`` None when
     not known), ``failed`` of those done, ``started`` (sent, begun) when it differs from
-    ``done``, and ``what`` (the item last done, or the phase)."""
+    ``done``, and ``what`` (the item last done, or the phase); ``rate`` False when a
+    rate of ``unit`` a second means nothing (seconds waited)."""
 
     label: str
     done: int
@@ -41,6 +42,7 @@ class Tick(msgspec.Struct, frozen=True):  # not a dataclass: `verify` never load
     failed: int = 0
     started: int | None = None
     what: str = ""
+    rate: bool = True
 
 
 Observer = Callable[[Tick], None]
@@ -54,7 +56,7 @@ def describe(tick: Tick, seconds: float) -> str:
         parts.append(f"{tick.started} sent")
     if tick.failed:
         parts.append(f"{tick.failed} failed")
-    if seconds > 0 and tick.done:
+    if tick.rate and seconds > 0 and tick.done:
         parts.append(f"{tick.done / seconds:.1f}/s")
     text = ", ".join(parts)
     return f"{text} ({tick.what})" if tick.what else text

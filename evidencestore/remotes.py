@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TypedDict, TypeVar, Unpack
 
@@ -30,6 +30,7 @@ from .errors import (
 )
 from .inventory import load_inventory
 from .models import Finding, Registration
+from .progress import Observer, Tick
 from .storage import BlobStore, LocalBlobStore, ReadThroughStore, SupportsArtifacts
 from .storage.leases import (
     LEASE_DIR,
@@ -522,6 +523,37 @@ def export_blob(
 
 
 # -- verification against a remote -------------------------------------------------
+def _counted(
+    check: Callable[[Source, str, int], None],
+    observer: Observer,
+    label: str,
+    done: int,
+    total: int,
+    failed: int,
+    refs: Mapping[str, Sequence[object]],
+) -> Callable[[Source, str, int], None]:
+    """``check`` telling ``observer`` of each copy's entries once it is checked (from
+    the threads of ``parallel``: counted and told under one lock, so the counts drawn
+    only grow)."""
+    import threading
+
+    lock = threading.Lock()
+    counts = [done, failed]
+
+    def counted(source: Source, digest: str, size: int) -> None:
+        ok = False
+        try:
+            check(source, digest, size)
+            ok = True
+        finally:
+            with lock:
+                counts[0] += len(refs[digest])
+                counts[1] += 0 if ok else len(refs[digest])
+                observer(Tick(label, counts[0], total, "store entries", counts[1]))
+
+    return counted
+
+
 def verify_remote(
     root: str | os.PathLike[str],
     registrations: Mapping[str, Registration],
@@ -529,9 +561,13 @@ def verify_remote(
     *,
     deep: bool = False,
     jobs: int = DEFAULT_JOBS,
+    observer: Observer | None = None,
 ) -> dict[str, list[Finding]]:
     """Check that every ``store`` entry of ``registrations`` is on ``remote`` with the
     right size (one batched query, no download); ``deep`` also downloads and hashes.
+    ``observer`` (``evidencestore.progress``) hears of the store entries checked of
+    the total, and of those that failed: all of them once the sizes are known, or with
+    ``deep``, each copy's entries as it is hashed.
 
     On an OCI registry each bundle's manifest is checked too (``remote-bundle-manifest``:
     present and naming the bundle's digest and files; ``deep``: every layer's sha256).
@@ -549,6 +585,10 @@ def verify_remote(
                 refs.setdefault(entry.descriptor.digest, []).append(
                     (name, entry.path, entry.descriptor.size)
                 )
+    label = f"verify remote {remote}"
+    total = sum(len(users) for users in refs.values())
+    if observer is not None:
+        observer(Tick(label, 0, total, "store entries", what="asking for sizes"))
     try:
         stored = sizes_of(target.store, refs)
     except StorageError as exc:
@@ -576,9 +616,14 @@ def verify_remote(
         first_size = users[0][2]
         if deep and stored.get(digest) == first_size:
             to_hash.append((digest, first_size))
-    for (digest, _size), _, error in parallel(
-        to_hash, lambda item: check_copy(source, *item), jobs
-    ):
+    check: Callable[[Source, str, int], None] = check_copy
+    if observer is not None:
+        done = total - sum(len(refs[d]) for d, _ in to_hash)  # nothing more to check
+        failed = len(problems)
+        observer(Tick(label, done, total, "store entries", failed))
+        if to_hash:
+            check = _counted(check_copy, observer, label, done, total, failed, refs)
+    for (digest, _size), _, error in parallel(to_hash, lambda item: check(source, *item), jobs):
         if error is None:
             continue
         code = "remote-corrupt" if isinstance(error, IntegrityError) else "remote-unreadable"

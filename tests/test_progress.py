@@ -5,6 +5,7 @@ through a real pseudo-terminal."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import shutil
 from pathlib import Path
@@ -293,3 +294,133 @@ def test_campaign_status_on_a_terminal_counts_items(tmp_path: Path) -> None:
     code, out, term = on_terminal(*argv)
     assert code == 0 and out.rstrip().splitlines()[-1] == "ACCEPTED"
     assert lines_drawn(term) == []  # reused: nothing computed, nothing drawn
+
+
+# -- issue 38 item 4: verify's count moves while it works ------------------------------
+def _many(root: Path, n: int) -> None:
+    for k in range(n):
+        add_bundle(root, f"b{k:03d}", {"a.txt": b"a%d" % k})
+
+
+def _ticks(root: Path) -> list[tuple[int, int | None, int]]:
+    from evidencestore.progress import Tick
+    from evidencestore.verify import verify_repository
+
+    seen: list[Tick] = []
+    report = verify_repository(root, observer=seen.append)
+    assert not report.ok and [b.name for b in report.bundles if not b.ok] == ["b040"]
+    return [(t.done, t.total, t.failed) for t in seen]
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_verify_counts_bundles_a_step_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: bool
+) -> None:
+    """Many bundles: the observer hears of the bundles done and failed after each step
+    (forked workers count in shared memory, this process tells), not only at the end;
+    forked or not, the counts only grow and end at the total with the one failure."""
+    from evidencestore import _fork
+    from evidencestore.verify import _repository, _shares
+
+    root = tmp_path / "repo"
+    _many(root, 80)
+    (root / "evidence/b040/a.txt").write_bytes(b"A40")  # same size, other bytes
+    if fork:
+        monkeypatch.setattr(_fork, "_CPUS", 2)  # two shares of 40, whatever the machine
+        if not _fork.can_fork():
+            pytest.skip("this process may not fork")
+    else:
+        monkeypatch.setenv("EVSTORE_NO_FORK", "1")
+        # one share in this process, loaded in steps (as beyond BATCH_DIRS bundles)
+        monkeypatch.setattr(_shares, "BATCH_DIRS", 50)
+        monkeypatch.setattr(_repository, "BATCH_DIRS", 50)
+    ticks = _ticks(root)
+    assert ticks[0] == (0, 80, 0) and ticks[-1] == (80, 80, 1)
+    assert any(0 < done < 80 for done, _, _ in ticks)  # moved while it worked
+    assert [t[0] for t in ticks] == sorted(t[0] for t in ticks)
+    assert [t[2] for t in ticks] == sorted(t[2] for t in ticks)
+    if not fork:  # one process, steps of 32: every count is known
+        assert ticks == [(0, 80, 0), (32, 80, 0), (64, 80, 1), (80, 80, 1), (80, 80, 1)]
+
+
+def test_verify_of_many_bundles_on_a_terminal(tmp_path: Path) -> None:
+    """`evstore verify` on a terminal draws bundles done of the total with the failures
+    so far and a rate while it works, then clears the line; with -q or on a pipe it
+    draws nothing, and standard output is the same report either way."""
+    from helpers.terminal import lines_drawn, on_terminal, piped
+
+    root = tmp_path / "repo"
+    _many(root, 80)
+    (root / "evidence/b040/a.txt").write_bytes(b"A40")
+    code, out, term = on_terminal("verify", "--root", str(root))
+    assert code == 1 and term.endswith("\r\x1b[K")
+    drawn = lines_drawn(term)
+    assert drawn[0] == "verify: 0/80 bundles (hashing every entry)"
+    assert _counts(drawn, "verify")[-1] == "verify: 80/80 bundles, 1 failed"
+    if (os.cpu_count() or 1) > 1:  # split across workers: counted a step at a time
+        between = [d for d in drawn if re.match(r"verify: [1-7]?[0-9]/80 bundles, ", d)]
+        assert between and all(re.search(r", [0-9.]+/s$", d) for d in between), drawn
+    code, _, term = on_terminal("-q", "verify", "--root", str(root))
+    assert code == 1 and "\r" not in term and "bundles" not in term
+    code, piped_out, err = piped("verify", "--root", str(root))
+    assert code == 1 and "\r" not in err and "bundles" not in err
+    assert piped_out == out
+
+
+def test_verify_remote_on_a_terminal(tmp_path: Path) -> None:
+    """`evstore verify --remote` draws the store entries checked of the total (with
+    --deep, as each copy is hashed); nothing with -q or on a pipe."""
+    from helpers.terminal import lines_drawn, on_terminal, piped
+
+    root = _repo(tmp_path)
+    argv = ("verify", "--remote", "m", "--root", str(root))
+    code, out, term = on_terminal(*argv)
+    assert code == 0, out
+    assert _counts(lines_drawn(term), "verify remote m") == [
+        "verify remote m: 0/1 store entries (asking for sizes)",
+        "verify remote m: 1/1 store entries",
+    ]
+    code, out, term = on_terminal(*argv, "--deep")
+    assert code == 0 and _counts(lines_drawn(term), "verify remote m")[-1] == (
+        "verify remote m: 1/1 store entries"
+    )
+    code, _, term = on_terminal("-q", *argv)
+    assert code == 0 and "\r" not in term
+    code, _, err = piped(*argv, "--deep")
+    assert code == 0 and "\r" not in err and "store entries" not in err
+
+
+def test_launch_readiness_wait_on_a_terminal(tmp_path: Path) -> None:
+    """`evstore run --launch` draws the seconds waited for the server (of its ready
+    timeout) until it is ready or given up on; nothing with -q or on a pipe."""
+    pytest.importorskip("aiohttp")
+    import socket
+    import sys
+
+    from helpers.terminal import lines_drawn, on_terminal, piped
+
+    from evidencestore.testing.llm_server import chat_workload
+
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    wl = tmp_path / "w.toml"
+    wl.write_text(chat_workload(("a",), max_tokens=4) + "\n[server]\nready_timeout = 1.5\n")
+    command = f'{sys.executable} -c "import time; time.sleep(60)"'
+
+    def run(name: str, how: Any, *flags: str) -> tuple[int, str, str]:
+        argv = ["run", str(wl), "--arm", "a", "--server", f"http://127.0.0.1:{port}"]
+        argv += ["--name", name, "--launch", command, "--root", str(root)]
+        return how(*flags, *argv)  # type: ignore[no-any-return]
+
+    code, out, term = run("tty", on_terminal)
+    assert code == 1 and "failed-before-inference" in out
+    drawn = _counts(lines_drawn(term), "run tty")
+    assert drawn[0] == "run tty: 0/2 s (waiting for the server)"
+    assert "run tty: 1/2 s (waiting for the server)" in drawn  # no rate: seconds waited
+    assert term.endswith("\r\x1b[K")
+    for name, how, flags in (("quiet", on_terminal, ["-q"]), ("pipe", piped, [])):
+        code, out, err = run(name, how, *flags)
+        assert code == 1 and "\r" not in err and "waiting" not in err, err

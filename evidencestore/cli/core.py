@@ -27,6 +27,7 @@ from ._common import (
 
 if TYPE_CHECKING:
     from ..config import Repository
+    from ..progress import Line, Observer
 
 
 def _key_values(items: list[str], flag: str) -> dict[str, str]:
@@ -328,7 +329,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         from ..remotes import verify_remote
 
         def checker(regs: Any) -> Any:
-            found = verify_remote(root, regs, args.remote, deep=args.deep)
+            with progress_line(args) as line:
+                found = verify_remote(
+                    root, regs, args.remote, deep=args.deep, observer=_drawn(line)
+                )
             n = sum(e.location == "store" for r in regs.values() for e in r.manifest.entries)
             bad = sum(len(v) for v in found.values())
             how = "downloaded and re-hashed" if args.deep else "present, with the right size"
@@ -345,7 +349,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     # the view. Otherwise verify loads them itself (in its workers, for many bundles)
     # and the view reads only those of bundles with findings.
     inventory = load_inventory(root) if args.bundle or args.base or args.remote else None
-    # No line while the remote check prints its own (standard output never mixes in).
+    # The line is cleared before the report is written (standard output never mixes
+    # in); the remote check draws a line of its own meanwhile.
     with progress_line(args) as line:
         report = verify_repository(
             root,
@@ -355,7 +360,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             base=args.base,
             remote_checker=checker,
             inventory=inventory,
-            observer=line if checker is None else None,
+            # none when nothing is drawn: many bundles are then verified in the
+            # largest steps
+            observer=_drawn(line),
         )
     report = _rederive_imports(root, report, args.bundle or None)
     unknown = [f for f in report.findings if f.code == "unknown-bundle"]
@@ -397,6 +404,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         view.human(sys.stdout, verbosity=verbosity(args), extra=notes)
     append_step_summary(view.step_summary(extra=notes))
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _drawn(line: Line) -> Observer | None:
+    """``line`` as an observer when it draws (a terminal, no ``-q``), else None."""
+    return line if line.enabled else None
 
 
 # -- proofs --------------------------------------------------------------------

@@ -16,6 +16,7 @@ its log (``logs/server.log``), time to ready and exit status.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shlex
 import signal
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Unpack
 from .._keywords import check_keywords
 from ..errors import ConfigError, WorkloadError
 from ..models import Registration
-from ..progress import Observer
+from ..progress import Observer, Tick
 from .models import Exchange, LaunchedServer, RunRecord, ServerIdentity, ServerSection
 from .recorder import RunRecorder
 
@@ -86,12 +87,27 @@ class _Server:
                 self.proc = None
                 self.error = f"the server could not be started: {self.argv[0]}: {exc.strerror}"
 
-    def wait_ready(self, url: str, timeout: float) -> tuple[float | None, str | None]:
-        """Seconds to the first 2xx of ``url``, or None and why not."""
+    def wait_ready(
+        self, url: str, timeout: float, observer: Observer | None = None, label: str = ""
+    ) -> tuple[float | None, str | None]:
+        """Seconds to the first 2xx of ``url``, or None and why not; ``observer`` hears
+        of the seconds waited (of ``timeout``) at each try."""
         if self.proc is None:
             return None, self.error
         deadline = self.started + timeout
         while True:
+            if observer is not None:
+                waited = int(time.monotonic() - self.started)
+                observer(
+                    Tick(
+                        label,
+                        waited,
+                        math.ceil(timeout),
+                        "s",
+                        what="waiting for the server",
+                        rate=False,
+                    )
+                )
             code = self.proc.poll()
             if code is not None:
                 return None, f"the server exited with status {code} before it was ready"
@@ -241,7 +257,7 @@ def launch_and_run(
     health = base + loaded.workload.endpoint.health_path
     with tempfile.TemporaryDirectory(prefix="evstore-server-") as tmp:
         proc = _Server(argv, cwd, Path(tmp))
-        ready_s, why = proc.wait_ready(health, section.ready_timeout)
+        ready_s, why = proc.wait_ready(health, section.ready_timeout, observer, f"run {name}")
         if ready_s is None:  # a failed run, with the server's log
             for config in prepared.configs:
                 recorder.attach_config(config)

@@ -22,7 +22,7 @@ from ..staging import staging_name, stale_staging_dirs
 from ..storage import BlobStore
 from ._base import base_findings
 from ._pipeline import Context, Early, start_early
-from ._shares import BATCH_DIRS, dir_shares, verify_bundles, verify_dir_shares
+from ._shares import BATCH_DIRS, dir_shares, settle, verify_bundles, verify_dir_shares
 
 __all__ = [
     "RemoteChecker",
@@ -93,8 +93,10 @@ def verify_repository(
     ``remote_checker`` adds findings about ``store`` entries on a remote;
     ``inventory`` is ``load_inventory(root)`` when the caller has already loaded it;
     ``observer`` (``evidencestore.progress``) hears of the bundles to check, then of
-    those checked and failed (their entries are hashed together, in workers, so the
-    count moves at the end).
+    those checked and failed: a step of bundles at a time where many bundles are split
+    across forked workers (the workers count in shared memory, this process draws);
+    where one pipeline runs here, every entry is hashed together and the count moves
+    at the end.
     """
     # What exists now (modules, the caller's objects) is left out of the cyclic
     # collections that verifying many registrations triggers, and forked workers do
@@ -135,13 +137,14 @@ def _verify_repository(
             total = len(dirs.dirs) if bundles is None else len(set(bundles))
             observer(Tick("verify", 0, total, "bundles", what="hashing every entry"))
         plain = frozenset(d.name for d in dirs.dirs if not d.is_symlink())
+        settle()  # the listing lives to the end: out of the collector's way
         ctx = Context(repo, store, require_available, plain)
         whole = bundles is None and base is None and remote_checker is None
         shares = dir_shares(ctx, dirs) if whole else []
         if not shares and whole and len(dirs.dirs) > BATCH_DIRS:
             shares = [dirs.dirs]  # not forked: still loaded a batch at a time, here
         if shares:  # many bundles: each worker also loads its own registrations
-            found, parts = verify_dir_shares(ctx, dirs, shares)
+            found, parts = verify_dir_shares(ctx, dirs, shares, observer)
             found[:0] = dirs.findings
             found.extend(dirs.closing_findings())
             return _report(repo, parts, [*found, *_staging_findings(repo)])
@@ -151,7 +154,9 @@ def _verify_repository(
             early = start_early(ctx, dirs.dirs[0].name)
         try:
             inventory = dirs.inventory()  # load_inventory, on the listing made above
-            return _verify_inventory(repo, ctx, inventory, bundles, base, remote_checker, early)
+            return _verify_inventory(
+                repo, ctx, inventory, bundles, base, remote_checker, early, observer
+            )
         finally:
             if early is not None:
                 early.pending.cancel()  # waited for (a no-op once used), whatever happened
@@ -159,7 +164,7 @@ def _verify_repository(
         total = len(inventory.registrations) if bundles is None else len(set(bundles))
         observer(Tick("verify", 0, total, "bundles", what="hashing every entry"))
     ctx = Context(repo, store, require_available)
-    return _verify_inventory(repo, ctx, inventory, bundles, base, remote_checker)
+    return _verify_inventory(repo, ctx, inventory, bundles, base, remote_checker, None, observer)
 
 
 def _verify_inventory(
@@ -170,6 +175,7 @@ def _verify_inventory(
     base: str | None,
     remote_checker: RemoteChecker | None,
     early: Early | None = None,
+    observer: Observer | None = None,
 ) -> VerifyReport:
     """The report of the loaded ``inventory`` (see :func:`verify_repository`)."""
     repo_findings = list(inventory.findings)
@@ -201,7 +207,7 @@ def _verify_inventory(
     regs = {n: inventory.registrations[n] for n in selected}
     remote_found = remote_checker(regs) if remote_checker is not None else {}
     reports: list[BundleReport] = []
-    for name, rep in zip(selected, verify_bundles(ctx, regs, early), strict=True):
+    for name, rep in zip(selected, verify_bundles(ctx, regs, early, observer), strict=True):
         extra_findings = tuple(remote_found.get(name, ()))
         if extra_findings:
             all_f = rep.findings + extra_findings

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
+import inspect
 import io
 import os
 import random
@@ -501,9 +502,7 @@ class FsspecBlobStore(BlobStore):
         def cat() -> bytes:
             if self.fs.async_impl:
                 # One GET: no size probe first, whatever the backend's default.
-                kwargs: dict[str, Any] = (
-                    {"max_concurrency": 1} if hasattr(self.fs, "max_concurrency") else {}
-                )
+                kwargs = _one_get(self.fs)
                 if limit is not None:
                     kwargs.update(start=0, end=limit)
                 data: bytes = self._run(
@@ -607,6 +606,17 @@ class FsspecBlobStore(BlobStore):
             yield info.digest
 
 
+def _one_get(fs: Any) -> dict[str, Any]:
+    """Keywords that make ``fs._cat_file`` one GET: s3fs splits large reads into
+    concurrent ranged GETs unless told ``max_concurrency=1``; older s3fs (and other
+    backends) take no such keyword and read with one GET already."""
+    try:
+        accepted = inspect.signature(fs._cat_file).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {"max_concurrency": 1} if "max_concurrency" in accepted else {}
+
+
 def _digest_of_key(key: str) -> str | None:
     parts = key.rstrip("/").rsplit("/", 2)
     if len(parts) == 3 and len(parts[2]) == 64 and parts[2].startswith(parts[1]):
@@ -689,9 +699,7 @@ class FsspecUpkeep(Upkeep):
         blobs are held). Returns each digest's failure, None where it went through: a
         :class:`BlobNotFoundError`, a :class:`StorageError`, or what ``consume`` raised."""
         semaphore = asyncio.Semaphore(max(1, concurrency))
-        kwargs: dict[str, Any] = (
-            {"max_concurrency": 1} if hasattr(self._store.fs, "max_concurrency") else {}
-        )
+        kwargs = _one_get(self._store.fs)
 
         async def attempt(key: str, digest: str, limit: int) -> bytes:
             cat = self._store.fs._cat_file(key, start=0, end=limit, **kwargs)

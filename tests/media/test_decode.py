@@ -318,3 +318,19 @@ def test_before_decode_runs_before_the_probe(
     with pytest.raises(MediaError, match="refused"):
         analyse(path, before_decode=refuse)
     assert analyse(path).errors[0].stage == "open"
+
+
+def test_hashing_thread_gives_the_same_report_in_frame_order(tmp_path: Path) -> None:
+    # More video frames than the hashing thread may hold, interleaved with audio: the
+    # report (every frame record, digest and root) is the one of hashing inline.
+    path = clip(tmp_path, "a.mp4", video=VideoSpec(frames=40), audio=AudioSpec())
+    seen: list[int] = []
+    threaded = analyse(path, threads=True, on_frame=lambda i, f: seen.append(i))
+    inline = analyse(path, threads=False)
+    assert threaded == inline
+    video = next(s for s in threaded.decoded if s.type == "video")
+    assert video.frames == 40
+    assert [r.index for r in video.frame_records] == list(range(40))
+    expected = [video_frame_digest(f) for f in av.open(str(path)).decode(video=0)]
+    assert [r.digest for r in video.frame_records] == expected
+    assert len(seen) == sum(s.frames for s in threaded.decoded)

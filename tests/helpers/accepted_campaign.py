@@ -53,8 +53,12 @@ def accepted_campaign(tmp: Path, server: VideoServer) -> Path:
     (src / "workloads").mkdir(parents=True)
     (src / "workloads/5s.toml").write_text(
         sample_workload(
-            seconds=(int(REQUEST["seconds"]),), size=REQUEST["size"], fps=int(REQUEST["fps"]),
-            seed=int(REQUEST["seed"]), warmup=0, measured=2,
+            seconds=(int(REQUEST["seconds"]),),
+            size=REQUEST["size"],
+            fps=int(REQUEST["fps"]),
+            seed=int(REQUEST["seed"]),
+            warmup=0,
+            measured=2,
         )
     )
     (src / "protocol.toml").write_text(PROTOCOL)
@@ -62,9 +66,10 @@ def accepted_campaign(tmp: Path, server: VideoServer) -> Path:
                  "--root", str(root)]) == 0  # fmt: skip
     commit(root, "protocol")
     workload = str(root / f"evidence/{CAMPAIGN}/workloads/5s.toml")
-    server.render(REQUEST, 0)  # the one encode, before any run (0: no request's number)
+    server.encode_time = 0.0
     try:
-        server.encode_time = 0.0
+        server.render(REQUEST, 0)  # the one encode, before any run (0: no request's number)
+        encoded = set(server._cache)
         for arm, name in RUNS:
             server.latency = SLOW if arm == "baseline" else FAST
             assert main(["-q", "run", workload, "--arm", arm, "--server", server.url, "--name",
@@ -72,5 +77,6 @@ def accepted_campaign(tmp: Path, server: VideoServer) -> Path:
                          str(root)]) == 0  # fmt: skip
     finally:
         server.latency, server.encode_time = 0.0, None
+    assert set(server._cache) == encoded  # no run's request was encoded again
     commit(root, "runs")
     return root

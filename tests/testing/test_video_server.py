@@ -32,9 +32,7 @@ def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return calls
 
 
-def test_a_repeated_request_costs_its_first_encode(
-    server: VideoServer, slept: list[float]
-) -> None:
+def test_a_repeated_request_costs_its_first_encode(server: VideoServer, slept: list[float]) -> None:
     first = server.render(FIELDS, 1)
     assert slept == []  # the first one encoded for real
     [(_, took)] = server._cache.values()

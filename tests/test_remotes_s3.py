@@ -109,6 +109,11 @@ def test_push_pull_s3(
     whole_listing: bool,
 ) -> None:
     root, files = s3_repo
+    # The calls are counted: a request retried because it outlasted the helpers' 2 s
+    # timeout would count twice, and in-process moto under CPU load can stall that long.
+    # The library's default timeout leaves a retry to a real failure.
+    set_remotes(root, s3={"url": f"s3://{s3_bucket}/evidence", "options": s3_options(s3_endpoint),
+                          "timeout": RetryPolicy().timeout})  # fmt: skip
     if not whole_listing:  # as if the remote held too many blobs to list whole
         monkeypatch.setattr("evidencestore.storage._fsspec._FULL_LISTING_PAGES", 0)
     code, out, err = run("push", "--root", str(root))

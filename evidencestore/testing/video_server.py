@@ -21,7 +21,10 @@ body is that many filler bytes, streamed in 1 MiB chunks, instead of a video),
 ``audio_short_by`` (every output's audio that many samples short of the request),
 ``ignore_seed`` (the seed is ignored: requests differing only in it get the same
 content), ``cache`` (while it is on, a request identical to one already answered is
-served at once, without ``latency``: the output caching the run audits look for).
+served at once, without ``latency``: the output caching the run audits look for),
+``encode_time`` (seconds every repeated request's encode takes; ``None``, the default,
+repeats what its first encode took, which is the machine's load as much as the work: a
+test whose verdict rests on ``latency`` sets it, so that ``latency`` alone sets the pace).
 ``arrivals_ns`` holds ``time.monotonic_ns()`` when each generation request arrived (also
 served as JSON at ``GET /_reference/arrivals``, for benchmarks running the server in
 another process); ``log_path`` (if set) receives the server log.
@@ -76,6 +79,7 @@ class VideoServer(ReferenceServer):
         self.audio_short_by = 0
         self.ignore_seed = False
         self.cache = False
+        self.encode_time: float | None = None
         self._answered: set[str] = set()
         self.sample_rate = 48000
         self.channels = 2
@@ -99,8 +103,8 @@ class VideoServer(ReferenceServer):
     # -- content --------------------------------------------------------------------
     def render(self, fields: dict[str, str], number: int) -> bytes:
         """Encode the MP4 for a request. The bytes are kept by its parameters and faults,
-        but a repeated request takes as long as its first encode unless ``cache`` is on:
-        only a server asked to cache shows output caching."""
+        but a repeated request takes as long as its first encode (``encode_time`` if set)
+        unless ``cache`` is on: only a server asked to cache shows output caching."""
         width, height = (int(v) for v in fields.get("size", "160x120").lower().split("x"))
         fps = int(fields.get("fps", "24"))
         if "num_frames" in fields:
@@ -124,7 +128,7 @@ class VideoServer(ReferenceServer):
         elif not self.cache:
             # Not a caching server: a repeated request costs what its first one did (the
             # bytes are kept only to spare the test machine the encode).
-            time.sleep(cached[1])
+            time.sleep(cached[1] if self.encode_time is None else self.encode_time)
         return cached[0]
 
     def _encode(
@@ -379,6 +383,7 @@ _VALUE_KNOBS: dict[str, tuple[type, str]] = {
     "stream_bytes": (int, "bodies are this many filler bytes (1 MiB chunks)"),
     "redirect_to": (str, "answer generation requests 302 to this base URL"),
     "audio_short_by": (int, "every output's audio this many samples short"),
+    "encode_time": (float, "seconds every repeated request's encode takes"),
 }
 _SET_KNOBS = {
     "fail_on": "HTTP 500",

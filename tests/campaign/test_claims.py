@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from evidencestore.runs import load_run
 from evidencestore.testing.video_server import VideoServer, sample_workload
 
 TINY = {"size": "64x48", "fps": 8, "warmup": 1, "measured": 3, "seconds": (1,)}
+TINY_REQUEST = {"size": "64x48", "fps": "8", "seconds": "1", "seed": "42"}  # its one request
 
 # Run-to-run factors on a latency: TIGHT (log sd 4 %) where an interval must clear or miss a
 # threshold, WIDE (log sd 14 %, well above what noise adds to a run's value) where an
@@ -117,8 +119,18 @@ class Repo:
 @pytest.fixture
 def campaign_repo(
     tmp_path: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
-) -> Repo:
-    return Repo(tmp_path / "repo", video_server, capsys)
+) -> Iterator[Repo]:
+    """The repository, with the server's one encode (TINY's request) done beforehand and
+    every request's encode then free (``encode_time = 0``): the server's time is its
+    latency alone. Otherwise each request would repeat what that encode took, up to 1.6 s
+    under CPU load, on every run of both arms: the job design's 1.0 / 0.8 s would be a
+    ratio of 1.08, and 1.25 no longer the truth its bound is checked against."""
+    video_server.encode_time = 0.0
+    try:
+        video_server.render(TINY_REQUEST, 0)  # 0: no request's number
+        yield Repo(tmp_path / "repo", video_server, capsys)
+    finally:
+        video_server.encode_time = None
 
 
 def test_slower_and_equal_candidates_are_not_accepted(campaign_repo: Repo) -> None:
@@ -236,9 +248,10 @@ def test_job_flow_true_ratio_is_claimed_within_its_bound(campaign_repo: Repo) ->
     assert b["low"] <= s["low"] and b["high"] >= s["high"]
     assert b["low"] < 1.25 < b["high"] * 1.05  # the truth, within the stated bound
     # The bound is the polling's (1 % of the elapsed time, 5 ms at least) plus a poll's round
-    # trip: typically well under 0.05 s. Scheduling stretches single round trips without
-    # limit (0.27 s was seen with both cores busy), so the worst is only checked to be the
-    # one the claim states, and the claim to stand with every time anywhere within it.
+    # trip: typically well under 0.05 s. Scheduling stretches round trips without limit
+    # (0.27 s was seen with both cores busy), so no bound is asserted on the clock: the worst
+    # is checked to be the one the claim states, and the claim to stand with every time
+    # anywhere within it.
     resolutions = sorted(
         r.resolution_s or 0.0
         for name in [*(f"b{i}" for i in (1, 2, 3, 4)), *(f"f{i}" for i in (1, 2, 3, 4))]
@@ -246,7 +259,6 @@ def test_job_flow_true_ratio_is_claimed_within_its_bound(campaign_repo: Repo) ->
         if r.phase == "measured"
     )
     assert claim["resolution_s"] == resolutions[-1]
-    assert resolutions[len(resolutions) // 2] < 0.05
     assert claim["verdict"] == "STANDS" and code == 0
     assert "within the measurement resolution" in text
 

@@ -104,7 +104,7 @@ def test_runs_that_reached_no_server_never_started_and_count_against_no_arm(
     assert all(e["code"] == "never-started" and e["arm"] == "fast" for e in shown.values())
     assert "the connection was refused" in shown["typo-refused"]["message"]
     fast = next(c for c in status["cells"] if c["arm"] == "fast")
-    assert (fast["runs_done"], fast["runs_failed"], fast["failed_runs"]) == (2, 0, [])
+    assert (fast["runs_done"], fast["runs_failed"], fast["failed_runs"]) == (3, 0, [])
     assert status["excluded"] == []
     code, text = _cli(capsys, repo, "campaign", "status", CAMPAIGN)
     assert code == 0 and text.rstrip().splitlines()[-1] == "ACCEPTED"

@@ -17,6 +17,8 @@ PROTOCOL = (
     '[[arm]]\nname = "baseline"\nbaseline = true\nruns = 2\n'
     '[[arm]]\nname = "fast"\nruns = 2\n'
 )
+#: The same campaign asking for a speedup above 50: the candidate (about 4x) is rejected.
+REJECTING = PROTOCOL.replace("min_runs = 2\n", "min_runs = 2\nmin_speedup = 50\n")
 SLOW, FAST = 0.12, 0.03  # the server's added latency for baseline and candidate runs
 
 
@@ -31,8 +33,9 @@ def commit(root: Path, message: str) -> None:
     git(root, "commit", "-qm", message)
 
 
-def accepted_campaign(tmp: Path, server: VideoServer) -> Path:
-    """The repository of an ACCEPTED campaign ``CAMPAIGN`` under ``tmp``."""
+def accepted_campaign(tmp: Path, server: VideoServer, protocol: str = PROTOCOL) -> Path:
+    """The repository of an ACCEPTED campaign ``CAMPAIGN`` under ``tmp`` (the same runs
+    under another ``protocol`` may give another verdict: :data:`REJECTING`)."""
     root = tmp / "repo"
     (root / "evidence").mkdir(parents=True)
     (root / ".gitignore").write_text(".evstore/\n")
@@ -42,7 +45,7 @@ def accepted_campaign(tmp: Path, server: VideoServer) -> Path:
     (src / "workloads/5s.toml").write_text(
         sample_workload(seconds=(1,), size="64x48", fps=8, warmup=0, measured=2)
     )
-    (src / "protocol.toml").write_text(PROTOCOL)
+    (src / "protocol.toml").write_text(protocol)
     assert main(["campaign", "init", CAMPAIGN, "--protocol", str(src / "protocol.toml"),
                  "--root", str(root)]) == 0  # fmt: skip
     commit(root, "protocol")

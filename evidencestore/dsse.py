@@ -10,8 +10,8 @@ What is ours: the key id (SHA-256 of the raw 32-byte public key, as every envelo
 protocol since the first has it, handed to securesystemslib as the key's id), reading
 PEM key files with our errors (securesystemslib reads a private key only beside its
 public key), the statement and envelope models (the file format, decoded strictly), and
-the subjects of run and set-aside statements. ``cryptography`` and ``securesystemslib``
-are imported inside the functions that need them.
+run statements (set-aside statements are ``campaign/setaside.py``'s). ``cryptography``
+and ``securesystemslib`` are imported inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -55,11 +55,10 @@ __all__ = [
     "load_public_key",
     "pae",
     "sign_run",
-    "sign_set_aside",
     "sign_statement",
     "signed_payload",
+    "subject_of",
     "verify_run_signature",
-    "verify_set_aside_signature",
 ]
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -223,16 +222,12 @@ def signed_payload(env: Envelope, public_key: Ed25519PublicKey) -> tuple[bytes |
         return None, "payload is not valid base64"
     key = _sslib_key(public_key)
     for s in env.signatures:
-        if s.keyid and s.keyid != key.keyid:
+        if s.keyid not in ("", key.keyid):
             continue
         try:
-            sig = base64.b64decode(s.sig, validate=True).hex()
-        except ValueError:
-            continue
-        one = SSlibEnvelope(payload, env.payload_type, {key.keyid: SSlibSignature(key.keyid, sig)})
-        try:
-            one.verify([key], 1)
-        except UnverifiedSignatureError:
+            sig = SSlibSignature(key.keyid, base64.b64decode(s.sig, validate=True).hex())
+            SSlibEnvelope(payload, env.payload_type, {key.keyid: sig}).verify([key], 1)
+        except (ValueError, UnverifiedSignatureError):
             continue
         return payload, None
     return None, None
@@ -267,7 +262,8 @@ class RunSignature(msgspec.Struct, frozen=True, kw_only=True):
 BINDS_MANIFEST = {"binds": "manifest"}
 
 
-def _bytes_subject(bundle: str, entry: str, data: bytes) -> Subject:
+def subject_of(bundle: str, entry: str, data: bytes) -> Subject:
+    """The subject naming ``entry`` of bundle ``bundle`` by its bytes' BLAKE3 and SHA-256."""
     return Subject(
         name=f"{EVIDENCE_DIR}/{bundle}/{entry}",
         digest={
@@ -315,7 +311,7 @@ def sign_run(
         )
     statement = Statement(
         subject=(
-            _bytes_subject(bundle, "run.json", data),
+            subject_of(bundle, "run.json", data),
             *_entry_subjects(bundle, entries, sha256),
         ),
         predicate_type=PREDICATE_RUN,
@@ -371,7 +367,7 @@ def verify_run_signature(
         return RunSignature(
             keyid=signer, code="bad-signature", message=f"run {bundle!r}: not a statement: {exc}"
         )
-    want = _bytes_subject(bundle, "run.json", data).digest
+    want = subject_of(bundle, "run.json", data).digest
     digests = [s.digest for s in statement.subject]
     full = isinstance(statement.predicate, dict) and all(
         statement.predicate.get(k) == v for k, v in BINDS_MANIFEST.items()
@@ -411,55 +407,3 @@ def verify_run_signature(
                 "was signed",
             )
     return RunSignature(keyid=signer, code=None, message=f"signed by key {signer[:16]}")
-
-
-# -- signed set-asides ------------------------------------------------------------------
-PREDICATE_SET_ASIDE = "https://evidencestore.dev/attestation/set-aside/v1"
-
-
-def sign_set_aside(bundle: str, entry: str, data: bytes, key: Ed25519PrivateKey) -> Envelope:
-    """Sign a void or withdrawal record's bytes (``entry`` of bundle ``bundle``) as an
-    in-toto statement of type :data:`PREDICATE_SET_ASIDE`, in a DSSE envelope."""
-    subject = _bytes_subject(bundle, entry, data)
-    statement = Statement(subject=(subject,), predicate_type=PREDICATE_SET_ASIDE)
-    return sign_statement(statement, key)
-
-
-def verify_set_aside_signature(
-    envelope: bytes | None,
-    data: bytes,
-    bundle: str,
-    entry: str,
-    keys: dict[str, Ed25519PublicKey],
-) -> str | None:
-    """Why a void or withdrawal record (``entry`` of bundle ``bundle``, its bytes
-    ``data``) is not signed by one of ``keys``, or None when it is."""
-    allowed = ", ".join(k[:16] for k in sorted(keys))
-    if envelope is None:
-        return (
-            f"record {bundle!r} is not signed, and the protocol pins signing keys "
-            f"({allowed}): register it with `--sign KEY`"
-        )
-    try:
-        env = decode_envelope(envelope, f"record {bundle!r}: its signature")
-    except AttestationError as exc:
-        return str(exc)
-    if (signed := first_signer(env, keys)) is None:
-        return (
-            f"record {bundle!r}: no signature of its envelope verifies with a key the "
-            f"protocol pins ({allowed})"
-        )
-    try:
-        statement = decode(signed[1], Statement)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        return f"record {bundle!r}: its signature holds no statement: {exc}"
-    want = hash_bytes(data).digest.removeprefix("blake3:")
-    subjects = {s.name: s.digest.get("blake3") for s in statement.subject}
-    if statement.predicate_type != PREDICATE_SET_ASIDE or subjects != {
-        f"{EVIDENCE_DIR}/{bundle}/{entry}": want
-    }:
-        return (
-            f"record {bundle!r}: its signed statement is not about its {entry} as it is "
-            "(changed after signing, or another record's signature)"
-        )
-    return None

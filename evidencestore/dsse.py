@@ -3,13 +3,14 @@
 The primitives ``attest.py`` builds attestations from, kept apart so that runs (which
 sign their record when sealed) and campaigns (which check those signatures against the
 keys a protocol pins) use them without importing attestations of bundles and records.
-Signing and verifying are securesystemslib's (``securesystemslib.dsse.Envelope``: the
-pre-authentication encoding ``PAE(payloadType, payload)`` of DSSE v1, never the bare
-payload; ``CryptoSigner`` and ``SSlibKey`` for ed25519). What is ours: key files (PEM,
-PKCS#8 private, SubjectPublicKeyInfo public), the key id (SHA-256 of the raw 32-byte
-public key, as every envelope and protocol since the first has it, handed to
-securesystemslib as the key's id), the statement and envelope models (the file format,
-decoded strictly), and the subjects of run and set-aside statements. ``cryptography``
+DSSE and keys are securesystemslib's: ``securesystemslib.dsse.Envelope`` signs and
+verifies over the pre-authentication encoding ``PAE(payloadType, payload)`` (DSSE v1),
+never the bare payload; ``CryptoSigner`` generates and signs, ``SSlibKey`` verifies.
+What is ours: the key id (SHA-256 of the raw 32-byte public key, as every envelope and
+protocol since the first has it, handed to securesystemslib as the key's id), reading
+PEM key files with our errors (securesystemslib reads a private key only beside its
+public key), the statement and envelope models (the file format, decoded strictly), and
+run statements (set-aside statements are ``campaign/setaside.py``'s). ``cryptography``
 and ``securesystemslib`` are imported inside the functions that need them.
 """
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
         Ed25519PrivateKey,
         Ed25519PublicKey,
     )
+    from securesystemslib.signer import SSlibKey
 
 __all__ = [
     "PAYLOAD_TYPE",
@@ -46,17 +48,17 @@ __all__ = [
     "Statement",
     "Subject",
     "decode_envelope",
+    "first_signer",
     "generate_key",
     "key_id",
     "load_private_key",
     "load_public_key",
     "pae",
     "sign_run",
-    "sign_set_aside",
     "sign_statement",
     "signed_payload",
+    "subject_of",
     "verify_run_signature",
-    "verify_set_aside_signature",
 ]
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -103,95 +105,88 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return SSlibEnvelope(payload, payload_type, {}).pae()
 
 
-def _sslib_key(key: Ed25519PublicKey) -> Any:
-    """``key`` as a securesystemslib key under our key id."""
+# -- keys ---------------------------------------------------------------------------
+def _sslib_key(key: Ed25519PublicKey) -> SSlibKey:
+    """``key`` as securesystemslib's, under our key id (its ed25519 ``keyval`` is the raw
+    public key in hex)."""
     from securesystemslib.signer import SSlibKey
 
-    return SSlibKey.from_crypto(key, keyid=key_id(key))
-
-
-# -- keys ---------------------------------------------------------------------------
-def _public_bytes(key: Ed25519PublicKey) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    k = SSlibKey.from_crypto(key)
+    kid = hashlib.sha256(bytes.fromhex(k.keyval["public"])).hexdigest()
+    return SSlibKey(kid, k.keytype, k.scheme, k.keyval)
 
 
 def key_id(key: Ed25519PublicKey) -> str:
     """The key's id: SHA-256 of its raw 32-byte public key, hex."""
-    return hashlib.sha256(_public_bytes(key)).hexdigest()
+    return _sslib_key(key).keyid
 
 
 def generate_key(path: str | os.PathLike[str]) -> tuple[Path, Path]:
-    """Create an ed25519 key pair: ``path`` (private, mode 0600) and ``path.pub``.
+    """Create an ed25519 key pair (securesystemslib's ``CryptoSigner``): ``path``
+    (PKCS#8 PEM, mode 0600) and ``path.pub`` (SubjectPublicKeyInfo PEM).
 
     Existing files are never overwritten.
     """
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+    from securesystemslib.signer import CryptoSigner
 
     private = Path(path)
     public = private.with_name(private.name + ".pub")
-    key = Ed25519PrivateKey.generate()
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    pub = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
     for target in (private, public):
         if target.exists():
             raise AttestationError(f"{target}: already exists; refusing to overwrite a key")
+    signer = CryptoSigner.generate_ed25519()
+    raw = bytes.fromhex(signer.public_key.keyval["public"])
+    pub = Ed25519PublicKey.from_public_bytes(raw).public_bytes(
+        Encoding.PEM, PublicFormat.SubjectPublicKeyInfo
+    )
     try:
         fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(pem)
+            fh.write(signer.private_bytes)
         public.write_bytes(pub)
     except OSError as exc:
         raise AttestationError(f"{exc.filename}: cannot write key: {exc.strerror}") from exc
     return private, public
 
 
-def _read_key_file(path: str | os.PathLike[str], what: str) -> bytes:
+def _load_key(path: str | os.PathLike[str], kind: str) -> Any:
+    """The ed25519 key (``kind``: private or public) in PEM file ``path``; a public key
+    is also read from a private key file."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+    from cryptography.hazmat.primitives.serialization import (
+        load_pem_private_key,
+        load_pem_public_key,
+    )
+
+    where = os.fspath(path)
     try:
-        return Path(path).read_bytes()
+        data = Path(path).read_bytes()
     except OSError as exc:
-        raise AttestationError(f"{os.fspath(path)}: cannot read {what}: {exc.strerror}") from exc
+        raise AttestationError(f"{where}: cannot read {kind} key: {exc.strerror}") from exc
+    if kind == "public" and b"PRIVATE KEY" in data:
+        return _load_key(path, "private").public_key()
+    try:
+        key = load_pem_private_key(data, None) if kind == "private" else load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        what = "an unencrypted PEM private" if kind == "private" else "a PEM public"
+        raise AttestationError(f"{where}: not {what} key ({exc})") from None
+    want = ed25519.Ed25519PrivateKey if kind == "private" else ed25519.Ed25519PublicKey
+    if not isinstance(key, want):
+        raise AttestationError(f"{where}: expected an ed25519 {kind} key")
+    return key
 
 
 def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
     """Load an unencrypted PEM (PKCS#8) ed25519 private key."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    data = _read_key_file(path, "private key")
-    try:
-        key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as exc:
-        raise AttestationError(
-            f"{os.fspath(path)}: not an unencrypted PEM private key ({exc})"
-        ) from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise AttestationError(f"{os.fspath(path)}: expected an ed25519 private key")
+    key: Ed25519PrivateKey = _load_key(path, "private")
     return key
 
 
 def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
     """Load a PEM ed25519 public key (a private key file is accepted, its public half used)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    data = _read_key_file(path, "public key")
-    if b"PRIVATE KEY" in data:
-        return load_private_key(path).public_key()
-    try:
-        key = serialization.load_pem_public_key(data)
-    except (ValueError, TypeError) as exc:
-        raise AttestationError(f"{os.fspath(path)}: not a PEM public key ({exc})") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise AttestationError(f"{os.fspath(path)}: expected an ed25519 public key")
+    key: Ed25519PublicKey = _load_key(path, "public")
     return key
 
 
@@ -227,19 +222,25 @@ def signed_payload(env: Envelope, public_key: Ed25519PublicKey) -> tuple[bytes |
         return None, "payload is not valid base64"
     key = _sslib_key(public_key)
     for s in env.signatures:
-        if s.keyid and s.keyid != key.keyid:
+        if s.keyid not in ("", key.keyid):
             continue
         try:
-            sig = base64.b64decode(s.sig, validate=True).hex()
-        except ValueError:
-            continue
-        one = SSlibEnvelope(payload, env.payload_type, {key.keyid: SSlibSignature(key.keyid, sig)})
-        try:
-            one.verify([key], 1)
-        except UnverifiedSignatureError:
+            sig = SSlibSignature(key.keyid, base64.b64decode(s.sig, validate=True).hex())
+            SSlibEnvelope(payload, env.payload_type, {key.keyid: sig}).verify([key], 1)
+        except (ValueError, UnverifiedSignatureError):
             continue
         return payload, None
     return None, None
+
+
+def first_signer(env: Envelope, keys: dict[str, Ed25519PublicKey]) -> tuple[str, bytes] | None:
+    """The first of ``keys`` (by id) that signed the envelope's in-toto payload, and the
+    payload; ``None`` when none did or the payload is of another type."""
+    if env.payload_type == PAYLOAD_TYPE:
+        for kid, key in sorted(keys.items()):
+            if (payload := signed_payload(env, key)[0]) is not None:
+                return kid, payload
+    return None
 
 
 # -- signed runs ----------------------------------------------------------------------
@@ -261,9 +262,10 @@ class RunSignature(msgspec.Struct, frozen=True, kw_only=True):
 BINDS_MANIFEST = {"binds": "manifest"}
 
 
-def _run_subject(bundle: str, data: bytes) -> Subject:
+def subject_of(bundle: str, entry: str, data: bytes) -> Subject:
+    """The subject naming ``entry`` of bundle ``bundle`` by its bytes' BLAKE3 and SHA-256."""
     return Subject(
-        name=f"{EVIDENCE_DIR}/{bundle}/run.json",
+        name=f"{EVIDENCE_DIR}/{bundle}/{entry}",
         digest={
             "blake3": hash_bytes(data).digest.removeprefix("blake3:"),
             "sha256": hashlib.sha256(data).hexdigest(),
@@ -308,7 +310,10 @@ def sign_run(
             f"run {bundle!r}: signing {len(entries)} entries needs their SHA-256 (sha256=)"
         )
     statement = Statement(
-        subject=(_run_subject(bundle, data), *_entry_subjects(bundle, entries, sha256)),
+        subject=(
+            subject_of(bundle, "run.json", data),
+            *_entry_subjects(bundle, entries, sha256),
+        ),
         predicate_type=PREDICATE_RUN,
         predicate={**predicate, **BINDS_MANIFEST},
     )
@@ -339,14 +344,8 @@ def verify_run_signature(
         env = decode_envelope(envelope, f"run {bundle!r}: its signature")
     except AttestationError as exc:
         return RunSignature(keyid=None, code="bad-signature", message=str(exc))
-    payload: bytes | None = None
-    signer = None
-    for kid, key in sorted(keys.items()):
-        payload, _ = signed_payload(env, key)
-        if payload is not None:
-            signer = kid
-            break
-    if payload is None or signer is None or env.payload_type != PAYLOAD_TYPE:
+    signed = first_signer(env, keys)
+    if signed is None:
         others = sorted({s.keyid for s in env.signatures if s.keyid and s.keyid not in keys})
         if others:
             return RunSignature(
@@ -361,13 +360,14 @@ def verify_run_signature(
             message=f"run {bundle!r}: no signature of its envelope verifies with an allowed "
             f"key ({allowed}): the envelope was altered",
         )
+    signer, payload = signed
     try:
         statement = decode(payload, Statement)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         return RunSignature(
             keyid=signer, code="bad-signature", message=f"run {bundle!r}: not a statement: {exc}"
         )
-    want = _run_subject(bundle, data).digest
+    want = subject_of(bundle, "run.json", data).digest
     digests = [s.digest for s in statement.subject]
     full = isinstance(statement.predicate, dict) and all(
         statement.predicate.get(k) == v for k, v in BINDS_MANIFEST.items()
@@ -393,12 +393,12 @@ def verify_run_signature(
             message=f"signed by key {signer[:16]} (run.json only: signed before signatures "
             "bound every entry)",
         )  # fmt: skip
-    signed = {s.name: s.digest.get("blake3") for s in statement.subject[1:]}
+    bound = {s.name: s.digest.get("blake3") for s in statement.subject[1:]}
     have = {s.name: s.digest["blake3"] for s in _entry_subjects(bundle, entries)}
-    for name in sorted(set(signed) | set(have)):
-        if signed.get(name) != have.get(name):
+    for name in sorted(set(bound) | set(have)):
+        if bound.get(name) != have.get(name):
             now = f"blake3:{have[name]}" if name in have else "absent"
-            then = f"blake3:{signed[name]}" if name in signed else "not signed"
+            then = f"blake3:{bound[name]}" if name in bound else "not signed"
             return RunSignature(
                 keyid=signer,
                 code="changed-after-signing",
@@ -407,65 +407,3 @@ def verify_run_signature(
                 "was signed",
             )
     return RunSignature(keyid=signer, code=None, message=f"signed by key {signer[:16]}")
-
-
-# -- signed set-asides ------------------------------------------------------------------
-PREDICATE_SET_ASIDE = "https://evidencestore.dev/attestation/set-aside/v1"
-
-
-def sign_set_aside(bundle: str, entry: str, data: bytes, key: Ed25519PrivateKey) -> Envelope:
-    """Sign a void or withdrawal record's bytes (``entry`` of bundle ``bundle``) as an
-    in-toto statement of type :data:`PREDICATE_SET_ASIDE`, in a DSSE envelope."""
-    subject = Subject(
-        name=f"{EVIDENCE_DIR}/{bundle}/{entry}",
-        digest={
-            "blake3": hash_bytes(data).digest.removeprefix("blake3:"),
-            "sha256": hashlib.sha256(data).hexdigest(),
-        },
-    )
-    statement = Statement(subject=(subject,), predicate_type=PREDICATE_SET_ASIDE)
-    return sign_statement(statement, key)
-
-
-def verify_set_aside_signature(
-    envelope: bytes | None,
-    data: bytes,
-    bundle: str,
-    entry: str,
-    keys: dict[str, Ed25519PublicKey],
-) -> str | None:
-    """Why a void or withdrawal record (``entry`` of bundle ``bundle``, its bytes
-    ``data``) is not signed by one of ``keys``, or None when it is."""
-    allowed = ", ".join(k[:16] for k in sorted(keys))
-    if envelope is None:
-        return (
-            f"record {bundle!r} is not signed, and the protocol pins signing keys "
-            f"({allowed}): register it with `--sign KEY`"
-        )
-    try:
-        env = decode_envelope(envelope, f"record {bundle!r}: its signature")
-    except AttestationError as exc:
-        return str(exc)
-    payload = next(
-        (p for _, k in sorted(keys.items()) if (p := signed_payload(env, k)[0]) is not None),
-        None,
-    )
-    if payload is None or env.payload_type != PAYLOAD_TYPE:
-        return (
-            f"record {bundle!r}: no signature of its envelope verifies with a key the "
-            f"protocol pins ({allowed})"
-        )
-    try:
-        statement = decode(payload, Statement)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        return f"record {bundle!r}: its signature holds no statement: {exc}"
-    want = hash_bytes(data).digest.removeprefix("blake3:")
-    subjects = {s.name: s.digest.get("blake3") for s in statement.subject}
-    if statement.predicate_type != PREDICATE_SET_ASIDE or subjects != {
-        f"{EVIDENCE_DIR}/{bundle}/{entry}": want
-    }:
-        return (
-            f"record {bundle!r}: its signed statement is not about its {entry} as it is "
-            "(changed after signing, or another record's signature)"
-        )
-    return None

@@ -24,7 +24,8 @@ from helpers.remotes import run
 from helpers.repos import add_bundle, init_repo
 
 from evidencestore.attest import statement_for
-from evidencestore.dsse import sign_run, sign_set_aside
+from evidencestore.campaign.setaside import sign_set_aside
+from evidencestore.dsse import sign_run
 from evidencestore.inventory import load_registration, registration_path
 from evidencestore.remotes import local_store
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,9 @@ from evidencestore.dsse import (
     Statement,
     Subject,
     decode_envelope,
+    generate_key,
     key_id,
+    load_private_key,
     load_public_key,
     sign_run,
     sign_statement,
@@ -117,3 +120,58 @@ def test_run_signatures_made_before_securesystemslib_still_verify() -> None:
     assert verify_run_signature(forged, data, "r1", keys).code == "bad-signature"
     changed = verify_run_signature(old, data + b" ", "r1", keys)
     assert changed.code == "changed-after-signing"
+
+
+def test_key_files_keep_their_format_and_other_tools_read_them(tmp_path: Path) -> None:
+    """``attest keygen`` (securesystemslib's CryptoSigner) writes PKCS#8 and
+    SubjectPublicKeyInfo PEM as before: pyca/cryptography and securesystemslib's own
+    ``file2:`` loader read them, and the key id is SHA-256 of the raw public key."""
+    from securesystemslib.signer import CryptoSigner, SSlibKey
+
+    private, public = generate_key(tmp_path / "k")
+    assert private.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----\n")
+    assert public.read_bytes().startswith(b"-----BEGIN PUBLIC KEY-----\n")
+    assert private.stat().st_mode & 0o777 == 0o600
+    raw = serialization.load_pem_private_key(private.read_bytes(), None)
+    assert isinstance(raw, Ed25519PrivateKey)
+    kid = hashlib.sha256(_raw(raw)).hexdigest()
+    assert key_id(load_public_key(public)) == key_id(load_public_key(private)) == kid
+    sslib = SSlibKey.from_crypto(load_public_key(public), keyid=kid)
+    signer = CryptoSigner.from_priv_key_uri(f"file2:{private}", sslib)
+    statement = Statement(subject=(Subject(name="a", digest={"sha256": "00" * 32}),),
+                          predicate_type="urn:x")  # fmt: skip
+    assert sign_statement(statement, load_private_key(private)).signatures[0].keyid == kid
+    assert signer.public_key.keyid == kid
+
+
+def test_key_file_errors_are_unchanged(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from evidencestore.errors import AttestationError
+
+    generate_key(tmp_path / "k")
+    with pytest.raises(AttestationError, match="k: already exists; refusing to overwrite a key"):
+        generate_key(tmp_path / "k")
+    other = ec.generate_private_key(ec.SECP256R1())
+    (tmp_path / "ec").write_bytes(other.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ))  # fmt: skip
+    (tmp_path / "ec.pub").write_bytes(other.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ))  # fmt: skip
+    (tmp_path / "junk").write_text("junk")
+    cases = [
+        (load_private_key, "ec", "ec: expected an ed25519 private key"),
+        (load_public_key, "ec.pub", "ec.pub: expected an ed25519 public key"),
+        (load_public_key, "ec", "ec: expected an ed25519 private key"),
+        (load_private_key, "k.pub", "k.pub: not an unencrypted PEM private key ("),
+        (load_public_key, "junk", "junk: not a PEM public key ("),
+        (load_private_key, "none", "none: cannot read private key: No such file"),
+        (load_public_key, "none", "none: cannot read public key: No such file"),
+    ]
+    for load, name, message in cases:
+        with pytest.raises(AttestationError) as info:
+            load(tmp_path / name)
+        assert str(info.value).startswith(f"{tmp_path / name}"), str(info.value)
+        assert message in str(info.value), (name, str(info.value))

@@ -2,7 +2,8 @@
 (Debian's ``docker-registry``) on 127.0.0.1, started and stopped here: push, pull into
 a fresh clone, ``verify --remote --deep``, corrupt blobs refused, ``push --repair``,
 bundles as artifact manifests, and attestations as referrers read back by the ``oras``
-client (outside evstore)."""
+client (outside evstore). The OCI 1.1 referrers API, which distribution 2.8 lacks, is
+tested against a stand-in (``helpers/oci_referrers.py``)."""
 
 from __future__ import annotations
 
@@ -497,3 +498,58 @@ def test_remote_add_refuses_an_oci_url_without_a_valid_repository(tmp_path: Path
     # negative control: a valid one is added
     code, _, err = run("remote", "add", "r", "oci://ghcr.io/my-org/evidence", "--root", str(root))
     assert code == 0, err
+
+
+def test_a_registry_with_the_referrers_api_indexes_the_attestation_itself(
+    tmp_path: Path,
+) -> None:
+    """OCI 1.1's branch, against a stand-in (Debian has no 1.1 registry): the registry
+    answers the attestation manifest with ``OCI-Subject``, so ``attest --oci`` writes no
+    fallback tag index, and the referrer is listed by ``GET .../referrers/<digest>``."""
+    pytest.importorskip("aiohttp")
+    from helpers.oci_referrers import referrers_registry
+
+    from evidencestore import oci
+    from evidencestore.remotes import open_remote
+
+    with referrers_registry() as stub:
+        root = init_repo(tmp_path / "repo")
+        make_repo(root, blobs(2, size=300))
+        assert run("remote", "add", "reg", stub.url(REPO), "--root", str(root))[0] == 0
+        code, out, err = run("push", "--root", str(root))
+        assert code == 0 and "1 bundle manifest(s) written" in out, out + err
+        private, public = _keys(tmp_path)
+        envelope = tmp_path / "run1.att.json"
+        code, _, err = run(
+            "attest", "run1", "--key", str(private), "-o", str(envelope), "--oci", "reg",
+            "--root", str(root),
+        )  # fmt: skip
+        assert code == 0 and "attached to bundle 'run1'" in err, err
+        attached = err.rsplit(" as ", 1)[1].strip()
+        subject = stub.tags[bundle_tag(load_inventory(root).registrations["run1"])]
+        media_type, data = stub.manifests[attached]
+        manifest = json.loads(data)
+        assert manifest["subject"]["digest"] == subject  # attached through `subject`
+        assert manifest["artifactType"] == ATTESTATION_ARTIFACT_TYPE
+        assert media_type == "application/vnd.oci.image.manifest.v1+json"
+        assert stub.blobs[manifest["layers"][0]["digest"]] == envelope.read_bytes()
+        # No fallback: nothing written, nor read, under the sha256-<hex> tag.
+        fallback = subject.replace(":", "-")
+        assert fallback not in stub.tags and not any(t.startswith("sha256-") for t in stub.tags)
+        assert not [r for r in stub.requests if r[1].endswith(f"/manifests/{fallback}")]
+        # Listed through the referrers endpoint.
+        stub.requests.clear()
+        remote = open_remote(root, "reg")
+        listed = oci.referrers(root, remote.store, "reg", "run1")
+        assert [r["digest"] for r in listed] == [attached]
+        assert listed[0]["artifactType"] == ATTESTATION_ARTIFACT_TYPE
+        assert ("GET", f"/v2/{REPO}/referrers/{subject}") in stub.requests
+        assert not [r for r in stub.requests if r[1].endswith(f"/manifests/{fallback}")]
+        # What the registry holds verifies.
+        held = tmp_path / "held.json"
+        held.write_bytes(stub.blobs[manifest["layers"][0]["digest"]])
+        code, out, err = run(
+            "attest", "verify", str(held), "--key", str(public), "--subject", "run1",
+            "--root", str(root),
+        )  # fmt: skip
+        assert code == 0, out + err

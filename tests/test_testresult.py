@@ -1,5 +1,6 @@
 """Verdicts as in-toto test-result statements: made by ``evstore attest --predicate
-test-result`` over the legacy corpus (whose verdicts are known), validated by the
+test-result`` over the legacy corpus (whose verdicts are known) and over verdicts made
+here for real (an INCONCLUSIVE media comparison, a NOT_ACCEPTED campaign), validated by the
 ``in-toto-attestation`` package's own protobuf models (outside evstore), and refused by
 ``attest verify`` when the signed result, tests or subjects are not what the evidence
 gives."""
@@ -225,3 +226,73 @@ def test_a_signed_statement_that_is_not_the_verdict_is_refused(
     _attest(repo, "single", key, tmp_path / "single.json")
     code, out = _verify(repo, tmp_path / "single.json", pub, "b1")
     assert code == 1 and "subject 'evidence/single/bundle.json' is not part of bundle 'b1'" in out
+
+
+def test_an_inconclusive_comparison_is_warned(
+    corpus: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A real INCONCLUSIVE comparison (``evstore media compare``: two valid lossless clips,
+    one luma bit apart in one frame, within every threshold) is stated WARNED: the
+    unequal stream warned, nothing failed; PASSED over it is refused."""
+    from helpers.media import clip, lossless, nudge_frame
+
+    repo, key, pub = corpus
+    media = tmp_path / "media"
+    media.mkdir()
+    ref = clip(media, "ref.mkv", video=lossless())
+    cand = clip(media, "cand.mkv", video=lossless(), video_hook=nudge_frame(3))
+    (media / "expect.toml").write_text("[video]\nwidth = 64\nheight = 64\nframes = 15\n")
+    record = repo / "notes" / "cmp.json"
+    record.parent.mkdir()
+    code, out, err = run(
+        "media", "compare", ref, cand, "--expect", str(media / "expect.toml"), "--record",
+        str(record),
+    )  # fmt: skip
+    assert code == 3 and json.loads(record.read_bytes())["verdict"] == "INCONCLUSIVE", out + err
+    statement = _attest(repo, str(record), key, tmp_path / "c.json")
+    predicate = in_toto_validate(statement)
+    assert predicate.result == "WARNED" and not predicate.failed_tests
+    assert [t for t in predicate.warned_tests if t.startswith("equality/")] == list(
+        predicate.warned_tests
+    ) and predicate.warned_tests  # only the unequal stream is warned
+    assert any(t.startswith("threshold/") for t in predicate.passed_tests)
+    assert statement["subject"][0]["name"] == "notes/cmp.json"
+    code, text = _verify(repo, tmp_path / "c.json", pub, str(record))
+    assert code == 0 and f"predicate {PREDICATE_TEST_RESULT} (WARNED)" in text, text
+    # Negative control: the same statement claiming PASSED, validly signed.
+    _forge(statement, key, tmp_path / "passed.json", result="PASSED")
+    code, text = _verify(repo, tmp_path / "passed.json", pub, str(record))
+    assert code == 1 and "the evidence gives 'WARNED' (comparison verdict INCONCLUSIVE)" in text
+
+
+def test_a_not_accepted_campaign_is_failed(
+    video_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real NOT_ACCEPTED campaign (runs over HTTP against the reference video server,
+    the candidate about 4x faster under a protocol asking for 50x), its status
+    registered by ``campaign status --register``, is stated FAILED: the rejected cell
+    failed, the baseline passed; PASSED over it is refused."""
+    pytest.importorskip("av")
+    from helpers.accepted_campaign import CAMPAIGN, REJECTING, accepted_campaign
+
+    repo = accepted_campaign(tmp_path, video_server, REJECTING)
+    code, out, err = run("campaign", "status", CAMPAIGN, "--json", "--register", "st", "--root",
+                         str(repo))  # fmt: skip
+    assert code == 1 and json.loads(out)["verdict"] == "NOT_ACCEPTED", err
+    assert run("attest", "keygen", str(tmp_path / "k"))[0] == 0
+    key, pub = tmp_path / "k", tmp_path / "k.pub"
+    statement = _attest(repo, "st", key, tmp_path / "s.json")
+    predicate = in_toto_validate(statement)
+    assert predicate.result == "FAILED"
+    assert list(predicate.failed_tests) == ["5s/fast"]
+    assert list(predicate.passed_tests) == ["5s/baseline"]
+    names = {c.name for c in predicate.configuration}
+    assert names == {f"protocol of campaign {CAMPAIGN}", "workload 5s"}
+    assert [s["name"] for s in statement["subject"]][:2] == [
+        f"{EV}/st/bundle.json", f"{EV}/st/status.json",
+    ]  # fmt: skip
+    code, text = _verify(repo, tmp_path / "s.json", pub, "st")
+    assert code == 0 and f"predicate {PREDICATE_TEST_RESULT} (FAILED)" in text, text
+    _forge(statement, key, tmp_path / "passed.json", result="PASSED")
+    code, text = _verify(repo, tmp_path / "passed.json", pub, "st")
+    assert code == 1 and "the evidence gives 'FAILED' (campaign verdict NOT_ACCEPTED)" in text

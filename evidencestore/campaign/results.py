@@ -187,7 +187,7 @@ def _signer(
     workers: dict[str, Ed25519PublicKey],
 ) -> str | None:
     """The pinned worker key id whose signature over this very result verifies."""
-    from ..dsse import PAYLOAD_TYPE, Statement, decode_envelope, signed_payload
+    from ..dsse import Statement, decode_envelope, first_signer
 
     if entry.signature is None or not workers:
         return None
@@ -195,17 +195,14 @@ def _signer(
         env = decode_envelope(store.get(entry.signature.digest, entry.signature.size), key)
     except EvidenceStoreError:
         return None
-    want = canonical(_statement(key, data))
-    for kid, pub in sorted(workers.items()):
-        payload, _ = signed_payload(env, pub)
-        if payload is None or env.payload_type != PAYLOAD_TYPE:
-            continue
-        try:
-            if canonical(decode(payload, Statement)) == want:
-                return kid
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return None
-    return None
+    if (signed := first_signer(env, workers)) is None:
+        return None
+    kid, payload = signed
+    try:
+        same = canonical(decode(payload, Statement)) == canonical(_statement(key, data))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return kid if same else None
 
 
 @dataclass

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .._canonical import decode, pretty
-from ..errors import ConfigError, EvidenceStoreError, ManifestError
-from ..inventory import load_registration, read_entry, registration_path
+from ..digest import hash_bytes
+from ..errors import AttestationError, ConfigError, EvidenceStoreError, ManifestError
+from ..inventory import EVIDENCE_DIR, load_registration, read_entry, registration_path
 from ..models import Registration
 from .models import RunVoid, Withdrawal
 from .protocol import Campaign
@@ -35,7 +36,10 @@ from .protocol import Campaign
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from ..dsse import Envelope
+
 __all__ = [
+    "PREDICATE_SET_ASIDE",
     "SIGNATURE_ENTRY",
     "VOID_ENTRY",
     "VOID_KIND",
@@ -44,6 +48,7 @@ __all__ = [
     "SetAside",
     "read_set_aside",
     "set_aside_signature_problem",
+    "sign_set_aside",
     "void_run",
     "withdraw_arm",
 ]
@@ -53,6 +58,7 @@ WITHDRAWAL_KIND = "campaign-withdrawal"
 VOID_ENTRY = "void.json"
 WITHDRAWAL_ENTRY = "withdrawal.json"
 SIGNATURE_ENTRY = "set-aside.dsse.json"
+PREDICATE_SET_ASIDE = "https://evidencestore.dev/attestation/set-aside/v1"
 DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
 _ENTRIES = {VOID_KIND: (VOID_ENTRY,), WITHDRAWAL_KIND: (WITHDRAWAL_ENTRY,)}
 
@@ -96,8 +102,6 @@ def _register(
     entry, data = _ENTRIES[kind][0], pretty(record)
     files = {entry: RepoFile(data)}
     if signing_key is not None:
-        from ..dsse import sign_set_aside
-
         envelope = pretty(sign_set_aside(name, entry, data, signing_key))
         files[SIGNATURE_ENTRY] = RepoFile(envelope, media_type=DSSE_MEDIA_TYPE, role="signature")
     return register_bundle(
@@ -113,7 +117,7 @@ def set_aside_signature_problem(
 ) -> str | None:
     """Why the record of ``aside`` is not signed by one of ``keys`` (the protocol's
     pinned keys), or None when it is."""
-    from ..dsse import verify_set_aside_signature
+    from ..dsse import Statement, decode_envelope, first_signer
 
     bundle = aside.bundle
     entry = VOID_ENTRY if isinstance(aside.record, RunVoid) else WITHDRAWAL_ENTRY
@@ -125,7 +129,46 @@ def set_aside_signature_problem(
         envelope = read_entry(where, bundle, sig, "its signature") if sig else None
     except EvidenceStoreError as exc:
         return str(exc)
-    return verify_set_aside_signature(envelope, data, bundle, entry, keys)
+    allowed = ", ".join(k[:16] for k in sorted(keys))
+    if envelope is None:
+        return (
+            f"record {bundle!r} is not signed, and the protocol pins signing keys "
+            f"({allowed}): register it with `--sign KEY`"
+        )
+    try:
+        env = decode_envelope(envelope, f"record {bundle!r}: its signature")
+    except AttestationError as exc:
+        return str(exc)
+    if (signed := first_signer(env, keys)) is None:
+        return (
+            f"record {bundle!r}: no signature of its envelope verifies with a key the "
+            f"protocol pins ({allowed})"
+        )
+    try:
+        statement = decode(signed[1], Statement)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return f"record {bundle!r}: its signature holds no statement: {exc}"
+    want = hash_bytes(data).digest.removeprefix("blake3:")
+    subjects = {s.name: s.digest.get("blake3") for s in statement.subject}
+    if statement.predicate_type != PREDICATE_SET_ASIDE or subjects != {
+        f"{EVIDENCE_DIR}/{bundle}/{entry}": want
+    }:
+        return (
+            f"record {bundle!r}: its signed statement is not about its {entry} as it is "
+            "(changed after signing, or another record's signature)"
+        )
+    return None
+
+
+def sign_set_aside(bundle: str, entry: str, data: bytes, key: Ed25519PrivateKey) -> Envelope:
+    """Sign a void or withdrawal record's bytes (``entry`` of bundle ``bundle``) as an
+    in-toto statement of type :data:`PREDICATE_SET_ASIDE`, in a DSSE envelope."""
+    from ..dsse import Statement, sign_statement, subject_of
+
+    statement = Statement(
+        subject=(subject_of(bundle, entry, data),), predicate_type=PREDICATE_SET_ASIDE
+    )
+    return sign_statement(statement, key)
 
 
 def void_run(

@@ -266,13 +266,18 @@ def test_a_run_signed_in_the_earlier_form_counts_and_is_named(
     """A run signed before signatures bound the manifest (one subject: run.json) still
     counts, as it did; the protection line names it as binding run.json only."""
     from evidencestore._canonical import pretty
-    from evidencestore.dsse import PREDICATE_RUN, Statement, load_private_key, sign_statement
-    from evidencestore.dsse import _run_subject as run_subject
+    from evidencestore.dsse import (
+        PREDICATE_RUN,
+        Statement,
+        load_private_key,
+        sign_statement,
+        subject_of,
+    )
 
     root = _copy(signed[0], tmp_path)
     git(root, "reset", "-q", "HEAD~1")  # the runs as registered, before their commit
     data = (root / "evidence/c2/run.json").read_bytes()
-    old = Statement(subject=(run_subject("c2", data),), predicate_type=PREDICATE_RUN,
+    old = Statement(subject=(subject_of("c2", "run.json", data),), predicate_type=PREDICATE_RUN,
                     predicate={"run": "c2"})  # fmt: skip
     (root / "evidence/c2/run.dsse.json").write_bytes(
         pretty(sign_statement(old, load_private_key(str(signed[1]))))

@@ -26,6 +26,8 @@ PROTOCOL = (
     '[[arm]]\nname = "baseline"\nbaseline = true\nruns = 3\n'
     '[[arm]]\nname = "fast"\nruns = 3\n'
 )
+#: The same campaign asking for a speedup above 50: the candidate (about 4x) is rejected.
+REJECTING = PROTOCOL.replace("min_runs = 2\n", "min_runs = 2\nmin_speedup = 50\n")
 SLOW, FAST = 1.0, 0.25  # the server's added latency for baseline and candidate runs
 RUNS = (("baseline", "b1"), ("fast", "c1"), ("baseline", "b2"), ("fast", "c2"),
         ("baseline", "b3"), ("fast", "c3"))  # fmt: skip
@@ -43,8 +45,9 @@ def commit(root: Path, message: str) -> None:
     git(root, "commit", "-qm", message)
 
 
-def accepted_campaign(tmp: Path, server: VideoServer) -> Path:
-    """The repository of an ACCEPTED campaign ``CAMPAIGN`` under ``tmp``."""
+def accepted_campaign(tmp: Path, server: VideoServer, protocol: str = PROTOCOL) -> Path:
+    """The repository of an ACCEPTED campaign ``CAMPAIGN`` under ``tmp`` (the same runs
+    under another ``protocol`` may give another verdict: :data:`REJECTING`)."""
     root = tmp / "repo"
     (root / "evidence").mkdir(parents=True)
     (root / ".gitignore").write_text(".evstore/\n")
@@ -61,7 +64,7 @@ def accepted_campaign(tmp: Path, server: VideoServer) -> Path:
             measured=2,
         )
     )
-    (src / "protocol.toml").write_text(PROTOCOL)
+    (src / "protocol.toml").write_text(protocol)
     assert main(["campaign", "init", CAMPAIGN, "--protocol", str(src / "protocol.toml"),
                  "--root", str(root)]) == 0  # fmt: skip
     commit(root, "protocol")

@@ -44,20 +44,14 @@ from .dsse import (
     PREDICATE_RUN,
     STATEMENT_TYPE,
     Envelope,
-    RunSignature,
-    Signature,
     Statement,
     Subject,
     decode_envelope,
-    generate_key,
     key_id,
     load_private_key,
     load_public_key,
-    pae,
-    sign_run,
     sign_statement,
     signed_payload,
-    verify_run_signature,
 )
 from .errors import AttestationError, EvidenceStoreError
 from .inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
@@ -71,38 +65,23 @@ if TYPE_CHECKING:
 
     from .testresult import Verdict
 
+# The in-toto and DSSE vocabulary (keys, envelopes, statements) is ``dsse``'s public API.
 __all__ = [
-    "PAYLOAD_TYPE",
     "PREDICATES",
     "PREDICATE_BUNDLE",
     "PREDICATE_RECORD",
-    "PREDICATE_RUN",
     "PREDICATE_TEST_RESULT",
-    "STATEMENT_TYPE",
     "AttestationBundleResult",
     "AttestationError",
     "AttestationResult",
     "BundleLine",
-    "Envelope",
-    "RunSignature",
-    "Signature",
-    "Statement",
-    "Subject",
     "append_to_bundle",
     "attest",
     "check_attestation",
-    "generate_key",
     "is_bundle_path",
-    "key_id",
-    "load_private_key",
-    "load_public_key",
-    "pae",
-    "sign_run",
-    "sign_statement",
     "statement_for",
     "verify_attestation",
     "verify_attestation_bundle",
-    "verify_run_signature",
 ]
 
 PREDICATE_BUNDLE = "https://evidencestore.dev/attestation/bundle/v1"

@@ -18,16 +18,13 @@ from helpers.remotes import blob_path, digest_of, run, set_remotes
 from helpers.repos import add_bundle, git, init_repo
 
 from evidencestore.attest import (
-    PAYLOAD_TYPE,
     PREDICATE_BUNDLE,
     PREDICATE_RECORD,
-    STATEMENT_TYPE,
     AttestationError,
     check_attestation,
-    load_public_key,
-    pae,
     verify_attestation,
 )
+from evidencestore.dsse import PAYLOAD_TYPE, STATEMENT_TYPE, load_public_key, pae
 from evidencestore.remotes import local_store
 
 EXTERNAL = b"raw log line\n" * 500
@@ -264,7 +261,7 @@ def test_expected_subject_and_predicate_type(
     code, out, _ = _verify(bundle_repo, tmp_path / "a.json", public, "run1")
     assert code == 0
     kid = load_public_key(public)
-    from evidencestore.attest import key_id
+    from evidencestore.dsse import key_id
 
     assert out.startswith(
         f"verified: {tmp_path / 'a.json'} is about run1 ({reg['digest']}), signed by key "

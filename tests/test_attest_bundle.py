@@ -18,9 +18,9 @@ from evidencestore.attest import (
     PREDICATE_BUNDLE,
     PREDICATE_RECORD,
     PREDICATE_TEST_RESULT,
-    load_public_key,
     verify_attestation_bundle,
 )
+from evidencestore.dsse import load_public_key
 from evidencestore.remotes import local_store
 
 

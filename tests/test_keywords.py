@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evidencestore import remotes
+from evidencestore import remotes, verify
 from evidencestore.runs import (
     aiperf,
     importing,
@@ -36,6 +36,7 @@ ENTRY_POINTS: list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any
     ("push", remotes.push, ("r",), {}),
     ("pull", remotes.pull, ("r",), {}),
     ("fetch", remotes.fetch, ("r", []), {}),
+    ("check_repository", verify.check_repository, ("r",), {"base": None}),
 ]
 
 

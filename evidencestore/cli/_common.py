@@ -41,9 +41,14 @@ NAME = arg("name", metavar="NAME")
 BUNDLES = arg("bundles", nargs="*", metavar="BUNDLE", help="default: every bundle")
 
 
+def switch(*flags: str, help: str) -> Argument:
+    """An option that is off unless given (``store_true``)."""
+    return arg(*flags, action="store_true", help=help)
+
+
 def json_flag(what: str) -> Argument:
     """``--json``: print ``what`` as JSON instead of text."""
-    return arg("--json", action="store_true", help=f"print {what} as JSON")
+    return switch("--json", help=f"print {what} as JSON")
 
 
 def repeatable(flag: str, metavar: str, help: str) -> Argument:

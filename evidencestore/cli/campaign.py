@@ -29,6 +29,7 @@ from ._common import (
     json_flag,
     progress_line,
     repo_root,
+    switch,
 )
 
 if TYPE_CHECKING:
@@ -156,10 +157,8 @@ def register(commands: Commands) -> None:
                 metavar="REV",
                 help="the protected branch the protocol must be on (as campaign verify)",
             ),
-            arg(
-                "--no-memo",
-                action="store_true",
-                help="compute everything again, reusing nothing kept (the same output)",
+            switch(
+                "--no-memo", help="compute everything again, reusing nothing kept (the same output)"
             ),
             arg(
                 "--html",

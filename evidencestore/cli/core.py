@@ -22,6 +22,7 @@ from ._common import (
     progress_line,
     repeatable,
     repo_root,
+    switch,
     verbosity,
 )
 
@@ -528,11 +529,7 @@ def register(commands: Commands) -> None:
                 metavar="FILE",
                 help="check the digests listed in FILE (- for stdin)",
             ),
-            arg(
-                "--b3sum",
-                action="store_true",
-                help="print b3sum's '<hex>  PATH' lines (b3sum --check reads them)",
-            ),
+            switch("--b3sum", help="print b3sum's '<hex>  PATH' lines (b3sum --check reads them)"),
         ],
         description="Print 'blake3:<hex>  SIZE  PATH' per file (- reads stdin; --b3sum: "
         "b3sum's '<hex>  PATH'). A name holding a backslash or newline is escaped as b3sum "
@@ -561,16 +558,14 @@ def register(commands: Commands) -> None:
                 "copy; the file becomes read-only, and editing it in place corrupts the blob) "
                 "or reflink (copy-on-write clone); both fall back to a copy where unsupported",
             ),
-            arg(
+            switch(
                 "-n",
                 "--dry-run",
-                action="store_true",
                 help="print each entry, where it would go (git or store) and its size; write "
                 "nothing",
             ),
-            arg(
+            switch(
                 "--follow-symlinks",
-                action="store_true",
                 help="copy what symlinks point to, even outside the source (default: refuse them)",
             ),
             repeatable("--ref", "TEXT", "reference such as a PR or issue id"),
@@ -600,10 +595,8 @@ def register(commands: Commands) -> None:
         [
             ROOT,
             repeatable("--bundle", "NAME", "verify only this bundle (repeatable)"),
-            arg(
-                "--require-available",
-                action="store_true",
-                help="store entries absent from the local store are errors",
+            switch(
+                "--require-available", help="store entries absent from the local store are errors"
             ),
             arg(
                 "--base",
@@ -622,11 +615,7 @@ def register(commands: Commands) -> None:
                 metavar="NAME",
                 help="also check store entries exist on this remote",
             ),
-            arg(
-                "--deep",
-                action="store_true",
-                help="with --remote: download and hash store entries",
-            ),
+            switch("--deep", help="with --remote: download and hash store entries"),
             arg(
                 "--json",
                 nargs="?",
@@ -635,9 +624,8 @@ def register(commands: Commands) -> None:
                 help="write the report as JSON (schemas/verify-report.schema.json) to stdout "
                 "or FILE",
             ),
-            arg(
+            switch(
                 "--github",
-                action="store_true",
                 help="print GitHub workflow annotations (a table goes to $GITHUB_STEP_SUMMARY "
                 "when set)",
             ),
@@ -668,8 +656,8 @@ def register(commands: Commands) -> None:
         _cmd_schema,
         [
             arg("name", nargs="?", help="print this schema (without: list their names)"),
-            arg("--write", action="store_true", help="write schemas/*.schema.json"),
-            arg("--check", action="store_true", help="exit 1 if schemas/ is out of date"),
+            switch("--write", help="write schemas/*.schema.json"),
+            switch("--check", help="exit 1 if schemas/ is out of date"),
             arg("--dir", help=argparse.SUPPRESS),
         ],
     )

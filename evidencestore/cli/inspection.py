@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ._common import BUNDLES, EXIT_FAILED, EXIT_OK, ROOT, Commands, arg, json_flag, repo_root
+from ._common import (
+    BUNDLES,
+    EXIT_FAILED,
+    EXIT_OK,
+    ROOT,
+    Commands,
+    arg,
+    json_flag,
+    repo_root,
+    switch,
+)
 
 if TYPE_CHECKING:
     from ..config import Repository
@@ -296,7 +306,7 @@ def register(commands: Commands) -> None:
             arg("bundle", metavar="BUNDLE"),
             arg("dir", metavar="DIR"),
             arg("--remote", metavar="NAME", help="fetch store entries only from this remote"),
-            arg("--force", action="store_true", help="write into a non-empty directory"),
+            switch("--force", help="write into a non-empty directory"),
             ROOT,
         ],
     )

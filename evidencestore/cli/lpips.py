@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import ConfigError, ScorerError
-from ._common import ROOT, Commands, arg, found_repository
+from ._common import ROOT, Commands, arg, found_repository, switch
 
 
 def register(commands: Commands) -> None:
@@ -46,9 +46,8 @@ def register(commands: Commands) -> None:
                 metavar="DIGEST",
                 help="refuse the import unless the loaded scorer's state digest is this one",
             ),
-            arg(
+            switch(
                 "--no-pin-state",
-                action="store_true",
                 help="do not pin the scorer-state digest in evstore.toml (the weight digests are)",
             ),
             ROOT,
@@ -64,9 +63,8 @@ def register(commands: Commands) -> None:
         "show",
         _show,
         [
-            arg(
+            switch(
                 "--load",
-                action="store_true",
                 help="also load the scorer as a comparison would: re-verify both weight files "
                 "(BLAKE3, SHA-256, static scan), deserialise them with torch and check the "
                 "pinned scorer-state digest (imports torch; reads the 244 MB backbone)",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MediaError, ScorerError
-from ._common import ROOT, Commands, arg, found_repository, json_flag
+from ._common import ROOT, Commands, arg, found_repository, json_flag, switch
 
 if TYPE_CHECKING:
     from ..media.records import Check, Expectations
@@ -57,9 +57,8 @@ def register(commands: Commands) -> None:
             ROOT,
             _expectation_args,
             arg("--thresholds", metavar="T.toml", help="thresholds file (TOML or JSON)"),
-            arg(
+            switch(
                 "--lpips",
-                action="store_true",
                 help="also score frames with LPIPS from the weights pinned in evstore.toml",
             ),
             json_flag("the comparison record"),

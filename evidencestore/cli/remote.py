@@ -20,6 +20,7 @@ from ._common import (
     reader_gone,
     repeatable,
     repo_root,
+    switch,
     verbosity,
 )
 
@@ -330,14 +331,13 @@ def register(commands: Commands) -> None:
             repeatable(
                 "--option", "KEY=VALUE", "storage option (dotted keys nest; never credentials)"
             ),
-            arg("--read-only", action="store_true", help="never push or gc this remote"),
-            arg(
+            switch("--read-only", help="never push or gc this remote"),
+            switch(
                 "--local",
-                action="store_true",
                 help="write it to the untracked .evstore/config.toml (per user, survives branch "
                 "switches), not evstore.toml",
             ),
-            arg("--force", action="store_true", help="replace an existing remote"),
+            switch("--force", help="replace an existing remote"),
             ROOT,
         ],
         help="add a remote: an fsspec URL with storage options",
@@ -350,9 +350,8 @@ def register(commands: Commands) -> None:
         [
             BUNDLES,
             arg("--remote", metavar="NAME", help="default: the first writable remote"),
-            arg(
+            switch(
                 "--repair",
-                action="store_true",
                 help="also download and hash every copy the remote holds, and replace each "
                 "corrupt one from the verified local copy",
             ),
@@ -406,7 +405,7 @@ def register(commands: Commands) -> None:
                 "and tag (refs, the default; a remote refuses --yes when the refs cannot be "
                 "read), or only the working tree (worktree)",
             ),
-            arg("--yes", action="store_true", help="really delete"),
+            switch("--yes", help="really delete"),
             json_flag("the plan (or what was done)"),
             arg(
                 "--grace",
@@ -415,7 +414,7 @@ def register(commands: Commands) -> None:
                 metavar="SECONDS",
                 help=f"never delete blobs younger than this (default {DEFAULT_GRACE:.0f})",
             ),
-            arg("-v", "--verbose", action="store_true", help="list what was deleted"),
+            switch("-v", "--verbose", help="list what was deleted"),
             ROOT,
         ],
     )

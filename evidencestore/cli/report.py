@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ROOT, Commands, arg, repo_root
+from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ROOT, Commands, arg, repo_root, switch
 
 if TYPE_CHECKING:
     from ..config import Repository
@@ -46,9 +46,8 @@ def register(commands: Commands) -> None:
             arg("path", nargs="?", metavar="ENVELOPE|KEYFILE", help=argparse.SUPPRESS),
             arg("--key", metavar="KEY", help="private key to sign with, public key to verify"),
             arg("-o", "--output", metavar="OUT", help="envelope file (default: stdout)"),
-            arg(
+            switch(
                 "--statement",
-                action="store_true",
                 help="write the in-toto statement unsigned (no --key): its subjects and "
                 "predicate for another signer, e.g. GitHub's actions/attest",
             ),
@@ -65,7 +64,7 @@ def register(commands: Commands) -> None:
                 "about it as an in-toto test-result (verify result, run validity, media "
                 "comparison, campaign verdict)",
             ),
-            arg("--json", action="store_true", help="verify: print the result as JSON"),
+            switch("--json", help="verify: print the result as JSON"),
             arg(
                 "--subject",
                 metavar="TARGET",
@@ -122,12 +121,12 @@ def _usage(message: str) -> int:
 
 
 def _attest(args: argparse.Namespace) -> int:
-    from .. import attest
+    from .. import attest, dsse
 
     if args.target == "keygen":
         if not args.path:
             return _usage("keygen needs KEYFILE")
-        private, public = attest.generate_key(args.path)
+        private, public = dsse.generate_key(args.path)
         print(f"private key {private} (keep it secret), public key {public}")
         return EXIT_OK
     if args.statement and args.target not in ("verify", "keygen"):
@@ -204,7 +203,7 @@ def _attach(args: argparse.Namespace, envelope: bytes) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from .. import attest
+    from .. import attest, dsse
     from .._canonical import pretty
 
     root = repo_root(args)
@@ -218,7 +217,7 @@ def _verify(args: argparse.Namespace) -> int:
         return _usage("one --subject for an envelope (several are for a *.jsonl bundle)")
     [subject] = args.subject
     result = attest.verify_attestation(
-        root, data, attest.load_public_key(args.key), source=args.path, expected=subject
+        root, data, dsse.load_public_key(args.key), source=args.path, expected=subject
     )
     if args.json:
         sys.stdout.write(pretty(result).decode())
@@ -243,11 +242,11 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _verify_bundle(args: argparse.Namespace, root: Repository, data: bytes) -> int:
-    from .. import attest
+    from .. import attest, dsse
     from .._canonical import pretty
 
     result = attest.verify_attestation_bundle(
-        root, data, attest.load_public_key(args.key), source=args.path, expected=args.subject
+        root, data, dsse.load_public_key(args.key), source=args.path, expected=args.subject
     )
     if args.json:
         sys.stdout.write(pretty(result).decode())

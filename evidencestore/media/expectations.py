@@ -348,7 +348,11 @@ def _info(report: MediaReport, index: int) -> StreamInfo | None:
     return next((s for s in report.probe.streams if s.index == index), None)
 
 
-def _common(checks: _Checks, s: DecodedStream) -> None:
+def _common(
+    checks: _Checks, s: DecodedStream, exp: VideoExpectation | AudioExpectation | None
+) -> None:
+    """What every stream is held to: frames decoded, none corrupt, one format, a record
+    and a timestamp per frame, and the properties ``exp`` asks for."""
     kind = s.type
     checks.add(
         f"{kind}.decoded",
@@ -394,6 +398,7 @@ def _common(checks: _Checks, s: DecodedStream) -> None:
         f"{missing} frames without a presentation timestamp",
         s.index,
     )
+    _requested_properties(checks, kind, s, exp)
 
 
 @dataclass(frozen=True)
@@ -540,17 +545,21 @@ def _requested_properties(
             checks.equal(f"{kind}.{key}", wanted, getattr(s, key), what, s.index)
 
 
-def _video(
-    checks: _Checks,
-    s: DecodedStream,
-    info: StreamInfo | None,
-    exp: VideoExpectation | None,
-    container: str,
-    origin: _Origin,
-) -> None:
-    _common(checks, s)
+@dataclass(frozen=True)
+class _Stream:
+    """One decoded stream with what its checks read: the container's word on it, the
+    report's probe and the presentation origin."""
+
+    s: DecodedStream
+    info: StreamInfo | None
+    probe: ProbeReport
+    origin: _Origin
+
+
+def _video(checks: _Checks, st: _Stream, exp: VideoExpectation | None) -> None:
+    s, info, container, origin = st.s, st.info, st.probe.container, st.origin
+    _common(checks, s, exp)
     i = s.index
-    _requested_properties(checks, "video", s, exp)
     declared_rate = parse_rate(info.frame_rate) if info and info.frame_rate else None
     rate = parse_rate(exp.frame_rate) if exp and exp.frame_rate is not None else declared_rate
     tb = _tb(s)
@@ -708,17 +717,10 @@ def _padding_ok(excess: int, allowance: int) -> bool:
     return excess == 0 if allowance <= 0 else 0 <= excess < allowance
 
 
-def _audio(
-    checks: _Checks,
-    s: DecodedStream,
-    info: StreamInfo | None,
-    exp: AudioExpectation | None,
-    probe: ProbeReport,
-    origin: _Origin,
-) -> None:
-    _common(checks, s)
+def _audio(checks: _Checks, st: _Stream, exp: AudioExpectation | None) -> None:
+    s, info, probe, origin = st.s, st.info, st.probe, st.origin
+    _common(checks, s, exp)
     i = s.index
-    _requested_properties(checks, "audio", s, exp)
     rate = s.sample_rate
     tb = _tb(s)
     decoded = s.samples or 0
@@ -933,11 +935,11 @@ def assess(
     # Every stream of a kind is checked against that kind's section (multi-track files:
     # a second audio track truncated is as invalid as the first).
     for s in report.decoded:
-        info = _info(report, s.index)
+        st = _Stream(s, _info(report, s.index), report.probe, origin)
         if s.type == "video":
-            _video(checks, s, info, exp.video, report.probe.container, origin)
+            _video(checks, st, exp.video)
         else:
-            _audio(checks, s, info, exp.audio, report.probe, origin)
+            _audio(checks, st, exp.audio)
     return tuple(checks.items), tuple(checks.bounds)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -128,6 +128,25 @@ def _label(r: RequestRecord) -> str:
     return f"record {r.index} ({r.phase} #{r.repetition})"
 
 
+class _Tally:
+    """What one audit examined and found, made into its :class:`Audit` at the end."""
+
+    def __init__(self) -> None:
+        self.examined = 0
+        self.findings: list[AuditFinding] = []
+
+    def found(self, message: str, first: RequestRecord, second: RequestRecord) -> None:
+        self.findings.append(AuditFinding(message=message, requests=(first.index, second.index)))
+
+    def audit(self, name: Literal["seed-ignored", "output-caching"], description: str) -> Audit:
+        return Audit(
+            name=name,
+            examined=self.examined,
+            description=f"{self.examined} {description}",
+            findings=tuple(self.findings),
+        )
+
+
 def _seed_audit(
     workload: Workload, delivered: Sequence[RequestRecord], ident: dict[int, Any]
 ) -> Audit:
@@ -138,8 +157,7 @@ def _seed_audit(
     by_request: dict[int, list[RequestRecord]] = defaultdict(list)
     for r in delivered:
         by_request[r.request].append(r)
-    findings: list[AuditFinding] = []
-    examined = 0
+    tally = _Tally()
     for members in groups.values():
         seeds = {repr(_seed(workload.request[i])) for i in members}
         if len(seeds) < 2:
@@ -149,27 +167,19 @@ def _seed_audit(
                 sa, sb = _seed(workload.request[a]), _seed(workload.request[b])
                 if sa == sb or not by_request[a] or not by_request[b]:
                     continue
-                examined += 1
+                tally.examined += 1
                 ra, rb = by_request[a][0], by_request[b][0]
                 if ident[ra.index] == ident[rb.index]:
-                    findings.append(
-                        AuditFinding(
-                            message=(
-                                f"requests {a} and {b} differ only in their seed ({sa!r} vs "
-                                f"{sb!r}) but returned identical decoded content "
-                                f"({_label(ra)}, {_label(rb)}): the server ignored the seed"
-                            ),
-                            requests=(ra.index, rb.index),
-                        )
+                    tally.found(
+                        f"requests {a} and {b} differ only in their seed ({sa!r} vs {sb!r}) "
+                        f"but returned identical decoded content ({_label(ra)}, "
+                        f"{_label(rb)}): the server ignored the seed",
+                        ra,
+                        rb,
                     )
-    return Audit(
-        name="seed-ignored",
-        examined=examined,
-        description=(
-            f"{examined} pair(s) of requests differing only in their seed compared by decoded "
-            "content"
-        ),
-        findings=tuple(findings),
+    return tally.audit(
+        "seed-ignored",
+        "pair(s) of requests differing only in their seed compared by decoded content",
     )
 
 
@@ -177,37 +187,28 @@ def _cache_audit(delivered: Sequence[RequestRecord], ident: dict[int, Any], rati
     by_request: dict[int, list[RequestRecord]] = defaultdict(list)
     for r in sorted(delivered, key=lambda r: (r.sent_ns, r.index)):
         by_request[r.request].append(r)
-    findings: list[AuditFinding] = []
-    examined = 0
+    tally = _Tally()
     for request, records in sorted(by_request.items()):
         first = records[0]
         t0 = _latency_ns(first)
         for later in records[1:]:
-            examined += 1
+            tally.examined += 1
             if ident[later.index] != ident[first.index]:
                 continue
             t = _latency_ns(later)
             if t <= 0 or t0 / t >= ratio:
                 speed = "instantly" if t <= 0 else f"{t0 / t:.1f}x faster"
-                findings.append(
-                    AuditFinding(
-                        message=(
-                            f"request {request}: {_label(later)} returned the same content as "
-                            f"its first, {_label(first)}, in {t / 1e9:.4f} s against "
-                            f"{t0 / 1e9:.4f} s ({speed}; threshold {ratio:g}x): possible "
-                            "output caching"
-                        ),
-                        requests=(first.index, later.index),
-                    )
+                tally.found(
+                    f"request {request}: {_label(later)} returned the same content as its "
+                    f"first, {_label(first)}, in {t / 1e9:.4f} s against {t0 / 1e9:.4f} s "
+                    f"({speed}; threshold {ratio:g}x): possible output caching",
+                    first,
+                    later,
                 )
-    return Audit(
-        name="output-caching",
-        examined=examined,
-        description=(
-            f"{examined} repetition(s) compared with their request's first output "
-            f"(content and latency; threshold {ratio:g}x faster)"
-        ),
-        findings=tuple(findings),
+    return tally.audit(
+        "output-caching",
+        "repetition(s) compared with their request's first output "
+        f"(content and latency; threshold {ratio:g}x faster)",
     )
 
 

@@ -17,27 +17,6 @@ from ..errors import BlobNotFoundError, IntegrityError, ReadOnlyStoreError
 from ..integrity import check_content
 from ..models import Descriptor
 
-__all__ = [
-    "DEFAULT_MEDIA_TYPE",
-    "LEASE_DIR",
-    "QUARANTINE_DIR",
-    "RESULT_DIR",
-    "BlobInfo",
-    "BlobStore",
-    "OciDescriptor",
-    "SupportsArtifacts",
-    "SupportsBatchRead",
-    "SupportsIncoming",
-    "SupportsKeepAlive",
-    "SupportsLeases",
-    "SupportsLocalPaths",
-    "SupportsQuarantine",
-    "SupportsResults",
-    "Upkeep",
-    "VerifyingReader",
-    "blob_key",
-]
-
 DEFAULT_MEDIA_TYPE = "application/octet-stream"
 LEASE_DIR = "leases"
 QUARANTINE_DIR = "quarantine"

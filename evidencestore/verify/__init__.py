@@ -43,12 +43,14 @@ if TYPE_CHECKING:
     from ._base import base_problem as base_problem
     from ._base import base_registrations as base_registrations
     from ._repository import RemoteChecker as RemoteChecker
+    from ._repository import VerifyOptions as VerifyOptions
     from ._repository import check_repository as check_repository
     from ._repository import verify_registration as verify_registration
     from ._repository import verify_repository as verify_repository
 
 _LAZY: dict[str, str] = {
     "RemoteChecker": "_repository",
+    "VerifyOptions": "_repository",
     "base_problem": "_base",
     "base_registrations": "_base",
     "check_repository": "_repository",

@@ -11,7 +11,9 @@ import gc
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TypedDict, Unpack
 
+from .._keywords import check_keywords
 from ..config import as_repository
 from ..errors import VerificationError
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, BundleDirs, Inventory
@@ -26,6 +28,7 @@ from ._shares import BATCH_DIRS, dir_shares, settle, verify_bundles, verify_dir_
 
 __all__ = [
     "RemoteChecker",
+    "VerifyOptions",
     "check_repository",
     "verify_registration",
     "verify_repository",
@@ -245,26 +248,25 @@ def _report(repo: Path, reports: list[BundleReport], repo_findings: list[Finding
     )
 
 
+class VerifyOptions(TypedDict, total=False):
+    """The keywords :func:`verify_repository` takes besides ``root``, for the entry
+    points that pass them on."""
+
+    bundles: Iterable[str] | None
+    store: BlobStore | None
+    require_available: bool
+    base: str | None
+    remote_checker: RemoteChecker | None
+    inventory: Inventory | None
+    observer: Observer | None
+
+
 def check_repository(
-    root: str | os.PathLike[str],
-    *,
-    bundles: Iterable[str] | None = None,
-    store: BlobStore | None = None,
-    require_available: bool = False,
-    base: str | None = None,
-    remote_checker: RemoteChecker | None = None,
-    inventory: Inventory | None = None,
+    root: str | os.PathLike[str], **options: Unpack[VerifyOptions]
 ) -> VerifyReport:
     """Like :func:`verify_repository`, but raise :class:`VerificationError` on any error."""
-    report = verify_repository(
-        root,
-        bundles=bundles,
-        store=store,
-        require_available=require_available,
-        base=base,
-        remote_checker=remote_checker,
-        inventory=inventory,
-    )
+    check_keywords("check_repository", options, VerifyOptions)
+    report = verify_repository(root, **options)
     if not report.ok:
         from .render import describe  # the path only where the message lacks it
 

@@ -378,8 +378,8 @@ def test_signed_runs(
     assert "is not one campaign 'ledger' allows" in capsys.readouterr().err
     assert video_server.requests == sent
     # What a harness recording through the library can still register:
-    from evidencestore.attest import load_private_key
     from evidencestore.campaign import campaign_rules
+    from evidencestore.dsse import load_private_key
 
     wl = str(root / f"evidence/{CAMPAIGN}/workloads/5s.toml")
     common: dict[str, Any] = {"arm": "fast", "server": video_server.url, "condition": "5s",

@@ -25,10 +25,11 @@ DIR (``git archive OLD evidencestore | tar -x -C DIR``) in the same interleaved 
 ``--floor`` also times, in the same run, what no change to evstore can go below: a
 script that decodes both streams with PyAV (same threads setting) and hashes nothing,
 and the same script hashing every frame's planes with BLAKE3 (no records, no checks).
-Measured on 2 shared CPUs (60 s clip): PyAV's decode alone costs about ffmpeg's CPU
-time (3.35 s vs 3.64 s) and BLAKE3 of the frames another 0.49 s (13 % of ffmpeg's), so
-the decode + hash floor is about 0.93x in wall time; evstore's records, checks, hashing
-thread hand-offs and start-up add the rest (4.59 s CPU in all, 0.79x).
+Measured on 2 shared CPUs (60 s clip, two runs): PyAV's decode alone costs a little
+less CPU time than ffmpeg (3.21-3.35 s vs 3.35-3.64 s; 1.03-1.06x in wall time), and
+BLAKE3 of the frames' 2.5 GB another 0.5-0.8 s, so the decode + hash floor itself is
+0.84-0.93x; evstore's check was 0.79-0.84x (records, checks, hashing thread
+hand-offs and start-up on top).
 """
 
 from __future__ import annotations

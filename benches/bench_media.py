@@ -19,9 +19,17 @@ evstore runs with bytecode caching on (under a temporary ``PYTHONPYCACHEPREFIX``
 installed package does, so a ``PYTHONDONTWRITEBYTECODE`` environment does not make every
 timed run recompile the modules it imports.
 
-Run: ``python benches/bench_media.py [--quick] [--against DIR]`` (or ``python -m
-benches.bench_media``); ``--against`` also times the ``evidencestore`` package found in
-DIR (``git archive OLD evidencestore | tar -x -C DIR``) in the same interleaved run.
+Run: ``python benches/bench_media.py [--quick] [--against DIR] [--floor]`` (or ``python
+-m benches.bench_media``); ``--against`` also times the ``evidencestore`` package found in
+DIR (``git archive OLD evidencestore | tar -x -C DIR``) in the same interleaved run;
+``--floor`` also times, in the same run, what no change to evstore can go below: a
+script that decodes both streams with PyAV (same threads setting) and hashes nothing,
+and the same script hashing every frame's planes with BLAKE3 (no records, no checks).
+Measured on 2 shared CPUs (60 s clip, two runs): PyAV's decode alone costs a little
+less CPU time than ffmpeg (3.21-3.35 s vs 3.35-3.64 s; 1.03-1.06x in wall time), and
+BLAKE3 of the frames' 2.5 GB another 0.5-0.8 s, so the decode + hash floor itself is
+0.84-0.93x; evstore's check was 0.79-0.84x (records, checks, hashing thread
+hand-offs and start-up on top).
 """
 
 from __future__ import annotations
@@ -93,6 +101,27 @@ _CHILDREN_CPU = [0.0]  # children's CPU seconds already counted (RUSAGE_CHILDREN
 
 _AGAINST = "--against"
 
+# The floor (``--floor``): PyAV decode of both streams, with evstore's decoder threads,
+# hashing every frame's planes with BLAKE3 when argv[2] is "1" (audio planes whole).
+_FLOOR = """
+import sys, av
+from blake3 import blake3
+with av.open(sys.argv[1]) as c:
+    v, a = c.streams.video[0], c.streams.audio[0]
+    v.codec_context.thread_type = "AUTO"
+    v.codec_context.thread_count = int(sys.argv[3])
+    for p in c.demux(v, a):
+        for f in p.decode():
+            if sys.argv[2] == "1":
+                h = blake3()
+                for plane in f.planes:
+                    h.update(memoryview(plane))
+"""
+
+
+def _floor(clip: Path, hashed: bool) -> list[str]:
+    return [sys.executable, "-c", _FLOOR, str(clip), "1" if hashed else "0", str(THREADS)]
+
 
 def _ffmpeg(clip: Path) -> list[str]:
     """``ffmpeg -f null`` decoding the streams evstore decodes, with its threads setting."""
@@ -161,6 +190,7 @@ def main(argv: list[str] | None = None) -> str:
     """Run the media benchmarks; print and return a Markdown table."""
     args = argv if argv is not None else sys.argv[1:]
     quick = "--quick" in args
+    floor = "--floor" in args
     against = None
     if _AGAINST in args:
         if args.index(_AGAINST) + 1 >= len(args):
@@ -205,6 +235,9 @@ def main(argv: list[str] | None = None) -> str:
             "evstore long": check(long, long_seconds),
             "ffmpeg long": _ffmpeg(long),
         }
+        if floor:
+            cases["decode long"] = _floor(long, hashed=False)
+            cases["decode+hash long"] = _floor(long, hashed=True)
         if against:
             cases["before 5"] = [_AGAINST, against, *check(short, 5)]
             cases["before long"] = [_AGAINST, against, *check(long, long_seconds)]
@@ -239,6 +272,22 @@ def main(argv: list[str] | None = None) -> str:
                     "",
                 ]
             )
+            if floor and key == "long":
+                for case, what in (
+                    ("decode", "floor: PyAV decode alone, nothing hashed"),
+                    ("decode+hash", "floor: PyAV decode + BLAKE3 of every frame's planes"),
+                ):
+                    wall, secs = medians[f"{case} long"], cpu[f"{case} long"]
+                    rows.append(
+                        [
+                            f"{what} (wall; CPU {secs:.3f} s)",
+                            f"{wall:.3f} s",
+                            f"{theirs:.3f} s",
+                            f"{theirs / wall:.2f}x",
+                            "(informative)",
+                            "",
+                        ]
+                    )
             if against:
                 before = medians[f"before {key}"]
                 rows.append(

@@ -11,7 +11,9 @@ interleaving of processes loses or changes a record. A task's record does not de
 on which process computed it or in which order, so the records are byte-identical to
 those of ``jobs = 1``. Processes are forked from a single-threaded parent (they start
 with its imports), else started with ``spawn`` (a fork with live threads, such as a
-remote client's, can deadlock).
+remote client's, can deadlock). Each computes on one torch thread; before forking for
+LPIPS tasks the parent loads the pinned scorer once (``_share_scorer``), which every
+process inherits instead of importing torch and loading the weights itself.
 """
 
 from __future__ import annotations

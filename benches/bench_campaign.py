@@ -26,12 +26,15 @@ import argparse
 import contextlib
 import io
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from benches._util import EVSTORE, interleaved, table
 
@@ -295,33 +298,53 @@ def scale(args: argparse.Namespace) -> int:
         memo = root / ".evstore" / "memo"
         status = [*EVSTORE, "-q", "campaign", "status", "bench", "--json", "--root", str(root)]
 
-        def timed(cmd: list[str], fresh: bool) -> float:
+        left = [*EVSTORE, "campaign", "tasks", "bench", "--json", "--root", str(root)]
+        loads: list[float] = []
+        cpu: dict[str, list[float]] = {"single": [], "jobs2": []}
+
+        def children_cpu() -> float:
+            use = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return use.ru_utime + use.ru_stime
+
+        def timed(cmd: list[str], fresh: bool, name: str = "") -> float:
             if fresh:
                 shutil.rmtree(memo, ignore_errors=True)
-            t = time.perf_counter()
+            loads.append(os.getloadavg()[0])
+            c, t = children_cpu(), time.perf_counter()
             subprocess.run(cmd, check=False, capture_output=True)
-            return time.perf_counter() - t
+            took = time.perf_counter() - t
+            if name:
+                cpu[name].append(children_cpu() - c)
+            return took
 
         single, jobs2, jobs1, second = [], [], [], []
         counts = ""
         for _ in range(args.repeats):
             shutil.rmtree(memo, ignore_errors=True)
             # one core's work: torch (LPIPS) on one thread too
+            loads.append(os.getloadavg()[0])
+            c = children_cpu()
             out = subprocess.run([sys.executable, "-c", _SINGLE, str(root)], check=True,
                                  capture_output=True, text=True,
                                  env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout.split()  # fmt: skip
+            cpu["single"].append(children_cpu() - c)
             counts = f"{out[0]} ({out[1]} output checks, {out[2]} LPIPS)"
             single.append(float(out[3]))
-            jobs2.append(timed([*status, "--jobs", "2"], fresh=True))
+            jobs2.append(timed([*status, "--jobs", "2"], fresh=True, name="jobs2"))
+            # the first status computed every task, LPIPS included: none is left
+            pending = subprocess.run(left, check=True, capture_output=True).stdout
+            assert msgspec.json.decode(pending) == [], pending[:200]
             second.append(timed([*status, "--jobs", "2"], fresh=False))
-            jobs1.append(timed([*status, "--jobs", "1"], fresh=True))
+            if args.jobs1:
+                jobs1.append(timed([*status, "--jobs", "1"], fresh=True))
         ray_start = ray_t = float("nan")
         if args.ray:
             out = subprocess.run([sys.executable, "-c", _RAY, str(root), str(args.repeats)],
                                  check=True, capture_output=True, text=True).stdout.split()  # fmt: skip
             ray_start, ray_t = float(out[0]), float(out[1])
     med = statistics.median
-    s, j2, j1, sec = med(single), med(jobs2), med(jobs1), med(second)
+    s, j2, sec = med(single), med(jobs2), med(second)
+    j1 = med(jobs1) if jobs1 else float("nan")
     rows = [
         ["tasks", counts],
         ["build (runs recorded)", f"{built:.1f} s"],
@@ -329,6 +352,11 @@ def scale(args: argparse.Namespace) -> int:
         ["first status --jobs 1 (CLI process)", f"{j1:.2f} s"],
         ["first status --jobs 2 (CLI process)", f"{j2:.2f} s"],
         ["first --jobs 2 / (single / 2) (target <= 1.3x)", f"{j2 / (s / 2):.2f}x"],
+        [
+            "CPU s: single process / first status --jobs 2 (all its processes)",
+            f"{med(cpu['single']):.1f} / {med(cpu['jobs2']):.1f}",
+        ],
+        ["tasks left after each first --jobs 2 status", "0 (checked)"],
         ["second status (target < 0.5 s)", f"{sec:.3f} s"],
         ["Ray, 2 local workers: first status (cluster up)", f"{ray_t:.2f} s"],
         ["Ray / --jobs 2 (target <= 1.5x)", f"{ray_t / j2:.2f}x"],
@@ -338,7 +366,8 @@ def scale(args: argparse.Namespace) -> int:
         f"campaign tasks at scale: 2 conditions of {args.seconds} s at {args.size} x 3 arms x "
         f"{runs} runs x {args.requests} requests, LPIPS {'on' if args.lpips else 'off'}, "
         f"medians of {args.repeats}, "
-        f"{os.cpu_count()} CPUs seen"
+        f"{os.cpu_count()} CPUs seen, load average (1 min) {min(loads):.2f}-{max(loads):.2f} "
+        "before the timed commands"
     )
     print(table(title, ["case", "figure"], rows))
     return 0
@@ -357,6 +386,9 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     parser.add_argument("--requests", type=int, default=10, help="with --scale (10)")
     parser.add_argument("--no-ray", dest="ray", action="store_false", help="with --scale")
+    parser.add_argument(
+        "--no-jobs1", dest="jobs1", action="store_false", help="with --scale: no --jobs 1 row"
+    )
     parser.add_argument(
         "--lpips", action="store_true",
         help="with --scale: the protocol asks for LPIPS and the lsb arm's video differs "

@@ -93,6 +93,7 @@ __all__ = [
     "PairInputs",
     "adjudicate",
     "compare_runs",
+    "lpips_scorer",
     "nothing_compared",
     "repeatability",
     "worst",
@@ -100,6 +101,31 @@ __all__ = [
 
 #: LPIPS scorers loaded in this process, by the digests of their weights.
 _SCORERS: dict[tuple[str, str, str | None], Any] = {}
+
+
+def lpips_scorer(root: str | os.PathLike[str]) -> Any:
+    """The LPIPS scorer pinned in ``root``'s ``evstore.toml`` ``[lpips]``, loaded once per
+    process (kept by the digests of its weights; a process forked afterwards inherits
+    it); raises :class:`EvidenceStoreError` when it cannot be had."""
+    pinned = as_repository(root).config.lpips
+    weights = (
+        None
+        if pinned is None or pinned.backbone is None or pinned.linear is None
+        else (pinned.backbone.digest, pinned.linear.digest, pinned.state_digest)
+    )
+    scorer = _SCORERS.get(weights) if weights else None
+    if scorer is None:
+        try:
+            from ..perceptual import load_configured_scorer
+        except ImportError as exc:
+            raise EvidenceStoreError(
+                "LPIPS is not available in this installation (evidencestore[lpips])"
+            ) from exc
+        scorer = load_configured_scorer(root)
+        if weights:  # loaded once per process: the same weights, by digest
+            _SCORERS[weights] = scorer
+    return scorer
+
 
 _BOUNDED = "length bounded, not verified"  # in every reason naming a bound (LengthBound)
 _ORDER: dict[str, int] = {"PASS": 0, "INCONCLUSIVE": 1, "UNAVAILABLE": 2, "FAIL": 3}
@@ -483,23 +509,7 @@ class Judge:
 
         self.judged += 1
         if self._scorer is None:
-            pinned = as_repository(self.root).config.lpips
-            weights = (
-                None
-                if pinned is None or pinned.backbone is None or pinned.linear is None
-                else (pinned.backbone.digest, pinned.linear.digest, pinned.state_digest)
-            )
-            self._scorer = _SCORERS.get(weights) if weights else None
-            if self._scorer is None:
-                try:
-                    from ..perceptual import load_configured_scorer
-                except ImportError as exc:
-                    raise EvidenceStoreError(
-                        "LPIPS is not available in this installation (evidencestore[lpips])"
-                    ) from exc
-                self._scorer = load_configured_scorer(self.root)
-                if weights:  # loaded once per process: the same weights, by digest
-                    _SCORERS[weights] = self._scorer
+            self._scorer = lpips_scorer(self.root)
         ref_src, ref = self.outputs.report(p.reference)
         cand_src, cand = self.outputs.report(p.candidate)
         record = compare_reports(

@@ -11,12 +11,16 @@ interleaving of processes loses or changes a record. A task's record does not de
 on which process computed it or in which order, so the records are byte-identical to
 those of ``jobs = 1``. Processes are forked from a single-threaded parent (they start
 with its imports), else started with ``spawn`` (a fork with live threads, such as a
-remote client's, can deadlock).
+remote client's, can deadlock). Each computes on one torch thread; before forking for
+LPIPS tasks the parent loads the pinned scorer once (``_share_scorer``), which every
+process inherits instead of importing torch and loading the weights itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -64,8 +68,6 @@ def chunks(tasks: Sequence[Task]) -> list[list[Task]]:
 def _one_thread() -> None:
     """In a worker process: one compute thread (the processes are the parallelism;
     torch, for LPIPS, would otherwise start one thread per core in each)."""
-    import sys
-
     os.environ["OMP_NUM_THREADS"] = "1"
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -106,12 +108,44 @@ def run_tasks(
     from .._fork import can_fork
 
     failed: dict[str, str] = {}
-    ctx = multiprocessing.get_context("fork" if can_fork() else "spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=ctx) as pool:
-        futures = [pool.submit(_work, str(repo.root), msgspec.json.encode(c), fresh) for c in parts]
-        for f in futures:
-            failed.update(f.result())
+    forked = can_fork()
+    ctx = multiprocessing.get_context("fork" if forked else "spawn")
+    threads = _share_scorer(repo) if forked and any(t.kind == "output-lpips" for t in tasks) else 0
+    try:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(parts)), mp_context=ctx) as pool:
+            futures = [
+                pool.submit(_work, str(repo.root), msgspec.json.encode(c), fresh) for c in parts
+            ]
+            if threads:  # forked at the first submit: this process's torch as it was
+                sys.modules["torch"].set_num_threads(threads)
+                threads = 0
+            for f in futures:
+                failed.update(f.result())
+    finally:
+        if threads:
+            sys.modules["torch"].set_num_threads(threads)
     return failed
+
+
+def _share_scorer(repo: Repository) -> int:
+    """Before forking workers for LPIPS tasks: the pinned scorer loaded here once, which
+    every worker inherits (torch, torchvision and lpips imported, the weights verified
+    and built once, not once per process: seconds of CPU each). Loaded on one torch
+    thread, so no thread pool exists to be forked; returns the thread count to restore
+    once forked (0: nothing to restore). A scorer that cannot be had is left to the
+    tasks, each failing with why."""
+    from ..campaign.adjudication import lpips_scorer
+    from ..errors import EvidenceStoreError
+
+    try:
+        import torch
+    except ImportError:
+        return 0
+    threads = int(torch.get_num_threads())
+    torch.set_num_threads(1)
+    with contextlib.suppress(EvidenceStoreError):
+        lpips_scorer(repo.root)
+    return threads
 
 
 #: Below this many encoded bytes to decode, the tasks run in this process when the number

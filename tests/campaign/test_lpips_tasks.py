@@ -187,3 +187,60 @@ def test_without_pinned_weights_the_pair_is_unavailable(author: Path, tmp_path: 
     cmp = adj.comparisons[0]
     assert cmp.verdict == "UNAVAILABLE" and "`evstore lpips import`" in cmp.reasons[0]
     assert ev.status.verdict != "ACCEPTED"
+
+
+def test_forked_workers_share_the_scorer_loaded_once(
+    author: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LPIPS tasks in worker processes: the scorer is loaded once, in the process that
+    forks them (not once per worker), torch's thread count there is left as it was,
+    and the record is the one a single process computes."""
+    import os
+
+    import msgspec
+    import torch
+
+    import evidencestore.perceptual as perceptual
+    from evidencestore._fork import can_fork
+    from evidencestore.campaign import adjudication
+    from evidencestore.campaign.memo import open_memo
+    from evidencestore.campaign.tasks import compute
+    from evidencestore.config import as_repository
+    from evidencestore.scale.local import chunks, run_tasks
+
+    if not can_fork():
+        pytest.skip("this process cannot fork (threads running): workers are spawned")
+    w = _clone(author, tmp_path / "w")
+    campaign = load_campaign(w, NAME)
+    assert compute(w, plan(w, campaign).tasks) == {}
+    scores = [t for t in plan(w, campaign).tasks if t.kind == "output-lpips"]
+    assert len(scores) == 1
+    # a second chunk, so two processes: the same pair the other way round
+    pair = scores[0].pair
+    assert pair is not None
+    turned = msgspec.structs.replace(pair, reference=pair.candidate, candidate=pair.reference)
+    key = adjudication.Judge(w, as_repository(w).local_store()).lpips_key(turned)
+    assert key is not None
+    other = msgspec.structs.replace(scores[0], key=key, pair=turned)
+    assert len(chunks([*scores, other])) == 2
+    loads = tmp_path / "loads"
+    real = perceptual.load_configured_scorer
+
+    def load(root: Any) -> Any:
+        with loads.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(root)
+
+    monkeypatch.setattr(perceptual, "load_configured_scorer", load)
+    monkeypatch.setattr(adjudication, "_SCORERS", {})
+    threads = torch.get_num_threads()
+    assert run_tasks(w, [*scores, other], jobs=2) == {}
+    assert loads.read_text().split() == [str(os.getpid())]
+    assert torch.get_num_threads() == threads
+    one = _clone(author, tmp_path / "one")
+    assert compute(one, plan(one, campaign).tasks) == {}
+    assert compute(one, [*scores, other]) == {}
+    for key in (scores[0].key, other.key):
+        kept = open_memo(as_repository(w).local_store()).stored(key)
+        assert kept is not None
+        assert kept == open_memo(as_repository(one).local_store()).stored(key)

@@ -242,7 +242,9 @@ _SINGLE = """
 import sys, time
 from evidencestore.campaign.protocol import load_campaign
 from evidencestore.campaign.tasks import compute, plan
+from evidencestore.media.decode import set_decode_threads
 root = sys.argv[1]
+set_decode_threads(sys.argv[2] == "threads")
 campaign = load_campaign(root, "bench")
 tasks = plan(root, campaign, every=True).tasks
 t0 = time.perf_counter()
@@ -317,17 +319,23 @@ def scale(args: argparse.Namespace) -> int:
                 cpu[name].append(children_cpu() - c)
             return took
 
-        single, jobs2, jobs1, second = [], [], [], []
+        single, threaded, jobs2, jobs1, second = [], [], [], [], []
         counts = ""
         for _ in range(args.repeats):
             shutil.rmtree(memo, ignore_errors=True)
             # one core's work: torch (LPIPS) on one thread too
             loads.append(os.getloadavg()[0])
             c = children_cpu()
-            out = subprocess.run([sys.executable, "-c", _SINGLE, str(root)], check=True,
+            out = subprocess.run([sys.executable, "-c", _SINGLE, str(root), "one"], check=True,
                                  capture_output=True, text=True,
                                  env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout.split()  # fmt: skip
             cpu["single"].append(children_cpu() - c)
+            # the same process with the decoder's threads (more than one core's work)
+            shutil.rmtree(memo, ignore_errors=True)
+            threaded.append(float(subprocess.run(
+                [sys.executable, "-c", _SINGLE, str(root), "threads"], check=True,
+                capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+            ).stdout.split()[3]))  # fmt: skip
             counts = f"{out[0]} ({out[1]} output checks, {out[2]} LPIPS)"
             single.append(float(out[3]))
             jobs2.append(timed([*status, "--jobs", "2"], fresh=True, name="jobs2"))
@@ -348,7 +356,11 @@ def scale(args: argparse.Namespace) -> int:
     rows = [
         ["tasks", counts],
         ["build (runs recorded)", f"{built:.1f} s"],
-        ["single-process decode-and-metrics (in process)", f"{s:.2f} s"],
+        ["single-process decode-and-metrics, one core's work (in process)", f"{s:.2f} s"],
+        [
+            "the same with FFmpeg's decoder threads and the hashing thread",
+            f"{med(threaded):.2f} s",
+        ],
         ["first status --jobs 1 (CLI process)", f"{j1:.2f} s"],
         ["first status --jobs 2 (CLI process)", f"{j2:.2f} s"],
         ["first --jobs 2 / (single / 2) (target <= 1.3x)", f"{j2 / (s / 2):.2f}x"],

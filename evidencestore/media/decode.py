@@ -34,9 +34,23 @@ __all__ = [
     "analyse",
     "frame_leaf",
     "iter_frames",
+    "set_decode_threads",
     "stream_kinds",
     "video_frame_digest",
 ]
+
+# What ``analyse`` does when not told: decoder and hashing threads (see ``_fold``).
+_threads = True
+
+
+def set_decode_threads(enabled: bool) -> bool:
+    """Whether :func:`analyse` uses threads (FFmpeg's decoder threads and a hashing
+    thread) when its caller does not say; returns the setting it replaces. A worker
+    process of ``--jobs N`` turns them off: its siblings already use every core, as
+    ``torch.set_num_threads(1)`` does for LPIPS. Digests are the same either way."""
+    global _threads
+    previous, _threads = _threads, enabled
+    return previous
 
 
 def frame_leaf(index: int, digest: str) -> bytes:
@@ -489,11 +503,14 @@ def analyse(
     root: str | os.PathLike[str] | None = None,
     *,
     keep_frames: bool = True,
-    threads: bool = True,
+    threads: bool | None = None,
     on_frame: Callable[[int, Any], None] | None = None,
     before_decode: Callable[[set[str]], None] | None = None,
 ) -> MediaReport:
     """Probe and fully decode ``FILE|DIGEST``: every frame hashed, per-stream roots.
+
+    ``threads``: decoder and hashing threads (default: :func:`set_decode_threads`'s
+    setting, on unless turned off).
 
     ``before_decode`` is called with the kinds of the streams to be decoded (those of
     :func:`stream_kinds`) once the container is open and before any frame is decoded,
@@ -505,6 +522,8 @@ def analyse(
     would describe bytes other than the digest it names) raises
     :class:`~evidencestore.errors.MediaError`.
     """
+    if threads is None:
+        threads = _threads
     source = resolve(ref, root)
     try:
         with opened(source) as container:

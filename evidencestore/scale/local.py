@@ -67,8 +67,12 @@ def chunks(tasks: Sequence[Task]) -> list[list[Task]]:
 
 def _one_thread() -> None:
     """In a worker process: one compute thread (the processes are the parallelism;
-    torch, for LPIPS, would otherwise start one thread per core in each)."""
+    torch, for LPIPS, would otherwise start one thread per core in each, and FFmpeg's
+    decoders as many again)."""
+    from ..media.decode import set_decode_threads
+
     os.environ["OMP_NUM_THREADS"] = "1"
+    set_decode_threads(False)
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)

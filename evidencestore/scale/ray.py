@@ -32,7 +32,11 @@ __all__ = ["RayExecutor"]
 
 
 def _chunk(root: str, encoded: bytes) -> tuple[dict[str, str], dict[str, bytes]]:
-    """On a Ray worker: compute one chunk; (failed, key -> stored bytes)."""
+    """On a Ray worker: compute one chunk; (failed, key -> stored bytes). A task holds
+    one of Ray's CPUs, so it decodes on one thread."""
+    from ..media.decode import set_decode_threads
+
+    set_decode_threads(False)
     tasks = msgspec.json.decode(encoded, type=list[Task])
     with tempfile.TemporaryDirectory(prefix="evstore-ray-") as tmp:
         scratch = Memo(MemoryBlobStore(), tmp)

@@ -334,3 +334,30 @@ def test_hashing_thread_gives_the_same_report_in_frame_order(tmp_path: Path) -> 
     expected = [video_frame_digest(f) for f in av.open(str(path)).decode(video=0)]
     assert [r.digest for r in video.frame_records] == expected
     assert len(seen) == sum(s.frames for s in threaded.decoded)
+
+
+def test_decode_threads_setting_changes_no_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evidencestore.media import decode
+
+    path = clip(tmp_path, "v.mp4", video=VideoSpec(), audio=AudioSpec())
+    threaded = analyse(path, threads=True)
+    seen: list[bool] = []
+    real = decode._fold
+
+    def spy(frames: Any, accumulators: Any, on_frame: Any, threads: bool) -> None:
+        seen.append(threads)
+        real(frames, accumulators, on_frame, threads)
+
+    monkeypatch.setattr(decode, "_fold", spy)
+    assert decode.set_decode_threads(False) is True
+    try:
+        one = analyse(path)
+    finally:
+        assert decode.set_decode_threads(True) is False
+    assert seen == [False]  # the setting, not the default, was used
+    assert [s.root for s in one.decoded] == [s.root for s in threaded.decoded]
+    assert [s.frames for s in one.decoded] == [s.frames for s in threaded.decoded]
+    analyse(path)
+    assert seen == [False, True]

@@ -15,8 +15,9 @@ target figures of issue 28 (first / decode-once at most 1.5x; the second status 
 
 ``--scale`` (issue 39): the campaign as tasks, every request distinct (``--requests``):
 the single-process decode-and-metrics time (``tasks.compute`` of every task in one
-process on one thread, torch's included, timed inside it), the first status with ``--jobs 1`` and ``--jobs 2`` and the
-second status as CLI processes, and the first status through a local Ray cluster of 2
+process on one core's work: torch on one thread, no decoder or hashing threads, as in a
+worker; timed inside it; the same with those threads is shown beside it), the first
+status with ``--jobs 1`` and ``--jobs 2`` and the second status as CLI processes, and the first status through a local Ray cluster of 2
 CPUs (timed once the cluster is up; its start is shown apart).
 """
 
@@ -308,6 +309,13 @@ def scale(args: argparse.Namespace) -> int:
             use = resource.getrusage(resource.RUSAGE_CHILDREN)
             return use.ru_utime + use.ru_stime
 
+        def single_process(threads: str) -> list[str]:
+            env = {**os.environ, "OMP_NUM_THREADS": "1"}
+            cmd = [sys.executable, "-c", _SINGLE, str(root), threads]
+            return subprocess.run(
+                cmd, check=True, capture_output=True, text=True, env=env
+            ).stdout.split()
+
         def timed(cmd: list[str], fresh: bool, name: str = "") -> float:
             if fresh:
                 shutil.rmtree(memo, ignore_errors=True)
@@ -326,16 +334,11 @@ def scale(args: argparse.Namespace) -> int:
             # one core's work: torch (LPIPS) on one thread too
             loads.append(os.getloadavg()[0])
             c = children_cpu()
-            out = subprocess.run([sys.executable, "-c", _SINGLE, str(root), "one"], check=True,
-                                 capture_output=True, text=True,
-                                 env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout.split()  # fmt: skip
+            out = single_process("one")
             cpu["single"].append(children_cpu() - c)
             # the same process with the decoder's threads (more than one core's work)
             shutil.rmtree(memo, ignore_errors=True)
-            threaded.append(float(subprocess.run(
-                [sys.executable, "-c", _SINGLE, str(root), "threads"], check=True,
-                capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
-            ).stdout.split()[3]))  # fmt: skip
+            threaded.append(float(single_process("threads")[3]))
             counts = f"{out[0]} ({out[1]} output checks, {out[2]} LPIPS)"
             single.append(float(out[3]))
             jobs2.append(timed([*status, "--jobs", "2"], fresh=True, name="jobs2"))

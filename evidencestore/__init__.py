@@ -2,20 +2,20 @@
 
 The public API is re-exported here and loaded on first use, so ``import evidencestore``
 (and the ``evstore`` CLI) starts without importing what a command does not need.
-``_LAZY`` is the one table of public names; ``__all__`` and ``dir()`` are derived from
-it, and the ``TYPE_CHECKING`` imports (kept in step by tests/test_public_api.py) tell
-type checkers the same.
+The ``TYPE_CHECKING`` imports below are the one list of public names: type checkers
+read them, and ``_LAZY`` (name -> submodule), ``__all__`` and ``dir()`` are derived
+from the same lines at import (:mod:`._lazy`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_exports
+from ._lazy import guarded_imports, lazy_exports
 from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    # Explicit re-exports for type checkers, one per name of _LAZY below.
+    # The public API: explicit re-exports, read at run time by guarded_imports.
     from .bundle import create_bundle as create_bundle
     from .bundle import make_manifest as make_manifest
     from .bundle import seal as seal
@@ -93,88 +93,6 @@ if TYPE_CHECKING:
     from .verify import check_repository as check_repository
     from .verify import verify_repository as verify_repository
 
-# The one table of the public API: each name and the submodule that defines it.
-_LAZY: dict[str, str] = {
-    "create_bundle": "bundle",
-    "make_manifest": "bundle",
-    "seal": "bundle",
-    "Config": "config",
-    "init_repository": "config",
-    "load_config": "config",
-    "local_store": "config",
-    "Hashed": "digest",
-    "hash_bytes": "digest",
-    "hash_file": "digest",
-    "hash_files": "digest",
-    "parse_digest": "digest",
-    "AttestationError": "errors",
-    "BlobNotFoundError": "errors",
-    "BundleError": "errors",
-    "ConfigError": "errors",
-    "EvidenceStoreError": "errors",
-    "IntegrityError": "errors",
-    "InvalidDigestError": "errors",
-    "ManifestError": "errors",
-    "MediaError": "errors",
-    "NotMediaError": "errors",
-    "ReadOnlyStoreError": "errors",
-    "ReportError": "errors",
-    "ScorerError": "errors",
-    "StorageError": "errors",
-    "TransferError": "errors",
-    "VerificationError": "errors",
-    "Inventory": "inventory",
-    "load_inventory": "inventory",
-    "bundle_digest": "merkle",
-    "check_inclusion": "merkle",
-    "inclusion_holds": "merkle",
-    "inclusion_proof": "merkle",
-    "verify_inclusion": "merkle",
-    "BundleManifest": "models",
-    "BundleReport": "models",
-    "Descriptor": "models",
-    "Entry": "models",
-    "Finding": "models",
-    "InclusionProof": "models",
-    "Metadata": "models",
-    "Registration": "models",
-    "VerifyReport": "models",
-    "repository_store": "remotes",
-    "BlobStore": "storage",
-    "open_store": "storage",
-    "check_repository": "verify",
-    "verify_repository": "verify",
-    # runs and campaigns (their packages hold the rest: evidencestore.runs, .campaign)
-    "NotFoundError": "errors",
-    "BundleNotFoundError": "errors",
-    # Errors by source (issue 33 item 6).
-    "CampaignFitError": "errors",
-    "GitError": "errors",
-    "RemoteConfigError": "errors",
-    "TransferDeadlineError": "errors",
-    "run_workload": "runs.runner",
-    "open_run": "runs.recorder",
-    "load_run": "runs.recorder",
-    "RunRecorder": "runs.recorder",
-    "RunRecord": "runs.models",
-    "RequestRecord": "runs.models",
-    "Workload": "runs.models",
-    "load_workload": "runs.workload",
-    "diff_runs": "runs.diff",
-    "summarize": "runs.summary",
-    "Campaign": "campaign.protocol",
-    "init_campaign": "campaign.protocol",
-    "load_campaign": "campaign.protocol",
-    "campaign_runs": "campaign.members",
-    "verify_campaign": "campaign.verify",
-    "make_claim": "campaign.claims",
-    "evaluate": "campaign.status",
-    "plan_campaign": "campaign.plan",
-    "adjudicate": "campaign.adjudication",
-    "repeatability": "campaign.adjudication",
-    "register_records": "campaign.records",
-}
-
+_LAZY = guarded_imports(__file__)
 __all__ = sorted(["__version__", *_LAZY])
-
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

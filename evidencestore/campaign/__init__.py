@@ -15,63 +15,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import guarded_imports, lazy_exports
 
 if TYPE_CHECKING:
-    from .adjudication import adjudicate, compare_runs, repeatability
-    from .arrays import compare_array_files, compare_arrays
-    from .claims import make_claim
-    from .estimator import paired_log_interval, t_quantile, welch_log_interval
-    from .fit import campaign_rules
-    from .members import campaign_runs
-    from .plan import plan_campaign
-    from .protocol import Campaign, init_campaign, load_campaign, parse_protocol
-    from .records import register_records
-    from .status import evaluate
-    from .verify import verify_campaign
+    from .adjudication import adjudicate as adjudicate
+    from .adjudication import compare_runs as compare_runs
+    from .adjudication import repeatability as repeatability
+    from .arrays import compare_array_files as compare_array_files
+    from .arrays import compare_arrays as compare_arrays
+    from .claims import make_claim as make_claim
+    from .estimator import paired_log_interval as paired_log_interval
+    from .estimator import t_quantile as t_quantile
+    from .estimator import welch_log_interval as welch_log_interval
+    from .fit import campaign_rules as campaign_rules
+    from .members import campaign_runs as campaign_runs
+    from .plan import plan_campaign as plan_campaign
+    from .protocol import Campaign as Campaign
+    from .protocol import init_campaign as init_campaign
+    from .protocol import load_campaign as load_campaign
+    from .protocol import parse_protocol as parse_protocol
+    from .records import register_records as register_records
+    from .status import evaluate as evaluate
+    from .verify import verify_campaign as verify_campaign
 
-__all__ = [
-    "Campaign",
-    "adjudicate",
-    "campaign_rules",
-    "campaign_runs",
-    "compare_array_files",
-    "compare_arrays",
-    "compare_runs",
-    "evaluate",
-    "init_campaign",
-    "load_campaign",
-    "make_claim",
-    "paired_log_interval",
-    "parse_protocol",
-    "plan_campaign",
-    "register_records",
-    "repeatability",
-    "t_quantile",
-    "verify_campaign",
-    "welch_log_interval",
-]
-
-_LAZY = {
-    "Campaign": "protocol",
-    "adjudicate": "adjudication",
-    "campaign_rules": "fit",
-    "campaign_runs": "members",
-    "compare_array_files": "arrays",
-    "compare_arrays": "arrays",
-    "compare_runs": "adjudication",
-    "evaluate": "status",
-    "init_campaign": "protocol",
-    "load_campaign": "protocol",
-    "make_claim": "claims",
-    "paired_log_interval": "estimator",
-    "parse_protocol": "protocol",
-    "plan_campaign": "plan",
-    "register_records": "records",
-    "repeatability": "adjudication",
-    "t_quantile": "estimator",
-    "verify_campaign": "verify",
-    "welch_log_interval": "estimator",
-}
-
+_LAZY = guarded_imports(__file__)
+__all__ = sorted(_LAZY)
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

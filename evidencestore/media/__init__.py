@@ -8,88 +8,38 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import guarded_imports, lazy_exports
 
 if TYPE_CHECKING:
-    from .comparison import EXIT_CODES, compare, compare_reports
-    from .decode import analyse
-    from .expectations import check, load_expectations, verify_report, with_overrides
-    from .probing import probe
-    from .records import (
-        MEDIA_SCHEMA_TYPES,
-        AudioExpectation,
-        Check,
-        CheckReport,
-        ComparisonRecord,
-        Expectations,
-        MediaReport,
-        ProbeReport,
-        Thresholds,
-        Verdict,
-        VideoExpectation,
-    )
-    from .scoring import FrameScorer
-    from .source import MediaSource, resolve
-    from .store import store_record
-    from .thresholds import load_thresholds
-
-__all__ = [
-    "EXIT_CODES",
-    "MEDIA_SCHEMA_TYPES",
-    "AudioExpectation",
-    "Check",
-    "CheckReport",
-    "ComparisonRecord",
-    "Expectations",
-    "FrameScorer",
-    "MediaReport",
-    "MediaSource",
-    "ProbeReport",
-    "Thresholds",
-    "Verdict",
-    "VideoExpectation",
-    "analyse",
-    "check",
-    "compare",
-    "compare_reports",
-    "load_expectations",
-    "load_thresholds",
-    "probe",
-    "resolve",
-    "store_record",
-    "verify_report",
-    "with_overrides",
-]
+    from .comparison import EXIT_CODES as EXIT_CODES
+    from .comparison import compare as compare
+    from .comparison import compare_reports as compare_reports
+    from .decode import analyse as analyse
+    from .expectations import check as check
+    from .expectations import load_expectations as load_expectations
+    from .expectations import verify_report as verify_report
+    from .expectations import with_overrides as with_overrides
+    from .probing import probe as probe
+    from .records import MEDIA_SCHEMA_TYPES as MEDIA_SCHEMA_TYPES
+    from .records import AudioExpectation as AudioExpectation
+    from .records import Check as Check
+    from .records import CheckReport as CheckReport
+    from .records import ComparisonRecord as ComparisonRecord
+    from .records import Expectations as Expectations
+    from .records import MediaReport as MediaReport
+    from .records import ProbeReport as ProbeReport
+    from .records import Thresholds as Thresholds
+    from .records import Verdict as Verdict
+    from .records import VideoExpectation as VideoExpectation
+    from .scoring import FrameScorer as FrameScorer
+    from .source import MediaSource as MediaSource
+    from .source import resolve as resolve
+    from .store import store_record as store_record
+    from .thresholds import load_thresholds as load_thresholds
 
 # Submodules load on first use: `evstore media check` must not pay for comparison code.
 # No function shares its name with a submodule (``compare`` lives in ``comparison``,
 # ``probe`` in ``probing``), so importing a submodule never rebinds a re-exported name.
-_LAZY = {
-    "AudioExpectation": "records",
-    "Check": "records",
-    "CheckReport": "records",
-    "ComparisonRecord": "records",
-    "EXIT_CODES": "comparison",
-    "Expectations": "records",
-    "FrameScorer": "scoring",
-    "MEDIA_SCHEMA_TYPES": "records",
-    "MediaReport": "records",
-    "MediaSource": "source",
-    "ProbeReport": "records",
-    "Thresholds": "records",
-    "Verdict": "records",
-    "VideoExpectation": "records",
-    "analyse": "decode",
-    "check": "expectations",
-    "verify_report": "expectations",
-    "compare": "comparison",
-    "compare_reports": "comparison",
-    "load_expectations": "expectations",
-    "load_thresholds": "thresholds",
-    "probe": "probing",
-    "resolve": "source",
-    "store_record": "store",
-    "with_overrides": "expectations",
-}
-
+_LAZY = guarded_imports(__file__)
+__all__ = sorted(_LAZY)
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -13,58 +13,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import guarded_imports, lazy_exports
 
 if TYPE_CHECKING:
-    from .diff import Difference, diff_configs, diff_runs
-    from .endpoints import ENDPOINTS, build_payload
-    from .models import RequestRecord, RunRecord, Workload
-    from .recorder import RUN_ENTRY, RunRecorder, load_run, open_run
-    from .runner import run_workload
-    from .summary import latency_stats, summarize
-    from .transport import Observation
-    from .workload import expectations_for, load_workload
+    from .diff import Difference as Difference
+    from .diff import diff_configs as diff_configs
+    from .diff import diff_runs as diff_runs
+    from .endpoints import ENDPOINTS as ENDPOINTS
+    from .endpoints import build_payload as build_payload
+    from .models import RequestRecord as RequestRecord
+    from .models import RunRecord as RunRecord
+    from .models import Workload as Workload
+    from .recorder import RUN_ENTRY as RUN_ENTRY
+    from .recorder import RunRecorder as RunRecorder
+    from .recorder import load_run as load_run
+    from .recorder import open_run as open_run
+    from .runner import run_workload as run_workload
+    from .summary import latency_stats as latency_stats
+    from .summary import summarize as summarize
+    from .transport import Observation as Observation
+    from .workload import expectations_for as expectations_for
+    from .workload import load_workload as load_workload
 
-__all__ = [
-    "ENDPOINTS",
-    "RUN_ENTRY",
-    "Difference",
-    "Observation",
-    "RequestRecord",
-    "RunRecord",
-    "RunRecorder",
-    "Workload",
-    "build_payload",
-    "diff_configs",
-    "diff_runs",
-    "expectations_for",
-    "latency_stats",
-    "load_run",
-    "load_workload",
-    "open_run",
-    "run_workload",
-    "summarize",
-]
-
-_LAZY = {
-    "ENDPOINTS": "endpoints",
-    "Observation": "transport",
-    "RUN_ENTRY": "recorder",
-    "Difference": "diff",
-    "RequestRecord": "models",
-    "RunRecord": "models",
-    "RunRecorder": "recorder",
-    "Workload": "models",
-    "build_payload": "endpoints",
-    "diff_configs": "diff",
-    "diff_runs": "diff",
-    "expectations_for": "workload",
-    "latency_stats": "summary",
-    "load_run": "recorder",
-    "load_workload": "workload",
-    "open_run": "recorder",
-    "run_workload": "runner",
-    "summarize": "summary",
-}
-
+_LAZY = guarded_imports(__file__)
+__all__ = sorted(_LAZY)
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

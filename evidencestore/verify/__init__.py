@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import guarded_imports, lazy_exports
 
 if TYPE_CHECKING:
     from ._base import base_problem as base_problem
@@ -48,16 +48,6 @@ if TYPE_CHECKING:
     from ._repository import verify_registration as verify_registration
     from ._repository import verify_repository as verify_repository
 
-_LAZY: dict[str, str] = {
-    "RemoteChecker": "_repository",
-    "VerifyOptions": "_repository",
-    "base_problem": "_base",
-    "base_registrations": "_base",
-    "check_repository": "_repository",
-    "verify_registration": "_repository",
-    "verify_repository": "_repository",
-}
-
+_LAZY = guarded_imports(__file__)
 __all__ = sorted(_LAZY)
-
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -23,6 +23,7 @@ if _TESTS not in sys.path:
 pytest_plugins = ["evidencestore.testing.s3"]
 
 if TYPE_CHECKING:
+    from evidencestore.testing.llm_server import LlmServer
     from evidencestore.testing.video_server import VideoServer
 
 
@@ -65,6 +66,34 @@ def fresh_video_server(tmp_path: Path) -> Iterator[VideoServer]:
 
     with serve_video(log_path=tmp_path / "server.log") as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def llm_server() -> Iterator[LlmServer]:
+    """The reference LLM server, one per test module; a test that sets a knob (``ttft``,
+    ``cache``, ...) sets it back."""
+    from evidencestore.testing.llm_server import serve_llm
+
+    with serve_llm() as server:
+        yield server
+
+
+@pytest.fixture
+def fresh_llm_server() -> Iterator[LlmServer]:
+    """A reference LLM server of the test's own: the test may set any knob."""
+    from evidencestore.testing.llm_server import serve_llm
+
+    with serve_llm() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def scale_author(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The scale campaign's author repository (``helpers.scale_campaign.build_author``:
+    every run committed and pushed to ``remote/`` beside it), one per test module."""
+    from helpers.scale_campaign import build_author
+
+    return build_author(tmp_path_factory)
 
 
 @pytest.fixture

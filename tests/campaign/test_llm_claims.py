@@ -7,7 +7,6 @@ workload SLO is a metric with the run as the unit."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,7 @@ pytest.importorskip("scipy")
 
 from evidencestore.cli import main
 from evidencestore.runs import load_run
-from evidencestore.testing.llm_server import LlmServer, chat_workload, serve_llm
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[LlmServer]:
-    with serve_llm() as s:
-        yield s
+from evidencestore.testing.llm_server import LlmServer, chat_workload
 
 
 def _campaign(tmp_path: Path, metric: str, workload: str) -> Path:
@@ -72,12 +65,12 @@ def _wl(**kw: object) -> str:
 
 
 def test_itl_claim_does_not_depend_on_tokens_per_event(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = _campaign(tmp_path, "itl", _wl())
     same = {"itl": 0.005, "token_ids": "asked"}  # vLLM's framing: usage, no ids
-    claim = _claim(root, llm, {**same, "tokens_per_event": 3}, {**same, "tokens_per_event": 1},
-                   capsys)  # fmt: skip
+    claim = _claim(root, llm_server, {**same, "tokens_per_event": 3},
+                   {**same, "tokens_per_event": 1}, capsys)  # fmt: skip
     assert claim["refused"] is False, claim["reasons"]
     ratio = claim["speedup"]["ratio"]  # type: ignore[index]
     # Truth 1.0 per token; the 3-token arm's first event holds 3 tokens, so its span
@@ -86,10 +79,10 @@ def test_itl_claim_does_not_depend_on_tokens_per_event(
 
 
 def test_ttft_claim_refused_when_not_streamed(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = _campaign(tmp_path, "ttft", _wl(stream=False))
-    claim = _claim(root, llm, {"ttft": 0.02}, {"ttft": 0.01}, capsys)
+    claim = _claim(root, llm_server, {"ttft": 0.02}, {"ttft": 0.01}, capsys)
     assert claim["refused"] is True
     assert any(
         "run 'b1' was not streamed ([endpoint] stream = false)" in r and "no TTFT" in r
@@ -98,21 +91,21 @@ def test_ttft_claim_refused_when_not_streamed(
 
 
 def test_per_token_claim_refused_without_token_count(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = _campaign(tmp_path, "tpot", _wl())
     none = {"token_ids": "asked", "usage": False}
-    claim = _claim(root, llm, none, none, capsys)
+    claim = _claim(root, llm_server, none, none, capsys)
     assert claim["refused"] is True
     assert any("requests without a token count" in r for r in claim["reasons"])  # type: ignore[attr-defined]
 
 
 def test_goodput_claim_with_the_run_as_unit(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wl = _wl().replace("[run]", "[timing]\nslo = { ttft = 0.5, tpot = 0.5, e2e = 5.0 }\n\n[run]")
     root = _campaign(tmp_path, "goodput", wl)
-    claim = _claim(root, llm, {"itl": 0.006}, {"itl": 0.002}, capsys)
+    claim = _claim(root, llm_server, {"itl": 0.006}, {"itl": 0.002}, capsys)
     assert claim["refused"] is False, claim["reasons"]
     b1 = load_run(root, "b1")
     g = b1.goodput
@@ -128,11 +121,11 @@ def test_goodput_claim_with_the_run_as_unit(
 
 
 def test_goodput_counts_requests_beyond_an_objective(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wl = _wl().replace("[run]", "[timing]\nslo = { ttft = 0.05 }\n\n[run]")
     root = _campaign(tmp_path, "goodput", wl)
-    claim = _claim(root, llm, {"ttft": 0.2}, {"ttft": 0.0}, capsys)
+    claim = _claim(root, llm_server, {"ttft": 0.2}, {"ttft": 0.0}, capsys)
     g = load_run(root, "b1").goodput
     assert g is not None and (g.good, g.measured, g.missed) == (0, 6, {"ttft": 6})
     assert claim["refused"] is True

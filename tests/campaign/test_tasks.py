@@ -14,7 +14,7 @@ pytest.importorskip("av")
 pytest.importorskip("cryptography")
 
 from helpers.remotes import run, set_remotes
-from helpers.scale_campaign import NAME, build_author, clone, count, records
+from helpers.scale_campaign import NAME, clone, count, records
 
 from evidencestore.campaign.memo import kept_bytes
 from evidencestore.campaign.protocol import load_campaign
@@ -25,12 +25,6 @@ from evidencestore.dsse import generate_key, load_private_key
 from evidencestore.scale.local import LocalProcesses
 from evidencestore.storage import LocalBlobStore
 from evidencestore.testing.interleave import Interleaving
-
-
-@pytest.fixture(scope="module")
-def author(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_author(tmp_path_factory)
-
 
 _clone, _count, _records = clone, count, records
 
@@ -45,8 +39,8 @@ def _truth(author: Path, tmp_path: Path) -> bytes:
     return _records(ev)
 
 
-def test_tasks_are_listed_in_order_and_sharded_by_key(author: Path, tmp_path: Path) -> None:
-    clone = _clone(author, tmp_path / "c")
+def test_tasks_are_listed_in_order_and_sharded_by_key(scale_author: Path, tmp_path: Path) -> None:
+    clone = _clone(scale_author, tmp_path / "c")
     campaign = load_campaign(clone, NAME)
     tasks = plan(clone, campaign).tasks
     again = plan(clone, campaign).tasks
@@ -100,14 +94,16 @@ def test_tasks_are_listed_in_order_and_sharded_by_key(author: Path, tmp_path: Pa
     assert code == 0 and out.strip().endswith("0 task(s), 0 byte(s) to decode (estimated)")
 
 
-def test_work_then_a_fresh_clone_computes_nothing(author: Path, tmp_path: Path) -> None:
-    truth, n = _truth(author, tmp_path), _count(author)
+def test_work_then_a_fresh_clone_computes_nothing(scale_author: Path, tmp_path: Path) -> None:
+    truth, n = _truth(scale_author, tmp_path), _count(scale_author)
     remote = tmp_path / "remote"
-    shutil.copytree(author.parent / "remote", remote, ignore=shutil.ignore_patterns("results"))
-    key = str(author.parent / "p" / "keys" / "worker")
+    shutil.copytree(
+        scale_author.parent / "remote", remote, ignore=shutil.ignore_patterns("results")
+    )
+    key = str(scale_author.parent / "p" / "keys" / "worker")
     # two workers, each a shard, on clones of their own
     for i in (0, 1):
-        w = _clone(author, tmp_path / f"w{i}", remote)
+        w = _clone(scale_author, tmp_path / f"w{i}", remote)
         code, out, err = run("campaign", "work", NAME, "--shard", f"{i}/2", "--sign", key,
                              "--root", str(w))  # fmt: skip
         assert code == 0, err
@@ -118,7 +114,7 @@ def test_work_then_a_fresh_clone_computes_nothing(author: Path, tmp_path: Path) 
     assert code == 0 and "0 computed, 0 published" in out and f"{n} already there" in out
     assert sorted(p.relative_to(remote) for p in (remote / "results").rglob("*.json")) == names
     assert len(names) == n  # one entry per task: registered once
-    fresh = _clone(author, tmp_path / "fresh", remote)
+    fresh = _clone(scale_author, tmp_path / "fresh", remote)
     ev = evaluate(fresh, load_campaign(fresh, NAME), recheck=0)
     assert (ev.computed, ev.decoded) == (0, 0)
     assert _records(ev) == truth
@@ -152,17 +148,17 @@ def _forge(author: Path, tmp_path: Path, signer: Path | None) -> tuple[Path, Tas
 
 
 def test_a_forged_unsigned_result_is_caught_by_recheck_or_not_used(
-    author: Path, tmp_path: Path
+    scale_author: Path, tmp_path: Path
 ) -> None:
-    truth, n = _truth(author, tmp_path), _count(author)
-    remote, target = _forge(author, tmp_path, None)
+    truth, n = _truth(scale_author, tmp_path), _count(scale_author)
+    remote, target = _forge(scale_author, tmp_path, None)
     # recheck 0: unsigned results are not used at all; computed here
-    c0 = _clone(author, tmp_path / "c0", remote)
+    c0 = _clone(scale_author, tmp_path / "c0", remote)
     ev = evaluate(c0, load_campaign(c0, NAME), recheck=0)
     assert _records(ev) == truth and ev.computed > 0
     assert any(f"{n} unsigned remote result(s) not used" in note for note in ev.status.notes)
     # recheck of every result: the forgery is found, every remote result refused
-    c1 = _clone(author, tmp_path / "c1", remote)
+    c1 = _clone(scale_author, tmp_path / "c1", remote)
     ev = evaluate(c1, load_campaign(c1, NAME), recheck=n)
     assert _records(ev) == truth
     finding = [n for n in ev.status.notes if n.startswith("finding: remote-result-mismatch")]
@@ -176,7 +172,7 @@ def test_a_forged_unsigned_result_is_caught_by_recheck_or_not_used(
     shutil.copytree(remote, honest)
     for entry in (honest / "results" / target.key.removeprefix("blake3:")).iterdir():
         entry.unlink()
-    c2 = _clone(author, tmp_path / "c2", honest)
+    c2 = _clone(scale_author, tmp_path / "c2", honest)
     ev = evaluate(c2, load_campaign(c2, NAME), recheck=2)
     assert _records(ev) == truth
     assert any(
@@ -184,11 +180,13 @@ def test_a_forged_unsigned_result_is_caught_by_recheck_or_not_used(
     )
 
 
-def test_a_result_signed_by_an_unpinned_key_does_not_count(author: Path, tmp_path: Path) -> None:
-    truth = _truth(author, tmp_path)
+def test_a_result_signed_by_an_unpinned_key_does_not_count(
+    scale_author: Path, tmp_path: Path
+) -> None:
+    truth = _truth(scale_author, tmp_path)
     other, _ = generate_key(tmp_path / "other")
-    remote, target = _forge(author, tmp_path, other)
-    clone = _clone(author, tmp_path / "c", remote)
+    remote, target = _forge(scale_author, tmp_path, other)
+    clone = _clone(scale_author, tmp_path / "c", remote)
     ev = evaluate(clone, load_campaign(clone, NAME), recheck=0)
     assert _records(ev) == truth
     assert not any("signed by a worker key" in note for note in ev.status.notes)
@@ -200,20 +198,20 @@ def test_a_result_signed_by_an_unpinned_key_does_not_count(author: Path, tmp_pat
     assert [f.signer for f in found[target.key]] == [None]
 
 
-def test_jobs_give_the_records_of_one_process(author: Path, tmp_path: Path) -> None:
-    one = _clone(author, tmp_path / "one")
-    two = _clone(author, tmp_path / "two")
+def test_jobs_give_the_records_of_one_process(scale_author: Path, tmp_path: Path) -> None:
+    one = _clone(scale_author, tmp_path / "one")
+    two = _clone(scale_author, tmp_path / "two")
     set_remotes(one, origin={"url": str(tmp_path / "bare1")})
     shutil.copytree(
-        author.parent / "remote", tmp_path / "bare1", ignore=shutil.ignore_patterns("results")
+        scale_author.parent / "remote", tmp_path / "bare1", ignore=shutil.ignore_patterns("results")
     )
     shutil.copytree(
-        author.parent / "remote", tmp_path / "bare2", ignore=shutil.ignore_patterns("results")
+        scale_author.parent / "remote", tmp_path / "bare2", ignore=shutil.ignore_patterns("results")
     )
     set_remotes(two, origin={"url": str(tmp_path / "bare2")})
     a = evaluate(one, load_campaign(one, NAME))
     b = evaluate(two, load_campaign(two, NAME), executor=LocalProcesses(2))
-    assert a.computed == b.computed == _count(author)
+    assert a.computed == b.computed == _count(scale_author)
     assert b.decoded == 0  # every task ran in the worker processes
     assert _records(a) == _records(b)
     assert a.status == b.status
@@ -239,8 +237,8 @@ def test_the_same_result_published_twice_at_once_is_registered_once(tmp_path: Pa
     assert skipped == [] and [f.data for f in found[key]] == [data]
 
 
-def test_unknown_task_is_named(author: Path, tmp_path: Path) -> None:
-    clone = _clone(author, tmp_path / "c")
+def test_unknown_task_is_named(scale_author: Path, tmp_path: Path) -> None:
+    clone = _clone(scale_author, tmp_path / "c")
     code, _, err = run("campaign", "work", NAME, "--task", "blake3:" + "0" * 64,
                        "--root", str(clone))  # fmt: skip
     assert code == 2
@@ -248,7 +246,7 @@ def test_unknown_task_is_named(author: Path, tmp_path: Path) -> None:
     assert f"evstore campaign tasks {NAME}" in err
 
 
-def test_a_worker_signs_only_what_it_computed(author: Path, tmp_path: Path) -> None:
+def test_a_worker_signs_only_what_it_computed(scale_author: Path, tmp_path: Path) -> None:
     """A record in the worker's own memo (taken from a remote, or altered) is never
     published under its signature: work computes every result from the outputs."""
     from evidencestore.campaign.memo import open_memo
@@ -257,15 +255,17 @@ def test_a_worker_signs_only_what_it_computed(author: Path, tmp_path: Path) -> N
     from evidencestore.config import as_repository
 
     remote = tmp_path / "remote"
-    shutil.copytree(author.parent / "remote", remote, ignore=shutil.ignore_patterns("results"))
-    w = _clone(author, tmp_path / "w", remote)
+    shutil.copytree(
+        scale_author.parent / "remote", remote, ignore=shutil.ignore_patterns("results")
+    )
+    w = _clone(scale_author, tmp_path / "w", remote)
     tasks = plan(w, load_campaign(w, NAME)).tasks
     target = next(t for t in tasks if t.kind == "output-pair" and t.cost > 0)
     lie = OutputComparison(key="", verdict="PASS", reference=target.inputs["reference"],
                            candidate=target.inputs["candidate"], reasons=("planted",))  # fmt: skip
     memo = open_memo(as_repository(w).local_store())
     memo.put(target.key, lie)
-    key = str(author.parent / "p" / "keys" / "worker")
+    key = str(scale_author.parent / "p" / "keys" / "worker")
     code, _, err = run("campaign", "work", NAME, "--sign", key, "--root", str(w))
     assert code == 0, err
     workers = load_campaign(w, NAME).worker_keys(w)
@@ -278,45 +278,49 @@ def test_a_worker_signs_only_what_it_computed(author: Path, tmp_path: Path) -> N
 
 
 def test_status_flags_are_checked_and_the_text_says_what_it_rests_on(
-    author: Path, tmp_path: Path
+    scale_author: Path, tmp_path: Path
 ) -> None:
     remote = tmp_path / "remote"
-    shutil.copytree(author.parent / "remote", remote, ignore=shutil.ignore_patterns("results"))
-    c = _clone(author, tmp_path / "c", remote)
+    shutil.copytree(
+        scale_author.parent / "remote", remote, ignore=shutil.ignore_patterns("results")
+    )
+    c = _clone(scale_author, tmp_path / "c", remote)
     for flag, value, said in (("--jobs", "0", "--jobs 0: expected at least 1"),
                               ("--recheck", "-1", "--recheck -1: expected 0 or more")):  # fmt: skip
         code, _, err = run("campaign", "status", NAME, flag, value, "--root", str(c))
         assert code == 2 and said in err
-    key = str(author.parent / "p" / "keys" / "worker")
+    key = str(scale_author.parent / "p" / "keys" / "worker")
     assert run("campaign", "work", NAME, "--sign", key, "--jobs", "2", "--root", str(c))[0] == 0
-    fresh = _clone(author, tmp_path / "fresh", remote)
+    fresh = _clone(scale_author, tmp_path / "fresh", remote)
     code, out, _ = run("campaign", "status", NAME, "--jobs", "2", "--recheck", "0",
                        "--root", str(fresh))  # fmt: skip
     assert code == 1 and "verdict NOT_ACCEPTED" in out  # lsb is not lossless
-    n = _count(author)
+    n = _count(scale_author)
     assert f"note: protection: {n} remote result(s) signed by a worker key" in out
     ev = evaluate(fresh, load_campaign(fresh, NAME))
     assert ev.reused and ev.computed == 0
 
 
 def test_unsigned_results_that_cannot_be_rechecked_are_not_used(
-    author: Path, tmp_path: Path
+    scale_author: Path, tmp_path: Path
 ) -> None:
     """Negative control for the recheck: results on a remote that lacks the outputs
     cannot be rechecked, so they are not used and the status is UNAVAILABLE."""
     from evidencestore.storage import blob_key
 
     remote = tmp_path / "remote"
-    shutil.copytree(author.parent / "remote", remote, ignore=shutil.ignore_patterns("results"))
-    w = _clone(author, tmp_path / "w", remote)
+    shutil.copytree(
+        scale_author.parent / "remote", remote, ignore=shutil.ignore_patterns("results")
+    )
+    w = _clone(scale_author, tmp_path / "w", remote)
     assert run("campaign", "work", NAME, "--root", str(w))[0] == 0  # unsigned
     for name in ("b1", "b2", "f1", "f2", "l1"):
-        for r in json.loads((author / f"evidence/{name}/run.json").read_text())["requests"]:
+        for r in json.loads((scale_author / f"evidence/{name}/run.json").read_text())["requests"]:
             (remote / blob_key(r["body"]["digest"])).unlink(missing_ok=True)
-    c = _clone(author, tmp_path / "c", remote)
+    c = _clone(scale_author, tmp_path / "c", remote)
     # every one chosen (a byte-identical pair needs no output: a smaller sample could
     # pick only those)
-    ev = evaluate(c, load_campaign(c, NAME), recheck=_count(author))
+    ev = evaluate(c, load_campaign(c, NAME), recheck=_count(scale_author))
     assert ev.status.verdict == "UNAVAILABLE"
     assert any("could not be computed here (an input missing)" in n for n in ev.status.notes)
     assert not any("counted after" in n for n in ev.status.notes)

@@ -7,7 +7,7 @@ findings are shown by ``campaign status``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ pytest.importorskip("aiohttp")
 from evidencestore.campaign.protocol import load_campaign
 from evidencestore.campaign.status import evaluate
 from evidencestore.cli import main
-from evidencestore.testing.llm_server import LlmServer, chat_workload, serve_llm
+from evidencestore.testing.llm_server import LlmServer, chat_workload
 
 
 def _protocol(name: str, arms: tuple[str, ...], rule: str = "inconclusive") -> str:
@@ -60,18 +60,12 @@ def _runner(root: Path, campaign: str, url: str, server: Any) -> Callable[..., i
     return run
 
 
-@pytest.fixture(scope="module")
-def llm() -> Iterator[LlmServer]:
-    with serve_llm() as s:
-        yield s
-
-
 def test_llm_difference_where_baseline_disagrees_is_inconclusive(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wl = chat_workload(("one", "two"), max_tokens=12)
     root = _init(tmp_path, "nr", wl, ("at-unstable", "at-stable"))
-    run = _runner(root, "nr", llm.url, llm)
+    run = _runner(root, "nr", llm_server.url, llm_server)
     assert run("baseline", "b1") == 0
     # The baseline disagrees with itself on prompt "one" (request 0) only.
     assert run("baseline", "b2", diverge_at=3, diverge_on={"one"}) == 0
@@ -101,13 +95,13 @@ def test_llm_difference_where_baseline_disagrees_is_inconclusive(
 
 
 def test_llm_audit_findings_in_campaign_status(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = chat_workload(("alpha",), max_tokens=8, logprobs=False)
     head, _, req = text.partition("[[request]]")
     wl = head + "".join("[[request]]" + req.replace("seed = 7", f"seed = {s}") for s in (1, 2))
     root = _init(tmp_path, "au", wl, ("cand",))
-    run = _runner(root, "au", llm.url, llm)
+    run = _runner(root, "au", llm_server.url, llm_server)
     for arm, name in (("baseline", "b1"), ("baseline", "b2"), ("cand", "c1")):
         assert run(arm, name, ignore_seed=True) == 0
     capsys.readouterr()
@@ -126,13 +120,13 @@ def test_llm_audit_findings_in_campaign_status(
 
 
 def test_llm_honest_server_has_no_audit_note(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = chat_workload(("alpha",), max_tokens=8, logprobs=False)
     head, _, req = text.partition("[[request]]")
     wl = head + "".join("[[request]]" + req.replace("seed = 7", f"seed = {s}") for s in (1, 2))
     root = _init(tmp_path, "ok", wl, ("cand",))
-    run = _runner(root, "ok", llm.url, llm)
+    run = _runner(root, "ok", llm_server.url, llm_server)
     for arm, name in (("baseline", "b1"), ("baseline", "b2"), ("cand", "c1")):
         assert run(arm, name) == 0
     ev = evaluate(root, load_campaign(root, "ok"))

@@ -4,7 +4,6 @@ honest server is not."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,7 @@ pytest.importorskip("aiohttp")
 
 from evidencestore.runs import run_workload
 from evidencestore.runs.models import Audit, RunRecord
-from evidencestore.testing.llm_server import LlmServer, chat_workload, serve_llm
-
-
-@pytest.fixture
-def llm() -> Iterator[LlmServer]:
-    with serve_llm() as s:
-        yield s
+from evidencestore.testing.llm_server import LlmServer, chat_workload
 
 
 def _run(tmp_path: Path, server: LlmServer, name: str, text: str) -> RunRecord:
@@ -41,14 +34,16 @@ def _seeded(seeds: tuple[int, ...]) -> str:
 
 
 @pytest.mark.parametrize("kind", ["chat", "completions"])
-def test_output_caching_found_on_streams(tmp_path: Path, llm: LlmServer, kind: str) -> None:
-    llm.ttft, llm.itl = 0.03, 0.004
+def test_output_caching_found_on_streams(
+    tmp_path: Path, fresh_llm_server: LlmServer, kind: str
+) -> None:
+    fresh_llm_server.ttft, fresh_llm_server.itl = 0.03, 0.004
     wl = chat_workload(("alpha", "beta"), kind=kind, max_tokens=8, measured=4, logprobs=False)
-    honest = _run(tmp_path, llm, "honest", wl)
+    honest = _run(tmp_path, fresh_llm_server, "honest", wl)
     audit = _audit(honest, "output-caching")
     assert audit.examined == 6 and audit.findings == ()  # negative control
-    llm.cache = True
-    cached = _run(tmp_path, llm, "cached", wl)
+    fresh_llm_server.cache = True
+    cached = _run(tmp_path, fresh_llm_server, "cached", wl)
     # The raw streams differ (fresh id per response), the decoded tokens do not.
     bodies = {r.body.digest for r in cached.requests if r.request == 0}  # type: ignore[union-attr]
     assert len(bodies) == 4
@@ -57,13 +52,13 @@ def test_output_caching_found_on_streams(tmp_path: Path, llm: LlmServer, kind: s
     assert "possible output caching" in audit.findings[0].message
 
 
-def test_seed_ignored_found_on_streams(tmp_path: Path, llm: LlmServer) -> None:
+def test_seed_ignored_found_on_streams(tmp_path: Path, fresh_llm_server: LlmServer) -> None:
     wl = _seeded((1, 2, 3))
-    honest = _run(tmp_path, llm, "honest", wl)
+    honest = _run(tmp_path, fresh_llm_server, "honest", wl)
     audit = _audit(honest, "seed-ignored")
     assert audit.examined == 3 and audit.findings == ()  # negative control
-    llm.ignore_seed = True
-    ignoring = _run(tmp_path, llm, "ignoring", wl)
+    fresh_llm_server.ignore_seed = True
+    ignoring = _run(tmp_path, fresh_llm_server, "ignoring", wl)
     audit = _audit(ignoring, "seed-ignored")
     assert audit.examined == 3 and len(audit.findings) == 3
     assert "the server ignored the seed" in audit.findings[0].message

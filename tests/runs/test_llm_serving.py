@@ -8,7 +8,6 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,7 @@ from evidencestore.config import local_store
 from evidencestore.runs import load_run, run_workload
 from evidencestore.runs.streams import Completion, examine, sse_events, token_times
 from evidencestore.runs.workload import parse_workload
-from evidencestore.testing.llm_server import LlmServer, chat_workload, serve_llm
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[LlmServer]:
-    with serve_llm() as s:
-        yield s
+from evidencestore.testing.llm_server import LlmServer, chat_workload
 
 
 def _repo(tmp_path: Path, text: str) -> Path:
@@ -50,10 +43,10 @@ def _run(tmp_path: Path, server: LlmServer, name: str, **knobs: object):  # type
             setattr(server, k, v)
 
 
-def test_chat_stream_timings_and_tokens(tmp_path: Path, llm: LlmServer) -> None:
+def test_chat_stream_timings_and_tokens(tmp_path: Path, llm_server: LlmServer) -> None:
     _repo(tmp_path, chat_workload(("alpha",), max_tokens=12))
-    log_from = len(llm.log)
-    rec = _run(tmp_path, llm, "r", ttft=0.05, itl=0.01, role_chunk=True, tokens_per_event=3)
+    log_from = len(llm_server.log)
+    rec = _run(tmp_path, llm_server, "r", ttft=0.05, itl=0.01, role_chunk=True, tokens_per_event=3)
     assert rec.outcome == "complete", rec.reason
     (r,) = rec.requests
     assert r.failure is None and r.finish_reason == "length"
@@ -81,14 +74,14 @@ def test_chat_stream_timings_and_tokens(tmp_path: Path, llm: LlmServer) -> None:
     assert r.completion is not None and r.body is not None
     assert r.body.media_type == "text/event-stream"
     comp = load_completion(store, r.completion.digest)
-    assert comp.token_ids == tuple(llm.tokens("alpha", 7, 12, 0))
+    assert comp.token_ids == tuple(llm_server.tokens("alpha", 7, 12, 0))
     assert comp.text == "".join(f" w{t}" for t in comp.token_ids)
     assert comp.logprobs is not None and len(comp.logprobs) == 12
     reg = json.loads((tmp_path / "evidence/r/bundle.json").read_text())
     paths = {e["path"] for e in reg["manifest"]["entries"]}
     assert "requests/00000/completion.json" in paths and "requests/00000/output" in paths
     # The server's own log: the recorded TTFT matches when it wrote the first token.
-    written = [t for n, pos, t in llm.log[log_from:] if pos == 0]
+    written = [t for n, pos, t in llm_server.log[log_from:] if pos == 0]
     assert len(written) == 1
     assert abs((written[0] - r.sent_ns) / 1e9 - r.events.offsets_us[1] / 1e6) < 0.02
     load = rec.load
@@ -98,14 +91,14 @@ def test_chat_stream_timings_and_tokens(tmp_path: Path, llm: LlmServer) -> None:
     )
 
 
-def test_completions_and_non_streamed(tmp_path: Path, llm: LlmServer) -> None:
+def test_completions_and_non_streamed(tmp_path: Path, llm_server: LlmServer) -> None:
     _repo(tmp_path, chat_workload(("p",), kind="completions", max_tokens=5))
-    rec = _run(tmp_path, llm, "c")
+    rec = _run(tmp_path, llm_server, "c")
     assert rec.outcome == "complete", rec.reason
     comp = load_completion(local_store(tmp_path), rec.requests[0].completion.digest)  # type: ignore[union-attr]
-    assert comp.token_ids == tuple(llm.tokens("p", 7, 5, 0))
+    assert comp.token_ids == tuple(llm_server.tokens("p", 7, 5, 0))
     (tmp_path / "w.toml").write_text(chat_workload(("p",), max_tokens=5, stream=False))
-    rec = _run(tmp_path, llm, "n", ttft=0.02)
+    rec = _run(tmp_path, llm_server, "n", ttft=0.02)
     assert rec.outcome == "complete", rec.reason
     assert rec.requests[0].output_tokens == 5
     # Not streamed: no first token time, so no TTFT, ITL or TPOT (not the whole response).
@@ -113,15 +106,15 @@ def test_completions_and_non_streamed(tmp_path: Path, llm: LlmServer) -> None:
     assert (r.ttft_s, r.itl_s, r.tpot_s) == (None, None, None) and r.e2e_s is not None
 
 
-def test_stream_failure_classes(tmp_path: Path, llm: LlmServer) -> None:
+def test_stream_failure_classes(tmp_path: Path, llm_server: LlmServer) -> None:
     _repo(tmp_path, chat_workload(("x",), max_tokens=8))
-    dropped = _run(tmp_path, llm, "drop", drop_at=3).requests[0]
+    dropped = _run(tmp_path, llm_server, "drop", drop_at=3).requests[0]
     assert dropped.failure == "incomplete"
     assert "without `data: [DONE]`" in (dropped.message or "")
     assert dropped.ttft_s is None and dropped.e2e_s is None
-    err = _run(tmp_path, llm, "err", error_at=2).requests[0]
+    err = _run(tmp_path, llm_server, "err", error_at=2).requests[0]
     assert err.failure == "stream-error" and "injected error mid-stream" in (err.message or "")
-    http = _run(tmp_path, llm, "http", fail_on=True).requests[0]
+    http = _run(tmp_path, llm_server, "http", fail_on=True).requests[0]
     assert http.failure == "http-status" and http.status == 500
     assert load_run(tmp_path, "drop").counts["measured"].failures == {"incomplete": 1}
 
@@ -193,7 +186,7 @@ runs = 1
 
 
 def test_chat_campaign_token_exact(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The issue's Done-when: baseline, a lossless candidate (PASS), a lossy one that
     diverges at token 17 (FAIL at 17), a nondeterministic baseline (repeatability)."""
@@ -208,16 +201,16 @@ def test_chat_campaign_token_exact(
                  "--root", str(root)]) == 0  # fmt: skip
 
     def run(cond: str, arm: str, name: str, **knobs: object) -> int:
-        saved = {k: getattr(llm, k) for k in knobs}
+        saved = {k: getattr(llm_server, k) for k in knobs}
         for k, v in knobs.items():
-            setattr(llm, k, v)
+            setattr(llm_server, k, v)
         try:
             return main(["-q", "run", str(root / f"evidence/spec-decode/workloads/{cond}.toml"),
-                         "--arm", arm, "--server", llm.url, "--name", name, "--campaign",
+                         "--arm", arm, "--server", llm_server.url, "--name", name, "--campaign",
                          "spec-decode", "--condition", cond, "--root", str(root)])  # fmt: skip
         finally:
             for k, v in saved.items():
-                setattr(llm, k, v)
+                setattr(llm_server, k, v)
 
     for i in (1, 2):
         assert run("det", "baseline", f"base-det-{i}") == 0
@@ -252,15 +245,15 @@ def test_chat_campaign_token_exact(
 
 
 def test_determinism_across_batch_sizes(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store_root = tmp_path
     prompts = tuple(f"prompt {i}" for i in range(4))
     _repo(store_root, chat_workload(prompts, max_tokens=6, concurrency=1))
-    one = _run(store_root, llm, "c1", batch_dependent=True, itl=0.002)
+    one = _run(store_root, llm_server, "c1", batch_dependent=True, itl=0.002)
     (store_root / "w.toml").write_text(chat_workload(prompts, max_tokens=6, concurrency=4))
-    four = _run(store_root, llm, "c4", batch_dependent=True, itl=0.002)
-    four_ok = _run(store_root, llm, "c4ok", itl=0.002)
+    four = _run(store_root, llm_server, "c4", batch_dependent=True, itl=0.002)
+    four_ok = _run(store_root, llm_server, "c4ok", itl=0.002)
     store = local_store(store_root)
     bad = determinism(store, [("c1", one, 1), ("c4", four, 4)])
     assert bad.deterministic is False
@@ -330,7 +323,7 @@ def _claim_campaign(tmp_path: Path, metric: str) -> Path:
 )
 def test_claim_on_llm_metric(
     tmp_path: Path,
-    llm: LlmServer,
+    llm_server: LlmServer,
     capsys: pytest.CaptureFixture[str],
     metric: str,
     slow: dict[str, float],
@@ -339,16 +332,16 @@ def test_claim_on_llm_metric(
     root = _claim_campaign(tmp_path, metric)
 
     def run(arm: str, name: str, knobs: dict[str, float]) -> None:
-        saved = {k: getattr(llm, k) for k in knobs}
+        saved = {k: getattr(llm_server, k) for k in knobs}
         for k, v in knobs.items():
-            setattr(llm, k, v)
+            setattr(llm_server, k, v)
         try:
             assert main(["-q", "run", str(root / "evidence/ttft/workloads/c.toml"), "--arm", arm,
-                         "--server", llm.url, "--name", name, "--campaign", "ttft",
+                         "--server", llm_server.url, "--name", name, "--campaign", "ttft",
                          "--condition", "c", "--root", str(root)]) == 0  # fmt: skip
         finally:
             for k, v in saved.items():
-                setattr(llm, k, v)
+                setattr(llm_server, k, v)
 
     for i in (1, 2):
         run("baseline", f"b{i}", slow)
@@ -379,10 +372,10 @@ def test_claim_on_llm_metric(
 
 
 def test_run_show_llm_metrics(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _repo(tmp_path, chat_workload(("a", "b"), max_tokens=6, measured=2))
-    _run(tmp_path, llm, "s", itl=0.002)
+    _run(tmp_path, llm_server, "s", itl=0.002)
     capsys.readouterr()
     assert main(["run", "show", "s", "--json", "--root", str(tmp_path)]) == 0
     shown = json.loads(capsys.readouterr().out)
@@ -446,7 +439,7 @@ def test_video_server_cli_exposes_every_knob() -> None:
     assert llm_knobs == set(llm_server._KNOBS) | flags
 
 
-def test_prompts_from_jsonl_and_sampled_lengths(tmp_path: Path, llm: LlmServer) -> None:
+def test_prompts_from_jsonl_and_sampled_lengths(tmp_path: Path, llm_server: LlmServer) -> None:
     from evidencestore.errors import ConfigError
     from evidencestore.runs import load_workload
 
@@ -469,7 +462,7 @@ def test_prompts_from_jsonl_and_sampled_lengths(tmp_path: Path, llm: LlmServer) 
     assert reqs[1].seed == 11
     # The same workload gives the same requests (sampled from its seed).
     assert load_workload(tmp_path / "w.toml").workload.request == reqs
-    rec = _run(tmp_path, llm, "jsonl")
+    rec = _run(tmp_path, llm_server, "jsonl")
     assert rec.outcome == "complete", rec.reason
     assert [r.output_tokens for r in rec.requests] == [4, reqs[1].max_tokens, 3]
     # Synthetic prompts of sampled input lengths, no file.

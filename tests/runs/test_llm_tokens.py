@@ -6,7 +6,6 @@ recorded, reasoning and tool calls are channels, and token verdicts name the cha
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,13 +18,7 @@ from evidencestore.runs import run_workload
 from evidencestore.runs.models import RunRecord
 from evidencestore.runs.streams import event_gaps, examine
 from evidencestore.runs.workload import parse_workload
-from evidencestore.testing.llm_server import LlmServer, chat_workload, serve_llm
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[LlmServer]:
-    with serve_llm() as s:
-        yield s
+from evidencestore.testing.llm_server import LlmServer, chat_workload
 
 
 def _run(tmp_path: Path, server: LlmServer, name: str, text: str, **knobs: object) -> RunRecord:
@@ -46,11 +39,13 @@ def _wl(**kw: object) -> str:
     return text
 
 
-def test_per_token_itl_does_not_depend_on_tokens_per_event(tmp_path: Path, llm: LlmServer) -> None:
+def test_per_token_itl_does_not_depend_on_tokens_per_event(
+    tmp_path: Path, llm_server: LlmServer
+) -> None:
     # vLLM's framing: no token ids unless asked, usage at the end.
     knobs = {"ttft": 0.01, "itl": 0.006, "token_ids": "asked"}
-    one = _run(tmp_path, llm, "one", _wl(), tokens_per_event=1, **knobs)
-    three = _run(tmp_path, llm, "three", _wl(), tokens_per_event=3, **knobs)
+    one = _run(tmp_path, llm_server, "one", _wl(), tokens_per_event=1, **knobs)
+    three = _run(tmp_path, llm_server, "three", _wl(), tokens_per_event=3, **knobs)
     for rec in (one, three):
         for r in rec.requests:
             assert r.failure is None, r.message
@@ -66,20 +61,20 @@ def test_per_token_itl_does_not_depend_on_tokens_per_event(tmp_path: Path, llm: 
     assert 2.5 < gap3 / gap1 < 3.5, (gap1, gap3)
 
 
-def test_token_count_sources(tmp_path: Path, llm: LlmServer) -> None:
+def test_token_count_sources(tmp_path: Path, llm_server: LlmServer) -> None:
     wl = _wl()
-    r = _run(tmp_path, llm, "ids", wl, tokens_per_event=3).requests[0]
+    r = _run(tmp_path, llm_server, "ids", wl, tokens_per_event=3).requests[0]
     assert (r.output_tokens, r.output_tokens_from) == (24, "token_ids")
     assert r.events is not None and sum(r.events.tokens) == 24
     # Neither ids nor usage: no count, no per-token metric; TTFT still holds.
-    r = _run(tmp_path, llm, "none", wl, tokens_per_event=3, token_ids="asked", usage=False)
+    r = _run(tmp_path, llm_server, "none", wl, tokens_per_event=3, token_ids="asked", usage=False)
     (q, _) = r.requests
     assert (q.output_tokens, q.output_tokens_from, q.itl_s, q.tpot_s) == (None, None, None, None)
     assert q.ttft_s is not None and q.failure is None
     # Continuous usage (vLLM's continuous_usage_stats) counts each event.
     cont = wl.replace("stream = true", "stream = true\ncontinuous_usage = true")
     cont = cont.replace("max_tokens = 24", "max_tokens = 9")
-    rec = _run(tmp_path, llm, "cont", cont, tokens_per_event=3, token_ids="asked",
+    rec = _run(tmp_path, llm_server, "cont", cont, tokens_per_event=3, token_ids="asked",
                continuous_usage=True)  # fmt: skip
     q = rec.requests[0]
     assert q.failure is None, q.message
@@ -87,30 +82,30 @@ def test_token_count_sources(tmp_path: Path, llm: LlmServer) -> None:
     assert q.events is not None and [k for k in q.events.tokens if k] == [3, 3, 3]
 
 
-def test_reasoning_channel_and_visible_ttft(tmp_path: Path, llm: LlmServer) -> None:
+def test_reasoning_channel_and_visible_ttft(tmp_path: Path, llm_server: LlmServer) -> None:
     wl = chat_workload(("alpha",), max_tokens=10, logprobs=False)
-    base = _run(tmp_path, llm, "base", wl, reasoning=4, itl=0.01).requests[0]
+    base = _run(tmp_path, llm_server, "base", wl, reasoning=4, itl=0.01).requests[0]
     assert base.failure is None, base.message
     assert base.ttft_s is not None and base.ttft_visible_s is not None
     # The first visible token comes 4 tokens after the first (reasoning) one.
     assert base.ttft_visible_s - base.ttft_s >= 0.035
     store = local_store(tmp_path)
     a = load_completion(store, base.completion.digest)  # type: ignore[union-attr]
-    ids = llm.tokens("alpha", 7, 10, 0)
+    ids = llm_server.tokens("alpha", 7, 10, 0)
     assert a.token_ids == tuple(ids)
     assert a.channel_text("reasoning") == "".join(f" w{t}" for t in ids[:4])
     assert a.text == "".join(f" w{t}" for t in ids[4:])
     assert a.segments == (("reasoning", 4), ("content", 6))
     # A candidate that changes its reasoning only (same answer) FAILs, named there.
-    cand = _run(tmp_path, llm, "cand", wl, reasoning=4, diverge_at=2, diverge_until=4)
+    cand = _run(tmp_path, llm_server, "cand", wl, reasoning=4, diverge_at=2, diverge_until=4)
     b = load_completion(store, cand.requests[0].completion.digest)  # type: ignore[union-attr]
     assert b.text == a.text
     v = compare_completions("request 0", "base", "cand", a, b)
     assert v.verdict == "FAIL" and v.position == 2
     assert "(reasoning token 2)" in v.reasons[0]
     # Without token ids, the text fallback says so and names the channel.
-    noid_a = _run(tmp_path, llm, "na", wl, reasoning=4, token_ids="asked").requests[0]
-    noid_b = _run(tmp_path, llm, "nb", wl, reasoning=4, token_ids="asked", diverge_at=2,
+    noid_a = _run(tmp_path, llm_server, "na", wl, reasoning=4, token_ids="asked").requests[0]
+    noid_b = _run(tmp_path, llm_server, "nb", wl, reasoning=4, token_ids="asked", diverge_at=2,
                   diverge_until=4).requests[0]  # fmt: skip
     ca = load_completion(store, noid_a.completion.digest)  # type: ignore[union-attr]
     cb = load_completion(store, noid_b.completion.digest)  # type: ignore[union-attr]
@@ -119,7 +114,7 @@ def test_reasoning_channel_and_visible_ttft(tmp_path: Path, llm: LlmServer) -> N
     assert v.verdict == "FAIL"
     assert "text fallback" in v.reasons[0] and "channel reasoning" in v.reasons[0]
     # Negative control: the same server twice is PASS.
-    again = _run(tmp_path, llm, "again", wl, reasoning=4).requests[0]
+    again = _run(tmp_path, llm_server, "again", wl, reasoning=4).requests[0]
     c = load_completion(store, again.completion.digest)  # type: ignore[union-attr]
     assert compare_completions("request 0", "base", "again", a, c).verdict == "PASS"
 

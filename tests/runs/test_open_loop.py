@@ -4,7 +4,6 @@ semantics, seeded), each request's intended and actual send time, the schedule's
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from evidencestore.runs import run_workload
 from evidencestore.runs.arrivals import arrival_offsets
 from evidencestore.runs.models import RunRecord
 from evidencestore.runs.workload import parse_workload
-from evidencestore.testing.llm_server import LlmServer, chat_workload, serve_llm
+from evidencestore.testing.llm_server import LlmServer, chat_workload
 
 
 def _gaps(offsets: list[float]) -> list[float]:
@@ -61,12 +60,6 @@ def test_workload_fields() -> None:
         parse_workload(base.replace("[run]", "[run]\nburstiness = -1").encode(), "w.toml")
 
 
-@pytest.fixture(scope="module")
-def llm() -> Iterator[LlmServer]:
-    with serve_llm() as s:
-        yield s
-
-
 def _run(tmp_path: Path, llm: LlmServer, name: str, run: str, **knobs: object) -> RunRecord:
     (tmp_path / "evidence").mkdir(exist_ok=True)
     text = chat_workload(tuple(f"p{i}" for i in range(8)), max_tokens=4, logprobs=False)
@@ -82,10 +75,10 @@ def _run(tmp_path: Path, llm: LlmServer, name: str, run: str, **knobs: object) -
 
 
 def test_open_loop_sends_on_schedule_not_on_completion(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rec = _run(tmp_path, llm, "open", "concurrency = 64\nrequest_rate = 40\narrival_seed = 5",
-               ttft=0.3)  # fmt: skip
+    rec = _run(tmp_path, llm_server, "open",
+               "concurrency = 64\nrequest_rate = 40\narrival_seed = 5", ttft=0.3)  # fmt: skip
     rs = sorted(rec.requests, key=lambda r: r.index)
     assert all(r.failure is None for r in rs), [r.message for r in rs]
     # The intended send times are the seeded schedule, exactly.
@@ -106,15 +99,15 @@ def test_open_loop_sends_on_schedule_not_on_completion(
     assert load.send_lag_max_s == max(r.send_lag_s for r in rs)  # type: ignore[type-var]
 
 
-def test_closed_loop_and_the_cap_make_requests_wait(tmp_path: Path, llm: LlmServer) -> None:
+def test_closed_loop_and_the_cap_make_requests_wait(tmp_path: Path, llm_server: LlmServer) -> None:
     # Negative control: closed loop, one worker: a request is due only when the last ended.
-    rec = _run(tmp_path, llm, "closed", "concurrency = 1", ttft=0.01)
+    rec = _run(tmp_path, llm_server, "closed", "concurrency = 1", ttft=0.01)
     rs = sorted(rec.requests, key=lambda r: r.index)
     assert all(b.sent_ns >= a.last_byte_ns for a, b in itertools.pairwise(rs))  # type: ignore[operator]
     assert rec.load is not None and rec.load.request_rate is None
     # All due at once (inf) under a cap of 1: each waits for the one before; the slip
     # (send lag) is recorded and grows with the queue.
-    rec = _run(tmp_path, llm, "inf", 'concurrency = 1\nrequest_rate = "inf"', ttft=0.01)
+    rec = _run(tmp_path, llm_server, "inf", 'concurrency = 1\nrequest_rate = "inf"', ttft=0.01)
     rs = sorted(rec.requests, key=lambda r: r.index)
     assert len({r.intended_ns for r in rs}) == 1
     assert all(b.sent_ns >= a.last_byte_ns for a, b in itertools.pairwise(rs))  # type: ignore[operator]
@@ -123,7 +116,7 @@ def test_closed_loop_and_the_cap_make_requests_wait(tmp_path: Path, llm: LlmServ
 
 
 def test_condition_as_a_point_of_a_sweep(
-    tmp_path: Path, llm: LlmServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, llm_server: LlmServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from evidencestore.campaign.protocol import load_campaign
     from evidencestore.cli import main
@@ -155,7 +148,7 @@ def test_condition_as_a_point_of_a_sweep(
     assert len({campaign.workload_digest(c) for c in ("rate-20", "rate-inf", "conc-4")}) == 3
 
     def run(path: str, cond: str, name: str) -> int:
-        return main(["-q", "run", str(wdir / path), "--arm", "baseline", "--server", llm.url,
+        return main(["-q", "run", str(wdir / path), "--arm", "baseline", "--server", llm_server.url,
                      "--name", name, "--campaign", "sw", "--condition", cond,
                      "--root", str(root)])  # fmt: skip
 

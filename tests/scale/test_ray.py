@@ -14,7 +14,7 @@ pytest.importorskip("ray")
 pytest.importorskip("av")
 
 import ray
-from helpers.scale_campaign import NAME, build_author
+from helpers.scale_campaign import NAME
 from helpers.scale_campaign import clone as _clone
 from helpers.scale_campaign import count as _count
 from helpers.scale_campaign import records as _records
@@ -25,11 +25,6 @@ from evidencestore.campaign.status import evaluate
 from evidencestore.campaign.tasks import plan
 from evidencestore.config import as_repository
 from evidencestore.scale.ray import RayExecutor
-
-
-@pytest.fixture(scope="module")
-def author(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_author(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -51,26 +46,26 @@ def _bare(author: Path, tmp_path: Path, name: str) -> Path:
 
 
 def test_a_status_through_ray_is_byte_identical(
-    author: Path,
+    scale_author: Path,
     tmp_path: Path,
     cluster: None,
 ) -> None:
-    local = _bare(author, tmp_path, "local")
-    through = _bare(author, tmp_path, "ray")
+    local = _bare(scale_author, tmp_path, "local")
+    through = _bare(scale_author, tmp_path, "ray")
     a = evaluate(local, load_campaign(local, NAME))
     b = evaluate(through, load_campaign(through, NAME), executor=RayExecutor())
-    assert b.computed == a.computed == _count(author)
+    assert b.computed == a.computed == _count(scale_author)
     assert b.decoded == 0  # everything was decoded on the Ray workers
     assert _records(a) == _records(b)
     assert a.status == b.status
 
 
 def test_a_record_not_under_its_key_is_not_kept(
-    author: Path,
+    scale_author: Path,
     tmp_path: Path,
     cluster: None,
 ) -> None:
-    clone = _bare(author, tmp_path, "c")
+    clone = _bare(scale_author, tmp_path, "c")
     tasks = plan(clone, load_campaign(clone, NAME)).tasks
     one = tasks[0]
     swapped = [one.__class__(**{**{f: getattr(one, f) for f in one.__struct_fields__},

@@ -17,17 +17,12 @@ pytest.importorskip("av")
 pytest.importorskip("cryptography")
 
 from helpers.paths import DOCS
-from helpers.scale_campaign import NAME, build_author, clone, count, records
+from helpers.scale_campaign import NAME, clone, count, records
 
 from evidencestore.campaign.protocol import load_campaign
 from evidencestore.campaign.status import evaluate
 
 SCALE_DOCS = DOCS / "scale"
-
-
-@pytest.fixture(scope="module")
-def author(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_author(tmp_path_factory)
 
 
 def _shards(path: Path, variable: str) -> int:
@@ -46,7 +41,7 @@ def _shards(path: Path, variable: str) -> int:
     ],
 )
 def test_each_index_runs_one_shard_and_together_they_do_all(
-    author: Path, tmp_path: Path, file: str, variable: str, count_key: str
+    scale_author: Path, tmp_path: Path, file: str, variable: str, count_key: str
 ) -> None:
     path = SCALE_DOCS / file
     n = _shards(path, variable)
@@ -54,11 +49,13 @@ def test_each_index_runs_one_shard_and_together_they_do_all(
     indices = range(declared) if "completions" in count_key else range(declared + 1)
     assert list(indices) == list(range(n)), f"{file}: {len(indices)} indices for N = {n}"
     remote = tmp_path / "remote"
-    shutil.copytree(author.parent / "remote", remote, ignore=shutil.ignore_patterns("results"))
-    key = str(author.parent / "p" / "keys" / "worker")
+    shutil.copytree(
+        scale_author.parent / "remote", remote, ignore=shutil.ignore_patterns("results")
+    )
+    key = str(scale_author.parent / "p" / "keys" / "worker")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     for i in indices:  # one process per index, each on a clone of its own
-        w = clone(author, tmp_path / f"w{i}", remote)
+        w = clone(scale_author, tmp_path / f"w{i}", remote)
         shard = f"${variable}/{n}".replace(f"${variable}", str(i))
         done = subprocess.run(
             [sys.executable, "-m", "evidencestore", "campaign", "work", NAME, "--shard", shard,
@@ -67,11 +64,11 @@ def test_each_index_runs_one_shard_and_together_they_do_all(
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
     entries = list((remote / "results").rglob("*.json"))
-    assert len(entries) == count(author)  # every task once, by one shard
-    fresh = clone(author, tmp_path / "fresh", remote)
+    assert len(entries) == count(scale_author)  # every task once, by one shard
+    fresh = clone(scale_author, tmp_path / "fresh", remote)
     ev = evaluate(fresh, load_campaign(fresh, NAME), recheck=0)
     assert (ev.computed, ev.decoded) == (0, 0)
     alone = tmp_path / "alone-remote"
-    shutil.copytree(author.parent / "remote", alone, ignore=shutil.ignore_patterns("results"))
-    own = clone(author, tmp_path / "own", alone)
+    shutil.copytree(scale_author.parent / "remote", alone, ignore=shutil.ignore_patterns("results"))
+    own = clone(scale_author, tmp_path / "own", alone)
     assert records(ev) == records(evaluate(own, load_campaign(own, NAME)))

@@ -35,7 +35,7 @@ HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
+def subjects_repo(tmp_path: Path) -> Path:
     root = init_repo(tmp_path / "repo")
     assert run("init", "--root", str(root))[0] == 0
     add_bundle(root, "run1", {"ext/log.txt": b"raw\n" * 300, "results.json": b'{"ok": 1}\n'},
@@ -60,25 +60,27 @@ def _bytes_of(repo: Path, name: str) -> bytes:
     return local_store(repo).get(e.descriptor.digest, e.descriptor.size)
 
 
-def test_every_statement_kind_carries_sha256(repo: Path) -> None:
-    status = local_store(repo).put((RECORDS / "status.json").read_bytes())
-    statements = [statement_for(repo, "run1"), statement_for(repo, status.digest)]
+def test_every_statement_kind_carries_sha256(subjects_repo: Path) -> None:
+    status = local_store(subjects_repo).put((RECORDS / "status.json").read_bytes())
+    statements = [statement_for(subjects_repo, "run1"), statement_for(subjects_repo, status.digest)]
     statements += [
-        statement_for(repo, str(repo / "notes" / n)) for n in ("claim.json", "comparison.json")
+        statement_for(subjects_repo, str(subjects_repo / "notes" / n))
+        for n in ("claim.json", "comparison.json")
     ]
     for target in (
         "run1",
         status.digest,
-        *(str(repo / "notes" / n) for n in ("comparison.json", "run.json", "check.json")),
+        *(str(subjects_repo / "notes" / n) for n in ("comparison.json", "run.json", "check.json")),
     ):
-        statements.append(statement_for(repo, target, predicate="test-result"))  # fmt: skip
+        statements.append(statement_for(subjects_repo, target, predicate="test-result"))
     key = Ed25519PrivateKey.generate()
-    reg = load_registration(registration_path(repo, "run1"))
+    reg = load_registration(registration_path(subjects_repo, "run1"))
 
     def sha(e: object) -> str:
-        return hashlib.sha256(_bytes_of(repo, f"evidence/run1/{e.path}")).hexdigest()  # type: ignore[attr-defined]
+        body = _bytes_of(subjects_repo, f"evidence/run1/{e.path}")  # type: ignore[attr-defined]
+        return hashlib.sha256(body).hexdigest()
 
-    data = (repo / "evidence/run1/results.json").read_bytes()
+    data = (subjects_repo / "evidence/run1/results.json").read_bytes()
     from evidencestore._canonical import decode
     from evidencestore.dsse import Statement
 
@@ -93,7 +95,7 @@ def test_every_statement_kind_carries_sha256(repo: Path) -> None:
             assert set(s.digest) == {"sha256", "blake3"}, (st.predicate_type, s.name)
             assert HEX64.fullmatch(s.digest["sha256"])
             if not s.name.endswith("run.json") or st.predicate_type.endswith("test-result/v0.1"):
-                body = _bytes_of(repo, s.name)
+                body = _bytes_of(subjects_repo, s.name)
                 assert s.digest["sha256"] == hashlib.sha256(body).hexdigest(), s.name
     # A run signature needs every entry's SHA-256: none is signed with blake3 alone.
     from evidencestore.errors import AttestationError
@@ -111,7 +113,7 @@ def _workflow_block() -> str:
 
 
 @pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
-def test_the_workflow_steps_of_the_docs_run_as_written(repo: Path, tmp_path: Path) -> None:
+def test_the_workflow_steps_of_the_docs_run_as_written(subjects_repo: Path, tmp_path: Path) -> None:
     shim = tmp_path / "bin"
     shim.mkdir()
     (shim / "evstore").write_text(f'#!/bin/sh\nexec {sys.executable} -m evidencestore "$@"\n')
@@ -121,23 +123,24 @@ def test_the_workflow_steps_of_the_docs_run_as_written(repo: Path, tmp_path: Pat
         "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}",
         "PYTHONPATH": f"{TOP}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
     }
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _workflow_block()], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _workflow_block()],
+                          cwd=subjects_repo, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == ["evidence/run1/bundle.json: OK"]
-    predicate = json.loads((repo / "predicate.json").read_text())
+    predicate = json.loads((subjects_repo / "predicate.json").read_text())
     assert predicate["result"] == "PASSED"
     import google.protobuf.json_format as pb_json
     from in_toto_attestation.predicates.test_result.v0 import test_result_pb2
 
     parsed = pb_json.ParseDict(predicate, test_result_pb2.TestResult())  # type: ignore[attr-defined]
     assert list(parsed.passed_tests) == ["ext/log.txt", "results.json"]
-    registration = (repo / "evidence/run1/bundle.json").read_bytes()
-    assert (repo / "subjects.sha256").read_text() == (
+    registration = (subjects_repo / "evidence/run1/bundle.json").read_bytes()
+    assert (subjects_repo / "subjects.sha256").read_text() == (
         f"{hashlib.sha256(registration).hexdigest()}  evidence/run1/bundle.json\n"
     )
     # Negative control: the registration changed, and the checksum GitHub binds fails.
-    (repo / "evidence/run1/bundle.json").write_bytes(registration + b" ")
-    check = subprocess.run(["sha256sum", "-c", "subjects.sha256"], cwd=repo,
+    (subjects_repo / "evidence/run1/bundle.json").write_bytes(registration + b" ")
+    check = subprocess.run(["sha256sum", "-c", "subjects.sha256"], cwd=subjects_repo,
                            capture_output=True, text=True)  # fmt: skip
     assert check.returncode == 1 and "evidence/run1/bundle.json: FAILED" in check.stdout

@@ -11,7 +11,6 @@ import json
 import shutil
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from helpers.accepted_campaign import CAMPAIGN, accepted_campaign, commit
 
 from evidencestore.cli import main
 from evidencestore.runs.recorder import load_run, never_started
-from evidencestore.testing.video_server import VideoServer, serve_video
+from evidencestore.testing.video_server import VideoServer
 
 
 def _cli(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> tuple[int, str]:
@@ -54,27 +53,21 @@ def _closed_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[VideoServer]:
-    with serve_video() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def accepted(tmp_path_factory: pytest.TempPathFactory, server: VideoServer) -> Path:
-    return accepted_campaign(tmp_path_factory.mktemp("accepted"), server)
+def accepted(tmp_path_factory: pytest.TempPathFactory, video_server: VideoServer) -> Path:
+    return accepted_campaign(tmp_path_factory.mktemp("accepted"), video_server)
 
 
 @pytest.fixture
-def repo(accepted: Path, tmp_path: Path) -> Path:
+def accepted_copy(accepted: Path, tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     shutil.copytree(accepted, root, symlinks=True)
     return root
 
 
 def test_runs_that_reached_no_server_never_started_and_count_against_no_arm(
-    repo: Path, capsys: pytest.CaptureFixture[str]
+    accepted_copy: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, status = _status(capsys, repo)
+    code, status = _status(capsys, accepted_copy)
     assert code == 0 and status["verdict"] == "ACCEPTED", status["remaining"]
     port = _closed_port()
     typos = {
@@ -83,7 +76,7 @@ def test_runs_that_reached_no_server_never_started_and_count_against_no_arm(
                             "the host name did not resolve"),
     }  # fmt: skip
     for name, (url, why, words) in typos.items():
-        code, out = _run(capsys, repo, url, "fast", name)
+        code, out = _run(capsys, accepted_copy, url, "fast", name)
         assert code == 1
         assert f"run {name}: never-started, 0 requests" in out
         assert f"no server was reached at {url.rstrip('/')} ({words}): nothing was sent" in out
@@ -92,12 +85,12 @@ def test_runs_that_reached_no_server_never_started_and_count_against_no_arm(
             "counts against no arm"
         )
         assert "campaign void" not in out
-        record = load_run(repo, name)
+        record = load_run(accepted_copy, name)
         assert record.outcome == "never-started" and never_started(record)
         assert record.server.health.unreached == why and record.server.health.status is None
         assert record.requests == () and record.server.health.error  # the client's words
-    commit(repo, "two mistyped --server runs")
-    code, status = _status(capsys, repo)
+    commit(accepted_copy, "two mistyped --server runs")
+    code, status = _status(capsys, accepted_copy)
     assert code == 0 and status["verdict"] == "ACCEPTED", status["remaining"]
     shown = {e["run"]: e for e in status["never_started"]}
     assert sorted(shown) == sorted(typos)
@@ -106,10 +99,10 @@ def test_runs_that_reached_no_server_never_started_and_count_against_no_arm(
     fast = next(c for c in status["cells"] if c["arm"] == "fast")
     assert (fast["runs_done"], fast["runs_failed"], fast["failed_runs"]) == (3, 0, [])
     assert status["excluded"] == []
-    code, text = _cli(capsys, repo, "campaign", "status", CAMPAIGN)
+    code, text = _cli(capsys, accepted_copy, "campaign", "status", CAMPAIGN)
     assert code == 0 and text.rstrip().splitlines()[-1] == "ACCEPTED"
     assert "  never-started: typo-refused: run 'typo-refused': no server was reached at " in text
-    code, out = _cli(capsys, repo, "campaign", "verify", CAMPAIGN, "--json")
+    code, out = _cli(capsys, accepted_copy, "campaign", "verify", CAMPAIGN, "--json")
     verified = json.loads(out)
     assert code == 0 and verified["ok"] and verified["findings"] == []
     assert sorted(e["run"] for e in verified["never_started"]) == sorted(typos)
@@ -143,34 +136,34 @@ class _AcceptThenClose:
 
 @pytest.mark.parametrize("fault", ["accept-then-close", "health-503", "http-500", "drop-mid-body"])
 def test_a_server_that_accepted_the_connection_and_failed_counts(
-    fault: str, repo: Path, server: VideoServer, capsys: pytest.CaptureFixture[str]
+    fault: str, accepted_copy: Path, video_server: VideoServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The negative control: the same campaign turns NOT_ACCEPTED, its status names
     `campaign void` for the failed run, and the void it names restores ACCEPTED."""
     closer = _AcceptThenClose() if fault == "accept-then-close" else None
-    url = closer.url if closer is not None else server.url
+    url = closer.url if closer is not None else video_server.url
     knobs = {"health-503": ("startup_error", "model failed to load"),
              "http-500": ("fail_on", True), "drop-mid-body": ("drop_on", True)}  # fmt: skip
     knob = knobs.get(fault)
     try:
         if knob is not None:
-            setattr(server, knob[0], knob[1])
-        code, out = _run(capsys, repo, url, "fast", "bad")
+            setattr(video_server, knob[0], knob[1])
+        code, out = _run(capsys, accepted_copy, url, "fast", "bad")
     finally:
         if knob is not None:
-            setattr(server, knob[0], None if knob[0] == "startup_error" else set())
+            setattr(video_server, knob[0], None if knob[0] == "startup_error" else set())
         if closer is not None:
             closer.close()
     assert code == 1
-    record = load_run(repo, "bad")
+    record = load_run(accepted_copy, "bad")
     outcome = "partial" if fault == "drop-mid-body" else "failed-before-inference"
     assert record.outcome == outcome and not never_started(record)
     assert record.server.health.unreached is None
     void = f"`evstore campaign void {CAMPAIGN} --run bad --reason TEXT --record BUNDLE`"
     assert f"campaign {CAMPAIGN}: run bad counts as a failed run of arm fast" in out
     assert void in out
-    commit(repo, "a failed run")
-    code, status = _status(capsys, repo)
+    commit(accepted_copy, "a failed run")
+    code, status = _status(capsys, accepted_copy)
     assert code == 1 and status["verdict"] == "NOT_ACCEPTED" and status["never_started"] == []
     fast = next(c for c in status["cells"] if c["arm"] == "fast")
     assert (fast["runs_failed"], fast["failed_runs"]) == (1, ["bad"])
@@ -179,23 +172,23 @@ def test_a_server_that_accepted_the_connection_and_failed_counts(
         f"5s: failed run bad ({outcome}) counts against arm fast; if it failed for a reason "
         f"that is not the arm's, set it aside with {void} (effective once committed)"
     )
-    code, text = _cli(capsys, repo, "campaign", "status", CAMPAIGN)
+    code, text = _cli(capsys, accepted_copy, "campaign", "status", CAMPAIGN)
     assert code == 1 and f"  note: {said}" in text
     # The remedy it names works: the void, once committed, sets the run aside.
-    code, _ = _cli(capsys, repo, "campaign", "void", CAMPAIGN, "--run", "bad", "--reason",
+    code, _ = _cli(capsys, accepted_copy, "campaign", "void", CAMPAIGN, "--run", "bad", "--reason",
                    "the server was misconfigured", "--record", "void-bad")  # fmt: skip
     assert code == 0
-    commit(repo, "void")
-    code, status = _status(capsys, repo)
+    commit(accepted_copy, "void")
+    code, status = _status(capsys, accepted_copy)
     assert code == 0 and status["verdict"] == "ACCEPTED", status["remaining"]
 
 
 def test_a_record_that_says_never_started_but_shows_a_server_is_not_believed(
-    repo: Path,
+    accepted_copy: Path,
 ) -> None:
     """``never_started`` reads the record's own evidence, not only its outcome word: a
     complete run relabelled, or one whose server check got an answer, is not one."""
-    record = load_run(repo, "c1")
+    record = load_run(accepted_copy, "c1")
     relabelled = msgspec.structs.replace(record, outcome="never-started")
     assert not never_started(relabelled)  # it has requests and a server that answered
     empty = msgspec.structs.replace(relabelled, requests=())

@@ -85,9 +85,8 @@ def test_accepted_status() -> None:
 
 
 def _campaign_records() -> tuple[Any, list[Any]]:
-    models = pytest.importorskip("evidencestore.campaign.models")
-    if not hasattr(models, "StatusRecord"):
-        pytest.skip("campaign records (issue 11) are not installed")
+    import evidencestore.campaign.models as models
+
     protocol = _d("protocol")
     run = {name: _d(name) for name in ("b1", "b2", "c1", "c2")}
     cell = models.CellStatus
@@ -218,12 +217,13 @@ seed = 42
 
 @needs_chromium
 def test_report_of_a_campaign_run_against_the_reference_server(tmp_path: Path) -> None:
-    status_mod = pytest.importorskip("evidencestore.campaign.status", reason="issue 11 absent")
-    protocol_mod = pytest.importorskip("evidencestore.campaign.protocol")
-    runner = pytest.importorskip("evidencestore.runs.runner", reason="issue 10 absent")
-    video_module = pytest.importorskip("evidencestore.testing.video_server")
     from helpers.remotes import run
     from helpers.repos import init_repo
+
+    import evidencestore.campaign.protocol as protocol_mod
+    import evidencestore.campaign.status as status_mod
+    import evidencestore.runs.runner as runner
+    import evidencestore.testing.video_server as video_module
 
     root = init_repo(tmp_path / "repo")
     assert run("init", "--root", str(root))[0] == 0

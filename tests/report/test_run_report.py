@@ -63,9 +63,8 @@ def test_failed_before_inference(initialized_repo: Path, tmp_path: Path) -> None
 
 @needs_chromium
 def test_report_of_a_run_recorded_by_the_library(initialized_repo: Path, tmp_path: Path) -> None:
-    recorder = pytest.importorskip(
-        "evidencestore.runs.recorder", reason="the run recorder (issue 10) is not installed"
-    )
+    import evidencestore.runs.recorder as recorder
+
     config = tmp_path / "server.yaml"
     config.write_text("offload: unified\n")
     log = tmp_path / "server.log"
@@ -139,10 +138,9 @@ seed = 42
 def test_report_of_a_run_against_the_reference_server(
     initialized_repo: Path, tmp_path: Path
 ) -> None:
-    runner = pytest.importorskip("evidencestore.runs.runner", reason="runner (issue 10) absent")
-    video_module = pytest.importorskip(
-        "evidencestore.testing.video_server", reason="reference video server (issue 10) absent"
-    )
+    import evidencestore.runs.runner as runner
+    import evidencestore.testing.video_server as video_module
+
     workload = tmp_path / "workload.toml"
     workload.write_text(WORKLOAD)
     with video_module.serve_video(short_audio_on={3}) as server:

@@ -28,7 +28,7 @@ from ..models import Finding, Registration
 from ..storage import BlobStore
 from .models import RunRecord
 
-__all__ = ["IMPORT_MISMATCH", "check_imported", "check_imports", "rederive"]
+__all__ = ["IMPORT_MISMATCH", "import_mismatch", "import_mismatches", "rederive"]
 
 IMPORT_MISMATCH = "import-mismatch"
 HARNESS_PREFIX = "harness/"
@@ -100,7 +100,7 @@ def rederive(registration: Registration, record: RunRecord, store: BlobStore) ->
         return "harness.source_digest (no part of the sealed files imports as this run)"
 
 
-def check_imported(
+def import_mismatch(
     root: str | os.PathLike[str], registration: Registration, record: RunRecord, store: BlobStore
 ) -> Finding | None:
     """An ``import-mismatch`` finding for an imported run whose record is not what its
@@ -122,7 +122,7 @@ def check_imported(
     )
 
 
-def check_imports(
+def import_mismatches(
     root: str | os.PathLike[str],
     store: BlobStore,
     bundles: list[str] | None = None,
@@ -155,7 +155,7 @@ def check_imports(
             record = load_run(root, name)
         except EvidenceStoreError:
             continue  # verify reports an altered or invalid run.json
-        found = check_imported(root, reg, record, store)
+        found = import_mismatch(root, reg, record, store)
         if found is not None:
             out.append(found)
     return out

@@ -107,7 +107,7 @@ def _report(harness: str, result: Any) -> int:
 
 
 def _run(harness: str, args: argparse.Namespace, importer: Any) -> int:
-    from ..runs.importing import ResultsPredateProtocol
+    from ..errors import ResultsPredateProtocol
 
     root = repo_root(args)
     rules, key = _prepare(root, args)

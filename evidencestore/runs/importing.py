@@ -32,7 +32,7 @@ from .._keywords import check_keywords
 from ..bundle import check_bundle_name
 from ..confined import check_file, read_file
 from ..digest import hash_bytes
-from ..errors import BundleError, ConfigError, ManifestError
+from ..errors import BundleError, ConfigError, ManifestError, ResultsPredateProtocol
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
 from ..models import Descriptor
 from ..progress import Observer, Tick
@@ -161,11 +161,6 @@ def judge_kept(
     return judge(
         None, observation, body, Expected(), store=recorder.store, slot=slot, payload=payload
     )
-
-
-class ResultsPredateProtocol(ConfigError):
-    """Results made before their campaign's protocol was committed, which does not
-    declare ``retrospective = true``: they cannot count (``evstore import`` exits 1)."""
 
 
 @dataclass(frozen=True)

@@ -99,12 +99,12 @@ def _tokenizer(
     if ref.path is not None:
         data = read_file(p.parent / ref.path, allowed, where=f"{where}.path {ref.path}")
     elif store is None:
-        raise ConfigError(f"{where}: no path, and no store to read {ref.digest} from")
+        raise WorkloadError(f"{where}: no path, and no store to read {ref.digest} from")
     else:
         try:
             data = store.get(ref.digest)
         except EvidenceStoreError as exc:
-            raise ConfigError(f"{where}: {ref.digest}: {exc}") from None
+            raise WorkloadError(f"{where}: {ref.digest}: {exc}") from None
     return load_tokenizer(data, ref.digest, where)
 
 

@@ -128,6 +128,7 @@ def preflight(
         arm=arm,
         workload=loaded.descriptor,
         workload_bytes=loaded.data,
+        tokenizer=loaded.tokenizer,
         store=store,
         campaign=campaign.name if campaign is not None else None,
         protocol_digest=protocol_digest,

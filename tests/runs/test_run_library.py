@@ -120,6 +120,24 @@ def test_a_bad_tokenizer_pin_is_a_workload_error(
     assert load_workload(_wl(tmp_path, _CHAT.format(pin=""))).tokenizer is None
 
 
+def test_a_harness_run_counts_by_the_tokenizer_its_workload_pins(repo: Path) -> None:
+    """``record_request`` counts by the workload's pinned tokenizer as the runner does:
+    read by its digest from the store; one the store does not hold is a WorkloadError
+    naming the digest, never a silent count of None."""
+    data = b"not read: the pin is refused before the tokenizer is parsed"
+    digest = hash_bytes(data).digest
+    text = _CHAT.format(pin=f'\n[endpoint.tokenizer]\ndigest = "{digest}"\n').encode()
+    run = open_run(repo, "pinned", arm="a", workload=text)
+    with pytest.raises(WorkloadError) as info:
+        run.workload_tokenizer()
+    assert str(info.value) == (
+        f"run 'pinned': workload: endpoint.tokenizer: {digest} is not in the store: put it "
+        "there, or give the loaded tokenizer as tokenizer"
+    )
+    for name, workload in [("unpinned", _CHAT.format(pin="").encode()), ("bare", b"[x")]:
+        assert open_run(repo, name, arm="a", workload=workload).workload_tokenizer() is None
+
+
 def test_malformed_workload_exits_2_before_anything(
     tmp_path: Path, repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

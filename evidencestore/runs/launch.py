@@ -37,9 +37,10 @@ from .models import Exchange, LaunchedServer, RunRecord, ServerIdentity, ServerS
 from .recorder import RunRecorder
 
 if TYPE_CHECKING:
-    from .preflight import RunOptions
+    from .preflight import Prepared, RunOptions
+    from .workload import LoadedWorkload
 
-__all__ = ["MAX_SERVER_LOG", "launch_and_run", "parse_command"]
+__all__ = ["MAX_SERVER_LOG", "launch_and_run", "launch_prepared", "parse_command", "server_command"]
 
 #: The most of a launched server's log kept (its tail beyond that is cut, and said so).
 MAX_SERVER_LOG = 256 << 20
@@ -233,7 +234,6 @@ def launch_and_run(
     a registered ``failed-before-inference`` run with its log."""
     from ..config import as_repository
     from .preflight import RunOptions, preflight
-    from .runner import run_prepared
 
     check_keywords("launch_and_run", options, RunOptions)
 
@@ -241,10 +241,32 @@ def launch_and_run(
     prepared = preflight(
         as_repository(root), workload_path, arm=arm, server=server, name=name, **options
     )
+    return launch_prepared(prepared, command=command, observer=observer)
+
+
+def server_command(loaded: LoadedWorkload, command: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The server a run launches: ``command``, else the workload's ``[server] command``;
+    None when neither names one (the server is already running)."""
+    if command:
+        return tuple(command)
+    section = loaded.workload.server
+    return section.command if section is not None and section.command else None
+
+
+def launch_prepared(
+    prepared: Prepared,
+    *,
+    command: Sequence[str] | None,
+    observer: Observer | None = None,
+) -> tuple[Registration, RunRecord]:
+    """:func:`launch_and_run` for a run that passed its pre-flight
+    (``preflight.preflight``)."""
+    from .runner import run_prepared
+
     loaded, recorder, base = prepared.loaded, prepared.recorder, prepared.base
-    wl_path = Path(workload_path)
+    wl_path = loaded.path
     section = loaded.workload.server or ServerSection()
-    argv = tuple(command) if command else section.command
+    argv = server_command(loaded, command)
     if not argv:
         raise WorkloadError(
             f'workload {wl_path}: no server to launch: give {{command}} "CMD ..." or '
@@ -255,9 +277,10 @@ def launch_and_run(
     if not cwd.is_dir():
         raise WorkloadError(f"workload {wl_path}: [server] cwd {section.cwd!r}: not a directory")
     health = base + loaded.workload.endpoint.health_path
+    label = f"run {recorder.requested_name}"
     with tempfile.TemporaryDirectory(prefix="evstore-server-") as tmp:
         proc = _Server(argv, cwd, Path(tmp))
-        ready_s, why = proc.wait_ready(health, section.ready_timeout, observer, f"run {name}")
+        ready_s, why = proc.wait_ready(health, section.ready_timeout, observer, label)
         if ready_s is None:  # a failed run, with the server's log
             for config in prepared.configs:
                 recorder.attach_config(config)

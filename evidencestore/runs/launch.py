@@ -23,8 +23,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
@@ -35,6 +33,7 @@ from ..models import Registration
 from ..progress import Observer, Tick
 from .models import Exchange, LaunchedServer, RunRecord, ServerIdentity, ServerSection
 from .recorder import RunRecorder
+from .transport import CONTROL_MAX, get_once
 
 if TYPE_CHECKING:
     from .preflight import Prepared, RunOptions
@@ -44,8 +43,8 @@ __all__ = ["MAX_SERVER_LOG", "launch_and_run", "launch_prepared", "parse_command
 
 #: The most of a launched server's log kept (its tail beyond that is cut, and said so).
 MAX_SERVER_LOG = 256 << 20
-#: The most of a /metrics or /version answer kept.
-MAX_ANSWER = 16 << 20
+#: The most of a /metrics or /version answer kept (a larger one is an error, not kept).
+MAX_ANSWER = CONTROL_MAX
 _POLL = 0.05
 
 
@@ -112,12 +111,9 @@ class _Server:
             code = self.proc.poll()
             if code is not None:
                 return None, f"the server exited with status {code} before it was ready"
-            try:
-                with urllib.request.urlopen(url, timeout=max(0.1, min(5.0, timeout))) as resp:
-                    if 200 <= resp.status < 300:
-                        return time.monotonic() - self.started, None
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
+            status = get_once(url, max(0.1, min(5.0, timeout))).status
+            if status is not None and 200 <= status < 300:
+                return time.monotonic() - self.started, None
             if time.monotonic() > deadline:
                 return None, f"the server was not ready within {timeout:g} s ({url})"
             time.sleep(_POLL)
@@ -151,14 +147,10 @@ class _Server:
 
 
 def _get(url: str, path: str) -> tuple[Exchange, bytes | None]:
-    """One GET: the exchange (its body not yet stored) and the body's bytes."""
-    try:
-        with urllib.request.urlopen(url + path, timeout=10) as resp:
-            return Exchange(path=path, status=resp.status), resp.read(MAX_ANSWER)
-    except urllib.error.HTTPError as exc:
-        return Exchange(path=path, status=exc.code, error=f"HTTP {exc.code}"), None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return Exchange(path=path, status=None, error=str(getattr(exc, "reason", exc))), None
+    """One GET (``transport.get_once``): the exchange (its body not yet stored) and the
+    body's bytes, None unless a 2xx answer within :data:`MAX_ANSWER` came."""
+    got = get_once(url + path, 10, MAX_ANSWER)
+    return Exchange(path=path, status=got.status, error=got.error), got.body
 
 
 def _captured(recorder: RunRecorder, base: str, path: str, when: str) -> Exchange:

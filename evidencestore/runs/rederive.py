@@ -64,11 +64,12 @@ def _comparable(record: RunRecord) -> dict[str, Any]:
 def rederive(registration: Registration, record: RunRecord, store: BlobStore) -> str | None:
     """The first difference between ``record`` and the record its sealed harness files
     give when imported again, or None when they agree (see the module)."""
-    from . import aiperf, loadgen, vllm_bench
+    from .importers import importer_for
 
     harness = record.harness
     if harness is None:
         return None
+    importer = importer_for(harness.name)  # an unknown harness is an error, never misrouted
     sealed = [e for e in registration.manifest.entries if e.path.startswith(HARNESS_PREFIX)]
     with tempfile.TemporaryDirectory(prefix="evstore-rederive-") as tmp:
         source = Path(tmp) / "harness"
@@ -82,15 +83,13 @@ def rederive(registration: Registration, record: RunRecord, store: BlobStore) ->
                 shutil.copyfileobj(fh, out, 1 << 20)
         scratch = Path(tmp) / "repo"
         (scratch / "evidence").mkdir(parents=True)
-        if harness.name == "aiperf":
-            results = aiperf.import_aiperf(scratch, source, "rederived")
-        elif harness.name == "loadgen":
-            results = [loadgen.import_loadgen(scratch, source, "rederived")]
-        else:
+        given = source
+        if importer.source == "file":
             files = [p for p in source.iterdir() if p.is_file()]
             if len(files) != 1:
-                return f"harness files ({len(files)} sealed, vllm-bench imports one file)"
-            results = vllm_bench.import_vllm_bench(scratch, files[0], "rederived")
+                return f"harness files ({len(files)} sealed, {harness.name} imports one file)"
+            given = files[0]
+        results = importer.run(scratch, given, "rederived")
         from .recorder import load_run
 
         for result in results:

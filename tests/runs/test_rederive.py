@@ -122,3 +122,33 @@ def test_loadgen_invalid_edited_to_complete_is_an_import_mismatch(
     report = json.loads(capsys.readouterr().out)
     found = [f for f in report["findings"] if f["code"] == "import-mismatch"]
     assert len(found) == 1 and "outcome ('complete', re-derived 'invalid')" in found[0]["message"]
+
+
+def test_a_harness_no_importer_knows_is_named_not_misrouted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose record names a harness this version has no importer for is an
+    ``import-mismatch`` saying so, never re-derived by another harness's importer."""
+    import msgspec
+
+    from evidencestore.config import local_store
+    from evidencestore.runs import load_run
+    from evidencestore.runs.rederive import import_mismatch, rederive
+
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    source = next(VLLM.glob("base-*.json"))
+    assert main(["import", "vllm-bench", str(source), "--name", "r", "--root", str(root)]) == 0
+    repo, store = as_repository(root), local_store(root)
+    reg = load_registration(registration_path(root, "r"))
+    record = load_run(root, "r")
+    assert record.harness is not None and rederive(reg, record, store) is None  # the control
+    unknown = msgspec.structs.replace(
+        record, harness=msgspec.structs.replace(record.harness, name="nope")
+    )
+    found = import_mismatch(repo, reg, unknown, store)
+    assert found is not None and found.code == "import-mismatch" and found.bundle == "r"
+    assert "harness 'nope': no importer of this version reads its files (known: aiperf, " in (
+        found.message
+    )
+    assert "vllm-bench imports one file" not in found.message and "re-derived" not in found.message

@@ -77,7 +77,7 @@ def verify_campaign(
     store = local_store(root)
     for m in members.runs:
         if m.record.harness is not None:  # re-derived from its sealed harness files
-            found = import_mismatch(root, m.registration, m.record, store)
+            found = import_mismatch(m.registration, m.record, store)
             if found is not None:
                 out.findings.append(
                     Exclusion(

@@ -286,7 +286,7 @@ def _rederive_imports(root: Any, report: Any, bundles: list[str] | None) -> Any:
     from ..config import local_store
     from ..runs.rederive import import_mismatches
 
-    found = import_mismatches(root.root, local_store(root), imported, skip=broken)
+    found = import_mismatches(root, local_store(root), imported, skip=broken)
     if not found:
         return report
     return msgspec.structs.replace(report, ok=False, findings=(*report.findings, *found))

@@ -235,6 +235,11 @@ class CampaignFitError(ConfigError):
     request is sent."""
 
 
+class ResultsPredateProtocol(CampaignFitError):
+    """Imported results made before their campaign's protocol was committed, which does
+    not declare ``retrospective = true``: they cannot count (``evstore import`` exits 1)."""
+
+
 class RemoteConfigError(ConfigError):
     """A remote is unknown, misconfigured (name, URL, options) or unusable for what was
     asked (a read-only target for a push, none configured)."""

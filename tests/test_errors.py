@@ -40,17 +40,17 @@ def _error_classes() -> dict[str, list[str]]:
 
 def test_every_error_type_lives_in_errors_py() -> None:
     """Private control-flow exceptions (``_Name``, never raised to a caller) may stay
-    where they are caught. ``runs/`` moves its own with its transport (issue 33 items
-    1-3), so it is not checked here yet."""
+    where they are caught."""
     elsewhere = {
         rel: [n for n in names if not n.startswith("_")]
         for rel, names in _error_classes().items()
-        if rel != "errors.py" and not rel.startswith("runs/")
+        if rel != "errors.py"
     }
     assert {rel: names for rel, names in elsewhere.items() if names} == {}
     # The old import paths still name the same classes.
     from evidencestore.digest import NotRegularFileError
     from evidencestore.records import UnknownRecordKind
+    from evidencestore.runs.importing import ResultsPredateProtocol
     from evidencestore.storage._fsspec import TransferDeadlineError
     from evidencestore.testing.interleave import InterleavingError
 
@@ -58,6 +58,8 @@ def test_every_error_type_lives_in_errors_py() -> None:
     assert UnknownRecordKind is errors.UnknownRecordKind
     assert TransferDeadlineError is errors.TransferDeadlineError
     assert InterleavingError is errors.InterleavingError
+    assert ResultsPredateProtocol is errors.ResultsPredateProtocol
+    assert issubclass(ResultsPredateProtocol, errors.CampaignFitError)
 
 
 _FLAG = re.compile(r"--[a-z][\w-]*")

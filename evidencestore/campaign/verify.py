@@ -72,12 +72,12 @@ def verify_campaign(
         out.findings.append(Exclusion(run="", code="history", message=history.problem))
     out.findings += members.findings
     from ..config import local_store
-    from ..runs.rederive import check_imported
+    from ..runs.rederive import import_mismatch
 
     store = local_store(root)
     for m in members.runs:
         if m.record.harness is not None:  # re-derived from its sealed harness files
-            found = check_imported(root, m.registration, m.record, store)
+            found = import_mismatch(m.registration, m.record, store)
             if found is not None:
                 out.findings.append(
                     Exclusion(

@@ -284,9 +284,9 @@ def _rederive_imports(root: Any, report: Any, bundles: list[str] | None) -> Any:
     import msgspec
 
     from ..config import local_store
-    from ..runs.rederive import check_imports
+    from ..runs.rederive import import_mismatches
 
-    found = check_imports(root.root, local_store(root), imported, skip=broken)
+    found = import_mismatches(root, local_store(root), imported, skip=broken)
     if not found:
         return report
     return msgspec.structs.replace(report, ok=False, findings=(*report.findings, *found))

@@ -10,6 +10,7 @@ already taken, or a run that does not fit its campaign.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import Any
 
@@ -46,36 +47,28 @@ COMMON = [NAME, ARM, CAMPAIGN, CONDITION, CONFIG, SIGN, ROOT]
 
 
 def register(commands: Commands) -> None:
-    """Register this group's subcommands."""
+    """Register this group's subcommands: one per importer (``runs/importers.py``)."""
+    from ..runs.importers import IMPORTERS
+
     isub = commands.group(
         "import",
         description="Seal a harness's output directory byte for byte as a run bundle, "
         "with a run record mapped from the harness's own records.",
     )
-    isub.add(
-        "aiperf",
-        _aiperf,
-        [arg("directory", metavar="DIR"), *COMMON],
-        help="an AIPerf artifact directory (profile_export.jsonl, ...)",
-    )
-    isub.add(
-        "loadgen",
-        _loadgen,
-        [arg("directory", metavar="DIR"), *COMMON],
-        help="an MLPerf LoadGen log directory (mlperf_log_detail.txt, ...)",
-    )
-    isub.add(
-        "vllm-bench",
-        _vllm_bench,
-        [arg("directory", metavar="FILE"), *COMMON],
-        help="a vllm bench serve result file (--save-result --save-detailed)",
-    )
+    for harness, importer in IMPORTERS.items():
+        metavar = "DIR" if importer.source == "directory" else "FILE"
+        isub.add(
+            harness,
+            functools.partial(_run, harness),
+            [arg("directory", metavar=metavar), *COMMON],
+            help=importer.describes,
+        )
 
 
 def _prepare(root: Any, args: argparse.Namespace) -> tuple[Any, Any]:
-    """The rules of ``--campaign`` (the run is checked against them once its files are
-    read: condition, arm, harness, workload digest, configs) and the signing key, which
-    the campaign must allow, as for ``run --sign``."""
+    """The rules of ``--campaign`` (the importer checks the run against them: the
+    signing key, then, once its files are read, condition, arm, harness, workload
+    digest, configs) and the signing key."""
     key = None
     if args.sign:
         from ..dsse import load_private_key
@@ -87,11 +80,7 @@ def _prepare(root: Any, args: argparse.Namespace) -> tuple[Any, Any]:
         return None, key
     from ..campaign.fit import campaign_rules
 
-    rules = campaign_rules(root, args.campaign)
-    problem = rules.campaign.signer_problem(root, key.public_key() if key is not None else None)
-    if problem:
-        raise ConfigError(problem)
-    return rules, key
+    return campaign_rules(root, args.campaign), key
 
 
 def _report(harness: str, result: Any) -> int:
@@ -106,14 +95,15 @@ def _report(harness: str, result: Any) -> int:
     return EXIT_OK
 
 
-def _run(harness: str, args: argparse.Namespace, importer: Any) -> int:
-    from ..runs.importing import ResultsPredateProtocol
+def _run(harness: str, args: argparse.Namespace) -> int:
+    from ..errors import ResultsPredateProtocol
+    from ..runs.importers import importer_for
 
     root = repo_root(args)
     rules, key = _prepare(root, args)
     try:
         with progress_line(args) as line:
-            results = importer(
+            results = importer_for(harness).run(
                 root,
                 args.directory,
                 args.name,
@@ -127,24 +117,6 @@ def _run(harness: str, args: argparse.Namespace, importer: Any) -> int:
     except ResultsPredateProtocol as exc:
         print(f"evstore: import {harness}: {exc.worded(flag_of)}", file=sys.stderr)
         return EXIT_FAILED
-    for result in results if isinstance(results, list) else [results]:
+    for result in results:
         _report(harness, result)
     return EXIT_OK
-
-
-def _aiperf(args: argparse.Namespace) -> int:
-    from ..runs.aiperf import import_aiperf
-
-    return _run("aiperf", args, import_aiperf)
-
-
-def _loadgen(args: argparse.Namespace) -> int:
-    from ..runs.loadgen import import_loadgen
-
-    return _run("loadgen", args, import_loadgen)
-
-
-def _vllm_bench(args: argparse.Namespace) -> int:
-    from ..runs.vllm_bench import import_vllm_bench
-
-    return _run("vllm-bench", args, import_vllm_bench)

@@ -174,7 +174,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..runs.runner import run_workload
+    from ..runs.preflight import preflight
+    from ..runs.runner import run_prepared
 
     root = repo_root(args)
     key = None
@@ -187,10 +188,6 @@ def _run(args: argparse.Namespace) -> int:
         from ..campaign.fit import campaign_rules
 
         rules = campaign_rules(root, args.campaign)
-        signer = key.public_key() if key is not None else None
-        problem = rules.campaign.signer_problem(root, signer)
-        if problem:
-            raise problem
     name = args.name or f"{args.arm}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     given: dict[str, Any] = {
         "arm": args.arm,
@@ -202,26 +199,18 @@ def _run(args: argparse.Namespace) -> int:
         "condition": args.condition,
         "signing_key": key,
     }
-    if args.launch or _declares_server(root, args.workload):
-        from ..runs.launch import launch_and_run, parse_command
+    from ..runs.launch import launch_prepared, parse_command, server_command
 
-        command = parse_command(args.launch) if args.launch else None
-        with progress_line(args) as line:
-            registration, record = launch_and_run(
-                root, args.workload, command=command, observer=line, **given
-            )
-        return _ran(registration, record, name)
+    command = parse_command(args.launch) if args.launch else None
+    # One pre-flight (the workload loaded once), then launch the server if the run names
+    # one (--launch, or the workload's [server] command), else run against --server.
+    prepared = preflight(root, args.workload, **given)
     with progress_line(args) as line:
-        registration, record = run_workload(root, args.workload, observer=line, **given)
+        if server_command(prepared.loaded, command) is not None:
+            registration, record = launch_prepared(prepared, command=command, observer=line)
+        else:
+            registration, record = run_prepared(prepared, observer=line)
     return _ran(registration, record, name)
-
-
-def _declares_server(root: Any, workload: str) -> bool:
-    """Whether the workload has a ``[server] command`` to launch."""
-    from ..runs.workload import load_workload
-
-    loaded = load_workload(workload, roots=(root,))
-    return loaded.workload.server is not None and loaded.workload.server.command is not None
 
 
 def _ran(registration: Any, record: RunRecord, name: str) -> int:

@@ -11,13 +11,35 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-__all__ = ["CampaignRules"]
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+    from ..errors import EvidenceStoreError
+
+__all__ = ["CampaignRules", "CampaignSigners", "check_signer"]
+
+
+class CampaignSigners(Protocol):
+    """A campaign's rule for who may sign its runs."""
+
+    def signer_problem(
+        self, root: str | os.PathLike[str], key: Ed25519PublicKey | None
+    ) -> EvidenceStoreError | None:
+        """The error refusing a run signed with ``key`` (None: unsigned) because it
+        would not count (it names the ``signing_key`` parameter); None when it would."""
 
 
 class CampaignRules(Protocol):
     """A campaign's rules for the runs that join it."""
+
+    @property
+    def campaign(self) -> CampaignSigners:
+        """The campaign itself, whose signing rule :func:`check_signer` applies."""
 
     @property
     def name(self) -> str:
@@ -46,3 +68,14 @@ class CampaignRules(Protocol):
         """Why imported results that started at ``started`` (UTC) cannot count: the
         protocol is younger than them and not ``retrospective``; None when they can. The
         text may name the importer's ``campaign`` parameter as ``{campaign}``."""
+
+
+def check_signer(
+    rules: CampaignRules, root: str | os.PathLike[str], key: Ed25519PrivateKey | None
+) -> None:
+    """Raise the campaign's refusal of a run signed with ``key`` (None: unsigned) when
+    the protocol pins signing keys and the run would not count: the one signing rule
+    of the run pre-flight and of every importer, before anything is sent or registered."""
+    problem = rules.campaign.signer_problem(root, key.public_key() if key is not None else None)
+    if problem is not None:
+        raise problem

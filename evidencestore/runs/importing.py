@@ -32,11 +32,11 @@ from .._keywords import check_keywords
 from ..bundle import check_bundle_name
 from ..confined import check_file, read_file
 from ..digest import hash_bytes
-from ..errors import BundleError, ConfigError, ManifestError
+from ..errors import BundleError, ConfigError, ManifestError, ResultsPredateProtocol
 from ..inventory import EVIDENCE_DIR, REGISTRATION_NAME, load_registration, registration_path
 from ..models import Descriptor
 from ..progress import Observer, Tick
-from .fit import CampaignRules
+from .fit import CampaignRules, check_signer
 from .judge import Expected, Slot, judge
 from .models import RequestRecord
 from .recorder import RunRecorder
@@ -163,11 +163,6 @@ def judge_kept(
     )
 
 
-class ResultsPredateProtocol(ConfigError):
-    """Results made before their campaign's protocol was committed, which does not
-    declare ``retrospective = true``: they cannot count (``evstore import`` exits 1)."""
-
-
 @dataclass(frozen=True)
 class ImportResult:
     """An import's outcome: the bundle name and digest, and whether it was already
@@ -266,7 +261,8 @@ def open_import(
     registered. ``execution`` identifies the harness's execution (``Harness.execution``):
     one already imported under another name is refused. ``configs``: the arm's
     configuration files (``configs/<name>``, checked against those the arm declares);
-    ``signing_key`` signs the record (``run.dsse.json``) as ``run --sign`` does;
+    ``signing_key`` signs the record (``run.dsse.json``) as ``run --sign`` does, and must
+    be one the campaign allows when its protocol pins keys (``fit.check_signer``);
     ``part``: which part of the files this run is (several runs in one file);
     ``started`` (UTC): when the results were made, refused with
     :class:`ResultsPredateProtocol` for a campaign whose protocol is younger and not
@@ -278,6 +274,8 @@ def open_import(
     campaign = options.get("campaign")
     condition = options.get("condition")
     observer = options.get("observer")
+    if campaign is not None:  # a run its campaign would not count is not even read
+        check_signer(campaign, repo.root, options.get("signing_key"))
     store = repo.local_store()
     descriptors: dict[str, Descriptor] = {}
     label = f"import {source.harness} {name}"

@@ -54,9 +54,9 @@ __all__ = [
     "READ_BACK_MAX",
     "Expected",
     "Slot",
-    "check_json",
-    "check_output",
+    "json_problem",
     "judge",
+    "media_outcome",
     "request_record",
     "store_completion",
 ]
@@ -126,14 +126,14 @@ def judge(
                 if stream is not None:
                     completion = store_completion(store, stream)
         else:
-            bad = check_json(store, body)
+            bad = json_problem(store, body)
             if bad is not None:
                 obs = replace(obs, failure=bad[0], message=bad[1])
             elif expected.media is not None:
                 exp = expected.media
                 if exp.audio is None:
                     exp = _audio_if_present(store, body, exp)
-                media, _ = check_output(store, body, exp, f"request {slot.index}")
+                media, _ = media_outcome(store, body, exp, f"request {slot.index}")
     return request_record(
         obs, slot, payload=payload, body=body, media=media, stream=stream, completion=completion
     )
@@ -228,7 +228,7 @@ def _counted(stream: StreamOutcome, tokenizer: TokenCounter) -> StreamOutcome:
     )
 
 
-def check_json(store: LocalBlobStore, body: Descriptor) -> tuple[Failure, str] | None:
+def json_problem(store: LocalBlobStore, body: Descriptor) -> tuple[Failure, str] | None:
     """A failure of a complete output the media check does not see, or None: an output
     that says it is JSON must be well-formed JSON (not cut off mid-document)."""
     if not is_json(body.media_type):
@@ -265,7 +265,7 @@ def _audio_if_present(store: LocalBlobStore, body: Descriptor, exp: Expectations
     return msgspec.structs.replace(exp, audio=AudioExpectation(duration=duration))
 
 
-def check_output(
+def media_outcome(
     store: LocalBlobStore, body: Descriptor, expectations: Expectations | None, name: str
 ) -> tuple[MediaOutcome, Descriptor]:
     """Decode a stored output fully and check it against the request's expectations;

@@ -23,8 +23,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
@@ -35,16 +33,18 @@ from ..models import Registration
 from ..progress import Observer, Tick
 from .models import Exchange, LaunchedServer, RunRecord, ServerIdentity, ServerSection
 from .recorder import RunRecorder
+from .transport import CONTROL_MAX, get_once
 
 if TYPE_CHECKING:
-    from .preflight import RunOptions
+    from .preflight import Prepared, RunOptions
+    from .workload import LoadedWorkload
 
-__all__ = ["MAX_SERVER_LOG", "launch_and_run", "parse_command"]
+__all__ = ["MAX_SERVER_LOG", "launch_and_run", "launch_prepared", "parse_command", "server_command"]
 
 #: The most of a launched server's log kept (its tail beyond that is cut, and said so).
 MAX_SERVER_LOG = 256 << 20
-#: The most of a /metrics or /version answer kept.
-MAX_ANSWER = 16 << 20
+#: The most of a /metrics or /version answer kept (a larger one is an error, not kept).
+MAX_ANSWER = CONTROL_MAX
 _POLL = 0.05
 
 
@@ -111,12 +111,9 @@ class _Server:
             code = self.proc.poll()
             if code is not None:
                 return None, f"the server exited with status {code} before it was ready"
-            try:
-                with urllib.request.urlopen(url, timeout=max(0.1, min(5.0, timeout))) as resp:
-                    if 200 <= resp.status < 300:
-                        return time.monotonic() - self.started, None
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
+            status = get_once(url, max(0.1, min(5.0, timeout))).status
+            if status is not None and 200 <= status < 300:
+                return time.monotonic() - self.started, None
             if time.monotonic() > deadline:
                 return None, f"the server was not ready within {timeout:g} s ({url})"
             time.sleep(_POLL)
@@ -150,14 +147,10 @@ class _Server:
 
 
 def _get(url: str, path: str) -> tuple[Exchange, bytes | None]:
-    """One GET: the exchange (its body not yet stored) and the body's bytes."""
-    try:
-        with urllib.request.urlopen(url + path, timeout=10) as resp:
-            return Exchange(path=path, status=resp.status), resp.read(MAX_ANSWER)
-    except urllib.error.HTTPError as exc:
-        return Exchange(path=path, status=exc.code, error=f"HTTP {exc.code}"), None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return Exchange(path=path, status=None, error=str(getattr(exc, "reason", exc))), None
+    """One GET (``transport.get_once``): the exchange (its body not yet stored) and the
+    body's bytes, None unless a 2xx answer within :data:`MAX_ANSWER` came."""
+    got = get_once(url + path, 10, MAX_ANSWER)
+    return Exchange(path=path, status=got.status, error=got.error), got.body
 
 
 def _captured(recorder: RunRecorder, base: str, path: str, when: str) -> Exchange:
@@ -233,7 +226,6 @@ def launch_and_run(
     a registered ``failed-before-inference`` run with its log."""
     from ..config import as_repository
     from .preflight import RunOptions, preflight
-    from .runner import run_prepared
 
     check_keywords("launch_and_run", options, RunOptions)
 
@@ -241,10 +233,32 @@ def launch_and_run(
     prepared = preflight(
         as_repository(root), workload_path, arm=arm, server=server, name=name, **options
     )
+    return launch_prepared(prepared, command=command, observer=observer)
+
+
+def server_command(loaded: LoadedWorkload, command: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The server a run launches: ``command``, else the workload's ``[server] command``;
+    None when neither names one (the server is already running)."""
+    if command:
+        return tuple(command)
+    section = loaded.workload.server
+    return section.command if section is not None and section.command else None
+
+
+def launch_prepared(
+    prepared: Prepared,
+    *,
+    command: Sequence[str] | None,
+    observer: Observer | None = None,
+) -> tuple[Registration, RunRecord]:
+    """:func:`launch_and_run` for a run that passed its pre-flight
+    (``preflight.preflight``)."""
+    from .runner import run_prepared
+
     loaded, recorder, base = prepared.loaded, prepared.recorder, prepared.base
-    wl_path = Path(workload_path)
+    wl_path = loaded.path
     section = loaded.workload.server or ServerSection()
-    argv = tuple(command) if command else section.command
+    argv = server_command(loaded, command)
     if not argv:
         raise WorkloadError(
             f'workload {wl_path}: no server to launch: give {{command}} "CMD ..." or '
@@ -255,9 +269,10 @@ def launch_and_run(
     if not cwd.is_dir():
         raise WorkloadError(f"workload {wl_path}: [server] cwd {section.cwd!r}: not a directory")
     health = base + loaded.workload.endpoint.health_path
+    label = f"run {recorder.requested_name}"
     with tempfile.TemporaryDirectory(prefix="evstore-server-") as tmp:
         proc = _Server(argv, cwd, Path(tmp))
-        ready_s, why = proc.wait_ready(health, section.ready_timeout, observer, f"run {name}")
+        ready_s, why = proc.wait_ready(health, section.ready_timeout, observer, label)
         if ready_s is None:  # a failed run, with the server's log
             for config in prepared.configs:
                 recorder.attach_config(config)

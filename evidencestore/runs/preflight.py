@@ -5,10 +5,10 @@ run``, ``evstore run --launch`` (before the server is even started) and the libr
 In order: the server URL; the workload, every value and input file of it (``workload.py``);
 the configuration files and server logs by the one file-reading rule (``confined.py``);
 the campaign's rules (condition, arm, workload digest, declared configuration files:
-``fit.CampaignRules``); then the run is opened (``RunRecorder``: the name checked free,
-the workload stored). An error raises and registers nothing. The recorder returned is the
-run's: the runner records into it, and a launched server that never gets ready seals it
-as the failed run it is.
+``fit.CampaignRules``; then who may sign its runs: ``fit.check_signer``); then the run
+is opened (``RunRecorder``: the name checked free, the workload stored). An error raises
+and registers nothing. The recorder returned is the run's: the runner records into it,
+and a launched server that never gets ready seals it as the failed run it is.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from .._keywords import check_keywords
 from ..confined import MAX_CONTROL_FILE, MAX_LOG_FILE, check_file
 from ..errors import ConfigError
-from .fit import CampaignRules
+from .fit import CampaignRules, check_signer
 from .recorder import RunRecorder
 from .workload import LoadedWorkload, load_workload
 
@@ -122,12 +122,14 @@ def preflight(
         protocol_digest = _fits(
             campaign, workload_path, loaded, arm, condition, configs, protocol_digest
         )
+        check_signer(campaign, repo.root, options.get("signing_key"))
     recorder = RunRecorder(
         repo,
         name,
         arm=arm,
         workload=loaded.descriptor,
         workload_bytes=loaded.data,
+        tokenizer=loaded.tokenizer,
         store=store,
         campaign=campaign.name if campaign is not None else None,
         protocol_digest=protocol_digest,

@@ -26,6 +26,7 @@ from .._canonical import decode, pretty
 from .._keywords import check_keywords
 from .._version import __version__
 from ..bundle import RepoFile, check_name_free, free_name, register_bundle
+from ..confined import MAX_CONTROL_FILE
 from ..digest import hash_bytes
 from ..errors import BundleError, BundleNameTaken, ConfigError, ManifestError
 from ..inventory import load_registration, read_entry, registration_path
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 
     from ..config import Repository
     from ..media.records import Expectations
+    from .tokenizer import TokenCounter
 
 __all__ = [
     "RUN_ENTRY",
@@ -200,6 +202,7 @@ class RunRecorder:
         arm: str,
         workload: Descriptor,
         workload_bytes: bytes | None = None,
+        tokenizer: TokenCounter | None = None,
         **options: Unpack[RecordOptions],
     ) -> None:
         from ..config import as_repository
@@ -254,6 +257,10 @@ class RunRecorder:
                 "workload",
             )
         self.workload = workload
+        # The workload's pinned tokenizer as its entry point loaded it; else read from
+        # the workload when a stream needs it (workload_tokenizer).
+        self._tokenizer = tokenizer
+        self._tokenizer_read = tokenizer is not None
 
     # -- entries ------------------------------------------------------------------
     def add_entry(self, path: str, descriptor: Descriptor, role: str | None = None) -> None:
@@ -357,6 +364,7 @@ class RunRecorder:
         llm: Literal["chat", "completions"] | None = None,
         spec: RequestSpec | None = None,
         streamed: bool = True,
+        tokenizer: TokenCounter | None = None,
     ) -> RequestRecord:
         """Record one request a harness made itself: what it saw (timings in monotonic
         ns, status, failure: an :class:`~evidencestore.runs.transport.Observation`), the
@@ -369,7 +377,9 @@ class RunRecorder:
         ``completions`` answer (an SSE stream unless ``streamed`` is false), read back
         up to 256 MiB (``too-large`` past it; ``streams.py``: events timed by
         ``observation.chunk_ns`` / ``chunk_end``, the completion stored, checked against
-        ``spec``'s ``max_tokens``)."""
+        ``spec``'s ``max_tokens``); a stream whose server gave no token count is counted
+        by ``tokenizer``, by default the workload's, as the runner counts
+        (:meth:`workload_tokenizer`)."""
         media_type = observation.media_type
         if not valid_media_type(media_type):
             raise ConfigError(
@@ -399,7 +409,14 @@ class RunRecorder:
             from .endpoints import endpoint_for
 
             endpoint = endpoint_for(llm)
-        expected = Expected(request=spec or RequestSpec(), stream=streamed, media=expectations)
+            if tokenizer is None:
+                tokenizer = self.workload_tokenizer()
+        expected = Expected(
+            request=spec or RequestSpec(),
+            stream=streamed,
+            media=expectations,
+            tokenizer=tokenizer,
+        )
         return self.add(
             judge(
                 endpoint,
@@ -411,6 +428,22 @@ class RunRecorder:
                 payload=payload_desc,
             )
         )
+
+    def workload_tokenizer(self) -> TokenCounter | None:
+        """The tokenizer the run's workload pins (``[endpoint.tokenizer]``), which
+        counts a stream's tokens when its server gave none: the one the entry point
+        loaded (``run_workload``), else read once by its digest from the store; None when
+        the workload pins none. A pin the store cannot give is a
+        :class:`~evidencestore.errors.WorkloadError`."""
+        if not self._tokenizer_read:
+            from .workload import pinned_tokenizer
+
+            wl = self.workload  # a harness's own settings may be large, or absent
+            if wl.size <= MAX_CONTROL_FILE and self.store.has(wl.digest):
+                data = self.store.get(wl.digest)
+                self._tokenizer = pinned_tokenizer(data, self.store, f"run {self.name!r}: workload")
+            self._tokenizer_read = True
+        return self._tokenizer
 
     def fail(self, reason: str) -> None:
         """Say why the run stopped before it finished (an error after its first request

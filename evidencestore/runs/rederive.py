@@ -15,11 +15,10 @@ registration's digests alone cannot catch) is reported by ``evstore verify`` and
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -28,7 +27,10 @@ from ..models import Finding, Registration
 from ..storage import BlobStore
 from .models import RunRecord
 
-__all__ = ["IMPORT_MISMATCH", "check_imported", "check_imports", "rederive"]
+if TYPE_CHECKING:
+    from ..config import Repository
+
+__all__ = ["IMPORT_MISMATCH", "import_mismatch", "import_mismatches", "rederive"]
 
 IMPORT_MISMATCH = "import-mismatch"
 HARNESS_PREFIX = "harness/"
@@ -64,11 +66,13 @@ def _comparable(record: RunRecord) -> dict[str, Any]:
 def rederive(registration: Registration, record: RunRecord, store: BlobStore) -> str | None:
     """The first difference between ``record`` and the record its sealed harness files
     give when imported again, or None when they agree (see the module)."""
-    from . import aiperf, loadgen, vllm_bench
+    from ..config import Repository
+    from .importers import importer_for
 
     harness = record.harness
     if harness is None:
         return None
+    importer = importer_for(harness.name)  # an unknown harness is an error, never misrouted
     sealed = [e for e in registration.manifest.entries if e.path.startswith(HARNESS_PREFIX)]
     with tempfile.TemporaryDirectory(prefix="evstore-rederive-") as tmp:
         source = Path(tmp) / "harness"
@@ -82,26 +86,24 @@ def rederive(registration: Registration, record: RunRecord, store: BlobStore) ->
                 shutil.copyfileobj(fh, out, 1 << 20)
         scratch = Path(tmp) / "repo"
         (scratch / "evidence").mkdir(parents=True)
-        if harness.name == "aiperf":
-            results = aiperf.import_aiperf(scratch, source, "rederived")
-        elif harness.name == "loadgen":
-            results = [loadgen.import_loadgen(scratch, source, "rederived")]
-        else:
+        given = source
+        if importer.source == "file":
             files = [p for p in source.iterdir() if p.is_file()]
             if len(files) != 1:
-                return f"harness files ({len(files)} sealed, vllm-bench imports one file)"
-            results = vllm_bench.import_vllm_bench(scratch, files[0], "rederived")
+                return f"harness files ({len(files)} sealed, {harness.name} imports one file)"
+            given = files[0]
+        results = importer.run(Repository(scratch), given, "rederived")
         from .recorder import load_run
 
         for result in results:
-            again = load_run(scratch, result.name)
+            again = load_run(Repository(scratch), result.name)
             if again.harness is not None and again.harness.source_digest == harness.source_digest:
                 return _first_difference(_comparable(record), _comparable(again))
         return "harness.source_digest (no part of the sealed files imports as this run)"
 
 
-def check_imported(
-    root: str | os.PathLike[str], registration: Registration, record: RunRecord, store: BlobStore
+def import_mismatch(
+    registration: Registration, record: RunRecord, store: BlobStore
 ) -> Finding | None:
     """An ``import-mismatch`` finding for an imported run whose record is not what its
     sealed harness files give, or whose files cannot be imported again; else None."""
@@ -122,14 +124,14 @@ def check_imported(
     )
 
 
-def check_imports(
-    root: str | os.PathLike[str],
+def import_mismatches(
+    repo: Repository,
     store: BlobStore,
     bundles: list[str] | None = None,
     skip: set[str] | frozenset[str] = frozenset(),
 ) -> list[Finding]:
-    """An ``import-mismatch`` finding for every imported run of the repository (or of
-    ``bundles``) whose record its sealed harness files do not give; bundles in ``skip``
+    """An ``import-mismatch`` finding for every imported run of ``repo`` (resolved by
+    the entry point: nothing here walks up to another repository), or of ``bundles``, whose record its sealed harness files do not give; bundles in ``skip``
     (already found broken) are left to their findings, and so are those whose sealed
     files are not all in ``store`` (verify reports them unavailable, an error with
     ``--require-available``)."""
@@ -137,7 +139,7 @@ def check_imports(
     from .recorder import load_run
 
     out = []
-    for reg_path in sorted((Path(root) / EVIDENCE_DIR).glob(f"*/{REGISTRATION_NAME}")):
+    for reg_path in sorted((repo.root / EVIDENCE_DIR).glob(f"*/{REGISTRATION_NAME}")):
         name = reg_path.parent.name
         if (bundles is not None and name not in bundles) or name in skip:
             continue
@@ -152,10 +154,10 @@ def check_imports(
         if not all(store.has(e.descriptor.digest) for e in sealed):
             continue  # not re-derivable here: verify reports them unavailable (`evstore pull`)
         try:
-            record = load_run(root, name)
+            record = load_run(repo, name)
         except EvidenceStoreError:
             continue  # verify reports an altered or invalid run.json
-        found = check_imported(root, reg, record, store)
+        found = import_mismatch(reg, record, store)
         if found is not None:
             out.append(found)
     return out

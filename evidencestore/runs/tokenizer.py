@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..digest import hash_bytes
-from ..errors import ConfigError
+from ..errors import WorkloadError
 
 __all__ = ["TokenCounter", "load_tokenizer"]
 
@@ -37,16 +37,16 @@ def load_tokenizer(data: bytes, digest: str, where: str) -> TokenCounter:
     ``digest`` (errors name ``where``)."""
     got = hash_bytes(data).digest
     if got != digest:
-        raise ConfigError(f"{where}: hashes to {got}, but the workload pins {digest}")
+        raise WorkloadError(f"{where}: hashes to {got}, but the workload pins {digest}")
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise ConfigError(
+        raise WorkloadError(
             f"{where}: counting tokens with a tokenizer needs the `tokenizers` package "
             "(pip install 'evidencestore[run]')"
         ) from None
     try:
         tok = Tokenizer.from_str(data.decode("utf-8"))
     except (UnicodeDecodeError, Exception) as exc:  # tokenizers raises a bare Exception
-        raise ConfigError(f"{where}: not a tokenizer.json: {exc}") from None
+        raise WorkloadError(f"{where}: not a tokenizer.json: {exc}") from None
     return TokenCounter(digest, tok)

@@ -57,12 +57,14 @@ __all__ = [
     "CONTROL_MAX",
     "READ_BUFFER",
     "Connection",
+    "ControlAnswer",
     "Deadlines",
     "Observation",
     "Payload",
     "Shape",
     "exchange",
     "get_control",
+    "get_once",
     "read_capped",
     "unreached",
     "utc_precise",
@@ -201,6 +203,53 @@ async def get_control(
     except (aiohttp.ClientError, OSError, ValueError) as exc:
         error = text_of(f"{type(exc).__name__}: {exc}", 2000)
         return Exchange(path=path, status=None, error=error, unreached=unreached(exc))
+
+
+@dataclass(frozen=True)
+class ControlAnswer:
+    """What one control GET outside a run's session got: the HTTP status (None: no
+    answer), the body (only of a 2xx answer within the limit) and, when there is no
+    body, why not."""
+
+    status: int | None
+    body: bytes | None = None
+    error: str | None = None
+
+
+def get_once(url: str, timeout: float, limit: int = CONTROL_MAX) -> ControlAnswer:
+    """GET ``url`` once, outside a run's session (a launched server's readiness, its
+    ``/metrics`` and ``/version``), by the rules of every exchange: no redirect followed
+    (a 3xx is an answer that is not 2xx), no proxy taken from the environment, the
+    answer given ``timeout`` seconds, its body bounded by ``limit`` while it arrives
+    (past it: an error naming the URL and the limit, nothing kept)."""
+    import asyncio
+
+    import aiohttp
+
+    async def get() -> ControlAnswer:
+        async with (
+            aiohttp.ClientSession(
+                auto_decompress=False,
+                trust_env=False,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=None),
+            ) as session,
+            asyncio.timeout(timeout),
+            session.get(url, allow_redirects=False) as resp,
+        ):
+            if not 200 <= resp.status < 300:
+                return ControlAnswer(resp.status, error=f"HTTP {resp.status}")
+            try:
+                data = await read_capped(resp, limit, f"the answer to {url}")
+            except BadAnswer as exc:
+                return ControlAnswer(resp.status, error=exc.message)
+            return ControlAnswer(resp.status, data)
+
+    try:
+        return asyncio.run(get())
+    except TimeoutError:
+        return ControlAnswer(None, error=f"no answer within {timeout:g} s")
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
+        return ControlAnswer(None, error=text_of(f"{type(exc).__name__}: {exc}", 2000))
 
 
 def unreached(exc: BaseException) -> Unreached | None:

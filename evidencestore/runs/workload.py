@@ -24,7 +24,7 @@ from ..digest import hash_bytes
 from ..errors import ConfigError, EvidenceStoreError, WorkloadError
 from ..models import Descriptor
 from ..paths import path_problem
-from .models import Message, RequestSpec, Workload
+from .models import Message, RequestSpec, TokenizerRef, Workload
 from .tokenizer import TokenCounter, load_tokenizer
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ __all__ = [
     "input_files",
     "load_workload",
     "parse_workload",
+    "pinned_tokenizer",
     "prompt_requests",
 ]
 
@@ -99,13 +100,48 @@ def _tokenizer(
     if ref.path is not None:
         data = read_file(p.parent / ref.path, allowed, where=f"{where}.path {ref.path}")
     elif store is None:
-        raise ConfigError(f"{where}: no path, and no store to read {ref.digest} from")
+        raise WorkloadError(f"{where}: no path, and no store to read {ref.digest} from")
     else:
         try:
             data = store.get(ref.digest)
         except EvidenceStoreError as exc:
-            raise ConfigError(f"{where}: {ref.digest}: {exc}") from None
+            raise WorkloadError(f"{where}: {ref.digest}: {exc}") from None
     return load_tokenizer(data, ref.digest, where)
+
+
+class _PinEndpoint(msgspec.Struct, frozen=True):
+    tokenizer: TokenizerRef | None = None
+
+
+class _Pin(msgspec.Struct, frozen=True):
+    """Only a workload's tokenizer pin: its other fields are not read."""
+
+    endpoint: _PinEndpoint | None = None
+
+
+def pinned_tokenizer(data: bytes, store: BlobStore, where: str) -> TokenCounter | None:
+    """The tokenizer the workload bytes ``data`` pin (``[endpoint.tokenizer]``), read by
+    its digest from ``store`` (there is no workload file its ``path`` is relative to);
+    None when they pin none or are not a TOML workload (a harness's own settings). A pin
+    the store does not hold is a :class:`WorkloadError` naming ``where``."""
+    try:
+        raw = loads_toml(data, where)
+    except ConfigError:
+        return None
+    try:
+        pin = msgspec.convert(raw, _Pin)
+    except msgspec.ValidationError as exc:
+        raise WorkloadError(f"{where}: {exc}") from None
+    ref = pin.endpoint.tokenizer if pin.endpoint is not None else None
+    if ref is None:
+        return None
+    if not store.has(ref.digest):
+        raise WorkloadError(
+            f"{where}: endpoint.tokenizer: {ref.digest} is not in the store: put it there, "
+            "or give the loaded tokenizer as {tokenizer}",
+            parameters=("tokenizer",),
+        )
+    return load_tokenizer(store.get(ref.digest), ref.digest, f"{where}: endpoint.tokenizer")
 
 
 def parse_workload(data: bytes, path: str | os.PathLike[str]) -> Workload:

@@ -136,6 +136,20 @@ def test_import_sign_like_run_sign(tmp_path: Path, capsys: pytest.CaptureFixture
     capsys.readouterr()
     assert _import(root, "baseline-1", "baseline") == 2
     assert "counts only runs signed by one of its keys" in capsys.readouterr().err
+    # The library's importers apply the same rule (not only `evstore import`).
+    from evidencestore.campaign import campaign_rules
+    from evidencestore.dsse import load_private_key
+    from evidencestore.errors import CampaignFitError
+    from evidencestore.runs.aiperf import import_aiperf
+
+    assert main(["attest", "keygen", str(keys / "other")]) == 0
+    rules = campaign_rules(root, "ai")
+    for key, words in ((None, r"counts only runs signed by one of its keys \(\w+\): give signing_key$"),
+                       (load_private_key(keys / "other"), "is not one campaign 'ai' allows")):  # fmt: skip
+        with pytest.raises(CampaignFitError, match=words):
+            import_aiperf(root, FIXTURES / "baseline-1", "baseline-1", arm="baseline",
+                          campaign=rules, condition="chat", signing_key=key)  # fmt: skip
+    assert not (root / "evidence" / "baseline-1").exists()
     assert _import(root, "baseline-1", "baseline", "--sign", str(keys / "lab")) == 0
     assert (root / "evidence" / "baseline-1" / "run.dsse.json").is_file()
     git(root, "add", "-A")

@@ -361,6 +361,7 @@ def test_signed_runs(
     video_server: VideoServer,
     keys: dict[str, Path],
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     text = protocol('[signing]\nkeys = ["keys/lab.pub"]\n')
     root = new_repo(tmp_path, text, {"keys/lab.pub": keys["lab"].with_name("lab.pub")})
@@ -377,15 +378,33 @@ def test_signed_runs(
     assert run(root, video_server, "fast", "other", "--sign", other) == 2
     assert "is not one campaign 'ledger' allows" in capsys.readouterr().err
     assert video_server.requests == sent
-    # What a harness recording through the library can still register:
+    # The library's pre-flight refuses them too, with the same words, before a server
+    # is started or a byte sent (the signing rule is not the CLI's).
     from evidencestore.campaign import campaign_rules
+    from evidencestore.campaign.protocol import Campaign
     from evidencestore.dsse import load_private_key
+    from evidencestore.errors import CampaignFitError
+    from evidencestore.runs.launch import launch_and_run
 
     wl = str(root / f"evidence/{CAMPAIGN}/workloads/5s.toml")
     common: dict[str, Any] = {"arm": "fast", "server": video_server.url, "condition": "5s",
                               "campaign": campaign_rules(root, CAMPAIGN)}  # fmt: skip
-    run_workload(root, wl, name="unsigned", **common)
-    run_workload(root, wl, name="other", signing_key=load_private_key(other), **common)
+    started = tmp_path / "server-started"
+    argv = (sys.executable, "-c", f"open({str(started)!r}, 'w')")
+    for key, words in ((None, "counts only runs signed by one of its keys"),
+                       (load_private_key(other), "is not one campaign 'ledger' allows")):  # fmt: skip
+        with pytest.raises(CampaignFitError, match=words) as refused:
+            run_workload(root, wl, name="refused", signing_key=key, **common)
+        assert "signing_key" in str(refused.value)  # the library's parameter, not --sign
+        with pytest.raises(CampaignFitError, match=words):
+            launch_and_run(root, wl, command=argv, name="refused", signing_key=key, **common)
+    assert video_server.requests == sent and not started.exists()
+    assert not (root / "evidence" / "refused").exists()
+    # What a harness that skips the pre-flight (its own recorder) can still register:
+    with monkeypatch.context() as skipped:
+        skipped.setattr(Campaign, "signer_problem", lambda self, root, key: None)
+        run_workload(root, wl, name="unsigned", **common)
+        run_workload(root, wl, name="other", signing_key=load_private_key(other), **common)
     run_workload(root, wl, name="edited", signing_key=load_private_key(lab), **common)
     reseal(root, "edited", lambda r: r["requests"][0].update(e2e_s=0.001))  # before committing
     commit(root, "runs")

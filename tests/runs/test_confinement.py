@@ -231,7 +231,7 @@ def test_an_internal_error_while_checking_keeps_the_measurements(
             raise MemoryError("decoder ran out")
         return None
 
-    monkeypatch.setattr(judge, "check_json", broken)
+    monkeypatch.setattr(judge, "json_problem", broken)
     wl = hostile_workload(tmp_path, "well-behaved")
     _, record = run_workload(
         repo, wl, arm="a", server=well_behaved_server.url, name="r", store=local_store(repo)

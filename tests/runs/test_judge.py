@@ -13,11 +13,13 @@ from typing import Any
 
 import msgspec
 import pytest
+from helpers import paths
 
 pytest.importorskip("aiohttp")
 pytest.importorskip("av")
 
 from evidencestore.config import Repository, as_repository
+from evidencestore.digest import hash_bytes
 from evidencestore.runs import load_run, open_run, run_workload
 from evidencestore.runs import runner as runner_module
 from evidencestore.runs.endpoints import endpoint_for
@@ -30,6 +32,7 @@ from evidencestore.testing.http import serve_app
 from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
 
 MB = 1 << 20
+TOKENIZER = (paths.DATA / "vllm" / "tokenizer.json").read_bytes()
 BIG = 300 * MB  # past the judge's 256 MiB read-back bound
 _PATHS = {"videos-sync": "/v1/videos/sync", "json": "/v1/generate", "chat": "/v1/chat/completions"}
 
@@ -56,6 +59,18 @@ def _tokens_per_event() -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(cut)]
 
 
+def _uncounted() -> list[bytes]:
+    """A chat stream whose server counts nothing (no token ids, no usage): the
+    workload's pinned tokenizer counts its text."""
+    events = [
+        {"choices": [{"index": 0, "delta": {"content": text}}]}
+        for text in ("The quick", " brown fox", " jumps over")
+    ]
+    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    data = _sse(events)
+    return [data[: len(data) // 2], data[len(data) // 2 :]]
+
+
 def _big_stream() -> Iterator[bytes]:
     """A 300 MB SSE stream, made a megabyte at a time (never held whole)."""
     event = b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
@@ -75,9 +90,17 @@ def _clips(tmp: Path) -> dict[str, bytes]:
 
 
 class Case:
-    def __init__(self, kind: str, chunks: Any, media_type: str, check_media: bool = False):
+    def __init__(
+        self,
+        kind: str,
+        chunks: Any,
+        media_type: str,
+        check_media: bool = False,
+        tokenizer: str | None = None,
+    ):
         self.kind, self.chunks, self.media_type = kind, chunks, media_type
         self.check_media = check_media
+        self.tokenizer = tokenizer  # the digest of the tokenizer the workload pins
 
     def body(self) -> Iterator[bytes]:
         yield from (self.chunks() if callable(self.chunks) else self.chunks)
@@ -86,6 +109,7 @@ class Case:
         lines = [
             "[endpoint]", f'kind = "{self.kind}"', f'path = "{_PATHS[self.kind]}"',
             *(['model = "m"', "stream = true"] if self.kind == "chat" else []),
+            *(["[endpoint.tokenizer]", f'digest = "{self.tokenizer}"'] if self.tokenizer else []),
             "", "[run]", "warmup = 0", "measured = 1", "timeout = 120",
             f"check_media = {'true' if self.check_media else 'false'}",
             f"max_output_size = {512 * MB}", "", "[[request]]",
@@ -107,6 +131,9 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
         "malformed JSON": Case("json", [b'{"frames": [1, 2', b", 3"], "application/json"),
         "300 MB stream": Case("chat", _big_stream, "text/event-stream"),
         "tokens per event": Case("chat", _tokens_per_event(), "text/event-stream"),
+        "uncounted stream": Case(
+            "chat", _uncounted(), "text/event-stream", tokenizer=hash_bytes(TOKENIZER).digest
+        ),
     }
 
 
@@ -155,15 +182,15 @@ def _import_kept(root: Path, directory: Path, name: str) -> RequestRecord:
     assert not isinstance(opened, ImportResult)
     recorder, _ = opened
     seen = Observation(**json.loads(source.read("observation.json", "a kept harness")))
-    loaded = load_workload(directory / "workload.toml")
-    wl = loaded.workload
     store = recorder.store
+    wl = load_workload(directory / "workload.toml", store=store).workload
     payload = store.put_file(directory / "payload", "application/octet-stream")
     body = store.put_file(directory / "body", seen.media_type)
     expected = Expected(
         request=wl.request[0],
         stream=wl.endpoint.stream,
         media=expectations_for(wl, 0) if wl.run.check_media else None,
+        tokenizer=recorder.workload_tokenizer(),
     )
     endpoint = endpoint_for(wl.endpoint.kind)
     record = recorder.add(
@@ -178,7 +205,7 @@ def _import_kept(root: Path, directory: Path, name: str) -> RequestRecord:
 @pytest.mark.parametrize(
     "case",
     ["valid clip", "truncated clip", "clip with short audio", "malformed JSON",
-     "300 MB stream", "tokens per event"],
+     "300 MB stream", "tokens per event", "uncounted stream"],
 )  # fmt: skip
 def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
     case: str,
@@ -192,6 +219,9 @@ def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
     c = cases[case]
     root = tmp_path / "repo"
     (root / "evidence").mkdir(parents=True)
+    if c.tokenizer:  # pinned by digest: every recorder reads it from the store
+        pytest.importorskip("tokenizers")
+        Repository(root).local_store().put(TOKENIZER, "application/json")
     wl = tmp_path / "w.toml"
     wl.write_text(c.workload())
     seen: list[Observation] = []
@@ -225,7 +255,7 @@ def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
     (kept / "observation.json").write_text(json.dumps(fields))
 
     harness = open_run(root, "harness", arm="a", workload=wl.read_bytes())
-    exp = expectations_for(load_workload(wl).workload, 0) if c.check_media else None
+    exp = expectations_for(load_workload(wl, store=store).workload, 0) if c.check_media else None
     by_harness = harness.record_request(
         observation,
         phase="measured",
@@ -233,7 +263,7 @@ def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
         body=kept / "body",
         expectations=exp,
         llm="chat" if c.kind == "chat" else None,
-        spec=load_workload(wl).workload.request[0],
+        spec=load_workload(wl, store=store).workload.request[0],
     )
     harness.seal()
     imported = _import_kept(root, kept, "imported")
@@ -252,6 +282,7 @@ def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
             "malformed JSON": ("invalid-response", None),
             "300 MB stream": ("too-large", None),
             "tokens per event": (None, None),
+            "uncounted stream": (None, None),
         }[case]
     )
     if case == "300 MB stream":
@@ -266,3 +297,10 @@ def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
         assert over_http.output_tokens == 11 and over_http.output_tokens_from == "token_ids"
         # two events completed in the first chunk share its arrival
         assert events.offsets_us[0] == events.offsets_us[1] and over_http.ttft_s is not None
+    if case == "uncounted stream":
+        # The server counted nothing: each recorder counts by the workload's tokenizer
+        # (the recorder was not handed it), so output tokens and TPOT agree.
+        assert over_http.output_tokens_from == by_harness.output_tokens_from == "tokenizer"
+        assert over_http.output_tokens == by_harness.output_tokens == imported.output_tokens
+        assert over_http.output_tokens is not None and over_http.output_tokens > 3
+        assert over_http.tpot_s is not None and over_http.tpot_s == by_harness.tpot_s

@@ -250,3 +250,81 @@ def test_one_preflight_for_run_launch_and_the_library(
         assert len(set(library)) == 1 and expected in library[0], (what, library)
         assert not marker.exists(), what  # refused before the server was started
     assert sorted(p.name for p in (root / "evidence").iterdir()) == ["taken"]
+
+
+_CONTROL_SERVER = """
+import http.server, os, sys, threading
+
+port, mode = int(sys.argv[1]), sys.argv[2]
+# Gone as soon as the run closes its stdin (no wait for a signal).
+threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+
+
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/health" and mode == "redirect":
+            self.send_response(302)
+            self.send_header("Location", "/ready")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path == "/version":
+            self.send_response(307)
+            self.send_header("Location", "/health")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = b"m" * ((16 << 20) + 1) if self.path == "/metrics" else b"ok"
+        self.send_response(200)
+        self.end_headers()  # no Content-Length: the reader learns the size as it reads
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+@pytest.mark.parametrize("proxy", [False, True])
+def test_a_launched_servers_control_answers_follow_the_transport_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proxy: bool
+) -> None:
+    """Readiness, /metrics and /version go through the transport: a redirected health
+    check is not ready (no redirect followed, none through a proxy in the environment),
+    a /metrics answer past 16 MiB is refused naming its URL and the limit (not kept cut
+    short), a redirected /version is its 3xx."""
+    from evidencestore.runs.launch import MAX_ANSWER, launch_and_run
+
+    if proxy:  # a proxy from the environment would refuse everything: never taken
+        monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+    script = tmp_path / "control_server.py"
+    script.write_text(_CONTROL_SERVER)
+    root = _repo(tmp_path)
+    records = {}
+    for mode in ("redirect", "plain"):
+        port = _port()
+        wl = tmp_path / f"{mode}.toml"
+        wl.write_text(
+            chat_workload(("a",), max_tokens=4)
+            + f"\n[server]\ncommand = {json.dumps([sys.executable, str(script), str(port), mode])}"
+            + f"\nready_timeout = {1 if mode == 'redirect' else 30}\n"
+        )
+        _, records[mode] = launch_and_run(
+            root, wl, command=None, arm="a", server=f"http://127.0.0.1:{port}", name=mode
+        )
+    redirected = records["redirect"]
+    assert redirected.outcome == "failed-before-inference"
+    assert redirected.launched is not None and redirected.launched.ready_s is None
+    assert "the server was not ready within 1 s" in (redirected.launched.message or "")
+    plain = records["plain"].launched
+    assert plain is not None and plain.ready_s is not None
+    url = f"{records['plain'].server.url}/metrics"
+    for metrics in (plain.metrics_before, plain.metrics_after):
+        assert metrics is not None and metrics.body is None and metrics.status == 200
+        assert metrics.error == f"the answer to {url} is larger than {MAX_ANSWER} bytes"
+    assert plain.version_before is not None and plain.version_before.body is None
+    assert (plain.version_before.status, plain.version_before.error) == (307, "HTTP 307")

@@ -122,3 +122,60 @@ def test_loadgen_invalid_edited_to_complete_is_an_import_mismatch(
     report = json.loads(capsys.readouterr().out)
     found = [f for f in report["findings"] if f["code"] == "import-mismatch"]
     assert len(found) == 1 and "outcome ('complete', re-derived 'invalid')" in found[0]["message"]
+
+
+def test_a_harness_no_importer_knows_is_named_not_misrouted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose record names a harness this version has no importer for is an
+    ``import-mismatch`` saying so, never re-derived by another harness's importer."""
+    import msgspec
+
+    from evidencestore.config import local_store
+    from evidencestore.runs import load_run
+    from evidencestore.runs.rederive import import_mismatch, rederive
+
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    source = next(VLLM.glob("base-*.json"))
+    assert main(["import", "vllm-bench", str(source), "--name", "r", "--root", str(root)]) == 0
+    store = local_store(root)
+    reg = load_registration(registration_path(root, "r"))
+    record = load_run(root, "r")
+    assert record.harness is not None and rederive(reg, record, store) is None  # the control
+    unknown = msgspec.structs.replace(
+        record, harness=msgspec.structs.replace(record.harness, name="nope")
+    )
+    found = import_mismatch(reg, unknown, store)
+    assert found is not None and found.code == "import-mismatch" and found.bundle == "r"
+    assert "harness 'nope': no importer of this version reads its files (known: aiperf, " in (
+        found.message
+    )
+    assert "vllm-bench imports one file" not in found.message and "re-derived" not in found.message
+
+
+def test_verify_rederives_in_the_repository_it_resolved_without_walking_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`verify --root` resolves the repository once and hands the `Repository` down:
+    the re-derivation reads its runs there, never resolving a root again."""
+    from evidencestore import config
+    from evidencestore.config import Repository, local_store
+    from evidencestore.runs.rederive import import_mismatches
+
+    root = tmp_path / "repo"
+    (root / "evidence").mkdir(parents=True)
+    source = next(VLLM.glob("base-*.json"))
+    assert main(["import", "vllm-bench", str(source), "--name", "r", "--root", str(root)]) == 0
+    _reseal(root, "r", _tenth)
+
+    def walked(start: object = None) -> Path:
+        raise AssertionError(f"a root resolved again below the entry point: {start!r}")
+
+    monkeypatch.setattr(config, "find_root", walked)
+    capsys.readouterr()
+    assert main(["verify", "--json", "-", "--root", str(root)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [f["bundle"] for f in report["findings"] if f["code"] == "import-mismatch"] == ["r"]
+    [found] = import_mismatches(Repository(root), local_store(Repository(root)))
+    assert found.bundle == "r" and ".e2e_s" in found.message

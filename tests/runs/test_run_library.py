@@ -90,6 +90,54 @@ def test_malformed_workloads_name_the_file_and_field(
     assert str(path) in str(info.value) and message in str(info.value)
 
 
+_CHAT = (
+    '[endpoint]\nkind = "chat"\npath = "/v1/chat/completions"\nmodel = "m"\n'
+    '{pin}\n[[request]]\nprompt = "hi"\nmax_tokens = 4\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("pin", "store", "message"),
+    [
+        ('path = "tok.json"', False, "endpoint.tokenizer: hashes to blake3:"),
+        ("", False, "endpoint.tokenizer: no path, and no store to read blake3:"),
+        ("", True, "endpoint.tokenizer: blake3:"),
+    ],
+)
+def test_a_bad_tokenizer_pin_is_a_workload_error(
+    tmp_path: Path, repo: Path, pin: str, store: bool, message: str
+) -> None:
+    """A tokenizer the workload pins but that cannot be had (other bytes, no store, not
+    in the store) is the workload's fault: a WorkloadError naming the file and field."""
+    (tmp_path / "tok.json").write_bytes(b"{}")
+    digest = hash_bytes(b"another tokenizer").digest
+    text = _CHAT.format(pin=f'\n[endpoint.tokenizer]\ndigest = "{digest}"\n{pin}\n')
+    path = _wl(tmp_path, text)
+    with pytest.raises(WorkloadError) as info:
+        load_workload(path, store=local_store(repo) if store else None)
+    assert str(info.value).startswith(f"workload {path}: ") and message in str(info.value)
+    # The same workload with no pin loads, and counts no tokens itself.
+    assert load_workload(_wl(tmp_path, _CHAT.format(pin=""))).tokenizer is None
+
+
+def test_a_harness_run_counts_by_the_tokenizer_its_workload_pins(repo: Path) -> None:
+    """``record_request`` counts by the workload's pinned tokenizer as the runner does:
+    read by its digest from the store; one the store does not hold is a WorkloadError
+    naming the digest, never a silent count of None."""
+    data = b"not read: the pin is refused before the tokenizer is parsed"
+    digest = hash_bytes(data).digest
+    text = _CHAT.format(pin=f'\n[endpoint.tokenizer]\ndigest = "{digest}"\n').encode()
+    run = open_run(repo, "pinned", arm="a", workload=text)
+    with pytest.raises(WorkloadError) as info:
+        run.workload_tokenizer()
+    assert str(info.value) == (
+        f"run 'pinned': workload: endpoint.tokenizer: {digest} is not in the store: put it "
+        "there, or give the loaded tokenizer as tokenizer"
+    )
+    for name, workload in [("unpinned", _CHAT.format(pin="").encode()), ("bare", b"[x")]:
+        assert open_run(repo, name, arm="a", workload=workload).workload_tokenizer() is None
+
+
 def test_malformed_workload_exits_2_before_anything(
     tmp_path: Path, repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -268,12 +268,13 @@ def test_set_aside_reason_is_worded_per_caller(
 
     from evidencestore.campaign.protocol import load_campaign
     from evidencestore.campaign.setaside import withdraw_arm
+    from evidencestore.config import Repository
 
     src = protocol_tree(tmp_path, SMALLEST.replace('"h3-lossless"', '"h3"', 1))
     root = tmp_path / "repo"
     assert main(["campaign", "init", "h3", "--protocol", str(src), "--root", str(root)]) == 0
     with pytest.raises(ConfigError, match=r"^reason: say why the arm is withdrawn$"):
-        withdraw_arm(root, load_campaign(root, "h3"), "rank-local", " ", "w")
+        withdraw_arm(Repository(root), load_campaign(root, "h3"), "rank-local", " ", "w")
     capsys.readouterr()
     argv = ["campaign", "withdraw", "h3", "--arm", "rank-local", "--reason", " ", "--record", "w"]
     assert main([*argv, "--root", str(root)]) == 2

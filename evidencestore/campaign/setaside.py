@@ -119,7 +119,8 @@ def set_aside_signature_problem(
     from ..dsse import Statement, decode_envelope, first_signer
 
     bundle = aside.bundle
-    entry = VOID_ENTRY if isinstance(aside.record, RunVoid) else WITHDRAWAL_ENTRY
+    void = isinstance(aside.record, RunVoid)
+    entry, verb = (VOID_ENTRY, "void") if void else (WITHDRAWAL_ENTRY, "withdraw")
     entries = {e.path: e for e in reg.manifest.entries}
     where = registration_path(repo, bundle).parent
     try:
@@ -132,7 +133,7 @@ def set_aside_signature_problem(
     if envelope is None:
         return (
             f"record {bundle!r} is not signed, and the protocol pins signing keys "
-            f"({allowed}): register it with `--sign KEY`"
+            f"({allowed}): register it with `evstore campaign {verb} --sign KEY`"
         )
     try:
         env = decode_envelope(envelope, f"record {bundle!r}: its signature")

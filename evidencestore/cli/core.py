@@ -163,7 +163,8 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
     root = repo_root(args)
     planned, warnings = plan_bundle(args.paths, args.external, follow_symlinks=args.follow_symlinks)
     for warning in warnings:
-        print(f"evstore: warning: {warning}", file=sys.stderr)
+        said = warning if isinstance(warning, str) else warning.worded(flag_of)
+        print(f"evstore: warning: {said}", file=sys.stderr)
     limit = root.config.bundle.max_git_file_size
     over = {
         path
@@ -387,6 +388,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         prefix=worktree_prefix(root.root)
         if args.github or os.environ.get("GITHUB_ACTIONS")
         else "",
+        name=flag_of,
     )
     if json_to is not None:
         from .._canonical import pretty

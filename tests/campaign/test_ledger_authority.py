@@ -349,6 +349,7 @@ def test_unsigned_set_asides_take_no_effect_in_a_signed_campaign(
         "wd": "unsigned-set-aside",
     }
     assert "record 'void-c1' is not signed" in got["void-c1"][1]
+    assert "register it with `evstore campaign void --sign KEY`" in got["void-c1"][1]
     assert "no signature of its envelope verifies with a key the protocol pins" in got["wd"][1]
     assert sorted(result["runs"]) == NAMES and result["voided"] == []
     assert _claim(capsys, root) == before  # nothing removed: the same claim

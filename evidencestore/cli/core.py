@@ -284,10 +284,9 @@ def _rederive_imports(root: Any, report: Any, bundles: list[str] | None) -> Any:
         return report
     import msgspec
 
-    from ..config import local_store
     from ..runs.rederive import check_imports
 
-    found = check_imports(root.root, local_store(root), imported, skip=broken)
+    found = check_imports(root, root.local_store(), imported, skip=broken)
     if not found:
         return report
     return msgspec.structs.replace(report, ok=False, findings=(*report.findings, *found))
@@ -301,7 +300,6 @@ def _registration_bytes(root: Path, name: str) -> bytes:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from ..config import local_store
     from ..inventory import load_inventory
     from ..verify import verify_repository
     from ..verify.render import (
@@ -357,7 +355,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         report = verify_repository(
             root,
             bundles=args.bundle or None,
-            store=local_store(root),
+            store=root.local_store(),
             require_available=args.require_available or mode == "error",
             base=args.base,
             remote_checker=checker,

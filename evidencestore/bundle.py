@@ -176,13 +176,26 @@ class SourceFile:
 
 @dataclass(frozen=True)
 class SkippedSource:
-    """Something below a source directory that is not put in the bundle, and why."""
+    """Something below a source directory that is not put in the bundle, and why.
+
+    A ``reason`` naming a parameter does so as ``{name}``, listed in ``parameters``
+    (as an :class:`~evidencestore.errors.EvidenceStoreError` does): :meth:`worded`
+    writes it as the library's parameter, or as the CLI's flag."""
 
     source: Path
     reason: str
+    parameters: tuple[str, ...] = ()
+
+    def worded(self, name: Callable[[str], str] | None = None) -> str:
+        """``SOURCE: skipped: REASON``, each parameter written by ``name`` (default: the
+        parameter's own name)."""
+        reason = self.reason
+        for parameter in self.parameters:
+            reason = reason.replace("{" + parameter + "}", name(parameter) if name else parameter)
+        return f"{self.source}: skipped: {reason}"
 
     def __str__(self) -> str:
-        return f"{self.source}: skipped: {self.reason}"
+        return self.worded()
 
 
 @dataclass
@@ -193,7 +206,9 @@ class Sources:
     skipped: list[SkippedSource]
 
 
-_FOLLOW_HINT = "pass --follow-symlinks (follow_symlinks=True) to copy what it points to"
+# Names the parameter as a placeholder (``parameters=_FOLLOW``): the CLI words it as its flag.
+_FOLLOW_HINT = "pass {follow_symlinks} to copy what it points to"
+_FOLLOW = ("follow_symlinks",)
 
 
 class _Scanner:
@@ -205,8 +220,8 @@ class _Scanner:
         self.follow = follow
         self.out = out
 
-    def skip(self, path: Path, reason: str) -> None:
-        self.out.skipped.append(SkippedSource(path, reason))
+    def skip(self, path: Path, reason: str, parameters: tuple[str, ...] = ()) -> None:
+        self.out.skipped.append(SkippedSource(path, reason, parameters))
 
     def walk(self, directory: Path, prefix: str, ancestors: frozenset[tuple[int, int]]) -> None:
         try:
@@ -243,11 +258,14 @@ class _Scanner:
         if not self.follow and not within(real, self.root_real):
             raise BundleError(
                 f"{full} is a symlink to {real}, outside the source {self.arg}: refusing to "
-                f"copy it into the bundle ({_FOLLOW_HINT})"
+                f"copy it into the bundle ({_FOLLOW_HINT})",
+                parameters=_FOLLOW,
             )
         if stat.S_ISDIR(st.st_mode):
             if not self.follow:
-                self.skip(full, f"a symlink to directory {real}, not followed ({_FOLLOW_HINT})")
+                self.skip(
+                    full, f"a symlink to directory {real}, not followed ({_FOLLOW_HINT})", _FOLLOW
+                )
             elif (st.st_dev, st.st_ino) in ancestors:
                 self.skip(full, f"a symlink loop (to {real}, a directory above it)")
             else:
@@ -301,7 +319,8 @@ def scan_sources(
             if not follow_symlinks:
                 raise BundleError(
                     f"{arg} is a symlink to {target}: refusing to follow it (name the target "
-                    f"itself, or {_FOLLOW_HINT})"
+                    f"itself, or {_FOLLOW_HINT})",
+                    parameters=_FOLLOW,
                 )
         pseudo = pseudo_file(os.path.realpath(src))
         if pseudo is not None:  # the one file-reading rule (confined.py)
@@ -348,17 +367,17 @@ def plan_bundle(
     external: Sequence[str] = (),
     *,
     follow_symlinks: bool = False,
-) -> tuple[list[PlannedEntry], list[str]]:
+) -> tuple[list[PlannedEntry], list[str | SkippedSource]]:
     """Return the entries ``create_bundle`` would make, without writing anything, and
     warnings: globs that match no source, absolute globs (matched against source
     paths only), empty directories (which add nothing) and every skipped source
-    (see :func:`scan_sources`, which also decides what is refused)."""
+    (see :func:`scan_sources`, which also decides what is refused; ``str`` words each)."""
     planned: list[PlannedEntry] = []
-    warnings: list[str] = []
+    warnings: list[str | SkippedSource] = []
     for arg in paths:
         scanned = scan_sources([arg], follow_symlinks=follow_symlinks)
         sources = scanned.files
-        warnings.extend(str(s) for s in scanned.skipped)
+        warnings.extend(scanned.skipped)
         if os.path.isdir(arg):
             for dirpath, dirnames, filenames in os.walk(arg):
                 if not dirnames and not filenames:

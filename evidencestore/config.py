@@ -443,7 +443,7 @@ CONFIG_TEMPLATE = """\
 # path = ".evstore"
 #
 # Refuse `evstore bundle create` when a file bound for git is larger than this
-# many bytes (give such files to the store with --external GLOB):
+# many bytes (give such files to the store: `evstore bundle create --external GLOB`):
 # [bundle]
 # max_git_file_size = 10485760
 #

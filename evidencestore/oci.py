@@ -35,7 +35,7 @@ from typing import Any
 from blake3 import blake3
 
 from . import _steps
-from .config import as_repository
+from .config import Repository, as_repository
 from .digest import digest_from_hex, digest_hex
 from .errors import ConfigError, IntegrityError, RemoteConfigError, StorageError
 from .inventory import load_inventory, registration_path
@@ -201,7 +201,7 @@ def _expected_shape(root: Path, name: str, registration: Registration) -> list[t
 
 
 def push_bundles(
-    root: str | os.PathLike[str],
+    repo: Repository,
     store: BlobStore,
     remote: str,
     bundles: Iterable[str],
@@ -216,7 +216,6 @@ def push_bundles(
     then every layer's sha256 is computed again and the manifest written again.
     """
     registry = _registry(store, remote)
-    repo = as_repository(root)
     inventory = load_inventory(repo)
     cache = repo.local_store()
     tags = []
@@ -252,7 +251,7 @@ def push_bundles(
 
 
 def bundle_problems(
-    root: str | os.PathLike[str],
+    repo: Repository,
     store: BlobStore,
     remote: str,
     name: str,
@@ -265,7 +264,6 @@ def bundle_problems(
     location, media type). ``deep`` also checks each layer's sha256: a store entry's
     against the blob its ``blake3-`` tag names, a file in git against the file here."""
     registry = _registry(store, remote)
-    repo = as_repository(root)
     tag = bundle_tag(registration)
     where = f"{registry.location}:{tag}"
     fix = f"; write it again with `evstore push --remote {remote} {name}`"

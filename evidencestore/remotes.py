@@ -576,7 +576,8 @@ def verify_remote(
     out). An unknown remote is a :class:`RemoteConfigError`; an unreachable one a
     :class:`StorageError`.
     """
-    target = open_remote(root, remote)
+    repo = as_repository(root)
+    target = open_remote(repo, remote)
     source = target.source
     refs: dict[str, list[tuple[str, str, int]]] = {}
     for name, registration in registrations.items():
@@ -643,7 +644,7 @@ def verify_remote(
         for name, registration in registrations.items():
             try:
                 found = oci.bundle_problems(
-                    root, target.store, remote, name, registration, deep=deep
+                    repo, target.store, remote, name, registration, deep=deep
                 )
             except StorageError as exc:
                 raise StorageError(source.labelled(exc)) from exc

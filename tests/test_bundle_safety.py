@@ -78,9 +78,11 @@ def test_symlink_leaving_the_source_is_refused(
     (d / "leak").symlink_to(outside)
     with pytest.raises(BundleError, match=r"leak is a symlink to .*passwd, outside the source"):
         create_bundle(repo_dir, "b", [d], store=local_store(repo_dir))
+    with pytest.raises(BundleError, match=r"\(pass follow_symlinks to copy what it points to\)$"):
+        create_bundle(repo_dir, "b", [d], store=local_store(repo_dir))  # the library's words
     code, _, err = _run(capsys, "bundle", "create", "b", str(d), "--root", str(repo_dir))
     assert code == 2
-    assert "outside the source" in err and "--follow-symlinks" in err
+    assert "outside the source" in err and "(pass --follow-symlinks to copy" in err
     assert "Traceback" not in err
     assert not (repo_dir / "evidence/b").exists()
     assert all(SECRET not in data for data in _all_bytes_under(repo_dir))
@@ -181,8 +183,11 @@ def test_special_files_are_skipped_and_said(
         reasons["sub-link"].startswith("a symlink to directory")
         and "not followed" in reasons["sub-link"]
     )
+    [link] = [s for s in skipped if s.source.name == "sub-link"]
+    assert str(link).endswith("not followed (pass follow_symlinks to copy what it points to)")
     code, out, err = _run(capsys, "bundle", "create", "cli", str(d), "--root", str(repo_dir))
     assert code == 0 and "2 entries" in out
+    assert "not followed (pass --follow-symlinks to copy what it points to)" in err
     for name in ("pipe: skipped: a FIFO", "loop: skipped: a symlink loop", "sub-link: skipped"):
         assert name in err
     assert main(["verify", "--root", str(repo_dir)]) == 0

@@ -101,20 +101,24 @@ def _strings(tree: ast.AST) -> list[tuple[int, str]]:
     return out
 
 
+# Where a command to type may start: a backtick, an opening parenthesis, a clause's end.
+_COMMAND_START = re.compile(r"`|\(|[.,;:]\s")
+
+
 def _speaks_in_flags(text: str, flags: set[str]) -> list[str]:
-    """The ``evstore`` flags ``text`` names outside a command to type: one after
-    ``evstore `` or ``git ``, or in backticks, is words for people; so is a flag given
-    with its library spelling beside it (``--follow-symlinks (follow_symlinks=True)``)."""
+    """The ``evstore`` flags ``text`` names outside a command to type: a flag is words
+    for people only within a command (``evstore push --remote {}``, ``git fetch
+    --unshallow``), from its ``evstore `` or ``git `` to the flag with no backtick,
+    parenthesis or clause between. A flag alone in backticks, or beside its library
+    spelling, still speaks in flags."""
     found = []
     for m in _FLAG.finditer(text):
-        before, after = text[: m.start()], text[m.end() :]
+        before = text[: m.start()]
+        command = _COMMAND_START.split(before)[-1].lstrip()
         if (
             m.group() not in flags
-            or (m.start() and before[-1] not in " ('\"\n")
-            or "evstore " in before
-            or "git " in before
-            or before.count("`") % 2
-            or after.startswith(f" ({m.group()[2:].replace('-', '_')}=")
+            or (m.start() and before[-1] not in " ('\"\n`")
+            or command.startswith(("evstore ", "git "))
         ):
             continue
         found.append(m.group())
@@ -149,14 +153,19 @@ def test_library_messages_name_no_cli_flag() -> None:
         ("--launch: an empty command", ["--launch"]),
         ("choose another {name}", []),
         ("upload it with `evstore push --remote {}`", []),
-        ("register it with `--sign KEY`", []),
+        ("register it with `evstore campaign void --sign KEY`", []),
         ("(git fetch --unshallow) and verify again", []),
-        ("pass --follow-symlinks (follow_symlinks=True) to copy", []),
         ("AIPerf's --num-profile-runs", []),
+        # in backticks, or beside the library's spelling, a flag is still a flag
+        ("register it with `--sign KEY`", ["--sign"]),
+        ("pass --follow-symlinks (follow_symlinks=True) to copy", ["--follow-symlinks"]),
+        ("run `evstore pull` first, or verify with `--remote NAME`", ["--remote"]),
+        ("`evstore pull`, or with --require-available", ["--require-available"]),
     ],
 )
 def test_the_flag_scan_finds_a_flag_put_back(text: str, named: list[str]) -> None:
-    """The scan above is not vacuous: each string the runs wing said in flags is found."""
+    """The scan above is not vacuous: each string the library once said in flags is
+    found, and a command to type is not."""
     assert _speaks_in_flags(text, _cli_flags()) == named
 
 
@@ -270,12 +279,13 @@ def test_set_aside_reason_is_worded_per_caller(
 
     from evidencestore.campaign.protocol import load_campaign
     from evidencestore.campaign.setaside import withdraw_arm
+    from evidencestore.config import Repository
 
     src = protocol_tree(tmp_path, SMALLEST.replace('"h3-lossless"', '"h3"', 1))
     root = tmp_path / "repo"
     assert main(["campaign", "init", "h3", "--protocol", str(src), "--root", str(root)]) == 0
     with pytest.raises(ConfigError, match=r"^reason: say why the arm is withdrawn$"):
-        withdraw_arm(root, load_campaign(root, "h3"), "rank-local", " ", "w")
+        withdraw_arm(Repository(root), load_campaign(root, "h3"), "rank-local", " ", "w")
     capsys.readouterr()
     argv = ["campaign", "withdraw", "h3", "--arm", "rank-local", "--reason", " ", "--record", "w"]
     assert main([*argv, "--root", str(root)]) == 2

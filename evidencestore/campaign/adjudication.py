@@ -60,7 +60,7 @@ from typing import Any
 import msgspec
 
 from .._canonical import canonical
-from ..config import as_repository
+from ..config import Repository, as_repository
 from ..digest import hash_bytes
 from ..errors import EvidenceStoreError
 from ..inventory import EVIDENCE_DIR
@@ -103,11 +103,11 @@ __all__ = [
 _SCORERS: dict[tuple[str, str, str | None], Any] = {}
 
 
-def lpips_scorer(root: str | os.PathLike[str]) -> Any:
-    """The LPIPS scorer pinned in ``root``'s ``evstore.toml`` ``[lpips]``, loaded once per
+def lpips_scorer(repo: Repository) -> Any:
+    """The LPIPS scorer pinned in ``repo``'s ``evstore.toml`` ``[lpips]``, loaded once per
     process (kept by the digests of its weights; a process forked afterwards inherits
     it); raises :class:`EvidenceStoreError` when it cannot be had."""
-    pinned = as_repository(root).config.lpips
+    pinned = repo.config.lpips
     weights = (
         None
         if pinned is None or pinned.backbone is None or pinned.linear is None
@@ -121,7 +121,7 @@ def lpips_scorer(root: str | os.PathLike[str]) -> Any:
             raise EvidenceStoreError(
                 "LPIPS is not available in this installation (evidencestore[lpips])"
             ) from exc
-        scorer = load_configured_scorer(root)
+        scorer = load_configured_scorer(repo)
         if weights:  # loaded once per process: the same weights, by digest
             _SCORERS[weights] = scorer
     return scorer
@@ -253,7 +253,7 @@ class PairInputs(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Judge:
-    """Judges output pairs for one evaluation, reading through ``store``.
+    """Judges output pairs for one evaluation in ``repo``, reading through ``store``.
 
     Each pair's result is memoised by the digests of its inputs (``memo.py``), so a
     later evaluation on any clone whose store holds the memo decodes nothing; within
@@ -271,14 +271,14 @@ class Judge:
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        repo: Repository,
         store: BlobStore,
         memo: Memo | None = None,
         *,
         plan: Callable[[str, str, PairInputs], None] | None = None,
         plan_all: bool = False,
     ) -> None:
-        self.root = as_repository(root).root
+        self.repo = repo
         self.store = store
         self.memo = memo
         self.plan = plan
@@ -453,7 +453,7 @@ class Judge:
     def lpips_key(self, p: PairInputs) -> str | None:
         """The memo key of the LPIPS score of pair ``p`` with the weights pinned in
         ``evstore.toml`` ``[lpips]``; None when none are pinned."""
-        pinned = as_repository(self.root).config.lpips
+        pinned = self.repo.config.lpips
         if pinned is None or pinned.backbone is None or pinned.linear is None:
             return None
         return memo_key(
@@ -509,7 +509,7 @@ class Judge:
 
         self.judged += 1
         if self._scorer is None:
-            self._scorer = lpips_scorer(self.root)
+            self._scorer = lpips_scorer(self.repo)
         ref_src, ref = self.outputs.report(p.reference)
         cand_src, cand = self.outputs.report(p.candidate)
         record = compare_reports(
@@ -639,7 +639,7 @@ def compare_runs(
     judge: Judge | None = None,
 ) -> list[OutputComparison]:
     """Every output pair of two runs of one condition, judged (see module doc)."""
-    judge = judge or Judge(root, store)
+    judge = judge or Judge(as_repository(root), store)
     phases = campaign.protocol.quality.compare_phases
     policy = campaign.protocol.quality.audio_length
     a, b = _outputs(reference, phases, policy), _outputs(candidate, phases, policy)
@@ -664,13 +664,13 @@ def compare_runs(
     ]
 
 
-def _workload_file(root: Path, campaign: Campaign, condition: str) -> Path | None:
+def _workload_file(repo: Repository, campaign: Campaign, condition: str) -> Path | None:
     """The condition's workload.toml; None for a harness's input file (imported runs:
     their outputs are compared as they are, no media expectations)."""
     cond = next(c for c in campaign.protocol.condition if c.name == condition)
     if cond.harness is not None:
         return None
-    return root / EVIDENCE_DIR / campaign.name / cond.workload
+    return repo / EVIDENCE_DIR / campaign.name / cond.workload
 
 
 def repeatability(
@@ -686,11 +686,12 @@ def repeatability(
     runs = [m for m in baseline_runs if m.complete]
     if len(runs) < 2:
         return None
-    wl = _workload_file(as_repository(root).root, campaign, condition)
+    repo = as_repository(root)
+    wl = _workload_file(repo, campaign, condition)
     comparisons = [
         c
         for other in runs[1:]
-        for c in compare_runs(root, store, campaign, runs[0], other, wl, judge=judge)
+        for c in compare_runs(repo, store, campaign, runs[0], other, wl, judge=judge)
     ]
     return Repeatability(
         protocol_digest=campaign.digest,
@@ -778,11 +779,12 @@ def adjudicate(
     ]
     if not judged:
         return None
-    wl = _workload_file(as_repository(root).root, campaign, condition)
+    repo = as_repository(root)
+    wl = _workload_file(repo, campaign, condition)
     comparisons = [
         c
         for m in judged
-        for c in compare_runs(root, store, campaign, reference, m, wl, judge=judge)
+        for c in compare_runs(repo, store, campaign, reference, m, wl, judge=judge)
     ]
     verdict, reasons = _verdict(campaign, condition, repeat, reference, judged, comparisons)
     if campaign.protocol.retrospective:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import as_repository
+from ..config import Repository, as_repository
 from ..errors import EvidenceStoreError
 from ..inventory import load_inventory, read_entry, registration_path
 from ..models import Registration
@@ -103,8 +103,8 @@ def campaign_runs(
 ) -> Members:
     """Every run registered for ``campaign``, sorted by name, each counted or excluded;
     ``base`` is the protected branch the protocol must be on (``history.py``)."""
-    root = as_repository(root)
-    inventory = load_inventory(root)
+    repo = as_repository(root)  # resolved once: everything below is handed this object
+    inventory = load_inventory(repo)
     names = [
         n
         for n, reg in sorted(inventory.registrations.items())
@@ -127,12 +127,12 @@ def campaign_runs(
     }
     out.digests = {n: inventory.registrations[n].digest for n in (*names, *asides)}
     out.history = (
-        verify_history(root.root, campaign.name, [*names, *asides], base=base) if history else None
+        verify_history(repo.root, campaign.name, [*names, *asides], base=base) if history else None
     )
-    keys = campaign.signing_keys(root.root)
+    keys = campaign.signing_keys(repo.root)
     out.signed = bool(keys)
     voids, withdrawals = _set_asides(
-        root.root, campaign, inventory.registrations, asides, names, keys, out
+        repo, campaign, inventory.registrations, asides, names, keys, out
     )
     if out.history is not None:
         out.findings += [Exclusion(run="", code=c, message=m) for c, m in out.history.problems]
@@ -144,7 +144,7 @@ def campaign_runs(
     candidates: list[tuple[str, RunRecord]] = []
     for name in names:
         try:
-            record = load_run(root, name)
+            record = load_run(repo, name)
         except EvidenceStoreError as exc:
             out.excluded.append(Exclusion(run=name, code="unreadable-run", message=str(exc)))
             continue
@@ -192,7 +192,7 @@ def campaign_runs(
         if why is None and out.history is not None:
             why = _history_exclusion(out.history, name, record, campaign.protocol.retrospective)
         if why is None and keys:
-            why = _signature_exclusion(root.root, reg, name, keys, out.signed_run_json_only)
+            why = _signature_exclusion(repo.root, reg, name, keys, out.signed_run_json_only)
         if why is not None:
             out.excluded.append(
                 Exclusion(
@@ -227,10 +227,10 @@ def campaign_runs(
         reg = inventory.registrations[name]
         out.runs.append(Member(name, reg.digest, reg, record))
     if campaign.protocol.quality.repeatability_first and out.history is not None:
-        _repeatability_first(root.root, campaign, out)
+        _repeatability_first(repo.root, campaign, out)
     out.findings += server_changes(out.runs)
     if out.history is not None and out.history.git:
-        out.findings += _deleted_runs(root.root, campaign, inventory.registrations)
+        out.findings += _deleted_runs(repo.root, campaign, inventory.registrations)
     return out
 
 
@@ -331,7 +331,7 @@ def missing_provenance(record: RunRecord, required: Sequence[str]) -> list[str]:
 
 
 def _set_asides(
-    root: Path,
+    repo: Repository,
     campaign: Campaign,
     registrations: dict[str, Registration],
     names: list[str],
@@ -348,7 +348,7 @@ def _set_asides(
     refuse = campaign.protocol.quality.set_aside_after_results == "refuse"
     for bundle in names:
         try:
-            aside = read_set_aside(root, bundle, registrations[bundle])
+            aside = read_set_aside(repo, bundle, registrations[bundle])
         except EvidenceStoreError as exc:
             out.excluded.append(Exclusion(run=bundle, code="unreadable-record", message=str(exc)))
             continue
@@ -387,7 +387,7 @@ def _set_asides(
         if problem is None and keys:
             from .setaside import set_aside_signature_problem
 
-            why = set_aside_signature_problem(root, aside, registrations[bundle], keys)
+            why = set_aside_signature_problem(repo, aside, registrations[bundle], keys)
             if why is not None:
                 problem = (
                     "unsigned-set-aside",
@@ -397,7 +397,9 @@ def _set_asides(
                     ),
                 )
         after = (
-            None if problem is not None else _after_results(root, aside, registrations, runs, out)
+            None
+            if problem is not None
+            else _after_results(repo.root, aside, registrations, runs, out)
         )
         if after is not None and refuse:
             problem = (

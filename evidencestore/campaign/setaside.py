@@ -19,7 +19,6 @@ who cannot sign a run cannot remove one either.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +35,7 @@ from .protocol import Campaign
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from ..config import Repository
     from ..dsse import Envelope
 
 __all__ = [
@@ -71,7 +71,7 @@ class SetAside:
     record: RunVoid | Withdrawal
 
 
-def read_set_aside(root: str | os.PathLike[str], bundle: str, reg: Registration) -> SetAside:
+def read_set_aside(repo: Repository, bundle: str, reg: Registration) -> SetAside:
     """The void or withdrawal record of bundle ``bundle``, checked against its
     registration; :class:`ManifestError` naming the bundle otherwise."""
     kind = reg.manifest.metadata.annotations.get("kind", "")
@@ -80,7 +80,7 @@ def read_set_aside(root: str | os.PathLike[str], bundle: str, reg: Registration)
     entry = next((e for e in reg.manifest.entries if e.path == entry_name), None)
     if entry is None:
         raise ManifestError(f"bundle {bundle!r} (kind {kind}) has no {entry_name} entry")
-    bundle_dir = registration_path(root, bundle).parent
+    bundle_dir = registration_path(repo, bundle).parent
     data = read_entry(bundle_dir, bundle, entry, f"the {kind} record")
     try:
         record: RunVoid | Withdrawal = decode(data, type_)
@@ -90,14 +90,13 @@ def read_set_aside(root: str | os.PathLike[str], bundle: str, reg: Registration)
 
 
 def _register(
-    root: str | os.PathLike[str],
+    repo: Repository,
     name: str,
     kind: str,
     record: RunVoid | Withdrawal,
     signing_key: Ed25519PrivateKey | None,
 ) -> Registration:
     from ..bundle import RepoFile, register_bundle
-    from ..config import as_repository
 
     entry, data = _ENTRIES[kind][0], pretty(record)
     files = {entry: RepoFile(data)}
@@ -105,7 +104,7 @@ def _register(
         envelope = pretty(sign_set_aside(name, entry, data, signing_key))
         files[SIGNATURE_ENTRY] = RepoFile(envelope, media_type=DSSE_MEDIA_TYPE, role="signature")
     return register_bundle(
-        as_repository(root),
+        repo,
         name,
         files=files,
         annotations={"kind": kind, "campaign": record.campaign},
@@ -113,16 +112,17 @@ def _register(
 
 
 def set_aside_signature_problem(
-    root: str | os.PathLike[str], aside: SetAside, reg: Registration, keys: dict[str, Any]
+    repo: Repository, aside: SetAside, reg: Registration, keys: dict[str, Any]
 ) -> str | None:
     """Why the record of ``aside`` is not signed by one of ``keys`` (the protocol's
     pinned keys), or None when it is."""
     from ..dsse import Statement, decode_envelope, first_signer
 
     bundle = aside.bundle
-    entry = VOID_ENTRY if isinstance(aside.record, RunVoid) else WITHDRAWAL_ENTRY
+    void = isinstance(aside.record, RunVoid)
+    entry, verb = (VOID_ENTRY, "void") if void else (WITHDRAWAL_ENTRY, "withdraw")
     entries = {e.path: e for e in reg.manifest.entries}
-    where = registration_path(root, bundle).parent
+    where = registration_path(repo, bundle).parent
     try:
         data = read_entry(where, bundle, entries[entry], f"the {entry} record")
         sig = entries.get(SIGNATURE_ENTRY)
@@ -133,7 +133,7 @@ def set_aside_signature_problem(
     if envelope is None:
         return (
             f"record {bundle!r} is not signed, and the protocol pins signing keys "
-            f"({allowed}): register it with `--sign KEY`"
+            f"({allowed}): register it with `evstore campaign {verb} --sign KEY`"
         )
     try:
         env = decode_envelope(envelope, f"record {bundle!r}: its signature")
@@ -172,7 +172,7 @@ def sign_set_aside(bundle: str, entry: str, data: bytes, key: Ed25519PrivateKey)
 
 
 def void_run(
-    root: str | os.PathLike[str],
+    repo: Repository,
     campaign: Campaign,
     run: str,
     reason: str,
@@ -180,12 +180,13 @@ def void_run(
     *,
     signing_key: Ed25519PrivateKey | None = None,
 ) -> RunVoid:
-    """Register void record ``name`` setting run ``run`` of ``campaign`` aside (signed
-    with ``signing_key`` when given: a campaign with ``[signing]`` needs it)."""
+    """Register void record ``name`` in ``repo``, setting its run ``run`` of ``campaign``
+    aside (signed with ``signing_key`` when given: a campaign with ``[signing]`` needs
+    it)."""
     if not reason.strip():
         raise ConfigError("{reason}: say why the run is set aside", parameters=("reason",))
     try:
-        reg = load_registration(registration_path(root, run))
+        reg = load_registration(registration_path(repo, run))
     except ManifestError as exc:
         raise ConfigError(f"run {run!r}: {exc}") from None
     notes = reg.manifest.metadata.annotations
@@ -198,12 +199,12 @@ def void_run(
         run_digest=reg.digest,
         reason=reason.strip(),
     )
-    _register(root, name, VOID_KIND, record, signing_key)
+    _register(repo, name, VOID_KIND, record, signing_key)
     return record
 
 
 def withdraw_arm(
-    root: str | os.PathLike[str],
+    repo: Repository,
     campaign: Campaign,
     arm: str,
     reason: str,
@@ -211,8 +212,8 @@ def withdraw_arm(
     *,
     signing_key: Ed25519PrivateKey | None = None,
 ) -> Withdrawal:
-    """Register withdrawal record ``name`` withdrawing candidate arm ``arm`` (signed with
-    ``signing_key`` when given)."""
+    """Register withdrawal record ``name`` in ``repo``, withdrawing candidate arm ``arm``
+    (signed with ``signing_key`` when given)."""
     if not reason.strip():
         raise ConfigError("{reason}: say why the arm is withdrawn", parameters=("reason",))
     if campaign.arm(arm).baseline:
@@ -220,5 +221,5 @@ def withdraw_arm(
     record = Withdrawal(
         campaign=campaign.name, protocol_digest=campaign.digest, arm=arm, reason=reason.strip()
     )
-    _register(root, name, WITHDRAWAL_KIND, record, signing_key)
+    _register(repo, name, WITHDRAWAL_KIND, record, signing_key)
     return record

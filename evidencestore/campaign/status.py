@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import msgspec
@@ -200,9 +199,9 @@ def evaluate(
         r.manifest.metadata.annotations.get("evaluation") not in (key, None)
         for r in members.records.values()
     ):  # records registered without --base are held against the evaluation without it
-        plain = evaluate(root, campaign, memo=memo, executor=executor, recheck=recheck)
+        plain = evaluate(repo, campaign, memo=memo, executor=executor, recheck=recheck)
         against.setdefault(plain.key, plain)
-    ev.status = _with_records(ev.status, record_checks(repo.root, members, against))
+    ev.status = _with_records(ev.status, record_checks(repo, members, against))
     return ev
 
 
@@ -289,7 +288,7 @@ _RECORD_TYPES: dict[str, type[StatusRecord | Claim | Adjudication | Repeatabilit
 
 
 def record_checks(
-    root: Path, members: Members, against: dict[str, CampaignEvaluation]
+    repo: Repository, members: Members, against: dict[str, CampaignEvaluation]
 ) -> list[RecordCheck]:
     """Every registered campaign record held against the evaluations ``against`` (by
     key): one carrying an evaluation's key (or a claim carrying one of its cells'
@@ -307,7 +306,7 @@ def record_checks(
     for name, reg in members.records.items():
         mine = reg.manifest.metadata.annotations.get("evaluation") or ""
         ev_of = against.get(mine)
-        bundle_dir = registration_path(root, name).parent
+        bundle_dir = registration_path(repo, name).parent
         for e in reg.manifest.entries:
             folder = e.path.partition("/")[0] if "/" in e.path else e.path
             type_ = _RECORD_TYPES.get(folder)

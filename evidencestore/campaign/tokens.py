@@ -19,9 +19,9 @@ digest): every prompt must have exactly one.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -32,6 +32,9 @@ from ..runs import RunRecord
 from ..runs.streams import CHANNELS, Completion
 from ..storage import BlobStore
 from .models import Verdict
+
+if TYPE_CHECKING:
+    from ..config import Repository
 
 __all__ = [
     "Determinism",
@@ -223,18 +226,17 @@ def determinism(store: BlobStore, runs: Sequence[tuple[str, RunRecord, int]]) ->
     )
 
 
-def determinism_of_runs(root: str | os.PathLike[str], names: Sequence[str]) -> Determinism:
-    """:func:`determinism` over registered runs, each at the concurrency its workload
-    (read, verified, from the local store) declares, or an imported run's harness
-    recorded (``Harness.concurrency``)."""
-    from ..config import local_store
+def determinism_of_runs(repo: Repository, names: Sequence[str]) -> Determinism:
+    """:func:`determinism` over runs registered in ``repo``, each at the concurrency its
+    workload (read, verified, from the local store) declares, or an imported run's
+    harness recorded (``Harness.concurrency``)."""
     from ..runs import load_run
     from ..runs.workload import parse_workload
 
-    store = local_store(root)
+    store = repo.local_store()
     runs = []
     for name in names:
-        record = load_run(root, name)
+        record = load_run(repo, name)
         if record.harness is not None:  # imported: the harness's own concurrency
             if record.harness.concurrency is None:
                 raise EvidenceStoreError(

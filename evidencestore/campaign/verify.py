@@ -59,7 +59,10 @@ def verify_campaign(
     record is what its sealed harness files give (``import-mismatch``); with
     ``records``, that every registered campaign record is what its inputs give
     (``record-mismatch``)."""
-    members = campaign_runs(root, campaign, base=base)
+    from ..config import as_repository
+
+    repo = as_repository(root)  # resolved once: everything below is handed this object
+    members = campaign_runs(repo, campaign, base=base)
     history = members.history
     assert history is not None
     out = CampaignVerification(campaign.name, campaign.digest, history.protocol_commit)
@@ -71,10 +74,9 @@ def verify_campaign(
     if history.problem:
         out.findings.append(Exclusion(run="", code="history", message=history.problem))
     out.findings += members.findings
-    from ..config import local_store
     from ..runs.rederive import import_mismatch
 
-    store = local_store(root)
+    store = repo.local_store()
     for m in members.runs:
         if m.record.harness is not None:  # re-derived from its sealed harness files
             found = import_mismatch(m.registration, m.record, store)
@@ -105,7 +107,7 @@ def verify_campaign(
     if records and members.records:
         from .status import evaluate
 
-        checks = evaluate(root, campaign, base_rev=base).status.records
+        checks = evaluate(repo, campaign, base_rev=base).status.records
         out.findings += [
             Exclusion(run=c.bundle, code="record-mismatch", message=c.message)
             for c in checks

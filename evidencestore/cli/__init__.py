@@ -128,7 +128,7 @@ COMMANDS: dict[str, CommandInfo] = {
     "media": CommandInfo("media", "probe, check and compare media by path or digest"),
     "lpips": CommandInfo("lpips", "authenticated LPIPS scorer weights"),
     "run": CommandInfo(
-        "run", "run a workload against a server and register the run; show or diff runs"
+        "run", "run a workload against a server and register the run; show, diff, determinism"
     ),
     "campaign": CommandInfo(
         "campaign", "campaign protocols, verification, speedup claims and status"

@@ -163,7 +163,8 @@ def _cmd_bundle_create(args: argparse.Namespace) -> int:
     root = repo_root(args)
     planned, warnings = plan_bundle(args.paths, args.external, follow_symlinks=args.follow_symlinks)
     for warning in warnings:
-        print(f"evstore: warning: {warning}", file=sys.stderr)
+        said = warning if isinstance(warning, str) else warning.worded(flag_of)
+        print(f"evstore: warning: {said}", file=sys.stderr)
     limit = root.config.bundle.max_git_file_size
     over = {
         path
@@ -283,10 +284,9 @@ def _rederive_imports(root: Any, report: Any, bundles: list[str] | None) -> Any:
         return report
     import msgspec
 
-    from ..config import local_store
     from ..runs.rederive import import_mismatches
 
-    found = import_mismatches(root, local_store(root), imported, skip=broken)
+    found = import_mismatches(root, root.local_store(), imported, skip=broken)
     if not found:
         return report
     return msgspec.structs.replace(report, ok=False, findings=(*report.findings, *found))
@@ -300,7 +300,6 @@ def _registration_bytes(root: Path, name: str) -> bytes:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from ..config import local_store
     from ..inventory import load_inventory
     from ..verify import verify_repository
     from ..verify.render import (
@@ -356,7 +355,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         report = verify_repository(
             root,
             bundles=args.bundle or None,
-            store=local_store(root),
+            store=root.local_store(),
             require_available=args.require_available or mode == "error",
             base=args.base,
             remote_checker=checker,
@@ -387,6 +386,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         prefix=worktree_prefix(root.root)
         if args.github or os.environ.get("GITHUB_ACTIONS")
         else "",
+        name=flag_of,
     )
     if json_to is not None:
         from .._canonical import pretty

@@ -17,8 +17,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 WIDTH = "100"
-#: ``run`` parses its own sub-commands (``run show`` ...), not through argparse groups.
-_RUN_COMMANDS = ("show", "diff", "determinism")
 
 _HEADER = """\
 # CLI reference
@@ -59,8 +57,9 @@ def _paths() -> Iterator[list[str]]:
         for name, sub in groups(parser):
             yield [*path, name]
             yield from walk(sub, [*path, name])
-            if [*path, name] == ["run"]:
-                yield from (["run", c] for c in _RUN_COMMANDS)
+            # a command that parses its own subcommands (``run show`` ...) lists them
+            # on its parser, not as argparse groups
+            yield from ([*path, name, c] for c in sub.get_default("subcommands") or ())
 
     yield from walk(build_parser(), [])
 

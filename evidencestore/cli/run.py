@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..errors import ConfigError
@@ -45,16 +46,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def register(commands: Commands) -> None:
-    """Register this group's subcommands."""
-    commands.add(
+    """Register this group's subcommands: ``run`` and, as the parser's ``subcommands``
+    default (what ``cli/reference.py`` documents), the names it dispatches on."""
+    usages = " | ".join(f"run {name} {usage}" for name, (usage, _, _) in _SUBCOMMANDS.items())
+    p = commands.add(
         "run",
         _dispatch,
         [arg("argv", nargs=argparse.REMAINDER)],
-        description="evstore run WORKLOAD --arm NAME --server URL ... | run show BUNDLE | "
-        "run diff A B (see `evstore run WORKLOAD -h`, `evstore run show -h`)",
+        description=f"evstore run WORKLOAD --arm NAME --server URL ... | {usages} "
+        "(see `evstore run WORKLOAD -h`, `evstore run show -h`)",
         prefix_chars="\x00",
         add_help=False,
     )
+    p.set_defaults(subcommands=tuple(_SUBCOMMANDS))
 
 
 def _parser(prog: str, description: str, arguments: list[Adder]) -> _Parser:
@@ -151,18 +155,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     argv: list[str] = list(args.argv)
     verbosity = getattr(args, "verbosity", 0)
     if not argv:
-        _run_parser().error("the following arguments are required: WORKLOAD (or show / diff)")
+        _run_parser().error(
+            f"the following arguments are required: WORKLOAD (or {' / '.join(_SUBCOMMANDS)})"
+        )
     head = argv[0]
-    parser, func = (
-        (_show_parser(), _show)
-        if head == "show"
-        else (_diff_parser(), _diff)
-        if head == "diff"
-        else (_determinism_parser(), _determinism)
-        if head == "determinism"
-        else (_run_parser(), _run)
-    )
-    rest = argv[1:] if head in ("show", "diff", "determinism") else argv
+    if head in _SUBCOMMANDS:
+        _, make, func = _SUBCOMMANDS[head]
+        parser, rest = make(), argv[1:]
+    else:
+        parser, func, rest = _run_parser(), _run, argv
     try:
         ns = parser.parse_args(rest)
     except SystemExit as exc:  # -h
@@ -389,3 +390,12 @@ def _diff(args: argparse.Namespace) -> int:
     for d in diffs:
         print(f"  {d.section} {d.key}: {json.dumps(d.a)} -> {json.dumps(d.b)}")
     return EXIT_FAILED if diffs else EXIT_OK
+
+
+#: ``run``'s own subcommands, the one list: name -> (usage, parser, handler). Any other
+#: first argument is a workload (a workload file named like one is given as ``./show``).
+_SUBCOMMANDS: dict[str, tuple[str, Callable[[], _Parser], Callable[[argparse.Namespace], int]]] = {
+    "show": ("BUNDLE", _show_parser, _show),
+    "diff": ("A B", _diff_parser, _diff),
+    "determinism": ("RUN...", _determinism_parser, _determinism),
+}

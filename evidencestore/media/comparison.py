@@ -716,6 +716,10 @@ def compare(
     audio_length: LengthPolicy = "exact",
 ) -> ComparisonRecord:
     """Compare ``reference`` and ``candidate`` (``FILE|DIGEST`` each); see module doc."""
+    if root is not None:  # the repository resolved once, for both digests
+        from ..config import as_repository
+
+        root = as_repository(root)
     ref_source = resolve(reference, root)
     cand_source = resolve(candidate, root)
     ref = analyse(ref_source)

@@ -203,7 +203,8 @@ def import_hint() -> str:
     return (
         "import the weights with `evstore lpips import --backbone "
         f".../{TORCHVISION_BACKBONE_NAME}` (torchvision's AlexNet file, e.g. "
-        f"{default_backbone_path()}; --linear defaults to lpips's weights/v0.1/alex.pth)"
+        f"{default_backbone_path()}; the linear weights default to lpips's "
+        "weights/v0.1/alex.pth)"
     )
 
 

@@ -212,7 +212,7 @@ def _bundle(
 
 
 def render_campaign(
-    root: str | os.PathLike[str],
+    repo: Repository,
     name: str,
     *,
     evaluated: tuple[Any, Any] | None = None,
@@ -230,8 +230,8 @@ def render_campaign(
     from .campaign import render_campaign_status_html
 
     if evaluated is None:
-        campaign = load_campaign(root, name)
-        evaluation = evaluate(root, campaign, base_rev=base_rev)
+        campaign = load_campaign(repo, name)
+        evaluation = evaluate(repo, campaign, base_rev=base_rev)
     else:
         campaign, evaluation = evaluated
     records = [

@@ -131,7 +131,8 @@ def import_mismatches(
     skip: set[str] | frozenset[str] = frozenset(),
 ) -> list[Finding]:
     """An ``import-mismatch`` finding for every imported run of ``repo`` (resolved by
-    the entry point: nothing here walks up to another repository), or of ``bundles``, whose record its sealed harness files do not give; bundles in ``skip``
+    the entry point: nothing here walks up to another repository), or of ``bundles``,
+    whose record its sealed harness files do not give; bundles in ``skip``
     (already found broken) are left to their findings, and so are those whose sealed
     files are not all in ``store`` (verify reports them unavailable, an error with
     ``--require-available``)."""

@@ -79,10 +79,13 @@ def _one_thread() -> None:
 
 
 def _work(root: str, encoded: bytes, fresh: bool) -> dict[str, str]:
-    """In a worker process: compute one chunk (tasks as JSON)."""
+    """In a worker process: compute one chunk (tasks as JSON) in the repository the
+    parent resolved (``root``, taken as given: never walked up from again)."""
+    from ..config import Repository
+
     _one_thread()
     tasks = msgspec.json.decode(encoded, type=list[Task])
-    return compute(root, tasks, fresh=fresh)
+    return compute(Repository(root), tasks, fresh=fresh)
 
 
 def run_tasks(
@@ -148,7 +151,7 @@ def _share_scorer(repo: Repository) -> int:
     threads = int(torch.get_num_threads())
     torch.set_num_threads(1)
     with contextlib.suppress(EvidenceStoreError):
-        lpips_scorer(repo.root)
+        lpips_scorer(repo)
     return threads
 
 

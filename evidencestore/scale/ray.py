@@ -32,15 +32,17 @@ __all__ = ["RayExecutor"]
 
 
 def _chunk(root: str, encoded: bytes) -> tuple[dict[str, str], dict[str, bytes]]:
-    """On a Ray worker: compute one chunk; (failed, key -> stored bytes). A task holds
-    one of Ray's CPUs, so it decodes on one thread."""
+    """On a Ray worker: compute one chunk in the repository the driver resolved
+    (``root``, taken as given); (failed, key -> stored bytes). A task holds one of Ray's
+    CPUs, so it decodes on one thread."""
+    from ..config import Repository
     from ..media.decode import set_decode_threads
 
     set_decode_threads(False)
     tasks = msgspec.json.decode(encoded, type=list[Task])
     with tempfile.TemporaryDirectory(prefix="evstore-ray-") as tmp:
         scratch = Memo(MemoryBlobStore(), tmp)
-        failed = compute(root, tasks, memo=scratch)
+        failed = compute(Repository(root), tasks, memo=scratch)
         out = {}
         for t in tasks:
             data = scratch.stored(t.key)

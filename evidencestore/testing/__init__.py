@@ -43,10 +43,11 @@ def assert_bundle(
     """
     __tracebackhide__ = True  # pytest shows the finding, not this helper's source
     if report is None:
-        from ..config import local_store
+        from ..config import as_repository
         from ..verify import verify_repository
 
-        report = verify_repository(root, store=store or local_store(root))
+        repo = as_repository(root)
+        report = verify_repository(repo, store=store or repo.local_store())
     mine = [b for b in report.bundles if b.name == name]
     if not mine:
         import difflib

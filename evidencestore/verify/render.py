@@ -101,7 +101,11 @@ def _entry_lines(registration_file: Path) -> dict[str, int]:
 
 
 class View:
-    """What a report shows: per-bundle status and findings with their locations."""
+    """What a report shows: per-bundle status and findings with their locations.
+
+    Where it tells the reader what to pass to ``verify_repository`` it names the
+    parameter as ``name`` words it: the parameter itself by default, the flag for the
+    CLI (``flag_of``)."""
 
     def __init__(
         self,
@@ -111,8 +115,10 @@ class View:
         *,
         unavailable: UnavailableMode = "summary",
         prefix: str = "",
+        name: Callable[[str], str] | None = None,
     ) -> None:
         self.report = report
+        self.name = name or (lambda parameter: parameter)
         self.root = root
         self.prefix = prefix
         self.mode = unavailable
@@ -177,8 +183,8 @@ class View:
         return (
             f"{plural(len(self.hidden), 'store entry', 'store entries')} of "
             f"{plural(bundles, 'bundle')} ({size} bytes) are not in the local store and "
-            "were not checked: run `evstore pull` first, or verify with `--remote NAME` "
-            "or `--require-available`"
+            f"were not checked: run `evstore pull` first, or verify with {self.name('remote')} "
+            f"NAME or {self.name('require_available')}"
         )
 
     def totals_line(self) -> str:

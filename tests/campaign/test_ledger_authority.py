@@ -165,6 +165,34 @@ def test_forged_record_blocks_an_accepted_campaign(
     assert [c["conclusion"] for c in status["cells"]] == ["qualified", "qualified"]
 
 
+def test_campaign_verify_resolves_a_subfolder_once(
+    honest: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``verify_campaign`` handed a plain subfolder of the repository: the repository is
+    found once, by the one rule, and handed to the ledger, the store, the evaluation and
+    the evaluation without ``base`` that a record registered without one is held against;
+    nothing below walks up again or reads ``evstore.toml`` twice."""
+    from helpers.walks import walks_and_reads
+
+    from evidencestore.campaign.protocol import load_campaign
+    from evidencestore.campaign.verify import verify_campaign
+
+    root = _copy(honest, tmp_path)
+    assert _status(capsys, root, "--register", "st-1")[0] == 0
+    commit(root, "a status record")
+    sub = root / "notes"
+    sub.mkdir()
+    campaign = load_campaign(root, CAMPAIGN)
+    walks, reads = walks_and_reads(monkeypatch)
+    result = verify_campaign(sub, campaign, base="main")
+    assert (walks, reads) == ([sub], [root])
+    assert result.findings == [] and sorted(result.runs) == NAMES
+    assert not (sub / ".evstore").exists() and list(sub.iterdir()) == []
+
+
 def test_backdated_copy_never_evicts_the_honest_run(
     honest: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -321,6 +349,7 @@ def test_unsigned_set_asides_take_no_effect_in_a_signed_campaign(
         "wd": "unsigned-set-aside",
     }
     assert "record 'void-c1' is not signed" in got["void-c1"][1]
+    assert "register it with `evstore campaign void --sign KEY`" in got["void-c1"][1]
     assert "no signature of its envelope verifies with a key the protocol pins" in got["wd"][1]
     assert sorted(result["runs"]) == NAMES and result["voided"] == []
     assert _claim(capsys, root) == before  # nothing removed: the same claim

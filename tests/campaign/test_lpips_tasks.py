@@ -219,7 +219,8 @@ def test_forked_workers_share_the_scorer_loaded_once(
     pair = scores[0].pair
     assert pair is not None
     turned = msgspec.structs.replace(pair, reference=pair.candidate, candidate=pair.reference)
-    key = adjudication.Judge(w, as_repository(w).local_store()).lpips_key(turned)
+    repo = as_repository(w)
+    key = adjudication.Judge(repo, repo.local_store()).lpips_key(turned)
     assert key is not None
     other = msgspec.structs.replace(scores[0], key=key, pair=turned)
     assert len(chunks([*scores, other])) == 2

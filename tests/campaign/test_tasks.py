@@ -16,17 +16,23 @@ pytest.importorskip("cryptography")
 from helpers.remotes import run, set_remotes
 from helpers.scale_campaign import NAME, clone, count, records
 
+import evidencestore.config as config_module
 from evidencestore.campaign.memo import kept_bytes
 from evidencestore.campaign.protocol import load_campaign
 from evidencestore.campaign.results import find, publish
 from evidencestore.campaign.status import evaluate
 from evidencestore.campaign.tasks import Task, plan, shard
+from evidencestore.config import Repository
 from evidencestore.dsse import generate_key, load_private_key
 from evidencestore.scale.local import LocalProcesses
 from evidencestore.storage import LocalBlobStore
 from evidencestore.testing.interleave import Interleaving
 
 _clone, _count, _records = clone, count, records
+
+
+def _no_walking_up(*args: object) -> Path:
+    raise AssertionError(f"find_root called with {args}: a resolved repository walked up")
 
 
 def _truth(author: Path, tmp_path: Path) -> bytes:
@@ -198,7 +204,11 @@ def test_a_result_signed_by_an_unpinned_key_does_not_count(
     assert [f.signer for f in found[target.key]] == [None]
 
 
-def test_jobs_give_the_records_of_one_process(scale_author: Path, tmp_path: Path) -> None:
+def test_jobs_give_the_records_of_one_process(
+    scale_author: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Worker processes compute the records one process does, in the repository the
+    parent resolved: a forked worker that walked up from its root again would fail."""
     one = _clone(scale_author, tmp_path / "one")
     two = _clone(scale_author, tmp_path / "two")
     set_remotes(one, origin={"url": str(tmp_path / "bare1")})
@@ -210,7 +220,10 @@ def test_jobs_give_the_records_of_one_process(scale_author: Path, tmp_path: Path
     )
     set_remotes(two, origin={"url": str(tmp_path / "bare2")})
     a = evaluate(one, load_campaign(one, NAME))
-    b = evaluate(two, load_campaign(two, NAME), executor=LocalProcesses(2))
+    campaign = load_campaign(two, NAME)
+    with monkeypatch.context() as m:
+        m.setattr(config_module, "find_root", _no_walking_up)
+        b = evaluate(Repository(two), campaign, executor=LocalProcesses(2))
     assert a.computed == b.computed == _count(scale_author)
     assert b.decoded == 0  # every task ran in the worker processes
     assert _records(a) == _records(b)

@@ -45,7 +45,18 @@ def test_unavailable_entries_collapse_into_one_notice(
     assert not [ln for ln in lines if ln.startswith("::warning")]
     [notice] = [ln for ln in lines if ln.startswith("::notice")]
     assert "30 store entries of 1 bundle (3000 bytes) are not in the local store" in notice
-    assert "evstore pull" in notice and "--require-available" in notice
+    assert "evstore pull" in notice and "--remote NAME or --require-available" in notice
+    # the library's view words the same notice in its parameters: the CLI words its flags
+    from evidencestore.config import Repository
+    from evidencestore.verify import verify_repository
+    from evidencestore.verify.render import RegisteredEntries, View
+
+    report = verify_repository(tmp_path, store=Repository(tmp_path).local_store())
+    view = View(report, tmp_path, RegisteredEntries.on_disk(report, tmp_path))
+    said = view.unavailable_notice()
+    assert said is not None and said.endswith(
+        "run `evstore pull` first, or verify with remote NAME or require_available"
+    )
 
     code, out, _ = _run(capsys, "verify", "--root", str(tmp_path), "--github", "--unavailable=each")
     assert code == 0 and len([ln for ln in out.splitlines() if ln.startswith("::warning")]) == 30

@@ -29,6 +29,29 @@ def test_every_command_has_its_section() -> None:
     assert "--base REV" in section and "-o OUT.html, --output OUT.html" in section
 
 
+def test_runs_own_subcommands_are_one_list(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run`` dispatches on its own subcommands; the page documents exactly those, and
+    its usage error names every one: a subcommand added to the one list is documented
+    and named without a second list to keep in step."""
+    from evidencestore.cli import main, run
+
+    names = tuple(run._SUBCOMMANDS)
+    assert names == ("show", "diff", "determinism")
+    top = next(a for a in build_parser()._actions if a.dest == "command").choices  # type: ignore[attr-defined]
+    assert top["run"].get_default("subcommands") == names
+    assert [p[1] for p in reference._paths() if p[0] == "run" and len(p) == 2] == list(names)
+    assert main(["run"]) == 2
+    assert "WORKLOAD (or show / diff / determinism)" in capsys.readouterr().err
+    extra = ("bogus", ("X", run._show_parser, run._show))
+    monkeypatch.setattr(run, "_SUBCOMMANDS", dict([*run._SUBCOMMANDS.items(), extra]))
+    assert [p[1] for p in reference._paths() if p[0] == "run" and len(p) == 2] == [
+        *names,
+        "bogus",
+    ]
+
+
 def test_a_changed_option_is_drift(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

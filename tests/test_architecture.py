@@ -336,11 +336,6 @@ def _package_imports(path: Path, name: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-# The one import of the face left: runs/recorder.py's __version__, which goes with the
-# runs/ restructure (issue 33 item 11, on its own branch).
-_FACE_IMPORTERS_LEFT: set[str] = set()
-
-
 def test_the_face_stands_above_every_layer() -> None:
     """No module imports the package's ``__init__`` (``from .. import __version__``,
     ``import evidencestore``); importing a submodule through it (``from .. import
@@ -356,7 +351,7 @@ def test_the_face_stands_above_every_layer() -> None:
             )
             if face:
                 found.add(name)
-    assert found == _FACE_IMPORTERS_LEFT
+    assert found == set()
 
 
 def test_cli_groups_import_only_cli_common() -> None:

@@ -120,6 +120,8 @@ def token_auth_proxy(
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+    from evidencestore.testing.http import serving
+
     basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
     class Handler(BaseHTTPRequestHandler):
@@ -177,11 +179,5 @@ def token_auth_proxy(
         do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_PATCH = _handle
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server, threading.Event()):
         yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("aiohttp")
 
 from evidencestore.runs.transport import ControlAnswer, get_once
+from evidencestore.testing.http import serving
 
 LIMIT = 1000
 
@@ -42,13 +43,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(httpd, threading.Event()):
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def test_a_redirect_is_an_answer_not_followed(server: str) -> None:

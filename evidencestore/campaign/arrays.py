@@ -6,7 +6,8 @@ dtype, shape and every byte agree; otherwise the record gives the maximum absolu
 difference, the RMS difference (both in float64) and the number of differing elements
 (``NaN`` equals ``NaN`` bitwise, so only bytes decide). Arrays of different dtype or
 shape are not measured. ``.npy`` and ``.npz`` are read with ``allow_pickle=False``;
-safetensors needs the ``safetensors`` package, and its absence is said, not guessed
+safetensors needs the ``safetensors`` package (the ``campaign`` extra installs it); its
+absence is said, not guessed
 around. numpy is imported lazily.
 """
 

@@ -79,12 +79,16 @@ def test_bad_array_files_are_refused() -> None:
         load_arrays("pickled.npy", obj.getvalue())  # pickles are never loaded
 
 
-def test_safetensors_when_installed() -> None:
-    st = pytest.importorskip("safetensors.numpy")
-    a = st.save({"t": np.arange(4, dtype=np.float32)})
-    b = st.save({"t": np.array([0, 1, 2, 4], dtype=np.float32)})
-    (c,) = compare_array_files("o.safetensors", a, b)
-    assert c.name == "o.safetensors:t" and c.differing == 1
+def test_safetensors_outputs_compare_tensor_by_tensor() -> None:
+    from safetensors.numpy import save  # the campaign extra installs it
+
+    a = save({"t": np.arange(4, dtype=np.float32), "u": np.zeros(2, dtype=np.int8)})
+    b = save({"t": np.array([0, 1, 2, 4], dtype=np.float32), "u": np.zeros(2, dtype=np.int8)})
+    t, u = compare_array_files("o.safetensors", a, b)
+    assert (t.name, t.differing, t.equal) == ("o.safetensors:t", 1, False)
+    assert (u.name, u.differing, u.equal) == ("o.safetensors:u", 0, True)
+    with pytest.raises(MediaError, match=r"^o\.safetensors: not a readable array file"):
+        compare_array_files("o.safetensors", a, b"not a safetensors file")
 
 
 def test_arrays_decide_adjudication_of_recorded_runs(tmp_path: Path) -> None:

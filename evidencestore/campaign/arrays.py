@@ -7,8 +7,7 @@ difference, the RMS difference (both in float64) and the number of differing ele
 (``NaN`` equals ``NaN`` bitwise, so only bytes decide). Arrays of different dtype or
 shape are not measured. ``.npy`` and ``.npz`` are read with ``allow_pickle=False``;
 safetensors needs the ``safetensors`` package (the ``campaign`` extra installs it); its
-absence is said, not guessed
-around. numpy is imported lazily.
+absence is said, not guessed around. numpy is imported lazily.
 """
 
 from __future__ import annotations

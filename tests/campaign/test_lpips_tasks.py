@@ -19,6 +19,7 @@ pytest.importorskip("torch")
 pytest.importorskip("lpips")
 
 from helpers.campaigns import commit, git, init_git_repo, protocol_text, write_protocol
+from helpers.fresh import rerun_fresh
 from helpers.remotes import run, set_remotes
 
 from evidencestore.campaign.protocol import load_campaign
@@ -190,7 +191,7 @@ def test_without_pinned_weights_the_pair_is_unavailable(author: Path, tmp_path: 
 
 
 def test_forked_workers_share_the_scorer_loaded_once(
-    author: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    author: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """LPIPS tasks in worker processes: the scorer is loaded once, in the process that
     forks them (not once per worker), torch's thread count there is left as it was,
@@ -208,8 +209,8 @@ def test_forked_workers_share_the_scorer_loaded_once(
     from evidencestore.config import as_repository
     from evidencestore.scale.local import chunks, run_tasks
 
-    if not can_fork():
-        pytest.skip("this process cannot fork (threads running): workers are spawned")
+    if not can_fork():  # an earlier test's thread lives on: fork in a fresh process
+        return rerun_fresh(request)
     w = _clone(author, tmp_path / "w")
     campaign = load_campaign(w, NAME)
     assert compute(w, plan(w, campaign).tasks) == {}

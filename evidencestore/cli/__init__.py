@@ -7,6 +7,7 @@ error (``evstore media`` adds 3 INCONCLUSIVE and 4 UNAVAILABLE).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -287,14 +288,18 @@ def _run(args: argparse.Namespace) -> int:
     """Run the command with stdout guarded: a reader that goes away (``| head -1``)
     drops the rest of the output, never the command's exit code."""
     saved = sys.stdout
-    guarded = GuardedStream(saved)
-    sys.stdout = guarded
-    try:
-        code: int = args.func(args)
-        guarded.flush()
-    finally:
-        sys.stdout = saved
-        _LAST.gone = guarded.reader.gone
+    with contextlib.ExitStack() as stack:
+        if saved is None:  # started with stdout closed (`>&-`): every write is dropped
+            guarded = GuardedStream(stack.enter_context(open(os.devnull, "w")), gone=True)
+        else:
+            guarded = GuardedStream(saved)
+        sys.stdout = guarded
+        try:
+            code: int = args.func(args)
+            guarded.flush()
+        finally:
+            sys.stdout = saved
+            _LAST.gone = guarded.reader.gone and saved is not None
     return code
 
 

@@ -135,9 +135,10 @@ class GuardedStream:
     :class:`BrokenPipeError`: the command runs on to its verdict and its exit code,
     whatever the reader kept."""
 
-    def __init__(self, stream: Any, reader: _Reader | None = None) -> None:
+    def __init__(self, stream: Any, reader: _Reader | None = None, *, gone: bool = False) -> None:
         self._stream = stream
         self.reader = reader or _Reader()
+        self.reader.gone = self.reader.gone or gone  # gone: no reader from the start
         self._buffer: GuardedStream | None = None
 
     def _guard(self, call: Callable[..., Any], *args: Any) -> None:

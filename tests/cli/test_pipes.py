@@ -88,6 +88,22 @@ def test_verify_of_tampered_evidence_exits_1_through_a_closed_pipe(
     assert _piped(["-v", "verify", "--root", intact], lines=lines)[0] == 0
 
 
+def test_verify_with_stdout_closed_from_the_start_exits_with_its_verdict(
+    tampered: tuple[str, str],
+) -> None:
+    """``evstore verify >&-``: no stdout at all (Python's ``sys.stdout`` is None), the
+    verdict's code all the same, and nothing said on stderr but the findings' summary."""
+    intact, bad = tampered
+    for root, code in ((bad, 1), (intact, 0)):  # the intact twin: the code is the verdict
+        done = subprocess.run(
+            ["sh", "-c", '"$0" -m evidencestore verify --root "$1" >&-', sys.executable, root],
+            capture_output=True,
+            env=_ENV,
+        )
+        assert done.returncode == code, done.stderr.decode()
+        assert b"internal error" not in done.stderr and b"Traceback" not in done.stderr
+
+
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A registered campaign with no run: status NOT_ACCEPTED and every claim refused."""

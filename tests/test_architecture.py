@@ -407,3 +407,25 @@ def test_tests_mirror_the_package() -> None:
         assert not (directory / "__init__.py").exists(), f"tests/{rel}/__init__.py"
     names = [p.name for p in files]
     assert sorted(n for n in set(names) if names.count(n) > 1) == []
+
+
+def _fixture_names(path: Path) -> set[str]:
+    return {
+        node.name
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef)
+        and any("fixture" in ast.unparse(d) for d in node.decorator_list)
+    }
+
+
+def test_no_test_file_redefines_a_shared_fixture() -> None:
+    """A fixture ``tests/conftest.py`` defines means one thing everywhere: no test file
+    or helper defines its own under that name."""
+    shared = _fixture_names(paths.TESTS / "conftest.py")
+    assert {"repo", "video_server", "llm_server"} <= shared
+    clashes = {
+        str(p.relative_to(paths.TESTS)): sorted(_fixture_names(p) & shared)
+        for p in sorted(paths.TESTS.rglob("*.py"))
+        if p.name != "conftest.py" and "data" not in p.relative_to(paths.TESTS).parts
+    }
+    assert {k: v for k, v in clashes.items() if v} == {}

@@ -200,15 +200,16 @@ def _run(args: argparse.Namespace) -> int:
         "condition": args.condition,
         "signing_key": key,
     }
-    from ..runs.launch import launch_prepared, parse_command, server_command
+    from ..runs.launch import launch_prepared, parse_command
 
     command = parse_command(args.launch) if args.launch else None
-    # One pre-flight (the workload loaded once), then launch the server if the run names
-    # one (--launch, or the workload's [server] command), else run against --server.
-    prepared = preflight(root, args.workload, **given)
+    # One pre-flight (the workload loaded once, the server to launch checked), then
+    # launch the server if the run names one (--launch, or the workload's [server]
+    # command), else run against --server.
+    prepared = preflight(root, args.workload, command=command, launch=None, **given)
     with progress_line(args) as line:
-        if server_command(prepared.loaded, command) is not None:
-            registration, record = launch_prepared(prepared, command=command, observer=line)
+        if prepared.launch is not None:
+            registration, record = launch_prepared(prepared, observer=line)
         else:
             registration, record = run_prepared(prepared, observer=line)
     return _ran(registration, record, name)

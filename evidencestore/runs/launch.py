@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 from .._keywords import check_keywords
-from ..errors import ConfigError, WorkloadError
+from ..errors import ConfigError
 from ..models import Registration
 from ..progress import Observer, Tick
 from .models import Exchange, LaunchedServer, RunRecord, ServerIdentity, ServerSection
@@ -37,9 +37,8 @@ from .transport import CONTROL_MAX, get_once
 
 if TYPE_CHECKING:
     from .preflight import Prepared, RunOptions
-    from .workload import LoadedWorkload
 
-__all__ = ["MAX_SERVER_LOG", "launch_and_run", "launch_prepared", "parse_command", "server_command"]
+__all__ = ["MAX_SERVER_LOG", "launch_and_run", "launch_prepared", "parse_command"]
 
 #: The most of a launched server's log kept (its tail beyond that is cut, and said so).
 MAX_SERVER_LOG = 256 << 20
@@ -231,43 +230,40 @@ def launch_and_run(
 
     # Everything the run needs is checked, and the run opened, before the server starts.
     prepared = preflight(
-        as_repository(root), workload_path, arm=arm, server=server, name=name, **options
+        as_repository(root),
+        workload_path,
+        arm=arm,
+        server=server,
+        name=name,
+        command=command,
+        launch=True,
+        **options,
     )
-    return launch_prepared(prepared, command=command, observer=observer)
-
-
-def server_command(loaded: LoadedWorkload, command: Sequence[str] | None) -> tuple[str, ...] | None:
-    """The server a run launches: ``command``, else the workload's ``[server] command``;
-    None when neither names one (the server is already running)."""
-    if command:
-        return tuple(command)
-    section = loaded.workload.server
-    return section.command if section is not None and section.command else None
+    return launch_prepared(prepared, observer=observer)
 
 
 def launch_prepared(
-    prepared: Prepared,
-    *,
-    command: Sequence[str] | None,
-    observer: Observer | None = None,
+    prepared: Prepared, *, observer: Observer | None = None
 ) -> tuple[Registration, RunRecord]:
     """:func:`launch_and_run` for a run that passed its pre-flight
-    (``preflight.preflight``)."""
+    (``preflight.preflight``, which checked the server it starts: ``prepared.launch``).
+    An error before the run is sealed abandons it (nothing registered, nothing left
+    open)."""
+    try:
+        return _launch(prepared, observer)
+    except BaseException:
+        prepared.recorder.abandon()
+        raise
+
+
+def _launch(prepared: Prepared, observer: Observer | None) -> tuple[Registration, RunRecord]:
     from .runner import run_prepared
 
     loaded, recorder, base = prepared.loaded, prepared.recorder, prepared.base
-    wl_path = loaded.path
     section = loaded.workload.server or ServerSection()
-    argv = server_command(loaded, command)
-    if not argv:
-        raise WorkloadError(
-            f'workload {wl_path}: no server to launch: give {{command}} "CMD ..." or '
-            "[server] command = [...]",
-            parameters=("command",),
-        )
-    cwd = (wl_path.absolute().parent / section.cwd) if section.cwd else Path.cwd()
-    if not cwd.is_dir():
-        raise WorkloadError(f"workload {wl_path}: [server] cwd {section.cwd!r}: not a directory")
+    if prepared.launch is None:
+        raise ConfigError("no server to launch: prepare the run with preflight(..., launch=True)")
+    argv, cwd = prepared.launch.argv, prepared.launch.cwd
     health = base + loaded.workload.endpoint.health_path
     label = f"run {recorder.requested_name}"
     with tempfile.TemporaryDirectory(prefix="evstore-server-") as tmp:

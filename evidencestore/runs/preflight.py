@@ -5,9 +5,10 @@ run``, ``evstore run --launch`` (before the server is even started) and the libr
 In order: the server URL; the workload, every value and input file of it (``workload.py``);
 the configuration files and server logs by the one file-reading rule (``confined.py``);
 the campaign's rules (condition, arm, workload digest, declared configuration files:
-``fit.CampaignRules``; then who may sign its runs: ``fit.check_signer``); then the run
-is opened (``RunRecorder``: the name checked free, the workload stored). An error raises
-and registers nothing. The recorder returned is the run's: the runner records into it,
+``fit.CampaignRules``; then who may sign its runs: ``fit.check_signer``); for a run that
+starts its server, the server it starts (its command and ``[server] cwd``:
+:class:`ServerLaunch`); then the run is opened (``RunRecorder``: the name checked free,
+the workload stored). An error raises, registers nothing and leaves nothing open. The recorder returned is the run's: the runner records into it,
 and a launched server that never gets ready seals it as the failed run it is.
 """
 
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 
 from .._keywords import check_keywords
 from ..confined import MAX_CONTROL_FILE, MAX_LOG_FILE, check_file
-from ..errors import ConfigError
+from ..errors import ConfigError, WorkloadError
 from .fit import CampaignRules, check_signer
 from .recorder import RunRecorder
 from .workload import LoadedWorkload, load_workload
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from ..config import Repository
     from ..storage import LocalBlobStore
 
-__all__ = ["Prepared", "RunOptions", "check_server_url", "preflight"]
+__all__ = ["Prepared", "RunOptions", "ServerLaunch", "check_server_url", "preflight"]
 
 
 class RunOptions(TypedDict, total=False):
@@ -54,15 +55,25 @@ class RunOptions(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
+class ServerLaunch:
+    """The server a run starts itself: its argv (no shell) and working directory."""
+
+    argv: tuple[str, ...]
+    cwd: Path
+
+
+@dataclass(frozen=True)
 class Prepared:
     """A run that passed its pre-flight: the server's base URL, the workload, the files
-    to attach, and the run's recorder (opened; nothing registered yet)."""
+    to attach, the run's recorder (opened; nothing registered yet) and the server it
+    starts (None: the server is running already)."""
 
     base: str
     loaded: LoadedWorkload
     configs: tuple[str | os.PathLike[str], ...]
     server_logs: tuple[str | os.PathLike[str], ...]
     recorder: RunRecorder
+    launch: ServerLaunch | None = None
 
 
 def check_server_url(url: str) -> str:
@@ -88,9 +99,13 @@ def preflight(
     arm: str,
     server: str,
     name: str,
+    command: Sequence[str] | None = None,
+    launch: bool | None = False,
     **options: Unpack[RunOptions],
 ) -> Prepared:
-    """Check everything a run is given and open it (see the module)."""
+    """Check everything a run is given and open it (see the module). ``launch``: False,
+    the server is running already; True, the run starts it (``command``, else the
+    workload's ``[server] command``); None, it does when either names one."""
     check_keywords("preflight", options, RunOptions)
     configs = options.get("configs", ())
     server_logs = options.get("server_logs", ())
@@ -123,6 +138,7 @@ def preflight(
             campaign, workload_path, loaded, arm, condition, configs, protocol_digest
         )
         check_signer(campaign, repo.root, options.get("signing_key"))
+    started = _server_launch(loaded, command, launch)
     recorder = RunRecorder(
         repo,
         name,
@@ -136,7 +152,33 @@ def preflight(
         condition=condition,
         signing_key=options.get("signing_key"),
     )
-    return Prepared(base, loaded, tuple(configs), tuple(server_logs), recorder)
+    return Prepared(base, loaded, tuple(configs), tuple(server_logs), recorder, started)
+
+
+def _server_launch(
+    loaded: LoadedWorkload, command: Sequence[str] | None, launch: bool | None
+) -> ServerLaunch | None:
+    """The server the run starts (see :func:`preflight`), its command and working
+    directory checked; None when it starts none."""
+    if launch is False:
+        return None
+    section = loaded.workload.server
+    argv = tuple(command) if command else None
+    if argv is None and section is not None and section.command:
+        argv = section.command
+    if argv is None:
+        if launch is None:
+            return None
+        raise WorkloadError(
+            f'workload {loaded.path}: no server to launch: give {{command}} "CMD ..." or '
+            "[server] command = [...]",
+            parameters=("command",),
+        )
+    where = section.cwd if section is not None else None
+    cwd = (loaded.path.absolute().parent / where) if where else Path.cwd()
+    if not cwd.is_dir():
+        raise WorkloadError(f"workload {loaded.path}: [server] cwd {where!r}: not a directory")
+    return ServerLaunch(argv, cwd)
 
 
 def _fits(

@@ -240,7 +240,6 @@ class RunRecorder:
         self._budget = MemoryBudget()  # small bodies kept in memory until published
         self._spool = Spool(self.store)  # and the small bodies past it (one file)
         self._published: set[str] = set()  # body digests this run stored already
-        self.store.upkeep.incoming_path()  # the folder large bodies stream into exists from the start
         self.server: ServerIdentity | None = None
         self.error: str | None = None
         # Set by importers of harness outputs (``importing.py``): the harness, its
@@ -249,13 +248,18 @@ class RunRecorder:
         self.launched: LaunchedServer | None = None  # the server the run started itself
         self.ended: str | None = None
         self.outcome: tuple[Outcome, str | None] | None = None
-        if workload_bytes is not None:
-            workload = self.put(
-                f"workload/{workload_name(workload)}",
-                workload_bytes,
-                workload.media_type,
-                "workload",
-            )
+        try:
+            self.store.upkeep.incoming_path()  # where large bodies stream into exists from the start
+            if workload_bytes is not None:
+                workload = self.put(
+                    f"workload/{workload_name(workload)}",
+                    workload_bytes,
+                    workload.media_type,
+                    "workload",
+                )
+        except BaseException:
+            self.lease.release()  # not opened: nothing is left held
+            raise
         self.workload = workload
         # The workload's pinned tokenizer as its entry point loaded it; else read from
         # the workload when a stream needs it (workload_tokenizer).
@@ -331,6 +335,13 @@ class RunRecorder:
             sink.discard()
         self._sinks.clear()
         self._spool.close()
+
+    def abandon(self) -> None:
+        """Give the run up unregistered (an error before it was sealed): the temporaries
+        of its bodies and its spool removed, its lease ended. What it stored stays in the
+        store, named by nothing, for gc; a sealed run is left as it is."""
+        self.discard_unpublished()
+        self.lease.release()
 
     # -- requests -----------------------------------------------------------------
     def set_server(self, server: ServerIdentity) -> None:

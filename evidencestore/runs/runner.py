@@ -166,7 +166,21 @@ def run_prepared(
 ) -> tuple[Registration, RunRecord]:
     """Run a workload that passed its pre-flight (``preflight.preflight``) and register
     it; see :func:`run_workload`. ``before_seal`` runs last (a launched server: stopped,
-    its log and metrics kept)."""
+    its log and metrics kept). An error that escapes before the run is sealed abandons
+    it (nothing registered, nothing left open)."""
+    try:
+        return _run(prepared, progress, before_seal, observer)
+    except BaseException:
+        prepared.recorder.abandon()
+        raise
+
+
+def _run(
+    prepared: Prepared,
+    progress: Progress | None,
+    before_seal: Callable[[RunRecorder], None] | None,
+    observer: Observer | None,
+) -> tuple[Registration, RunRecord]:
     loaded, recorder, base = prepared.loaded, prepared.recorder, prepared.base
     configs, server_logs = prepared.configs, prepared.server_logs
     endpoint = endpoint_for(loaded.workload.endpoint.kind)

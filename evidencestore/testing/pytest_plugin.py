@@ -14,13 +14,13 @@ evidence repository found from pytest's rootdir) and ``--evidence-require-availa
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
+    from ..config import Repository
     from ..models import BundleReport, VerifyReport
 
 __all__ = ["Evidence", "evidence", "evidence_report"]
@@ -46,8 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 class Evidence:
     """One verified evidence repository, and assertions about its bundles."""
 
-    def __init__(self, root: Path, report: VerifyReport) -> None:
-        self.root = root
+    def __init__(self, repository: Repository, report: VerifyReport) -> None:
+        self.repository = repository
+        self.root: Path = repository.root
         self.report = report
 
     @property
@@ -69,7 +70,7 @@ class Evidence:
         from . import assert_bundle
 
         return assert_bundle(
-            self.root,
+            self.repository,
             name,
             entries=entries,
             digest=digest,
@@ -96,28 +97,34 @@ class Evidence:
             )
 
 
-def _root(config: pytest.Config) -> Path:
-    from ..config import require_root
+def _repository(config: pytest.Config) -> Repository:
+    """The evidence repository of the session, resolved once (the one walk up):
+    ``--evidence-root`` / ``evidence_root`` by :func:`~evidencestore.config.as_repository`,
+    else the one at or above pytest's rootdir (refused when there is none)."""
+    from ..config import Repository, as_repository, require_root
 
     chosen = config.getoption("evidence_root") or config.getini("evidence_root")
     if chosen:
         base = Path(str(chosen))
-        return (base if base.is_absolute() else config.rootpath / base).absolute()
-    return require_root(config.rootpath)
+        return as_repository((base if base.is_absolute() else config.rootpath / base).absolute())
+    return Repository(require_root(config.rootpath))
+
+
+_REPOSITORY = pytest.StashKey["Repository"]()
 
 
 @pytest.fixture(scope="session")
 def evidence_report(pytestconfig: pytest.Config) -> VerifyReport:
     """The verification report of the evidence repository, made once per session."""
-    from ..config import local_store
     from ..errors import EvidenceStoreError
     from ..verify import verify_repository
 
     try:
-        root = _root(pytestconfig)
+        repo = _repository(pytestconfig)
+        pytestconfig.stash[_REPOSITORY] = repo
         return verify_repository(
-            root,
-            store=local_store(root),
+            repo,
+            store=repo.local_store(),
             require_available=bool(pytestconfig.getoption("evidence_require_available")),
         )
     except EvidenceStoreError as exc:
@@ -125,6 +132,6 @@ def evidence_report(pytestconfig: pytest.Config) -> VerifyReport:
 
 
 @pytest.fixture
-def evidence(evidence_report: VerifyReport) -> Evidence:
+def evidence(pytestconfig: pytest.Config, evidence_report: VerifyReport) -> Evidence:
     """The session's verified evidence repository: ``evidence.assert_bundle(name, ...)``."""
-    return Evidence(Path(os.fspath(evidence_report.root)), evidence_report)
+    return Evidence(pytestconfig.stash[_REPOSITORY], evidence_report)

@@ -20,7 +20,7 @@ from evidencestore.campaign.members import campaign_runs
 from evidencestore.campaign.protocol import load_campaign
 from evidencestore.cli import main
 from evidencestore.cli._common import flag_of
-from evidencestore.config import local_store
+from evidencestore.config import Repository, local_store
 from evidencestore.runs import load_run
 from evidencestore.testing.llm_server import chat_workload
 
@@ -328,3 +328,93 @@ def test_a_launched_servers_control_answers_follow_the_transport_rules(
         assert metrics.error == f"the answer to {url} is larger than {MAX_ANSWER} bytes"
     assert plain.version_before is not None and plain.version_before.body is None
     assert (plain.version_before.status, plain.version_before.error) == (307, "HTTP 307")
+
+
+def _left_open(root: Path) -> list[str]:
+    """What an opened run holds until it is sealed or abandoned: its lease
+    (``<store>/leases/active-*``) and its body temporaries (``<store>/incoming/``)."""
+    store = root / ".evstore"
+    return sorted(
+        str(p.relative_to(store))
+        for where in ("leases", "incoming")
+        if (store / where).is_dir()
+        for p in (store / where).iterdir()
+    )
+
+
+def test_a_bad_server_section_is_refused_before_the_run_is_opened(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `[server] cwd` that is no directory, or no server to launch, is refused by the
+    pre-flight with its one text, before the run is opened: no lease, no temporary, no
+    bundle is left behind, from the CLI (`run`, `run --launch`) or the library."""
+    from evidencestore.errors import WorkloadError
+    from evidencestore.runs.launch import launch_and_run
+
+    root = _repo(tmp_path)
+    marker = tmp_path / "server-started"
+    argv = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    wl = tmp_path / "w.toml"
+    wl.write_text(
+        chat_workload(("a",), max_tokens=4)
+        + f'\n[server]\ncommand = {json.dumps(argv)}\ncwd = "absent"\n'
+    )
+    expected = f"workload {wl}: [server] cwd 'absent': not a directory"
+    url = f"http://127.0.0.1:{_port()}"
+    common = ["--arm", "a", "--server", url, "--name", "x", "--root", str(root)]
+    for launch in ([], ["--launch", " ".join(argv)]):
+        assert main(["run", str(wl), *common, *launch]) == 2
+        assert capsys.readouterr().err.strip() == f"evstore: error: {expected}"
+        assert _left_open(root) == [], launch
+    with pytest.raises(WorkloadError) as info:
+        launch_and_run(root, wl, command=argv, arm="a", server=url, name="x")
+    assert str(info.value) == expected
+    assert _left_open(root) == []
+
+    plain = tmp_path / "plain.toml"
+    plain.write_text(chat_workload(("a",), max_tokens=4))
+    with pytest.raises(WorkloadError) as info:
+        launch_and_run(root, plain, command=None, arm="a", server=url, name="x")
+    assert str(info.value) == (
+        f'workload {plain}: no server to launch: give command "CMD ..." or [server] command = [...]'
+    )
+    assert info.value.worded(flag_of).startswith(
+        f'workload {plain}: no server to launch: give --launch "CMD'
+    )
+    assert _left_open(root) == []
+    assert not marker.exists() and not (root / "evidence" / "x").exists()
+
+
+def test_an_error_after_the_run_is_opened_abandons_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error that escapes a run opened by its pre-flight (here, before a byte is
+    sent) registers nothing and ends the run's lease (negative control: the lease is
+    held while a run is open)."""
+    import evidencestore.runs.runner as runner
+    from evidencestore.runs.launch import launch_and_run
+    from evidencestore.runs.preflight import preflight
+
+    root = _repo(tmp_path)
+    wl = tmp_path / "w.toml"
+    wl.write_text(chat_workload(("a",), max_tokens=4))
+    url = f"http://127.0.0.1:{_port()}"
+    opened = preflight(Repository(root), wl, arm="a", server=url, name="held")
+    assert [p.split("/")[0] for p in _left_open(root)] == ["leases"]  # the control
+    opened.recorder.abandon()
+    assert _left_open(root) == []
+
+    def broken(kind: str) -> object:
+        raise RuntimeError(f"no endpoint {kind}")
+
+    monkeypatch.setattr(runner, "endpoint_for", broken)
+    with pytest.raises(RuntimeError, match="no endpoint chat"):
+        runner.run_workload(root, wl, arm="a", server=url, name="x")
+    assert _left_open(root) == []
+    _env_for_server(monkeypatch)  # a launched server that gets ready, then the error
+    port = _port()
+    argv = [*SERVER, "--port", str(port)]
+    with pytest.raises(RuntimeError, match="no endpoint chat"):
+        launch_and_run(root, wl, command=argv, arm="a", server=f"http://127.0.0.1:{port}", name="x")
+    assert _left_open(root) == []
+    assert not (root / "evidence" / "x").exists()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from helpers.repos import add_bundle
+from helpers.walks import walks_and_reads
 
 import evidencestore.verify as verify_module
 from evidencestore import VerificationError, check_inclusion, inclusion_holds, verify_inclusion
@@ -56,6 +57,27 @@ def test_the_repository_is_verified_once_per_session(
     result = pytester.runpytest_inprocess()
     result.assert_outcomes(passed=3)
     assert calls == [str(evidence_repo)]
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_the_repository_is_resolved_once(
+    pytester: pytest.Pytester, evidence_repo: Path, monkeypatch: pytest.MonkeyPatch, given: bool
+) -> None:
+    """The plugin walks up to the repository once, from pytest's rootdir or
+    ``--evidence-root`` (a subfolder: its repository), and hands that ``Repository``
+    down: verifying, the store and every ``evidence`` fixture walk no more."""
+    sub = evidence_repo / "tests" / "deep"
+    sub.mkdir(parents=True)
+    walks, reads = walks_and_reads(monkeypatch)
+    pytester.makepyfile(
+        test_ev=TESTS + "\ndef test_root(evidence):\n    assert evidence.root == "
+        f"evidence.repository.root == __import__('pathlib').Path({str(evidence_repo)!r})\n"
+    )
+    args = ("--evidence-root", str(sub)) if given else ()
+    result = pytester.runpytest_inprocess(*args)
+    assert walks == [sub if given else evidence_repo]
+    assert reads == [evidence_repo]
+    result.assert_outcomes(passed=4)
 
 
 def test_a_failure_shows_the_finding_not_the_helper(

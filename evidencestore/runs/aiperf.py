@@ -453,9 +453,6 @@ def _add_request(
     ack = meta.get("request_ack_ns") if isinstance(meta.get("request_ack_ns"), int) else None
     end = int(meta["request_end_ns"])
     sse = _sse(raw, start, end, where) if raw is not None else None
-    body = None
-    if sse is not None:
-        body = store.put(sse[0], "text/event-stream")
     # AIPerf's error, in evstore's classes (the judge's, as the runner would see it): a
     # 2xx answer that streamed is decided by reading the stream back below (its own
     # error event, else cut short), whatever code AIPerf gave the error; else an HTTP
@@ -489,6 +486,8 @@ def _add_request(
         chunk_ns=chunk_ns,
         chunk_end=chunk_end,
     )
+    # Kept by the runner's size rule (the workload's max_output_size): past it, nothing.
+    observation, body = recorder.keep_output(observation, sse[0] if sse is not None else None)
     asked_max = asked.get("max_tokens") if isinstance(asked, dict) else None
     spec = RequestSpec(
         max_tokens=asked_max if isinstance(asked_max, int) and asked_max > 0 else None
@@ -498,11 +497,11 @@ def _add_request(
         endpoint_for(kind) if body is not None else None,
         observation,
         body,
-        Expected(request=spec, stream=True),
+        Expected(request=spec, stream=True, tokenizer=recorder.workload_tokenizer()),
         store=store,
         slot=Slot(index, phase, request, repetition),
         payload=payload,
-        data=sse[0] if sse is not None else None,
+        data=sse[0] if sse is not None and body is not None else None,
     )
     if words is not None and failure is None:
         if base.failure in (None, "incomplete"):  # the stream was cut, as a runner sees it

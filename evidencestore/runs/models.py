@@ -38,6 +38,7 @@ __all__ = [
     "MediaOutcome",
     "Message",
     "Outcome",
+    "OutputSize",
     "Phase",
     "PhaseCounts",
     "PromptSet",
@@ -98,6 +99,8 @@ InputMediaType = Annotated[
 ]
 #: Default ``[run] max_output_size``: larger than any real generated output.
 MAX_OUTPUT_SIZE = 8 << 30
+#: A ``[run] max_output_size`` value (bytes).
+OutputSize = Annotated[int, Meta(gt=0, le=1 << 40)]
 
 
 # -- workload ---------------------------------------------------------------------
@@ -169,7 +172,7 @@ class RunSection(Model, frozen=True, kw_only=True):
     timeout: Seconds = 600.0
     concurrency: Annotated[int, Meta(gt=0, le=1024)] = 1
     check_media: bool = True
-    max_output_size: Annotated[int, Meta(gt=0, le=1 << 40)] = MAX_OUTPUT_SIZE
+    max_output_size: OutputSize = MAX_OUTPUT_SIZE
     cache_ratio: Annotated[float, Meta(gt=1)] = 3.0
     max_send_lag: Annotated[float, Meta(gt=0, le=60)] = 0.001
     request_rate: Annotated[float, Meta(gt=0)] | Literal["inf"] | None = None

@@ -17,6 +17,7 @@ import platform
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 
@@ -28,7 +29,7 @@ from .._version import __version__
 from ..bundle import RepoFile, check_name_free, free_name, register_bundle
 from ..confined import MAX_CONTROL_FILE
 from ..digest import hash_bytes
-from ..errors import BundleError, BundleNameTaken, ConfigError, ManifestError
+from ..errors import BodyTooLarge, BundleError, BundleNameTaken, ConfigError, ManifestError
 from ..inventory import load_registration, read_entry, registration_path
 from ..models import Descriptor, Entry, Registration
 from ..storage import LocalBlobStore
@@ -36,6 +37,7 @@ from ..storage.leases import ActiveLease
 from .body import BodySink, MemoryBudget, Spool
 from .judge import Expected, Slot, judge
 from .models import (
+    MAX_OUTPUT_SIZE,
     Audit,
     ClientEnvironment,
     ClientLoad,
@@ -51,7 +53,7 @@ from .models import (
     RunRecord,
     ServerIdentity,
 )
-from .transport import Observation, utc_precise
+from .transport import Observation, output_limit, too_large, utc_precise
 from .untrusted import valid_media_type
 
 if TYPE_CHECKING:
@@ -265,6 +267,7 @@ class RunRecorder:
         # the workload when a stream needs it (workload_tokenizer).
         self._tokenizer = tokenizer
         self._tokenizer_read = tokenizer is not None
+        self._max_output: int | None = None  # the workload's, read when a body is kept
 
     # -- entries ------------------------------------------------------------------
     def add_entry(self, path: str, descriptor: Descriptor, role: str | None = None) -> None:
@@ -380,8 +383,10 @@ class RunRecorder:
         """Record one request a harness made itself: what it saw (timings in monotonic
         ns, status, failure: an :class:`~evidencestore.runs.transport.Observation`), the
         payload sent and the body as bytes or a file (``observation.media_type``). The
-        request is judged exactly as the runner judges its own (``judge.judge``): an
-        output that says it is JSON must be well-formed; a body is checked against
+        body is kept by the runner's size rule (:meth:`keep_output`: past the workload's
+        ``[run] max_output_size`` nothing is kept and the request fails ``too-large``),
+        and the request is judged exactly as the runner judges its own
+        (``judge.judge``): an output that says it is JSON must be well-formed; a body is checked against
         ``expectations`` when they are given (audio it carries must last as long as the
         request asked, even when they prescribe none), and an invalid one makes the
         request an ``invalid-media`` failure. ``llm``: the body is an OpenAI ``chat`` or
@@ -398,23 +403,7 @@ class RunRecorder:
                 "expected type/subtype (such as video/mp4)"
             )
         payload_desc = self.store.put(payload, "application/octet-stream")
-        body_desc = None
-        if body is not None:
-            if isinstance(body, bytes):
-                body_desc = self.store.put(body, media_type)
-            else:
-                sink = self.body_sink()
-                try:
-                    with open(body, "rb") as fh:
-                        while chunk := fh.read(1 << 20):
-                            sink.write(chunk)
-                    sink.finish()
-                    body_desc = sink.publish(media_type)
-                except OSError as exc:
-                    sink.discard()
-                    raise ConfigError(
-                        f"{os.fspath(body)}: cannot read the body: {exc.strerror}"
-                    ) from exc
+        observation, body_desc = self.keep_output(observation, body)
         endpoint = None
         if llm is not None:
             from .endpoints import endpoint_for
@@ -440,6 +429,62 @@ class RunRecorder:
             )
         )
 
+    def keep_output(
+        self, observation: Observation, body: bytes | str | os.PathLike[str] | None
+    ) -> tuple[Observation, Descriptor | None]:
+        """Store a response body a harness received (bytes or a file, of
+        ``observation.media_type``) by the runner's size rule
+        (``transport.output_limit``: the workload's ``[run] max_output_size``,
+        :meth:`max_output_size`): a file is copied only up to the limit, and a body past
+        it is never kept; the request then fails ``too-large`` as the runner's does
+        (``transport.too_large``). Returns the observation as judged and the body's
+        descriptor (None when none is kept)."""
+        if body is None:
+            return observation, None
+        limit = output_limit(self.max_output_size(), observation.status)
+        media_type = observation.media_type
+        try:
+            if isinstance(body, bytes):
+                if len(body) > limit:
+                    raise BodyTooLarge(limit)
+                return observation, self.store.put(body, media_type)
+            sink = self.body_sink(limit)
+            try:
+                with open(body, "rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        sink.write(chunk)  # refused past the limit: nothing more is read
+                sink.finish()
+                return observation, sink.publish(media_type)
+            except OSError as exc:
+                raise ConfigError(
+                    f"{os.fspath(body)}: cannot read the body: {exc.strerror}"
+                ) from exc
+            finally:
+                sink.discard()  # gone once published; else a partial body, dropped
+        except BodyTooLarge as exc:
+            failure, message = too_large(exc)
+            return replace(observation, failure=failure, message=message), None
+
+    def max_output_size(self) -> int:
+        """The largest output the run's workload accepts (``[run] max_output_size``,
+        its default when the workload sets none or is a harness's own settings), read
+        once from the store."""
+        if self._max_output is None:
+            from .workload import max_output_size
+
+            data = self._workload_bytes()
+            where = f"run {self.name!r}: workload"
+            self._max_output = MAX_OUTPUT_SIZE if data is None else max_output_size(data, where)
+        return self._max_output
+
+    def _workload_bytes(self) -> bytes | None:
+        """The workload's bytes from the store; None when it is not there or too large
+        to be a workload file (a harness's own settings may be large, or absent)."""
+        wl = self.workload
+        if wl.size <= MAX_CONTROL_FILE and self.store.has(wl.digest):
+            return self.store.get(wl.digest)
+        return None
+
     def workload_tokenizer(self) -> TokenCounter | None:
         """The tokenizer the run's workload pins (``[endpoint.tokenizer]``), which
         counts a stream's tokens when its server gave none: the one the entry point
@@ -449,9 +494,8 @@ class RunRecorder:
         if not self._tokenizer_read:
             from .workload import pinned_tokenizer
 
-            wl = self.workload  # a harness's own settings may be large, or absent
-            if wl.size <= MAX_CONTROL_FILE and self.store.has(wl.digest):
-                data = self.store.get(wl.digest)
+            data = self._workload_bytes()
+            if data is not None:
                 self._tokenizer = pinned_tokenizer(data, self.store, f"run {self.name!r}: workload")
             self._tokenizer_read = True
         return self._tokenizer

@@ -65,7 +65,9 @@ __all__ = [
     "exchange",
     "get_control",
     "get_once",
+    "output_limit",
     "read_capped",
+    "too_large",
     "unreached",
     "utc_precise",
 ]
@@ -76,6 +78,22 @@ _CHUNK = 1 << 20
 #: The runner's session read buffer (``read_bufsize``): what an output's reader may
 #: buffer before it stops reading the socket.
 READ_BUFFER = _CHUNK
+
+
+def output_limit(max_output: int, status: int | None) -> int:
+    """The most bytes of a response body kept, by the one rule every recorder applies
+    (the runner as bytes arrive, ``RunRecorder.keep_output`` for a harness's): an output
+    (a 2xx answer, or one whose status was not recorded) up to ``max_output`` (``[run]
+    max_output_size``), an error answer kept in its place up to :data:`CONTROL_MAX` too."""
+    if status is None or 200 <= status < 300:
+        return max_output
+    return min(max_output, CONTROL_MAX)
+
+
+def too_large(exc: BodyTooLarge) -> tuple[Failure, str]:
+    """The failure of a body past its limit (:func:`output_limit`): nothing of it kept."""
+    return "too-large", f"the output is {exc}; nothing past it was kept ([run] max_output_size)"
+
 
 _SECOND: list[tuple[int, str]] = [(-1, "")]  # the last whole second formatted
 
@@ -417,8 +435,7 @@ async def exchange(
             obs.status = exc.status
         failure, message = cast("Failure", exc.failure), exc.message
     except BodyTooLarge as exc:
-        failure = "too-large"
-        message = f"the output is {exc}; nothing past it was kept ([run] max_output_size)"
+        failure, message = too_large(exc)
     except TimeoutError:
         failure, message = "timeout", f"no complete response within {conn.timeout} s"
     except aiohttp.ClientPayloadError as exc:
@@ -538,7 +555,7 @@ async def _output(
     obs.declared_length = declared = resp.content_length
     obs.media_type = media_type_of(resp.headers, shape.default_media_type)
     # An error answer is kept as evidence too, but it is no output: the control bound.
-    limit = conn.max_output if 200 <= resp.status < 300 else min(conn.max_output, CONTROL_MAX)
+    limit = output_limit(conn.max_output, resp.status)
     if declared is not None and declared > limit:
         raise BodyTooLarge(limit)
     sink = conn.new_sink(limit)

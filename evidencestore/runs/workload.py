@@ -24,7 +24,7 @@ from ..digest import hash_bytes
 from ..errors import ConfigError, EvidenceStoreError, WorkloadError
 from ..models import Descriptor
 from ..paths import path_problem
-from .models import Message, RequestSpec, TokenizerRef, Workload
+from .models import MAX_OUTPUT_SIZE, Message, OutputSize, RequestSpec, TokenizerRef, Workload
 from .tokenizer import TokenCounter, load_tokenizer
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ __all__ = [
     "expectations_for",
     "input_files",
     "load_workload",
+    "max_output_size",
     "parse_workload",
     "pinned_tokenizer",
     "prompt_requests",
@@ -107,6 +108,32 @@ def _tokenizer(
         except EvidenceStoreError as exc:
             raise WorkloadError(f"{where}: {ref.digest}: {exc}") from None
     return load_tokenizer(data, ref.digest, where)
+
+
+class _LimitRun(msgspec.Struct, frozen=True):
+    max_output_size: OutputSize = MAX_OUTPUT_SIZE
+
+
+class _Limit(msgspec.Struct, frozen=True):
+    """Only a workload's output size limit: its other fields are not read."""
+
+    run: _LimitRun | None = None
+
+
+def max_output_size(data: bytes, where: str) -> int:
+    """The ``[run] max_output_size`` the workload bytes ``data`` set, by the same field
+    and default as a loaded workload's (``RunSection``); the default when they are not a
+    TOML workload (a harness's own settings). A value out of range is a
+    :class:`WorkloadError` naming ``where``."""
+    try:
+        raw = loads_toml(data, where)
+    except ConfigError:
+        return MAX_OUTPUT_SIZE
+    try:
+        limit = msgspec.convert(raw, _Limit)
+    except msgspec.ValidationError as exc:
+        raise WorkloadError(f"{where}: {exc}") from None
+    return limit.run.max_output_size if limit.run is not None else MAX_OUTPUT_SIZE
 
 
 class _PinEndpoint(msgspec.Struct, frozen=True):

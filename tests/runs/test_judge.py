@@ -34,6 +34,7 @@ from evidencestore.testing.synth import AudioSpec, VideoSpec, write_clip
 MB = 1 << 20
 TOKENIZER = (paths.DATA / "vllm" / "tokenizer.json").read_bytes()
 BIG = 300 * MB  # past the judge's 256 MiB read-back bound
+LIMIT = 64 << 10  # the "over max_output_size" workload's limit
 _PATHS = {"videos-sync": "/v1/videos/sync", "json": "/v1/generate", "chat": "/v1/chat/completions"}
 
 
@@ -97,10 +98,12 @@ class Case:
         media_type: str,
         check_media: bool = False,
         tokenizer: str | None = None,
+        max_output: int = 512 * MB,
     ):
         self.kind, self.chunks, self.media_type = kind, chunks, media_type
         self.check_media = check_media
         self.tokenizer = tokenizer  # the digest of the tokenizer the workload pins
+        self.max_output = max_output  # the workload's [run] max_output_size
 
     def body(self) -> Iterator[bytes]:
         yield from (self.chunks() if callable(self.chunks) else self.chunks)
@@ -112,7 +115,7 @@ class Case:
             *(["[endpoint.tokenizer]", f'digest = "{self.tokenizer}"'] if self.tokenizer else []),
             "", "[run]", "warmup = 0", "measured = 1", "timeout = 120",
             f"check_media = {'true' if self.check_media else 'false'}",
-            f"max_output_size = {512 * MB}", "", "[[request]]",
+            f"max_output_size = {self.max_output}", "", "[[request]]",
         ]  # fmt: skip
         if self.kind == "chat":
             lines += ['prompt = "p"', "max_tokens = 64"]
@@ -133,6 +136,14 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
         "tokens per event": Case("chat", _tokens_per_event(), "text/event-stream"),
         "uncounted stream": Case(
             "chat", _uncounted(), "text/event-stream", tokenizer=hash_bytes(TOKENIZER).digest
+        ),
+        # 100 KiB in 10 KiB chunks, past a limit of 64 KiB: nothing of it is kept
+        "over max_output_size": Case(
+            "videos-sync",
+            [bytes([k]) * (10 << 10) for k in range(10)],
+            "video/mp4",
+            True,
+            max_output=LIMIT,
         ),
     }
 
@@ -185,7 +196,7 @@ def _import_kept(root: Path, directory: Path, name: str) -> RequestRecord:
     store = recorder.store
     wl = load_workload(directory / "workload.toml", store=store).workload
     payload = store.put_file(directory / "payload", "application/octet-stream")
-    body = store.put_file(directory / "body", seen.media_type)
+    seen, body = recorder.keep_output(seen, directory / "body")  # the runner's size rule
     expected = Expected(
         request=wl.request[0],
         stream=wl.endpoint.stream,
@@ -205,7 +216,7 @@ def _import_kept(root: Path, directory: Path, name: str) -> RequestRecord:
 @pytest.mark.parametrize(
     "case",
     ["valid clip", "truncated clip", "clip with short audio", "malformed JSON",
-     "300 MB stream", "tokens per event", "uncounted stream"],
+     "300 MB stream", "tokens per event", "uncounted stream", "over max_output_size"],
 )  # fmt: skip
 def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
     case: str,
@@ -236,7 +247,8 @@ def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
     [over_http] = run.requests
     [observation] = seen
     store = Repository(root).local_store()
-    assert over_http.body is not None  # the whole body was kept, then judged
+    # the whole body was kept, then judged; or, past the limit, nothing of it
+    assert (over_http.body is None) == (case == "over max_output_size")
     payload = store.get(over_http.payload.digest)
 
     # The harness kept the same bytes in a file (written as they came, never held).
@@ -254,18 +266,34 @@ def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
     )
     (kept / "observation.json").write_text(json.dumps(fields))
 
-    harness = open_run(root, "harness", arm="a", workload=wl.read_bytes())
     exp = expectations_for(load_workload(wl, store=store).workload, 0) if c.check_media else None
-    by_harness = harness.record_request(
-        observation,
-        phase="measured",
-        payload=payload,
-        body=kept / "body",
-        expectations=exp,
-        llm="chat" if c.kind == "chat" else None,
-        spec=load_workload(wl, store=store).workload.request[0],
-    )
-    harness.seal()
+
+    def by_harness_given(body: bytes | Path, name: str) -> RequestRecord:
+        harness = open_run(root, name, arm="a", workload=wl.read_bytes())
+        record = harness.record_request(
+            observation,
+            phase="measured",
+            payload=payload,
+            body=body,
+            expectations=exp,
+            llm="chat" if c.kind == "chat" else None,
+            spec=load_workload(wl, store=store).workload.request[0],
+        )
+        harness.seal()
+        return record
+
+    by_harness = by_harness_given(kept / "body", "harness")
+    if case != "300 MB stream":  # ... and as bytes in memory
+        in_memory = by_harness_given((kept / "body").read_bytes(), "harness-bytes")
+        assert _same(in_memory) == _same(over_http)
+    if case == "over max_output_size":
+        # no recorder kept the body, nor any part of it past the limit (an importer
+        # keeps the harness's files as they are: that is checked before it runs)
+        body = (kept / "body").read_bytes()
+        assert len(body) == 100 << 10 and not store.has(hash_bytes(body).digest)
+        sizes = [b.size for b in store.upkeep.iter_blobs()]
+        assert sizes and max(sizes) <= LIMIT
+        assert list(store.upkeep.iter_temporaries()) == []
     imported = _import_kept(root, kept, "imported")
 
     assert _same(by_harness) == _same(over_http) == _same(imported)
@@ -283,11 +311,17 @@ def test_the_same_bytes_get_the_same_record_whoever_recorded_them(
             "300 MB stream": ("too-large", None),
             "tokens per event": (None, None),
             "uncounted stream": (None, None),
+            "over max_output_size": ("too-large", None),
         }[case]
     )
     if case == "300 MB stream":
         assert over_http.body.size == BIG and over_http.message == (
             f"a streamed output of {BIG} bytes is larger than {256 * MB}"
+        )
+    if case == "over max_output_size":
+        assert over_http.message == (
+            f"the output is larger than the limit of {LIMIT} bytes; nothing past it was "
+            "kept ([run] max_output_size)"
         )
     if case == "clip with short audio":
         assert over_http.media is not None and "audio.samples" in over_http.media.failed_checks

@@ -217,6 +217,50 @@ def _clip(tmp_path: Path, samples: int) -> bytes:
     return path.read_bytes()
 
 
+def test_a_harness_body_is_held_to_the_runners_size_limit(tmp_path: Path, repo: Path) -> None:
+    """``record_request`` keeps a body by the runner's rule (``transport.output_limit``):
+    an output up to the workload's ``max_output_size``, an error answer up to the
+    control bound too, the default limit for a harness's own settings; past it nothing
+    is kept and the request fails ``too-large`` with the runner's message. A limit out
+    of range is the workload's fault."""
+    from evidencestore.runs.models import MAX_OUTPUT_SIZE
+    from evidencestore.runs.transport import CONTROL_MAX
+
+    store = local_store(repo)
+    limited = b"[run]\nmax_output_size = 100\n"
+    run = open_run(repo, "limited", arm="a", workload=limited)
+    assert run.max_output_size() == 100
+    seen = Observation(sent_ns=1, first_byte_ns=2, last_byte_ns=3, end_ns=4, status=200)
+    ok = run.record_request(seen, phase="measured", payload=b"p", body=b"x" * 100)
+    assert ok.failure is None and ok.body is not None and ok.body.size == 100
+    (tmp_path / "over").write_bytes(b"y" * 101)
+    for body in (b"y" * 101, tmp_path / "over"):
+        over = run.record_request(seen, phase="measured", payload=b"p", body=body)
+        assert (over.failure, over.body, over.e2e_s) == ("too-large", None, None)
+        assert over.message == (
+            "the output is larger than the limit of 100 bytes; nothing past it was kept "
+            "([run] max_output_size)"
+        )
+    assert not store.has(hash_bytes(b"y" * 101).digest)
+    assert list(store.upkeep.iter_temporaries()) == []
+    # An error answer past the control bound, under a larger max_output_size.
+    error_page = tmp_path / "error.html"
+    error_page.write_bytes(b"e" * (CONTROL_MAX + 1))
+    big = open_run(repo, "big", arm="a", workload=b"[run]\nmax_output_size = 1099511627776\n")
+    failed = big.record_request(
+        Observation(sent_ns=1, end_ns=4, status=500), phase="measured", payload=b"p",
+        body=error_page,
+    )  # fmt: skip
+    assert (failed.failure, failed.body) == ("too-large", None)
+    assert f"limit of {CONTROL_MAX} bytes" in (failed.message or "")
+    # A harness's own settings (not a TOML workload) get the default.
+    assert open_run(repo, "own", arm="a", workload=b"[x").max_output_size() == MAX_OUTPUT_SIZE
+    with pytest.raises(WorkloadError) as info:
+        open_run(repo, "zero", arm="a", workload=b"[run]\nmax_output_size = 0\n").max_output_size()
+    assert str(info.value).startswith("run 'zero': workload: ")
+    assert "run.max_output_size" in str(info.value)
+
+
 def test_recorder_for_harnesses(tmp_path: Path, repo: Path) -> None:
     from evidencestore.media.records import AudioExpectation, Expectations, VideoExpectation
 

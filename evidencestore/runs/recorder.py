@@ -53,7 +53,7 @@ from .models import (
     RunRecord,
     ServerIdentity,
 )
-from .transport import Observation, output_limit, too_large, utc_precise
+from .transport import Observation, keeps_body, output_limit, too_large, utc_precise
 from .untrusted import valid_media_type
 
 if TYPE_CHECKING:
@@ -438,8 +438,9 @@ class RunRecorder:
         :meth:`max_output_size`): a file is copied only up to the limit, and a body past
         it is never kept; the request then fails ``too-large`` as the runner's does
         (``transport.too_large``). Returns the observation as judged and the body's
-        descriptor (None when none is kept)."""
-        if body is None:
+        descriptor (None when none is kept). A body is kept only with an outcome the
+        runner keeps one with (``transport.keeps_body``): never one cut short."""
+        if body is None or not keeps_body(observation.failure):
             return observation, None
         limit = output_limit(self.max_output_size(), observation.status)
         media_type = observation.media_type

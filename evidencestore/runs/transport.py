@@ -65,6 +65,7 @@ __all__ = [
     "exchange",
     "get_control",
     "get_once",
+    "keeps_body",
     "output_limit",
     "read_capped",
     "too_large",
@@ -88,6 +89,13 @@ def output_limit(max_output: int, status: int | None) -> int:
     if status is None or 200 <= status < 300:
         return max_output
     return min(max_output, CONTROL_MAX)
+
+
+def keeps_body(failure: Failure | None) -> bool:
+    """Whether a body is kept with its request's outcome, by the one rule every recorder
+    applies: the whole answer (no failure, or an error answer kept in its place), never
+    a body cut short by a timeout, a broken connection or a refusal."""
+    return failure in (None, "http-status")
 
 
 def too_large(exc: BodyTooLarge) -> tuple[Failure, str]:
@@ -457,7 +465,7 @@ async def exchange(
     obs.failure = failure
     obs.message = None if message is None else text_of(message, 2000)
     sink = held[0] if held else None
-    keep = sink is not None and sink.digest is not None and failure in (None, "http-status")
+    keep = sink is not None and sink.digest is not None and keeps_body(failure)
     if sink is not None and not keep:
         sink.discard()  # an incomplete or oversized body never reaches the store
         sink = None

@@ -261,6 +261,24 @@ def test_a_harness_body_is_held_to_the_runners_size_limit(tmp_path: Path, repo: 
     assert "run.max_output_size" in str(info.value)
 
 
+def test_a_body_cut_short_is_never_kept_whoever_recorded_it(repo: Path) -> None:
+    """A harness that saw its stream time out or break keeps no partial body, as the
+    runner keeps none (``transport.keeps_body``); a complete answer or an error answer
+    is kept (the negative control: the same bytes, kept)."""
+    store = local_store(repo)
+    run = open_run(repo, "cut", arm="a", workload=b"[run]\n")
+    partial = b"a partial answer, cut short"
+    for failure in ("timeout", "truncated"):
+        seen = Observation(sent_ns=1, end_ns=4, status=200, failure=failure, message="cut")
+        cut = run.record_request(seen, phase="measured", payload=b"p", body=partial)
+        assert (cut.failure, cut.body) == (failure, None)
+    assert not store.has(hash_bytes(partial).digest)
+    for status, failure in ((200, None), (503, "http-status")):
+        seen = Observation(sent_ns=1, end_ns=4, status=status, failure=failure)
+        kept = run.record_request(seen, phase="measured", payload=b"p", body=partial)
+        assert kept.body is not None and kept.body.digest == hash_bytes(partial).digest
+
+
 def test_recorder_for_harnesses(tmp_path: Path, repo: Path) -> None:
     from evidencestore.media.records import AudioExpectation, Expectations, VideoExpectation
 

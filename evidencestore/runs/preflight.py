@@ -8,8 +8,9 @@ the campaign's rules (condition, arm, workload digest, declared configuration fi
 ``fit.CampaignRules``; then who may sign its runs: ``fit.check_signer``); for a run that
 starts its server, the server it starts (its command and ``[server] cwd``:
 :class:`ServerLaunch`); then the run is opened (``RunRecorder``: the name checked free,
-the workload stored). An error raises, registers nothing and leaves nothing open. The recorder returned is the run's: the runner records into it,
-and a launched server that never gets ready seals it as the failed run it is.
+the workload stored). An error raises, registers nothing and leaves nothing open. The
+recorder returned is the run's: the runner records into it, and a launched server that
+never gets ready seals it as the failed run it is.
 """
 
 from __future__ import annotations

@@ -251,7 +251,7 @@ class RunRecorder:
         self.ended: str | None = None
         self.outcome: tuple[Outcome, str | None] | None = None
         try:
-            self.store.upkeep.incoming_path()  # where large bodies stream into exists from the start
+            self.store.upkeep.incoming_path()  # where large bodies stream to, from the start
             if workload_bytes is not None:
                 workload = self.put(
                     f"workload/{workload_name(workload)}",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
@@ -120,20 +120,31 @@ class _Limit(msgspec.Struct, frozen=True):
     run: _LimitRun | None = None
 
 
+_T = TypeVar("_T")
+
+
+def _part(data: bytes, where: str, part: type[_T]) -> _T | None:
+    """The fields of ``part`` read from the workload bytes ``data`` (the others are not
+    read); None when they are not a TOML workload (a harness's own settings). A field
+    out of range is a :class:`WorkloadError` naming ``where``."""
+    try:
+        raw = loads_toml(data, where)
+    except ConfigError:
+        return None
+    try:
+        return msgspec.convert(raw, part)
+    except msgspec.ValidationError as exc:
+        raise WorkloadError(f"{where}: {exc}") from None
+
+
 def max_output_size(data: bytes, where: str) -> int:
     """The ``[run] max_output_size`` the workload bytes ``data`` set, by the same field
     and default as a loaded workload's (``RunSection``); the default when they are not a
     TOML workload (a harness's own settings). A value out of range is a
     :class:`WorkloadError` naming ``where``."""
-    try:
-        raw = loads_toml(data, where)
-    except ConfigError:
-        return MAX_OUTPUT_SIZE
-    try:
-        limit = msgspec.convert(raw, _Limit)
-    except msgspec.ValidationError as exc:
-        raise WorkloadError(f"{where}: {exc}") from None
-    return limit.run.max_output_size if limit.run is not None else MAX_OUTPUT_SIZE
+    limit = _part(data, where, _Limit)
+    run = limit.run if limit is not None else None
+    return run.max_output_size if run is not None else MAX_OUTPUT_SIZE
 
 
 class _PinEndpoint(msgspec.Struct, frozen=True):
@@ -151,15 +162,8 @@ def pinned_tokenizer(data: bytes, store: BlobStore, where: str) -> TokenCounter 
     its digest from ``store`` (there is no workload file its ``path`` is relative to);
     None when they pin none or are not a TOML workload (a harness's own settings). A pin
     the store does not hold is a :class:`WorkloadError` naming ``where``."""
-    try:
-        raw = loads_toml(data, where)
-    except ConfigError:
-        return None
-    try:
-        pin = msgspec.convert(raw, _Pin)
-    except msgspec.ValidationError as exc:
-        raise WorkloadError(f"{where}: {exc}") from None
-    ref = pin.endpoint.tokenizer if pin.endpoint is not None else None
+    pin = _part(data, where, _Pin)
+    ref = pin.endpoint.tokenizer if pin is not None and pin.endpoint is not None else None
     if ref is None:
         return None
     if not store.has(ref.digest):

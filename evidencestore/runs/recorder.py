@@ -383,18 +383,19 @@ class RunRecorder:
         """Record one request a harness made itself: what it saw (timings in monotonic
         ns, status, failure: an :class:`~evidencestore.runs.transport.Observation`), the
         payload sent and the body as bytes or a file (``observation.media_type``). The
-        body is kept by the runner's size rule (:meth:`keep_output`: past the workload's
-        ``[run] max_output_size`` nothing is kept and the request fails ``too-large``),
-        and the request is judged exactly as the runner judges its own
-        (``judge.judge``): an output that says it is JSON must be well-formed; a body is checked against
-        ``expectations`` when they are given (audio it carries must last as long as the
-        request asked, even when they prescribe none), and an invalid one makes the
-        request an ``invalid-media`` failure. ``llm``: the body is an OpenAI ``chat`` or
-        ``completions`` answer (an SSE stream unless ``streamed`` is false), read back
-        up to 256 MiB (``too-large`` past it; ``streams.py``: events timed by
-        ``observation.chunk_ns`` / ``chunk_end``, the completion stored, checked against
-        ``spec``'s ``max_tokens``); a stream whose server gave no token count is counted
-        by ``tokenizer``, by default the workload's, as the runner counts
+        body is kept by the runner's rules (:meth:`keep_output`: past the workload's
+        ``[run] max_output_size`` nothing is kept and the request fails ``too-large``; a
+        body cut short is not kept), and the request is judged exactly as the runner
+        judges its own (``judge.judge``): an output that says it is JSON must be
+        well-formed; a body is checked against ``expectations`` when they are given
+        (audio it carries must last as long as the request asked, even when they
+        prescribe none), and an invalid one makes the request an ``invalid-media``
+        failure. ``llm``: the body is an OpenAI ``chat`` or ``completions`` answer (an
+        SSE stream unless ``streamed`` is false), read back up to 256 MiB (``too-large``
+        past it; ``streams.py``: events timed by ``observation.chunk_ns`` /
+        ``chunk_end``, the completion stored, checked against ``spec``'s
+        ``max_tokens``); a stream whose server gave no token count is counted by
+        ``tokenizer``, by default the workload's, as the runner counts
         (:meth:`workload_tokenizer`)."""
         media_type = observation.media_type
         if not valid_media_type(media_type):
